@@ -1,0 +1,1 @@
+//! The Angel model directory reader (formats/angel.md).

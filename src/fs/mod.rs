@@ -1,0 +1,1 @@
+//! The tree of files (FUSE-independent core) and the FUSE adapter.

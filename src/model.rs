@@ -1,0 +1,286 @@
+//! The format-neutral view that every reader (TensorFlow, Angel) produces and that `layout`,
+//! `fs` and `cli` consume: a tree of directories and tensors, each tensor with a dtype, a shape,
+//! partitions and a way to read any range of its elements.
+//!
+//! Invariants:
+//! - Element bytes handed out by `Tensor::read_elements` are little-endian, C order, in the
+//!   element width of `DType::elem_size` (bfloat16 as its 16 bits, bool as one byte 0/1).
+//! - A tree path is a list of raw *display* components (bytes, not yet escaped for the file
+//!   system; escaping is `fs::names`' job). Readers undo their own key encodings (TF2 object
+//!   keys) before handing components out.
+//! - Listing a directory never requires decoding tensor data.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+/// Element types. The first group is what SPEC §2 names; the rest are TF's rarer types,
+/// stored as fixed-width integers or raw bytes, or not decodable at all.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DType {
+    F16,
+    BF16,
+    F32,
+    F64,
+    I8,
+    I16,
+    I32,
+    I64,
+    U8,
+    U16,
+    U32,
+    U64,
+    Bool,
+    C64,
+    C128,
+    Str,
+    /// Quantized integers (raw, no scale): qint8, quint8, qint16, quint16, qint32.
+    QInt8,
+    QUInt8,
+    QInt16,
+    QUInt16,
+    QInt32,
+    /// One element per byte, low 4 (or 2) bits, sign-extended for the signed variants.
+    Int4,
+    UInt4,
+    Int2,
+    UInt2,
+    /// float8 variants by TF code (24..=28): shown as raw bytes.
+    Float8(u8),
+    /// DT_VARIANT: opaque per-element bytes.
+    Variant,
+    /// Anything else (resource, `_ref` types, future codes): listed, never decoded.
+    Opaque(i32),
+}
+
+impl DType {
+    /// Width of one element in `read_elements` output; `None` for variable-size or opaque types.
+    pub fn elem_size(self) -> Option<usize> {
+        use DType::*;
+        Some(match self {
+            I8 | U8 | Bool | QInt8 | QUInt8 | Int4 | UInt4 | Int2 | UInt2 | Float8(_) => 1,
+            F16 | BF16 | I16 | U16 | QInt16 | QUInt16 => 2,
+            F32 | I32 | U32 | QInt32 => 4,
+            F64 | I64 | U64 | C64 => 8,
+            C128 => 16,
+            Str | Variant | Opaque(_) => return None,
+        })
+    }
+
+    /// The name shown in `.json` and xattrs (SPEC §2).
+    pub fn name(self) -> Cow<'static, str> {
+        use DType::*;
+        Cow::Borrowed(match self {
+            F16 => "float16",
+            BF16 => "bfloat16",
+            F32 => "float32",
+            F64 => "float64",
+            I8 => "int8",
+            I16 => "int16",
+            I32 => "int32",
+            I64 => "int64",
+            U8 => "uint8",
+            U16 => "uint16",
+            U32 => "uint32",
+            U64 => "uint64",
+            Bool => "bool",
+            C64 => "complex64",
+            C128 => "complex128",
+            Str => "string",
+            QInt8 => "qint8",
+            QUInt8 => "quint8",
+            QInt16 => "qint16",
+            QUInt16 => "quint16",
+            QInt32 => "qint32",
+            Int4 => "int4",
+            UInt4 => "uint4",
+            Int2 => "int2",
+            UInt2 => "uint2",
+            Float8(24) => "float8_e5m2",
+            Float8(25) => "float8_e4m3fn",
+            Float8(26) => "float8_e4m3fnuz",
+            Float8(27) => "float8_e4m3b11fnuz",
+            Float8(28) => "float8_e5m2fnuz",
+            Float8(_) => "float8",
+            Variant => "variant",
+            Opaque(20) => "resource",
+            Opaque(code) => return Cow::Owned(format!("dtype_{code}")),
+        })
+    }
+
+    pub fn is_float(self) -> bool {
+        matches!(self, DType::F16 | DType::BF16 | DType::F32 | DType::F64)
+    }
+    pub fn is_complex(self) -> bool {
+        matches!(self, DType::C64 | DType::C128)
+    }
+}
+
+/// Which reader produced a tensor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SourceFormat {
+    TfCheckpoint,
+    Angel,
+}
+
+impl SourceFormat {
+    pub fn name(self) -> &'static str {
+        match self {
+            SourceFormat::TfCheckpoint => "tf-checkpoint",
+            SourceFormat::Angel => "angel",
+        }
+    }
+}
+
+/// Where one partition of a tensor lives and which part of the tensor it covers.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PartitionMeta {
+    /// Per dimension `(start, length)` within the full tensor (for Angel matrices: rows, cols).
+    pub extent: Vec<(u64, u64)>,
+    /// Source file (base name) holding the partition's bytes, its offset and length there.
+    pub file: String,
+    pub offset: u64,
+    pub length: u64,
+    /// Reader-specific fields shown in the `.json` (e.g. Angel `partId`).
+    pub extra: serde_json::Map<String, serde_json::Value>,
+}
+
+/// Everything known about a tensor without reading its data.
+#[derive(Clone, Debug)]
+pub struct TensorMeta {
+    /// The original key / matrix name, as bytes.
+    pub name: Vec<u8>,
+    pub dtype: DType,
+    pub shape: Vec<u64>,
+    pub format: SourceFormat,
+    /// Empty for an unpartitioned TF tensor.
+    pub partitions: Vec<PartitionMeta>,
+    /// True when only stored entries exist (Angel sparse matrices): read with `Tensor::sparse`.
+    pub sparse: bool,
+    /// Reader-specific fields for the `.json` (Angel: rowType, formatClassName, …).
+    pub extra: serde_json::Map<String, serde_json::Value>,
+    /// A problem already known from metadata (bad shape, missing slice, …); data reads fail.
+    pub problem: Option<String>,
+    /// Modification time of the source file(s).
+    pub mtime: SystemTime,
+}
+
+impl TensorMeta {
+    /// Number of elements of the dense tensor, `None` on overflow.
+    pub fn num_elements(&self) -> Option<u64> {
+        self.shape.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d))
+    }
+
+    /// The 2-D view of SPEC §3: (rows, cols). Rank 0/1: one row.
+    pub fn rows_cols(&self) -> Option<(u64, u64)> {
+        match self.shape.len() {
+            0 => Some((1, 1)),
+            1 => Some((1, self.shape[0])),
+            _ => {
+                let cols = *self.shape.last().unwrap();
+                let rows = self.shape[..self.shape.len() - 1]
+                    .iter()
+                    .try_fold(1u64, |acc, &d| acc.checked_mul(d))?;
+                Some((rows, cols))
+            }
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    #[error("not found: {0}")]
+    NotFound(String),
+    #[error(transparent)]
+    Source(#[from] crate::source::SourceError),
+    #[error("{0}")]
+    Corrupt(String),
+    #[error("{0}")]
+    Unsupported(String),
+}
+
+/// Stored entries of a sparse matrix, compressed by row (CSR). Rows without entries that
+/// were saved still appear in `rows` with an empty range (libsvm prints them as `<row>`).
+#[derive(Debug, Default, Clone)]
+pub struct SparseRows {
+    /// Row ids, strictly ascending.
+    pub rows: Vec<u64>,
+    /// `row_ptr[i]..row_ptr[i+1]` indexes `cols`/`values` for `rows[i]`; len = rows.len() + 1.
+    pub row_ptr: Vec<u64>,
+    /// Column ids, strictly ascending within a row. Long-key matrices may have negative ids.
+    pub cols: Vec<i64>,
+    /// Values as little-endian element bytes of the tensor's dtype, `elem_size` each.
+    pub values: Vec<u8>,
+}
+
+impl SparseRows {
+    pub fn nnz(&self) -> u64 {
+        self.cols.len() as u64
+    }
+}
+
+/// A tensor (or one partition of one) that can be read.
+pub trait Tensor: Send + Sync {
+    fn meta(&self) -> &TensorMeta;
+
+    /// Fills `out` with elements `first..first + out.len() / elem_size` (dense tensors with a
+    /// fixed-size dtype). Verifies the source checksum on first use.
+    fn read_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError>;
+
+    /// Calls `f` with each element `first..first + count` of a string (or variant) tensor.
+    fn for_each_string(
+        &self,
+        first: u64,
+        count: u64,
+        f: &mut dyn FnMut(&[u8]),
+    ) -> Result<(), ModelError> {
+        let _ = (first, count, f);
+        Err(ModelError::Unsupported(format!(
+            "{} is not a string tensor",
+            self.meta().dtype.name()
+        )))
+    }
+
+    /// The stored entries of a sparse tensor (`meta().sparse`).
+    fn sparse(&self) -> Result<Arc<SparseRows>, ModelError> {
+        Err(ModelError::Unsupported("not a sparse tensor".into()))
+    }
+
+    /// Partition `i` of `meta().partitions`, readable as a tensor of its own.
+    fn partition(&self, i: usize) -> Result<Arc<dyn Tensor>, ModelError> {
+        Err(ModelError::NotFound(format!("partition {i}")))
+    }
+}
+
+/// One child of a directory in the model tree.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum DirEntry {
+    Dir(Vec<u8>),
+    Tensor(Vec<u8>),
+    /// A symbolic link (e.g. `latest` in a multi-checkpoint directory) to a sibling path.
+    Symlink { name: Vec<u8>, target: Vec<u8> },
+}
+
+/// Summary for `modelfs info`.
+#[derive(Clone, Debug, Default)]
+pub struct ModelSummary {
+    pub format: String,
+    pub tensors: u64,
+    pub dtypes: std::collections::BTreeMap<String, u64>,
+    pub total_bytes: u64,
+    pub problems: Vec<String>,
+}
+
+/// A mounted source: a tree of directories and tensors.
+pub trait Model: Send + Sync {
+    /// Children of the directory at `dir` (display components from the root), sorted, with
+    /// `Dir` and `Tensor` entries of the same name both present when a key is a leaf and a
+    /// prefix. `NotFound` if `dir` is not a directory.
+    fn list_dir(&self, dir: &[Vec<u8>]) -> Result<Vec<DirEntry>, ModelError>;
+
+    /// The tensor at `path`, `NotFound` if there is none.
+    fn tensor(&self, path: &[Vec<u8>]) -> Result<Arc<dyn Tensor>, ModelError>;
+
+    /// Walks everything (for `info`); may be slow on huge models.
+    fn summary(&self) -> Result<ModelSummary, ModelError>;
+}

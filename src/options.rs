@@ -1,0 +1,201 @@
+//! `-o opt,opt…` options shared by `mount`, `ls`, `cat` (SPEC §4). Unknown options are errors.
+
+use crate::layout::Layout;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verify {
+    Crc,
+    None,
+}
+
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub layouts: Vec<Layout>,
+    pub sep: String,
+    pub max_dense: u64,
+    pub threads: usize,
+    pub cache_bytes: u64,
+    pub verify: Verify,
+    pub allow_other: bool,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    /// Persistent chunk-index cache directory; `None` = disabled (`cache_dir=none`).
+    pub cache_dir: Option<std::path::PathBuf>,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct OptionError(pub String);
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            layouts: vec![Layout::Json, Layout::Txt, Layout::Npy],
+            sep: ",".into(),
+            max_dense: 16 << 30,
+            threads: std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(2),
+            cache_bytes: 256 << 20,
+            verify: Verify::Crc,
+            allow_other: false,
+            uid: None,
+            gid: None,
+            cache_dir: default_cache_dir(),
+        }
+    }
+}
+
+fn default_cache_dir() -> Option<std::path::PathBuf> {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".cache")))?;
+    Some(base.join("modelfs"))
+}
+
+/// Parses a size such as `256M`, `16G`, `4096`, `1k` (binary multiples).
+pub fn parse_size(s: &str) -> Result<u64, OptionError> {
+    let s = s.trim();
+    let (num, mult) = match s.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => {
+            let m: u64 = match c.to_ascii_lowercase() {
+                'k' => 1 << 10,
+                'm' => 1 << 20,
+                'g' => 1 << 30,
+                't' => 1 << 40,
+                'b' => 1,
+                _ => return Err(OptionError(format!("bad size '{s}'"))),
+            };
+            (&s[..i], m)
+        }
+        _ => (s, 1),
+    };
+    num.parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(mult))
+        .ok_or_else(|| OptionError(format!("bad size '{s}'")))
+}
+
+impl Options {
+    /// Applies one `-o` argument (comma-separated list) on top of `self`.
+    pub fn apply(&mut self, arg: &str) -> Result<(), OptionError> {
+        for opt in split_options(arg) {
+            let (key, value) = match opt.split_once('=') {
+                Some((k, v)) => (k, Some(v)),
+                None => (opt.as_str(), None),
+            };
+            let need = |v: Option<&str>| {
+                v.map(str::to_string)
+                    .ok_or_else(|| OptionError(format!("option '{key}' needs a value")))
+            };
+            match key {
+                "layouts" => self.layouts = Layout::parse_list(&need(value)?)?,
+                "sep" => {
+                    let v = need(value)?;
+                    self.sep = unescape_sep(&v);
+                    if self.sep.is_empty() {
+                        return Err(OptionError("sep= must not be empty".into()));
+                    }
+                }
+                "max_dense" => self.max_dense = parse_size(&need(value)?)?,
+                "threads" => {
+                    self.threads = need(value)?
+                        .parse()
+                        .ok()
+                        .filter(|&n| n >= 1 && n <= 1024)
+                        .ok_or_else(|| OptionError("threads= takes 1..1024".into()))?
+                }
+                "cache" => self.cache_bytes = parse_size(&need(value)?)?,
+                "verify" => {
+                    self.verify = match need(value)?.as_str() {
+                        "crc" => Verify::Crc,
+                        "none" => Verify::None,
+                        v => return Err(OptionError(format!("verify= takes crc or none, not '{v}'"))),
+                    }
+                }
+                "allow_other" if value.is_none() => self.allow_other = true,
+                "uid" => {
+                    self.uid = Some(need(value)?.parse().map_err(|_| OptionError("bad uid=".into()))?)
+                }
+                "gid" => {
+                    self.gid = Some(need(value)?.parse().map_err(|_| OptionError("bad gid=".into()))?)
+                }
+                "cache_dir" => {
+                    let v = need(value)?;
+                    self.cache_dir = if v == "none" { None } else { Some(v.into()) };
+                }
+                // Accepted for compatibility with mount(8)/fstab conventions; always read-only.
+                "ro" | "default_permissions" if value.is_none() => {}
+                _ => return Err(OptionError(format!("unknown mount option '{opt}'"))),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Splits on commas, except that `sep=,` keeps its comma (`-o sep=,,layouts=all` is awkward;
+/// users write `sep=comma`, `sep=tab` or `sep=\t` as well).
+fn split_options(arg: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut chars = arg.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == ',' {
+            if cur == "sep=" {
+                cur.push(',');
+                continue;
+            }
+            if !cur.is_empty() {
+                out.push(std::mem::take(&mut cur));
+            }
+        } else {
+            cur.push(c);
+        }
+    }
+    if !cur.is_empty() {
+        out.push(cur);
+    }
+    out
+}
+
+fn unescape_sep(v: &str) -> String {
+    match v {
+        "tab" | "\\t" => "\t".into(),
+        "space" => " ".into(),
+        "comma" => ",".into(),
+        "colon" => ":".into(),
+        "semicolon" => ";".into(),
+        _ => v.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("256M").unwrap(), 256 << 20);
+        assert_eq!(parse_size("16G").unwrap(), 16 << 30);
+        assert_eq!(parse_size("100").unwrap(), 100);
+        assert!(parse_size("x").is_err());
+        assert!(parse_size("99999999999999999999T").is_err());
+    }
+
+    #[test]
+    fn apply_and_reject() {
+        let mut o = Options::default();
+        o.apply("threads=3,cache=1G,verify=none,sep=tab").unwrap();
+        assert_eq!(o.threads, 3);
+        assert_eq!(o.cache_bytes, 1 << 30);
+        assert_eq!(o.verify, Verify::None);
+        assert_eq!(o.sep, "\t");
+        assert!(o.apply("bogus=1").is_err());
+        assert!(o.apply("threads=0").is_err());
+        let mut o = Options::default();
+        o.apply("sep=,,threads=1").unwrap();
+        assert_eq!(o.sep, ",");
+        assert_eq!(o.threads, 1);
+    }
+}

@@ -1,0 +1,1 @@
+//! The TensorFlow checkpoint reader (formats/tf-checkpoint.md).
