@@ -168,6 +168,7 @@ pub trait FileContent: Send + Sync {
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize, LayoutError>;
 }
 
+pub mod angel;
 pub mod cache;
 
 /// The content of `layout` for `tensor`, or `None` if the layout cannot represent it.
@@ -176,6 +177,11 @@ pub fn open(
     tensor: Arc<dyn Tensor>,
     ctx: &Arc<LayoutCtx>,
 ) -> Option<Arc<dyn FileContent>> {
-    let _ = (layout, tensor, ctx);
-    None
+    match layout {
+        Layout::Angel(format) => angel::open(format, tensor, ctx),
+        _ => {
+            let _ = (tensor, ctx);
+            None
+        }
+    }
 }
