@@ -1,1 +1,34 @@
 //! The tree of files (FUSE-independent core) and the FUSE adapter.
+//!
+//! - `names`: escaping of model path components into file names (SPEC §2).
+//! - `listing`: what each directory contains (shared by the mount and `modelfs ls`).
+//! - `tree`: inodes, attributes, reads, xattrs, path resolution; errors carry an errno.
+//! - `fuse`: the fuser `Filesystem` on top of `tree`.
+
+use std::sync::Arc;
+
+use crate::layout::{cache::ChunkCache, LayoutCtx};
+use crate::options::Options;
+
+pub mod error;
+pub mod fuse;
+pub mod listing;
+pub mod names;
+#[doc(hidden)]
+pub mod testing;
+pub mod tree;
+#[cfg(test)]
+mod tree_tests;
+
+pub use error::FsError;
+pub use tree::{Attr, FileKind, Ino, Tree, TreeConfig, ROOT_INO};
+
+/// The rendering context of a mount (or of `ls`/`cat`) built from its options.
+pub fn layout_ctx(opts: &Options) -> Arc<LayoutCtx> {
+    Arc::new(LayoutCtx {
+        sep: opts.sep.clone(),
+        max_dense: opts.max_dense,
+        layouts: opts.layouts.clone(),
+        cache: Arc::new(ChunkCache),
+    })
+}
