@@ -40,7 +40,9 @@ fn ok_or_quiet(r: Result<(), Failure>) -> Result<(), Failure> {
 /// Lists into `out`: every path under `path` (relative to the root, as typed, `/`-trimmed).
 pub fn ls_into(tree: &Tree, path: Option<&[u8]>, out: &mut dyn Write) -> Result<(), Failure> {
     let raw = path.unwrap_or(b"");
-    let ino = tree.resolve(raw).map_err(|e| path_failure(OsStr::from_bytes(raw), &e))?;
+    let ino = tree
+        .resolve(raw)
+        .map_err(|e| path_failure(OsStr::from_bytes(raw), &e))?;
     let trimmed = String::from_utf8_lossy(raw).trim_matches('/').to_string();
     let kind = tree
         .node(ino)
@@ -49,7 +51,11 @@ pub fn ls_into(tree: &Tree, path: Option<&[u8]>, out: &mut dyn Write) -> Result<
     if kind != FileKind::Dir {
         return writeln!(out, "{trimmed}").map_err(write_failure);
     }
-    let prefix = if trimmed.is_empty() { String::new() } else { format!("{trimmed}/") };
+    let prefix = if trimmed.is_empty() {
+        String::new()
+    } else {
+        format!("{trimmed}/")
+    };
     let mut result = Ok(());
     tree.walk(ino, &prefix, &mut |p, _| {
         if result.is_ok() {
@@ -100,7 +106,10 @@ pub fn cat(source: &Path, path: &OsStr, opts: &Options) -> Result<(), Failure> {
     let tree = build_tree(source, opts)?;
     let stdout = io::stdout();
     let mut out = stdout.lock();
-    ok_or_quiet(cat_into(&tree, path.as_bytes(), &mut out).and_then(|()| out.flush().map_err(write_failure)))
+    ok_or_quiet(
+        cat_into(&tree, path.as_bytes(), &mut out)
+            .and_then(|()| out.flush().map_err(write_failure)),
+    )
 }
 
 pub fn info(source: &Path) -> Result<(), Failure> {
@@ -115,7 +124,11 @@ pub fn info(source: &Path) -> Result<(), Failure> {
         source.display(),
         s.format,
         s.tensors,
-        if dtypes.is_empty() { "-".into() } else { dtypes.join(", ") },
+        if dtypes.is_empty() {
+            "-".into()
+        } else {
+            dtypes.join(", ")
+        },
         s.total_bytes,
         s.problems.len()
     );
@@ -140,13 +153,19 @@ mod tests {
         let mut m = MemModel::default();
         m.add(key("a/W"), MemTensor::f32("a/W", &[2], &[1.5, 2.0]));
         m.add(key("b"), MemTensor::f32("b", &[1], &[3.0]));
-        m.symlinks.push((Vec::new(), b"latest".to_vec(), b"a".to_vec()));
+        m.symlinks
+            .push((Vec::new(), b"latest".to_vec(), b"a".to_vec()));
         let cfg = TreeConfig {
             uid: 0,
             gid: 0,
             mtime: SystemTime::UNIX_EPOCH,
         };
-        Tree::with_opener(Arc::new(m), ctx(&[Layout::Json, Layout::Txt]), cfg, test_opener)
+        Tree::with_opener(
+            Arc::new(m),
+            ctx(&[Layout::Json, Layout::Txt]),
+            cfg,
+            test_opener,
+        )
     }
 
     fn ls_text(t: &Tree, path: Option<&str>) -> Result<String, Failure> {
@@ -163,7 +182,10 @@ mod tests {
             "a/\na/W.json\na/W.txt\nb.json\nb.txt\nlatest\n"
         );
         assert_eq!(ls_text(&t, Some("/a/")).unwrap(), "a/W.json\na/W.txt\n");
-        assert_eq!(ls_text(&t, Some("latest")).unwrap(), "latest/W.json\nlatest/W.txt\n");
+        assert_eq!(
+            ls_text(&t, Some("latest")).unwrap(),
+            "latest/W.json\nlatest/W.txt\n"
+        );
         assert_eq!(ls_text(&t, Some("b.txt")).unwrap(), "b.txt\n");
         assert_eq!(ls_text(&t, Some("nope")).unwrap_err().status, EXIT_USAGE);
     }
@@ -177,7 +199,13 @@ mod tests {
         let mut out = Vec::new();
         cat_into(&t, b"latest/W.txt", &mut out).unwrap();
         assert_eq!(out, b"1.5\n2.0\n");
-        assert_eq!(cat_into(&t, b"a", &mut Vec::new()).unwrap_err().status, EXIT_USAGE);
-        assert_eq!(cat_into(&t, b"x.txt", &mut Vec::new()).unwrap_err().status, EXIT_USAGE);
+        assert_eq!(
+            cat_into(&t, b"a", &mut Vec::new()).unwrap_err().status,
+            EXIT_USAGE
+        );
+        assert_eq!(
+            cat_into(&t, b"x.txt", &mut Vec::new()).unwrap_err().status,
+            EXIT_USAGE
+        );
     }
 }

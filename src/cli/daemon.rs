@@ -40,7 +40,11 @@ impl Notifier {
     pub fn failed(&mut self, failure: Failure) -> Failure {
         match self.pipe.take() {
             Some(mut f) => {
-                let line = format!("ERR {} {}\n", failure.status, failure.message.replace('\n', " "));
+                let line = format!(
+                    "ERR {} {}\n",
+                    failure.status,
+                    failure.message.replace('\n', " ")
+                );
                 let _ = f.write_all(line.as_bytes());
                 Failure::new(failure.status, "")
             }
@@ -56,7 +60,10 @@ pub enum Forked {
 }
 
 fn last_os_error(what: &str) -> Failure {
-    Failure::new(EXIT_MOUNT, format!("{what}: {}", std::io::Error::last_os_error()))
+    Failure::new(
+        EXIT_MOUNT,
+        format!("{what}: {}", std::io::Error::last_os_error()),
+    )
 }
 
 /// Forks. Must be called while the process has a single thread.
@@ -67,7 +74,8 @@ pub fn daemonize() -> Result<Forked, Failure> {
         return Err(last_os_error("pipe"));
     }
     // SAFETY: both fds were just created and are owned here only.
-    let (read_end, write_end) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    let (read_end, write_end) =
+        unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
     // Flush buffered output so it is not written twice.
     let _ = std::io::stdout().flush();
     let _ = std::io::stderr().flush();
@@ -101,14 +109,24 @@ fn parse_report(text: &str) -> Result<(), Failure> {
         let status = status.parse().unwrap_or(EXIT_MOUNT);
         return Err(Failure::new(status, msg));
     }
-    Err(Failure::new(EXIT_MOUNT, "the mount daemon exited before the mount was ready"))
+    Err(Failure::new(
+        EXIT_MOUNT,
+        "the mount daemon exited before the mount was ready",
+    ))
 }
 
 /// Detaches the daemon from the caller's terminal and pipes (after `ready`).
 pub fn detach_stdio() {
-    let devnull = std::fs::OpenOptions::new().read(true).write(true).open("/dev/null");
+    let devnull = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null");
     let log = std::env::var_os("MODELFS_LOG").and_then(|p| {
-        std::fs::OpenOptions::new().create(true).append(true).open(p).ok()
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(p)
+            .ok()
     });
     if let Ok(null) = &devnull {
         let err_fd = log.as_ref().map_or(null.as_raw_fd(), |f| f.as_raw_fd());
@@ -130,7 +148,10 @@ mod tests {
     fn reports_parse() {
         assert!(parse_report("OK\n").is_ok());
         let e = parse_report("ERR 3 mountpoint /x does not exist\n").unwrap_err();
-        assert_eq!((e.status, e.message.as_str()), (3, "mountpoint /x does not exist"));
+        assert_eq!(
+            (e.status, e.message.as_str()),
+            (3, "mountpoint /x does not exist")
+        );
         assert_eq!(parse_report("").unwrap_err().status, EXIT_MOUNT);
     }
 }

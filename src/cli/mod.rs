@@ -117,8 +117,7 @@ pub fn main() -> i32 {
             options,
             source,
             path,
-        } => parse_options(&options)
-            .and_then(|opts| browse::ls(&source, path.as_deref(), &opts)),
+        } => parse_options(&options).and_then(|opts| browse::ls(&source, path.as_deref(), &opts)),
         Command::Cat {
             options,
             source,
@@ -141,7 +140,8 @@ pub fn main() -> i32 {
 pub fn parse_options(args: &[String]) -> Result<Options, Failure> {
     let mut opts = Options::default();
     for a in args {
-        opts.apply(a).map_err(|e| Failure::new(EXIT_USAGE, e.to_string()))?;
+        opts.apply(a)
+            .map_err(|e| Failure::new(EXIT_USAGE, e.to_string()))?;
     }
     Ok(opts)
 }
@@ -184,7 +184,8 @@ mod tests {
     #[test]
     fn usage_errors_are_status_1() {
         assert!(Cli::try_parse_from(["modelfs", "mount", "only-one"]).is_err());
-        let c = Cli::try_parse_from(["modelfs", "mount", "-f", "-o", "a", "-o", "b", "s", "m"]).unwrap();
+        let c = Cli::try_parse_from(["modelfs", "mount", "-f", "-o", "a", "-o", "b", "s", "m"])
+            .unwrap();
         match c.command {
             Command::Mount {
                 foreground,

@@ -18,7 +18,12 @@ use crate::options::Options;
 use super::daemon::{self, Forked, Notifier};
 use super::{build_tree, mounts, umount, Failure, EXIT_MOUNT};
 
-pub fn mount(source: &Path, mountpoint: &Path, opts: Options, foreground: bool) -> Result<(), Failure> {
+pub fn mount(
+    source: &Path,
+    mountpoint: &Path,
+    opts: Options,
+    foreground: bool,
+) -> Result<(), Failure> {
     let mountpoint = mounts::normalize(mountpoint);
     check_mountpoint(&mountpoint)?;
     let tree = build_tree(source, &opts)?;
@@ -60,12 +65,18 @@ pub fn check_mountpoint(mp: &Path) -> Result<(), Failure> {
         Err(e) => return Err(Failure::new(EXIT_MOUNT, format!("mountpoint {shown}: {e}"))),
     };
     if !meta.is_dir() {
-        return Err(Failure::new(EXIT_MOUNT, format!("mountpoint {shown} is not a directory")));
+        return Err(Failure::new(
+            EXIT_MOUNT,
+            format!("mountpoint {shown} is not a directory"),
+        ));
     }
     if let Some(m) = mounts::mount_at(mp) {
         return Err(Failure::new(
             EXIT_MOUNT,
-            format!("{shown} is already a mount point ({} {})", m.fstype, m.source),
+            format!(
+                "{shown} is already a mount point ({} {})",
+                m.fstype, m.source
+            ),
         ));
     }
     Ok(())
@@ -101,7 +112,10 @@ fn spawn_signal_thread(mut unmounter: SessionUnmounter, mountpoint: PathBuf) {
             while unsafe { libc::sigwait(&set, &mut sig) } != 0 {}
             log::info!("signal {sig}: unmounting {}", mountpoint.display());
             if let Err(e) = unmounter.unmount() {
-                log::warn!("unmount of {} failed ({e}); detaching lazily", mountpoint.display());
+                log::warn!(
+                    "unmount of {} failed ({e}); detaching lazily",
+                    mountpoint.display()
+                );
                 if let Err(f) = umount::lazy_detach(&mountpoint) {
                     log::error!("{}", f.message);
                 }
@@ -124,7 +138,10 @@ fn serve(
     let mut session = match Session::new(ModelFs::new(tree), mountpoint, &cfg) {
         Ok(s) => s,
         Err(e) => {
-            let f = Failure::new(EXIT_MOUNT, format!("cannot mount on {}: {e}", mountpoint.display()));
+            let f = Failure::new(
+                EXIT_MOUNT,
+                format!("cannot mount on {}: {e}", mountpoint.display()),
+            );
             return Err(notifier.failed(f));
         }
     };
@@ -135,9 +152,12 @@ fn serve(
     if daemon {
         daemon::detach_stdio();
     }
-    session
-        .run()
-        .map_err(|e| Failure::new(EXIT_MOUNT, format!("FUSE session on {} ended: {e}", mountpoint.display())))?;
+    session.run().map_err(|e| {
+        Failure::new(
+            EXIT_MOUNT,
+            format!("FUSE session on {} ended: {e}", mountpoint.display()),
+        )
+    })?;
     log::info!("unmounted {}", mountpoint.display());
     Ok(())
 }

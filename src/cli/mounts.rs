@@ -79,7 +79,10 @@ pub fn normalize(path: &Path) -> PathBuf {
 /// The last (topmost) mount at `path`, if any.
 pub fn mount_at(path: &Path) -> Option<MountEntry> {
     let path = normalize(path);
-    mount_table().into_iter().rev().find(|m| m.mount_point == path)
+    mount_table()
+        .into_iter()
+        .rev()
+        .find(|m| m.mount_point == path)
 }
 
 pub fn cstring(path: &Path) -> Option<CString> {
@@ -96,7 +99,8 @@ mod tests {
 
     #[test]
     fn parses_mountinfo_lines() {
-        let text = b"36 35 98:0 /mnt1 /mnt/a\\040b rw,noatime master:1 - fuse.modelfs modelfs:/x rw\n\
+        let text =
+            b"36 35 98:0 /mnt1 /mnt/a\\040b rw,noatime master:1 - fuse.modelfs modelfs:/x rw\n\
                      22 1 0:5 / /proc rw - proc proc rw\n";
         let m = parse_mountinfo(text);
         assert_eq!(m.len(), 2);

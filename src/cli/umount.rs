@@ -27,7 +27,10 @@ fn umount2(mp: &Path, flags: i32) -> Result<(), Failure> {
     } else {
         ""
     };
-    Err(Failure::new(EXIT_MOUNT, format!("cannot unmount {}: {e}{hint}", mp.display())))
+    Err(Failure::new(
+        EXIT_MOUNT,
+        format!("cannot unmount {}: {e}{hint}", mp.display()),
+    ))
 }
 
 fn fusermount(mp: &Path, lazy: bool) -> Result<(), Failure> {
@@ -47,7 +50,10 @@ fn fusermount(mp: &Path, lazy: bool) -> Result<(), Failure> {
             Err(_) => continue,
         }
     }
-    Err(Failure::new(EXIT_MOUNT, format!("cannot unmount {}: {last}", mp.display())))
+    Err(Failure::new(
+        EXIT_MOUNT,
+        format!("cannot unmount {}: {last}", mp.display()),
+    ))
 }
 
 pub fn umount(mountpoint: &Path) -> Result<(), Failure> {
@@ -57,7 +63,11 @@ pub fn umount(mountpoint: &Path) -> Result<(), Failure> {
     if !entry.fstype.starts_with("fuse") {
         return Err(Failure::new(
             EXIT_MOUNT,
-            format!("{} is a {} mount, not a FUSE mount; not touching it", mp.display(), entry.fstype),
+            format!(
+                "{} is a {} mount, not a FUSE mount; not touching it",
+                mp.display(),
+                entry.fstype
+            ),
         ));
     }
     if is_root() {

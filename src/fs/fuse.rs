@@ -14,10 +14,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fuser::{
-    AccessFlags, Config, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags,
-    Generation, INodeNo, InitFlags, KernelConfig, LockOwner, MountOption, OpenAccMode, OpenFlags,
-    ReplyAttr, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs,
-    ReplyXattr, Request, SessionACL, TimeOrNow,
+    AccessFlags, Config, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation,
+    INodeNo, InitFlags, KernelConfig, LockOwner, MountOption, OpenAccMode, OpenFlags, ReplyAttr,
+    ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyXattr, Request,
+    SessionACL, TimeOrNow,
 };
 
 use super::error::FsError;
@@ -101,7 +101,8 @@ pub fn fsname_for(source: &Path) -> String {
     let s = source.to_string_lossy();
     let safe = !s.is_empty()
         && s.len() < 200
-        && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"/._+-@:".contains(&b));
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"/._+-@:".contains(&b));
     if safe {
         format!("modelfs:{s}")
     } else {
@@ -454,7 +455,10 @@ mod tests {
 
     #[test]
     fn fsnames_are_safe_for_mount_options() {
-        assert_eq!(fsname_for(Path::new("/m/model.ckpt-100")), "modelfs:/m/model.ckpt-100");
+        assert_eq!(
+            fsname_for(Path::new("/m/model.ckpt-100")),
+            "modelfs:/m/model.ckpt-100"
+        );
         assert_eq!(fsname_for(Path::new("/m/a,b")), "modelfs");
         assert_eq!(fsname_for(Path::new("/m/a b")), "modelfs");
     }

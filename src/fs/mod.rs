@@ -12,6 +12,8 @@ use crate::options::Options;
 
 pub mod error;
 pub mod fuse;
+#[cfg(test)]
+mod fuse_tests;
 pub mod listing;
 pub mod names;
 #[doc(hidden)]
