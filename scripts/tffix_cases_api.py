@@ -11,7 +11,6 @@ import shutil
 import numpy as np
 import tensorflow as tf
 from tensorflow.python.checkpoint import checkpoint_management as cm
-from tensorflow.python.trackable import base as trackable_base  # noqa: F401 (documents the API)
 
 from tffix_record import Expected, record_checkpoint
 
@@ -294,3 +293,25 @@ def case_savedmodel_tf1(d):
     listing = record_checkpoint(exp, os.path.join(out, "variables", "variables"))
     exp.write("saved_model/variables/variables", listing, source="saved_model")
     return "TF1 tf.compat.v1.saved_model.Builder SavedModel (plain op-name keys dense/kernel, dense/bias)"
+
+
+def case_sharded_maxsize(d):
+    """TF2 size-based sharding (CheckpointOptions + MaxShardSizePolicy): several data files
+    written by Checkpoint.write itself; tensors above the limit are split into slices."""
+    m = tf.Module()
+    m.small = tf.Variable(np.arange(8, dtype=np.float32) - 3.5)
+    m.mid = tf.Variable(np.arange(64, dtype=np.float32).reshape(16, 4) / 4)
+    m.big = tf.Variable(np.arange(96, dtype=np.float64).reshape(24, 4) * 1.5)
+    m.ids = tf.Variable(np.arange(40, dtype=np.int64) * -7)
+    m.label = tf.Variable(b"sharded", dtype=tf.string)
+    policy = tf.train.experimental.MaxShardSizePolicy(max_shard_size=300)
+    opts = tf.train.CheckpointOptions(experimental_sharding_callback=policy)
+    prefix = tf.train.Checkpoint(m=m).write(os.path.join(d, "ckpt"), options=opts)
+    exp = Expected(d)
+    listing = record_checkpoint(exp, prefix)
+    n = len([f for f in os.listdir(d) if ".data-" in f])
+    exp.write("ckpt", listing, note="CheckpointOptions(experimental_sharding_callback="
+              "MaxShardSizePolicy(max_shard_size=300)): %d data files" % n)
+    sliced = [k for k, t in exp.tensors.items() if "slices" in t]
+    return ("TF2 Checkpoint.write with MaxShardSizePolicy(300 bytes): %d data files%s"
+            % (n, "; tensors split into slices: " + ", ".join(sliced) if sliced else ""))

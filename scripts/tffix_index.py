@@ -88,3 +88,18 @@ def slice_extents(entry_value, shape):
             ext.append([fs.get(1, 0), fs[2]] if 2 in fs else [0, shape[d]])
         out.append(ext)
     return out
+
+
+def slice_specs(entry_value, shape):
+    """BundleEntryProto.slices as SaveV2/RestoreV2 spec strings ("10 4 0,4:-"), in list order;
+    a whole dimension (no length) is "-"."""
+    out = []
+    for num, _, sl in _fields(entry_value):
+        if num != 7:
+            continue
+        ext = []
+        for _, _, e in (f for f in _fields(sl) if f[0] == 1):
+            fs = {n: v for n, _, v in _fields(e)}
+            ext.append("%d,%d" % (fs.get(1, 0), fs[2]) if 2 in fs else "-")
+        out.append(" ".join(str(d) for d in shape) + " " + ":".join(ext))
+    return out

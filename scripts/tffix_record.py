@@ -21,6 +21,8 @@ import os
 import numpy as np
 import tensorflow as tf
 
+import tffix_index
+
 GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 
 # TF dtype name -> (how the array is stored in the npz, note for index.json or None)
@@ -145,8 +147,17 @@ def record_checkpoint(exp, prefix_abs, slice_specs=None, skip_full=(), notes=Non
     skip_full: {key: (array, note)} partitioned tensors TF cannot reassemble: the full value comes
     from the caller's inputs (said in "note"), the slices still from TF.
     """
-    slice_specs = slice_specs or {}
+    slice_specs = dict(slice_specs or {})
     listing = tf.train.list_variables(prefix_abs)
+    # Slices as the index stores them (read without TF): must agree with what the caller saved.
+    _, entries = tffix_index.read_index(prefix_abs + ".index")
+    by_key = dict(entries)
+    for key, shape in listing:
+        found = tffix_index.slice_specs(by_key[key.encode("utf-8")], shape)
+        if key in slice_specs and slice_specs[key] != found:
+            raise AssertionError("%s: saved slices %s, index has %s" % (key, slice_specs[key], found))
+        if found:
+            slice_specs[key] = found
     reader = tf.train.load_checkpoint(prefix_abs)
     dtypes = reader.get_variable_to_dtype_map()
     for key, shape in listing:
