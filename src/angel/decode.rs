@@ -115,7 +115,9 @@ impl Builder {
         }
         if let Some((s, e)) = self.part_range {
             if !(s..e).contains(&col) {
-                return Err(format!("column id {col} outside the partition's columns [{s}, {e})"));
+                return Err(format!(
+                    "column id {col} outside the partition's columns [{s}, {e})"
+                ));
             }
         }
         self.last_col = Some(col);
@@ -143,9 +145,11 @@ fn slice<'a>(inp: &'a PartInput<'_>, offset: u64, length: u64) -> Res<Cow<'a, [u
 /// full rows (§7.2).
 fn check_value_format(part: &PartMeta) -> Res<()> {
     if part.is_hash() {
-        return Err("a Value format cannot be placed in a hash-partitioned matrix \
+        return Err(
+            "a Value format cannot be placed in a hash-partitioned matrix \
                     (startCol = endCol = 0)"
-            .into());
+                .into(),
+        );
     }
     let width = part.end_col as i128 - part.start_col as i128;
     for &(row, n) in &part.rows {
@@ -220,9 +224,11 @@ fn decode_binary_rows(inp: &PartInput<'_>) -> Res<SparseRows> {
     Ok(b.out)
 }
 
-/// The text slice of a partition: strict first; if that does not hold exactly `lines` LF-ended
-/// lines, the CRLF-copy position of §9.7 (accepted with a warning when every line ends CRLF).
-fn text_slice<'a>(inp: &'a PartInput<'_>, lines: u64) -> Res<Cow<'a, [u8]>> {
+/// Parses a text partition with `parse`: first the strict slice `offset..offset+length`
+/// (which must hold exactly `lines` LF-ended lines); if that fails, the CRLF-copy position of
+/// §9.7 (`offset + lines before`, `length + lines`), accepted with a warning when every line
+/// ends CRLF and the data parses with exact counts. The strict error is the one reported.
+fn with_text_slice<T>(inp: &PartInput<'_>, lines: u64, parse: impl Fn(&[u8]) -> Res<T>) -> Res<T> {
     let part = inp.part;
     let strict = slice(inp, part.offset, part.length).and_then(|d| {
         if !d.is_empty() && d.last() != Some(&b'\n') {
@@ -232,10 +238,10 @@ fn text_slice<'a>(inp: &'a PartInput<'_>, lines: u64) -> Res<Cow<'a, [u8]>> {
         if found != lines {
             return Err(format!("{found} lines where the meta says {lines}"));
         }
-        Ok(d)
+        parse(&d)
     });
     let err = match strict {
-        Ok(d) => return Ok(d),
+        Ok(v) => return Ok(v),
         Err(e) => e,
     };
     let lenient = (|| {
@@ -243,17 +249,23 @@ fn text_slice<'a>(inp: &'a PartInput<'_>, lines: u64) -> Res<Cow<'a, [u8]>> {
         let len = part.length.checked_add(lines)?;
         let d = slice(inp, off, len).ok()?;
         let crlf = d.windows(2).filter(|w| w == b"\r\n").count() as u64;
-        (lines > 0 && d.last() == Some(&b'\n') && text::count_lines(&d) == lines && crlf == lines)
-            .then_some(d)
+        if lines == 0 || d.last() != Some(&b'\n') || text::count_lines(&d) != lines || crlf != lines
+        {
+            return None;
+        }
+        if off > 0 && inp.file.read_at(off - 1, 1).ok()?.first() != Some(&b'\n') {
+            return None;
+        }
+        parse(&d).ok()
     })();
     match lenient {
-        Some(d) => {
+        Some(v) => {
             log::warn!(
                 "{}: partition {}: CRLF line endings (not written by Angel); offsets adjusted",
                 inp.file.name(),
                 part.part_id
             );
-            Ok(d)
+            Ok(v)
         }
         None => Err(err),
     }
@@ -285,7 +297,8 @@ fn separator(inp: &PartInput<'_>, data: &[u8]) -> Vec<u8> {
 }
 
 fn parse_key(field: &[u8], key_width: usize) -> Res<i64> {
-    let v = text::parse_i64(field).ok_or_else(|| format!("bad column id '{}'", text::show(field)))?;
+    let v =
+        text::parse_i64(field).ok_or_else(|| format!("bad column id '{}'", text::show(field)))?;
     if key_width == 4 && i32::try_from(v).is_err() {
         return Err(format!("column id {v} does not fit an int key"));
     }
@@ -296,13 +309,13 @@ fn parse_value(field: &[u8], vt: ValueType, out: &mut Vec<u8>) -> Res<()> {
     if text::parse_value(field, vt, out) {
         Ok(())
     } else {
-        Err(format!("bad {vt:?} value '{}'", text::show(field)).to_lowercase())
+        let name = format!("{vt:?}").to_lowercase();
+        Err(format!("bad {name} value '{}'", text::show(field)))
     }
 }
 
 fn decode_text_rows(inp: &PartInput<'_>) -> Res<SparseRows> {
     let (meta, part) = (inp.meta, inp.part);
-    let vt = meta.row_type.value;
     let nfields = match meta.format {
         AngelFormat::ValueText => 1,
         AngelFormat::ColIdValueText => 2,
@@ -312,10 +325,26 @@ fn decode_text_rows(inp: &PartInput<'_>) -> Res<SparseRows> {
         check_value_format(part)?;
     }
     let total = expected_records(meta.format, part).ok_or("elementNum sum overflows")?;
-    let data = text_slice(inp, total)?;
-    let sep = separator(inp, &data);
+    with_text_slice(inp, total, |data| {
+        parse_text_rows(inp, data, nfields, total)
+    })
+}
+
+fn parse_text_rows(
+    inp: &PartInput<'_>,
+    data: &[u8],
+    nfields: usize,
+    total: u64,
+) -> Res<SparseRows> {
+    let (meta, part) = (inp.meta, inp.part);
+    let vt = meta.row_type.value;
+    let sep = if nfields == 1 {
+        Vec::new()
+    } else {
+        separator(inp, data)
+    };
     let mut b = Builder::new(meta, part, total, vt.width());
-    let mut lines = text::lines(&data);
+    let mut lines = text::lines(data);
     let mut fields: [&[u8]; 3] = [&[]; 3];
     for &(row, n) in &part.rows {
         b.begin_row(row);
@@ -331,7 +360,10 @@ fn decode_text_rows(inp: &PartInput<'_>) -> Res<SparseRows> {
                     })?;
                 }
                 if it.next().is_some() {
-                    return Err(format!("row {row}: line '{}' has too many fields", text::show(line)));
+                    return Err(format!(
+                        "row {row}: line '{}' has too many fields",
+                        text::show(line)
+                    ));
                 }
             }
             if nfields == 3 {
@@ -347,7 +379,8 @@ fn decode_text_rows(inp: &PartInput<'_>) -> Res<SparseRows> {
                 parse_key(fields[nfields - 2], meta.row_type.key_width)?
             };
             b.push_col(col)?;
-            parse_value(fields[nfields - 1], vt, &mut b.out.values).map_err(|e| format!("row {row}: {e}"))?;
+            parse_value(fields[nfields - 1], vt, &mut b.out.values)
+                .map_err(|e| format!("row {row}: {e}"))?;
         }
         b.end_row();
     }
@@ -418,14 +451,18 @@ fn decode_binary_columns(inp: &PartInput<'_>) -> Res<SparseRows> {
 }
 
 fn decode_text_columns(inp: &PartInput<'_>) -> Res<SparseRows> {
+    let part = inp.part;
+    with_text_slice(inp, part.save_col_num, |data| parse_text_columns(inp, data))
+}
+
+fn parse_text_columns(inp: &PartInput<'_>, data: &[u8]) -> Res<SparseRows> {
     let (meta, part) = (inp.meta, inp.part);
     let vt = meta.row_type.value;
     let k = part.save_col_elem_num;
-    let data = text_slice(inp, part.save_col_num)?;
-    let sep = separator(inp, &data);
+    let sep = separator(inp, data);
     let mut col_ids = Vec::with_capacity(part.save_col_num as usize);
     let mut values = Vec::new();
-    for line in text::lines(&data) {
+    for line in text::lines(data) {
         let mut it = text::fields(line, &sep);
         let id_field = it.next().unwrap_or(&[]);
         let col = parse_key(id_field, meta.row_type.key_width)?;
@@ -433,7 +470,9 @@ fn decode_text_columns(inp: &PartInput<'_>) -> Res<SparseRows> {
         col_ids.push(col);
         if k == 0 {
             if it.next() != Some(&[][..]) {
-                return Err(format!("column {col}: expected '{col}<sep>' for zero saved rows"));
+                return Err(format!(
+                    "column {col}: expected '{col}<sep>' for zero saved rows"
+                ));
             }
         } else {
             for j in 0..k {

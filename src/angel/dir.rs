@@ -68,16 +68,16 @@ pub fn scan(root: &Path) -> std::io::Result<Scan> {
             continue;
         }
         let path = entry.path();
-        if !std::fs::metadata(&path).map(|m| m.is_dir()).unwrap_or(false) {
+        if !std::fs::metadata(&path)
+            .map(|m| m.is_dir())
+            .unwrap_or(false)
+        {
             continue; // graph.json and any other top-level file
         }
         match meta_file(&path) {
             Some((meta_path, both)) => {
                 if both {
-                    let msg = format!(
-                        "{}: both _meta and meta exist; using _meta",
-                        path.display()
-                    );
+                    let msg = format!("{}: both _meta and meta exist; using _meta", path.display());
                     log::warn!("{msg}");
                     out.problems.push(msg);
                 }

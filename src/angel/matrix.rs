@@ -133,7 +133,10 @@ impl AngelMatrix {
         let name_str = String::from_utf8_lossy(&m.name);
         if let Some(mn) = &meta.matrix_name {
             if *mn != name_str {
-                log::warn!("{}: matrixName '{mn}' differs from the folder name", m.dir.display());
+                log::warn!(
+                    "{}: matrixName '{mn}' differs from the folder name",
+                    m.dir.display()
+                );
             }
         }
         let cols = shown_cols(meta.col);
@@ -203,7 +206,9 @@ impl Inner {
                     return Err(p.clone());
                 }
                 let part = &self.meta.parts[i];
-                let file = self.files[&part.file_name].as_ref().map_err(|e| e.clone())?;
+                let file = self.files[&part.file_name]
+                    .as_ref()
+                    .map_err(|e| e.clone())?;
                 let inp = PartInput {
                     meta: &self.meta,
                     part,
@@ -211,12 +216,10 @@ impl Inner {
                     sep: &self.sep,
                     lines_before: self.lines_before[i],
                 };
-                decode::decode_partition(&inp)
-                    .map(Arc::new)
-                    .map_err(|e| {
-                        log::warn!("{e}");
-                        e.to_string()
-                    })
+                decode::decode_partition(&inp).map(Arc::new).map_err(|e| {
+                    log::warn!("{e}");
+                    e.to_string()
+                })
             })
             .clone()
     }
@@ -258,7 +261,14 @@ fn warn_overlaps(meta: &MatrixMeta, dir: &Path) {
     let mut spans: Vec<(&str, u64, u64, i32)> = meta
         .parts
         .iter()
-        .map(|p| (p.file_name.as_str(), p.offset, p.offset.saturating_add(p.length), p.part_id))
+        .map(|p| {
+            (
+                p.file_name.as_str(),
+                p.offset,
+                p.offset.saturating_add(p.length),
+                p.part_id,
+            )
+        })
         .collect();
     spans.sort();
     for w in spans.windows(2) {
@@ -339,7 +349,9 @@ fn fill_dense(
     out: &mut [u8],
 ) -> Result<(), ModelError> {
     if out.len() % w != 0 {
-        return Err(ModelError::Corrupt("read length is not a whole element".into()));
+        return Err(ModelError::Corrupt(
+            "read length is not a whole element".into(),
+        ));
     }
     out.fill(0);
     let n = (out.len() / w) as u64;
@@ -383,7 +395,15 @@ impl Tensor for AngelMatrix {
     fn read_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
         let inner = self.inner()?;
         let e = self.entries()?;
-        fill_dense(&e, 0, 0, inner.cols, self.tmeta.dtype.elem_size().unwrap_or(1), first, out)
+        fill_dense(
+            &e,
+            0,
+            0,
+            inner.cols,
+            self.tmeta.dtype.elem_size().unwrap_or(1),
+            first,
+            out,
+        )
     }
 
     fn sparse(&self) -> Result<Arc<SparseRows>, ModelError> {
@@ -450,7 +470,15 @@ impl Tensor for AngelPartition {
         let p = &self.inner.meta.parts[self.index];
         let w = self.tmeta.dtype.elem_size().unwrap_or(1);
         let cols = self.tmeta.shape[1];
-        fill_dense(&e, p.start_row as u64, self.inner.col_base(self.index), cols, w, first, out)
+        fill_dense(
+            &e,
+            p.start_row as u64,
+            self.inner.col_base(self.index),
+            cols,
+            w,
+            first,
+            out,
+        )
     }
 
     fn sparse(&self) -> Result<Arc<SparseRows>, ModelError> {

@@ -16,7 +16,9 @@ use crate::source::ReadAt;
 
 #[derive(Debug, thiserror::Error, Clone, PartialEq)]
 pub enum MetaError {
-    #[error("Angel pre-2.0.0 development meta encoding (JSON inside Java writeUTF) is not supported")]
+    #[error(
+        "Angel pre-2.0.0 development meta encoding (JSON inside Java writeUTF) is not supported"
+    )]
     WriteUtf,
     #[error("legacy Angel (≤ 2.0.0-alpha) model is not supported (binary meta)")]
     LegacyBinary,
@@ -210,7 +212,10 @@ pub fn parse_meta(json: &[u8]) -> Result<MatrixMeta, MetaError> {
     for (key, p) in raw.part_metas {
         let id = parse_key(&key, "partMetas")?;
         if id != p.part_id {
-            return Err(corrupt(format!("partMetas key {key} holds partId {}", p.part_id)));
+            return Err(corrupt(format!(
+                "partMetas key {key} holds partId {}",
+                p.part_id
+            )));
         }
         parts.push(validate_part(p, rows, raw.col, format, row_type)?);
     }
@@ -258,7 +263,10 @@ fn validate_part(
         )));
     }
     if !is_plain_file_name(&p.file_name) {
-        return Err(ctx(format!("fileName '{}' is not a plain file name", p.file_name)));
+        return Err(ctx(format!(
+            "fileName '{}' is not a plain file name",
+            p.file_name
+        )));
     }
     let offset = non_negative(p.offset, "offset").map_err(|e| ctx(e.to_string()))?;
     let length = non_negative(p.length, "length").map_err(|e| ctx(e.to_string()))?;
@@ -278,7 +286,10 @@ fn validate_part(
         }
         let n = non_negative(r.element_num, "elementNum").map_err(|e| ctx(e.to_string()))?;
         if to_i32(r.element_num, "elementNum").is_err() {
-            return Err(ctx(format!("elementNum {} does not fit in an int", r.element_num)));
+            return Err(ctx(format!(
+                "elementNum {} does not fit in an int",
+                r.element_num
+            )));
         }
         if r.save_type != 0 {
             log::debug!("partition {id} row {rid}: saveType {} ignored", r.save_type);
@@ -348,10 +359,16 @@ mod tests {
         // writeUTF
         let mut utf = (7u16).to_be_bytes().to_vec();
         utf.extend_from_slice(b"{\"a\":1}");
-        assert_eq!(read_envelope(&MemSource::new("m", utf)).unwrap_err(), MetaError::WriteUtf);
+        assert_eq!(
+            read_envelope(&MemSource::new("m", utf)).unwrap_err(),
+            MetaError::WriteUtf
+        );
         // legacy binary
         let legacy = vec![0u8, 0, 0, 1, 0, 0, 0, 5, 1, 2, 3];
-        assert_eq!(read_envelope(&MemSource::new("m", legacy)).unwrap_err(), MetaError::LegacyBinary);
+        assert_eq!(
+            read_envelope(&MemSource::new("m", legacy)).unwrap_err(),
+            MetaError::LegacyBinary
+        );
         // a huge claimed length does not allocate
         let huge = vec![0x7f, 0xff, 0xff, 0xff, b'{'];
         assert!(read_envelope(&MemSource::new("m", huge)).is_err());
@@ -372,7 +389,10 @@ mod tests {
         assert_eq!(m.format, AngelFormat::ColIdValueText);
         assert_eq!(m.parts[0].rows, vec![(2, 0)]);
         let bad = ok.replace("\"rowType\":12", "\"rowType\":28");
-        assert!(matches!(parse_meta(bad.as_bytes()), Err(MetaError::Unsupported(_))));
+        assert!(matches!(
+            parse_meta(bad.as_bytes()),
+            Err(MetaError::Unsupported(_))
+        ));
         let bad = ok.replace("ColIdValueTextRowFormat", "SnapshotFormat");
         let e = parse_meta(bad.as_bytes()).unwrap_err();
         assert!(e.to_string().contains("SnapshotFormat"));

@@ -40,7 +40,10 @@ pub fn is_model_dir(path: &Path) -> bool {
     if !path.is_dir() {
         return false;
     }
-    dir::meta_file(path).is_some() || dir::scan(path).map(|s| !s.matrices.is_empty()).unwrap_or(false)
+    dir::meta_file(path).is_some()
+        || dir::scan(path)
+            .map(|s| !s.matrices.is_empty())
+            .unwrap_or(false)
 }
 
 /// Opens the Angel model (or single matrix folder) at `path`.
@@ -137,7 +140,11 @@ impl AngelModel {
     /// The matrix named `name`, loading its meta on first use.
     pub fn matrix(&self, name: &[u8]) -> Option<Arc<AngelMatrix>> {
         let e = self.entries.get(name)?;
-        Some(e.loaded.get_or_init(|| AngelMatrix::load(&e.dir, &self.sep)).clone())
+        Some(
+            e.loaded
+                .get_or_init(|| AngelMatrix::load(&e.dir, &self.sep))
+                .clone(),
+        )
     }
 }
 
@@ -148,11 +155,16 @@ impl Model for AngelModel {
                 String::from_utf8_lossy(&dir.join(&b'/')).into_owned(),
             ));
         }
-        Ok(self.entries.keys().map(|k| DirEntry::Tensor(k.clone())).collect())
+        Ok(self
+            .entries
+            .keys()
+            .map(|k| DirEntry::Tensor(k.clone()))
+            .collect())
     }
 
     fn tensor(&self, path: &[Vec<u8>]) -> Result<Arc<dyn Tensor>, ModelError> {
-        let not_found = || ModelError::NotFound(String::from_utf8_lossy(&path.join(&b'/')).into_owned());
+        let not_found =
+            || ModelError::NotFound(String::from_utf8_lossy(&path.join(&b'/')).into_owned());
         match path {
             [name] => self
                 .matrix(name)
@@ -175,7 +187,8 @@ impl Model for AngelModel {
             *s.dtypes.entry(meta.dtype.name().into_owned()).or_default() += 1;
             s.total_bytes += meta.partitions.iter().map(|p| p.length).sum::<u64>();
             if let Some(p) = &meta.problem {
-                s.problems.push(format!("{}: {p}", String::from_utf8_lossy(name)));
+                s.problems
+                    .push(format!("{}: {p}", String::from_utf8_lossy(name)));
             }
         }
         Ok(s)

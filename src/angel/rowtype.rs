@@ -70,11 +70,17 @@ mod tests {
     #[test]
     fn decodes_the_table() {
         let t = RowType::from_code(12).unwrap(); // T_FLOAT_SPARSE_LONGKEY
-        assert_eq!((t.value, t.key_width, t.dense), (ValueType::Float, 8, false));
+        assert_eq!(
+            (t.value, t.key_width, t.dense),
+            (ValueType::Float, 8, false)
+        );
         let t = RowType::from_code(7).unwrap(); // T_FLOAT_DENSE
         assert_eq!((t.value, t.key_width, t.dense), (ValueType::Float, 4, true));
         let t = RowType::from_code(2).unwrap(); // T_DOUBLE_DENSE_LONGKEY_COMPONENT
-        assert_eq!((t.value, t.key_width, t.dense), (ValueType::Double, 8, true));
+        assert_eq!(
+            (t.value, t.key_width, t.dense),
+            (ValueType::Double, 8, true)
+        );
         let t = RowType::from_code(21).unwrap(); // T_INT_DENSE
         assert_eq!((t.value, t.key_width, t.dense), (ValueType::Int, 4, true));
         let t = RowType::from_code(17).unwrap(); // T_LONG_SPARSE

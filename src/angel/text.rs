@@ -55,9 +55,9 @@ impl<'a> Iterator for Fields<'a> {
 
 /// §6: the first byte of `line` that cannot belong to a number is the separator.
 pub fn detect_separator(line: &[u8]) -> Option<u8> {
-    line.iter().copied().find(|&b| {
-        !(b.is_ascii_digit() || b"+-.EeNaInfinity".contains(&b))
-    })
+    line.iter()
+        .copied()
+        .find(|&b| !(b.is_ascii_digit() || b"+-.EeNaInfinity".contains(&b)))
 }
 
 /// Appends the little-endian bytes of `field` parsed as `vt` to `out`; `false` if it does not
@@ -125,8 +125,19 @@ mod tests {
     fn java_numbers() {
         let mut out = Vec::new();
         for s in [
-            "0.0", "-0.0", "NaN", "Infinity", "-Infinity", "9.999E-4", "1.08223285E-5", "1.0E7",
-            "9999999.0", "3.4028235E38", "1.4E-45", "-3", "5",
+            "0.0",
+            "-0.0",
+            "NaN",
+            "Infinity",
+            "-Infinity",
+            "9.999E-4",
+            "1.08223285E-5",
+            "1.0E7",
+            "9999999.0",
+            "3.4028235E38",
+            "1.4E-45",
+            "-3",
+            "5",
         ] {
             out.clear();
             assert!(parse_value(s.as_bytes(), ValueType::Float, &mut out), "{s}");
