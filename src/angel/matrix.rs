@@ -9,10 +9,14 @@
 //!
 //! Shapes: a matrix is `[row, col]`; `col ≤ 0` (unbounded long keys) is shown as
 //! `i64::MAX` columns, the largest non-negative column id range (negative long keys appear only
-//! in sparse output). A partition is shown in *local* coordinates, like a TF slice:
-//! `[endRow − startRow, endCol − startCol]` with entries shifted by its start; a hash
-//! partition (`0/0`, §9.4) spans every column and is not shifted. The `.json` extent clamps a
-//! negative `startCol` to 0; the exact `startCol`/`endCol` are in the partition's `extra`.
+//! in sparse output). Partitions as tensors:
+//! - of a sparse matrix: the matrix's shape and its row / column ids (feature ids are what
+//!   sparse data is keyed by), holding only the partition's entries;
+//! - of a dense matrix: a block in *local* coordinates, like a TF slice:
+//!   `[endRow − startRow, endCol − startCol]` with entries shifted by its start (a hash
+//!   partition, `0/0` of §9.4, spans every column unshifted).
+//! The `.json` extent clamps a negative `startCol` to 0; the exact `startCol`/`endCol` are in
+//! the partition's `extra`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -44,7 +48,6 @@ struct Inner {
     sep: String,
     cols: u64,
     parts: Vec<Cached>,
-    local: Vec<Cached>,
     merged: Cached,
 }
 
@@ -166,7 +169,6 @@ impl AngelMatrix {
                 sep: sep.to_string(),
                 cols,
                 parts: (0..n).map(|_| OnceLock::new()).collect(),
-                local: (0..n).map(|_| OnceLock::new()).collect(),
                 merged: OnceLock::new(),
             })),
         }
@@ -422,10 +424,17 @@ impl Tensor for AngelMatrix {
             .ok_or_else(|| ModelError::NotFound(format!("partition {i}")))?;
         let p = &inner.meta.parts[i];
         let (_, width) = part_cols(p, inner.cols);
+        let sparse = self.tmeta.sparse;
+        let (shape, row_base, col_base) = if sparse {
+            (self.tmeta.shape.clone(), 0, 0)
+        } else {
+            let shape = vec![(p.end_row - p.start_row) as u64, width];
+            (shape, p.start_row as u64, inner.col_base(i))
+        };
         let tmeta = TensorMeta {
             name: self.tmeta.name.clone(),
             dtype: self.tmeta.dtype,
-            shape: vec![(p.end_row - p.start_row) as u64, width],
+            shape,
             format: SourceFormat::Angel,
             partitions: vec![],
             sparse: self.tmeta.sparse,
@@ -441,15 +450,20 @@ impl Tensor for AngelMatrix {
             tmeta,
             inner: inner.clone(),
             index: i,
+            row_base,
+            col_base,
         }))
     }
 }
 
-/// Partition `index` of a matrix, in local coordinates.
+/// Partition `index` of a matrix (coordinates: see the module comment).
 pub struct AngelPartition {
     tmeta: TensorMeta,
     inner: Arc<Inner>,
     index: usize,
+    /// Subtracted from row / column ids for dense reads (0 for sparse partitions).
+    row_base: u64,
+    col_base: i64,
 }
 
 impl AngelPartition {
@@ -467,35 +481,20 @@ impl Tensor for AngelPartition {
 
     fn read_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
         let e = self.global()?;
-        let p = &self.inner.meta.parts[self.index];
         let w = self.tmeta.dtype.elem_size().unwrap_or(1);
-        let cols = self.tmeta.shape[1];
         fill_dense(
             &e,
-            p.start_row as u64,
-            self.inner.col_base(self.index),
-            cols,
+            self.row_base,
+            self.col_base,
+            self.tmeta.shape[1],
             w,
             first,
             out,
         )
     }
 
+    /// The partition's stored entries, in matrix coordinates (see the module comment).
     fn sparse(&self) -> Result<Arc<SparseRows>, ModelError> {
-        let i = self.index;
-        self.inner.local[i]
-            .get_or_init(|| {
-                let g = self.inner.part_entries(i)?;
-                let p = &self.inner.meta.parts[i];
-                let base = self.inner.col_base(i);
-                Ok(Arc::new(SparseRows {
-                    rows: g.rows.iter().map(|r| r - p.start_row as u64).collect(),
-                    row_ptr: g.row_ptr.clone(),
-                    cols: g.cols.iter().map(|c| c.wrapping_sub(base)).collect(),
-                    values: g.values.clone(),
-                }))
-            })
-            .clone()
-            .map_err(ModelError::Corrupt)
+        self.global()
     }
 }
