@@ -215,9 +215,7 @@ impl Encoder {
                 out.extend_from_slice(&(i.unwrap_or(0) as i32).to_be_bytes())
             }
             (AngelValue::Long, true) => out.extend_from_slice(&i.unwrap_or(0).to_be_bytes()),
-            (AngelValue::Int | AngelValue::Long, false) => {
-                out.extend_from_slice(i.unwrap_or(0).to_string().as_bytes())
-            }
+            (AngelValue::Int | AngelValue::Long, false) => java::write_i64(i.unwrap_or(0), out),
         }
     }
 
@@ -228,7 +226,7 @@ impl Encoder {
 
     fn key(&self, col: i64, out: &mut Vec<u8>) {
         if self.format.is_text() {
-            out.extend_from_slice(col.to_string().as_bytes());
+            java::write_i64(col, out);
         } else if self.key_width == 4 {
             out.extend_from_slice(&(col as i32).to_be_bytes());
         } else {
@@ -249,7 +247,7 @@ impl Encoder {
             }
             _ => {
                 if text {
-                    out.extend_from_slice(row.to_string().as_bytes());
+                    java::write_i64(row as i64, out);
                     out.extend_from_slice(&self.sep);
                 } else {
                     out.extend_from_slice(&(row as i32).to_be_bytes());

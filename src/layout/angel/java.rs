@@ -5,24 +5,80 @@
 //!
 //! Shortest digits come from `ryu`; this module only lays them out Java's way.
 
+/// Significant digits (at most 17 for f64) held without allocating.
+struct Digits {
+    buf: [u8; 32],
+    len: usize,
+}
+
+impl std::ops::Deref for Digits {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+}
+
+/// Appends the decimal form of `v` (no allocation).
+pub fn write_i64(v: i64, out: &mut Vec<u8>) {
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    let mut n = v.unsigned_abs();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    if v < 0 {
+        out.push(b'-');
+    }
+    out.extend_from_slice(&buf[i..]);
+}
+
+/// The two significant digits closest to `x` (> 0) and the exponent of the first, for the
+/// case where one digit would do; `{:.1e}` rounds the exact binary value correctly.
+fn two_digits(x: f64) -> (Digits, i32) {
+    use std::io::Write;
+    let mut tmp = [0u8; 32];
+    let mut cur = std::io::Cursor::new(&mut tmp[..]);
+    let _ = write!(cur, "{x:.1e}");
+    let n = cur.position() as usize;
+    digits_exp(std::str::from_utf8(&tmp[..n]).unwrap_or("0"))
+}
+
 /// Splits ryu's output (`1.5E-5`, `123.0`, `1E7`, `-0.001`) into significant digits (no
 /// leading/trailing zeros) and the decimal exponent of the first digit.
-fn digits_exp(s: &str) -> (Vec<u8>, i32) {
+fn digits_exp(s: &str) -> (Digits, i32) {
     let s = s.trim_start_matches('-');
     let (mant, exp) = match s.find(['e', 'E']) {
         Some(i) => (&s[..i], s[i + 1..].parse::<i32>().unwrap_or(0)),
         None => (s, 0),
     };
     let (int, frac) = mant.split_once('.').unwrap_or((mant, ""));
-    let all: Vec<u8> = int.bytes().chain(frac.bytes()).collect();
-    let lead = all.iter().take_while(|&&b| b == b'0').count();
-    let mut digits: Vec<u8> = all[lead..].to_vec();
-    while digits.len() > 1 && digits.last() == Some(&b'0') {
-        digits.pop();
+    let mut d = Digits {
+        buf: [0; 32],
+        len: 0,
+    };
+    let mut lead = 0;
+    for b in int.bytes().chain(frac.bytes()) {
+        if d.len == 0 && b == b'0' {
+            lead += 1;
+        } else if d.len < d.buf.len() {
+            d.buf[d.len] = b;
+            d.len += 1;
+        }
     }
-    if digits.is_empty() {
-        return (vec![b'0'], 0);
+    while d.len > 1 && d.buf[d.len - 1] == b'0' {
+        d.len -= 1;
     }
+    if d.len == 0 {
+        d.buf[0] = b'0';
+        d.len = 1;
+        return (d, 0);
+    }
+    let digits = d;
     // value = 0.<all> × 10^(int.len()) × 10^exp; first significant digit at int.len()-1-lead.
     (digits, int.len() as i32 - 1 - lead as i32 + exp)
 }
@@ -57,7 +113,7 @@ fn layout(neg: bool, digits: &[u8], exp: i32, out: &mut Vec<u8>) {
             out.push(b'0');
         }
         out.push(b'E');
-        out.extend_from_slice(exp.to_string().as_bytes());
+        write_i64(exp as i64, out);
     }
 }
 
@@ -91,7 +147,7 @@ pub fn write_f64(x: f64, out: &mut Vec<u8>) {
     let mut b = ryu::Buffer::new();
     let (mut digits, mut exp) = digits_exp(b.format_finite(x));
     if digits.len() == 1 {
-        (digits, exp) = digits_exp(&format!("{:.1e}", x.abs()));
+        (digits, exp) = two_digits(x.abs());
     }
     layout(neg, &digits, exp, out);
 }
@@ -105,7 +161,7 @@ pub fn write_f32(x: f32, out: &mut Vec<u8>) {
     let (mut digits, mut exp) = digits_exp(b.format_finite(x));
     if digits.len() == 1 {
         // The exact value of an f32 is an f64; round it to two significant digits.
-        (digits, exp) = digits_exp(&format!("{:.1e}", (x as f64).abs()));
+        (digits, exp) = two_digits((x as f64).abs());
     }
     layout(neg, &digits, exp, out);
 }
@@ -161,5 +217,10 @@ mod tests {
         assert_eq!(d(-1234.5), "-1234.5");
         assert_eq!(d(0.001), "0.001");
         assert_eq!(d(9.999e-4), "9.999E-4");
+        for v in [0i64, 7, -7, 1234567890, i64::MIN, i64::MAX] {
+            let mut o = Vec::new();
+            write_i64(v, &mut o);
+            assert_eq!(o, v.to_string().as_bytes());
+        }
     }
 }
