@@ -1,1 +1,4 @@
 //! The TensorFlow checkpoint reader (formats/tf-checkpoint.md).
+
+pub mod coding;
+pub mod table;
