@@ -1,4 +1,8 @@
 //! The TensorFlow checkpoint reader (formats/tf-checkpoint.md).
 
 pub mod coding;
+pub mod bundle;
+pub mod dtype;
+pub mod ordered_code;
+pub mod proto;
 pub mod table;

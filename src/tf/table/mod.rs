@@ -237,4 +237,4 @@ impl TableIter<'_> {
 #[cfg(test)]
 pub mod testutil;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

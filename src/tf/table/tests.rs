@@ -5,7 +5,7 @@ use super::*;
 use crate::source::MemSource;
 
 /// The 123-byte index of §3.5, byte for byte.
-pub fn worked_example() -> Vec<u8> {
+pub(crate) fn worked_example() -> Vec<u8> {
     let mut v = vec![0x00, 0x00, 0x06, 0x08, 0x01, 0x1a, 0x02, 0x08, 0x01];
     v.extend_from_slice(&[0x00, 0x07, 0x0b]);
     v.extend_from_slice(b"counter");
