@@ -3,6 +3,8 @@
 pub mod coding;
 pub mod bundle;
 pub mod dtype;
+pub mod keys;
+pub mod model;
 pub mod ordered_code;
 pub mod proto;
 pub mod table;

@@ -159,12 +159,21 @@ pub fn tensor_for_key(
     let Some(value) = bundle.table.get(key)? else {
         return Ok(None);
     };
-    let entry = entry::parse_entry(&value, bundle.num_shards);
-    Ok(Some(if entry.slices.is_empty() {
+    Ok(Some(tensor_from_value(bundle, key, &value)))
+}
+
+/// The tensor of entry `value` stored under `key`.
+pub fn tensor_from_value(
+    bundle: &Arc<Bundle>,
+    key: &[u8],
+    value: &[u8],
+) -> Arc<dyn crate::model::Tensor> {
+    let entry = entry::parse_entry(value, bundle.num_shards);
+    if entry.slices.is_empty() {
         Arc::new(tensor::TfTensor::new(Arc::clone(bundle), key.to_vec(), &entry))
     } else {
         Arc::new(partitioned::PartitionedTensor::new(Arc::clone(bundle), key.to_vec(), &entry))
-    }))
+    }
 }
 
 /// Checks a header value: `(num_shards, big_endian)`.
