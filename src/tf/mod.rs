@@ -2,6 +2,8 @@
 
 pub mod coding;
 pub mod bundle;
+pub mod checkpoint_state;
+pub mod multi;
 pub mod dtype;
 pub mod keys;
 pub mod model;
