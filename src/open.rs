@@ -70,10 +70,16 @@ pub fn strip_checkpoint_suffix(path: &Path) -> PathBuf {
 }
 
 fn find_last(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    (0..=hay.len().checked_sub(needle.len())?).rev().find(|&i| &hay[i..i + needle.len()] == needle)
+    (0..=hay.len().checked_sub(needle.len())?)
+        .rev()
+        .find(|&i| &hay[i..i + needle.len()] == needle)
 }
 
-fn open_prefix(prefix: &Path, opts: &Options, cache: Arc<BlockCache>) -> Result<Arc<dyn Model>, OpenError> {
+fn open_prefix(
+    prefix: &Path,
+    opts: &Options,
+    cache: Arc<BlockCache>,
+) -> Result<Arc<dyn Model>, OpenError> {
     TfModel::open(prefix, opts, cache)
         .map(|m| Arc::new(m) as Arc<dyn Model>)
         .map_err(|e| OpenError(e.to_string()))
@@ -86,8 +92,12 @@ fn is_v1_checkpoint(p: &Path) -> bool {
     }
     let ends_with_magic = |f: &Path| -> bool {
         use std::io::{Read, Seek, SeekFrom};
-        let Ok(mut file) = std::fs::File::open(f) else { return false };
-        let Ok(meta) = file.metadata() else { return false };
+        let Ok(mut file) = std::fs::File::open(f) else {
+            return false;
+        };
+        let Ok(meta) = file.metadata() else {
+            return false;
+        };
         if !meta.is_file() || meta.len() < 48 || file.seek(SeekFrom::End(-8)).is_err() {
             return false;
         }
@@ -100,7 +110,11 @@ fn is_v1_checkpoint(p: &Path) -> bool {
     let (Some(dir), Some(name)) = (p.parent(), p.file_name()) else {
         return false;
     };
-    let Ok(rd) = std::fs::read_dir(if dir.as_os_str().is_empty() { Path::new(".") } else { dir }) else {
+    let Ok(rd) = std::fs::read_dir(if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    }) else {
         return false;
     };
     let mut want = name.as_bytes().to_vec();
@@ -108,11 +122,17 @@ fn is_v1_checkpoint(p: &Path) -> bool {
     rd.flatten().any(|e| {
         let n = e.file_name();
         let n = n.as_bytes();
-        n.starts_with(&want) && n[want.len()..].windows(4).any(|w| w == b"-of-") && ends_with_magic(&e.path())
+        n.starts_with(&want)
+            && n[want.len()..].windows(4).any(|w| w == b"-of-")
+            && ends_with_magic(&e.path())
     })
 }
 
-fn open_dir(dir: &Path, opts: &Options, cache: Arc<BlockCache>) -> Result<Arc<dyn Model>, OpenError> {
+fn open_dir(
+    dir: &Path,
+    opts: &Options,
+    cache: Arc<BlockCache>,
+) -> Result<Arc<dyn Model>, OpenError> {
     // SavedModel: its variables bundle.
     let is_saved_model = ["saved_model.pb", "saved_model.pbtxt", "saved_model.cpb"]
         .iter()
@@ -142,23 +162,37 @@ fn open_dir(dir: &Path, opts: &Options, cache: Arc<BlockCache>) -> Result<Arc<dy
         }
     }
     let state_path = dir.join("checkpoint");
-    let state = if state_path.is_file() { CheckpointState::read(&state_path) } else { None };
+    let state = if state_path.is_file() {
+        CheckpointState::read(&state_path)
+    } else {
+        None
+    };
     let mut latest = None;
     let mut v1_named = false;
     if let Some(st) = &state {
         let has_index = |p: &Path| index_of(p).is_file();
-        let listed = st.all_model_checkpoint_paths.iter().chain(st.model_checkpoint_path.iter());
+        let listed = st
+            .all_model_checkpoint_paths
+            .iter()
+            .chain(st.model_checkpoint_path.iter());
         for p in listed {
             match resolve_prefix(dir, p, &has_index) {
                 Some(resolved) => {
-                    let base = resolved.file_name().map(|n| n.as_bytes().to_vec()).unwrap_or_default();
+                    let base = resolved
+                        .file_name()
+                        .map(|n| n.as_bytes().to_vec())
+                        .unwrap_or_default();
                     prefixes.entry(base).or_insert(resolved);
                 }
                 None => {
                     // Listed but gone (CheckpointManager deletes old ones), or V1.
                     let v1 = resolve_prefix(dir, p, &|q: &Path| is_v1_checkpoint(q)).is_some();
                     v1_named |= v1;
-                    log::info!("{}: listed checkpoint {} not found", state_path.display(), String::from_utf8_lossy(p));
+                    log::info!(
+                        "{}: listed checkpoint {} not found",
+                        state_path.display(),
+                        String::from_utf8_lossy(p)
+                    );
                 }
             }
         }
@@ -205,11 +239,14 @@ fn open_dir(dir: &Path, opts: &Options, cache: Arc<BlockCache>) -> Result<Arc<dy
 
 /// Any V1 table file in `dir` (`P` with table magic, no `P.index`)?
 fn dir_has_v1(dir: &Path) -> bool {
-    let Ok(rd) = std::fs::read_dir(dir) else { return false };
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return false;
+    };
     rd.flatten().any(|e| {
         let n = e.file_name();
         let n = n.as_bytes();
-        let looks_like = n.windows(4).any(|w| w == b"-of-") && !n.windows(6).any(|w| w == b".data-");
+        let looks_like =
+            n.windows(4).any(|w| w == b"-of-") && !n.windows(6).any(|w| w == b".data-");
         looks_like && is_v1_checkpoint(&e.path())
     })
 }
@@ -220,9 +257,16 @@ mod tests {
 
     #[test]
     fn strips_suffixes() {
-        let s = |p: &str| strip_checkpoint_suffix(Path::new(p)).to_string_lossy().into_owned();
+        let s = |p: &str| {
+            strip_checkpoint_suffix(Path::new(p))
+                .to_string_lossy()
+                .into_owned()
+        };
         assert_eq!(s("d/model.ckpt-100.index"), "d/model.ckpt-100");
-        assert_eq!(s("d/model.ckpt-100.data-00000-of-00001"), "d/model.ckpt-100");
+        assert_eq!(
+            s("d/model.ckpt-100.data-00000-of-00001"),
+            "d/model.ckpt-100"
+        );
         assert_eq!(s("d/p.data-00007-of-123456"), "d/p");
         assert_eq!(s("d/p.data-x-of-1"), "d/p.data-x-of-1");
         assert_eq!(s("d/model.ckpt-100"), "d/model.ckpt-100");

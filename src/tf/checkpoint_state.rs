@@ -56,7 +56,10 @@ fn tokenize(text: &[u8]) -> Vec<Token> {
             _ => {
                 while i < text.len()
                     && !text[i].is_ascii_whitespace()
-                    && !matches!(text[i], b'#' | b':' | b'{' | b'}' | b'"' | b'\'' | b',' | b';')
+                    && !matches!(
+                        text[i],
+                        b'#' | b':' | b'{' | b'}' | b'"' | b'\'' | b',' | b';'
+                    )
                 {
                     i += 1;
                 }
@@ -175,19 +178,36 @@ mod tests {
               last_preserved_timestamp: inf\n",
         );
         assert_eq!(s.model_checkpoint_path.as_deref(), Some(&b"ckpt-3"[..]));
-        assert_eq!(s.all_model_checkpoint_paths, [b"ckpt-2".to_vec(), b"ckpt-3".to_vec()]);
+        assert_eq!(
+            s.all_model_checkpoint_paths,
+            [b"ckpt-2".to_vec(), b"ckpt-3".to_vec()]
+        );
         let e = CheckpointState::parse(br#"model_checkpoint_path: "C:\\run\\m\303\251\x41\"q\n""#);
-        assert_eq!(e.model_checkpoint_path.unwrap(), b"C:\\run\\m\xc3\xa9A\"q\n");
+        assert_eq!(
+            e.model_checkpoint_path.unwrap(),
+            b"C:\\run\\m\xc3\xa9A\"q\n"
+        );
         assert_eq!(CheckpointState::parse(b""), CheckpointState::default());
-        assert_eq!(CheckpointState::parse(b"model_checkpoint_path: \"unterminated").model_checkpoint_path.unwrap(), b"unterminated");
+        assert_eq!(
+            CheckpointState::parse(b"model_checkpoint_path: \"unterminated")
+                .model_checkpoint_path
+                .unwrap(),
+            b"unterminated"
+        );
     }
 
     #[test]
     fn stale_paths_fall_back() {
         let dir = Path::new("/d");
         let exists = |p: &Path| p == Path::new("/d/export") || p == Path::new("/d/m");
-        assert_eq!(resolve_prefix(dir, b"/tmp/x/00000123/export", &exists), Some("/d/export".into()));
-        assert_eq!(resolve_prefix(dir, b"C:\\x\\m", &exists), Some("/d/m".into()));
+        assert_eq!(
+            resolve_prefix(dir, b"/tmp/x/00000123/export", &exists),
+            Some("/d/export".into())
+        );
+        assert_eq!(
+            resolve_prefix(dir, b"C:\\x\\m", &exists),
+            Some("/d/m".into())
+        );
         assert_eq!(resolve_prefix(dir, b"m", &exists), Some("/d/m".into()));
         assert_eq!(resolve_prefix(dir, b"gone", &exists), None);
     }

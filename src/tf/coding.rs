@@ -105,7 +105,10 @@ mod tests {
         let mut bad = vec![0xff; 9];
         bad.push(0x02);
         assert_eq!(decode_varint64(&bad), None);
-        assert_eq!(decode_varint32(&[0xff, 0xff, 0xff, 0xff, 0x0f]), Some((u32::MAX, 5)));
+        assert_eq!(
+            decode_varint32(&[0xff, 0xff, 0xff, 0xff, 0x0f]),
+            Some((u32::MAX, 5))
+        );
         assert_eq!(decode_varint32(&[0xff, 0xff, 0xff, 0xff, 0x1f]), None);
         assert_eq!(fixed32_at(&[1, 0, 0, 0, 9], 0), Some(1));
         assert_eq!(fixed32_at(&[1, 0, 0], 0), None);

@@ -29,7 +29,7 @@ pub fn from_tf(code: i32) -> DType {
         21 => Variant,
         22 => U32,
         23 => U64,
-        24..=28 => Float8(code as u8),
+        24..=28 | 33 => Float8(code as u8),
         29 => Int4,
         30 => UInt4,
         31 => Int2,

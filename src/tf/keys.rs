@@ -60,7 +60,11 @@ fn unescape(seg: &[u8]) -> Vec<u8> {
     let mut i = 0;
     while i < seg.len() {
         if seg[i] == b'.' {
-            out.push(if seg.get(i + 1) == Some(&b'S') { b'/' } else { b'.' });
+            out.push(if seg.get(i + 1) == Some(&b'S') {
+                b'/'
+            } else {
+                b'.'
+            });
             i += 2;
         } else {
             out.push(seg[i]);
@@ -177,13 +181,28 @@ mod tests {
     fn object_keys() {
         let o = KeyStyle::Object;
         assert_eq!(
-            display_path(o, b"model/layer_with_weights-0/kernel/.ATTRIBUTES/VARIABLE_VALUE"),
+            display_path(
+                o,
+                b"model/layer_with_weights-0/kernel/.ATTRIBUTES/VARIABLE_VALUE"
+            ),
             p(&["model", "layer_with_weights-0", "kernel"])
         );
-        assert_eq!(display_path(o, b"a..b/c.Sd/.ATTRIBUTES/VARIABLE_VALUE"), p(&["a.b", "c/d"]));
-        assert_eq!(display_path(o, b"table/.ATTRIBUTES/-keys"), p(&["table", ".ATTRIBUTES", "-keys"]));
-        assert_eq!(display_path(o, b"/.ATTRIBUTES/v1"), p(&["", ".ATTRIBUTES", "v1"]));
-        assert_eq!(display_path(o, b"x/.ATTRIBUTES/"), p(&["x", ".ATTRIBUTES", ""]));
+        assert_eq!(
+            display_path(o, b"a..b/c.Sd/.ATTRIBUTES/VARIABLE_VALUE"),
+            p(&["a.b", "c/d"])
+        );
+        assert_eq!(
+            display_path(o, b"table/.ATTRIBUTES/-keys"),
+            p(&["table", ".ATTRIBUTES", "-keys"])
+        );
+        assert_eq!(
+            display_path(o, b"/.ATTRIBUTES/v1"),
+            p(&["", ".ATTRIBUTES", "v1"])
+        );
+        assert_eq!(
+            display_path(o, b"x/.ATTRIBUTES/"),
+            p(&["x", ".ATTRIBUTES", ""])
+        );
         assert_eq!(
             key_candidates(o, &p(&["a.b", "c/d"]))[0],
             b"a..b/c.Sd/.ATTRIBUTES/VARIABLE_VALUE".to_vec()
@@ -193,8 +212,10 @@ mod tests {
         assert_eq!(dir_prefixes(o, &p(&["a.b"]))[0], b"a..b/".to_vec());
         assert_eq!(dir_prefixes(o, &p(&[".ATTRIBUTES"])).len(), 2);
         // The suffix-bearing raw key is not reachable under its long path.
-        assert!(!key_candidates(o, &p(&["x", ".ATTRIBUTES", "VARIABLE_VALUE"]))
-            .contains(&b"x/.ATTRIBUTES/VARIABLE_VALUE".to_vec()));
+        assert!(
+            !key_candidates(o, &p(&["x", ".ATTRIBUTES", "VARIABLE_VALUE"]))
+                .contains(&b"x/.ATTRIBUTES/VARIABLE_VALUE".to_vec())
+        );
         for name in [&b"a.b/c..d.S"[..], b"", b"."] {
             assert!(is_escaped(&escape(name)));
             assert_eq!(unescape(&escape(name)), name);
@@ -206,7 +227,10 @@ mod tests {
         let s = KeyStyle::Plain;
         assert_eq!(display_path(s, b"layer1/W"), p(&["layer1", "W"]));
         assert_eq!(display_path(s, b"a.b/.ATTRIBUTES/VARIABLE_VALUE").len(), 3);
-        assert_eq!(key_candidates(s, &p(&["layer1", "W"])), [b"layer1/W".to_vec()]);
+        assert_eq!(
+            key_candidates(s, &p(&["layer1", "W"])),
+            [b"layer1/W".to_vec()]
+        );
         assert_eq!(dir_prefixes(s, &p(&["layer1"])), [b"layer1/".to_vec()]);
         assert!(key_candidates(s, &p(&["a/b"])).is_empty());
     }

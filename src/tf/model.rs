@@ -14,7 +14,9 @@ use crate::model::{DirEntry, Model, ModelError, ModelSummary, Tensor};
 use crate::options::{Options, Verify};
 use crate::source::MmapFile;
 use crate::tf::bundle::entry::parse_entry;
-use crate::tf::bundle::{tensor_for_key, tensor_from_value, Bundle, BundleError, DirShards, ShardOpener};
+use crate::tf::bundle::{
+    tensor_for_key, tensor_from_value, Bundle, BundleError, DirShards, ShardOpener,
+};
 use crate::tf::keys::{self, KeyStyle, GRAPH_KEY};
 use crate::tf::ordered_code::{slice_key, slice_key_name};
 use crate::tf::table::{BlockCache, Table, TableError};
@@ -31,7 +33,11 @@ pub fn block_cache_for(opts: &Options) -> Arc<BlockCache> {
 
 impl TfModel {
     /// Opens checkpoint `prefix` (`prefix.index` + data files beside it).
-    pub fn open(prefix: &Path, opts: &Options, cache: Arc<BlockCache>) -> Result<TfModel, BundleError> {
+    pub fn open(
+        prefix: &Path,
+        opts: &Options,
+        cache: Arc<BlockCache>,
+    ) -> Result<TfModel, BundleError> {
         let mut index_path = prefix.as_os_str().to_owned();
         index_path.push(".index");
         let file = MmapFile::open(Path::new(&index_path)).map_err(TableError::from)?;
@@ -41,7 +47,12 @@ impl TfModel {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        Self::from_table(table, name, Box::new(DirShards(dir)), opts.verify == Verify::Crc)
+        Self::from_table(
+            table,
+            name,
+            Box::new(DirShards(dir)),
+            opts.verify == Verify::Crc,
+        )
     }
 
     /// A model over an opened table; reads the header (and probes for the object graph).
@@ -160,7 +171,10 @@ impl Model for TfModel {
         if out.is_empty() && !dir.is_empty() {
             return Err(ModelError::NotFound(format!(
                 "no directory {}",
-                dir.iter().map(|c| String::from_utf8_lossy(c)).collect::<Vec<_>>().join("/")
+                dir.iter()
+                    .map(|c| String::from_utf8_lossy(c))
+                    .collect::<Vec<_>>()
+                    .join("/")
             )));
         }
         Ok(out.into_iter().collect())
@@ -178,7 +192,10 @@ impl Model for TfModel {
         }
         Err(ModelError::NotFound(format!(
             "no tensor {}",
-            path.iter().map(|c| String::from_utf8_lossy(c)).collect::<Vec<_>>().join("/")
+            path.iter()
+                .map(|c| String::from_utf8_lossy(c))
+                .collect::<Vec<_>>()
+                .join("/")
         )))
     }
 
@@ -198,13 +215,16 @@ impl Model for TfModel {
                 s.tensors += 1;
                 *dtypes.entry(meta.dtype.name().into_owned()).or_default() += 1;
                 let bytes = if meta.partitions.is_empty() {
-                    parse_entry(it.value(), self.bundle.num_shards).loc.map_or(0, |l| l.size)
+                    parse_entry(it.value(), self.bundle.num_shards)
+                        .loc
+                        .map_or(0, |l| l.size)
                 } else {
                     meta.partitions.iter().map(|p| p.length).sum()
                 };
                 s.total_bytes = s.total_bytes.saturating_add(bytes);
                 if let Some(p) = &meta.problem {
-                    s.problems.push(format!("{}: {p}", String::from_utf8_lossy(it.key())));
+                    s.problems
+                        .push(format!("{}: {p}", String::from_utf8_lossy(it.key())));
                 }
             }
             if let Err(e) = it.next() {

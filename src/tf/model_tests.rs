@@ -28,18 +28,35 @@ fn d(s: &str) -> DirEntry {
 #[test]
 fn plain_listing_leaf_and_prefix() {
     let mut b = BundleBuilder::new("m");
-    for k in ["W", "W/Adam", "W/Adam_1", "layer1/W", "layer1/b", "layer1/sub/x", "z"] {
+    for k in [
+        "W",
+        "W/Adam",
+        "W/Adam_1",
+        "layer1/W",
+        "layer1/b",
+        "layer1/sub/x",
+        "z",
+    ] {
         b.add_f32(k.as_bytes(), &[1], &[1.0]);
     }
     let (m, _) = model_of(b);
     assert_eq!(m.style(), KeyStyle::Plain);
     let root = m.list_dir(&[]).unwrap();
     assert_eq!(root, vec![d("W"), d("layer1"), t("W"), t("z")]);
-    assert_eq!(m.list_dir(&p(&["W"])).unwrap(), vec![t("Adam"), t("Adam_1")]);
-    assert_eq!(m.list_dir(&p(&["layer1"])).unwrap(), vec![d("sub"), t("W"), t("b")]);
+    assert_eq!(
+        m.list_dir(&p(&["W"])).unwrap(),
+        vec![t("Adam"), t("Adam_1")]
+    );
+    assert_eq!(
+        m.list_dir(&p(&["layer1"])).unwrap(),
+        vec![d("sub"), t("W"), t("b")]
+    );
     assert!(m.list_dir(&p(&["nope"])).is_err());
     assert!(m.list_dir(&p(&["z"])).is_err());
-    assert_eq!(m.tensor(&p(&["layer1", "sub", "x"])).unwrap().meta().name, b"layer1/sub/x");
+    assert_eq!(
+        m.tensor(&p(&["layer1", "sub", "x"])).unwrap().meta().name,
+        b"layer1/sub/x"
+    );
     assert!(m.tensor(&p(&["layer1"])).is_err());
     assert!(m.tensor(&p(&[""])).is_err()); // the header
     let s = m.summary().unwrap();
@@ -70,20 +87,50 @@ fn object_listing() {
     assert_eq!(m.style(), KeyStyle::Object);
     assert_eq!(
         m.list_dir(&[]).unwrap(),
-        vec![d(""), d("model"), d("table"), d("x"), t("save_counter"), t("x")]
+        vec![
+            d(""),
+            d("model"),
+            d("table"),
+            d("x"),
+            t("save_counter"),
+            t("x")
+        ]
     );
-    assert_eq!(m.list_dir(&p(&["model"])).unwrap(), vec![d("dense"), t("a.b"), t("c/d")]);
-    assert_eq!(m.list_dir(&p(&["model", "dense"])).unwrap(), vec![d("kernel"), t("kernel")]);
-    assert_eq!(m.list_dir(&p(&["model", "dense", "kernel"])).unwrap(), vec![d(".OPTIMIZER_SLOT")]);
+    assert_eq!(
+        m.list_dir(&p(&["model"])).unwrap(),
+        vec![d("dense"), t("a.b"), t("c/d")]
+    );
+    assert_eq!(
+        m.list_dir(&p(&["model", "dense"])).unwrap(),
+        vec![d("kernel"), t("kernel")]
+    );
+    assert_eq!(
+        m.list_dir(&p(&["model", "dense", "kernel"])).unwrap(),
+        vec![d(".OPTIMIZER_SLOT")]
+    );
     assert_eq!(m.list_dir(&p(&["x"])).unwrap(), vec![t("-a")]);
     assert_eq!(m.list_dir(&p(&["table"])).unwrap(), vec![d(".ATTRIBUTES")]);
-    assert_eq!(m.list_dir(&p(&["table", ".ATTRIBUTES"])).unwrap(), vec![t("-keys")]);
+    assert_eq!(
+        m.list_dir(&p(&["table", ".ATTRIBUTES"])).unwrap(),
+        vec![t("-keys")]
+    );
     assert_eq!(m.list_dir(&p(&["", ".ATTRIBUTES"])).unwrap(), vec![t("v1")]);
     let k = m.tensor(&p(&["model", "c/d"])).unwrap();
     assert_eq!(k.meta().name, b"model/c.Sd/.ATTRIBUTES/VARIABLE_VALUE");
-    assert!(m.tensor(&p(&["model", "dense", "kernel", ".OPTIMIZER_SLOT", "optimizer", "m"])).is_ok());
+    assert!(m
+        .tensor(&p(&[
+            "model",
+            "dense",
+            "kernel",
+            ".OPTIMIZER_SLOT",
+            "optimizer",
+            "m"
+        ]))
+        .is_ok());
     assert!(m.tensor(&p(&["table", ".ATTRIBUTES", "-keys"])).is_ok());
-    assert!(m.tensor(&p(&["x", ".ATTRIBUTES", "VARIABLE_VALUE"])).is_err());
+    assert!(m
+        .tensor(&p(&["x", ".ATTRIBUTES", "VARIABLE_VALUE"]))
+        .is_err());
     assert!(m.tensor(&p(&["_CHECKPOINTABLE_OBJECT_GRAPH"])).is_err());
     assert_eq!(m.summary().unwrap().tensors, 9);
 }
@@ -92,8 +139,18 @@ fn object_listing() {
 fn partitioned_slices_hidden() {
     let mut b = BundleBuilder::new("m");
     let full: Vec<f32> = (0..40).map(|i| i as f32).collect();
-    b.add_partitioned_f32(b"emb", &[10, 4], &full, &[vec![Some((0, 5)), None], vec![Some((5, 5)), None]]);
-    b.add_partitioned_f32(b"l/emb", &[10, 4], &full, &[vec![Some((0, 5)), None], vec![Some((5, 5)), None]]);
+    b.add_partitioned_f32(
+        b"emb",
+        &[10, 4],
+        &full,
+        &[vec![Some((0, 5)), None], vec![Some((5, 5)), None]],
+    );
+    b.add_partitioned_f32(
+        b"l/emb",
+        &[10, 4],
+        &full,
+        &[vec![Some((0, 5)), None], vec![Some((5, 5)), None]],
+    );
     // An unreferenced 00-prefixed key is listed like any key.
     b.add_f32(b"\x00stray", &[1], &[1.0]);
     let (m, _) = model_of(b);

@@ -33,7 +33,10 @@ impl MultiModel {
     }
 
     /// Resolves the `latest` link when it is the first component.
-    fn route<'a>(&'a self, path: &'a [Vec<u8>]) -> Result<(&'a Arc<dyn Model>, &'a [Vec<u8>]), ModelError> {
+    fn route<'a>(
+        &'a self,
+        path: &'a [Vec<u8>],
+    ) -> Result<(&'a Arc<dyn Model>, &'a [Vec<u8>]), ModelError> {
         let (first, rest) = path
             .split_first()
             .ok_or_else(|| ModelError::NotFound("root".into()))?;
@@ -48,8 +51,11 @@ impl MultiModel {
 impl Model for MultiModel {
     fn list_dir(&self, dir: &[Vec<u8>]) -> Result<Vec<DirEntry>, ModelError> {
         if dir.is_empty() {
-            let mut out: Vec<DirEntry> =
-                self.children.iter().map(|(n, _)| DirEntry::Dir(n.clone())).collect();
+            let mut out: Vec<DirEntry> = self
+                .children
+                .iter()
+                .map(|(n, _)| DirEntry::Dir(n.clone()))
+                .collect();
             if let Some(target) = &self.latest {
                 out.push(DirEntry::Symlink {
                     name: LATEST.to_vec(),
@@ -81,7 +87,8 @@ impl Model for MultiModel {
                 *s.dtypes.entry(k).or_default() += v;
             }
             let name = String::from_utf8_lossy(name);
-            s.problems.extend(c.problems.into_iter().map(|p| format!("{name}: {p}")));
+            s.problems
+                .extend(c.problems.into_iter().map(|p| format!("{name}: {p}")));
         }
         Ok(s)
     }

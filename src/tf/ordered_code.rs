@@ -118,7 +118,10 @@ mod tests {
             (256, &[0xc1, 0x00]),
             (16777216, &[0xf1, 0, 0, 0]),
             (1 << 32, &[0xf9, 0, 0, 0, 0]),
-            (i64::MAX, &[0xff, 0xc0, 0x7f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff]),
+            (
+                i64::MAX,
+                &[0xff, 0xc0, 0x7f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff],
+            ),
             (-65, &[0x3f, 0xbf]),
             (-8193, &[0x1f, 0xdf, 0xff]),
             (-1048577, &[0x0f, 0xef, 0xff, 0xff]),
@@ -133,7 +136,10 @@ mod tests {
     }
 
     fn ext(s: i64, l: Option<i64>) -> Extent {
-        Extent { start: s, length: l }
+        Extent {
+            start: s,
+            length: l,
+        }
     }
 
     #[test]
@@ -145,11 +151,24 @@ mod tests {
             slice_key(b"foo", &foo),
             [0, 0x66, 0x6f, 0x6f, 0, 1, 1, 4, 0x80, 0x7f, 0x80, 0x7f, 0x81, 0x83, 0x84, 0x85]
         );
-        let a = TensorSliceProto { extent: vec![ext(0, Some(5)), ext(0, None)] };
-        assert_eq!(slice_key(b"emb", &a), [0, 0x65, 0x6d, 0x62, 0, 1, 1, 2, 0x80, 0x85, 0x80, 0x7f]);
-        let b = TensorSliceProto { extent: vec![ext(5, Some(5)), ext(0, None)] };
-        assert_eq!(slice_key(b"emb", &b), [0, 0x65, 0x6d, 0x62, 0, 1, 1, 2, 0x85, 0x85, 0x80, 0x7f]);
-        assert_eq!(slice_key(b"a", &TensorSliceProto { extent: vec![] }), [0, 0x61, 0, 1, 0]);
+        let a = TensorSliceProto {
+            extent: vec![ext(0, Some(5)), ext(0, None)],
+        };
+        assert_eq!(
+            slice_key(b"emb", &a),
+            [0, 0x65, 0x6d, 0x62, 0, 1, 1, 2, 0x80, 0x85, 0x80, 0x7f]
+        );
+        let b = TensorSliceProto {
+            extent: vec![ext(5, Some(5)), ext(0, None)],
+        };
+        assert_eq!(
+            slice_key(b"emb", &b),
+            [0, 0x65, 0x6d, 0x62, 0, 1, 1, 2, 0x85, 0x85, 0x80, 0x7f]
+        );
+        assert_eq!(
+            slice_key(b"a", &TensorSliceProto { extent: vec![] }),
+            [0, 0x61, 0, 1, 0]
+        );
         let odd = slice_key(&[b'x', 0, 0xff], &a);
         assert_eq!(slice_key_name(&odd).unwrap(), [b'x', 0, 0xff]);
         assert_eq!(slice_key_name(&slice_key(b"emb", &b)).unwrap(), b"emb");

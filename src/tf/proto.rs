@@ -126,9 +126,14 @@ mod tests {
     fn decodes_spec_examples() {
         let h = BundleHeaderProto::decode(&[0x08, 0x01, 0x10, 0x01, 0x1a, 0x02, 0x08, 0x01][..])
             .unwrap();
-        assert_eq!((h.num_shards, h.endianness, h.version.unwrap().producer), (1, 1, 1));
+        assert_eq!(
+            (h.num_shards, h.endianness, h.version.unwrap().producer),
+            (1, 1, 1)
+        );
         let e = BundleEntryProto::decode(
-            &[0x08, 0x01, 0x12, 0x00, 0x28, 0x04, 0x35, 0x06, 0x38, 0x27, 0x1f][..],
+            &[
+                0x08, 0x01, 0x12, 0x00, 0x28, 0x04, 0x35, 0x06, 0x38, 0x27, 0x1f,
+            ][..],
         )
         .unwrap();
         assert_eq!((e.dtype, e.size, e.crc32c), (1, 4, 0x1f27_3806));
@@ -140,8 +145,20 @@ mod tests {
         ];
         let e = BundleEntryProto::decode(&full[..]).unwrap();
         assert_eq!(e.slices.len(), 2);
-        assert_eq!(e.slices[1].extent[0], Extent { start: 5, length: Some(5) });
-        assert_eq!(e.slices[1].extent[1], Extent { start: 0, length: None });
+        assert_eq!(
+            e.slices[1].extent[0],
+            Extent {
+                start: 5,
+                length: Some(5)
+            }
+        );
+        assert_eq!(
+            e.slices[1].extent[1],
+            Extent {
+                start: 0,
+                length: None
+            }
+        );
         // Descending field order and an unknown field.
         let e = BundleEntryProto::decode(&[0x28, 0x04, 0x78, 0x01, 0x08, 0x01][..]).unwrap();
         assert_eq!((e.dtype, e.size), (1, 4));

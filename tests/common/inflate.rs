@@ -66,10 +66,21 @@ impl Huffman {
     }
 }
 
-const LBASE: [u16; 29] = [3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 15, 17, 19, 23, 27, 31, 35, 43, 51, 59, 67, 83, 99, 115, 131, 163, 195, 227, 258];
-const LEXT: [u8; 29] = [0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 0];
-const DBASE: [u16; 30] = [1, 2, 3, 4, 5, 7, 9, 13, 17, 25, 33, 49, 65, 97, 129, 193, 257, 385, 513, 769, 1025, 1537, 2049, 3073, 4097, 6145, 8193, 12289, 16385, 24577];
-const DEXT: [u8; 30] = [0, 0, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13];
+const LBASE: [u16; 29] = [
+    3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 15, 17, 19, 23, 27, 31, 35, 43, 51, 59, 67, 83, 99, 115, 131,
+    163, 195, 227, 258,
+];
+const LEXT: [u8; 29] = [
+    0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 0,
+];
+const DBASE: [u16; 30] = [
+    1, 2, 3, 4, 5, 7, 9, 13, 17, 25, 33, 49, 65, 97, 129, 193, 257, 385, 513, 769, 1025, 1537,
+    2049, 3073, 4097, 6145, 8193, 12289, 16385, 24577,
+];
+const DEXT: [u8; 30] = [
+    0, 0, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13,
+    13,
+];
 
 fn codes(b: &mut Bits, out: &mut Vec<u8>, lit: &Huffman, dist: &Huffman) -> Result<(), String> {
     loop {
@@ -100,7 +111,12 @@ fn codes(b: &mut Bits, out: &mut Vec<u8>, lit: &Huffman, dist: &Huffman) -> Resu
 }
 
 pub fn inflate(data: &[u8]) -> Result<Vec<u8>, String> {
-    let mut b = Bits { data, pos: 0, bit: 0, nbits: 0 };
+    let mut b = Bits {
+        data,
+        pos: 0,
+        bit: 0,
+        nbits: 0,
+    };
     let mut out = Vec::new();
     loop {
         let last = b.need(1)?;
@@ -120,13 +136,20 @@ pub fn inflate(data: &[u8]) -> Result<Vec<u8>, String> {
                 l[144..256].fill(9);
                 l[256..280].fill(7);
                 l[280..].fill(8);
-                codes(&mut b, &mut out, &Huffman::new(&l), &Huffman::new(&[5u8; 30]))?;
+                codes(
+                    &mut b,
+                    &mut out,
+                    &Huffman::new(&l),
+                    &Huffman::new(&[5u8; 30]),
+                )?;
             }
             2 => {
                 let nlen = b.need(5)? as usize + 257;
                 let ndist = b.need(5)? as usize + 1;
                 let ncode = b.need(4)? as usize + 4;
-                const ORDER: [usize; 19] = [16, 17, 18, 0, 8, 7, 9, 6, 10, 5, 11, 4, 12, 3, 13, 2, 14, 1, 15];
+                const ORDER: [usize; 19] = [
+                    16, 17, 18, 0, 8, 7, 9, 6, 10, 5, 11, 4, 12, 3, 13, 2, 14, 1, 15,
+                ];
                 let mut cl = [0u8; 19];
                 for &i in ORDER.iter().take(ncode) {
                     cl[i] = b.need(3)? as u8;
@@ -138,7 +161,10 @@ pub fn inflate(data: &[u8]) -> Result<Vec<u8>, String> {
                     let sym = clh.decode(&mut b)?;
                     let (val, rep) = match sym {
                         0..=15 => (sym as u8, 1),
-                        16 => (*lengths.get(i.wrapping_sub(1)).ok_or("inflate: repeat")?, 3 + b.need(2)? as usize),
+                        16 => (
+                            *lengths.get(i.wrapping_sub(1)).ok_or("inflate: repeat")?,
+                            3 + b.need(2)? as usize,
+                        ),
                         17 => (0, 3 + b.need(3)? as usize),
                         _ => (0, 11 + b.need(7)? as usize),
                     };
@@ -147,7 +173,12 @@ pub fn inflate(data: &[u8]) -> Result<Vec<u8>, String> {
                         i += 1;
                     }
                 }
-                codes(&mut b, &mut out, &Huffman::new(&lengths[..nlen]), &Huffman::new(&lengths[nlen..]))?;
+                codes(
+                    &mut b,
+                    &mut out,
+                    &Huffman::new(&lengths[..nlen]),
+                    &Huffman::new(&lengths[nlen..]),
+                )?;
             }
             _ => return Err("inflate: bad block type".into()),
         }

@@ -127,7 +127,11 @@ fn check_shape(
         }
         out.push(d.size as u64);
     }
-    if out.iter().try_fold(1u64, |a, &d| a.checked_mul(d)).is_none_or(|n| n > i64::MAX as u64) {
+    if out
+        .iter()
+        .try_fold(1u64, |a, &d| a.checked_mul(d))
+        .is_none_or(|n| n > i64::MAX as u64)
+    {
         return Err("element count overflows".into());
     }
     Ok(())
@@ -139,25 +143,41 @@ mod tests {
 
     #[test]
     fn checks() {
-        let e = parse_entry(&[0x08, 0x01, 0x12, 0x00, 0x28, 0x04, 0x35, 0xa6, 0x7b, 0x11, 0x3a], 1);
+        let e = parse_entry(
+            &[
+                0x08, 0x01, 0x12, 0x00, 0x28, 0x04, 0x35, 0xa6, 0x7b, 0x11, 0x3a,
+            ],
+            1,
+        );
         assert!(e.problem.is_none());
         assert_eq!(e.loc.unwrap().crc, 0x3a11_7ba6);
         // size 5 for one float.
-        assert!(parse_entry(&[0x08, 0x01, 0x12, 0x00, 0x28, 0x05], 1).problem.is_some());
+        assert!(parse_entry(&[0x08, 0x01, 0x12, 0x00, 0x28, 0x05], 1)
+            .problem
+            .is_some());
         // shard 1 of 1.
-        assert!(parse_entry(&[0x08, 0x01, 0x12, 0x00, 0x18, 0x01, 0x28, 0x04], 1).problem.is_some());
+        assert!(
+            parse_entry(&[0x08, 0x01, 0x12, 0x00, 0x18, 0x01, 0x28, 0x04], 1)
+                .problem
+                .is_some()
+        );
         // Resource dtype: listed with a problem.
         let r = parse_entry(&[0x08, 0x14, 0x12, 0x00], 1);
         assert_eq!(r.dtype, DType::Opaque(20));
         assert!(r.problem.is_some());
         // Unknown rank.
-        assert!(parse_entry(&[0x08, 0x01, 0x12, 0x02, 0x18, 0x01], 1).problem.is_some());
+        assert!(parse_entry(&[0x08, 0x01, 0x12, 0x02, 0x18, 0x01], 1)
+            .problem
+            .is_some());
         // Negative dim: shape { dim { size: -1 } }.
         let mut v = vec![0x08, 0x01, 0x12, 0x0d, 0x12, 0x0b, 0x08];
         crate::tf::coding::put_varint64(&mut v, u64::MAX);
         assert!(parse_entry(&v, 1).problem.unwrap().contains("negative"));
         // Zero dim [3, 0]: 0 elements, size 0.
-        let z = parse_entry(&[0x08, 0x01, 0x12, 0x06, 0x12, 0x02, 0x08, 0x03, 0x12, 0x00], 1);
+        let z = parse_entry(
+            &[0x08, 0x01, 0x12, 0x06, 0x12, 0x02, 0x08, 0x03, 0x12, 0x00],
+            1,
+        );
         assert!(z.problem.is_none(), "{:?}", z.problem);
         assert_eq!(z.shape, [3, 0]);
         // Garbage.

@@ -67,10 +67,13 @@ pub struct MemShards(pub HashMap<String, Arc<dyn ReadAt>>);
 
 impl ShardOpener for MemShards {
     fn open(&self, file_name: &str) -> Result<Arc<dyn ReadAt>, SourceError> {
-        self.0.get(file_name).cloned().ok_or_else(|| SourceError::Io {
-            path: file_name.to_string(),
-            source: std::io::Error::from(std::io::ErrorKind::NotFound),
-        })
+        self.0
+            .get(file_name)
+            .cloned()
+            .ok_or_else(|| SourceError::Io {
+                path: file_name.to_string(),
+                source: std::io::Error::from(std::io::ErrorKind::NotFound),
+            })
     }
 }
 
@@ -90,7 +93,9 @@ pub struct Bundle {
 
 impl std::fmt::Debug for Bundle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Bundle").field("prefix", &self.prefix_name).finish()
+        f.debug_struct("Bundle")
+            .field("prefix", &self.prefix_name)
+            .finish()
     }
 }
 
@@ -112,7 +117,9 @@ impl Bundle {
             let mut it = table.iter();
             it.seek_to_first()?;
             if !it.valid() {
-                return Err(BundleError::Header(format!("{name}: empty table (no bundle header)")));
+                return Err(BundleError::Header(format!(
+                    "{name}: empty table (no bundle header)"
+                )));
             }
             if !it.key().is_empty() {
                 return Err(BundleError::Header(format!(
@@ -139,13 +146,19 @@ impl Bundle {
 
     /// The data file of `shard`, opened on first use.
     pub fn shard(&self, shard: u32) -> Result<Arc<dyn ReadAt>, ModelError> {
-        if let Some(f) = self.shards.lock().unwrap_or_else(|e| e.into_inner()).get(&shard) {
+        if let Some(f) = self
+            .shards
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&shard)
+        {
             return Ok(Arc::clone(f));
         }
         let name = self.shard_name(shard);
-        let file = self.opener.open(&name).map_err(|e| {
-            ModelError::Corrupt(format!("data file {name} cannot be opened: {e}"))
-        })?;
+        let file = self
+            .opener
+            .open(&name)
+            .map_err(|e| ModelError::Corrupt(format!("data file {name} cannot be opened: {e}")))?;
         let mut map = self.shards.lock().unwrap_or_else(|e| e.into_inner());
         Ok(Arc::clone(map.entry(shard).or_insert(file)))
     }
@@ -170,9 +183,17 @@ pub fn tensor_from_value(
 ) -> Arc<dyn crate::model::Tensor> {
     let entry = entry::parse_entry(value, bundle.num_shards);
     if entry.slices.is_empty() {
-        Arc::new(tensor::TfTensor::new(Arc::clone(bundle), key.to_vec(), &entry))
+        Arc::new(tensor::TfTensor::new(
+            Arc::clone(bundle),
+            key.to_vec(),
+            &entry,
+        ))
     } else {
-        Arc::new(partitioned::PartitionedTensor::new(Arc::clone(bundle), key.to_vec(), &entry))
+        Arc::new(partitioned::PartitionedTensor::new(
+            Arc::clone(bundle),
+            key.to_vec(),
+            &entry,
+        ))
     }
 }
 
@@ -181,7 +202,8 @@ fn parse_header(value: &[u8]) -> Result<(u32, bool), String> {
     if value.first() == Some(&0x0a) {
         return Err(V1_MESSAGE.into());
     }
-    let h = BundleHeaderProto::decode(value).map_err(|e| format!("unreadable bundle header: {e}"))?;
+    let h =
+        BundleHeaderProto::decode(value).map_err(|e| format!("unreadable bundle header: {e}"))?;
     let v = h.version.unwrap_or_default();
     if v.producer < 0 || v.min_consumer > 1 || v.bad_consumers.contains(&1) {
         return Err(format!(
@@ -201,6 +223,6 @@ fn parse_header(value: &[u8]) -> Result<(u32, bool), String> {
 }
 
 #[cfg(test)]
-pub mod testutil;
-#[cfg(test)]
 mod tests;
+#[cfg(test)]
+pub mod testutil;

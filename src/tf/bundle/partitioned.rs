@@ -144,7 +144,10 @@ impl PartitionedTensor {
                 .slices
                 .iter()
                 .find(|s| {
-                    s.extent.iter().zip(&index).all(|(&(st, len), &i)| i >= st && i - st < len)
+                    s.extent
+                        .iter()
+                        .zip(&index)
+                        .all(|(&(st, len), &i)| i >= st && i - st < len)
                 })
                 .ok_or_else(|| self.fail(format!("element {pos} is in no slice")))?;
             let run = match slice.last_partial {
@@ -161,7 +164,10 @@ impl PartitionedTensor {
             for (&(st, len), &i) in slice.extent.iter().zip(&index) {
                 in_slice = in_slice * len + (i - st);
             }
-            let tensor = slice.tensor.as_deref().ok_or_else(|| self.fail("slice missing"))?;
+            let tensor = slice
+                .tensor
+                .as_deref()
+                .ok_or_else(|| self.fail("slice missing"))?;
             f(tensor, in_slice, run)?;
             pos += run;
         }
@@ -211,7 +217,10 @@ fn resolve_extent(
 
 /// Slices must be pairwise disjoint and together cover every element.
 fn check_coverage(slices: &[Slice], shape: &[u64]) -> Result<(), String> {
-    let total = shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d)).unwrap_or(0);
+    let total = shape
+        .iter()
+        .try_fold(1u64, |a, &d| a.checked_mul(d))
+        .unwrap_or(0);
     // Sweep on dimension 0 so that only boxes overlapping in it are compared.
     let mut order: Vec<usize> = (0..slices.len()).collect();
     let start0 = |i: usize| slices[i].extent.first().map_or(0, |e| e.0);
@@ -250,10 +259,15 @@ impl Tensor for PartitionedTensor {
 
     fn read_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
         let elem = self.meta.dtype.elem_size().ok_or_else(|| {
-            ModelError::Unsupported(format!("{} elements have no fixed size", self.meta.dtype.name()))
+            ModelError::Unsupported(format!(
+                "{} elements have no fixed size",
+                self.meta.dtype.name()
+            ))
         })?;
         if out.len() % elem != 0 {
-            return Err(ModelError::Unsupported("buffer is not a whole number of elements".into()));
+            return Err(ModelError::Unsupported(
+                "buffer is not a whole number of elements".into(),
+            ));
         }
         let n = (out.len() / elem) as u64;
         let mut at = 0usize;
@@ -271,7 +285,9 @@ impl Tensor for PartitionedTensor {
         count: u64,
         f: &mut dyn FnMut(&[u8]),
     ) -> Result<(), ModelError> {
-        self.for_each_run(first, count, &mut |t, start, run| t.for_each_string(start, run, &mut *f))
+        self.for_each_run(first, count, &mut |t, start, run| {
+            t.for_each_string(start, run, &mut *f)
+        })
     }
 
     fn partition(&self, i: usize) -> Result<Arc<dyn Tensor>, ModelError> {

@@ -119,7 +119,9 @@ impl Tensor for TfTensor {
         })?;
         let (file, loc) = self.data_file()?;
         if out.len() % elem != 0 {
-            return Err(ModelError::Unsupported("buffer is not a whole number of elements".into()));
+            return Err(ModelError::Unsupported(
+                "buffer is not a whole number of elements".into(),
+            ));
         }
         let n = (out.len() / elem) as u64;
         let total = loc.size / elem as u64;
@@ -152,7 +154,10 @@ impl Tensor for TfTensor {
     ) -> Result<(), ModelError> {
         let dtype = self.meta.dtype;
         if dtype != DType::Str && dtype != DType::Variant {
-            return Err(ModelError::Unsupported(format!("{} is not a string tensor", dtype.name())));
+            return Err(ModelError::Unsupported(format!(
+                "{} is not a string tensor",
+                dtype.name()
+            )));
         }
         let (file, loc) = self.data_file()?;
         if dtype == DType::Variant && self.bundle.big_endian {
@@ -171,6 +176,8 @@ impl Tensor for TfTensor {
             }
         });
         let index = index.as_ref().map_err(|m| self.fail(m))?;
-        index.for_each(&data, first, count, f).map_err(|m| self.fail(m))
+        index
+            .for_each(&data, first, count, f)
+            .map_err(|m| self.fail(m))
     }
 }

@@ -18,7 +18,12 @@ fn open_bundle(
         Arc::new(MemSource::new(format!("{prefix}.index"), index)),
         Arc::new(BlockCache::new(1 << 20)),
     )?;
-    Ok(Arc::new(Bundle::open(table, prefix.into(), Box::new(MemShards(files)), verify)?))
+    Ok(Arc::new(Bundle::open(
+        table,
+        prefix.into(),
+        Box::new(MemShards(files)),
+        verify,
+    )?))
 }
 
 fn build(b: BundleBuilder) -> Arc<Bundle> {
@@ -67,9 +72,15 @@ fn dtypes_and_endianness() {
         let mut b = BundleBuilder::new("m");
         b.big_endian = be;
         b.add_f32(b"f", &[2, 2], &[1.0, -2.5, f32::NAN, 0.0]);
-        let i16s: Vec<u8> = [1i16, -2, 300].iter().flat_map(|v| v.to_le_bytes()).collect();
+        let i16s: Vec<u8> = [1i16, -2, 300]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
         b.add_fixed(b"i16", 5, &[3], &i16s, 2);
-        let c64: Vec<u8> = [1.0f32, 2.0, -3.0, 4.5].iter().flat_map(|v| v.to_le_bytes()).collect();
+        let c64: Vec<u8> = [1.0f32, 2.0, -3.0, 4.5]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
         b.add_fixed(b"c64", 8, &[2], &c64, 4);
         b.add_fixed(b"bool", 10, &[3], &[0, 1, 7], 1);
         b.add_fixed(b"bf16", 14, &[1], &[0x80, 0x3f], 2);
@@ -82,8 +93,10 @@ fn dtypes_and_endianness() {
         assert_eq!(bundle.big_endian, be);
         let f = tensor(&bundle, b"f");
         let got = read_all(&*f).unwrap();
-        let want: Vec<u8> =
-            [1.0f32, -2.5, f32::NAN, 0.0].iter().flat_map(|v| v.to_le_bytes()).collect();
+        let want: Vec<u8> = [1.0f32, -2.5, f32::NAN, 0.0]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
         assert_eq!(got, want);
         // A middle range.
         let mut two = [0u8; 8];
@@ -97,7 +110,10 @@ fn dtypes_and_endianness() {
         assert_eq!(tensor(&bundle, b"int4").meta().dtype, DType::Int4);
         assert_eq!(read_all(&*tensor(&bundle, b"int4")).unwrap(), [0x0f, 0x07]);
         assert_eq!(tensor(&bundle, b"f8").meta().dtype, DType::Float8(24));
-        assert_eq!(read_all(&*tensor(&bundle, b"empty")).unwrap(), Vec::<u8>::new());
+        assert_eq!(
+            read_all(&*tensor(&bundle, b"empty")).unwrap(),
+            Vec::<u8>::new()
+        );
         let s = tensor(&bundle, b"s");
         assert_eq!(strings(&*s, 0, 3).unwrap(), [&b""[..], b"ab", b"xyz"]);
         assert_eq!(strings(&*s, 1, 1).unwrap(), [b"ab"]);
@@ -117,7 +133,10 @@ fn checksum_mismatch_fails_only_that_tensor_and_verify_none() {
     let err = read_all(&*tensor(&bundle, b"b")).unwrap_err().to_string();
     assert!(err.contains("checksum"), "{err}");
     let lax = open_bundle(index, files, "m", false).unwrap();
-    assert_eq!(read_all(&*tensor(&lax, b"b")).unwrap(), 2.0f32.to_le_bytes());
+    assert_eq!(
+        read_all(&*tensor(&lax, b"b")).unwrap(),
+        2.0f32.to_le_bytes()
+    );
 }
 
 #[test]
@@ -139,9 +158,17 @@ fn missing_and_truncated_shards() {
     let mut b = BundleBuilder::new("m");
     b.add_f32(b"a", &[2], &[1.0, 2.0]);
     let (index, mut files) = b.finish();
-    files.insert("m.data-00000-of-00001".into(), Arc::new(MemSource::new("d", vec![0u8; 5])));
+    files.insert(
+        "m.data-00000-of-00001".into(),
+        Arc::new(MemSource::new("d", vec![0u8; 5])),
+    );
     let bundle = open_bundle(index, files, "m", true).unwrap();
-    assert!(tensor(&bundle, b"a").meta().problem.as_ref().unwrap().contains("past the end"));
+    assert!(tensor(&bundle, b"a")
+        .meta()
+        .problem
+        .as_ref()
+        .unwrap()
+        .contains("past the end"));
 }
 
 fn mask_crc0() -> u32 {
@@ -159,7 +186,10 @@ fn bad_headers() {
     let cases: &[(&[u8], &str)] = &[
         (&[0x0a, 0x02, 0x0a, 0x00], "V1 checkpoint"),
         (&[0x08, 0x00, 0x1a, 0x02, 0x08, 0x01], "num_shards"),
-        (&[0x08, 0x01, 0x10, 0x02, 0x1a, 0x02, 0x08, 0x01], "endianness"),
+        (
+            &[0x08, 0x01, 0x10, 0x02, 0x1a, 0x02, 0x08, 0x01],
+            "endianness",
+        ),
         (&[0x08, 0x01, 0x1a, 0x02, 0x10, 0x05], "version"),
         (&[0x08, 0x01, 0x1a, 0x02, 0x18, 0x01], "version"),
         (&[0x08], "unreadable"),
@@ -167,7 +197,9 @@ fn bad_headers() {
     for (header, want) in cases {
         let mut t = crate::tf::table::testutil::TableBuilder::new(1 << 18, false);
         t.add(b"", header);
-        let err = open_bundle(t.finish(), HashMap::new(), "m", true).unwrap_err().to_string();
+        let err = open_bundle(t.finish(), HashMap::new(), "m", true)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains(want), "{err} / {want}");
     }
     let mut t = crate::tf::table::testutil::TableBuilder::new(1 << 18, false);
@@ -240,7 +272,10 @@ fn partitioned_read_touches_only_intersecting_slices() {
         &[vec![Some((0, 5)), None], vec![Some((5, 5)), None]],
     );
     let (index, files) = b.finish();
-    let data = files["m.data-00000-of-00001"].read_at(0, 160).unwrap().to_vec();
+    let data = files["m.data-00000-of-00001"]
+        .read_at(0, 160)
+        .unwrap()
+        .to_vec();
     let counting = CountingReadAt::new("m.data-00000-of-00001", data);
     let mut files2: HashMap<String, Arc<dyn ReadAt>> = HashMap::new();
     files2.insert("m.data-00000-of-00001".into(), counting.clone());
@@ -253,7 +288,10 @@ fn partitioned_read_touches_only_intersecting_slices() {
     t.read_elements(30, &mut out).unwrap();
     assert_eq!(out[..4], 30.0f32.to_le_bytes());
     for (off, len) in counting.take() {
-        assert!(off >= p1.offset && off + len as u64 <= p1.offset + p1.length, "{off}+{len}");
+        assert!(
+            off >= p1.offset && off + len as u64 <= p1.offset + p1.length,
+            "{off}+{len}"
+        );
     }
 }
 
@@ -262,15 +300,23 @@ fn partition_coverage_problems() {
     let full = floats(40);
     let cases: Vec<(Vec<SliceSpec>, &str)> = vec![
         (vec![vec![Some((0, 5)), None]], "gaps"),
-        (vec![vec![Some((0, 6)), None], vec![Some((5, 5)), None]], "overlap"),
-        (vec![vec![Some((0, 5)), None], vec![Some((5, 6)), None]], "exceeds"),
+        (
+            vec![vec![Some((0, 6)), None], vec![Some((5, 5)), None]],
+            "overlap",
+        ),
+        (
+            vec![vec![Some((0, 5)), None], vec![Some((5, 6)), None]],
+            "exceeds",
+        ),
         (vec![vec![Some((0, 10))]], "rank"),
     ];
     for (specs, want) in cases {
         let mut b = BundleBuilder::new("m");
         // Build slice entries only for well-formed specs; the full entry lists them all.
         let mut e = Vec::new();
-        e.extend_from_slice(&[0x08, 0x01, 0x12, 0x08, 0x12, 0x02, 0x08, 0x0a, 0x12, 0x02, 0x08, 0x04]);
+        e.extend_from_slice(&[
+            0x08, 0x01, 0x12, 0x08, 0x12, 0x02, 0x08, 0x0a, 0x12, 0x02, 0x08, 0x04,
+        ]);
         for s in &specs {
             let sp = slice_proto(s);
             e.push(0x3a);
@@ -298,5 +344,8 @@ fn big_endian_partitioned_strings() {
     b.big_endian = true;
     b.add_strings(b"s", &[], &[b"hello\n\x00\xff"]);
     let bundle = build(b);
-    assert_eq!(strings(&*tensor(&bundle, b"s"), 0, 1).unwrap(), [b"hello\n\x00\xff"]);
+    assert_eq!(
+        strings(&*tensor(&bundle, b"s"), 0, 1).unwrap(),
+        [b"hello\n\x00\xff"]
+    );
 }

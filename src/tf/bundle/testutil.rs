@@ -73,7 +73,15 @@ impl BundleBuilder {
     }
 
     /// Adds stored bytes `data` (already in the bundle's byte order) with a computed CRC.
-    pub fn add_raw(&mut self, key: &[u8], dtype: i32, shape: &[u64], shard: u32, data: &[u8], crc: u32) {
+    pub fn add_raw(
+        &mut self,
+        key: &[u8],
+        dtype: i32,
+        shape: &[u64],
+        shard: u32,
+        data: &[u8],
+        crc: u32,
+    ) {
         while self.data.len() <= shard as usize {
             self.data.push(Vec::new());
         }
@@ -119,7 +127,13 @@ impl BundleBuilder {
 
     /// A partitioned f32 tensor: full entry plus one slice entry per spec, values taken from
     /// `full` (row-major, shape `shape`).
-    pub fn add_partitioned_f32(&mut self, key: &[u8], shape: &[u64], full: &[f32], specs: &[SliceSpec]) {
+    pub fn add_partitioned_f32(
+        &mut self,
+        key: &[u8],
+        shape: &[u64],
+        full: &[f32],
+        specs: &[SliceSpec],
+    ) {
         let mut e = Vec::new();
         field_varint(&mut e, 1, 1);
         field_bytes(&mut e, 2, &shape_proto(shape));
@@ -160,7 +174,11 @@ impl BundleBuilder {
 
     pub fn header(&self) -> Vec<u8> {
         let mut h = Vec::new();
-        field_varint(&mut h, 1, self.num_shards.max(self.data.len() as u32) as u64);
+        field_varint(
+            &mut h,
+            1,
+            self.num_shards.max(self.data.len() as u32) as u64,
+        );
         if self.big_endian {
             field_varint(&mut h, 2, 1);
         }

@@ -47,7 +47,8 @@ impl VarIndex {
         let mut total: u64 = 0;
         let mut len_crc = 0u32;
         for i in 0..n {
-            let (len, used) = decode_varint64(&data[pos..]).ok_or_else(|| bad("truncated string lengths"))?;
+            let (len, used) =
+                decode_varint64(&data[pos..]).ok_or_else(|| bad("truncated string lengths"))?;
             if i % STRIDE == 0 {
                 checkpoints.push((pos, total as usize)); // fixed up below
             }
@@ -109,13 +110,17 @@ impl VarIndex {
         stored_crc: u32,
     ) -> Result<VarIndex, String> {
         if n > data.len() as u64 / 5 {
-            return Err(format!("{n} variant elements cannot fit in {} bytes", data.len()));
+            return Err(format!(
+                "{n} variant elements cannot fit in {} bytes",
+                data.len()
+            ));
         }
         let mut checkpoints = Vec::with_capacity((n / STRIDE + 1) as usize);
         let mut pos = 0usize;
         let mut crc = 0u32;
         for i in 0..n {
-            let (len, used) = decode_varint64(&data[pos..]).ok_or_else(|| bad("truncated variant length"))?;
+            let (len, used) =
+                decode_varint64(&data[pos..]).ok_or_else(|| bad("truncated variant length"))?;
             let bytes_at = pos + used;
             if i % STRIDE == 0 {
                 checkpoints.push((pos, bytes_at));
@@ -123,7 +128,8 @@ impl VarIndex {
             let end = (bytes_at as u64)
                 .checked_add(len)
                 .filter(|&e| e + 4 <= data.len() as u64)
-                .ok_or_else(|| bad("variant element runs past the entry"))? as usize;
+                .ok_or_else(|| bad("variant element runs past the entry"))?
+                as usize;
             let stored = u32::from_le_bytes(data[end..end + 4].try_into().unwrap_or_default());
             if verify {
                 crc = crc32c_extend(crc32c_extend(crc, &len.to_le_bytes()), &data[bytes_at..end]);
@@ -135,7 +141,10 @@ impl VarIndex {
             pos = end + 4;
         }
         if pos != data.len() {
-            return Err(format!("variant data ends at {pos} but the entry size is {}", data.len()));
+            return Err(format!(
+                "variant data ends at {pos} but the entry size is {}",
+                data.len()
+            ));
         }
         if verify && mask_crc(crc) != stored_crc {
             return Err(bad("checksum does not match (variant tensor)"));
@@ -156,9 +165,15 @@ impl VarIndex {
         count: u64,
         f: &mut dyn FnMut(&[u8]),
     ) -> Result<(), String> {
-        let end = first.checked_add(count).filter(|&e| e <= self.n).ok_or_else(|| {
-            format!("elements {first}..{first}+{count} out of range ({} elements)", self.n)
-        })?;
+        let end = first
+            .checked_add(count)
+            .filter(|&e| e <= self.n)
+            .ok_or_else(|| {
+                format!(
+                    "elements {first}..{first}+{count} out of range ({} elements)",
+                    self.n
+                )
+            })?;
         if count == 0 {
             return Ok(());
         }
@@ -166,7 +181,8 @@ impl VarIndex {
         let (mut len_at, mut bytes_at) = *self.checkpoints.get(cp).ok_or("bad index")?;
         // Data were validated by `build_*`: the decodes below cannot fail.
         for i in cp as u64 * STRIDE..end {
-            let (len, used) = decode_varint64(data.get(len_at..).unwrap_or(&[])).ok_or("bad length")?;
+            let (len, used) =
+                decode_varint64(data.get(len_at..).unwrap_or(&[])).ok_or("bad length")?;
             let len = len as usize;
             if self.kind == VarKind::Variant {
                 bytes_at = len_at + used;
@@ -197,10 +213,21 @@ pub(crate) mod tests {
         for s in items {
             crate::tf::coding::put_varint64(&mut data, s.len() as u64);
             let l = s.len() as u32;
-            c = crc32c_extend(c, &if big_endian { l.to_be_bytes() } else { l.to_le_bytes() });
+            c = crc32c_extend(
+                c,
+                &if big_endian {
+                    l.to_be_bytes()
+                } else {
+                    l.to_le_bytes()
+                },
+            );
         }
         let m = mask_crc(c);
-        let cbytes = if big_endian { m.to_be_bytes() } else { m.to_le_bytes() };
+        let cbytes = if big_endian {
+            m.to_be_bytes()
+        } else {
+            m.to_le_bytes()
+        };
         data.extend_from_slice(&cbytes);
         let mut crc = crc32c_extend(c, &cbytes);
         for s in items {
@@ -212,13 +239,16 @@ pub(crate) mod tests {
 
     fn collect(idx: &VarIndex, data: &[u8], first: u64, count: u64) -> Vec<Vec<u8>> {
         let mut out = Vec::new();
-        idx.for_each(data, first, count, &mut |s| out.push(s.to_vec())).unwrap();
+        idx.for_each(data, first, count, &mut |s| out.push(s.to_vec()))
+            .unwrap();
         out
     }
 
     #[test]
     fn spec_example() {
-        let data = [0x00, 0x02, 0x03, 0x4d, 0xa1, 0xd8, 0x2e, 0x61, 0x62, 0x78, 0x79, 0x7a];
+        let data = [
+            0x00, 0x02, 0x03, 0x4d, 0xa1, 0xd8, 0x2e, 0x61, 0x62, 0x78, 0x79, 0x7a,
+        ];
         let idx = VarIndex::build_strings(&data, 3, false, true, 0x2cc5_8cc6).unwrap();
         assert_eq!(collect(&idx, &data, 0, 3), [&b""[..], b"ab", b"xyz"]);
         assert_eq!(collect(&idx, &data, 2, 1), [b"xyz"]);
@@ -238,7 +268,10 @@ pub(crate) mod tests {
         let (e, crc) = encode_strings(&[], false);
         assert_eq!(e, [0xd8, 0xea, 0x82, 0xa2]);
         assert!(VarIndex::build_strings(&e, 0, false, true, crc).is_ok());
-        assert_eq!(encode_strings(&[b"", b"ab", b"xyz"], false), (data.to_vec(), 0x2cc5_8cc6));
+        assert_eq!(
+            encode_strings(&[b"", b"ab", b"xyz"], false),
+            (data.to_vec(), 0x2cc5_8cc6)
+        );
     }
 
     #[test]
@@ -283,7 +316,10 @@ pub(crate) mod tests {
         }
         let idx = VarIndex::build_variants(&data, 3, true, mask_crc(crc)).unwrap();
         assert_eq!(collect(&idx, &data, 0, 3), elems.map(|e| e.to_vec()));
-        assert_eq!(collect(&idx, &data, 1, 2), elems[1..].iter().map(|e| e.to_vec()).collect::<Vec<_>>());
+        assert_eq!(
+            collect(&idx, &data, 1, 2),
+            elems[1..].iter().map(|e| e.to_vec()).collect::<Vec<_>>()
+        );
         let mut bad = data.clone();
         bad[1] ^= 1;
         assert!(VarIndex::build_variants(&bad, 3, true, mask_crc(crc)).is_err());

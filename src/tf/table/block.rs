@@ -59,7 +59,9 @@ impl EntryHeader {
     }
 
     fn end(&self) -> Option<usize> {
-        self.delta_at.checked_add(self.unshared)?.checked_add(self.value_len)
+        self.delta_at
+            .checked_add(self.unshared)?
+            .checked_add(self.value_len)
     }
 }
 
@@ -72,7 +74,9 @@ impl Block {
         }
         let num_restarts = fixed32_at(&data, size - 4).unwrap_or(0) as usize;
         if num_restarts > (size - 4) / 4 {
-            return Err(format!("bad block: {num_restarts} restarts do not fit in {size} bytes"));
+            return Err(format!(
+                "bad block: {num_restarts} restarts do not fit in {size} bytes"
+            ));
         }
         let entries_end = size - 4 - 4 * num_restarts;
         let mut block = Block {
@@ -128,13 +132,17 @@ impl Block {
                 }
             }
             if h.shared > key.len() {
-                return Err(format!("bad entry in block at offset {at}: shared prefix too long"));
+                return Err(format!(
+                    "bad entry in block at offset {at}: shared prefix too long"
+                ));
             }
             let mut new_key = Vec::with_capacity(h.shared + h.unshared);
             new_key.extend_from_slice(&key[..h.shared]);
             new_key.extend_from_slice(&self.data[h.delta_at..h.value_at()]);
             if count > 0 && new_key.as_slice() <= key.as_slice() {
-                return Err(format!("keys not strictly increasing in block at offset {at}"));
+                return Err(format!(
+                    "keys not strictly increasing in block at offset {at}"
+                ));
             }
             if count == 0 {
                 self.first_key = new_key.clone();
@@ -211,7 +219,8 @@ impl BlockIter {
         };
         let shared = h.shared.min(self.key.len());
         self.key.truncate(shared);
-        self.key.extend_from_slice(&block.data[h.delta_at..h.value_at()]);
+        self.key
+            .extend_from_slice(&block.data[h.delta_at..h.value_at()]);
         self.value = h.value_at()..h.end().unwrap_or(h.value_at());
         self.next_at = self.value.end;
         self.valid = true;
@@ -272,7 +281,10 @@ pub(crate) mod tests {
                 restarts.push(out.len() as u32);
                 0
             } else {
-                prev.iter().zip(k.iter()).take_while(|(a, b)| a == b).count()
+                prev.iter()
+                    .zip(k.iter())
+                    .take_while(|(a, b)| a == b)
+                    .count()
             };
             crate::tf::coding::put_varint64(&mut out, shared as u64);
             crate::tf::coding::put_varint64(&mut out, (k.len() - shared) as u64);
@@ -293,7 +305,12 @@ pub(crate) mod tests {
 
     fn keys(n: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
         (0..n)
-            .map(|i| (format!("key{i:04}").into_bytes(), format!("v{i}").into_bytes()))
+            .map(|i| {
+                (
+                    format!("key{i:04}").into_bytes(),
+                    format!("v{i}").into_bytes(),
+                )
+            })
             .collect()
     }
 
@@ -330,7 +347,9 @@ pub(crate) mod tests {
         assert!(Block::decode(vec![0, 0, 0, 0, 5, 0, 0, 0].into()).is_err());
         // Empty (num_restarts 0) is fine; the empty metaindex too.
         assert!(Block::decode(vec![0, 0, 0, 0].into()).unwrap().is_empty());
-        assert!(Block::decode(vec![0, 0, 0, 0, 1, 0, 0, 0].into()).unwrap().is_empty());
+        assert!(Block::decode(vec![0, 0, 0, 0, 1, 0, 0, 0].into())
+            .unwrap()
+            .is_empty());
         let good = build_block(&[(b"a", b"1"), (b"b", b"2")], 16);
         assert!(Block::decode(good.clone().into()).is_ok());
         // Restart offset pointing into the middle of an entry.

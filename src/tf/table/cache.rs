@@ -31,7 +31,9 @@ pub struct BlockCache {
 
 impl std::fmt::Debug for BlockCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BlockCache").field("capacity", &self.capacity).finish()
+        f.debug_struct("BlockCache")
+            .field("capacity", &self.capacity)
+            .finish()
     }
 }
 

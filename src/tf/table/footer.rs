@@ -52,7 +52,9 @@ impl Footer {
     /// 0..40 only; the padding is not checked (TF does not).
     pub fn decode(bytes: &[u8], file_len: u64) -> Result<Footer, TableError> {
         if bytes.len() as u64 != FOOTER_LEN {
-            return Err(TableError::NotATable("file is shorter than a table footer".into()));
+            return Err(TableError::NotATable(
+                "file is shorter than a table footer".into(),
+            ));
         }
         if bytes[40..48] != TABLE_MAGIC {
             return Err(TableError::NotATable("bad table magic number".into()));
@@ -83,8 +85,20 @@ mod tests {
     fn decodes_and_bounds() {
         let f = footer_bytes(&[0x2b, 0x08, 0x38, 0x0e]);
         let footer = Footer::decode(&f, 123).unwrap();
-        assert_eq!(footer.index, BlockHandle { offset: 56, size: 14 });
-        assert_eq!(footer.metaindex, BlockHandle { offset: 43, size: 8 });
+        assert_eq!(
+            footer.index,
+            BlockHandle {
+                offset: 56,
+                size: 14
+            }
+        );
+        assert_eq!(
+            footer.metaindex,
+            BlockHandle {
+                offset: 43,
+                size: 8
+            }
+        );
         // Index reaching into the footer.
         assert!(Footer::decode(&f, 122).is_err());
         // Non-zero padding tolerated.
@@ -94,7 +108,10 @@ mod tests {
         // Wrong magic.
         let mut h = f.clone();
         h[47] = 0;
-        assert!(matches!(Footer::decode(&h, 123), Err(TableError::NotATable(_))));
+        assert!(matches!(
+            Footer::decode(&h, 123),
+            Err(TableError::NotATable(_))
+        ));
         // Varints running past byte 40.
         let mut v = vec![0xff; 40];
         v.extend_from_slice(&TABLE_MAGIC);

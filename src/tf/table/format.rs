@@ -25,14 +25,25 @@ pub fn read_block(file: &dyn ReadAt, handle: BlockHandle) -> Result<Block, Table
     let stored = fixed32_at(trailer, 1).unwrap_or(0);
     let actual = crc32c_extend(crc32c_extend(0, contents), &[block_type]);
     if unmask_crc(stored) != actual {
-        return Err(corrupt(format!("block checksum mismatch (block at offset {})", handle.offset)));
+        return Err(corrupt(format!(
+            "block checksum mismatch (block at offset {})",
+            handle.offset
+        )));
     }
     let data: Box<[u8]> = match block_type {
         TYPE_RAW => contents.into(),
         TYPE_SNAPPY => decompress_snappy(contents).map_err(|m| {
-            corrupt(format!("corrupt Snappy block at offset {}: {m}", handle.offset))
+            corrupt(format!(
+                "corrupt Snappy block at offset {}: {m}",
+                handle.offset
+            ))
         })?,
-        t => return Err(corrupt(format!("bad block type {t} at offset {}", handle.offset))),
+        t => {
+            return Err(corrupt(format!(
+                "bad block type {t} at offset {}",
+                handle.offset
+            )))
+        }
     };
     Block::decode(data).map_err(|m| corrupt(format!("{m} (block at offset {})", handle.offset)))
 }
@@ -43,7 +54,10 @@ pub fn decompress_snappy(input: &[u8]) -> Result<Box<[u8]>, String> {
     let len = snap::raw::decompress_len(input).map_err(|e| e.to_string())?;
     let bound = (input.len() as u64).saturating_mul(22).saturating_add(64);
     if len as u64 > bound {
-        return Err(format!("claims {len} bytes from {} compressed", input.len()));
+        return Err(format!(
+            "claims {len} bytes from {} compressed",
+            input.len()
+        ));
     }
     let mut out = vec![0u8; len];
     let written = snap::raw::Decoder::new()
@@ -61,7 +75,10 @@ mod tests {
 
     #[test]
     fn snappy_vector_and_bounds() {
-        assert_eq!(&*decompress_snappy(&[0x08, 0x00, 0x61, 0x0d, 0x01]).unwrap(), b"aaaaaaaa");
+        assert_eq!(
+            &*decompress_snappy(&[0x08, 0x00, 0x61, 0x0d, 0x01]).unwrap(),
+            b"aaaaaaaa"
+        );
         // Absurd preamble (4 GiB from 6 bytes) refused before allocating.
         assert!(decompress_snappy(&[0xff, 0xff, 0xff, 0xff, 0x0f, 0x00]).is_err());
         // Output shorter than the preamble.

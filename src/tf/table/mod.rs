@@ -64,9 +64,9 @@ impl Table {
         }
         let footer_bytes = file.read_at(len - FOOTER_LEN, FOOTER_LEN as usize)?;
         let footer = Footer::decode(&footer_bytes, len).map_err(|e| match e {
-            TableError::NotATable(m) => TableError::NotATable(format!(
-                "{name}: not a TensorFlow checkpoint index ({m})"
-            )),
+            TableError::NotATable(m) => {
+                TableError::NotATable(format!("{name}: not a TensorFlow checkpoint index ({m})"))
+            }
             TableError::Corrupt(m) => TableError::Corrupt(format!("{name}: {m}")),
             other => other,
         })?;
@@ -235,6 +235,6 @@ impl TableIter<'_> {
 }
 
 #[cfg(test)]
-pub mod testutil;
-#[cfg(test)]
 pub(crate) mod tests;
+#[cfg(test)]
+pub mod testutil;

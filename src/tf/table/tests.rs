@@ -9,7 +9,9 @@ pub(crate) fn worked_example() -> Vec<u8> {
     let mut v = vec![0x00, 0x00, 0x06, 0x08, 0x01, 0x1a, 0x02, 0x08, 0x01];
     v.extend_from_slice(&[0x00, 0x07, 0x0b]);
     v.extend_from_slice(b"counter");
-    v.extend_from_slice(&[0x08, 0x01, 0x12, 0x00, 0x28, 0x04, 0x35, 0xa6, 0x7b, 0x11, 0x3a]);
+    v.extend_from_slice(&[
+        0x08, 0x01, 0x12, 0x00, 0x28, 0x04, 0x35, 0xa6, 0x7b, 0x11, 0x3a,
+    ]);
     v.extend_from_slice(&[0, 0, 0, 0, 1, 0, 0, 0]);
     v.extend_from_slice(&[0x00, 0x5f, 0xa0, 0x10, 0x73]);
     v.extend_from_slice(&[0, 0, 0, 0, 1, 0, 0, 0, 0x00, 0xc0, 0xf2, 0xa1, 0xb0]);
@@ -24,7 +26,10 @@ pub(crate) fn worked_example() -> Vec<u8> {
 }
 
 fn open(bytes: Vec<u8>) -> Result<Table, TableError> {
-    Table::open(Arc::new(MemSource::new("t.index", bytes)), Arc::new(BlockCache::new(1 << 20)))
+    Table::open(
+        Arc::new(MemSource::new("t.index", bytes)),
+        Arc::new(BlockCache::new(1 << 20)),
+    )
 }
 
 fn all(t: &Table) -> Vec<(Vec<u8>, Vec<u8>)> {
@@ -59,7 +64,10 @@ fn worked_example_reads() {
 #[test]
 fn corrupt_tables_are_errors() {
     let good = worked_example();
-    assert!(matches!(open(good[..40].to_vec()), Err(TableError::NotATable(_))));
+    assert!(matches!(
+        open(good[..40].to_vec()),
+        Err(TableError::NotATable(_))
+    ));
     let mut bad = good.clone();
     bad[122] ^= 1;
     assert!(matches!(open(bad), Err(TableError::NotATable(_))));
@@ -77,7 +85,11 @@ fn corrupt_tables_are_errors() {
     let mut bad = good.clone();
     bad[0x26] = 2;
     let t = open(bad).unwrap();
-    assert!(t.get(b"counter").unwrap_err().to_string().contains("checksum"));
+    assert!(t
+        .get(b"counter")
+        .unwrap_err()
+        .to_string()
+        .contains("checksum"));
     // Index handle past the footer.
     let mut bad = good.clone();
     bad[0x4b + 2] = 0x70;
@@ -145,7 +157,10 @@ fn multi_block_with_separators_and_snappy() {
         }
         // Separators are never keys.
         for e in &t.index {
-            if kv.binary_search_by(|(k, _)| k.as_slice().cmp(&e.separator)).is_err() {
+            if kv
+                .binary_search_by(|(k, _)| k.as_slice().cmp(&e.separator))
+                .is_err()
+            {
                 assert_eq!(t.get(&e.separator).unwrap(), None);
             }
         }
@@ -155,8 +170,9 @@ fn multi_block_with_separators_and_snappy() {
 #[test]
 fn snappy_data_block_is_decoded() {
     // Repetitive values compress well; check the block really is type 1.
-    let kv: Vec<(Vec<u8>, Vec<u8>)> =
-        (0..50).map(|i| (format!("k{i:03}").into_bytes(), vec![7u8; 100])).collect();
+    let kv: Vec<(Vec<u8>, Vec<u8>)> = (0..50)
+        .map(|i| (format!("k{i:03}").into_bytes(), vec![7u8; 100]))
+        .collect();
     let bytes = build(&kv, 1 << 20, true);
     let t = open(bytes.clone()).unwrap();
     let h = t.index[0].handle;
@@ -183,8 +199,11 @@ fn open_reads_only_footer_and_index_and_seek_reads_one_block() {
 fn cache_is_bounded() {
     let kv = many_keys(5000);
     let cache = Arc::new(BlockCache::new(20_000));
-    let t = Table::open(Arc::new(MemSource::new("t", build(&kv, 4096, false))), cache.clone())
-        .unwrap();
+    let t = Table::open(
+        Arc::new(MemSource::new("t", build(&kv, 4096, false))),
+        cache.clone(),
+    )
+    .unwrap();
     assert_eq!(all(&t).len(), 5000);
     assert!(cache.bytes() <= 20_000);
 }

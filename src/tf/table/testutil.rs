@@ -58,7 +58,10 @@ impl TableBuilder {
 
     fn write_raw_block(&mut self, contents: &[u8], compress: bool) -> Vec<u8> {
         let (stored, ty) = if compress {
-            (snap::raw::Encoder::new().compress_vec(contents).unwrap(), 1u8)
+            (
+                snap::raw::Encoder::new().compress_vec(contents).unwrap(),
+                1u8,
+            )
         } else {
             (contents.to_vec(), 0u8)
         };
@@ -102,8 +105,7 @@ impl TableBuilder {
     pub fn finish(mut self) -> Vec<u8> {
         self.flush(None);
         let meta = self.write_raw_block(&[0, 0, 0, 0, 1, 0, 0, 0], false);
-        let refs: Vec<(&[u8], &[u8])> =
-            self.index.iter().map(|(k, v)| (&k[..], &v[..])).collect();
+        let refs: Vec<(&[u8], &[u8])> = self.index.iter().map(|(k, v)| (&k[..], &v[..])).collect();
         let index_contents = build_block(&refs, 1);
         let index = self.write_raw_block(&index_contents, false);
         let mut footer = meta;
