@@ -136,18 +136,19 @@ impl Block {
                     "bad entry in block at offset {at}: shared prefix too long"
                 ));
             }
-            let mut new_key = Vec::with_capacity(h.shared + h.unshared);
-            new_key.extend_from_slice(&key[..h.shared]);
-            new_key.extend_from_slice(&self.data[h.delta_at..h.value_at()]);
-            if count > 0 && new_key.as_slice() <= key.as_slice() {
+            let delta = &self.data[h.delta_at..h.value_at()];
+            // The new key shares `key[..shared]`, so it is greater iff its delta is greater
+            // than the rest of the previous key.
+            if count > 0 && delta <= &key[h.shared..] {
                 return Err(format!(
                     "keys not strictly increasing in block at offset {at}"
                 ));
             }
+            key.truncate(h.shared);
+            key.extend_from_slice(delta);
             if count == 0 {
-                self.first_key = new_key.clone();
+                self.first_key = key.clone();
             }
-            key = new_key;
             count += 1;
             at = h.end().unwrap_or(usize::MAX);
         }
