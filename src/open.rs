@@ -229,7 +229,9 @@ fn open_dir(
         return Err(OpenError(format!("{}: {V1_MESSAGE}", dir.display())));
     }
 
-    // Angel model directories: wired in by the coordinator
+    if crate::angel::is_model_dir(dir) {
+        return crate::angel::open(dir, opts);
+    }
 
     Err(OpenError(format!(
         "{}: not recognised (looked for *.index checkpoints, a `checkpoint` state file, a SavedModel with variables/variables.index, or an Angel model directory)",
