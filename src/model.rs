@@ -45,7 +45,7 @@ pub enum DType {
     UInt4,
     Int2,
     UInt2,
-    /// float8 variants by TF code (24..=28): shown as raw bytes.
+    /// float8 variants by TF code (24..=28), and float4_e2m1fn (33, one per byte): raw bytes.
     Float8(u8),
     /// DT_VARIANT: opaque per-element bytes.
     Variant,
@@ -101,6 +101,7 @@ impl DType {
             Float8(26) => "float8_e4m3fnuz",
             Float8(27) => "float8_e4m3b11fnuz",
             Float8(28) => "float8_e5m2fnuz",
+            Float8(33) => "float4_e2m1fn",
             Float8(_) => "float8",
             Variant => "variant",
             Opaque(20) => "resource",
@@ -168,7 +169,9 @@ pub struct TensorMeta {
 impl TensorMeta {
     /// Number of elements of the dense tensor, `None` on overflow.
     pub fn num_elements(&self) -> Option<u64> {
-        self.shape.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d))
+        self.shape
+            .iter()
+            .try_fold(1u64, |acc, &d| acc.checked_mul(d))
     }
 
     /// The 2-D view of SPEC §3: (rows, cols). Rank 0/1: one row.
@@ -258,7 +261,10 @@ pub enum DirEntry {
     Dir(Vec<u8>),
     Tensor(Vec<u8>),
     /// A symbolic link (e.g. `latest` in a multi-checkpoint directory) to a sibling path.
-    Symlink { name: Vec<u8>, target: Vec<u8> },
+    Symlink {
+        name: Vec<u8>,
+        target: Vec<u8>,
+    },
 }
 
 /// Summary for `modelfs info`.
