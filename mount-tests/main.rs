@@ -123,6 +123,13 @@ fn check_values(mnt: &Path, files: &[String]) {
 
 /// Python + numpy: `np.load` of every `.npy` equals TensorFlow's expected values.
 fn check_numpy(mnt: &Path, case: &Case) {
+    if !walk(mnt).iter().any(|p| p.ends_with(".json")) {
+        eprintln!(
+            "note: {}: no .json files (generic layouts unavailable); skipping numpy.load checks",
+            case.name
+        );
+        return;
+    }
     if !python_numpy() {
         eprintln!("note: python3 with numpy not available; skipping numpy.load checks");
         return;
@@ -144,7 +151,13 @@ fn check_numpy(mnt: &Path, case: &Case) {
 }
 
 fn check_read_only(mnt: &Path, files: &[String]) {
-    let file = files.iter().find(|f| !f.ends_with('/')).expect("a file");
+    for e in [
+        std::fs::create_dir(mnt.join("new-dir")).unwrap_err(),
+        std::fs::write(mnt.join("new-file"), b"x").unwrap_err(),
+    ] {
+        assert_eq!(e.raw_os_error(), Some(libc::EROFS), "{e}");
+    }
+    let Some(file) = files.first() else { return };
     let p = mnt.join(file);
     let e = std::fs::OpenOptions::new()
         .write(true)
@@ -155,9 +168,7 @@ fn check_read_only(mnt: &Path, files: &[String]) {
         "write open: {e}"
     );
     for e in [
-        std::fs::create_dir(mnt.join("new-dir")).unwrap_err(),
         std::fs::remove_file(&p).unwrap_err(),
-        std::fs::write(mnt.join("new-file"), b"x").unwrap_err(),
         std::fs::rename(&p, mnt.join("renamed")).unwrap_err(),
     ] {
         assert_eq!(e.raw_os_error(), Some(libc::EROFS), "{e}");
@@ -255,7 +266,7 @@ fn checkpoint_directories_have_latest() {
         if cli_ls(dir).is_none() {
             continue;
         }
-        let mount = fuse.mount(dir, "");
+        let mount = fuse.mount(dir, "layouts=all");
         let latest = mount.path().join("latest");
         if let Ok(target) = std::fs::read_link(&latest) {
             assert!(

@@ -2,6 +2,9 @@
 //!
 //! Every raw component (arbitrary bytes) maps to a valid, unique file name:
 //! - `%` → `%25`; NUL, `/` and bytes that are not part of valid UTF-8 → `%XX` (upper-case hex);
+//!   also the other ASCII control characters (0x01–0x1F, 0x7F), which SPEC leaves open: a
+//!   newline in a name would break `modelfs ls` (one path per line) and every line-oriented
+//!   tool, and escape sequences would garble terminals;
 //! - a component that is empty, `.` or `..` → `%`, `%2E`, `%2E%2E`;
 //! - a name whose escaped form plus the longest layout suffix (over *all* layouts, so names do
 //!   not change with `-o layouts=`) would exceed 255 bytes is cut to at most 200 bytes (on a
@@ -81,7 +84,7 @@ fn escape_with_boundaries(raw: &[u8]) -> (String, Vec<usize>) {
         };
         for c in valid.chars() {
             match c {
-                '%' | '/' | '\0' => push_hex(&mut out, c as u8),
+                '%' | '/' | '\0'..='\x1f' | '\x7f' => push_hex(&mut out, c as u8),
                 _ => out.push(c),
             }
             cuts.push(out.len());
@@ -192,6 +195,7 @@ mod tests {
         assert_eq!(name(b"\xffx\xc3"), "%FFx%C3");
         assert_eq!(name("héllo".as_bytes()), "héllo");
         assert_eq!(name(b"%2E"), "%252E");
+        assert_eq!(name(b"new\nline\ttab\x7f\x1b"), "new%0Aline%09tab%7F%1B");
     }
 
     #[test]
