@@ -133,6 +133,13 @@ fn serve(
     fsname: &str,
     mut notifier: Notifier,
 ) -> Result<(), Failure> {
+    if !Path::new("/dev/fuse").exists() {
+        let f = Failure::new(
+            EXIT_MOUNT,
+            format!("cannot mount on {}: /dev/fuse is missing (FUSE not available: load the fuse module, or run the container with --device /dev/fuse)", mountpoint.display()),
+        );
+        return Err(notifier.failed(f));
+    }
     block_shutdown_signals();
     let cfg = mount_config(opts, fsname);
     let mut session = match Session::new(ModelFs::new(tree), mountpoint, &cfg) {

@@ -334,3 +334,12 @@ fn long_keys_get_hashed_names() {
     );
     assert!(paths[0].starts_with(&"k".repeat(200)));
 }
+
+#[test]
+fn owner_is_the_user_unless_overridden() {
+    let c = TreeConfig::for_user(Some(7), None, SystemTime::UNIX_EPOCH);
+    assert_eq!(c.uid, 7);
+    assert_eq!(c.gid, unsafe { libc::getgid() });
+    let c = TreeConfig::for_user(None, Some(9), SystemTime::UNIX_EPOCH);
+    assert_eq!((c.uid, c.gid), (unsafe { libc::getuid() }, 9));
+}
