@@ -170,6 +170,7 @@ pub trait FileContent: Send + Sync {
 
 pub mod angel;
 pub mod cache;
+pub mod num;
 
 /// The content of `layout` for `tensor`, or `None` if the layout cannot represent it.
 pub fn open(
