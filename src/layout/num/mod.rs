@@ -231,7 +231,7 @@ fn parse_digits<T: std::str::FromStr>(d: &Digits) -> Option<T> {
 /// 0x7f and every byte of invalid UTF-8 as `\xHH`; valid multi-byte UTF-8 passes through.
 pub fn write_escaped(mut s: &[u8], out: &mut Vec<u8>) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut hex = |b: u8, out: &mut Vec<u8>| {
+    let hex = |b: u8, out: &mut Vec<u8>| {
         out.extend_from_slice(&[b'\\', b'x', HEX[(b >> 4) as usize], HEX[(b & 15) as usize]]);
     };
     loop {
