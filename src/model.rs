@@ -168,7 +168,9 @@ pub struct TensorMeta {
 impl TensorMeta {
     /// Number of elements of the dense tensor, `None` on overflow.
     pub fn num_elements(&self) -> Option<u64> {
-        self.shape.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d))
+        self.shape
+            .iter()
+            .try_fold(1u64, |acc, &d| acc.checked_mul(d))
     }
 
     /// The 2-D view of SPEC §3: (rows, cols). Rank 0/1: one row.
@@ -265,7 +267,10 @@ pub enum DirEntry {
     Dir(Vec<u8>),
     Tensor(Vec<u8>),
     /// A symbolic link (e.g. `latest` in a multi-checkpoint directory) to a sibling path.
-    Symlink { name: Vec<u8>, target: Vec<u8> },
+    Symlink {
+        name: Vec<u8>,
+        target: Vec<u8>,
+    },
 }
 
 /// Summary for `modelfs info`.

@@ -15,5 +15,8 @@ pub struct OpenError(pub String);
 /// SavedModel / Angel model directory).
 pub fn open_source(path: &Path, opts: &Options) -> Result<Arc<dyn Model>, OpenError> {
     let _ = opts;
-    Err(OpenError(format!("{}: not yet implemented", path.display())))
+    Err(OpenError(format!(
+        "{}: not yet implemented",
+        path.display()
+    )))
 }

@@ -111,15 +111,27 @@ impl Options {
                     self.verify = match need(value)?.as_str() {
                         "crc" => Verify::Crc,
                         "none" => Verify::None,
-                        v => return Err(OptionError(format!("verify= takes crc or none, not '{v}'"))),
+                        v => {
+                            return Err(OptionError(format!(
+                                "verify= takes crc or none, not '{v}'"
+                            )))
+                        }
                     }
                 }
                 "allow_other" if value.is_none() => self.allow_other = true,
                 "uid" => {
-                    self.uid = Some(need(value)?.parse().map_err(|_| OptionError("bad uid=".into()))?)
+                    self.uid = Some(
+                        need(value)?
+                            .parse()
+                            .map_err(|_| OptionError("bad uid=".into()))?,
+                    )
                 }
                 "gid" => {
-                    self.gid = Some(need(value)?.parse().map_err(|_| OptionError("bad gid=".into()))?)
+                    self.gid = Some(
+                        need(value)?
+                            .parse()
+                            .map_err(|_| OptionError("bad gid=".into()))?,
+                    )
                 }
                 "cache_dir" => {
                     let v = need(value)?;

@@ -25,7 +25,9 @@ pub enum SourceError {
         #[source]
         source: std::io::Error,
     },
-    #[error("{path}: read of {len} bytes at offset {offset} is past the end of the file ({size} bytes)")]
+    #[error(
+        "{path}: read of {len} bytes at offset {offset} is past the end of the file ({size} bytes)"
+    )]
     OutOfBounds {
         path: String,
         offset: u64,
@@ -148,7 +150,9 @@ const RECHECK_INTERVAL: Duration = Duration::from_millis(200);
 
 impl fmt::Debug for MmapFile {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("MmapFile").field("path", &self.path).finish()
+        f.debug_struct("MmapFile")
+            .field("path", &self.path)
+            .finish()
     }
 }
 
@@ -213,7 +217,10 @@ impl ReadAt for MmapFile {
             return Ok(Cow::Borrowed(&[]));
         }
         self.check_unchanged()?;
-        let map = self.map.as_ref().expect("non-empty range implies a mapping");
+        let map = self
+            .map
+            .as_ref()
+            .expect("non-empty range implies a mapping");
         Ok(Cow::Borrowed(&map[range]))
     }
     fn check_unchanged(&self) -> Result<(), SourceError> {

@@ -155,7 +155,11 @@ pub fn npy_header(descr: &str, shape: &[u64]) -> Vec<u8> {
     }
     let hlen = dict.len() + 1; // + '\n'
     let pad_v1 = 64 - (10 + hlen) % 64;
-    let (version, len_bytes) = if hlen + pad_v1 <= 65535 { (1u8, 2) } else { (2u8, 4) };
+    let (version, len_bytes) = if hlen + pad_v1 <= 65535 {
+        (1u8, 2)
+    } else {
+        (2u8, 4)
+    };
     let prefix = 6 + 2 + len_bytes;
     let pad = 64 - (prefix + hlen) % 64;
     let total_hdr = hlen + pad;
@@ -285,7 +289,9 @@ impl FileContent for NpyContent {
                     tmp.resize(start + w as usize, 0);
                 })?;
                 if tmp.len() as u64 != (last - first) * w {
-                    return Err(LayoutError::Other("string tensor gave too few strings".into()));
+                    return Err(LayoutError::Other(
+                        "string tensor gave too few strings".into(),
+                    ));
                 }
                 let from = (data_off - first * w) as usize;
                 rest[..len].copy_from_slice(&tmp[from..from + len]);

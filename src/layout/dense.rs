@@ -70,7 +70,11 @@ impl Tensor for DenseView {
             let row = s.rows[k];
             let (a, b) = match (s.row_ptr.get(k), s.row_ptr.get(k + 1)) {
                 (Some(&a), Some(&b)) if a <= b && b <= s.cols.len() as u64 => (a, b),
-                _ => return Err(ModelError::Corrupt(format!("bad sparse row pointer at row {row}"))),
+                _ => {
+                    return Err(ModelError::Corrupt(format!(
+                        "bad sparse row pointer at row {row}"
+                    )))
+                }
             };
             for e in a..b {
                 let c = s.cols[e as usize];
@@ -106,7 +110,10 @@ mod tests {
             rows: vec![0, 2, 3],
             row_ptr: vec![0, 2, 2, 3],
             cols: vec![1, 3, 0],
-            values: [1.5f32, -2.0, 7.0].iter().flat_map(|v| v.to_le_bytes()).collect(),
+            values: [1.5f32, -2.0, 7.0]
+                .iter()
+                .flat_map(|v| v.to_le_bytes())
+                .collect(),
         };
         MemTensor::sparse(DType::F32, 4, 4, s).arc()
     }
@@ -117,7 +124,10 @@ mod tests {
         let d = dense_tensor(&t, 1 << 20).unwrap();
         let mut out = vec![0u8; 64];
         d.read_elements(0, &mut out).unwrap();
-        let v: Vec<f32> = out.chunks(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect();
+        let v: Vec<f32> = out
+            .chunks(4)
+            .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+            .collect();
         assert_eq!(v[1], 1.5);
         assert_eq!(v[3], -2.0);
         assert_eq!(v[12], 7.0);

@@ -93,10 +93,7 @@ pub fn open_npy(tensor: Arc<dyn Tensor>, ctx: &Arc<LayoutCtx>) -> Option<Arc<dyn
     npy_content(dense_tensor(&tensor, ctx.max_dense)?)
 }
 
-pub fn open_libsvm(
-    tensor: Arc<dyn Tensor>,
-    ctx: &Arc<LayoutCtx>,
-) -> Option<Arc<dyn FileContent>> {
+pub fn open_libsvm(tensor: Arc<dyn Tensor>, ctx: &Arc<LayoutCtx>) -> Option<Arc<dyn FileContent>> {
     let meta = tensor.meta();
     if undecodable(meta.dtype) || meta.dtype == DType::Str {
         return None;

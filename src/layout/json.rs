@@ -112,10 +112,14 @@ fn render(tensor: &Arc<dyn Tensor>, ctx: &Arc<LayoutCtx>) -> Vec<u8> {
             continue;
         };
         match content.size() {
-            Ok(size) => layouts.push(json!({"layout": l.suffix(), "file": format!(".{}", l.suffix()), "size": size})),
+            Ok(size) => layouts.push(
+                json!({"layout": l.suffix(), "file": format!(".{}", l.suffix()), "size": size}),
+            ),
             Err(e) => {
                 let msg = e.to_string();
-                layouts.push(json!({"layout": l.suffix(), "file": format!(".{}", l.suffix()), "error": msg}));
+                layouts.push(
+                    json!({"layout": l.suffix(), "file": format!(".{}", l.suffix()), "error": msg}),
+                );
                 error.get_or_insert(msg);
             }
         }

@@ -66,7 +66,9 @@ impl AngelFormat {
     }
 
     pub fn from_class_name(simple: &str) -> Option<Self> {
-        AngelFormat::ALL.into_iter().find(|f| f.class_name() == simple)
+        AngelFormat::ALL
+            .into_iter()
+            .find(|f| f.class_name() == simple)
     }
 
     pub fn is_text(self) -> bool {

@@ -109,17 +109,16 @@ impl ChunkedText {
             )));
         }
         let stored = match (&self.key, self.cache.index_store()) {
-            (IndexKey::Stable(k), Some(store)) => store
-                .load(k)
-                .filter(|o| ChunkIndex::is_valid(o, chunks)),
+            (IndexKey::Stable(k), Some(store)) => {
+                store.load(k).filter(|o| ChunkIndex::is_valid(o, chunks))
+            }
             _ => None,
         };
         let offsets = match stored {
             Some(o) => o,
             None => {
                 let o = build_offsets(&*self.source, chunks, &self.cache)?;
-                if let (IndexKey::Stable(k), Some(store)) = (&self.key, self.cache.index_store())
-                {
+                if let (IndexKey::Stable(k), Some(store)) = (&self.key, self.cache.index_store()) {
                     store.save(k, &o);
                 }
                 o
@@ -129,7 +128,8 @@ impl ChunkedText {
             namespace: self.cache.new_namespace(),
             offsets,
         });
-        self.cache.store_index(&self.key, &self.owner, index.clone());
+        self.cache
+            .store_index(&self.key, &self.owner, index.clone());
         Ok(index)
     }
 
@@ -218,7 +218,9 @@ fn build_offsets(
         return Err(e);
     }
     if failed.load(Ordering::Relaxed) {
-        return Err(LayoutError::Other("a text rendering worker panicked".into()));
+        return Err(LayoutError::Other(
+            "a text rendering worker panicked".into(),
+        ));
     }
     for (i, len) in results.into_iter().flatten() {
         lens[i as usize] = len;

@@ -237,7 +237,10 @@ pub fn write_escaped(mut s: &[u8], out: &mut Vec<u8>) {
     loop {
         let (valid, bad) = match std::str::from_utf8(s) {
             Ok(v) => (v.len(), 0),
-            Err(e) => (e.valid_up_to(), e.error_len().unwrap_or(s.len() - e.valid_up_to())),
+            Err(e) => (
+                e.valid_up_to(),
+                e.error_len().unwrap_or(s.len() - e.valid_up_to()),
+            ),
         };
         for &b in &s[..valid] {
             match b {

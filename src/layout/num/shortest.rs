@@ -271,10 +271,16 @@ mod tests {
     #[test]
     fn halves() {
         // 0.1 in f16 is 0.0999755859375; shortest f16 digits are "0.1".
-        assert_eq!(s(digits_f16(half::f16::from_f32(0.1).to_bits())), ("1".into(), -1));
+        assert_eq!(
+            s(digits_f16(half::f16::from_f32(0.1).to_bits())),
+            ("1".into(), -1)
+        );
         assert_eq!(s(digits_f16(0x7bff)), ("655".into(), 4));
         assert_eq!(s(digits_f16(0x0001)), ("6".into(), -8));
-        assert_eq!(s(digits_bf16(half::bf16::from_f32(0.1).to_bits())), ("1".into(), -1));
+        assert_eq!(
+            s(digits_bf16(half::bf16::from_f32(0.1).to_bits())),
+            ("1".into(), -1)
+        );
         assert_eq!(s(digits_bf16(0x3f80)), ("1".into(), 0));
     }
 }

@@ -119,7 +119,10 @@ fn integers() {
 fn string_escapes() {
     let mut v = Vec::new();
     write_escaped(b"a\\b\nc\rd\te\x01\x7f\xff\xc3\xa9\xe2\x82", &mut v);
-    assert_eq!(v, b"a\\\\b\\nc\\rd\\te\\x01\\x7f\\xff\xc3\xa9\\xe2\\x82".to_vec());
+    assert_eq!(
+        v,
+        b"a\\\\b\\nc\\rd\\te\\x01\\x7f\\xff\xc3\xa9\\xe2\\x82".to_vec()
+    );
     v.clear();
     write_escaped("héllo €".as_bytes(), &mut v);
     assert_eq!(v, "héllo €".as_bytes());
