@@ -10,6 +10,10 @@ use super::text::ChunkedText;
 use super::{FileContent, LayoutCtx, LayoutError};
 use crate::model::{DType, Tensor};
 
+/// Rows of a zero-column matrix are not backed by any data; past this many the shape is
+/// nonsense and the file is not shown (it would be gigabytes of empty lines).
+const MAX_BLANK_ROWS: u64 = 1 << 28;
+
 /// A file whose every access fails with the same error (e.g. sparse rows that cannot be read).
 pub struct FailingContent(pub String);
 
@@ -65,6 +69,9 @@ pub fn open_csv(tensor: Arc<dyn Tensor>, ctx: &Arc<LayoutCtx>) -> Option<Arc<dyn
     // Rank 0/1: one value per line, like numpy.savetxt.
     let cols = if meta.shape.len() <= 1 { 1 } else { cols };
     if cols == 0 {
+        if rows > MAX_BLANK_ROWS {
+            return None;
+        }
         let src = BlankRows {
             rows,
             with_row_id: false,
@@ -110,6 +117,9 @@ pub fn open_libsvm(tensor: Arc<dyn Tensor>, ctx: &Arc<LayoutCtx>) -> Option<Arc<
     }
     let (rows, cols) = meta.rows_cols()?;
     if cols == 0 {
+        if rows > MAX_BLANK_ROWS {
+            return None;
+        }
         let src = BlankRows {
             rows,
             with_row_id: true,

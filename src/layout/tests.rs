@@ -395,3 +395,32 @@ fn unrepresentable_dtypes_are_not_shown() {
     }
     assert!(open(Layout::Json, t, &ctx()).is_some());
 }
+
+/// `cargo test --release --lib layout::tests::txt_throughput -- --ignored --nocapture`
+#[test]
+#[ignore]
+fn txt_throughput() {
+    let n = 4_000_000u64;
+    let mut x = 12345u32;
+    let vals: Vec<f32> = (0..n)
+        .map(|_| {
+            x = x.wrapping_mul(1664525).wrapping_add(1013904223);
+            (x >> 8) as f32 / 16777216.0 * 2.0 - 1.0
+        })
+        .collect();
+    let t = MemTensor::f32(&[n], &vals).arc();
+    let src = gentext::ElementLines {
+        tensor: t,
+        elements: n,
+        cols: 1,
+    };
+    let mut out = Vec::new();
+    let start = std::time::Instant::now();
+    for i in 0..text::ChunkSource::num_chunks(&src) {
+        out.clear();
+        text::ChunkSource::render(&src, i, &mut out).unwrap();
+    }
+    let dt = start.elapsed().as_secs_f64();
+    let bytes = n as f64 * 11.5;
+    println!("{:.0} ns/elem, ~{:.0} MB/s", dt * 1e9 / n as f64, bytes / dt / 1e6);
+}

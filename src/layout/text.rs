@@ -156,13 +156,13 @@ impl ChunkedText {
 }
 
 /// Renders every chunk once to learn its length, on `cache.threads()` workers taking chunks
-/// from a shared counter. Returns the prefix sums.
+/// from a shared counter. Returns the prefix sums. Memory grows with chunks actually rendered,
+/// never with the count a shape merely claims.
 fn build_offsets(
     source: &dyn ChunkSource,
     chunks: u64,
     cache: &ChunkCache,
 ) -> Result<Vec<u64>, LayoutError> {
-    let mut lens = vec![0u64; chunks as usize];
     let workers = (cache.threads() as u64).min(chunks).max(1) as usize;
     let next = AtomicU64::new(0);
     let failed = AtomicBool::new(false);
@@ -222,13 +222,16 @@ fn build_offsets(
             "a text rendering worker panicked".into(),
         ));
     }
-    for (i, len) in results.into_iter().flatten() {
-        lens[i as usize] = len;
+    // Every chunk rendered, so `chunks` is backed by real data: only now allocate by it.
+    let mut lens: Vec<(u64, u64)> = results.into_iter().flatten().collect();
+    lens.sort_unstable_by_key(|&(i, _)| i);
+    if lens.len() as u64 != chunks {
+        return Err(LayoutError::Other("text index build lost chunks".into()));
     }
     let mut offsets = Vec::with_capacity(lens.len() + 1);
     let mut total = 0u64;
     offsets.push(0);
-    for l in lens {
+    for (_, l) in lens {
         total += l;
         offsets.push(total);
     }
