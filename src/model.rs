@@ -45,7 +45,7 @@ pub enum DType {
     UInt4,
     Int2,
     UInt2,
-    /// float8 variants by TF code (24..=28): shown as raw bytes.
+    /// float8 variants by TF code (24..=28), and float4_e2m1fn (33, one per byte): raw bytes.
     Float8(u8),
     /// DT_VARIANT: opaque per-element bytes.
     Variant,
@@ -101,6 +101,7 @@ impl DType {
             Float8(26) => "float8_e4m3fnuz",
             Float8(27) => "float8_e4m3b11fnuz",
             Float8(28) => "float8_e5m2fnuz",
+            Float8(33) => "float4_e2m1fn",
             Float8(_) => "float8",
             Variant => "variant",
             Opaque(20) => "resource",

@@ -1,1 +1,199 @@
 //! The Angel model directory reader (formats/angel.md).
+//!
+//! `open` accepts two kinds of directory:
+//! - a model directory: sub-folders holding `_meta` (Angel ≥ 3.2) or `meta` (2.x), one matrix
+//!   each; the root lists one tensor per matrix, named by its folder;
+//! - a single matrix folder (one that itself holds `_meta`/`meta`), shown as a model with that
+//!   one matrix, named by the folder. This makes `modelfs ls model/input_weight` work as users
+//!   expect; a model directory's own meta-less root is never confused with it.
+//!
+//! Listing only reads directory names. A matrix's meta is decoded (and its data files mapped)
+//! when the matrix is first looked up; its data when first read. The one exception is at open:
+//! the first matrix's meta header is checked so that a legacy (binary or `writeUTF`) model is
+//! refused as a whole with a clear message (§3.2), instead of mounting a tree of broken files.
+
+mod decode;
+mod dir;
+mod matrix;
+mod merge;
+mod meta;
+mod rowtype;
+mod text;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{Arc, OnceLock};
+
+pub use decode::{decode_partition, DecodeError, PartInput};
+pub use dir::{is_ignored, MatrixDir};
+pub use matrix::{AngelMatrix, AngelPartition};
+pub use meta::{parse_meta, read_envelope, MatrixMeta, MetaError, PartMeta};
+pub use rowtype::{RowType, ValueType};
+
+use crate::model::{DirEntry, Model, ModelError, ModelSummary, Tensor};
+use crate::open::OpenError;
+use crate::options::Options;
+use crate::source::MmapFile;
+
+/// True when `path` is an Angel model directory or a single matrix folder.
+pub fn is_model_dir(path: &Path) -> bool {
+    if !path.is_dir() {
+        return false;
+    }
+    dir::meta_file(path).is_some()
+        || dir::scan(path)
+            .map(|s| !s.matrices.is_empty())
+            .unwrap_or(false)
+}
+
+/// Opens the Angel model (or single matrix folder) at `path`.
+pub fn open(path: &Path, opts: &Options) -> Result<Arc<dyn Model>, OpenError> {
+    let fail = |m: String| OpenError(format!("{}: {m}", path.display()));
+    if !path.is_dir() {
+        return Err(fail("not a directory".into()));
+    }
+    let (matrices, problems) = match dir::meta_file(path) {
+        Some((meta_path, _)) => {
+            use std::os::unix::ffi::OsStrExt;
+            let canon = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+            let name = canon
+                .file_name()
+                .map(|n| n.as_bytes().to_vec())
+                .unwrap_or_else(|| b"matrix".to_vec());
+            (
+                vec![MatrixDir {
+                    name,
+                    dir: path.to_path_buf(),
+                    meta_path,
+                }],
+                vec![],
+            )
+        }
+        None => {
+            let s = dir::scan(path).map_err(|e| fail(e.to_string()))?;
+            if s.matrices.is_empty() {
+                let why = if s.problems.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", s.problems.join("; "))
+                };
+                return Err(fail(format!(
+                    "no Angel matrix found (looked for sub-directories holding _meta or meta){why}"
+                )));
+            }
+            (s.matrices, s.problems)
+        }
+    };
+    refuse_legacy(&matrices[0]).map_err(fail)?;
+    let entries = matrices
+        .into_iter()
+        .map(|m| {
+            (
+                m.name.clone(),
+                Entry {
+                    dir: m,
+                    loaded: OnceLock::new(),
+                },
+            )
+        })
+        .collect();
+    Ok(Arc::new(AngelModel {
+        entries,
+        problems,
+        sep: opts.sep.clone(),
+    }))
+}
+
+/// Refuses a model whose (first) meta is a legacy encoding (§3.2).
+fn refuse_legacy(m: &MatrixDir) -> Result<(), String> {
+    if let Ok(rd) = std::fs::read_dir(&m.dir) {
+        use std::os::unix::ffi::OsStrExt;
+        if rd
+            .flatten()
+            .any(|e| e.file_name().as_bytes().starts_with(b"ParameterServer_"))
+        {
+            return Err(MetaError::LegacyBinary.to_string());
+        }
+    }
+    let Ok(f) = MmapFile::open(&m.meta_path) else {
+        return Ok(()); // reported on the matrix itself
+    };
+    match meta::read_envelope(&f) {
+        Err(e @ (MetaError::LegacyBinary | MetaError::WriteUtf)) => Err(e.to_string()),
+        _ => Ok(()),
+    }
+}
+
+struct Entry {
+    dir: MatrixDir,
+    loaded: OnceLock<Arc<AngelMatrix>>,
+}
+
+/// An Angel model: one tensor per matrix at the root.
+pub struct AngelModel {
+    entries: BTreeMap<Vec<u8>, Entry>,
+    problems: Vec<String>,
+    sep: String,
+}
+
+impl AngelModel {
+    /// The matrix named `name`, loading its meta on first use.
+    pub fn matrix(&self, name: &[u8]) -> Option<Arc<AngelMatrix>> {
+        let e = self.entries.get(name)?;
+        Some(
+            e.loaded
+                .get_or_init(|| AngelMatrix::load(&e.dir, &self.sep))
+                .clone(),
+        )
+    }
+}
+
+impl Model for AngelModel {
+    fn list_dir(&self, dir: &[Vec<u8>]) -> Result<Vec<DirEntry>, ModelError> {
+        if !dir.is_empty() {
+            return Err(ModelError::NotFound(
+                String::from_utf8_lossy(&dir.join(&b'/')).into_owned(),
+            ));
+        }
+        Ok(self
+            .entries
+            .keys()
+            .map(|k| DirEntry::Tensor(k.clone()))
+            .collect())
+    }
+
+    fn tensor(&self, path: &[Vec<u8>]) -> Result<Arc<dyn Tensor>, ModelError> {
+        let not_found =
+            || ModelError::NotFound(String::from_utf8_lossy(&path.join(&b'/')).into_owned());
+        match path {
+            [name] => self
+                .matrix(name)
+                .map(|m| m as Arc<dyn Tensor>)
+                .ok_or_else(not_found),
+            _ => Err(not_found()),
+        }
+    }
+
+    fn summary(&self) -> Result<ModelSummary, ModelError> {
+        let mut s = ModelSummary {
+            format: "angel".into(),
+            problems: self.problems.clone(),
+            ..Default::default()
+        };
+        for name in self.entries.keys() {
+            let Some(m) = self.matrix(name) else { continue };
+            let meta = m.meta();
+            s.tensors += 1;
+            *s.dtypes.entry(meta.dtype.name().into_owned()).or_default() += 1;
+            s.total_bytes += meta.partitions.iter().map(|p| p.length).sum::<u64>();
+            if let Some(p) = &meta.problem {
+                s.problems
+                    .push(format!("{}: {p}", String::from_utf8_lossy(name)));
+            }
+        }
+        Ok(s)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,131 @@
+//! Enumerating an Angel model directory (formats/angel.md §2). Only directory entries are
+//! read here, never a meta or data file.
+
+use std::path::{Path, PathBuf};
+
+/// A matrix folder and the meta file to use in it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MatrixDir {
+    /// The folder's name as bytes (the matrix's display name).
+    pub name: Vec<u8>,
+    pub dir: PathBuf,
+    pub meta_path: PathBuf,
+}
+
+#[derive(Debug, Default)]
+pub struct Scan {
+    /// Sorted by name.
+    pub matrices: Vec<MatrixDir>,
+    /// Problems found while listing (unfinished saves, both metas present).
+    pub problems: Vec<String>,
+}
+
+/// Entries every reader ignores: hidden files (incl. Hadoop `.F.crc`) and writer temporaries.
+pub fn is_ignored(name: &[u8]) -> bool {
+    name.starts_with(b".") || name.starts_with(b"_tmp.") || name.starts_with(b"_final.")
+}
+
+fn is_file(p: &Path) -> bool {
+    std::fs::metadata(p).map(|m| m.is_file()).unwrap_or(false)
+}
+
+/// The meta file of `dir`: `_meta` (Angel ≥ 3.2) preferred over `meta` (2.x). The flag is set
+/// when both exist (Angel never writes both).
+pub fn meta_file(dir: &Path) -> Option<(PathBuf, bool)> {
+    let new = dir.join("_meta");
+    let old = dir.join("meta");
+    match (is_file(&new), is_file(&old)) {
+        (true, both) => Some((new, both)),
+        (false, true) => Some((old, false)),
+        _ => None,
+    }
+}
+
+fn name_bytes(name: &std::ffi::OsStr) -> Vec<u8> {
+    use std::os::unix::ffi::OsStrExt;
+    name.as_bytes().to_vec()
+}
+
+/// A folder with `psmeta` or `_tmp.*` files but no meta: a crashed or unfinished save.
+fn looks_unfinished(dir: &Path) -> bool {
+    std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.flatten().any(|e| {
+                let n = name_bytes(&e.file_name());
+                n == b"psmeta" || n.starts_with(b"_tmp.")
+            })
+        })
+        .unwrap_or(false)
+}
+
+/// Lists the matrices of the model directory `root`.
+pub fn scan(root: &Path) -> std::io::Result<Scan> {
+    let mut out = Scan::default();
+    for entry in std::fs::read_dir(root)? {
+        let entry = entry?;
+        let name = name_bytes(&entry.file_name());
+        if is_ignored(&name) {
+            continue;
+        }
+        let path = entry.path();
+        if !std::fs::metadata(&path)
+            .map(|m| m.is_dir())
+            .unwrap_or(false)
+        {
+            continue; // graph.json and any other top-level file
+        }
+        match meta_file(&path) {
+            Some((meta_path, both)) => {
+                if both {
+                    let msg = format!("{}: both _meta and meta exist; using _meta", path.display());
+                    log::warn!("{msg}");
+                    out.problems.push(msg);
+                }
+                out.matrices.push(MatrixDir {
+                    name,
+                    dir: path,
+                    meta_path,
+                });
+            }
+            None if looks_unfinished(&path) => {
+                let msg = format!(
+                    "{}: unfinished Angel save (psmeta/_tmp files, no meta); not shown",
+                    path.display()
+                );
+                log::warn!("{msg}");
+                out.problems.push(msg);
+            }
+            None => {}
+        }
+    }
+    out.matrices.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scan_rules() {
+        let d = tempfile::tempdir().unwrap();
+        let r = d.path();
+        std::fs::write(r.join("graph.json"), b"{}").unwrap();
+        for m in ["b", "a", ".hidden", "_tmp.x", "both", "crashed", "empty"] {
+            std::fs::create_dir(r.join(m)).unwrap();
+        }
+        std::fs::write(r.join("a/meta"), b"").unwrap();
+        std::fs::write(r.join("b/_meta"), b"").unwrap();
+        std::fs::write(r.join(".hidden/_meta"), b"").unwrap();
+        std::fs::write(r.join("_tmp.x/_meta"), b"").unwrap();
+        std::fs::write(r.join("both/_meta"), b"").unwrap();
+        std::fs::write(r.join("both/meta"), b"").unwrap();
+        std::fs::write(r.join("crashed/psmeta"), b"").unwrap();
+        let s = scan(r).unwrap();
+        let names: Vec<&[u8]> = s.matrices.iter().map(|m| &m.name[..]).collect();
+        assert_eq!(names, vec![&b"a"[..], b"b", b"both"]);
+        assert!(s.matrices[2].meta_path.ends_with("_meta"));
+        assert_eq!(s.problems.len(), 2);
+        assert!(s.problems.iter().any(|p| p.contains("crashed")));
+    }
+}

@@ -1,0 +1,500 @@
+//! One Angel matrix as a `model::Tensor`, and each of its partitions as a tensor of its own.
+//!
+//! Loading a matrix reads its meta and maps the data files it references; data is decoded on
+//! the first read. Decoded data is cached per partition (global coordinates) and per matrix
+//! (merged) as `Arc<SparseRows>`. Memory trade-off: a decoded matrix costs about
+//! `nnz × (8 + value width)` bytes, kept for the life of the mount (twice while both the
+//! partition and merged forms are alive); dense reads are served from this CSR, so nothing of
+//! size `rows × cols` is ever allocated because the meta claims it.
+//!
+//! Shapes: a matrix is `[row, col]`; `col ≤ 0` (unbounded long keys) is shown as
+//! `i64::MAX` columns, the largest non-negative column id range (negative long keys appear only
+//! in sparse output). Partitions as tensors:
+//! - of a sparse matrix: the matrix's shape and its row / column ids (feature ids are what
+//!   sparse data is keyed by), holding only the partition's entries;
+//! - of a dense matrix: a block in *local* coordinates, like a TF slice:
+//!   `[endRow − startRow, endCol − startCol]` with entries shifted by its start (a hash
+//!   partition, `0/0` of §9.4, spans every column unshifted).
+//! The `.json` extent clamps a negative `startCol` to 0; the exact `startCol`/`endCol` are in
+//! the partition's `extra`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+use std::time::SystemTime;
+
+use serde_json::{json, Map, Value};
+
+use super::decode::{self, PartInput};
+use super::dir::MatrixDir;
+use super::merge;
+use super::meta::{self, MatrixMeta, PartMeta};
+use crate::model::{
+    DType, ModelError, PartitionMeta, SourceFormat, SparseRows, Tensor, TensorMeta,
+};
+use crate::source::{MmapFile, ReadAt};
+
+type Cached = OnceLock<Result<Arc<SparseRows>, String>>;
+
+/// Shared state of a loaded matrix (meta decoded, files mapped).
+struct Inner {
+    meta: MatrixMeta,
+    /// Mapped data file per `fileName`, or why it could not be opened.
+    files: BTreeMap<String, Result<Arc<MmapFile>, String>>,
+    /// Meta-level problem of each partition (bounds, missing file).
+    part_problem: Vec<Option<String>>,
+    /// Lines stored before each partition in its file (CRLF leniency, §9.7).
+    lines_before: Vec<u64>,
+    sep: String,
+    cols: u64,
+    parts: Vec<Cached>,
+    merged: Cached,
+}
+
+pub struct AngelMatrix {
+    tmeta: TensorMeta,
+    inner: Option<Arc<Inner>>,
+}
+
+/// Number of columns shown for a declared `col` (see the module comment).
+pub fn shown_cols(col: i64) -> u64 {
+    if col > 0 {
+        col as u64
+    } else {
+        i64::MAX as u64
+    }
+}
+
+fn mtime_of(p: &Path) -> SystemTime {
+    std::fs::metadata(p)
+        .and_then(|m| m.modified())
+        .unwrap_or(SystemTime::UNIX_EPOCH)
+}
+
+impl AngelMatrix {
+    /// Loads the matrix at `m`; never fails: a bad meta gives a tensor whose `problem` says why.
+    pub fn load(m: &MatrixDir, sep: &str) -> Arc<AngelMatrix> {
+        let mtime = mtime_of(&m.meta_path);
+        let parsed = MmapFile::open(&m.meta_path)
+            .map_err(|e| e.to_string())
+            .and_then(|f| meta::read_envelope(&f).map_err(|e| e.to_string()))
+            .and_then(|json| meta::parse_meta(&json).map_err(|e| e.to_string()));
+        match parsed {
+            Ok(meta) => Arc::new(Self::from_meta(m, meta, sep, mtime)),
+            Err(e) => {
+                let msg = format!("{}: {e}", m.meta_path.display());
+                log::warn!("{msg}");
+                Arc::new(AngelMatrix {
+                    tmeta: TensorMeta {
+                        name: m.name.clone(),
+                        dtype: DType::Opaque(-1),
+                        shape: vec![],
+                        format: SourceFormat::Angel,
+                        partitions: vec![],
+                        sparse: false,
+                        extra: Map::new(),
+                        problem: Some(msg),
+                        mtime,
+                    },
+                    inner: None,
+                })
+            }
+        }
+    }
+
+    fn from_meta(m: &MatrixDir, meta: MatrixMeta, sep: &str, mtime: SystemTime) -> AngelMatrix {
+        let dir: PathBuf = m.dir.clone();
+        let mut files = BTreeMap::new();
+        for p in &meta.parts {
+            files.entry(p.file_name.clone()).or_insert_with(|| {
+                MmapFile::open(&dir.join(&p.file_name))
+                    .map(Arc::new)
+                    .map_err(|e| e.to_string())
+            });
+        }
+        let part_problem: Vec<Option<String>> = meta
+            .parts
+            .iter()
+            .map(|p| match &files[&p.file_name] {
+                Err(e) => Some(format!("partition {}: {e}", p.part_id)),
+                Ok(f) => match p.offset.checked_add(p.length) {
+                    Some(end) if end <= f.size() => None,
+                    _ => Some(format!(
+                        "partition {}: offset {} + length {} is beyond the end of {} ({} bytes)",
+                        p.part_id,
+                        p.offset,
+                        p.length,
+                        f.name(),
+                        f.size()
+                    )),
+                },
+            })
+            .collect();
+        let lines_before = lines_before(&meta);
+        warn_overlaps(&meta, &m.dir);
+        let mut problem = part_problem.iter().flatten().next().cloned();
+        let name_str = String::from_utf8_lossy(&m.name);
+        if let Some(mn) = &meta.matrix_name {
+            if *mn != name_str {
+                log::warn!(
+                    "{}: matrixName '{mn}' differs from the folder name",
+                    m.dir.display()
+                );
+            }
+        }
+        let cols = shown_cols(meta.col);
+        if meta.row_type.dense && meta.col <= 0 && problem.is_none() {
+            problem = Some(format!("dense matrix with col = {} (unbounded)", meta.col));
+        }
+        let partitions = meta.parts.iter().map(|p| partition_meta(p, cols)).collect();
+        let tmeta = TensorMeta {
+            name: m.name.clone(),
+            dtype: meta.row_type.value.dtype(),
+            shape: vec![meta.rows as u64, cols],
+            format: SourceFormat::Angel,
+            partitions,
+            sparse: !meta.row_type.dense,
+            extra: matrix_extra(&meta),
+            problem,
+            mtime,
+        };
+        let n = meta.parts.len();
+        AngelMatrix {
+            tmeta,
+            inner: Some(Arc::new(Inner {
+                meta,
+                files,
+                part_problem,
+                lines_before,
+                sep: sep.to_string(),
+                cols,
+                parts: (0..n).map(|_| OnceLock::new()).collect(),
+                merged: OnceLock::new(),
+            })),
+        }
+    }
+
+    fn inner(&self) -> Result<&Arc<Inner>, ModelError> {
+        match (&self.inner, &self.tmeta.problem) {
+            (Some(i), None) => Ok(i),
+            (_, Some(p)) => Err(ModelError::Corrupt(p.clone())),
+            (None, None) => Err(ModelError::Corrupt("matrix not loaded".into())),
+        }
+    }
+
+    /// The merged stored entries of the whole matrix (global coordinates).
+    pub fn entries(&self) -> Result<Arc<SparseRows>, ModelError> {
+        let inner = self.inner()?;
+        inner
+            .merged
+            .get_or_init(|| {
+                let mut parts = Vec::with_capacity(inner.parts.len());
+                for i in 0..inner.parts.len() {
+                    parts.push(inner.part_entries(i)?);
+                }
+                let refs: Vec<&SparseRows> = parts.iter().map(|p| &**p).collect();
+                merge::merge(&refs, inner.meta.row_type.value.width()).map(Arc::new)
+            })
+            .clone()
+            .map_err(ModelError::Corrupt)
+    }
+}
+
+impl Inner {
+    fn part_entries(&self, i: usize) -> Result<Arc<SparseRows>, String> {
+        self.parts[i]
+            .get_or_init(|| {
+                if let Some(p) = &self.part_problem[i] {
+                    return Err(p.clone());
+                }
+                let part = &self.meta.parts[i];
+                let file = self.files[&part.file_name]
+                    .as_ref()
+                    .map_err(|e| e.clone())?;
+                let inp = PartInput {
+                    meta: &self.meta,
+                    part,
+                    file: &**file,
+                    sep: &self.sep,
+                    lines_before: self.lines_before[i],
+                };
+                decode::decode_partition(&inp).map(Arc::new).map_err(|e| {
+                    log::warn!("{e}");
+                    e.to_string()
+                })
+            })
+            .clone()
+    }
+
+    /// Column offset of partition `i` in local coordinates (0 for hash partitions).
+    fn col_base(&self, i: usize) -> i64 {
+        let p = &self.meta.parts[i];
+        if p.is_hash() {
+            0
+        } else {
+            p.start_col
+        }
+    }
+}
+
+fn lines_before(meta: &MatrixMeta) -> Vec<u64> {
+    let mut order: Vec<usize> = (0..meta.parts.len()).collect();
+    order.sort_by(|&a, &b| {
+        let (pa, pb) = (&meta.parts[a], &meta.parts[b]);
+        (&pa.file_name, pa.offset, pa.part_id).cmp(&(&pb.file_name, pb.offset, pb.part_id))
+    });
+    let mut out = vec![0u64; meta.parts.len()];
+    let mut acc = 0u64;
+    let mut file: Option<&str> = None;
+    for i in order {
+        let p = &meta.parts[i];
+        if file != Some(p.file_name.as_str()) {
+            file = Some(&p.file_name);
+            acc = 0;
+        }
+        out[i] = acc;
+        acc = acc.saturating_add(decode::expected_records(meta.format, p).unwrap_or(0));
+    }
+    out
+}
+
+/// §11: partitions sharing a file should not overlap; only worth a warning.
+fn warn_overlaps(meta: &MatrixMeta, dir: &Path) {
+    let mut spans: Vec<(&str, u64, u64, i32)> = meta
+        .parts
+        .iter()
+        .map(|p| {
+            (
+                p.file_name.as_str(),
+                p.offset,
+                p.offset.saturating_add(p.length),
+                p.part_id,
+            )
+        })
+        .collect();
+    spans.sort();
+    for w in spans.windows(2) {
+        if w[0].0 == w[1].0 && w[1].1 < w[0].2 {
+            log::warn!(
+                "{}: partitions {} and {} overlap in file {}",
+                dir.display(),
+                w[0].3,
+                w[1].3,
+                w[0].0
+            );
+        }
+    }
+}
+
+fn matrix_extra(meta: &MatrixMeta) -> Map<String, Value> {
+    let mut m = Map::new();
+    m.insert("rowType".into(), json!(meta.row_type.code));
+    m.insert("formatClassName".into(), json!(meta.format_class_name));
+    m.insert("sparse".into(), json!(!meta.row_type.dense));
+    m.insert("row".into(), json!(meta.rows));
+    m.insert("col".into(), json!(meta.col));
+    if let Some(b) = meta.block_row {
+        m.insert("blockRow".into(), json!(b));
+    }
+    if let Some(b) = meta.block_col {
+        m.insert("blockCol".into(), json!(b));
+    }
+    if !meta.options.is_empty() {
+        m.insert("options".into(), json!(meta.options));
+    }
+    m
+}
+
+fn partition_meta(p: &PartMeta, cols: u64) -> PartitionMeta {
+    let (col_start, width) = part_cols(p, cols);
+    let mut extra = Map::new();
+    extra.insert("partId".into(), json!(p.part_id));
+    extra.insert("startRow".into(), json!(p.start_row));
+    extra.insert("endRow".into(), json!(p.end_row));
+    extra.insert("startCol".into(), json!(p.start_col));
+    extra.insert("endCol".into(), json!(p.end_col));
+    extra.insert("saveRowNum".into(), json!(p.save_row_num));
+    extra.insert("saveColNum".into(), json!(p.save_col_num));
+    extra.insert("saveColElemNum".into(), json!(p.save_col_elem_num));
+    extra.insert("rows".into(), json!(p.rows.len()));
+    PartitionMeta {
+        extent: vec![
+            (p.start_row as u64, (p.end_row - p.start_row) as u64),
+            (col_start, width),
+        ],
+        file: p.file_name.clone(),
+        offset: p.offset,
+        length: p.length,
+        extra,
+    }
+}
+
+/// `(start, width)` of a partition's columns as shown (see the module comment).
+fn part_cols(p: &PartMeta, cols: u64) -> (u64, u64) {
+    if p.is_hash() {
+        (0, cols)
+    } else {
+        let width = (p.end_col as i128 - p.start_col as i128) as u64;
+        (p.start_col.max(0) as u64, width)
+    }
+}
+
+/// Fills `out` (little-endian elements of width `w`, row-major over `cols` columns) with
+/// elements `first..` of the dense form of `e`, shifting entries by `(row_base, col_base)`.
+fn fill_dense(
+    e: &SparseRows,
+    row_base: u64,
+    col_base: i64,
+    cols: u64,
+    w: usize,
+    first: u64,
+    out: &mut [u8],
+) -> Result<(), ModelError> {
+    if out.len() % w != 0 {
+        return Err(ModelError::Corrupt(
+            "read length is not a whole element".into(),
+        ));
+    }
+    out.fill(0);
+    let n = (out.len() / w) as u64;
+    if n == 0 || cols == 0 {
+        return Ok(());
+    }
+    let end = first
+        .checked_add(n)
+        .ok_or_else(|| ModelError::Corrupt("read range overflows".into()))?;
+    let (r0, r1) = (first / cols, (end - 1) / cols);
+    let start = e.rows.partition_point(|&r| r < r0 + row_base);
+    for ri in start..e.rows.len() {
+        let row = e.rows[ri] - row_base;
+        if row > r1 {
+            break;
+        }
+        let (s, t) = (e.row_ptr[ri] as usize, e.row_ptr[ri + 1] as usize);
+        // Element index of column c in this row is row*cols + c; keep those in [first, end).
+        let lo = first.saturating_sub(row * cols);
+        let hi = (end - row * cols).min(cols);
+        let cs = &e.cols[s..t];
+        let a = cs.partition_point(|&c| (c as i128 - col_base as i128) < lo as i128);
+        for k in a..cs.len() {
+            let local = cs[k] as i128 - col_base as i128;
+            if local >= hi as i128 {
+                break;
+            }
+            let idx = (row * cols + local as u64 - first) as usize * w;
+            let v = (s + k) * w;
+            out[idx..idx + w].copy_from_slice(&e.values[v..v + w]);
+        }
+    }
+    Ok(())
+}
+
+impl Tensor for AngelMatrix {
+    fn meta(&self) -> &TensorMeta {
+        &self.tmeta
+    }
+
+    fn read_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
+        let inner = self.inner()?;
+        let e = self.entries()?;
+        fill_dense(
+            &e,
+            0,
+            0,
+            inner.cols,
+            self.tmeta.dtype.elem_size().unwrap_or(1),
+            first,
+            out,
+        )
+    }
+
+    fn sparse(&self) -> Result<Arc<SparseRows>, ModelError> {
+        self.entries()
+    }
+
+    fn partition(&self, i: usize) -> Result<Arc<dyn Tensor>, ModelError> {
+        let inner = self
+            .inner
+            .as_ref()
+            .ok_or_else(|| ModelError::NotFound(format!("partition {i}")))?;
+        let pm = self
+            .tmeta
+            .partitions
+            .get(i)
+            .ok_or_else(|| ModelError::NotFound(format!("partition {i}")))?;
+        let p = &inner.meta.parts[i];
+        let (_, width) = part_cols(p, inner.cols);
+        let sparse = self.tmeta.sparse;
+        let (shape, row_base, col_base) = if sparse {
+            (self.tmeta.shape.clone(), 0, 0)
+        } else {
+            let shape = vec![(p.end_row - p.start_row) as u64, width];
+            (shape, p.start_row as u64, inner.col_base(i))
+        };
+        let tmeta = TensorMeta {
+            name: self.tmeta.name.clone(),
+            dtype: self.tmeta.dtype,
+            shape,
+            format: SourceFormat::Angel,
+            partitions: vec![],
+            sparse: self.tmeta.sparse,
+            extra: {
+                let mut m = self.tmeta.extra.clone();
+                m.extend(pm.extra.clone());
+                m
+            },
+            problem: inner.part_problem[i].clone(),
+            mtime: self.tmeta.mtime,
+        };
+        Ok(Arc::new(AngelPartition {
+            tmeta,
+            inner: inner.clone(),
+            index: i,
+            row_base,
+            col_base,
+        }))
+    }
+}
+
+/// Partition `index` of a matrix (coordinates: see the module comment).
+pub struct AngelPartition {
+    tmeta: TensorMeta,
+    inner: Arc<Inner>,
+    index: usize,
+    /// Subtracted from row / column ids for dense reads (0 for sparse partitions).
+    row_base: u64,
+    col_base: i64,
+}
+
+impl AngelPartition {
+    fn global(&self) -> Result<Arc<SparseRows>, ModelError> {
+        self.inner
+            .part_entries(self.index)
+            .map_err(ModelError::Corrupt)
+    }
+}
+
+impl Tensor for AngelPartition {
+    fn meta(&self) -> &TensorMeta {
+        &self.tmeta
+    }
+
+    fn read_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
+        let e = self.global()?;
+        let w = self.tmeta.dtype.elem_size().unwrap_or(1);
+        fill_dense(
+            &e,
+            self.row_base,
+            self.col_base,
+            self.tmeta.shape[1],
+            w,
+            first,
+            out,
+        )
+    }
+
+    /// The partition's stored entries, in matrix coordinates (see the module comment).
+    fn sparse(&self) -> Result<Arc<SparseRows>, ModelError> {
+        self.global()
+    }
+}

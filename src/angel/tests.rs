@@ -1,0 +1,358 @@
+//! Fixture and real-world tests of the Angel reader. The fixtures under `fixtures/angel/` are
+//! written by `scripts/gen-angel-fixtures` (python, independent of this code); each case's
+//! `expected.json` holds exact values. No python is needed here.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::*;
+use crate::model::{DType, SparseRows, Tensor};
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/angel")
+}
+
+/// The shared directory (`$MODELFS_SHARED`, `../shared`, `/work/shared`), if present.
+pub(crate) fn shared() -> Option<PathBuf> {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    [
+        std::env::var_os("MODELFS_SHARED").map(PathBuf::from),
+        Some(manifest.join("../shared")),
+        Some(PathBuf::from("/work/shared")),
+    ]
+    .into_iter()
+    .flatten()
+    .find(|p| p.join("realworld").is_dir())
+}
+
+fn opts(sep: &str) -> Options {
+    Options {
+        sep: sep.to_string(),
+        ..Options::default()
+    }
+}
+
+/// The expected-value string of element `i` of `values` (fixture convention).
+fn value_str(dtype: DType, values: &[u8], i: usize) -> String {
+    let w = dtype.elem_size().unwrap();
+    let b = &values[i * w..(i + 1) * w];
+    match dtype {
+        DType::F32 | DType::F64 => {
+            let be: Vec<u8> = b.iter().rev().copied().collect();
+            format!(
+                "0x{}",
+                be.iter().map(|x| format!("{x:02x}")).collect::<String>()
+            )
+        }
+        DType::I32 => i32::from_le_bytes(b.try_into().unwrap()).to_string(),
+        DType::I64 => i64::from_le_bytes(b.try_into().unwrap()).to_string(),
+        d => panic!("unexpected dtype {d:?}"),
+    }
+}
+
+fn triples(t: &dyn Tensor, s: &SparseRows) -> Vec<(u64, i64, String)> {
+    let mut out = Vec::new();
+    for (ri, &row) in s.rows.iter().enumerate() {
+        for i in s.row_ptr[ri] as usize..s.row_ptr[ri + 1] as usize {
+            out.push((row, s.cols[i], value_str(t.meta().dtype, &s.values, i)));
+        }
+    }
+    out
+}
+
+fn expected_triples(e: &Value) -> Vec<(u64, i64, String)> {
+    e["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t[0].as_u64().unwrap(),
+                t[1].as_i64().unwrap(),
+                t[2].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// Every way of reading `t` fails, and the message names `needle`.
+fn assert_fails(name: &str, t: &dyn Tensor, needle: &str) {
+    let err = match (&t.meta().problem, t.sparse()) {
+        (Some(p), _) => p.clone(),
+        (None, Err(e)) => e.to_string(),
+        (None, Ok(_)) => panic!("{name}: expected an error containing '{needle}'"),
+    };
+    assert!(
+        err.contains(needle),
+        "{name}: error '{err}' lacks '{needle}'"
+    );
+    let mut buf = [0u8; 8];
+    assert!(
+        t.read_elements(0, &mut buf).is_err(),
+        "{name}: read_elements succeeded"
+    );
+}
+
+fn check_matrix(case: &str, name: &str, t: &Arc<dyn Tensor>, e: &Value) {
+    let ctx = format!("{case}/{name}");
+    if let Some(needle) = e.get("error").and_then(Value::as_str) {
+        return assert_fails(&ctx, &**t, needle);
+    }
+    let meta = t.meta();
+    assert_eq!(meta.problem, None, "{ctx}");
+    assert_eq!(meta.dtype.name(), e["dtype"].as_str().unwrap(), "{ctx}");
+    let shape: Vec<u64> = e["shape"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    assert_eq!(meta.shape, shape, "{ctx}");
+    assert_eq!(meta.sparse, e["sparse"].as_bool().unwrap(), "{ctx}");
+    assert_eq!(meta.extra["sparse"], e["sparse"], "{ctx}");
+    let s = t.sparse().unwrap_or_else(|err| panic!("{ctx}: {err}"));
+    let rows: Vec<u64> = e["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    assert_eq!(s.rows, rows, "{ctx}: saved rows");
+    let want = expected_triples(e);
+    assert_eq!(triples(&**t, &s), want, "{ctx}: entries");
+    // Partitions: each decodes on its own; together (shifted back) they hold every entry.
+    let mut total = 0;
+    for (i, pm) in meta.partitions.iter().enumerate() {
+        let p = t.partition(i).unwrap();
+        let ps = p
+            .sparse()
+            .unwrap_or_else(|err| panic!("{ctx} part {i}: {err}"));
+        total += ps.nnz();
+        let want_rows = if meta.sparse {
+            meta.shape[0]
+        } else {
+            pm.extent[0].1
+        };
+        assert_eq!(p.meta().shape[0], want_rows, "{ctx} part {i}");
+    }
+    assert_eq!(total, s.nnz(), "{ctx}: partition entries");
+    // Dense reads agree with the entries (small matrices only).
+    let n = meta.num_elements().filter(|&n| n <= 1 << 16);
+    if let (Some(n), Some(w)) = (n, meta.dtype.elem_size()) {
+        let mut dense = vec![0u8; n as usize * w];
+        t.read_elements(0, &mut dense).unwrap();
+        let cols = meta.shape[1];
+        for (ri, &row) in s.rows.iter().enumerate() {
+            for k in s.row_ptr[ri] as usize..s.row_ptr[ri + 1] as usize {
+                let at = (row * cols + s.cols[k] as u64) as usize * w;
+                assert_eq!(&dense[at..at + w], &s.values[k * w..(k + 1) * w], "{ctx}");
+            }
+        }
+        // An unaligned window equals the same bytes of the full read.
+        if n > 3 {
+            let mut part = vec![0u8; (n as usize - 3) * w];
+            t.read_elements(2, &mut part).unwrap();
+            assert_eq!(&part[..], &dense[2 * w..(n as usize - 1) * w], "{ctx}");
+        }
+    }
+}
+
+fn check_case(case: &str, sep_override: Option<&str>) {
+    let dir = fixtures().join(case);
+    let e: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("expected.json")).unwrap()).unwrap();
+    let model_dir = dir.join("model");
+    let sep = sep_override.unwrap_or_else(|| e["sep"].as_str().unwrap_or(","));
+    if let Some(needle) = e.get("open_error").and_then(Value::as_str) {
+        assert!(is_model_dir(&model_dir), "{case}");
+        let err = open(&model_dir, &opts(sep)).err().expect(case).to_string();
+        assert!(err.contains(needle), "{case}: '{err}' lacks '{needle}'");
+        return;
+    }
+    assert!(is_model_dir(&model_dir), "{case}");
+    let model = open(&model_dir, &opts(sep)).unwrap();
+    let listed: Vec<Vec<u8>> = model
+        .list_dir(&[])
+        .unwrap()
+        .into_iter()
+        .map(|d| match d {
+            DirEntry::Tensor(n) => n,
+            other => panic!("{case}: unexpected {other:?}"),
+        })
+        .collect();
+    let want: Vec<Vec<u8>> = e["matrices"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(|k| k.as_bytes().to_vec())
+        .collect();
+    assert_eq!(listed, want, "{case}: listing");
+    for (name, me) in e["matrices"].as_object().unwrap() {
+        let t = model.tensor(&[name.as_bytes().to_vec()]).unwrap();
+        check_matrix(case, name, &t, me);
+    }
+    let summary = model.summary().unwrap();
+    assert_eq!(summary.tensors as usize, want.len());
+}
+
+#[test]
+fn fixture_lr35() {
+    check_case("lr35", None);
+}
+#[test]
+fn fixture_formats() {
+    check_case("formats", None);
+}
+#[test]
+fn fixture_tree() {
+    check_case("tree", None);
+}
+#[test]
+fn fixture_crlf() {
+    check_case("crlf", None);
+}
+#[test]
+fn fixture_numbers() {
+    check_case("numbers", None);
+}
+#[test]
+fn fixture_separators_explicit_and_detected() {
+    check_case("sep_tab", None);
+    check_case("sep_colon", None);
+    check_case("sep_tab", Some(","));
+    check_case("sep_colon", Some(","));
+}
+#[test]
+fn fixture_hash() {
+    check_case("hash", None);
+}
+#[test]
+fn fixture_bad() {
+    check_case("bad", None);
+}
+#[test]
+fn fixture_refusals() {
+    check_case("refuse_legacy", None);
+    check_case("refuse_writeutf", None);
+}
+
+#[test]
+fn single_matrix_folder_opens() {
+    let dir = fixtures().join("lr35/model/input_weight");
+    assert!(is_model_dir(&dir));
+    let m = open(&dir, &opts(",")).unwrap();
+    assert_eq!(
+        m.list_dir(&[]).unwrap(),
+        vec![DirEntry::Tensor(b"input_weight".to_vec())]
+    );
+}
+
+#[test]
+fn not_a_model() {
+    let d = tempfile::tempdir().unwrap();
+    assert!(!is_model_dir(d.path()));
+    let err = open(d.path(), &opts(",")).err().unwrap().to_string();
+    assert!(err.contains("_meta"), "{err}");
+}
+
+// ---- real-world models (skipped when the shared directory is absent) ----
+
+/// Independent reading of a `col,value` text file: rows split by the given counts.
+fn read_colid_value_text(path: &Path) -> Vec<(i64, f32)> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let (c, v) = l.split_once(',').unwrap();
+            (c.parse().unwrap(), v.parse().unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn realworld_lr_three_partitions_two_files() {
+    let Some(sh) = shared() else { return };
+    let root = sh.join("realworld/angel/angel_19608468/lr");
+    let model = open(&root, &opts(",")).unwrap();
+    let names: Vec<DirEntry> = model.list_dir(&[]).unwrap();
+    assert_eq!(
+        names,
+        vec![
+            DirEntry::Tensor(b"input_bias".to_vec()),
+            DirEntry::Tensor(b"input_weight".to_vec())
+        ]
+    );
+    let t = model.tensor(&[b"input_weight".to_vec()]).unwrap();
+    let m = t.meta();
+    assert_eq!(
+        (m.dtype, m.shape.clone(), m.sparse),
+        (DType::F32, vec![3, 2147483657], true)
+    );
+    assert_eq!(m.partitions.len(), 3);
+    assert_eq!(m.partitions[2].file, "0");
+    assert_eq!(m.partitions[2].offset, 3820);
+    assert_eq!(m.extra["rowType"], 12);
+    let s = t.sparse().unwrap();
+    assert_eq!(s.rows, vec![0, 1, 2]);
+    assert_eq!(s.row_ptr, vec![0, 123, 246, 246]);
+    let want = read_colid_value_text(&root.join("input_weight/0"));
+    for (i, (c, v)) in want.iter().enumerate() {
+        assert_eq!(s.cols[i], *c);
+        assert_eq!(&s.values[i * 4..i * 4 + 4], &v.to_le_bytes());
+    }
+    for i in 0..3 {
+        t.partition(i).unwrap().sparse().unwrap();
+    }
+}
+
+#[test]
+fn realworld_models_decode() {
+    let Some(sh) = shared() else { return };
+    let base = sh.join("realworld/angel");
+    for rel in [
+        "angel_19608468/lr",
+        "angel_54894bf2/lr",
+        "serving/deepFM/deepFM-model/0",
+        "serving/lr/lr-model/6",
+    ] {
+        let root = base.join(rel);
+        assert!(is_model_dir(&root), "{rel}");
+        let model = open(&root, &opts(",")).unwrap();
+        for d in model.list_dir(&[]).unwrap() {
+            let DirEntry::Tensor(name) = d else { panic!() };
+            let t = model.tensor(&[name.clone()]).unwrap();
+            let ctx = format!("{rel}/{}", String::from_utf8_lossy(&name));
+            assert_eq!(t.meta().problem, None, "{ctx}");
+            let s = t.sparse().unwrap_or_else(|e| panic!("{ctx}: {e}"));
+            assert!(s.nnz() > 0, "{ctx}");
+            if !t.meta().sparse {
+                let n = t.meta().num_elements().unwrap() as usize;
+                let mut buf = vec![0u8; n * 4];
+                t.read_elements(0, &mut buf).unwrap();
+            }
+        }
+    }
+    // §3.6 embedding: 24 × 148, rows 0-7 saved; value j of line c is element (j, c).
+    let root = base.join("serving/deepFM/deepFM-model/0");
+    let model = open(&root, &opts(",")).unwrap();
+    let t = model.tensor(&[b"embedding_embedding".to_vec()]).unwrap();
+    assert_eq!(t.meta().shape, vec![24, 148]);
+    let text = std::fs::read_to_string(root.join("embedding_embedding/0")).unwrap();
+    let mut all = vec![0u8; 24 * 148 * 4];
+    t.read_elements(0, &mut all).unwrap();
+    for (c, line) in text.lines().enumerate() {
+        let f: Vec<&str> = line.split(',').collect();
+        assert_eq!(f[0].parse::<usize>().unwrap(), c);
+        for j in 0..8 {
+            let v: f32 = f[j + 1].parse().unwrap();
+            let at = (j * 148 + c) * 4;
+            assert_eq!(&all[at..at + 4], &v.to_le_bytes());
+        }
+    }
+    assert!(
+        all[8 * 148 * 4..].iter().all(|&b| b == 0),
+        "unsaved rows are zeros"
+    );
+}

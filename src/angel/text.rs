@@ -1,0 +1,158 @@
+//! Text-format helpers (formats/angel.md §6): line slicing with CR tolerance, the literal
+//! separator and its optional auto-detection, and number fields parsed straight to the
+//! matrix's own type (floats to `f32` directly, never through `f64`).
+
+use super::rowtype::ValueType;
+
+/// Number of LF bytes in `data`.
+pub fn count_lines(data: &[u8]) -> u64 {
+    data.iter().filter(|&&b| b == b'\n').count() as u64
+}
+
+/// Iterates over the lines of `data` (which must end with LF when non-empty), without the LF
+/// and without one CR before it.
+pub fn lines(data: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let body = data.strip_suffix(b"\n").unwrap_or(data);
+    let empty = data.is_empty();
+    body.split(|&b| b == b'\n')
+        .filter(move |_| !empty)
+        .map(|l| l.strip_suffix(b"\r").unwrap_or(l))
+}
+
+/// Splits `line` on the literal separator `sep`.
+pub fn fields<'a>(line: &'a [u8], sep: &'a [u8]) -> Fields<'a> {
+    Fields {
+        rest: Some(line),
+        sep,
+    }
+}
+
+pub struct Fields<'a> {
+    rest: Option<&'a [u8]>,
+    sep: &'a [u8],
+}
+
+impl<'a> Iterator for Fields<'a> {
+    type Item = &'a [u8];
+    fn next(&mut self) -> Option<&'a [u8]> {
+        let rest = self.rest?;
+        if self.sep.is_empty() {
+            self.rest = None;
+            return Some(rest);
+        }
+        match rest.windows(self.sep.len()).position(|w| w == self.sep) {
+            Some(i) => {
+                self.rest = Some(&rest[i + self.sep.len()..]);
+                Some(&rest[..i])
+            }
+            None => {
+                self.rest = None;
+                Some(rest)
+            }
+        }
+    }
+}
+
+/// §6: the first byte of `line` that cannot belong to a number is the separator.
+pub fn detect_separator(line: &[u8]) -> Option<u8> {
+    line.iter()
+        .copied()
+        .find(|&b| !(b.is_ascii_digit() || b"+-.EeNaInfinity".contains(&b)))
+}
+
+/// Appends the little-endian bytes of `field` parsed as `vt` to `out`; `false` if it does not
+/// parse.
+pub fn parse_value(field: &[u8], vt: ValueType, out: &mut Vec<u8>) -> bool {
+    let Ok(s) = std::str::from_utf8(field) else {
+        return false;
+    };
+    if s.is_empty() {
+        return false;
+    }
+    match vt {
+        ValueType::Float => match s.parse::<f32>() {
+            Ok(v) => out.extend_from_slice(&v.to_le_bytes()),
+            Err(_) => return false,
+        },
+        ValueType::Double => match s.parse::<f64>() {
+            Ok(v) => out.extend_from_slice(&v.to_le_bytes()),
+            Err(_) => return false,
+        },
+        ValueType::Long => match s.parse::<i64>() {
+            Ok(v) => out.extend_from_slice(&v.to_le_bytes()),
+            Err(_) => return false,
+        },
+        ValueType::Int => match s.parse::<i32>() {
+            Ok(v) => out.extend_from_slice(&v.to_le_bytes()),
+            Err(_) => return false,
+        },
+    }
+    true
+}
+
+/// Parses a decimal integer field.
+pub fn parse_i64(field: &[u8]) -> Option<i64> {
+    std::str::from_utf8(field).ok()?.parse().ok()
+}
+
+/// A short printable form of a field for error messages.
+pub fn show(field: &[u8]) -> String {
+    let s = String::from_utf8_lossy(&field[..field.len().min(40)]).into_owned();
+    if field.len() > 40 {
+        format!("{s}…")
+    } else {
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_and_fields() {
+        let l: Vec<&[u8]> = lines(b"a,b\r\nc\n").collect();
+        assert_eq!(l, vec![&b"a,b"[..], &b"c"[..]]);
+        assert_eq!(lines(b"").count(), 0);
+        assert_eq!(lines(b"\n").collect::<Vec<_>>(), vec![&b""[..]]);
+        let f: Vec<&[u8]> = fields(b"7,", b",").collect();
+        assert_eq!(f, vec![&b"7"[..], &b""[..]]);
+        let f: Vec<&[u8]> = fields(b"1::2::3", b"::").collect();
+        assert_eq!(f, vec![&b"1"[..], &b"2"[..], &b"3"[..]]);
+    }
+
+    #[test]
+    fn java_numbers() {
+        let mut out = Vec::new();
+        for s in [
+            "0.0",
+            "-0.0",
+            "NaN",
+            "Infinity",
+            "-Infinity",
+            "9.999E-4",
+            "1.08223285E-5",
+            "1.0E7",
+            "9999999.0",
+            "3.4028235E38",
+            "1.4E-45",
+            "-3",
+            "5",
+        ] {
+            out.clear();
+            assert!(parse_value(s.as_bytes(), ValueType::Float, &mut out), "{s}");
+        }
+        out.clear();
+        parse_value(b"1.4E-45", ValueType::Float, &mut out);
+        assert_eq!(out, 1u32.to_le_bytes());
+        out.clear();
+        parse_value(b"-0", ValueType::Double, &mut out);
+        assert_eq!(out, (-0.0f64).to_le_bytes());
+        assert!(!parse_value(b"1.5", ValueType::Int, &mut out));
+        assert!(!parse_value(b"", ValueType::Double, &mut out));
+        assert!(!parse_value(b"1x", ValueType::Double, &mut out));
+        assert_eq!(detect_separator(b"-1.5E-4\t2"), Some(b'\t'));
+        assert_eq!(detect_separator(b"NaN:2"), Some(b':'));
+        assert_eq!(detect_separator(b"12"), None);
+    }
+}

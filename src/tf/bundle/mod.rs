@@ -1,0 +1,228 @@
+//! A tensor bundle (§4): the `.index` table's header, its entries, and the lazily opened
+//! data shards. `entry` validates one `BundleEntryProto`; `tensor` serves a plain entry's
+//! elements; `varlen` decodes strings and variants; `partitioned` reassembles slices.
+
+pub mod entry;
+pub mod partitioned;
+pub mod tensor;
+pub mod varlen;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+use prost::Message;
+
+use crate::model::ModelError;
+use crate::source::{MmapFile, ReadAt, SourceError};
+use crate::tf::proto::BundleHeaderProto;
+use crate::tf::table::{Table, TableError};
+
+/// The message of §12 for pre-0.12 checkpoints.
+pub const V1_MESSAGE: &str = "TensorFlow V1 checkpoint (format used before TF 0.12) is not supported; re-save it with a newer TensorFlow";
+
+#[derive(Debug, thiserror::Error)]
+pub enum BundleError {
+    #[error(transparent)]
+    Table(#[from] TableError),
+    #[error("{0}")]
+    Header(String),
+}
+
+impl From<BundleError> for ModelError {
+    fn from(e: BundleError) -> Self {
+        match e {
+            BundleError::Table(TableError::Source(s)) => ModelError::Source(s),
+            other => ModelError::Corrupt(other.to_string()),
+        }
+    }
+}
+
+impl From<TableError> for ModelError {
+    fn from(e: TableError) -> Self {
+        match e {
+            TableError::Source(s) => ModelError::Source(s),
+            other => ModelError::Corrupt(other.to_string()),
+        }
+    }
+}
+
+/// Opens a data shard by its file base name (`P.data-00000-of-00001`).
+pub trait ShardOpener: Send + Sync {
+    fn open(&self, file_name: &str) -> Result<Arc<dyn ReadAt>, SourceError>;
+}
+
+/// Shards are files beside the index.
+pub struct DirShards(pub PathBuf);
+
+impl ShardOpener for DirShards {
+    fn open(&self, file_name: &str) -> Result<Arc<dyn ReadAt>, SourceError> {
+        Ok(Arc::new(MmapFile::open(&self.0.join(file_name))?))
+    }
+}
+
+/// Shards held in memory (tests, synthesized bundles).
+pub struct MemShards(pub HashMap<String, Arc<dyn ReadAt>>);
+
+impl ShardOpener for MemShards {
+    fn open(&self, file_name: &str) -> Result<Arc<dyn ReadAt>, SourceError> {
+        self.0
+            .get(file_name)
+            .cloned()
+            .ok_or_else(|| SourceError::Io {
+                path: file_name.to_string(),
+                source: std::io::Error::from(std::io::ErrorKind::NotFound),
+            })
+    }
+}
+
+pub struct Bundle {
+    pub table: Table,
+    pub num_shards: u32,
+    pub big_endian: bool,
+    /// Base name of the prefix (`model.ckpt-100`), for shard file names.
+    pub prefix_name: String,
+    /// Whether tensor checksums are verified on first read (`-o verify=`).
+    pub verify: bool,
+    pub mtime: SystemTime,
+    opener: Box<dyn ShardOpener>,
+    /// Opened shards; the lock is never held while a file is opened.
+    shards: Mutex<HashMap<u32, Arc<dyn ReadAt>>>,
+}
+
+impl std::fmt::Debug for Bundle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Bundle")
+            .field("prefix", &self.prefix_name)
+            .finish()
+    }
+}
+
+/// `P.data-SSSSS-of-NNNNN`, zero-padded to at least 5 digits (§1).
+pub fn shard_file_name(prefix_name: &str, shard: u32, num_shards: u32) -> String {
+    format!("{prefix_name}.data-{shard:05}-of-{num_shards:05}")
+}
+
+impl Bundle {
+    /// Reads and checks the header (key `""`, the first entry: one data block).
+    pub fn open(
+        table: Table,
+        prefix_name: String,
+        opener: Box<dyn ShardOpener>,
+        verify: bool,
+    ) -> Result<Bundle, BundleError> {
+        let name = table.file().name().to_string();
+        let header = {
+            let mut it = table.iter();
+            it.seek_to_first()?;
+            if !it.valid() {
+                return Err(BundleError::Header(format!(
+                    "{name}: empty table (no bundle header)"
+                )));
+            }
+            if !it.key().is_empty() {
+                return Err(BundleError::Header(format!(
+                    "{name}: no bundle header (the first key is not empty)"
+                )));
+            }
+            parse_header(it.value()).map_err(|m| BundleError::Header(format!("{name}: {m}")))?
+        };
+        Ok(Bundle {
+            mtime: table.file().mtime(),
+            table,
+            num_shards: header.0,
+            big_endian: header.1,
+            prefix_name,
+            verify,
+            opener,
+            shards: Mutex::new(HashMap::new()),
+        })
+    }
+
+    pub fn shard_name(&self, shard: u32) -> String {
+        shard_file_name(&self.prefix_name, shard, self.num_shards)
+    }
+
+    /// The data file of `shard`, opened on first use.
+    pub fn shard(&self, shard: u32) -> Result<Arc<dyn ReadAt>, ModelError> {
+        if let Some(f) = self
+            .shards
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&shard)
+        {
+            return Ok(Arc::clone(f));
+        }
+        let name = self.shard_name(shard);
+        let file = self
+            .opener
+            .open(&name)
+            .map_err(|e| ModelError::Corrupt(format!("data file {name} cannot be opened: {e}")))?;
+        let mut map = self.shards.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(Arc::clone(map.entry(shard).or_insert(file)))
+    }
+}
+
+/// The tensor stored under exactly `key` (plain or partitioned), `None` if absent.
+pub fn tensor_for_key(
+    bundle: &Arc<Bundle>,
+    key: &[u8],
+) -> Result<Option<Arc<dyn crate::model::Tensor>>, ModelError> {
+    let Some(value) = bundle.table.get(key)? else {
+        return Ok(None);
+    };
+    Ok(Some(tensor_from_value(bundle, key, &value)))
+}
+
+/// The tensor of entry `value` stored under `key`.
+pub fn tensor_from_value(
+    bundle: &Arc<Bundle>,
+    key: &[u8],
+    value: &[u8],
+) -> Arc<dyn crate::model::Tensor> {
+    let entry = entry::parse_entry(value, bundle.num_shards);
+    if entry.slices.is_empty() {
+        Arc::new(tensor::TfTensor::new(
+            Arc::clone(bundle),
+            key.to_vec(),
+            &entry,
+        ))
+    } else {
+        Arc::new(partitioned::PartitionedTensor::new(
+            Arc::clone(bundle),
+            key.to_vec(),
+            &entry,
+        ))
+    }
+}
+
+/// Checks a header value: `(num_shards, big_endian)`.
+fn parse_header(value: &[u8]) -> Result<(u32, bool), String> {
+    if value.first() == Some(&0x0a) {
+        return Err(V1_MESSAGE.into());
+    }
+    let h =
+        BundleHeaderProto::decode(value).map_err(|e| format!("unreadable bundle header: {e}"))?;
+    let v = h.version.unwrap_or_default();
+    if v.producer < 0 || v.min_consumer > 1 || v.bad_consumers.contains(&1) {
+        return Err(format!(
+            "unsupported bundle version (producer {}, min_consumer {}, bad_consumers {:?})",
+            v.producer, v.min_consumer, v.bad_consumers
+        ));
+    }
+    if h.num_shards < 1 {
+        return Err(format!("bad bundle header: num_shards {}", h.num_shards));
+    }
+    let big = match h.endianness {
+        0 => false,
+        1 => true,
+        e => return Err(format!("bad bundle header: endianness {e}")),
+    };
+    Ok((h.num_shards as u32, big))
+}
+
+#[cfg(test)]
+mod tests;
+#[cfg(test)]
+pub mod testutil;

@@ -1,0 +1,183 @@
+//! A plain (unpartitioned) bundle entry as a `model::Tensor`. Bytes come straight from the
+//! mapped data file into the caller's buffer; the checksum is verified once, on first read,
+//! and the verdict kept.
+
+use std::sync::{Arc, OnceLock};
+
+use super::entry::{DataLoc, Entry};
+use super::varlen::VarIndex;
+use super::Bundle;
+use crate::model::{DType, ModelError, SourceFormat, Tensor, TensorMeta};
+use crate::source::ReadAt;
+use crate::tf::coding::{crc32c_extend, mask_crc};
+use crate::tf::dtype::{swap_in_place, swap_width};
+
+pub struct TfTensor {
+    bundle: Arc<Bundle>,
+    meta: TensorMeta,
+    loc: Option<DataLoc>,
+    /// Fixed-size dtypes: the checksum verdict of the first read.
+    verdict: OnceLock<Result<(), String>>,
+    /// Strings / variants: the element index (built and verified on first read).
+    var_index: OnceLock<Result<VarIndex, String>>,
+}
+
+impl TfTensor {
+    /// A tensor for `entry` stored under `name`. Opens the entry's data file (once per
+    /// bundle) to check that the entry lies inside it; a failure becomes the tensor's problem.
+    pub fn new(bundle: Arc<Bundle>, name: Vec<u8>, entry: &Entry) -> TfTensor {
+        let mut problem = entry.problem.clone();
+        if problem.is_none() {
+            if let Some(loc) = entry.loc {
+                problem = check_location(&bundle, loc).err();
+            }
+        }
+        let meta = TensorMeta {
+            name,
+            dtype: entry.dtype,
+            shape: entry.shape.clone(),
+            format: SourceFormat::TfCheckpoint,
+            partitions: Vec::new(),
+            sparse: false,
+            extra: Default::default(),
+            problem,
+            mtime: bundle.mtime,
+        };
+        TfTensor {
+            bundle,
+            meta,
+            loc: entry.loc,
+            verdict: OnceLock::new(),
+            var_index: OnceLock::new(),
+        }
+    }
+
+    pub fn loc(&self) -> Option<DataLoc> {
+        self.loc
+    }
+
+    fn fail(&self, msg: impl std::fmt::Display) -> ModelError {
+        ModelError::Corrupt(format!(
+            "{}: tensor {}: {msg}",
+            self.bundle.prefix_name,
+            String::from_utf8_lossy(&self.meta.name)
+        ))
+    }
+
+    /// The data file and location, or the tensor's known problem.
+    fn data_file(&self) -> Result<(Arc<dyn ReadAt>, DataLoc), ModelError> {
+        if let Some(p) = &self.meta.problem {
+            return Err(self.fail(p));
+        }
+        let loc = self.loc.ok_or_else(|| self.fail("no data location"))?;
+        Ok((self.bundle.shard(loc.shard)?, loc))
+    }
+
+    fn verify_fixed(&self, file: &dyn ReadAt, loc: DataLoc) -> Result<(), ModelError> {
+        if !self.bundle.verify {
+            return Ok(());
+        }
+        let verdict = self.verdict.get_or_init(|| {
+            let size = usize::try_from(loc.size).map_err(|_| "tensor too large".to_string())?;
+            let bytes = file.read_at(loc.offset, size).map_err(|e| e.to_string())?;
+            if mask_crc(crc32c_extend(0, &bytes)) != loc.crc {
+                return Err(format!(
+                    "checksum does not match (data file {})",
+                    self.bundle.shard_name(loc.shard)
+                ));
+            }
+            Ok(())
+        });
+        verdict.clone().map_err(|m| self.fail(m))
+    }
+}
+
+fn check_location(bundle: &Bundle, loc: DataLoc) -> Result<(), String> {
+    let file = bundle.shard(loc.shard).map_err(|e| e.to_string())?;
+    match loc.offset.checked_add(loc.size) {
+        Some(end) if end <= file.size() => Ok(()),
+        _ => Err(format!(
+            "bytes {}..{}+{} lie past the end of data file {} ({} bytes)",
+            loc.offset,
+            loc.offset,
+            loc.size,
+            bundle.shard_name(loc.shard),
+            file.size()
+        )),
+    }
+}
+
+impl Tensor for TfTensor {
+    fn meta(&self) -> &TensorMeta {
+        &self.meta
+    }
+
+    fn read_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
+        let dtype = self.meta.dtype;
+        let elem = dtype.elem_size().ok_or_else(|| {
+            ModelError::Unsupported(format!("{} elements have no fixed size", dtype.name()))
+        })?;
+        let (file, loc) = self.data_file()?;
+        if out.len() % elem != 0 {
+            return Err(ModelError::Unsupported(
+                "buffer is not a whole number of elements".into(),
+            ));
+        }
+        let n = (out.len() / elem) as u64;
+        let total = loc.size / elem as u64;
+        let start = first
+            .checked_mul(elem as u64)
+            .filter(|_| first.checked_add(n).is_some_and(|e| e <= total))
+            .ok_or_else(|| self.fail(format!("elements {first}..+{n} out of range ({total})")))?;
+        self.verify_fixed(&*file, loc)?;
+        if out.is_empty() {
+            return Ok(());
+        }
+        let bytes = file.read_at(loc.offset + start, out.len())?;
+        out.copy_from_slice(&bytes);
+        if self.bundle.big_endian {
+            swap_in_place(out, swap_width(dtype));
+        }
+        if dtype == DType::Bool {
+            for b in out.iter_mut() {
+                *b = (*b != 0) as u8;
+            }
+        }
+        Ok(())
+    }
+
+    fn for_each_string(
+        &self,
+        first: u64,
+        count: u64,
+        f: &mut dyn FnMut(&[u8]),
+    ) -> Result<(), ModelError> {
+        let dtype = self.meta.dtype;
+        if dtype != DType::Str && dtype != DType::Variant {
+            return Err(ModelError::Unsupported(format!(
+                "{} is not a string tensor",
+                dtype.name()
+            )));
+        }
+        let (file, loc) = self.data_file()?;
+        if dtype == DType::Variant && self.bundle.big_endian {
+            return Err(self.fail("variant tensors in a big-endian bundle are not supported"));
+        }
+        let size = usize::try_from(loc.size).map_err(|_| self.fail("tensor too large"))?;
+        let data = file.read_at(loc.offset, size)?;
+        let n = self.meta.num_elements().unwrap_or(0);
+        let index = self.var_index.get_or_init(|| {
+            let verify = self.bundle.verify;
+            match dtype {
+                DType::Str => {
+                    VarIndex::build_strings(&data, n, self.bundle.big_endian, verify, loc.crc)
+                }
+                _ => VarIndex::build_variants(&data, n, verify, loc.crc),
+            }
+        });
+        let index = index.as_ref().map_err(|m| self.fail(m))?;
+        index
+            .for_each(&data, first, count, f)
+            .map_err(|m| self.fail(m))
+    }
+}

@@ -1,0 +1,117 @@
+//! Primitive encodings of the TF table and bundle formats (formats/tf-checkpoint.md §2):
+//! varints, little-endian fixed integers and the masked CRC32C.
+//!
+//! Every decoder takes the remaining input and returns the value plus the bytes consumed, or
+//! `None` when the input ends early or the varint is over-long; callers turn `None` into their
+//! own corruption error.
+
+/// Added to the rotated CRC by `mask` (LevelDB's `kMaskDelta`).
+const MASK_DELTA: u32 = 0xa282_ead8;
+
+/// Masks a CRC for storage (§2): rotate right by 15, add the delta.
+pub fn mask_crc(crc: u32) -> u32 {
+    crc.rotate_right(15).wrapping_add(MASK_DELTA)
+}
+
+/// Inverse of `mask_crc`.
+pub fn unmask_crc(masked: u32) -> u32 {
+    masked.wrapping_sub(MASK_DELTA).rotate_left(15)
+}
+
+/// CRC32C of `data`, continuing from `crc` (the CRC of the bytes before `data`).
+pub fn crc32c_extend(crc: u32, data: &[u8]) -> u32 {
+    crc32c::crc32c_append(crc, data)
+}
+
+/// Decodes a varint64 (at most 10 bytes) from the start of `buf`.
+pub fn decode_varint64(buf: &[u8]) -> Option<(u64, usize)> {
+    let mut value: u64 = 0;
+    for (i, &byte) in buf.iter().enumerate().take(10) {
+        let bits = u64::from(byte & 0x7f);
+        // The 10th byte may only contribute the top bit of a u64.
+        if i == 9 && bits > 1 {
+            return None;
+        }
+        value |= bits << (7 * i);
+        if byte & 0x80 == 0 {
+            return Some((value, i + 1));
+        }
+    }
+    None
+}
+
+/// Decodes a varint32 (at most 5 bytes, value fits u32) from the start of `buf`.
+pub fn decode_varint32(buf: &[u8]) -> Option<(u32, usize)> {
+    let mut value: u32 = 0;
+    for (i, &byte) in buf.iter().enumerate().take(5) {
+        let bits = u32::from(byte & 0x7f);
+        if i == 4 && bits > 0x0f {
+            return None;
+        }
+        value |= bits << (7 * i);
+        if byte & 0x80 == 0 {
+            return Some((value, i + 1));
+        }
+    }
+    None
+}
+
+/// Appends `value` as a varint64 (used by tests and by key construction).
+pub fn put_varint64(out: &mut Vec<u8>, mut value: u64) {
+    while value >= 0x80 {
+        out.push((value as u8) | 0x80);
+        value >>= 7;
+    }
+    out.push(value as u8);
+}
+
+/// Little-endian u32 at `buf[at..at + 4]`, `None` if out of range.
+pub fn fixed32_at(buf: &[u8], at: usize) -> Option<u32> {
+    let end = at.checked_add(4)?;
+    let bytes: [u8; 4] = buf.get(at..end)?.try_into().ok()?;
+    Some(u32::from_le_bytes(bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crc_vectors() {
+        assert_eq!(crc32c_extend(0, b"123456789"), 0xE306_9283);
+        assert_eq!(crc32c_extend(0, b""), 0);
+        assert_eq!(crc32c_extend(0, &[0, 0, 0, 0]), 0x4867_4bc7);
+        assert_eq!(mask_crc(0), 0xa282_ead8);
+        assert_eq!(mask_crc(crc32c_extend(0, &[0, 0, 0, 0])), 0x3a11_7ba6);
+        assert_eq!(mask_crc(crc32c_extend(0, &[0, 0, 0, 0x3f])), 0x1f27_3806);
+        for c in [0u32, 1, 0xdead_beef, u32::MAX] {
+            assert_eq!(unmask_crc(mask_crc(c)), c);
+        }
+        let a = crc32c_extend(0, b"1234");
+        assert_eq!(crc32c_extend(a, b"56789"), 0xE306_9283);
+    }
+
+    #[test]
+    fn varints() {
+        assert_eq!(decode_varint64(&[0x00]), Some((0, 1)));
+        assert_eq!(decode_varint64(&[0xc8, 0x01]), Some((200, 2)));
+        assert_eq!(decode_varint64(&[0x80]), None);
+        assert_eq!(decode_varint64(&[0xff; 11]), None);
+        let mut v = Vec::new();
+        put_varint64(&mut v, u64::MAX);
+        assert_eq!(v.len(), 10);
+        assert_eq!(decode_varint64(&v), Some((u64::MAX, 10)));
+        // An 11-bit overflow in the tenth byte is corruption.
+        let mut bad = vec![0xff; 9];
+        bad.push(0x02);
+        assert_eq!(decode_varint64(&bad), None);
+        assert_eq!(
+            decode_varint32(&[0xff, 0xff, 0xff, 0xff, 0x0f]),
+            Some((u32::MAX, 5))
+        );
+        assert_eq!(decode_varint32(&[0xff, 0xff, 0xff, 0xff, 0x1f]), None);
+        assert_eq!(fixed32_at(&[1, 0, 0, 0, 9], 0), Some(1));
+        assert_eq!(fixed32_at(&[1, 0, 0], 0), None);
+        assert_eq!(fixed32_at(&[1, 0, 0, 0], usize::MAX), None);
+    }
+}

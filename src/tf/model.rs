@@ -1,0 +1,242 @@
+//! `TfModel`: one checkpoint (a bundle) as a `model::Model`.
+//!
+//! Listing a directory is a range scan of the keys under its prefix that jumps over every
+//! sub-directory (seek to `prefix ‖ component ‖ '0'`, `'0'` being `'/' + 1`), so it reads only
+//! the blocks holding the directory's direct children and the first key of each
+//! sub-directory. Hidden keys: the header `""`, `_CHECKPOINTABLE_OBJECT_GRAPH`, and slice
+//! keys referenced by a full entry (§7.3).
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::model::{DirEntry, Model, ModelError, ModelSummary, Tensor};
+use crate::options::{Options, Verify};
+use crate::source::MmapFile;
+use crate::tf::bundle::entry::parse_entry;
+use crate::tf::bundle::{
+    tensor_for_key, tensor_from_value, Bundle, BundleError, DirShards, ShardOpener,
+};
+use crate::tf::keys::{self, KeyStyle, GRAPH_KEY};
+use crate::tf::ordered_code::{slice_key, slice_key_name};
+use crate::tf::table::{BlockCache, Table, TableError};
+
+pub struct TfModel {
+    bundle: Arc<Bundle>,
+    style: KeyStyle,
+}
+
+/// Bytes of decoded index blocks kept per mount: a quarter of `-o cache=`, at least 4 MiB.
+pub fn block_cache_for(opts: &Options) -> Arc<BlockCache> {
+    Arc::new(BlockCache::new((opts.cache_bytes / 4).max(4 << 20)))
+}
+
+impl TfModel {
+    /// Opens checkpoint `prefix` (`prefix.index` + data files beside it).
+    pub fn open(
+        prefix: &Path,
+        opts: &Options,
+        cache: Arc<BlockCache>,
+    ) -> Result<TfModel, BundleError> {
+        let mut index_path = prefix.as_os_str().to_owned();
+        index_path.push(".index");
+        let file = MmapFile::open(Path::new(&index_path)).map_err(TableError::from)?;
+        let table = Table::open(Arc::new(file), cache)?;
+        let dir = prefix.parent().map(Path::to_path_buf).unwrap_or_default();
+        let name = prefix
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        Self::from_table(
+            table,
+            name,
+            Box::new(DirShards(dir)),
+            opts.verify == Verify::Crc,
+        )
+    }
+
+    /// A model over an opened table; reads the header (and probes for the object graph).
+    pub fn from_table(
+        table: Table,
+        prefix_name: String,
+        shards: Box<dyn ShardOpener>,
+        verify: bool,
+    ) -> Result<TfModel, BundleError> {
+        let bundle = Arc::new(Bundle::open(table, prefix_name, shards, verify)?);
+        let style = if bundle.table.get(GRAPH_KEY)?.is_some() {
+            KeyStyle::Object
+        } else {
+            KeyStyle::Plain
+        };
+        Ok(TfModel { bundle, style })
+    }
+
+    pub fn bundle(&self) -> &Arc<Bundle> {
+        &self.bundle
+    }
+
+    pub fn style(&self) -> KeyStyle {
+        self.style
+    }
+
+    /// Scans the keys under `prefix` into `out`.
+    fn scan(
+        &self,
+        prefix: &[u8],
+        hidden: &mut HiddenKeys,
+        out: &mut BTreeSet<DirEntry>,
+    ) -> Result<(), ModelError> {
+        let style = self.style;
+        let mut it = self.bundle.table.iter();
+        it.seek(prefix)?;
+        while it.valid() && it.key().starts_with(prefix) {
+            if hidden.is_hidden(&self.bundle, it.key())? {
+                it.next()?;
+                continue;
+            }
+            let key = it.key();
+            let stripped = keys::strip_variable(style, key);
+            // A variable whose display path is this directory itself.
+            if !stripped.starts_with(prefix) {
+                it.next()?;
+                continue;
+            }
+            let rest = &stripped[prefix.len()..];
+            match rest.iter().position(|&b| b == b'/') {
+                None => {
+                    out.insert(DirEntry::Tensor(keys::display_component(style, rest)));
+                    it.next()?;
+                }
+                Some(i) => {
+                    let seg = rest[..i].to_vec();
+                    let name = keys::display_component(style, &seg);
+                    let mut sub = prefix.to_vec();
+                    sub.extend_from_slice(&seg);
+                    if style == KeyStyle::Object {
+                        // The variable `seg` itself lies inside the range skipped below.
+                        let mut var = sub.clone();
+                        var.extend_from_slice(keys::VARIABLE_SUFFIX);
+                        if self.bundle.table.get(&var)?.is_some() {
+                            out.insert(DirEntry::Tensor(name.clone()));
+                        }
+                    }
+                    out.insert(DirEntry::Dir(name));
+                    sub.push(b'/' + 1);
+                    it.seek(&sub)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Decides which keys are hidden, remembering the slice keys of the last full entry seen
+/// (slice keys of one tensor are adjacent).
+#[derive(Default)]
+struct HiddenKeys {
+    name: Option<Vec<u8>>,
+    slice_keys: HashSet<Vec<u8>>,
+}
+
+impl HiddenKeys {
+    fn is_hidden(&mut self, bundle: &Bundle, key: &[u8]) -> Result<bool, ModelError> {
+        if key.is_empty() || key == GRAPH_KEY {
+            return Ok(true);
+        }
+        if key[0] != 0 {
+            return Ok(false);
+        }
+        let Some(name) = slice_key_name(key) else {
+            return Ok(false);
+        };
+        if self.name.as_deref() != Some(&name[..]) {
+            self.slice_keys.clear();
+            if let Some(value) = bundle.table.get(&name)? {
+                let entry = parse_entry(&value, bundle.num_shards);
+                self.slice_keys = entry.slices.iter().map(|s| slice_key(&name, s)).collect();
+            }
+            self.name = Some(name);
+        }
+        Ok(self.slice_keys.contains(key))
+    }
+}
+
+impl Model for TfModel {
+    fn list_dir(&self, dir: &[Vec<u8>]) -> Result<Vec<DirEntry>, ModelError> {
+        let mut out = BTreeSet::new();
+        let mut hidden = HiddenKeys::default();
+        for prefix in keys::dir_prefixes(self.style, dir) {
+            self.scan(&prefix, &mut hidden, &mut out)?;
+        }
+        if out.is_empty() && !dir.is_empty() {
+            return Err(ModelError::NotFound(format!(
+                "no directory {}",
+                dir.iter()
+                    .map(|c| String::from_utf8_lossy(c))
+                    .collect::<Vec<_>>()
+                    .join("/")
+            )));
+        }
+        Ok(out.into_iter().collect())
+    }
+
+    fn tensor(&self, path: &[Vec<u8>]) -> Result<Arc<dyn Tensor>, ModelError> {
+        let mut hidden = HiddenKeys::default();
+        for key in keys::key_candidates(self.style, path) {
+            if hidden.is_hidden(&self.bundle, &key)? {
+                continue;
+            }
+            if let Some(t) = tensor_for_key(&self.bundle, &key)? {
+                return Ok(t);
+            }
+        }
+        Err(ModelError::NotFound(format!(
+            "no tensor {}",
+            path.iter()
+                .map(|c| String::from_utf8_lossy(c))
+                .collect::<Vec<_>>()
+                .join("/")
+        )))
+    }
+
+    fn summary(&self) -> Result<ModelSummary, ModelError> {
+        let mut s = ModelSummary {
+            format: "tf-checkpoint".into(),
+            ..Default::default()
+        };
+        let mut dtypes: BTreeMap<String, u64> = BTreeMap::new();
+        let mut hidden = HiddenKeys::default();
+        let mut it = self.bundle.table.iter();
+        it.seek_to_first()?;
+        while it.valid() {
+            if !hidden.is_hidden(&self.bundle, it.key())? {
+                let t = tensor_from_value(&self.bundle, it.key(), it.value());
+                let meta = t.meta();
+                s.tensors += 1;
+                *dtypes.entry(meta.dtype.name().into_owned()).or_default() += 1;
+                let bytes = if meta.partitions.is_empty() {
+                    parse_entry(it.value(), self.bundle.num_shards)
+                        .loc
+                        .map_or(0, |l| l.size)
+                } else {
+                    meta.partitions.iter().map(|p| p.length).sum()
+                };
+                s.total_bytes = s.total_bytes.saturating_add(bytes);
+                if let Some(p) = &meta.problem {
+                    s.problems
+                        .push(format!("{}: {p}", String::from_utf8_lossy(it.key())));
+                }
+            }
+            if let Err(e) = it.next() {
+                s.problems.push(e.to_string());
+                break;
+            }
+        }
+        s.dtypes = dtypes;
+        Ok(s)
+    }
+}
+
+#[cfg(test)]
+#[path = "model_tests.rs"]
+mod tests;

@@ -1,0 +1,95 @@
+//! A directory of several checkpoints (SPEC §1): the root lists one directory per prefix
+//! (named by its base name) and a `latest` symlink to the one the state file names.
+
+use std::sync::Arc;
+
+use crate::model::{DirEntry, Model, ModelError, ModelSummary, Tensor};
+
+pub struct MultiModel {
+    /// `(base name, model)`, sorted by name, names unique.
+    children: Vec<(Vec<u8>, Arc<dyn Model>)>,
+    latest: Option<Vec<u8>>,
+}
+
+const LATEST: &[u8] = b"latest";
+
+impl MultiModel {
+    /// `latest` is shown only if it names a child and no child is itself called `latest`.
+    pub fn new(mut children: Vec<(Vec<u8>, Arc<dyn Model>)>, latest: Option<Vec<u8>>) -> Self {
+        children.sort_by(|a, b| a.0.cmp(&b.0));
+        children.dedup_by(|a, b| a.0 == b.0);
+        let latest = latest.filter(|l| {
+            children.iter().any(|(n, _)| n == l) && !children.iter().any(|(n, _)| n == LATEST)
+        });
+        MultiModel { children, latest }
+    }
+
+    fn child(&self, name: &[u8]) -> Result<&Arc<dyn Model>, ModelError> {
+        self.children
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, m)| m)
+            .ok_or_else(|| ModelError::NotFound(String::from_utf8_lossy(name).into_owned()))
+    }
+
+    /// Resolves the `latest` link when it is the first component.
+    fn route<'a>(
+        &'a self,
+        path: &'a [Vec<u8>],
+    ) -> Result<(&'a Arc<dyn Model>, &'a [Vec<u8>]), ModelError> {
+        let (first, rest) = path
+            .split_first()
+            .ok_or_else(|| ModelError::NotFound("root".into()))?;
+        let name = match &self.latest {
+            Some(target) if first == LATEST => target.as_slice(),
+            _ => first.as_slice(),
+        };
+        Ok((self.child(name)?, rest))
+    }
+}
+
+impl Model for MultiModel {
+    fn list_dir(&self, dir: &[Vec<u8>]) -> Result<Vec<DirEntry>, ModelError> {
+        if dir.is_empty() {
+            let mut out: Vec<DirEntry> = self
+                .children
+                .iter()
+                .map(|(n, _)| DirEntry::Dir(n.clone()))
+                .collect();
+            if let Some(target) = &self.latest {
+                out.push(DirEntry::Symlink {
+                    name: LATEST.to_vec(),
+                    target: target.clone(),
+                });
+            }
+            out.sort();
+            return Ok(out);
+        }
+        let (model, rest) = self.route(dir)?;
+        model.list_dir(rest)
+    }
+
+    fn tensor(&self, path: &[Vec<u8>]) -> Result<Arc<dyn Tensor>, ModelError> {
+        let (model, rest) = self.route(path)?;
+        model.tensor(rest)
+    }
+
+    fn summary(&self) -> Result<ModelSummary, ModelError> {
+        let mut s = ModelSummary {
+            format: "tf-checkpoint".into(),
+            ..Default::default()
+        };
+        for (name, m) in &self.children {
+            let c = m.summary()?;
+            s.tensors += c.tensors;
+            s.total_bytes = s.total_bytes.saturating_add(c.total_bytes);
+            for (k, v) in c.dtypes {
+                *s.dtypes.entry(k).or_default() += v;
+            }
+            let name = String::from_utf8_lossy(name);
+            s.problems
+                .extend(c.problems.into_iter().map(|p| format!("{name}: {p}")));
+        }
+        Ok(s)
+    }
+}

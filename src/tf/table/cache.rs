@@ -1,0 +1,80 @@
+//! An LRU cache of decoded blocks shared by every table (and reader) of a mount, bounded by
+//! the bytes the blocks hold. The mutex guards only map operations: blocks are read and
+//! decoded outside it, so two threads missing on one block may both decode it (harmless).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use lru::LruCache;
+
+use super::block::Block;
+
+/// Identifies a block: the table it belongs to (unique per opened table) and its offset.
+pub type BlockKey = (u64, u64);
+
+static NEXT_TABLE_ID: AtomicU64 = AtomicU64::new(1);
+
+/// A fresh id for an opened table (never reused within the process).
+pub fn new_table_id() -> u64 {
+    NEXT_TABLE_ID.fetch_add(1, Ordering::Relaxed)
+}
+
+struct Inner {
+    map: LruCache<BlockKey, Arc<Block>>,
+    bytes: u64,
+}
+
+pub struct BlockCache {
+    capacity: u64,
+    inner: Mutex<Inner>,
+}
+
+impl std::fmt::Debug for BlockCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BlockCache")
+            .field("capacity", &self.capacity)
+            .finish()
+    }
+}
+
+impl BlockCache {
+    /// A cache holding at most `capacity` bytes of decoded blocks (a block larger than the
+    /// whole capacity is returned to its reader but not kept).
+    pub fn new(capacity: u64) -> Self {
+        BlockCache {
+            capacity,
+            inner: Mutex::new(Inner {
+                map: LruCache::unbounded(),
+                bytes: 0,
+            }),
+        }
+    }
+
+    pub fn get(&self, key: BlockKey) -> Option<Arc<Block>> {
+        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        inner.map.get(&key).cloned()
+    }
+
+    pub fn insert(&self, key: BlockKey, block: Arc<Block>) {
+        let cost = block.charge();
+        if cost > self.capacity {
+            return;
+        }
+        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(old) = inner.map.put(key, block) {
+            inner.bytes = inner.bytes.saturating_sub(old.charge());
+        }
+        inner.bytes += cost;
+        while inner.bytes > self.capacity {
+            match inner.map.pop_lru() {
+                Some((_, evicted)) => inner.bytes = inner.bytes.saturating_sub(evicted.charge()),
+                None => break,
+            }
+        }
+    }
+
+    /// Bytes currently held.
+    pub fn bytes(&self) -> u64 {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner()).bytes
+    }
+}

@@ -1,0 +1,404 @@
+//! Real checkpoints written by TensorFlow and other people's tools (shared/realworld/tf) and
+//! our own generated fixtures (fixtures/tf): the listing equals TF's key list and every
+//! tensor's bytes equal what TF's own reader returned (expected.npz).
+
+mod common {
+    pub mod inflate;
+    pub mod npz;
+}
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use common::npz::{read_npz, Npy};
+use modelfs::model::{DType, DirEntry, Model, Tensor};
+use modelfs::open::open_source;
+use modelfs::options::Options;
+
+fn shared_dir() -> Option<PathBuf> {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let candidates = [
+        std::env::var_os("MODELFS_SHARED").map(PathBuf::from),
+        Some(manifest.join("../shared")),
+        Some(PathBuf::from("/work/shared")),
+    ];
+    candidates
+        .into_iter()
+        .flatten()
+        .find(|p| p.join("realworld/tf").is_dir())
+}
+
+fn walk(model: &dyn Model, dir: &mut Vec<Vec<u8>>, out: &mut BTreeMap<Vec<u8>, Arc<dyn Tensor>>) {
+    for e in model.list_dir(dir).unwrap() {
+        match e {
+            DirEntry::Dir(name) => {
+                dir.push(name);
+                walk(model, dir, out);
+                dir.pop();
+            }
+            DirEntry::Tensor(name) => {
+                dir.push(name);
+                let t = model.tensor(dir).unwrap();
+                dir.pop();
+                let prev = out.insert(t.meta().name.clone(), t);
+                assert!(prev.is_none(), "a key appears twice in the tree");
+            }
+            DirEntry::Symlink { .. } => {}
+        }
+    }
+}
+
+fn tensors_of(model: &dyn Model) -> BTreeMap<Vec<u8>, Arc<dyn Tensor>> {
+    let mut out = BTreeMap::new();
+    walk(model, &mut Vec::new(), &mut out);
+    out
+}
+
+/// Checks one case: `src` against `expected/index.json` + `expected.npz` in `exp_dir`.
+fn check_case(src: &Path, exp_dir: &Path) -> usize {
+    let index: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(exp_dir.join("index.json")).unwrap()).unwrap();
+    let npz = read_npz(&exp_dir.join("expected.npz"));
+    let model =
+        open_source(src, &Options::default()).unwrap_or_else(|e| panic!("{}: {e}", src.display()));
+    let got = tensors_of(&*model);
+    let want = index["tensors"].as_object().unwrap();
+    // Keys are UTF-8 unless the case says it spells raw bytes as latin-1.
+    let key_bytes = |k: &str| -> Vec<u8> {
+        if index.get("key_encoding").and_then(|v| v.as_str()) == Some("latin-1") {
+            latin1(k)
+        } else {
+            k.as_bytes().to_vec()
+        }
+    };
+    let want_names: BTreeSet<Vec<u8>> = want
+        .keys()
+        .filter(|k| *k != "_CHECKPOINTABLE_OBJECT_GRAPH")
+        .map(|k| key_bytes(k))
+        .collect();
+    let got_names: BTreeSet<Vec<u8>> = got.keys().cloned().collect();
+    assert_eq!(got_names, want_names, "{}: listing", src.display());
+    for (name, exp) in want {
+        let Some(t) = got.get(&key_bytes(name)) else {
+            continue;
+        };
+        let meta = t.meta();
+        assert!(meta.problem.is_none(), "{name}: {:?}", meta.problem);
+        assert_eq!(
+            meta.dtype.name(),
+            exp["dtype"].as_str().unwrap(),
+            "{name}: dtype"
+        );
+        let shape: Vec<u64> = exp["shape"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap())
+            .collect();
+        assert_eq!(meta.shape, shape, "{name}: shape");
+        let n = meta.num_elements().unwrap();
+        if let Some(strings) = exp.get("strings").and_then(|s| s.as_array()) {
+            // Generator-side full values went through numpy `|S`, which drops trailing NULs.
+            let strip = |mut s: Vec<u8>| {
+                while s.last() == Some(&0) {
+                    s.pop();
+                }
+                s
+            };
+            let want: Vec<Vec<u8>> = strings
+                .iter()
+                .map(|s| strip(latin1(s.as_str().unwrap())))
+                .collect();
+            let got: Vec<Vec<u8>> = read_strings(&**t, n).into_iter().map(strip).collect();
+            assert_eq!(got, want, "{name}: strings");
+            // Each slice as TF read it back, exactly.
+            for (i, sl) in exp
+                .get("slices")
+                .and_then(|v| v.as_array())
+                .into_iter()
+                .flatten()
+                .enumerate()
+            {
+                let Some(ss) = sl.get("strings").and_then(|v| v.as_array()) else {
+                    continue;
+                };
+                let part = t.partition(i).unwrap();
+                let want: Vec<Vec<u8>> = ss.iter().map(|s| latin1(s.as_str().unwrap())).collect();
+                assert_eq!(
+                    read_strings(&*part, want.len() as u64),
+                    want,
+                    "{name}: slice {i}"
+                );
+            }
+            continue;
+        }
+        let arr: &Npy = &npz[exp["npz_key"].as_str().unwrap()];
+        assert_eq!(arr.shape, shape, "{name}: npz shape");
+        if meta.dtype.elem_size().is_none() {
+            // Strings stored as |S<w>: NUL-padded.
+            let w: usize = arr.descr.trim_start_matches(['|', 'S']).parse().unwrap();
+            let want: Vec<Vec<u8>> = arr
+                .data
+                .chunks(w.max(1))
+                .take(n as usize)
+                .map(|c| {
+                    c.iter()
+                        .rposition(|&b| b != 0)
+                        .map_or(vec![], |e| c[..=e].to_vec())
+                })
+                .collect();
+            let got: Vec<Vec<u8>> = read_strings(&**t, n)
+                .into_iter()
+                .map(|mut s| {
+                    while s.last() == Some(&0) {
+                        s.pop();
+                    }
+                    s
+                })
+                .collect();
+            assert_eq!(got, want, "{name}: strings");
+            continue;
+        }
+        let mut buf = vec![0u8; n as usize * meta.dtype.elem_size().unwrap()];
+        t.read_elements(0, &mut buf).unwrap();
+        // Sub-byte integers are served as stored (one per byte); layouts sign-extend.
+        let bits = match meta.dtype {
+            DType::Int4 | DType::UInt4 => 4,
+            DType::Int2 | DType::UInt2 => 2,
+            _ => 0,
+        };
+        if bits > 0 {
+            let signed = matches!(meta.dtype, DType::Int4 | DType::Int2);
+            for b in &mut buf {
+                let low = *b & ((1u8 << bits) - 1);
+                *b = if signed {
+                    (((low << (8 - bits)) as i8) >> (8 - bits)) as u8
+                } else {
+                    low
+                };
+            }
+        }
+        assert_eq!(buf, arr.data, "{name}: bytes");
+        // A partial read at an offset.
+        if n > 1 && bits == 0 {
+            let e = meta.dtype.elem_size().unwrap();
+            let mut part = vec![0u8; e];
+            t.read_elements(n - 1, &mut part).unwrap();
+            assert_eq!(
+                part,
+                arr.data[(n as usize - 1) * e..],
+                "{name}: last element"
+            );
+        }
+    }
+    want_names.len()
+}
+
+fn latin1(s: &str) -> Vec<u8> {
+    s.chars().map(|c| c as u32 as u8).collect()
+}
+
+fn read_strings(t: &dyn Tensor, n: u64) -> Vec<Vec<u8>> {
+    let mut v = Vec::new();
+    t.for_each_string(0, n, &mut |s| v.push(s.to_vec()))
+        .unwrap();
+    v
+}
+
+fn find_expected(root: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(rd) = std::fs::read_dir(root) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            if p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("expected.")
+                && p.join("index.json").is_file()
+            {
+                out.push(p);
+            } else {
+                find_expected(&p, out);
+            }
+        }
+    }
+}
+
+#[test]
+fn realworld_checkpoints_match_tensorflow() {
+    let Some(shared) = shared_dir() else {
+        println!("skipped: no shared/realworld (set MODELFS_SHARED)");
+        return;
+    };
+    let mut cases = Vec::new();
+    find_expected(&shared.join("realworld/tf"), &mut cases);
+    assert!(cases.len() >= 9, "{} cases", cases.len());
+    for exp in cases {
+        let index: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(exp.join("index.json")).unwrap()).unwrap();
+        let prefix = exp
+            .parent()
+            .unwrap()
+            .join(index["prefix"].as_str().unwrap());
+        check_case(&prefix, &exp);
+        // The same through the `.index` file and a data file.
+        let mut idx = prefix.clone().into_os_string();
+        idx.push(".index");
+        check_case(Path::new(&idx), &exp);
+        let mut data = prefix.clone().into_os_string();
+        data.push(".data-00000-of-00001");
+        if Path::new(&data).exists() {
+            check_case(Path::new(&data), &exp);
+        }
+        // SavedModel directories open as their variables.
+        let parent = exp.parent().unwrap().parent().unwrap();
+        if parent.join("saved_model.pb").is_file() {
+            check_case(parent, &exp);
+        }
+    }
+}
+
+#[test]
+fn generated_fixtures_match_tensorflow() {
+    let root = std::env::var_os("MODELFS_TF_FIXTURES")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/tf"));
+    let Ok(rd) = std::fs::read_dir(&root) else {
+        println!("skipped: no fixtures/tf");
+        return;
+    };
+    let mut n = 0;
+    let mut cases: Vec<_> = rd.flatten().map(|e| e.path()).collect();
+    cases.sort();
+    for case in cases {
+        let exp = case.join("expected");
+        if !exp.join("index.json").is_file() {
+            continue;
+        }
+        let index: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(exp.join("index.json")).unwrap()).unwrap();
+        let src = case.join(index["prefix"].as_str().unwrap());
+        println!("fixture {}", case.display());
+        check_case(&src, &exp);
+        n += 1;
+    }
+    println!("{n} fixture cases");
+}
+
+fn serving(shared: &Path) -> PathBuf {
+    shared.join("realworld/tf/tensorflow+serving/tensorflow_serving")
+}
+
+#[test]
+fn v1_checkpoints_are_refused_clearly() {
+    let Some(shared) = shared_dir() else { return };
+    let base = serving(&shared);
+    for p in [
+        base.join("session_bundle/testdata/half_plus_two/00000123"),
+        base.join("session_bundle/testdata/half_plus_two/00000123/export"),
+        base.join("session_bundle/testdata/half_plus_two/00000123/export-00000-of-00001"),
+        // A `checkpoint` file with a stale absolute path naming a V1 checkpoint.
+        base.join("servables/tensorflow/testdata/bad_half_plus_two/00000123"),
+        base.join("servables/tensorflow/testdata/bad_half_plus_two/00000123/export"),
+    ] {
+        let err = match open_source(&p, &Options::default()) {
+            Ok(_) => panic!("{} opened", p.display()),
+            Err(e) => e.to_string(),
+        };
+        assert!(err.contains("V1 checkpoint"), "{}: {err}", p.display());
+        assert!(!err.contains('\n'));
+    }
+}
+
+#[test]
+fn checkpoint_directory_with_state_file() {
+    let Some(shared) = shared_dir() else { return };
+    let dir = shared.join("realworld/tf/onnx+tensorflow-onnx/tests/models/regression/checkpoint");
+    let model = open_source(&dir, &Options::default()).unwrap();
+    let root = model.list_dir(&[]).unwrap();
+    assert_eq!(
+        root,
+        vec![
+            DirEntry::Dir(b"model".to_vec()),
+            DirEntry::Symlink {
+                name: b"latest".to_vec(),
+                target: b"model".to_vec()
+            }
+        ]
+    );
+    assert!(model.tensor(&[b"latest".to_vec(), b"W".to_vec()]).is_ok());
+
+    // Copied elsewhere with stale absolute paths, plus a second prefix and a deleted one.
+    let tmp = tempfile::tempdir().unwrap();
+    for f in ["model.index", "model.data-00000-of-00001"] {
+        std::fs::copy(dir.join(f), tmp.path().join(f)).unwrap();
+        std::fs::copy(dir.join(f), tmp.path().join(f.replace("model", "model-2"))).unwrap();
+    }
+    std::fs::write(
+        tmp.path().join("checkpoint"),
+        "model_checkpoint_path: \"/home/u/run7/model-2\"\nall_model_checkpoint_paths: \"/home/u/run7/model-1\"\n\
+         all_model_checkpoint_paths: \"/home/u/run7/model\"\nall_model_checkpoint_paths: \"/home/u/run7/model-2\"\n",
+    )
+    .unwrap();
+    let model = open_source(tmp.path(), &Options::default()).unwrap();
+    let root = model.list_dir(&[]).unwrap();
+    assert_eq!(root.len(), 3, "{root:?}");
+    assert!(root.contains(&DirEntry::Symlink {
+        name: b"latest".to_vec(),
+        target: b"model-2".to_vec()
+    }));
+    assert_eq!(model.summary().unwrap().tensors, 4);
+
+    // Not a checkpoint at all.
+    let empty = tempfile::tempdir().unwrap();
+    let err = open_source(empty.path(), &Options::default())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("not recognised"), "{err}");
+    let err = open_source(&empty.path().join("nope"), &Options::default())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("nope.index"), "{err}");
+    // A data file given as the index.
+    let bogus = tmp.path().join("bogus.index");
+    std::fs::write(&bogus, vec![0u8; 100]).unwrap();
+    let err = open_source(&bogus, &Options::default())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("not a TensorFlow checkpoint index"), "{err}");
+    assert!(!err.contains('\n'));
+}
+
+#[test]
+fn snappy_index_blocks_are_read() {
+    use modelfs::tf::table::footer::{BlockHandle, Footer};
+    let Some(shared) = shared_dir() else { return };
+    for case in [
+        "saved_model_half_plus_two_cpu",
+        "saved_model_half_plus_two_tf2_cpu",
+    ] {
+        let p = serving(&shared).join(format!(
+            "servables/tensorflow/testdata/{case}/00000123/variables/variables.index"
+        ));
+        let bytes = std::fs::read(&p).unwrap();
+        let footer = Footer::decode(&bytes[bytes.len() - 48..], bytes.len() as u64).unwrap();
+        // The index block holds one entry: shared 0, key length, value length, key, handle.
+        let ib = &bytes[footer.index.offset as usize..];
+        let key_len = ib[1] as usize;
+        let (h, _) = BlockHandle::decode(&ib[3 + key_len..]).unwrap();
+        assert_eq!(
+            bytes[(h.offset + h.size) as usize],
+            1,
+            "{case}: data block is Snappy"
+        );
+        let model = open_source(&p, &Options::default()).unwrap();
+        assert!(model.summary().unwrap().tensors >= 3, "{case}");
+        assert!(model.summary().unwrap().problems.is_empty());
+    }
+}
