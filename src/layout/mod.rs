@@ -174,6 +174,7 @@ pub mod angel;
 pub mod binary;
 pub mod cache;
 pub mod dense;
+pub mod disk_index;
 pub mod elements;
 pub mod generic;
 pub mod gentext;

@@ -422,5 +422,9 @@ fn txt_throughput() {
     }
     let dt = start.elapsed().as_secs_f64();
     let bytes = n as f64 * 11.5;
-    println!("{:.0} ns/elem, ~{:.0} MB/s", dt * 1e9 / n as f64, bytes / dt / 1e6);
+    println!(
+        "{:.0} ns/elem, ~{:.0} MB/s",
+        dt * 1e9 / n as f64,
+        bytes / dt / 1e6
+    );
 }

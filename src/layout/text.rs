@@ -321,6 +321,48 @@ mod tests {
         assert_eq!(cache.rendered_chunks(), before);
     }
 
+    /// A tensor with a stable identity: a second tensor object (even with a fresh cache, via
+    /// the persistent store) reuses the index without rendering.
+    struct Stable(MemTensor);
+    impl Tensor for Stable {
+        fn meta(&self) -> &crate::model::TensorMeta {
+            self.0.meta()
+        }
+        fn read_elements(&self, f: u64, o: &mut [u8]) -> Result<(), crate::model::ModelError> {
+            self.0.read_elements(f, o)
+        }
+        fn cache_identity(&self) -> Option<String> {
+            Some("file:1:2:3/key".into())
+        }
+    }
+
+    #[test]
+    fn stable_identity_and_disk_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(crate::layout::disk_index::DiskIndexStore::new(dir.path()));
+        let mk = || -> Arc<dyn Tensor> { Arc::new(Stable(MemTensor::f32(&[1], &[0.0]))) };
+        let cache = Arc::new(ChunkCache::new(1 << 20));
+        cache.set_index_store(store.clone());
+        let t = ChunkedText::new(Arc::new(Steps(50)), mk(), "steps", cache.clone());
+        let size = t.size().unwrap();
+        assert_eq!(cache.rendered_chunks(), 50);
+        let t2 = ChunkedText::new(Arc::new(Steps(50)), mk(), "steps", cache.clone());
+        assert_eq!(t2.size().unwrap(), size);
+        assert_eq!(cache.rendered_chunks(), 50);
+        let fresh = Arc::new(ChunkCache::new(1 << 20));
+        fresh.set_index_store(store);
+        let t3 = ChunkedText::new(Arc::new(Steps(50)), mk(), "steps", fresh.clone());
+        assert_eq!(t3.size().unwrap(), size);
+        assert_eq!(fresh.rendered_chunks(), 0);
+        let mut buf = [0u8; 3];
+        t3.read_at(size - 3, &mut buf).unwrap();
+        assert_eq!(&buf, b"xxx");
+        // A different tag is a different file.
+        let t4 = ChunkedText::new(Arc::new(Steps(50)), mk(), "other", fresh.clone());
+        t4.size().unwrap();
+        assert_eq!(fresh.rendered_chunks(), 1 + 50);
+    }
+
     #[test]
     fn empty_source() {
         let cache = Arc::new(ChunkCache::new(1 << 20));
