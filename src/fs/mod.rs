@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use crate::layout::{cache::ChunkCache, LayoutCtx};
+use crate::layout::{cache::ChunkCache, disk_index::DiskIndexStore, LayoutCtx};
 use crate::options::Options;
 
 pub mod error;
@@ -25,12 +25,17 @@ mod tree_tests;
 pub use error::FsError;
 pub use tree::{Attr, FileKind, Ino, Tree, TreeConfig, ROOT_INO};
 
-/// The rendering context of a mount (or of `ls`/`cat`) built from its options.
+/// The rendering context of a mount (or of `ls`/`cat`) built from its options: `cache=`
+/// bounds the chunk cache, `cache_dir=` (unless `none`) keeps chunk indexes across mounts.
 pub fn layout_ctx(opts: &Options) -> Arc<LayoutCtx> {
+    let cache = ChunkCache::new(opts.cache_bytes);
+    if let Some(dir) = &opts.cache_dir {
+        cache.set_index_store(Arc::new(DiskIndexStore::new(dir.clone())));
+    }
     Arc::new(LayoutCtx {
         sep: opts.sep.clone(),
         max_dense: opts.max_dense,
         layouts: opts.layouts.clone(),
-        cache: Arc::new(ChunkCache),
+        cache: Arc::new(cache),
     })
 }

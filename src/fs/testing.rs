@@ -231,6 +231,7 @@ pub fn test_opener(
 pub fn ctx(layouts: &[Layout]) -> Arc<LayoutCtx> {
     let mut opts = crate::options::Options::default();
     opts.layouts = layouts.to_vec();
+    opts.cache_dir = None;
     super::layout_ctx(&opts)
 }
 
