@@ -386,9 +386,10 @@ for d, _, files in os.walk(mnt):
                 continue
             if isinstance(m, dict) and "name" in m and "dtype" in m and ".parts" not in d:
                 names.setdefault(m["name"], os.path.join(d, f[:-5]))
+STANDARD = set("float16 bfloat16 float32 float64 int8 int16 int32 int64 uint8 uint16 uint32 uint64 bool complex64 complex128".split())
 errs = []
 for key, t in idx["tensors"].items():
-    if "npz_key" not in t or t["dtype"] == "string":
+    if "npz_key" not in t or t["dtype"] not in STANDARD:
         continue
     base = names.get(key)
     if base is None:
