@@ -6,8 +6,9 @@
 //! - for each tensor `NAME`, one file `NAME.<suffix>` per layout of the mount that can
 //!   represent it, and `NAME.parts/` when it has partitions.
 //!
-//! A `NAME.parts/` directory shows `<label>.<suffix>` per partition and layout, where `label`
-//! is the partition's Angel `partId` when the reader gives one, else its index.
+//! A `NAME.parts/` directory shows `<label>.<suffix>` per partition and data layout (no
+//! `.json`: the tensor's own `.json` lists its partitions), where `label` is the partition's
+//! Angel `partId` when the reader gives one, else its index.
 //!
 //! Invariant: names in a listing are unique and sorted; a plain entry whose name collides with
 //! a tensor-derived file gets `names::dodge_collision`'s name.
@@ -222,7 +223,10 @@ pub fn list_parts_dir(
             }
         };
         let label = partition_label(tensor.as_ref(), index);
-        for &layout in &ctx.layouts {
+        // No `.json` per partition: the tensor's own `.json` describes every partition, and a
+        // second metadata file naming the same tensor would make "find the tensor by the name
+        // in its .json" (the conformance checks, users' scripts) ambiguous.
+        for &layout in ctx.layouts.iter().filter(|&&l| l != Layout::Json) {
             if opener(layout, part.clone(), ctx).is_some() {
                 children.push(Child {
                     name: names::file_name(&label, layout),
