@@ -25,7 +25,8 @@ pub fn shared_dir() -> Option<PathBuf> {
 pub struct Case {
     pub name: String,
     pub source: PathBuf,
-    pub expected_dir: PathBuf,
+    /// `None` for sources without expected values (Angel models).
+    pub expected_dir: Option<PathBuf>,
 }
 
 fn prefix_of(index: &Path) -> Option<String> {
@@ -67,7 +68,7 @@ pub fn cases() -> Vec<Case> {
                         d.file_name().unwrap_or_default().to_string_lossy()
                     ),
                     source: d.join(prefix),
-                    expected_dir: exp,
+                    expected_dir: Some(exp),
                 });
             }
         }
@@ -88,7 +89,25 @@ pub fn cases() -> Vec<Case> {
             out.push(Case {
                 name: format!("realworld:{}", parent.join(&prefix).display()),
                 source: parent.join(prefix),
-                expected_dir: exp,
+                expected_dir: Some(exp),
+            });
+        }
+        // Angel model directories: a folder whose sub-folders hold `meta` or `_meta`.
+        let mut metas = Vec::new();
+        let is_meta =
+            |p: &Path| p.file_name().is_some_and(|n| n == "meta" || n == "_meta") && p.is_file();
+        find_named(&shared.join("realworld/angel"), &is_meta, &mut metas);
+        let mut models: Vec<PathBuf> = metas
+            .iter()
+            .filter_map(|m| Some(m.parent()?.parent()?.to_path_buf()))
+            .collect();
+        models.sort();
+        models.dedup();
+        for m in models {
+            out.push(Case {
+                name: format!("realworld:{}", m.display()),
+                source: m,
+                expected_dir: None,
             });
         }
     }
