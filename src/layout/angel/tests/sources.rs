@@ -57,7 +57,8 @@ fn round_trip_sparse(name: &str, t: Arc<dyn Tensor>) {
                     same_value(
                         vt,
                         &d.values[i * w..(i + 1) * w],
-                        &s.values[i * w..(i + 1) * w]
+                        &s.values[i * w..(i + 1) * w],
+                        format.is_text()
                     ),
                     "{ctx}"
                 );
@@ -80,7 +81,7 @@ fn round_trip_sparse(name: &str, t: Arc<dyn Tensor>) {
                         Err(_) => vec![0u8; w],
                     };
                     assert!(
-                        same_value(vt, &d.values[k * w..(k + 1) * w], &want),
+                        same_value(vt, &d.values[k * w..(k + 1) * w], &want, format.is_text()),
                         "{ctx}"
                     );
                 }
