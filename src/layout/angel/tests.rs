@@ -370,3 +370,49 @@ fn byte_vectors_of_the_spec() {
 
 mod sources;
 mod tf_fixtures;
+
+/// A tall matrix: its column records span several text chunks (chunks start and end inside a
+/// line) and binary column reads start inside a record.
+pub(super) fn tall_dense() -> Arc<dyn Tensor> {
+    let v: Vec<f32> = (0..3 * 40_000).map(|i| (i as f32 * 0.37).cos()).collect();
+    Mem::new(DType::F32, &[40_000, 3], le(&v, f32::to_le_bytes))
+}
+
+/// A sparse matrix with many saved rows and few columns (column records span chunks).
+pub(super) fn tall_sparse() -> Arc<dyn Tensor> {
+    let (mut rows, mut row_ptr, mut cols, mut values) = (vec![], vec![0u64], vec![], vec![]);
+    for r in 0..50_000u64 {
+        if r % 7 == 3 {
+            continue;
+        }
+        rows.push(r * 2);
+        for c in [1i64, 4, 9] {
+            if (r + c as u64) % 3 != 0 {
+                cols.push(c);
+                values.extend_from_slice(&((r as f64) * 0.1 - c as f64).to_le_bytes());
+            }
+        }
+        row_ptr.push(cols.len() as u64);
+    }
+    let s = SparseRows {
+        rows,
+        row_ptr,
+        cols,
+        values,
+    };
+    crate::layout::testing::MemTensor::sparse(DType::F64, 100_000, 12, s).arc()
+}
+
+#[test]
+fn tall_columns_span_chunks() {
+    round_trip_dense(tall_dense(), ",");
+    sources::round_trip_sparse("tall", tall_sparse());
+    // A chunk boundary inside a line: the bytes around it, read alone, match the whole file.
+    let f = open(AngelFormat::TextColumn, tall_dense(), &ctx(",")).unwrap();
+    let whole = file_bytes(&*f);
+    for off in [0usize, 100_000, 300_000, whole.len() - 5] {
+        let mut b = vec![0u8; 4096];
+        let n = f.read_at(off as u64, &mut b).unwrap();
+        assert_eq!(&b[..n], &whole[off..(off + 4096).min(whole.len())]);
+    }
+}
