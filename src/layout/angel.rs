@@ -23,6 +23,7 @@ mod value;
 
 use std::sync::{Arc, OnceLock};
 
+use super::dense::dense_tensor;
 use super::text::ChunkedText;
 use super::{AngelFormat, FileContent, LayoutCtx, LayoutError};
 use crate::model::Tensor;
@@ -52,11 +53,10 @@ pub fn open(
     if format == AngelFormat::RowIdColIdValueBinary && rows > i32::MAX as u64 + 1 {
         return None;
     }
-    if meta.sparse && is_column {
-        let dense = rows.checked_mul(cols)?.checked_mul(value.width() as u64)?;
-        if dense > ctx.max_dense {
-            return None;
-        }
+    // Column formats write every saved row in full: shown when the dense view would be (an
+    // Angel sparse dtype is f32/f64/i32/i64, whose element size is the Angel value width).
+    if meta.sparse && is_column && dense_tensor(&tensor, ctx.max_dense).is_none() {
+        return None;
     }
     let sparse = meta.sparse;
     if !sparse {

@@ -12,7 +12,7 @@
 use std::sync::Arc;
 
 use super::value::{AngelNum, AngelValue};
-use crate::layout::elements::{for_each_value, Value};
+use crate::layout::elements::{check_sparse, decode, for_each_value, Value};
 use crate::layout::LayoutError;
 use crate::model::{DType, SparseRows, Tensor};
 
@@ -102,18 +102,7 @@ impl Records {
         cols: u64,
         columns: bool,
     ) -> Result<Records, LayoutError> {
-        let es = dtype
-            .elem_size()
-            .ok_or_else(|| LayoutError::Other("sparse values need a fixed-size dtype".into()))?;
-        let nnz = rows.cols.len();
-        let ok = rows.row_ptr.len() == rows.rows.len() + 1
-            && rows.row_ptr.first() == Some(&0)
-            && rows.row_ptr.last() == Some(&(nnz as u64))
-            && rows.row_ptr.windows(2).all(|w| w[0] <= w[1])
-            && nnz.checked_mul(es) == Some(rows.values.len());
-        if !ok {
-            return Err(LayoutError::Other("inconsistent sparse rows".into()));
-        }
+        check_sparse(&rows, dtype)?;
         let columns = if columns {
             Some(Columns::build(&rows)?)
         } else {
@@ -191,7 +180,7 @@ impl Records {
                         ri += 1;
                     }
                     let k = k as usize;
-                    let v = crate::layout::elements::decode(*dtype, &s.values[k * es..][..es]);
+                    let v = decode(*dtype, &s.values[k * es..][..es]);
                     f(s.rows[ri], s.cols[k], vt.num(v));
                 }
             }
@@ -259,10 +248,7 @@ impl Records {
                             let num = match entries.get(next) {
                                 Some(&(ri, e)) if ri as u64 == r => {
                                     next += 1;
-                                    let v = crate::layout::elements::decode(
-                                        *dtype,
-                                        &s.values[e * es..][..es],
-                                    );
+                                    let v = decode(*dtype, &s.values[e * es..][..es]);
                                     self.value.num(v)
                                 }
                                 _ => self.value.zero(),

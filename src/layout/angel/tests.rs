@@ -6,50 +6,27 @@ use std::sync::Arc;
 use super::*;
 use crate::angel::{self, MatrixMeta, PartInput, PartMeta, RowType};
 use crate::layout::cache::ChunkCache;
-use crate::model::{DType, ModelError, SourceFormat, SparseRows, Tensor, TensorMeta};
+use crate::layout::testing::MemTensor;
+use crate::model::{DType, SparseRows, Tensor};
 use crate::source::MemSource;
 
 /// A dense in-memory tensor.
-struct Mem {
-    meta: TensorMeta,
-    data: Vec<u8>,
-}
+struct Mem;
 
 impl Mem {
     fn new(dtype: DType, shape: &[u64], data: Vec<u8>) -> Arc<dyn Tensor> {
-        Arc::new(Mem {
-            meta: TensorMeta {
-                name: b"t".to_vec(),
-                dtype,
-                shape: shape.to_vec(),
-                format: SourceFormat::TfCheckpoint,
-                partitions: vec![],
-                sparse: false,
-                extra: Default::default(),
-                problem: None,
-                mtime: std::time::SystemTime::UNIX_EPOCH,
-            },
-            data,
-        })
-    }
-}
-
-impl Tensor for Mem {
-    fn meta(&self) -> &TensorMeta {
-        &self.meta
-    }
-    fn read_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
-        let w = self.meta.dtype.elem_size().unwrap();
-        let at = first as usize * w;
-        out.copy_from_slice(&self.data[at..at + out.len()]);
-        Ok(())
+        MemTensor::new(dtype, shape, data).arc()
     }
 }
 
 fn ctx(sep: &str) -> Arc<LayoutCtx> {
+    ctx_with(sep, 1 << 30)
+}
+
+fn ctx_with(sep: &str, max_dense: u64) -> Arc<LayoutCtx> {
     Arc::new(LayoutCtx {
         sep: sep.into(),
-        max_dense: 1 << 30,
+        max_dense,
         layouts: vec![],
         cache: Arc::new(ChunkCache::new(64 << 20)),
     })
@@ -400,7 +377,7 @@ pub(super) fn tall_sparse() -> Arc<dyn Tensor> {
         cols,
         values,
     };
-    crate::layout::testing::MemTensor::sparse(DType::F64, 100_000, 12, s).arc()
+    MemTensor::sparse(DType::F64, 100_000, 12, s).arc()
 }
 
 #[test]
@@ -415,4 +392,62 @@ fn tall_columns_span_chunks() {
         let n = f.read_at(off as u64, &mut b).unwrap();
         assert_eq!(&b[..n], &whole[off..(off + 4096).min(whole.len())]);
     }
+}
+
+/// ColIdValueText of a dense f32 matrix renders at about the rate of `txt`:
+/// `cargo test --release --lib layout::angel::tests::colid_throughput -- --ignored --nocapture`
+#[test]
+#[ignore]
+fn colid_throughput() {
+    use crate::layout::text::ChunkSource;
+    let n = 4_000_000u64;
+    let vals = crate::layout::testing::pseudo_random_f32(n);
+    let t: Arc<dyn Tensor> = MemTensor::f32(&[2000, 2000], &vals).arc();
+    let time = |name: &str, src: &dyn ChunkSource| {
+        let mut out = Vec::new();
+        let (mut bytes, start) = (0, std::time::Instant::now());
+        for i in 0..src.num_chunks() {
+            out.clear();
+            src.render(i, &mut out).unwrap();
+            bytes += out.len();
+        }
+        let dt = start.elapsed().as_secs_f64();
+        println!(
+            "{name}: {:.1} ns/elem, {:.0} MB/s",
+            dt * 1e9 / n as f64,
+            bytes as f64 / dt / 1e6
+        );
+        dt
+    };
+    let txt = crate::layout::gentext::ElementLines {
+        tensor: t.clone(),
+        elements: n,
+        cols: 1,
+    };
+    let t_txt = time("txt", &txt);
+    for format in [AngelFormat::ColIdValueText, AngelFormat::TextColumn] {
+        let records = super::records::Records::dense(t.clone(), AngelValue::Float, 2000);
+        let src = super::text::AngelText::new(format, records, ",").unwrap();
+        let t_angel = time(format.name(), &src);
+        println!("{} / txt = {:.2}", format.name(), t_angel / t_txt);
+    }
+}
+
+#[test]
+fn sparse_column_formats_need_the_dense_view() {
+    let t = tall_sparse(); // 100 000 × 12 f64: 9.6 MB dense
+    let small = ctx_with(",", 9_600_000 - 1);
+    for format in AngelFormat::ALL {
+        let shown = open(format, t.clone(), &small).is_some();
+        let row_format = !matches!(
+            format,
+            AngelFormat::TextColumn
+                | AngelFormat::BinaryColumn
+                | AngelFormat::ValueText
+                | AngelFormat::ValueBinary
+        );
+        assert_eq!(shown, row_format, "{format:?}");
+    }
+    let exact = ctx_with(",", 9_600_000);
+    assert!(open(AngelFormat::BinaryColumn, t, &exact).is_some());
 }
