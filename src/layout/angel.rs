@@ -30,7 +30,7 @@ use crate::model::Tensor;
 use binary::AngelBinary;
 use records::Records;
 use text::AngelText;
-pub use value::{AngelNum, AngelValue};
+pub use value::AngelValue;
 
 /// The content of Angel format `format` for `tensor`, or `None` if it cannot represent it.
 pub fn open(

@@ -11,12 +11,8 @@ use crate::model::{DType, SparseRows, Tensor};
 use crate::source::MemSource;
 
 /// A dense in-memory tensor.
-struct Mem;
-
-impl Mem {
-    fn new(dtype: DType, shape: &[u64], data: Vec<u8>) -> Arc<dyn Tensor> {
-        MemTensor::new(dtype, shape, data).arc()
-    }
+fn mem(dtype: DType, shape: &[u64], data: Vec<u8>) -> Arc<dyn Tensor> {
+    MemTensor::new(dtype, shape, data).arc()
 }
 
 fn ctx(sep: &str) -> Arc<LayoutCtx> {
@@ -243,29 +239,17 @@ fn dense_round_trips() {
         9999999.0,
         -1.5,
     ];
+    round_trip_dense(mem(DType::F32, &[3, 4], le(&f32s, f32::to_le_bytes)), ",");
     round_trip_dense(
-        Mem::new(DType::F32, &[3, 4], le(&f32s, f32::to_le_bytes)),
-        ",",
-    );
-    round_trip_dense(
-        Mem::new(DType::F32, &[2, 3, 2], le(&f32s, f32::to_le_bytes)),
+        mem(DType::F32, &[2, 3, 2], le(&f32s, f32::to_le_bytes)),
         "\t",
     );
     let f64s = [0.1 + 0.2, 5e-324, 1e300, -0.0, f64::NAN, 2e23];
+    round_trip_dense(mem(DType::F64, &[2, 3], le(&f64s, f64::to_le_bytes)), ",");
+    round_trip_dense(mem(DType::F64, &[6], le(&f64s, f64::to_le_bytes)), "::");
+    round_trip_dense(mem(DType::F32, &[], le(&[2.5f32], f32::to_le_bytes)), ",");
     round_trip_dense(
-        Mem::new(DType::F64, &[2, 3], le(&f64s, f64::to_le_bytes)),
-        ",",
-    );
-    round_trip_dense(
-        Mem::new(DType::F64, &[6], le(&f64s, f64::to_le_bytes)),
-        "::",
-    );
-    round_trip_dense(
-        Mem::new(DType::F32, &[], le(&[2.5f32], f32::to_le_bytes)),
-        ",",
-    );
-    round_trip_dense(
-        Mem::new(
+        mem(
             DType::I32,
             &[5],
             le(&[i32::MIN, -1, 0, 1, i32::MAX], i32::to_le_bytes),
@@ -273,7 +257,7 @@ fn dense_round_trips() {
         ",",
     );
     round_trip_dense(
-        Mem::new(
+        mem(
             DType::I64,
             &[2, 2],
             le(&[i64::MIN, -1, 0, i64::MAX], i64::to_le_bytes),
@@ -281,63 +265,60 @@ fn dense_round_trips() {
         ",",
     );
     round_trip_dense(
-        Mem::new(DType::U64, &[2], le(&[u64::MAX, 7], u64::to_le_bytes)),
+        mem(DType::U64, &[2], le(&[u64::MAX, 7], u64::to_le_bytes)),
         ",",
     );
     round_trip_dense(
-        Mem::new(DType::U32, &[2], le(&[u32::MAX, 7], u32::to_le_bytes)),
+        mem(DType::U32, &[2], le(&[u32::MAX, 7], u32::to_le_bytes)),
         ",",
     );
     let h: Vec<u16> = [1.0f32, -0.0, 65504.0, 6e-8, f32::INFINITY, 0.333]
         .iter()
         .map(|&x| half::f16::from_f32(x).to_bits())
         .collect();
-    round_trip_dense(Mem::new(DType::F16, &[2, 3], le(&h, u16::to_le_bytes)), ",");
+    round_trip_dense(mem(DType::F16, &[2, 3], le(&h, u16::to_le_bytes)), ",");
     let b: Vec<u16> = [1.0f32, -3.0e38, 1e-40, 0.333]
         .iter()
         .map(|&x| half::bf16::from_f32(x).to_bits())
         .collect();
+    round_trip_dense(mem(DType::BF16, &[1, 2, 2], le(&b, u16::to_le_bytes)), ",");
+    round_trip_dense(mem(DType::I8, &[3], vec![0x80, 0xff, 0x7f]), ",");
+    round_trip_dense(mem(DType::U8, &[3], vec![0x80, 0xff, 0x7f]), ",");
+    round_trip_dense(mem(DType::Bool, &[2], vec![1, 0]), ",");
     round_trip_dense(
-        Mem::new(DType::BF16, &[1, 2, 2], le(&b, u16::to_le_bytes)),
-        ",",
-    );
-    round_trip_dense(Mem::new(DType::I8, &[3], vec![0x80, 0xff, 0x7f]), ",");
-    round_trip_dense(Mem::new(DType::U8, &[3], vec![0x80, 0xff, 0x7f]), ",");
-    round_trip_dense(Mem::new(DType::Bool, &[2], vec![1, 0]), ",");
-    round_trip_dense(
-        Mem::new(DType::I16, &[2], le(&[i16::MIN, 5], i16::to_le_bytes)),
+        mem(DType::I16, &[2], le(&[i16::MIN, 5], i16::to_le_bytes)),
         ",",
     );
     round_trip_dense(
-        Mem::new(DType::U16, &[2], le(&[u16::MAX, 5], u16::to_le_bytes)),
+        mem(DType::U16, &[2], le(&[u16::MAX, 5], u16::to_le_bytes)),
         ",",
     );
     // Enough elements for several text chunks.
     let big: Vec<f32> = (0..20000).map(|i| (i as f32).sin() * 1e-3).collect();
     round_trip_dense(
-        Mem::new(DType::F32, &[100, 200], le(&big, f32::to_le_bytes)),
+        mem(DType::F32, &[100, 200], le(&big, f32::to_le_bytes)),
         ",",
     );
 }
 
 #[test]
 fn unsupported_dtypes_and_sparse_value_layouts_are_not_shown() {
-    let c = Mem::new(DType::C64, &[1], vec![0; 8]);
+    let c = mem(DType::C64, &[1], vec![0; 8]);
     assert!(open(AngelFormat::ColIdValueText, c, &ctx(",")).is_none());
-    let s = Mem::new(DType::Str, &[1], vec![]);
+    let s = mem(DType::Str, &[1], vec![]);
     assert!(open(AngelFormat::ValueBinary, s, &ctx(",")).is_none());
 }
 
 #[test]
 fn byte_vectors_of_the_spec() {
-    let t = Mem::new(DType::F32, &[2], le(&[1.0f32, -2.5], f32::to_le_bytes));
+    let t = mem(DType::F32, &[2], le(&[1.0f32, -2.5], f32::to_le_bytes));
     let f = open(AngelFormat::ValueBinary, t.clone(), &ctx(",")).unwrap();
     assert_eq!(file_bytes(&*f), [0x3f, 0x80, 0, 0, 0xc0, 0x20, 0, 0]);
     let f = open(AngelFormat::ColIdValueText, t.clone(), &ctx(",")).unwrap();
     assert_eq!(file_bytes(&*f), b"0,1.0\n1,-2.5\n");
     let f = open(AngelFormat::TextColumn, t, &ctx(",")).unwrap();
     assert_eq!(file_bytes(&*f), b"0,1.0\n1,-2.5\n");
-    let t = Mem::new(DType::F32, &[2, 1], le(&[0.5f32, -1.0], f32::to_le_bytes));
+    let t = mem(DType::F32, &[2, 1], le(&[0.5f32, -1.0], f32::to_le_bytes));
     let f = open(AngelFormat::BinaryColumn, t, &ctx(",")).unwrap();
     assert_eq!(
         file_bytes(&*f),
@@ -352,7 +333,7 @@ mod tf_fixtures;
 /// line) and binary column reads start inside a record.
 pub(super) fn tall_dense() -> Arc<dyn Tensor> {
     let v: Vec<f32> = (0..3 * 40_000).map(|i| (i as f32 * 0.37).cos()).collect();
-    Mem::new(DType::F32, &[40_000, 3], le(&v, f32::to_le_bytes))
+    mem(DType::F32, &[40_000, 3], le(&v, f32::to_le_bytes))
 }
 
 /// A sparse matrix with many saved rows and few columns (column records span chunks).
@@ -450,4 +431,64 @@ fn sparse_column_formats_need_the_dense_view() {
     }
     let exact = ctx_with(",", 9_600_000);
     assert!(open(AngelFormat::BinaryColumn, t, &exact).is_some());
+}
+
+/// Counts the elements read through it.
+struct Counting(Arc<dyn Tensor>, std::sync::atomic::AtomicU64);
+
+impl Tensor for Counting {
+    fn meta(&self) -> &crate::model::TensorMeta {
+        self.0.meta()
+    }
+    fn read_elements(&self, first: u64, out: &mut [u8]) -> Result<(), crate::model::ModelError> {
+        let n = out.len() as u64 / self.0.meta().dtype.elem_size().unwrap() as u64;
+        self.1.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+        self.0.read_elements(first, out)
+    }
+}
+
+#[test]
+fn reads_touch_only_what_they_need() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let counting = Arc::new(Counting(tall_dense(), Default::default()));
+    let t: Arc<dyn Tensor> = counting.clone();
+    // Binary: 8 bytes in the middle of a 40 000-value column record (straddling 3 values)
+    // read 3 elements.
+    let f = open(AngelFormat::BinaryColumn, t.clone(), &ctx(",")).unwrap();
+    let record = 4 + 40_000 * 4;
+    let mut b = [0u8; 8];
+    assert_eq!(f.read_at(record + 4 + 1000 * 4 + 2, &mut b).unwrap(), 8);
+    assert_eq!(counting.1.load(Relaxed), 3);
+    // Text: the index renders every chunk once (in the shared cache's counter); then a small
+    // read renders at most the two chunks it straddles, and a second file object for the same
+    // tensor and format reuses the index.
+    let c = ctx(",");
+    let f = open(AngelFormat::TextColumn, t.clone(), &c).unwrap();
+    let size = f.size().unwrap();
+    let chunks = c.cache.rendered_chunks();
+    assert_eq!(
+        chunks,
+        (3 * 40_001u64).div_ceil(crate::layout::text::CHUNK_ELEMENTS)
+    );
+    counting.1.store(0, Relaxed);
+    let mut b = [0u8; 100];
+    f.read_at(size / 2, &mut b).unwrap();
+    assert!(c.cache.rendered_chunks() - chunks <= 2);
+    assert!(counting.1.load(Relaxed) <= 2 * crate::layout::text::CHUNK_ELEMENTS);
+    let again = open(AngelFormat::TextColumn, t.clone(), &c).unwrap();
+    let before = c.cache.rendered_chunks();
+    assert_eq!(again.size().unwrap(), size);
+    assert_eq!(c.cache.rendered_chunks(), before);
+    // Another separator is another file (same size here: one byte either way).
+    let tab = Arc::new(LayoutCtx {
+        sep: "\t".into(),
+        max_dense: 1 << 30,
+        layouts: vec![],
+        cache: c.cache.clone(),
+    });
+    let f = open(AngelFormat::TextColumn, t, &tab).unwrap();
+    assert_eq!(f.size().unwrap(), size);
+    assert_eq!(c.cache.rendered_chunks(), before + chunks);
+    f.read_at(size - 100, &mut b).unwrap();
+    assert!(b.contains(&b'\t') && !b.contains(&b','));
 }
