@@ -83,6 +83,24 @@ pub trait ReadAt: Send + Sync + fmt::Debug {
     fn check_unchanged(&self) -> Result<(), SourceError> {
         Ok(())
     }
+    /// The identity of the underlying file, for sources backed by one (`None` otherwise).
+    fn identity(&self) -> Option<FileIdentity> {
+        None
+    }
+}
+
+/// A string naming `file`'s exact version (path, size, mtime in ns, inode), for keys of
+/// persistent caches: it changes whenever the file is rewritten or replaced. `None` for
+/// sources without a file identity (in-memory data).
+pub fn identity_string(file: &dyn ReadAt) -> Option<String> {
+    let id = file.identity()?;
+    Some(format!(
+        "{}:{}:{}:{}",
+        file.name(),
+        id.size,
+        id.mtime_ns,
+        id.ino
+    ))
 }
 
 /// An in-memory source (tests, synthesized data).
@@ -210,6 +228,9 @@ impl ReadAt for MmapFile {
     }
     fn mtime(&self) -> SystemTime {
         self.mtime
+    }
+    fn identity(&self) -> Option<FileIdentity> {
+        Some(self.identity)
     }
     fn read_at(&self, offset: u64, len: usize) -> Result<Cow<'_, [u8]>, SourceError> {
         let range = checked_range(&self.name, offset, len, self.size())?;

@@ -32,7 +32,7 @@ use super::meta::{self, MatrixMeta, PartMeta};
 use crate::model::{
     DType, ModelError, PartitionMeta, SourceFormat, SparseRows, Tensor, TensorMeta,
 };
-use crate::source::{MmapFile, ReadAt};
+use crate::source::{identity_string, MmapFile, ReadAt};
 
 type Cached = OnceLock<Result<Arc<SparseRows>, String>>;
 
@@ -54,6 +54,9 @@ struct Inner {
 pub struct AngelMatrix {
     tmeta: TensorMeta,
     inner: Option<Arc<Inner>>,
+    /// `Tensor::cache_identity`: meta and data file identities, separator, name (`None` when
+    /// a file could not be opened or has no identity).
+    identity: Option<String>,
 }
 
 /// Number of columns shown for a declared `col` (see the module comment).
@@ -75,12 +78,16 @@ impl AngelMatrix {
     /// Loads the matrix at `m`; never fails: a bad meta gives a tensor whose `problem` says why.
     pub fn load(m: &MatrixDir, sep: &str) -> Arc<AngelMatrix> {
         let mtime = mtime_of(&m.meta_path);
+        let mut meta_identity = None;
         let parsed = MmapFile::open(&m.meta_path)
             .map_err(|e| e.to_string())
-            .and_then(|f| meta::read_envelope(&f).map_err(|e| e.to_string()))
+            .and_then(|f| {
+                meta_identity = identity_string(&f);
+                meta::read_envelope(&f).map_err(|e| e.to_string())
+            })
             .and_then(|json| meta::parse_meta(&json).map_err(|e| e.to_string()));
         match parsed {
-            Ok(meta) => Arc::new(Self::from_meta(m, meta, sep, mtime)),
+            Ok(meta) => Arc::new(Self::from_meta(m, meta, sep, mtime, meta_identity)),
             Err(e) => {
                 let msg = format!("{}: {e}", m.meta_path.display());
                 log::warn!("{msg}");
@@ -97,12 +104,19 @@ impl AngelMatrix {
                         mtime,
                     },
                     inner: None,
+                    identity: None,
                 })
             }
         }
     }
 
-    fn from_meta(m: &MatrixDir, meta: MatrixMeta, sep: &str, mtime: SystemTime) -> AngelMatrix {
+    fn from_meta(
+        m: &MatrixDir,
+        meta: MatrixMeta,
+        sep: &str,
+        mtime: SystemTime,
+        meta_identity: Option<String>,
+    ) -> AngelMatrix {
         let dir: PathBuf = m.dir.clone();
         let mut files = BTreeMap::new();
         for p in &meta.parts {
@@ -158,8 +172,10 @@ impl AngelMatrix {
             problem,
             mtime,
         };
+        let identity = matrix_identity(meta_identity, &files, sep, &m.name);
         let n = meta.parts.len();
         AngelMatrix {
+            identity,
             tmeta,
             inner: Some(Arc::new(Inner {
                 meta,
@@ -235,6 +251,27 @@ impl Inner {
             p.start_col
         }
     }
+}
+
+/// The matrix's cache identity: every file its bytes come from (the meta fixes the layout of
+/// the data files), the separator its text data is parsed with, and its name.
+fn matrix_identity(
+    meta: Option<String>,
+    files: &BTreeMap<String, Result<Arc<MmapFile>, String>>,
+    sep: &str,
+    name: &[u8],
+) -> Option<String> {
+    let mut id = format!("angel\0{}", meta?);
+    for f in files.values() {
+        id.push('\0');
+        id.push_str(&identity_string(&**f.as_ref().ok()?)?);
+    }
+    id.push_str(&format!(
+        "\0sep={}\0{}",
+        sep.escape_default(),
+        name.escape_ascii()
+    ));
+    Some(id)
 }
 
 fn lines_before(meta: &MatrixMeta) -> Vec<u64> {
@@ -412,6 +449,10 @@ impl Tensor for AngelMatrix {
         self.entries()
     }
 
+    fn cache_identity(&self) -> Option<String> {
+        self.identity.clone()
+    }
+
     fn partition(&self, i: usize) -> Result<Arc<dyn Tensor>, ModelError> {
         let inner = self
             .inner
@@ -447,6 +488,7 @@ impl Tensor for AngelMatrix {
             mtime: self.tmeta.mtime,
         };
         Ok(Arc::new(AngelPartition {
+            identity: self.identity.as_ref().map(|m| format!("{m}\0part{i}")),
             tmeta,
             inner: inner.clone(),
             index: i,
@@ -464,6 +506,8 @@ pub struct AngelPartition {
     /// Subtracted from row / column ids for dense reads (0 for sparse partitions).
     row_base: u64,
     col_base: i64,
+    /// The matrix's cache identity plus the partition index.
+    identity: Option<String>,
 }
 
 impl AngelPartition {
@@ -496,5 +540,9 @@ impl Tensor for AngelPartition {
     /// The partition's stored entries, in matrix coordinates (see the module comment).
     fn sparse(&self) -> Result<Arc<SparseRows>, ModelError> {
         self.global()
+    }
+
+    fn cache_identity(&self) -> Option<String> {
+        self.identity.clone()
     }
 }

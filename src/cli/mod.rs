@@ -1,4 +1,4 @@
-//! Command line (SPEC §4): mount, umount, ls, cat, info.
+//! Command line (SPEC §4): mount, umount, ls, cat, info, index.
 //!
 //! Exit statuses: 0 success; 1 usage (bad arguments, unknown `-o` option, a path that does not
 //! exist in the tree); 2 source not recognised or unreadable (including data that fails to
@@ -17,6 +17,10 @@ use crate::options::Options;
 
 mod browse;
 mod daemon;
+mod format_rate;
+pub mod index;
+#[cfg(test)]
+mod index_tests;
 mod mount;
 pub mod mounts;
 mod umount;
@@ -69,6 +73,21 @@ enum Command {
     },
     /// Format, tensor count, dtypes, total bytes, problems found.
     Info { source: PathBuf },
+    /// Precompute the exact size of every text file a mount with the same options shows,
+    /// into the index cache (cache_dir), so later mounts know them without rendering.
+    Index {
+        #[arg(short = 'o', value_name = "OPT,OPT…")]
+        options: Vec<String>,
+        source: PathBuf,
+    },
+    /// Benchmark helper: single-threaded formatting rate of a float32 file's values.
+    #[command(hide = true)]
+    FormatRate {
+        #[arg(short = 'o', value_name = "OPT,OPT…")]
+        options: Vec<String>,
+        source: PathBuf,
+        path: OsString,
+    },
 }
 
 /// A failure with its exit status; the message is printed as `modelfs: <message>`.
@@ -124,6 +143,17 @@ pub fn main() -> i32 {
             path,
         } => parse_options(&options).and_then(|opts| browse::cat(&source, &path, &opts)),
         Command::Info { source } => browse::info(&source),
+        Command::Index { options, source } => {
+            parse_options(&options).and_then(|opts| index::index(&source, &opts))
+        }
+        Command::FormatRate {
+            options,
+            source,
+            path,
+        } => parse_options(&options).and_then(|opts| {
+            use std::os::unix::ffi::OsStrExt;
+            format_rate::format_rate(&source, path.as_bytes(), &opts)
+        }),
     };
     match result {
         Ok(()) => EXIT_OK,

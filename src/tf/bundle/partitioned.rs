@@ -290,6 +290,24 @@ impl Tensor for PartitionedTensor {
         })
     }
 
+    /// Index file identity + key + every slice's location identity.
+    fn cache_identity(&self) -> Option<String> {
+        if self.meta.problem.is_some() {
+            return None;
+        }
+        let first = self.slices.first()?.tensor.as_ref()?;
+        let mut id = format!(
+            "tfp\0{}\0{}",
+            first.index_identity()?,
+            self.meta.name.escape_ascii()
+        );
+        for s in &self.slices {
+            id.push('\0');
+            id.push_str(&s.tensor.as_ref()?.location_identity()?);
+        }
+        Some(id)
+    }
+
     fn partition(&self, i: usize) -> Result<Arc<dyn Tensor>, ModelError> {
         let slice = self
             .slices

@@ -8,7 +8,7 @@ use super::entry::{DataLoc, Entry};
 use super::varlen::VarIndex;
 use super::Bundle;
 use crate::model::{DType, ModelError, SourceFormat, Tensor, TensorMeta};
-use crate::source::ReadAt;
+use crate::source::{identity_string, ReadAt};
 use crate::tf::coding::{crc32c_extend, mask_crc};
 use crate::tf::dtype::{swap_in_place, swap_width};
 
@@ -54,6 +54,27 @@ impl TfTensor {
 
     pub fn loc(&self) -> Option<DataLoc> {
         self.loc
+    }
+
+    /// Identity of the index file this entry was read from (its dtype, shape and location
+    /// are fixed by that file's bytes).
+    pub(super) fn index_identity(&self) -> Option<String> {
+        identity_string(&**self.bundle.table.file())
+    }
+
+    /// Identity of this entry's bytes: the data file's identity and the entry's location and
+    /// checksum. `None` for a tensor with a known problem or data not backed by a file.
+    pub(super) fn location_identity(&self) -> Option<String> {
+        if self.meta.problem.is_some() {
+            return None;
+        }
+        let loc = self.loc?;
+        let shard = self.bundle.shard(loc.shard).ok()?;
+        let shard = identity_string(&*shard)?;
+        Some(format!(
+            "{shard}@{}+{}~{:08x}",
+            loc.offset, loc.size, loc.crc
+        ))
     }
 
     fn fail(&self, msg: impl std::fmt::Display) -> ModelError {
@@ -110,6 +131,17 @@ fn check_location(bundle: &Bundle, loc: DataLoc) -> Result<(), String> {
 impl Tensor for TfTensor {
     fn meta(&self) -> &TensorMeta {
         &self.meta
+    }
+
+    /// Index file identity + data file identity + location + key: any rewrite of either file
+    /// changes it, so a stored text index is never used for other bytes.
+    fn cache_identity(&self) -> Option<String> {
+        let index = self.index_identity()?;
+        let data = self.location_identity()?;
+        Some(format!(
+            "tf\0{index}\0{data}\0{}",
+            self.meta.name.escape_ascii()
+        ))
     }
 
     fn read_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {

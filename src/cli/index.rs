@@ -1,0 +1,219 @@
+//! `modelfs index SOURCE`: precomputes the exact size (chunk index) of every text file of the
+//! mount that the same `-o` options would give, so that the persistent index store under
+//! `cache_dir` answers later mounts' `stat` without rendering.
+//!
+//! Files are sized by `threads` workers taking them from a shared counter (a big tensor's
+//! index build is itself parallel). Progress goes to stderr, redrawn in place, only when
+//! stderr is a terminal: percent of the work, rate in values per second, ETA. Work is counted
+//! in tensor values for text layouts (what rendering costs) and 1 per other file.
+
+use std::io::Write;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::fs::listing::NodeKind;
+use crate::fs::{FileKind, Ino, Tree, TreeConfig, ROOT_INO};
+use crate::layout::Layout;
+use crate::model::Model;
+use crate::options::Options;
+
+use super::{open_model, source_mtime, Failure, EXIT_SOURCE, EXIT_USAGE};
+
+/// What one run did.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct IndexReport {
+    pub files: u64,
+    pub text_files: u64,
+    pub failed: u64,
+}
+
+/// True for layouts whose size needs rendering (the ones the index store is for).
+pub fn is_text_layout(layout: Layout) -> bool {
+    match layout {
+        Layout::Txt | Layout::Csv | Layout::Libsvm => true,
+        Layout::Angel(f) => f.is_text(),
+        Layout::Json | Layout::Bin | Layout::Npy => false,
+    }
+}
+
+pub fn index(source: &Path, opts: &Options) -> Result<(), Failure> {
+    if opts.cache_dir.is_none() {
+        return Err(Failure::new(
+            EXIT_USAGE,
+            "index needs a cache directory (cache_dir=none was given)",
+        ));
+    }
+    let model = open_model(source, opts)?;
+    let cfg = TreeConfig::for_user(opts.uid, opts.gid, source_mtime(source));
+    let tree = Tree::new(model.clone(), crate::fs::layout_ctx(opts), cfg);
+    let started = Instant::now();
+    let report = index_tree(&tree, model.as_ref(), opts.threads, unsafe_isatty_stderr())?;
+    eprintln!(
+        "modelfs: indexed {} files ({} text) in {:.1} s{}",
+        report.files,
+        report.text_files,
+        started.elapsed().as_secs_f64(),
+        if report.failed > 0 {
+            format!("; {} could not be read (see the log)", report.failed)
+        } else {
+            String::new()
+        }
+    );
+    if report.failed > 0 && report.failed == report.files {
+        return Err(Failure::new(EXIT_SOURCE, "no file could be read"));
+    }
+    Ok(())
+}
+
+fn unsafe_isatty_stderr() -> bool {
+    // SAFETY: isatty only inspects the descriptor.
+    unsafe { libc::isatty(2) == 1 }
+}
+
+/// One file to size and its weight in the progress count.
+struct Job {
+    ino: Ino,
+    weight: u64,
+    text: bool,
+}
+
+/// Sizes every file of `tree` on `threads` workers; draws progress on stderr if `progress`.
+pub fn index_tree(
+    tree: &Tree,
+    model: &dyn Model,
+    threads: usize,
+    progress: bool,
+) -> Result<IndexReport, Failure> {
+    let mut jobs = Vec::new();
+    collect(tree, model, ROOT_INO, &mut jobs)
+        .map_err(|e| Failure::new(EXIT_SOURCE, format!("listing the tree: {e}")))?;
+    // Biggest first: the long builds start early and the small ones fill the gaps.
+    jobs.sort_by_key(|j| std::cmp::Reverse(j.weight));
+    let total: u64 = jobs.iter().map(|j| j.weight).sum();
+    let next = AtomicUsize::new(0);
+    let done = AtomicU64::new(0);
+    let failed = AtomicU64::new(0);
+    let finished = AtomicUsize::new(0);
+    let workers = threads.clamp(1, jobs.len().max(1));
+    let started = Instant::now();
+    std::thread::scope(|s| {
+        for _ in 0..workers {
+            s.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(job) = jobs.get(i) else { break };
+                    if tree.getattr(job.ino).is_err() {
+                        failed.fetch_add(1, Ordering::Relaxed);
+                    }
+                    done.fetch_add(job.weight, Ordering::Relaxed);
+                }
+                finished.fetch_add(1, Ordering::Relaxed);
+            });
+        }
+        if progress {
+            let mut err = std::io::stderr().lock();
+            while finished.load(Ordering::Relaxed) < workers {
+                std::thread::sleep(Duration::from_millis(200));
+                let line = progress_line(done.load(Ordering::Relaxed), total, started.elapsed());
+                let _ = write!(err, "\r\x1b[2K{line}");
+                let _ = err.flush();
+            }
+            let _ = write!(err, "\r\x1b[2K");
+            let _ = err.flush();
+        }
+    });
+    Ok(IndexReport {
+        files: jobs.len() as u64,
+        text_files: jobs.iter().filter(|j| j.text).count() as u64,
+        failed: failed.into_inner(),
+    })
+}
+
+/// `42.0% 12.3M values/s ETA 0:07`.
+pub fn progress_line(done: u64, total: u64, elapsed: Duration) -> String {
+    let pct = if total == 0 {
+        100.0
+    } else {
+        done as f64 * 100.0 / total as f64
+    };
+    let secs = elapsed.as_secs_f64();
+    let rate = if secs > 0.0 { done as f64 / secs } else { 0.0 };
+    let eta = if rate > 0.0 {
+        let left = (total.saturating_sub(done)) as f64 / rate;
+        let left = left.min(99.0 * 3600.0) as u64;
+        format!("{}:{:02}", left / 60, left % 60)
+    } else {
+        "?".into()
+    };
+    format!("indexing {pct:5.1}%  {}  ETA {eta}", human_rate(rate))
+}
+
+fn human_rate(rate: f64) -> String {
+    if rate >= 1e9 {
+        format!("{:.1}G values/s", rate / 1e9)
+    } else if rate >= 1e6 {
+        format!("{:.1}M values/s", rate / 1e6)
+    } else if rate >= 1e3 {
+        format!("{:.1}k values/s", rate / 1e3)
+    } else {
+        format!("{rate:.0} values/s")
+    }
+}
+
+/// Every file under `dir`, depth-first (symlinks are not followed: they lead into the tree).
+fn collect(
+    tree: &Tree,
+    model: &dyn Model,
+    dir: Ino,
+    jobs: &mut Vec<Job>,
+) -> Result<(), crate::fs::FsError> {
+    let mut items = Vec::new();
+    tree.readdir(dir, 0, |item| {
+        items.push(item);
+        true
+    })?;
+    for item in items {
+        match item.kind {
+            FileKind::Dir => collect(tree, model, item.ino, jobs)?,
+            FileKind::Symlink => {}
+            FileKind::File => {
+                let node = tree.node(item.ino)?;
+                let (text, weight) = match &node.kind {
+                    NodeKind::File {
+                        tensor,
+                        layout,
+                        partition,
+                    } if is_text_layout(*layout) => (true, values_of(model, tensor, *partition)),
+                    _ => (false, 0),
+                };
+                jobs.push(Job {
+                    ino: item.ino,
+                    weight: weight.saturating_add(1),
+                    text,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Values a text rendering of the tensor (or partition) goes through: its dense element count,
+/// or the stored bytes of a sparse one (a proxy; decoding dominates there).
+fn values_of(model: &dyn Model, path: &[Vec<u8>], partition: Option<usize>) -> u64 {
+    let Ok(mut t) = model.tensor(path) else {
+        return 0;
+    };
+    if let Some(i) = partition {
+        match t.partition(i) {
+            Ok(p) => t = p,
+            Err(_) => return 0,
+        }
+    }
+    let meta = t.meta();
+    if meta.sparse {
+        meta.partitions.iter().map(|p| p.length).sum::<u64>()
+    } else {
+        meta.num_elements().unwrap_or(0)
+    }
+}
