@@ -12,7 +12,7 @@
 //!   when the weak still upgrades to the same tensor.
 
 use std::num::NonZeroUsize;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use lru::LruCache;
@@ -86,6 +86,8 @@ pub struct ChunkCache {
     store: OnceLock<Arc<dyn IndexStore>>,
     next_namespace: AtomicU64,
     rendered: AtomicU64,
+    /// Read-ahead worker threads running (bounded by `2 × threads`).
+    readahead_workers: AtomicUsize,
 }
 
 /// How many chunk indexes stay in memory without a file holding them.
@@ -108,6 +110,7 @@ impl ChunkCache {
             store: OnceLock::new(),
             next_namespace: AtomicU64::new(1),
             rendered: AtomicU64::new(0),
+            readahead_workers: AtomicUsize::new(0),
         }
     }
 
@@ -147,6 +150,26 @@ impl ChunkCache {
 
     pub fn count_rendered(&self, n: u64) {
         self.rendered.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Reserves a read-ahead worker slot (at most `2 × threads` run at once, over all files).
+    pub fn try_start_worker(&self) -> bool {
+        let max = self.threads.saturating_mul(2).max(1);
+        self.readahead_workers
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < max).then_some(n + 1)
+            })
+            .is_ok()
+    }
+
+    /// Frees a slot taken by `try_start_worker`.
+    pub fn end_worker(&self) {
+        self.readahead_workers.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// Read-ahead workers running now.
+    pub fn readahead_workers(&self) -> usize {
+        self.readahead_workers.load(Ordering::Acquire)
     }
 
     /// Bytes currently held by blocks.

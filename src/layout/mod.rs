@@ -180,6 +180,7 @@ pub mod generic;
 pub mod gentext;
 pub mod json;
 pub mod num;
+pub mod readahead;
 #[doc(hidden)]
 pub mod testing;
 pub mod text;

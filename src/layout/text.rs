@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
 use super::cache::{ChunkCache, ChunkIndex, IndexKey};
+use super::readahead::{render_checked, ReadAhead};
 use super::{FileContent, LayoutError};
 use crate::model::Tensor;
 
@@ -42,6 +43,7 @@ pub struct ChunkedText {
     key: IndexKey,
     state: Mutex<IndexState>,
     ready: Condvar,
+    readahead: Arc<ReadAhead>,
 }
 
 impl ChunkedText {
@@ -67,6 +69,7 @@ impl ChunkedText {
             key,
             state: Mutex::new(IndexState::Absent),
             ready: Condvar::new(),
+            readahead: Arc::new(ReadAhead::default()),
         }
     }
 
@@ -133,25 +136,27 @@ impl ChunkedText {
         Ok(index)
     }
 
-    /// Chunk `i`'s bytes, from the cache or rendered now; checks the length the index expects.
+    /// Chunk `i`'s bytes, from the cache (possibly rendered by read-ahead) or rendered now;
+    /// checks the length the index expects.
     fn chunk(&self, index: &ChunkIndex, i: u64) -> Result<Arc<Vec<u8>>, LayoutError> {
         if let Some(c) = self.cache.get(index.namespace, i) {
             return Ok(c);
         }
-        let (start, end) = (index.offsets[i as usize], index.offsets[i as usize + 1]);
-        let want = end - start;
-        let mut v = Vec::with_capacity(usize::try_from(want).unwrap_or(0));
-        self.source.render(i, &mut v)?;
-        self.cache.count_rendered(1);
-        if v.len() as u64 != want {
-            return Err(LayoutError::Other(format!(
-                "text chunk {i} rendered to {} bytes, its index says {want} (source changed?)",
-                v.len()
-            )));
+        if let Some(c) = self.readahead.claim(&self.cache, index.namespace, i) {
+            return Ok(c);
         }
-        let v = Arc::new(v);
-        self.cache.insert(index.namespace, i, v.clone());
-        Ok(v)
+        let rendered = render_checked(&*self.source, &self.cache, index, i);
+        let v = rendered.map(Arc::new);
+        if let Ok(v) = &v {
+            self.cache.insert(index.namespace, i, v.clone());
+        }
+        self.readahead.release(i);
+        v
+    }
+
+    /// Read-ahead state (tests).
+    pub fn readahead(&self) -> &Arc<ReadAhead> {
+        &self.readahead
     }
 }
 
@@ -266,6 +271,14 @@ impl FileContent for ChunkedText {
             }
             i += 1;
         }
+        self.readahead.after_read(
+            offset,
+            pos,
+            i.saturating_sub(1) as u64,
+            &self.source,
+            &self.cache,
+            &index,
+        );
         Ok(written)
     }
 }
