@@ -68,8 +68,9 @@ fn to_fuse(a: &Attr) -> FileAttr {
         uid: a.uid,
         gid: a.gid,
         rdev: 0,
-        // Hint for readers' buffer sizes (cp, cat, python use st_blksize).
-        blksize: 128 << 10,
+        // Hint for readers' buffer sizes (cp, cat, python use st_blksize): 1 MiB reads make a
+        // page-cache hit about 1.6x faster than 128 KiB ones on FUSE (fewer syscalls).
+        blksize: 1 << 20,
         flags: 0,
     }
 }
@@ -255,11 +256,22 @@ impl Filesystem for ModelFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        let mut buf = vec![0u8; size.min(MAX_READ) as usize];
-        match self.tree.read(ino.0, offset, &mut buf) {
-            Ok(n) => reply.data(&buf[..n]),
-            Err(e) => reply.error(errno(&e)),
+        // One buffer per FUSE thread, reused: no allocation or zeroing per request.
+        thread_local! {
+            static READ_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
         }
+        let len = size.min(MAX_READ) as usize;
+        READ_BUF.with(|b| {
+            let mut b = b.borrow_mut();
+            if b.len() < len {
+                b.resize(len, 0);
+            }
+            let buf = &mut b[..len];
+            match self.tree.read(ino.0, offset, buf) {
+                Ok(n) => reply.data(&buf[..n]),
+                Err(e) => reply.error(errno(&e)),
+            }
+        });
     }
 
     fn write(

@@ -23,6 +23,37 @@ pub fn crc32c_extend(crc: u32, data: &[u8]) -> u32 {
     crc32c::crc32c_append(crc, data)
 }
 
+/// CRC32C of `data` (from 0), computed on up to `threads` threads for large inputs: each
+/// thread checksums one contiguous part (at least `PARALLEL_CRC_MIN` bytes) and the parts'
+/// CRCs are combined. Same result as `crc32c_extend(0, data)`.
+pub fn crc32c_parallel(data: &[u8], threads: usize) -> u32 {
+    let parts = threads.min(data.len() / PARALLEL_CRC_MIN).max(1);
+    if parts == 1 {
+        return crc32c_extend(0, data);
+    }
+    let part = data.len().div_ceil(parts);
+    let crcs: Vec<(u32, usize)> = std::thread::scope(|s| {
+        let handles: Vec<_> = data
+            .chunks(part)
+            .map(|c| s.spawn(move || (crc32c::crc32c(c), c.len())))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or((0, usize::MAX)))
+            .collect()
+    });
+    crcs.into_iter().enumerate().fold(0, |acc, (i, (c, len))| {
+        if i == 0 {
+            c
+        } else {
+            crc32c::crc32c_combine(acc, c, len)
+        }
+    })
+}
+
+/// Smallest part worth a thread of its own in `crc32c_parallel`.
+pub const PARALLEL_CRC_MIN: usize = 32 << 20;
+
 /// Decodes a varint64 (at most 10 bytes) from the start of `buf`.
 pub fn decode_varint64(buf: &[u8]) -> Option<(u64, usize)> {
     let mut value: u64 = 0;
@@ -75,6 +106,21 @@ pub fn fixed32_at(buf: &[u8], at: usize) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parallel_crc_equals_serial() {
+        let data: Vec<u8> = (0..(PARALLEL_CRC_MIN * 3 + 12345))
+            .map(|i| (i * 31 % 251) as u8)
+            .collect();
+        let want = crc32c_extend(0, &data);
+        for threads in [1, 2, 3, 4, 8] {
+            assert_eq!(crc32c_parallel(&data, threads), want, "{threads}");
+        }
+        assert_eq!(
+            crc32c_parallel(&data[..100], 4),
+            crc32c_extend(0, &data[..100])
+        );
+    }
 
     #[test]
     fn crc_vectors() {

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# modelfs performance benchmark (README "Performance").
+#
+#   scripts/bench.sh            build (release), generate fixtures if missing, measure, print table
+#   scripts/bench.sh --clean    remove the work directory (fixtures, caches, mount points) and exit
+#
+# Environment:
+#   BENCH_DIR=/tmp/modelfs-bench   work directory (about 5.2 GiB of fixtures)
+#   RUNS=5                         median of RUNS runs for every figure (LS_RUNS for target 2)
+#   ONLY=1,3                       run only these targets (1 mount, 2 ls -lR, 3 bin/npy,
+#                                  4 txt throughput, 5 tail/stat, 6 peak RSS)
+#   SAVETXT_VALUES=2000000         values numpy.savetxt formats for its rate
+# Needs: cargo, python3 with numpy (tensorflow-cpu for the TF baselines), fusermount3.
+# Fixtures are written by examples/gen_bench_ckpt.rs (streaming; TF reads them too).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export BENCH_DIR="${BENCH_DIR:-/tmp/modelfs-bench}"
+
+if [[ "${1:-}" == "--clean" ]]; then
+    for m in "$BENCH_DIR"/mnt-*; do
+        [[ -d "$m" ]] && { fusermount3 -u "$m" 2>/dev/null || true; rmdir "$m" 2>/dev/null || true; }
+    done
+    rm -rf "$BENCH_DIR"
+    echo "removed $BENCH_DIR"
+    exit 0
+fi
+
+cargo build --release --quiet --bin modelfs --example gen_bench_ckpt
+export MODELFS="$PWD/target/release/modelfs"
+export GEN="$PWD/target/release/examples/gen_bench_ckpt"
+exec python3 scripts/bench/bench.py

@@ -1,0 +1,303 @@
+#!/usr/bin/env python3
+"""modelfs performance figures, each a ratio measured side by side in one run (see
+scripts/bench.sh and README "Performance"). Prints a table with pass/fail per target.
+
+Environment: MODELFS (binary), GEN (gen_bench_ckpt binary), BENCH_DIR (work dir),
+RUNS (median of, default 5), LS_RUNS (default RUNS), SAVETXT_VALUES (values for the
+numpy.savetxt rate, default 2,000,000), ONLY (comma list of target numbers to run).
+"""
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+MODELFS = os.environ.get("MODELFS", "target/release/modelfs")
+GEN = os.environ.get("GEN", "target/release/examples/gen_bench_ckpt")
+WORK = os.environ.get("BENCH_DIR", "/tmp/modelfs-bench")
+RUNS = int(os.environ.get("RUNS", "5"))
+LS_RUNS = int(os.environ.get("LS_RUNS", str(RUNS)))
+SAVETXT_VALUES = int(os.environ.get("SAVETXT_VALUES", "2000000"))
+ONLY = set(filter(None, os.environ.get("ONLY", "").split(",")))
+
+W_ROWS = W_COLS = 16384  # 1 GiB of float32
+ROWS = []  # (target, figure, value, goal, verdict)
+
+
+def log(msg):
+    print(f"[bench] {msg}", file=sys.stderr, flush=True)
+
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, check=True, **kw)
+
+
+def timed(cmd, env=None, stdout=subprocess.DEVNULL):
+    t = time.perf_counter()
+    subprocess.run(cmd, check=True, env=env, stdout=stdout, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - t
+
+
+def median(xs):
+    return statistics.median(xs)
+
+
+def fixture(name, tensors, rows, cols):
+    d = os.path.join(WORK, name)
+    prefix = os.path.join(d, "ckpt")
+    if not os.path.exists(prefix + ".index"):
+        os.makedirs(d, exist_ok=True)
+        log(f"generating {name}: {tensors} x [{rows},{cols}] float32")
+        t = time.perf_counter()
+        run([GEN, prefix + ".tmp", str(tensors), str(rows), str(cols)])
+        os.rename(prefix + ".tmp.data-00000-of-00001", prefix + ".data-00000-of-00001")
+        os.rename(prefix + ".tmp.index", prefix + ".index")
+        log(f"  {time.perf_counter() - t:.1f} s")
+    return prefix
+
+
+class Env:
+    """XDG_CACHE_HOME pointing into the work dir (never the user's own cache)."""
+
+    def __init__(self, name):
+        self.cache = os.path.join(WORK, "cache-" + name)
+        self.env = dict(os.environ, XDG_CACHE_HOME=self.cache)
+
+    def reset(self):
+        shutil.rmtree(self.cache, ignore_errors=True)
+
+
+def mountpoint():
+    return tempfile.mkdtemp(prefix="mnt-", dir=WORK)
+
+
+def mount(src, mnt, env, opts=None):
+    cmd = [MODELFS, "mount"] + (["-o", opts] if opts else []) + [src, mnt]
+    return timed(cmd, env=env)
+
+
+def umount(mnt):
+    subprocess.run([MODELFS, "umount", mnt], stderr=subprocess.DEVNULL)
+
+
+def add(target, figure, value, goal, ok):
+    verdict = "n/a" if ok is None else ("PASS" if ok else "MISS")
+    ROWS.append((target, figure, value, goal, verdict))
+    log(f"{target}: {figure} = {value} ({goal}) {verdict}")
+
+
+def want(n):
+    return not ONLY or str(n) in ONLY
+
+
+# 1. Mount time, 100,000 tensors vs 10.
+def bench_mount(many, ten, env):
+    big, small = [], []
+    for _ in range(RUNS):
+        for src, out in ((ten, small), (many, big)):
+            mnt = mountpoint()
+            out.append(mount(src, mnt, env.env))
+            os.stat(os.path.join(mnt, "block_000"))
+            umount(mnt)
+            os.rmdir(mnt)
+    r = median(big) / median(small)
+    add("1", "mount 100k / mount 10 tensors",
+        f"{median(big)*1e3:.1f} ms / {median(small)*1e3:.1f} ms = {r:.2f}x", "<= 2x", r <= 2)
+
+
+# 2. ls -lR over the 100k mount (sizes cached) vs tf.train.list_variables.
+def bench_ls(many, env):
+    run([MODELFS, "index", "-o", "layouts=json,txt,npy", many], env=env.env,
+        stderr=subprocess.DEVNULL)
+    ls = []
+    for _ in range(LS_RUNS):
+        mnt = mountpoint()
+        mount(many, mnt, env.env)
+        ls.append(timed(["ls", "-lR", mnt]))
+        umount(mnt)
+        os.rmdir(mnt)
+    tf = []
+    have_tf = subprocess.run([sys.executable, "-c", "import tensorflow"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
+    if have_tf:
+        code = f"import tensorflow as tf; print(tf.train.list_variables({many!r}))"
+        for _ in range(RUNS):
+            tf.append(timed([sys.executable, "-c", code]))
+        r = median(tf) / median(ls)
+        add("2", "ls -lR 100k mount vs TF list_variables",
+            f"{median(ls):.2f} s vs {median(tf):.2f} s = {r:.2f}x faster", ">= 10x", r >= 10)
+    else:
+        add("2", "ls -lR 100k mount (TF not installed)", f"{median(ls):.2f} s", ">= 10x", None)
+
+
+def cat_time(path):
+    return timed(["cat", path])
+
+
+# 3. cat W.bin / W.npy, first and second read vs cat of the data file.
+def bench_binary(w, env):
+    data = w + ".data-00000-of-00001"
+    size = os.path.getsize(data)
+    cat_time(data)  # warm the page cache
+    base, res = [], {k: [] for k in ("bin1", "bin2", "npy1", "npy2")}
+    for _ in range(RUNS):
+        base.append(cat_time(data))
+        mnt = mountpoint()
+        mount(w, mnt, env.env, "layouts=json,bin,npy")
+        for lay in ("bin", "npy"):
+            p = os.path.join(mnt, "W." + lay)
+            res[lay + "1"].append(cat_time(p))
+            res[lay + "2"].append(cat_time(p))
+        umount(mnt)
+        os.rmdir(mnt)
+    b = median(base)
+    gbs = lambda t: f"{size / t / 2**30:.2f} GiB/s"
+    for key, goal in (("bin1", 0.5), ("npy1", 0.5), ("bin2", 0.9), ("npy2", 0.9)):
+        t = median(res[key])
+        r = b / t
+        read = "first" if key.endswith("1") else "second"
+        add("3", f"cat W.{key[:3]} ({read} read) vs cat data file",
+            f"{gbs(t)} vs {gbs(b)} = {r:.2f}x", f">= {goal}x", r >= goal)
+
+
+def format_rate(w, env):
+    out = run([MODELFS, "format-rate", "-o", "cache_dir=none", w, "W.txt"], env=env.env,
+              capture_output=True, text=True).stdout
+    f = dict(kv.split("=") for kv in out.split())
+    return int(f["values"]), float(f["seconds"])
+
+
+def savetxt_rate(w):
+    code = f"""
+import time, numpy as np, tensorflow as tf
+r = tf.train.load_checkpoint({w!r})
+v = r.get_tensor('W').reshape(-1)[:{SAVETXT_VALUES}]
+t = time.perf_counter()
+with open('/dev/null', 'w') as f:
+    np.savetxt(f, v)
+print(time.perf_counter() - t)
+"""
+    out = run([sys.executable, "-c", code], capture_output=True, text=True).stdout
+    return SAVETXT_VALUES / float(out.strip().splitlines()[-1])
+
+
+# 4. cat W.txt (first read, sizes cached) vs numpy.savetxt and the single-thread loop.
+# 5. tail -c 100 W.txt with cached sizes; stat without a cache vs the loop.
+def bench_text(w, env, do4, do5):
+    run([MODELFS, "index", "-o", "layouts=json,txt", w], env=env.env, stderr=subprocess.DEVNULL)
+    n = W_ROWS * W_COLS
+    fuse, loop, tails, stats, savetxt = [], [], [], [], []
+    for _ in range(RUNS):
+        if do4:
+            mnt = mountpoint()
+            mount(w, mnt, env.env, "layouts=json,txt")
+            fuse.append(cat_time(os.path.join(mnt, "W.txt")))
+            umount(mnt)
+            os.rmdir(mnt)
+            values, secs = format_rate(w, env)
+            loop.append(secs)
+        if do5:
+            mnt = mountpoint()
+            mount(w, mnt, env.env, "layouts=json,txt")
+            tails.append(timed(["tail", "-c", "100", os.path.join(mnt, "W.txt")]))
+            umount(mnt)
+            os.rmdir(mnt)
+            mnt = mountpoint()
+            mount(w, mnt, env.env, "layouts=json,txt,cache_dir=none")
+            t = time.perf_counter()
+            os.stat(os.path.join(mnt, "W.txt"))
+            stats.append(time.perf_counter() - t)
+            umount(mnt)
+            os.rmdir(mnt)
+            if not loop:
+                loop.append(format_rate(w, env)[1])
+    loop_rate = n / median(loop)
+    mv = lambda r: f"{r / 1e6:.1f} M values/s"
+    if do4:
+        for _ in range(RUNS):
+            savetxt.append(savetxt_rate(w))
+        fr, sr = n / median(fuse), median(savetxt)
+        add("4", "cat W.txt (first read) vs numpy.savetxt",
+            f"{mv(fr)} vs {mv(sr)} = {fr / sr:.1f}x", ">= 30x", fr / sr >= 30)
+        add("4", "cat W.txt vs 1-thread in-process loop",
+            f"{mv(fr)} vs {mv(loop_rate)} = {fr / loop_rate:.2f}x", ">= 0.8x (> 1x on 2 cores)",
+            fr / loop_rate >= 0.8)
+    if do5:
+        t = median(tails)
+        add("5", "tail -c 100 W.txt, fresh mount, cached sizes", f"{t * 1e3:.1f} ms", "< 20 ms",
+            t < 0.020)
+        sr = n / median(stats)
+        add("5", "first stat W.txt without cache vs 1-thread loop",
+            f"{mv(sr)} vs {mv(loop_rate)} = {sr / loop_rate:.2f}x", ">= 1.5x",
+            sr / loop_rate >= 1.5)
+
+
+def vm_hwm(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+# 6. Peak RSS of the daemon reading every file of the 4 GiB checkpoint.
+def bench_rss(big, env):
+    env.reset()
+    mnt = mountpoint()
+    p = subprocess.Popen([MODELFS, "mount", "-f", big, mnt], env=env.env,
+                         stderr=subprocess.DEVNULL)
+    deadline = time.time() + 30
+    while not os.path.ismount(mnt):
+        if time.time() > deadline or p.poll() is not None:
+            raise SystemExit("the 4 GiB mount did not come up")
+        time.sleep(0.05)
+    t = time.perf_counter()
+    run(["sh", "-c", f"find {mnt} -type f -exec cat {{}} + > /dev/null"])
+    secs = time.perf_counter() - t
+    hwm = vm_hwm(p.pid)
+    umount(mnt)
+    p.wait(timeout=30)
+    os.rmdir(mnt)
+    limit = (64 + 256) << 20
+    add("6", "peak RSS reading all of the 4 GiB ckpt (json,txt,npy)",
+        f"{hwm / 2**20:.0f} MiB (read in {secs:.0f} s)", "<= 64 MiB + 256M cache",
+        hwm <= limit)
+
+
+def main():
+    os.makedirs(WORK, exist_ok=True)
+    started = time.perf_counter()
+    env = Env("bench")
+    if want(1) or want(2):
+        many = fixture("many", 100000, 8, 8)
+        ten = fixture("ten", 10, 8, 8)
+    if want(3) or want(4) or want(5):
+        w = fixture("w1g", 1, W_ROWS, W_COLS)
+    if want(6):
+        big = fixture("big4g", 256, 2048, 2048)
+    env.reset()
+    if want(1):
+        bench_mount(many, ten, env)
+    if want(2):
+        bench_ls(many, env)
+    if want(3):
+        bench_binary(w, env)
+    if want(4) or want(5):
+        bench_text(w, env, want(4), want(5))
+    if want(6):
+        bench_rss(big, Env("rss"))
+    cores = os.cpu_count()
+    print(f"\nmodelfs benchmark — {cores} cores, median of {RUNS} runs "
+          f"(ls: {LS_RUNS}), {time.perf_counter() - started:.0f} s total\n")
+    w0 = max(len(r[1]) for r in ROWS)
+    w1 = max(len(r[2]) for r in ROWS)
+    w2 = max(len(r[3]) for r in ROWS)
+    print(f"{'#':<2} {'figure':<{w0}}  {'measured':<{w1}}  {'target':<{w2}}  verdict")
+    for t, fig, val, goal, verdict in ROWS:
+        print(f"{t:<2} {fig:<{w0}}  {val:<{w1}}  {goal:<{w2}}  {verdict}")
+
+
+if __name__ == "__main__":
+    main()
