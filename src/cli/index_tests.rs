@@ -212,3 +212,43 @@ fn angel_second_mount_renders_nothing_and_rewrite_invalidates() {
     assert!(ctx3.cache.rendered_chunks() > 0);
     assert_ne!(after, before[1]);
 }
+
+/// A large tensor's checksum verdict persists with the identity of its files: a remount of the
+/// same bytes does not re-verify, a rewritten data file is verified again (and fails here).
+#[test]
+fn large_tensor_checksum_verdict_persists_until_the_file_changes() {
+    use crate::layout::cache::IndexStore;
+    use crate::layout::disk_index::DiskIndexStore;
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let n = (crate::tf::bundle::tensor::PERSIST_VERDICT_MIN / 4) as usize;
+    let mut b = BundleBuilder::new("ckpt");
+    let vals: Vec<f32> = (0..n).map(|i| (i % 1000) as f32).collect();
+    b.add_f32(b"big", &[n as u64], &vals);
+    let (index, files) = b.finish();
+    std::fs::write(dir.path().join("ckpt.index"), index).unwrap();
+    let data = dir.path().join("ckpt.data-00000-of-00001");
+    for (_, f) in files {
+        std::fs::write(&data, f.read_at(0, f.size() as usize).unwrap()).unwrap();
+    }
+    let prefix = dir.path().join("ckpt");
+    let o = opts(&cache, "json,bin");
+    let model = crate::open::open_source(&prefix, &o).unwrap();
+    let t = model.tensor(&[b"big".to_vec()]).unwrap();
+    let key = format!("crc-ok\0{}", t.cache_identity().unwrap());
+    let store = DiskIndexStore::new(&cache);
+    assert!(store.load(&key).is_none());
+    let mut four = [0u8; 4];
+    t.read_elements(1, &mut four).unwrap();
+    assert_eq!(f32::from_le_bytes(four), 1.0);
+    assert!(store.load(&key).is_some(), "verdict not stored");
+
+    // Corrupt one value in place: a new identity, verified again, and the read fails.
+    let mut bytes = std::fs::read(&data).unwrap();
+    bytes[4] ^= 0x40;
+    std::fs::write(&data, &bytes).unwrap();
+    bump_mtime(&data);
+    let model = crate::open::open_source(&prefix, &o).unwrap();
+    let t = model.tensor(&[b"big".to_vec()]).unwrap();
+    assert!(t.read_elements(1, &mut four).is_err());
+}

@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::layout::disk_index::DiskIndexStore;
 use crate::model::{DirEntry, Model, ModelError, ModelSummary, Tensor};
 use crate::options::{Options, Verify};
 use crate::source::MmapFile;
@@ -47,12 +48,18 @@ impl TfModel {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        Self::from_table(
+        let model = Self::from_table(
             table,
             name,
             Box::new(DirShards(dir)),
             opts.verify == Verify::Crc,
-        )
+        )?;
+        if let (Verify::Crc, Some(dir)) = (opts.verify, &opts.cache_dir) {
+            model
+                .bundle
+                .set_verdict_store(Arc::new(DiskIndexStore::new(dir.clone())));
+        }
+        Ok(model)
     }
 
     /// A model over an opened table; reads the header (and probes for the object graph).

@@ -135,9 +135,21 @@ fn special(x: f64, java: bool, out: &mut Vec<u8>) -> bool {
     false
 }
 
+/// Magnitudes for which ryu's own text is already Python's: both write plain notation (ryu
+/// for decimal exponents -6 < kk <= 13 of `10^(kk-1) <= v < 10^kk`, Python for -4 <= kk-1 < 16)
+/// with the same shortest digits, `0.` before leading zeros and `.0` after integers. Kept well
+/// inside both ranges so that rounding at the edges cannot matter.
+const PY_FAST_MIN: f64 = 1e-3;
+const PY_FAST_MAX: f64 = 1e7;
+
 /// Python-style text of an f64.
 #[inline]
 pub fn write_f64_py(x: f64, out: &mut Vec<u8>) {
+    let a = x.abs();
+    if (PY_FAST_MIN..PY_FAST_MAX).contains(&a) {
+        out.extend_from_slice(ryu::Buffer::new().format_finite(x).as_bytes());
+        return;
+    }
     if !special(x, false, out) {
         layout_py(&digits_f64(x), out);
     }
@@ -146,8 +158,25 @@ pub fn write_f64_py(x: f64, out: &mut Vec<u8>) {
 /// Python-style text of an f32 (shortest f32 digits).
 #[inline]
 pub fn write_f32_py(x: f32, out: &mut Vec<u8>) {
+    let a = x.abs() as f64;
+    if (PY_FAST_MIN..PY_FAST_MAX).contains(&a) {
+        out.extend_from_slice(ryu::Buffer::new().format_finite(x).as_bytes());
+        return;
+    }
     if !special(x as f64, false, out) {
         layout_py(&digits_f32(x), out);
+    }
+}
+
+/// The general path of `write_f32_py` / `write_f64_py` (tests compare the fast path to it).
+#[cfg(test)]
+pub(crate) fn write_py_slow(x: f64, single: bool, out: &mut Vec<u8>) {
+    if !special(x, false, out) {
+        if single {
+            layout_py(&digits_f32(x as f32), out);
+        } else {
+            layout_py(&digits_f64(x), out);
+        }
     }
 }
 

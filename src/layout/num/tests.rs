@@ -191,3 +191,45 @@ fn java_two_digit_rule_complete() {
         assert_eq!(j64(f64::from_bits(bits)), s);
     }
 }
+
+/// The ryu fast path of `write_f32_py` / `write_f64_py` gives exactly the general path's text:
+/// every f32 around the fast range's edges and a spread of random bit patterns (f32 and f64).
+#[test]
+fn python_fast_path_matches_general_path() {
+    fn check32(x: f32) {
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        super::write_f32_py(x, &mut a);
+        super::write_py_slow(x as f64, true, &mut b);
+        assert_eq!(a, b, "{x:e} ({:#x})", x.to_bits());
+    }
+    fn check64(x: f64) {
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        super::write_f64_py(x, &mut a);
+        super::write_py_slow(x, false, &mut b);
+        assert_eq!(a, b, "{x:e} ({:#x})", x.to_bits());
+    }
+    for edge in [1e-3f32, 1e7, 1e-4, 1.0, 0.1, 1e6, 9_999_999.0] {
+        let bits = edge.to_bits();
+        for d in 0..2000u32 {
+            check32(f32::from_bits(bits - 1000 + d));
+            check32(-f32::from_bits(bits - 1000 + d));
+        }
+    }
+    for edge in [1e-3f64, 1e7, 0.1, 1.0] {
+        let bits = edge.to_bits();
+        for d in 0..2000u64 {
+            check64(f64::from_bits(bits - 1000 + d));
+        }
+    }
+    let mut s = 0x9E3779B97F4A7C15u64;
+    for _ in 0..2_000_000 {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        check32(f32::from_bits(s as u32));
+        check64(f64::from_bits(s));
+        // Weight-like values (the common case), including ones with few digits.
+        check32(((s >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 0.5);
+        check32((s % 100_000) as f32 / 1000.0);
+    }
+}

@@ -14,6 +14,7 @@ use std::time::SystemTime;
 
 use prost::Message;
 
+use crate::layout::cache::IndexStore;
 use crate::model::ModelError;
 use crate::source::{MmapFile, ReadAt, SourceError};
 use crate::tf::proto::BundleHeaderProto;
@@ -87,6 +88,8 @@ pub struct Bundle {
     pub verify: bool,
     pub mtime: SystemTime,
     opener: Box<dyn ShardOpener>,
+    /// Where verdicts of large tensors' checksums persist across mounts (`cache_dir`).
+    verdicts: std::sync::OnceLock<Arc<dyn IndexStore>>,
     /// Opened shards; the lock is never held while a file is opened.
     shards: Mutex<HashMap<u32, Arc<dyn ReadAt>>>,
 }
@@ -136,8 +139,18 @@ impl Bundle {
             prefix_name,
             verify,
             opener,
+            verdicts: std::sync::OnceLock::new(),
             shards: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// Keeps checksum verdicts of large tensors in `store` (set once; see `TfTensor`).
+    pub fn set_verdict_store(&self, store: Arc<dyn IndexStore>) {
+        let _ = self.verdicts.set(store);
+    }
+
+    pub fn verdict_store(&self) -> Option<&Arc<dyn IndexStore>> {
+        self.verdicts.get()
     }
 
     pub fn shard_name(&self, shard: u32) -> String {

@@ -12,6 +12,11 @@ use crate::source::{identity_string, ReadAt};
 use crate::tf::coding::{crc32c_parallel, mask_crc, PARALLEL_CRC_MIN};
 use crate::tf::dtype::{swap_in_place, swap_width};
 
+/// Tensors at least this large keep their checksum verdict in the bundle's verdict store
+/// (checking them costs tens of milliseconds or more; small ones are cheaper to re-check than
+/// a cache file is to read).
+pub const PERSIST_VERDICT_MIN: u64 = 64 << 20;
+
 pub struct TfTensor {
     bundle: Arc<Bundle>,
     meta: TensorMeta,
@@ -99,6 +104,17 @@ impl TfTensor {
             return Ok(());
         }
         let verdict = self.verdict.get_or_init(|| {
+            // A large tensor whose exact bytes (same files by identity, same location and
+            // checksum) were verified before, by this or an earlier mount, is not re-read.
+            let remembered = (loc.size >= PERSIST_VERDICT_MIN)
+                .then(|| self.bundle.verdict_store().zip(self.cache_identity()))
+                .flatten()
+                .map(|(store, id)| (store, format!("crc-ok\0{id}")));
+            if let Some((store, key)) = &remembered {
+                if store.load(key).is_some() {
+                    return Ok(());
+                }
+            }
             let size = usize::try_from(loc.size).map_err(|_| "tensor too large".to_string())?;
             let bytes = file.read_at(loc.offset, size).map_err(|e| e.to_string())?;
             // Large tensors are checksummed on every core (the first read waits for it).
@@ -112,6 +128,9 @@ impl TfTensor {
                     "checksum does not match (data file {})",
                     self.bundle.shard_name(loc.shard)
                 ));
+            }
+            if let Some((store, key)) = &remembered {
+                store.save(key, &[]);
             }
             Ok(())
         });
