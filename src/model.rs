@@ -249,6 +249,13 @@ pub trait Tensor: Send + Sync {
         Err(ModelError::Unsupported("not a sparse tensor".into()))
     }
 
+    /// A stable string that changes whenever this tensor's bytes could change (e.g. data file
+    /// path + identity + key + partition index). Lets rendered-file indexes be shared across
+    /// tensor objects and kept on disk; `None` (the default) keeps them per object.
+    fn cache_identity(&self) -> Option<String> {
+        None
+    }
+
     /// Partition `i` of `meta().partitions`, readable as a tensor of its own.
     fn partition(&self, i: usize) -> Result<Arc<dyn Tensor>, ModelError> {
         Err(ModelError::NotFound(format!("partition {i}")))

@@ -1,4 +1,242 @@
-//! Memory-bounded LRU of rendered chunks and chunk-offset indexes.
+//! Memory-bounded LRU of rendered chunks (and other byte blocks), plus the in-process map of
+//! chunk-offset indexes.
+//!
+//! Invariants:
+//! - Every mutex here is held only for map operations: nothing renders, reads or writes a file
+//!   while holding one. Two readers missing the same chunk may both render it; the second
+//!   insert simply replaces the first (the bytes are equal).
+//! - Blocks are keyed by `(namespace, index)`. A namespace is a number handed out by
+//!   `new_namespace` and never reused, so a block can never be served for the wrong file.
+//! - An index keyed by a tensor's address also holds a `Weak` to that tensor: while the entry
+//!   exists the address cannot be reused by another allocation, and the entry is only served
+//!   when the weak still upgrades to the same tensor.
 
-/// Placeholder; the layout module owns its design.
-pub struct ChunkCache;
+use std::num::NonZeroUsize;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+
+use lru::LruCache;
+
+use crate::model::Tensor;
+
+/// Chunk-offset index of one text file: `offsets[i]..offsets[i + 1]` are the bytes of chunk
+/// `i`; `offsets[0] == 0`, non-decreasing, `offsets.len() == chunks + 1`.
+#[derive(Debug)]
+pub struct ChunkIndex {
+    /// Cache namespace of this file's rendered chunks.
+    pub namespace: u64,
+    pub offsets: Vec<u64>,
+}
+
+impl ChunkIndex {
+    /// Exact file size.
+    pub fn size(&self) -> u64 {
+        self.offsets.last().copied().unwrap_or(0)
+    }
+    pub fn chunks(&self) -> u64 {
+        self.offsets.len().saturating_sub(1) as u64
+    }
+    /// Checks the invariants (for indexes loaded from a persistent store).
+    pub fn is_valid(offsets: &[u64], chunks: u64) -> bool {
+        offsets.len() as u64 == chunks.saturating_add(1)
+            && offsets.first() == Some(&0)
+            && offsets.windows(2).all(|w| w[0] <= w[1])
+    }
+}
+
+/// A persistent store of chunk indexes (e.g. an on-disk cache under `cache_dir`), keyed by a
+/// stable identity string that changes whenever the file's bytes would change.
+pub trait IndexStore: Send + Sync {
+    fn load(&self, key: &str) -> Option<Vec<u64>>;
+    fn save(&self, key: &str, offsets: &[u64]);
+}
+
+/// Who an index belongs to.
+#[derive(Clone, Debug)]
+pub enum IndexKey {
+    /// A stable identity (`Tensor::cache_identity` plus layout parameters): shared across
+    /// tensor objects and, through an `IndexStore`, across mounts.
+    Stable(String),
+    /// A tensor object's address plus layout parameters: in-process only.
+    Object { addr: usize, tag: String },
+}
+
+#[derive(Hash, PartialEq, Eq)]
+enum MapKey {
+    Stable(String),
+    Object(usize, String),
+}
+
+struct IndexEntry {
+    owner: Option<Weak<dyn Tensor>>,
+    index: Arc<ChunkIndex>,
+}
+
+struct BlockLru {
+    map: LruCache<(u64, u64), Arc<Vec<u8>>>,
+    bytes: u64,
+}
+
+/// Shared cache of one mount.
+pub struct ChunkCache {
+    max_bytes: u64,
+    threads: usize,
+    blocks: Mutex<BlockLru>,
+    indexes: Mutex<LruCache<MapKey, IndexEntry>>,
+    store: OnceLock<Arc<dyn IndexStore>>,
+    next_namespace: AtomicU64,
+    rendered: AtomicU64,
+}
+
+/// How many chunk indexes stay in memory without a file holding them.
+const MAX_INDEXES: usize = 4096;
+
+impl ChunkCache {
+    /// A cache holding at most `max_bytes` of blocks; index building uses every core.
+    pub fn new(max_bytes: u64) -> Self {
+        let threads = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(2);
+        ChunkCache {
+            max_bytes,
+            threads,
+            blocks: Mutex::new(BlockLru {
+                map: LruCache::unbounded(),
+                bytes: 0,
+            }),
+            indexes: Mutex::new(LruCache::new(NonZeroUsize::new(MAX_INDEXES).unwrap())),
+            store: OnceLock::new(),
+            next_namespace: AtomicU64::new(1),
+            rendered: AtomicU64::new(0),
+        }
+    }
+
+    /// Number of worker threads used to build a chunk index (at least 1).
+    pub fn with_threads(mut self, threads: usize) -> Self {
+        self.threads = threads.max(1);
+        self
+    }
+
+    pub fn threads(&self) -> usize {
+        self.threads
+    }
+
+    pub fn max_bytes(&self) -> u64 {
+        self.max_bytes
+    }
+
+    /// Plugs in a persistent index store (once; later calls are ignored).
+    pub fn set_index_store(&self, store: Arc<dyn IndexStore>) {
+        let _ = self.store.set(store);
+    }
+
+    pub fn index_store(&self) -> Option<&Arc<dyn IndexStore>> {
+        self.store.get()
+    }
+
+    /// A fresh namespace for blocks of one file (never reused).
+    pub fn new_namespace(&self) -> u64 {
+        self.next_namespace.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Chunks rendered so far (by index builds and reads); tests use it to show that a read
+    /// touches only the chunks it needs.
+    pub fn rendered_chunks(&self) -> u64 {
+        self.rendered.load(Ordering::Relaxed)
+    }
+
+    pub fn count_rendered(&self, n: u64) {
+        self.rendered.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Bytes currently held by blocks.
+    pub fn used_bytes(&self) -> u64 {
+        self.blocks.lock().unwrap_or_else(|e| e.into_inner()).bytes
+    }
+
+    pub fn get(&self, namespace: u64, index: u64) -> Option<Arc<Vec<u8>>> {
+        let mut b = self.blocks.lock().unwrap_or_else(|e| e.into_inner());
+        b.map.get(&(namespace, index)).cloned()
+    }
+
+    /// Inserts a block, evicting least recently used ones to stay within `max_bytes`. A block
+    /// larger than a quarter of the cache is not kept (it would flush everything else).
+    pub fn insert(&self, namespace: u64, index: u64, block: Arc<Vec<u8>>) {
+        let len = block.len() as u64;
+        if len > self.max_bytes / 4 {
+            return;
+        }
+        let mut b = self.blocks.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(old) = b.map.put((namespace, index), block) {
+            b.bytes -= old.len() as u64;
+        }
+        b.bytes += len;
+        while b.bytes > self.max_bytes {
+            match b.map.pop_lru() {
+                Some((_, old)) => b.bytes -= old.len() as u64,
+                None => break,
+            }
+        }
+    }
+
+    /// The index stored under `key`, if any (and, for object keys, if its owner is `owner`).
+    pub fn lookup_index(&self, key: &IndexKey, owner: &Arc<dyn Tensor>) -> Option<Arc<ChunkIndex>> {
+        let mk = map_key(key);
+        let mut m = self.indexes.lock().unwrap_or_else(|e| e.into_inner());
+        let e = m.get(&mk)?;
+        match &e.owner {
+            Some(w) => match w.upgrade() {
+                Some(t) if std::ptr::addr_eq(Arc::as_ptr(&t), Arc::as_ptr(owner)) => {
+                    Some(e.index.clone())
+                }
+                _ => {
+                    m.pop(&mk);
+                    None
+                }
+            },
+            None => Some(e.index.clone()),
+        }
+    }
+
+    pub fn store_index(&self, key: &IndexKey, owner: &Arc<dyn Tensor>, index: Arc<ChunkIndex>) {
+        let owner = match key {
+            IndexKey::Stable(_) => None,
+            IndexKey::Object { .. } => Some(Arc::downgrade(owner)),
+        };
+        let mut m = self.indexes.lock().unwrap_or_else(|e| e.into_inner());
+        m.put(map_key(key), IndexEntry { owner, index });
+    }
+}
+
+fn map_key(key: &IndexKey) -> MapKey {
+    match key {
+        IndexKey::Stable(s) => MapKey::Stable(s.clone()),
+        IndexKey::Object { addr, tag } => MapKey::Object(*addr, tag.clone()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lru_stays_within_bytes() {
+        let c = ChunkCache::new(1000);
+        for i in 0..20 {
+            c.insert(1, i, Arc::new(vec![0u8; 200]));
+        }
+        assert!(c.used_bytes() <= 1000);
+        assert!(c.get(1, 19).is_some());
+        assert!(c.get(1, 0).is_none());
+        c.insert(2, 0, Arc::new(vec![0u8; 600])); // > max/4: not kept
+        assert!(c.get(2, 0).is_none());
+    }
+
+    #[test]
+    fn index_validity() {
+        assert!(ChunkIndex::is_valid(&[0, 5, 5, 9], 3));
+        assert!(!ChunkIndex::is_valid(&[0, 5, 4], 2));
+        assert!(!ChunkIndex::is_valid(&[1, 5], 1));
+        assert!(!ChunkIndex::is_valid(&[0, 5], 2));
+    }
+}

@@ -171,7 +171,21 @@ pub trait FileContent: Send + Sync {
 }
 
 pub mod angel;
+pub mod binary;
 pub mod cache;
+pub mod dense;
+pub mod disk_index;
+pub mod elements;
+pub mod generic;
+pub mod gentext;
+pub mod json;
+pub mod num;
+#[doc(hidden)]
+pub mod testing;
+pub mod text;
+
+#[cfg(test)]
+mod tests;
 
 /// The content of `layout` for `tensor`, or `None` if the layout cannot represent it.
 pub fn open(
@@ -181,9 +195,11 @@ pub fn open(
 ) -> Option<Arc<dyn FileContent>> {
     match layout {
         Layout::Angel(format) => angel::open(format, tensor, ctx),
-        _ => {
-            let _ = (tensor, ctx);
-            None
-        }
+        Layout::Json => Some(json::open_json(tensor, ctx)),
+        Layout::Txt => generic::open_txt(tensor, ctx),
+        Layout::Csv => generic::open_csv(tensor, ctx),
+        Layout::Bin => generic::open_bin(tensor, ctx),
+        Layout::Npy => generic::open_npy(tensor, ctx),
+        Layout::Libsvm => generic::open_libsvm(tensor, ctx),
     }
 }

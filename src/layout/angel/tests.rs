@@ -51,7 +51,7 @@ fn ctx(sep: &str) -> Arc<LayoutCtx> {
         sep: sep.into(),
         max_dense: 1 << 30,
         layouts: vec![],
-        cache: Arc::new(ChunkCache),
+        cache: Arc::new(ChunkCache::new(64 << 20)),
     })
 }
 

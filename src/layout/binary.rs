@@ -1,0 +1,303 @@
+//! `bin` (raw little-endian elements) and `npy` (NumPy format 1.0/2.0, the exact bytes
+//! `np.save` writes). Sizes come from metadata; a read fetches just the elements it covers
+//! (no rendering, no cache).
+
+use std::sync::{Arc, OnceLock};
+
+use super::{FileContent, LayoutError};
+use crate::model::{DType, Tensor};
+
+/// How source elements become file elements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ElemMap {
+    /// Bytes as read.
+    Same,
+    /// Bool: any non-zero byte becomes 1.
+    Bool,
+    /// bfloat16 widened to float32 (exact: the 16 bits become the high half).
+    Bf16ToF32,
+}
+
+/// Fixed-width elements of a dense tensor served at any byte offset.
+pub struct RawElements {
+    pub tensor: Arc<dyn Tensor>,
+    pub elements: u64,
+    pub src_width: usize,
+    pub map: ElemMap,
+}
+
+impl RawElements {
+    pub fn new(tensor: Arc<dyn Tensor>, map: ElemMap) -> Option<Self> {
+        let meta = tensor.meta();
+        Some(RawElements {
+            elements: meta.num_elements()?,
+            src_width: meta.dtype.elem_size()?,
+            map,
+            tensor,
+        })
+    }
+
+    pub fn width(&self) -> usize {
+        match self.map {
+            ElemMap::Bf16ToF32 => 4,
+            _ => self.src_width,
+        }
+    }
+
+    pub fn size(&self) -> Option<u64> {
+        self.elements.checked_mul(self.width() as u64)
+    }
+
+    /// Fills `buf` from byte `offset` of the element data; short only at the end.
+    pub fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize, LayoutError> {
+        let size = self
+            .size()
+            .ok_or_else(|| LayoutError::Other("element count overflows".into()))?;
+        if offset >= size || buf.is_empty() {
+            return Ok(0);
+        }
+        let len = (buf.len() as u64).min(size - offset) as usize;
+        let w = self.width() as u64;
+        let first = offset / w;
+        let last = (offset + len as u64).div_ceil(w);
+        let count = (last - first) as usize;
+        if self.map == ElemMap::Same && offset % w == 0 && len as u64 % w == 0 {
+            self.tensor.read_elements(first, &mut buf[..len])?;
+            return Ok(len);
+        }
+        let mut src = vec![0u8; count * self.src_width];
+        self.tensor.read_elements(first, &mut src)?;
+        let converted = match self.map {
+            ElemMap::Same => src,
+            ElemMap::Bool => {
+                src.iter_mut().for_each(|b| *b = (*b != 0) as u8);
+                src
+            }
+            ElemMap::Bf16ToF32 => {
+                let mut out = Vec::with_capacity(count * 4);
+                for b in src.chunks_exact(2) {
+                    out.extend_from_slice(&[0, 0, b[0], b[1]]);
+                }
+                out
+            }
+        };
+        let from = (offset - first * w) as usize;
+        buf[..len].copy_from_slice(&converted[from..from + len]);
+        Ok(len)
+    }
+}
+
+/// The `bin` layout.
+pub struct BinContent(pub RawElements);
+
+impl FileContent for BinContent {
+    fn size(&self) -> Result<u64, LayoutError> {
+        self.0
+            .size()
+            .ok_or_else(|| LayoutError::Other("element count overflows".into()))
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize, LayoutError> {
+        self.0.read_at(offset, buf)
+    }
+}
+
+/// `bin` for a dense tensor of fixed-width elements.
+pub fn open_bin(tensor: Arc<dyn Tensor>) -> Option<Arc<dyn FileContent>> {
+    let map = match tensor.meta().dtype {
+        DType::Bool => ElemMap::Bool,
+        _ => ElemMap::Same,
+    };
+    Some(Arc::new(BinContent(RawElements::new(tensor, map)?)))
+}
+
+/// NumPy `descr` and element mapping for a fixed-width dtype; `None` if numpy has no type.
+pub fn npy_descr(dtype: DType) -> Option<(&'static str, ElemMap)> {
+    use DType::*;
+    let same = ElemMap::Same;
+    Some(match dtype {
+        F16 => ("<f2", same),
+        BF16 => ("<f4", ElemMap::Bf16ToF32),
+        F32 => ("<f4", same),
+        F64 => ("<f8", same),
+        I8 | QInt8 | Int4 | Int2 => ("|i1", same),
+        I16 | QInt16 => ("<i2", same),
+        I32 | QInt32 => ("<i4", same),
+        I64 => ("<i8", same),
+        U8 | QUInt8 | UInt4 | UInt2 | Float8(_) => ("|u1", same),
+        U16 | QUInt16 => ("<u2", same),
+        U32 => ("<u4", same),
+        U64 => ("<u8", same),
+        Bool => ("|b1", ElemMap::Bool),
+        C64 => ("<c8", same),
+        C128 => ("<c16", same),
+        Str | Variant | Opaque(_) => return None,
+    })
+}
+
+/// The header `np.save` writes (numpy/lib/format.py `_write_array_header`): the dict repr,
+/// 21 − len(str(shape[0])) spaces of growth room, then spaces and `\n` up to a multiple of
+/// 64 bytes; version 1.0 unless the header length needs 4 bytes (2.0).
+pub fn npy_header(descr: &str, shape: &[u64]) -> Vec<u8> {
+    let mut dict = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': (");
+    for (i, d) in shape.iter().enumerate() {
+        if i > 0 {
+            dict.push_str(", ");
+        }
+        dict.push_str(&d.to_string());
+    }
+    if shape.len() == 1 {
+        dict.push(',');
+    }
+    dict.push_str("), }");
+    if let Some(d0) = shape.first() {
+        let n = 21usize.saturating_sub(d0.to_string().len());
+        dict.extend(std::iter::repeat_n(' ', n));
+    }
+    let hlen = dict.len() + 1; // + '\n'
+    let pad_v1 = 64 - (10 + hlen) % 64;
+    let (version, len_bytes) = if hlen + pad_v1 <= 65535 {
+        (1u8, 2)
+    } else {
+        (2u8, 4)
+    };
+    let prefix = 6 + 2 + len_bytes;
+    let pad = 64 - (prefix + hlen) % 64;
+    let total_hdr = hlen + pad;
+    let mut out = Vec::with_capacity(prefix + total_hdr);
+    out.extend_from_slice(b"\x93NUMPY");
+    out.push(version);
+    out.push(0);
+    if len_bytes == 2 {
+        out.extend_from_slice(&(total_hdr as u16).to_le_bytes());
+    } else {
+        out.extend_from_slice(&(total_hdr as u32).to_le_bytes());
+    }
+    out.extend_from_slice(dict.as_bytes());
+    out.extend(std::iter::repeat_n(b' ', pad));
+    out.push(b'\n');
+    out
+}
+
+/// Element data of an npy file.
+enum NpyBody {
+    Fixed(RawElements),
+    /// `|S<item>`: each string NUL-padded to `item` bytes; `item` is known after one pass.
+    Strings {
+        tensor: Arc<dyn Tensor>,
+        elements: u64,
+        item: OnceLock<(Vec<u8>, u64)>,
+    },
+}
+
+/// The `npy` layout.
+pub struct NpyContent {
+    header: Option<Vec<u8>>,
+    body: NpyBody,
+}
+
+pub fn open_npy(tensor: Arc<dyn Tensor>) -> Option<Arc<dyn FileContent>> {
+    let meta = tensor.meta();
+    if meta.dtype == DType::Str {
+        let elements = meta.num_elements()?;
+        return Some(Arc::new(NpyContent {
+            header: None,
+            body: NpyBody::Strings {
+                tensor,
+                elements,
+                item: OnceLock::new(),
+            },
+        }));
+    }
+    let (descr, map) = npy_descr(meta.dtype)?;
+    let header = npy_header(descr, &meta.shape);
+    let raw = RawElements::new(tensor, map)?;
+    raw.size()?.checked_add(header.len() as u64)?;
+    Some(Arc::new(NpyContent {
+        header: Some(header),
+        body: NpyBody::Fixed(raw),
+    }))
+}
+
+impl NpyContent {
+    /// Header bytes and element width.
+    fn plan(&self) -> Result<(&[u8], u64), LayoutError> {
+        match &self.body {
+            NpyBody::Fixed(raw) => Ok((self.header.as_deref().unwrap_or(&[]), raw.width() as u64)),
+            NpyBody::Strings {
+                tensor,
+                elements,
+                item,
+            } => {
+                if let Some((h, w)) = item.get() {
+                    return Ok((h, *w));
+                }
+                let mut max = 0usize;
+                tensor.for_each_string(0, *elements, &mut |s| max = max.max(s.len()))?;
+                // numpy gives `|S1` to an array of empty strings.
+                let w = max.max(1) as u64;
+                let h = npy_header(&format!("|S{w}"), &tensor.meta().shape);
+                let (h, w) = item.get_or_init(|| (h, w));
+                Ok((h, *w))
+            }
+        }
+    }
+
+    fn elements(&self) -> u64 {
+        match &self.body {
+            NpyBody::Fixed(raw) => raw.elements,
+            NpyBody::Strings { elements, .. } => *elements,
+        }
+    }
+}
+
+impl FileContent for NpyContent {
+    fn size(&self) -> Result<u64, LayoutError> {
+        let (h, w) = self.plan()?;
+        self.elements()
+            .checked_mul(w)
+            .and_then(|d| d.checked_add(h.len() as u64))
+            .ok_or_else(|| LayoutError::Other("npy size overflows".into()))
+    }
+
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize, LayoutError> {
+        let size = self.size()?;
+        let (h, w) = self.plan()?;
+        let mut written = 0usize;
+        let mut pos = offset;
+        if pos < h.len() as u64 {
+            let n = (h.len() - pos as usize).min(buf.len());
+            buf[..n].copy_from_slice(&h[pos as usize..pos as usize + n]);
+            written += n;
+            pos += n as u64;
+        }
+        if written == buf.len() || pos >= size {
+            return Ok(written);
+        }
+        let data_off = pos - h.len() as u64;
+        let rest = &mut buf[written..];
+        let n = match &self.body {
+            NpyBody::Fixed(raw) => raw.read_at(data_off, rest)?,
+            NpyBody::Strings { tensor, .. } => {
+                let len = (rest.len() as u64).min(size - pos) as usize;
+                let first = data_off / w;
+                let last = (data_off + len as u64).div_ceil(w);
+                let mut tmp = Vec::with_capacity(((last - first) * w) as usize);
+                tensor.for_each_string(first, last - first, &mut |s| {
+                    let start = tmp.len();
+                    let take = s.len().min(w as usize);
+                    tmp.extend_from_slice(&s[..take]);
+                    tmp.resize(start + w as usize, 0);
+                })?;
+                if tmp.len() as u64 != (last - first) * w {
+                    return Err(LayoutError::Other(
+                        "string tensor gave too few strings".into(),
+                    ));
+                }
+                let from = (data_off - first * w) as usize;
+                rest[..len].copy_from_slice(&tmp[from..from + len]);
+                len
+            }
+        };
+        Ok(written + n)
+    }
+}

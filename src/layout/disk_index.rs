@@ -1,0 +1,99 @@
+//! A persistent `IndexStore`: one file per chunk index under a cache directory (`-o
+//! cache_dir=`), so the exact sizes of text files survive remounts.
+//!
+//! File format (little-endian): `MFIDX1\n`, key length (u32), key bytes, offset count (u64),
+//! offsets (u64 each). A file is used only when its key equals the requested key exactly and
+//! its length matches the count (file names are hashes; the stored key settles collisions).
+//! Writes go to a temporary file renamed into place, so readers never see half a file.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use super::cache::IndexStore;
+
+const MAGIC: &[u8] = b"MFIDX1\n";
+
+pub struct DiskIndexStore {
+    dir: PathBuf,
+}
+
+impl DiskIndexStore {
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        DiskIndexStore { dir: dir.into() }
+    }
+
+    fn path(&self, key: &str) -> PathBuf {
+        // FNV-1a 64: stable across runs and builds (unlike std's hasher).
+        let mut h = 0xcbf29ce484222325u64;
+        for b in key.bytes() {
+            h = (h ^ b as u64).wrapping_mul(0x100000001b3);
+        }
+        self.dir.join(format!("{h:016x}.idx"))
+    }
+}
+
+impl IndexStore for DiskIndexStore {
+    fn load(&self, key: &str) -> Option<Vec<u64>> {
+        let data = std::fs::read(self.path(key)).ok()?;
+        let rest = data.strip_prefix(MAGIC)?;
+        let klen = u32::from_le_bytes(rest.get(..4)?.try_into().ok()?) as usize;
+        let stored_key = rest.get(4..4usize.checked_add(klen)?)?;
+        if stored_key != key.as_bytes() {
+            return None;
+        }
+        let rest = &rest[4 + klen..];
+        let n = u64::from_le_bytes(rest.get(..8)?.try_into().ok()?);
+        let body = &rest[8..];
+        if Some(body.len() as u64) != n.checked_mul(8) {
+            return None;
+        }
+        Some(
+            body.chunks_exact(8)
+                .map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])))
+                .collect(),
+        )
+    }
+
+    fn save(&self, key: &str, offsets: &[u64]) {
+        let write = || -> std::io::Result<()> {
+            std::fs::create_dir_all(&self.dir)?;
+            let path = self.path(key);
+            let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+            let mut f = std::fs::File::create(&tmp)?;
+            let mut buf = Vec::with_capacity(MAGIC.len() + 12 + key.len() + offsets.len() * 8);
+            buf.extend_from_slice(MAGIC);
+            buf.extend_from_slice(&(key.len() as u32).to_le_bytes());
+            buf.extend_from_slice(key.as_bytes());
+            buf.extend_from_slice(&(offsets.len() as u64).to_le_bytes());
+            for o in offsets {
+                buf.extend_from_slice(&o.to_le_bytes());
+            }
+            f.write_all(&buf)?;
+            drop(f);
+            std::fs::rename(&tmp, &path)
+        };
+        if let Err(e) = write() {
+            log::debug!("chunk index cache {}: {e}", self.dir.display());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_key_check() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = DiskIndexStore::new(dir.path().join("c"));
+        assert!(s.load("k").is_none());
+        s.save("k", &[0, 5, 9]);
+        assert_eq!(s.load("k"), Some(vec![0, 5, 9]));
+        assert!(s.load("other").is_none());
+        // A truncated file is ignored.
+        let p = s.path("k");
+        let data = std::fs::read(&p).unwrap();
+        std::fs::write(&p, &data[..data.len() - 3]).unwrap();
+        assert!(s.load("k").is_none());
+    }
+}

@@ -1,0 +1,266 @@
+//! Number and string text, written straight into a caller's buffer (no allocation).
+//!
+//! Two float styles exist:
+//! - Python `repr` style for the generic layouts (SPEC §3): shortest digits in the value's own
+//!   dtype; plain when the decimal exponent is in `-4..16` (`0.0001`, `1e+16`), otherwise
+//!   scientific with a signed two-digit-minimum exponent; `nan`, `inf`, `-inf`, `-0.0`.
+//! - Java `Float.toString`/`Double.toString` (JDK 19+) for the Angel layouts
+//!   (formats/angel.md §6): plain when `1e-3 ≤ |x| < 1e7`, else `d.dddE±n` without `+`;
+//!   `NaN`, `Infinity`, `-Infinity`. When the shortest decimal has one digit, Java uses the
+//!   closest decimal of at most two digits instead (`1.4E-45`, not `1.0E-45`); that only
+//!   differs for subnormals, where the rounding interval is wide.
+
+mod shortest;
+
+pub use shortest::{digits_bf16, digits_f16, digits_f32, digits_f64, Digits};
+
+const DEC_PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
+2021222324252627282930313233343536373839\
+4041424344454647484950515253545556575859\
+6061626364656667686970717273747576777879\
+8081828384858687888990919293949596979899";
+
+/// Decimal text of an unsigned integer.
+#[inline]
+pub fn write_u64(mut v: u64, out: &mut Vec<u8>) {
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    while v >= 100 {
+        let r = (v % 100) as usize * 2;
+        v /= 100;
+        i -= 2;
+        buf[i] = DEC_PAIRS[r];
+        buf[i + 1] = DEC_PAIRS[r + 1];
+    }
+    if v >= 10 {
+        let r = v as usize * 2;
+        i -= 2;
+        buf[i] = DEC_PAIRS[r];
+        buf[i + 1] = DEC_PAIRS[r + 1];
+    } else {
+        i -= 1;
+        buf[i] = b'0' + v as u8;
+    }
+    out.extend_from_slice(&buf[i..]);
+}
+
+/// Decimal text of a signed integer (`-` for negatives).
+#[inline]
+pub fn write_i64(v: i64, out: &mut Vec<u8>) {
+    if v < 0 {
+        out.push(b'-');
+    }
+    write_u64(v.unsigned_abs(), out);
+}
+
+/// Lays out `d` Python-style (see the module comment); the sign is written by the caller.
+fn layout_py(d: &Digits, out: &mut Vec<u8>) {
+    let digits = d.as_bytes();
+    let e = d.exp;
+    if (-4..16).contains(&e) {
+        layout_plain(digits, e, out);
+    } else {
+        out.push(digits[0]);
+        if digits.len() > 1 {
+            out.push(b'.');
+            out.extend_from_slice(&digits[1..]);
+        }
+        out.push(b'e');
+        out.push(if e < 0 { b'-' } else { b'+' });
+        let a = e.unsigned_abs();
+        if a < 10 {
+            out.push(b'0');
+        }
+        write_u64(a as u64, out);
+    }
+}
+
+/// Lays out `d` Java-style (see the module comment); the sign is written by the caller.
+fn layout_java(d: &Digits, out: &mut Vec<u8>) {
+    let digits = d.as_bytes();
+    let e = d.exp;
+    if (-3..7).contains(&e) {
+        layout_plain(digits, e, out);
+    } else {
+        out.push(digits[0]);
+        out.push(b'.');
+        if digits.len() > 1 {
+            out.extend_from_slice(&digits[1..]);
+        } else {
+            out.push(b'0');
+        }
+        out.push(b'E');
+        write_i64(e as i64, out);
+    }
+}
+
+/// Plain notation with at least one fraction digit.
+fn layout_plain(digits: &[u8], e: i32, out: &mut Vec<u8>) {
+    if e >= 0 {
+        let int_len = e as usize + 1;
+        if digits.len() <= int_len {
+            out.extend_from_slice(digits);
+            out.resize(out.len() + int_len - digits.len(), b'0');
+            out.extend_from_slice(b".0");
+        } else {
+            out.extend_from_slice(&digits[..int_len]);
+            out.push(b'.');
+            out.extend_from_slice(&digits[int_len..]);
+        }
+    } else {
+        out.extend_from_slice(b"0.");
+        out.resize(out.len() + (-e - 1) as usize, b'0');
+        out.extend_from_slice(digits);
+    }
+}
+
+/// Writes the special values; returns false for a finite non-zero `x` (sign already written).
+#[inline]
+fn special(x: f64, java: bool, out: &mut Vec<u8>) -> bool {
+    if x.is_nan() {
+        out.extend_from_slice(if java { b"NaN" } else { b"nan" });
+        return true;
+    }
+    if x.is_sign_negative() {
+        out.push(b'-');
+    }
+    if x.is_infinite() {
+        out.extend_from_slice(if java { b"Infinity" } else { b"inf" });
+        return true;
+    }
+    if x == 0.0 {
+        out.extend_from_slice(b"0.0");
+        return true;
+    }
+    false
+}
+
+/// Python-style text of an f64.
+#[inline]
+pub fn write_f64_py(x: f64, out: &mut Vec<u8>) {
+    if !special(x, false, out) {
+        layout_py(&digits_f64(x), out);
+    }
+}
+
+/// Python-style text of an f32 (shortest f32 digits).
+#[inline]
+pub fn write_f32_py(x: f32, out: &mut Vec<u8>) {
+    if !special(x as f64, false, out) {
+        layout_py(&digits_f32(x), out);
+    }
+}
+
+/// Python-style text of a float16 given by its bits (shortest float16 digits).
+#[inline]
+pub fn write_f16_py(bits: u16, out: &mut Vec<u8>) {
+    let x = half::f16::from_bits(bits).to_f64();
+    if !special(x, false, out) {
+        layout_py(&digits_f16(bits), out);
+    }
+}
+
+/// Python-style text of a bfloat16 given by its bits (shortest bfloat16 digits).
+#[inline]
+pub fn write_bf16_py(bits: u16, out: &mut Vec<u8>) {
+    let x = half::bf16::from_bits(bits).to_f64();
+    if !special(x, false, out) {
+        layout_py(&digits_bf16(bits), out);
+    }
+}
+
+/// `re+imj` with both parts in Python style (`1.0+2.0j`, `-0.5-1e-05j`, `1.0+nanj`).
+pub fn write_complex_py(re: f64, im: f64, single: bool, out: &mut Vec<u8>) {
+    if single {
+        write_f32_py(re as f32, out);
+    } else {
+        write_f64_py(re, out);
+    }
+    // The imaginary part brings its own '-'; NaN has none, so it gets '+'.
+    if im.is_nan() || !im.is_sign_negative() {
+        out.push(b'+');
+    }
+    if single {
+        write_f32_py(im as f32, out);
+    } else {
+        write_f64_py(im, out);
+    }
+    out.push(b'j');
+}
+
+/// Java `Double.toString` text.
+#[inline]
+pub fn write_f64_java(x: f64, out: &mut Vec<u8>) {
+    if special(x, true, out) {
+        return;
+    }
+    let mut d = digits_f64(x);
+    if d.len == 1 && x.abs() < f64::MIN_POSITIVE {
+        let two = shortest::digits_two_f64(x);
+        if parse_digits::<f64>(&two) == Some(x.abs()) {
+            d = two;
+        }
+    }
+    layout_java(&d, out);
+}
+
+/// Java `Float.toString` text.
+#[inline]
+pub fn write_f32_java(x: f32, out: &mut Vec<u8>) {
+    if special(x as f64, true, out) {
+        return;
+    }
+    let mut d = digits_f32(x);
+    if d.len == 1 && x.abs() < f32::MIN_POSITIVE {
+        let two = shortest::digits_two_f64(x as f64);
+        if parse_digits::<f32>(&two) == Some(x.abs()) {
+            d = two;
+        }
+    }
+    layout_java(&d, out);
+}
+
+/// Reads `d` back (rare paths only: allocates).
+fn parse_digits<T: std::str::FromStr>(d: &Digits) -> Option<T> {
+    let mut s = Vec::with_capacity(32);
+    layout_py(d, &mut s);
+    std::str::from_utf8(&s).ok()?.parse::<T>().ok()
+}
+
+/// A string element for text layouts: `\\`, `\n`, `\r`, `\t` escaped; other bytes below 0x20,
+/// 0x7f and every byte of invalid UTF-8 as `\xHH`; valid multi-byte UTF-8 passes through.
+pub fn write_escaped(mut s: &[u8], out: &mut Vec<u8>) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let hex = |b: u8, out: &mut Vec<u8>| {
+        out.extend_from_slice(&[b'\\', b'x', HEX[(b >> 4) as usize], HEX[(b & 15) as usize]]);
+    };
+    loop {
+        let (valid, bad) = match std::str::from_utf8(s) {
+            Ok(v) => (v.len(), 0),
+            Err(e) => (
+                e.valid_up_to(),
+                e.error_len().unwrap_or(s.len() - e.valid_up_to()),
+            ),
+        };
+        for &b in &s[..valid] {
+            match b {
+                b'\\' => out.extend_from_slice(b"\\\\"),
+                b'\n' => out.extend_from_slice(b"\\n"),
+                b'\r' => out.extend_from_slice(b"\\r"),
+                b'\t' => out.extend_from_slice(b"\\t"),
+                0..=0x1f | 0x7f => hex(b, out),
+                _ => out.push(b),
+            }
+        }
+        for &b in &s[valid..valid + bad] {
+            hex(b, out);
+        }
+        s = &s[valid + bad..];
+        if s.is_empty() {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,430 @@
+//! Cross-layout tests: exact sizes, any-offset reads, numpy-identical `.npy`, text content.
+
+use std::sync::Arc;
+
+use super::cache::ChunkCache;
+use super::testing::MemTensor;
+use super::*;
+use crate::model::{DType, SparseRows};
+
+fn ctx_with(layouts: Vec<Layout>, max_dense: u64) -> Arc<LayoutCtx> {
+    Arc::new(LayoutCtx {
+        sep: ",".into(),
+        max_dense,
+        layouts,
+        cache: Arc::new(ChunkCache::new(64 << 20).with_threads(2)),
+    })
+}
+
+fn ctx() -> Arc<LayoutCtx> {
+    ctx_with(Layout::GENERIC.to_vec(), 1 << 30)
+}
+
+/// The whole file through one read, after checking `size` matches what is read.
+fn full(c: &dyn FileContent) -> Vec<u8> {
+    let size = c.size().unwrap() as usize;
+    let mut buf = vec![0u8; size + 10];
+    let n = c.read_at(0, &mut buf).unwrap();
+    assert_eq!(n, size, "size() disagrees with the bytes read");
+    buf.truncate(n);
+    buf
+}
+
+fn text(l: Layout, t: Arc<dyn crate::model::Tensor>) -> String {
+    let c = open(l, t, &ctx()).expect("layout available");
+    String::from_utf8(full(&*c)).unwrap()
+}
+
+/// Pseudo-random offsets and lengths, compared with slices of the full content.
+fn check_random_reads(c: &dyn FileContent, whole: &[u8]) {
+    let mut x = 0x9e3779b97f4a7c15u64;
+    for _ in 0..60 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let off = (x % (whole.len() as u64 + 3)) as usize;
+        let len = ((x >> 20) % 5000) as usize;
+        let mut buf = vec![0u8; len];
+        let n = c.read_at(off as u64, &mut buf).unwrap();
+        let end = (off + len).min(whole.len()).max(off.min(whole.len()));
+        assert_eq!(
+            &buf[..n],
+            &whole[off.min(whole.len())..end],
+            "read at {off}+{len}"
+        );
+    }
+}
+
+fn le<T: Copy, const N: usize>(v: &[T], f: fn(T) -> [u8; N]) -> Vec<u8> {
+    v.iter().flat_map(|&x| f(x)).collect()
+}
+
+fn npy_cases() -> Vec<(&'static str, MemTensor)> {
+    let f16 = |x: f32| half::f16::from_f32(x).to_le_bytes();
+    vec![
+        (
+            "f32_3x4",
+            MemTensor::f32(
+                &[3, 4],
+                &(0..12).map(|i| i as f32 / 4.0).collect::<Vec<_>>(),
+            ),
+        ),
+        ("f64_scalar", MemTensor::f64(&[], &[2.5])),
+        (
+            "i8_5",
+            MemTensor::new(DType::I8, &[5], vec![0xfd, 0xff, 0, 1, 127]),
+        ),
+        (
+            "bool_2x3",
+            MemTensor::new(DType::Bool, &[2, 3], vec![1, 0, 1, 0, 0, 1]),
+        ),
+        (
+            "f16_2x2",
+            MemTensor::new(DType::F16, &[2, 2], le(&[0.1f32, -2.0, 65504.0, 0.0], f16)),
+        ),
+        (
+            "c64_2",
+            MemTensor::new(
+                DType::C64,
+                &[2],
+                le(&[1.0f32, 2.0, -0.5, -1e-5], f32::to_le_bytes),
+            ),
+        ),
+        (
+            "bf16_3",
+            MemTensor::new(
+                DType::BF16,
+                &[3],
+                le(&[0x3f80u16, 0xbf00, 0x4049], u16::to_le_bytes),
+            ),
+        ),
+        (
+            "str_3",
+            MemTensor::strings(&[3], vec![b"a".to_vec(), b"hello".to_vec(), vec![]]),
+        ),
+        (
+            "str_empty_2",
+            MemTensor::strings(&[2], vec![vec![], vec![]]),
+        ),
+        ("u64_0", MemTensor::new(DType::U64, &[0], vec![])),
+        ("i32_2x0x3", MemTensor::new(DType::I32, &[2, 0, 3], vec![])),
+        (
+            "u16_2x3x4",
+            MemTensor::new(
+                DType::U16,
+                &[2, 3, 4],
+                le(&(0..24u16).collect::<Vec<_>>(), u16::to_le_bytes),
+            ),
+        ),
+    ]
+}
+
+#[test]
+fn npy_equals_numpy_save() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/src/layout/testdata/npy");
+    for (name, t) in npy_cases() {
+        let want = std::fs::read(format!("{dir}/{name}.npy")).unwrap();
+        let c = open(Layout::Npy, t.arc(), &ctx()).unwrap();
+        let got = full(&*c);
+        assert_eq!(got, want, "{name}.npy");
+        check_random_reads(&*c, &got);
+    }
+}
+
+#[test]
+fn npy_headers_equal_numpy() {
+    let lines = include_str!("testdata/npy_headers.txt");
+    for line in lines.lines() {
+        let f: Vec<&str> = line.split(';').collect();
+        let shape: Vec<u64> = if let Some(n) = f[1].strip_prefix("1x") {
+            vec![1; n.parse().unwrap()]
+        } else {
+            f[1].split(',')
+                .filter(|s| !s.is_empty())
+                .map(|s| s.parse().unwrap())
+                .collect()
+        };
+        let h = binary::npy_header(f[0], &shape);
+        let hex: String = h.iter().map(|b| format!("{b:02x}")).collect();
+        if f.len() == 4 {
+            assert_eq!(&hex[..24], f[2], "v2 prefix");
+            assert_eq!(h.len(), f[3].parse::<usize>().unwrap());
+        } else {
+            assert_eq!(hex, f[2], "{} {:?}", f[0], &shape[..shape.len().min(4)]);
+        }
+        assert_eq!(h.len() % 64, 0);
+    }
+}
+
+#[test]
+fn txt_csv_libsvm_content() {
+    let t = MemTensor::f32(&[2, 3], &[0.5, 0.0, -1e-5, 3.0, 1e16, f32::NAN]).arc();
+    assert_eq!(
+        text(Layout::Txt, t.clone()),
+        "0.5\n0.0\n-1e-05\n3.0\n1e+16\nnan\n"
+    );
+    assert_eq!(
+        text(Layout::Csv, t.clone()),
+        "0.5,0.0,-1e-05\n3.0,1e+16,nan\n"
+    );
+    assert_eq!(
+        text(Layout::Libsvm, t),
+        "0 0:0.5 2:-1e-05\n1 0:3.0 1:1e+16 2:nan\n"
+    );
+    let v = MemTensor::i64(&[3], &[0, -7, 0]).arc();
+    assert_eq!(text(Layout::Csv, v.clone()), "0\n-7\n0\n");
+    assert_eq!(text(Layout::Libsvm, v), "0 1:-7\n");
+    let s = MemTensor::f64(&[], &[0.1]).arc();
+    assert_eq!(text(Layout::Txt, s.clone()), "0.1\n");
+    assert_eq!(text(Layout::Csv, s.clone()), "0.1\n");
+    assert_eq!(text(Layout::Libsvm, s), "0 0:0.1\n");
+    let z = MemTensor::new(DType::F32, &[3, 0], vec![]).arc();
+    assert_eq!(text(Layout::Txt, z.clone()), "");
+    assert_eq!(text(Layout::Csv, z.clone()), "\n\n\n");
+    assert_eq!(text(Layout::Libsvm, z), "0\n1\n2\n");
+    let c = MemTensor::new(DType::C128, &[1], le(&[1.0f64, -2.0], f64::to_le_bytes)).arc();
+    assert_eq!(text(Layout::Txt, c), "1.0-2.0j\n");
+    let b = MemTensor::new(DType::Bool, &[2, 2], vec![0, 1, 2, 0]).arc();
+    assert_eq!(text(Layout::Csv, b.clone()), "0,1\n1,0\n");
+    let bin = open(Layout::Bin, b, &ctx()).unwrap();
+    assert_eq!(full(&*bin), vec![0, 1, 1, 0]);
+    let bf = MemTensor::new(DType::BF16, &[2], vec![0x80, 0x3f, 0xcd, 0x3d]).arc();
+    assert_eq!(text(Layout::Txt, bf.clone()), "1.0\n0.1\n");
+    let bin = open(Layout::Bin, bf, &ctx()).unwrap();
+    assert_eq!(full(&*bin), vec![0x80, 0x3f, 0xcd, 0x3d]);
+}
+
+#[test]
+fn strings_in_text_layouts_only() {
+    let t = MemTensor::strings(
+        &[2, 2],
+        vec![b"a,b".to_vec(), b"x\ny".to_vec(), vec![0xff], vec![]],
+    )
+    .arc();
+    assert_eq!(text(Layout::Txt, t.clone()), "a,b\nx\\ny\n\\xff\n\n");
+    assert_eq!(text(Layout::Csv, t.clone()), "a,b,x\\ny\n\\xff,\n");
+    assert!(open(Layout::Bin, t.clone(), &ctx()).is_none());
+    assert!(open(Layout::Libsvm, t.clone(), &ctx()).is_none());
+    let npy = open(Layout::Npy, t, &ctx()).unwrap();
+    let b = full(&*npy);
+    assert!(b.starts_with(b"\x93NUMPY\x01\x00"));
+    assert!(String::from_utf8_lossy(&b).contains("'descr': '|S3'"));
+    assert!(b.ends_with(b"a,bx\ny\xff\x00\x00\x00\x00\x00"));
+}
+
+fn all_dtype_tensors() -> Vec<MemTensor> {
+    use DType::*;
+    let mut v = Vec::new();
+    for dt in [
+        F16,
+        BF16,
+        F32,
+        F64,
+        I8,
+        I16,
+        I32,
+        I64,
+        U8,
+        U16,
+        U32,
+        U64,
+        Bool,
+        C64,
+        C128,
+        QInt8,
+        QUInt16,
+        Int4,
+        Float8(24),
+    ] {
+        let es = dt.elem_size().unwrap();
+        for shape in [
+            vec![],
+            vec![0],
+            vec![7],
+            vec![3, 5],
+            vec![2, 0, 4],
+            vec![2, 3, 4],
+        ] {
+            let n: u64 = shape.iter().product();
+            // Bytes that exercise signs, NaNs and sub-normals across dtypes.
+            let data: Vec<u8> = (0..n as usize * es)
+                .map(|i| (i * 37 + 11) as u8 ^ (i as u8 >> 1))
+                .collect();
+            v.push(MemTensor::new(dt, &shape, data));
+        }
+    }
+    v.push(MemTensor::strings(
+        &[3],
+        vec![b"x".to_vec(), vec![], b"\t\x01".to_vec()],
+    ));
+    v.push(MemTensor::strings(&[0], vec![]));
+    v
+}
+
+#[test]
+fn sizes_exact_and_reads_at_any_offset() {
+    let ctx = ctx();
+    for t in all_dtype_tensors() {
+        let t = t.arc();
+        for l in Layout::GENERIC {
+            let Some(c) = open(l, t.clone(), &ctx) else {
+                continue;
+            };
+            let whole = full(&*c);
+            if !whole.is_empty() {
+                check_random_reads(&*c, &whole);
+            }
+            if l == Layout::Bin {
+                let es = t.meta().dtype.elem_size().unwrap() as u64;
+                assert_eq!(whole.len() as u64, t.meta().num_elements().unwrap() * es);
+            }
+        }
+    }
+}
+
+#[test]
+fn json_reports_layouts_problems_and_errors() {
+    let ctx = ctx();
+    let t = MemTensor::f32(&[2], &[1.0, 2.0]).named(b"a/b\xffc").arc();
+    let j = open(Layout::Json, t.clone(), &ctx).unwrap();
+    let s = String::from_utf8(full(&*j)).unwrap();
+    assert!(s.contains(r#""name": "a/b\u00ffc""#), "{s}");
+    let v: serde_json::Value = serde_json::from_str(&s).unwrap();
+    assert_eq!(v["dtype"], "float32");
+    assert_eq!(v["shape"], serde_json::json!([2]));
+    assert_eq!(v["format"], "tf-checkpoint");
+    let layouts = v["layouts"].as_array().unwrap();
+    let txt = layouts.iter().find(|l| l["layout"] == "txt").unwrap();
+    assert_eq!(txt["size"], 8);
+    let npy = layouts.iter().find(|l| l["layout"] == "npy").unwrap();
+    assert_eq!(npy["size"], 136);
+    assert!(v.get("error").is_none() && v.get("problem").is_none());
+
+    let bad = MemTensor::f32(&[2], &[1.0, 2.0])
+        .with_problem("slice 1 missing")
+        .arc();
+    let j = open(Layout::Json, bad.clone(), &ctx).unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&full(&*j)).unwrap();
+    assert_eq!(v["problem"], "slice 1 missing");
+    assert!(v["error"].as_str().unwrap().contains("slice 1 missing"));
+    // Data layouts of a broken tensor fail (fs turns that into EIO).
+    assert!(open(Layout::Txt, bad.clone(), &ctx)
+        .unwrap()
+        .size()
+        .is_err());
+    let bin = open(Layout::Bin, bad, &ctx).unwrap();
+    assert_eq!(bin.size().unwrap(), 8);
+    assert!(bin.read_at(0, &mut [0u8; 8]).is_err());
+}
+
+fn sparse_sample() -> MemTensor {
+    let s = SparseRows {
+        rows: vec![0, 2, 5],
+        row_ptr: vec![0, 2, 2, 3],
+        cols: vec![1, 3, 0],
+        values: le(&[1.5f32, -2.0, 7.0], f32::to_le_bytes),
+    };
+    MemTensor::sparse(DType::F32, 6, 4, s)
+}
+
+#[test]
+fn sparse_tensors() {
+    let t = sparse_sample().arc();
+    assert_eq!(
+        text(Layout::Libsvm, t.clone()),
+        "0 1:1.5 3:-2.0\n2\n5 0:7.0\n"
+    );
+    let csv = text(Layout::Csv, t.clone());
+    assert_eq!(csv, "0.0,1.5,0.0,-2.0\n0.0,0.0,0.0,0.0\n0.0,0.0,0.0,0.0\n0.0,0.0,0.0,0.0\n0.0,0.0,0.0,0.0\n7.0,0.0,0.0,0.0\n");
+    let small = ctx_with(Layout::GENERIC.to_vec(), 95);
+    for l in [Layout::Txt, Layout::Csv, Layout::Bin, Layout::Npy] {
+        assert!(
+            open(l, t.clone(), &small).is_none(),
+            "{l:?} beyond max_dense"
+        );
+    }
+    assert!(open(Layout::Libsvm, t.clone(), &small).is_some());
+    let j = open(Layout::Json, t, &small).unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&full(&*j)).unwrap();
+    assert_eq!(v["sparse"], true);
+    assert_eq!(v["layouts"].as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn random_read_of_large_text_renders_only_needed_chunks() {
+    let n = 10 * text::CHUNK_ELEMENTS + 123;
+    let vals: Vec<f32> = (0..n).map(|i| (i as f32) * 0.37 - 1000.0).collect();
+    let ctx = ctx();
+    let t = MemTensor::f32(&[n], &vals).arc();
+    let c = open(Layout::Txt, t.clone(), &ctx).unwrap();
+    let size = c.size().unwrap();
+    let after_index = ctx.cache.rendered_chunks();
+    assert_eq!(after_index, 11);
+    let mut buf = vec![0u8; 4096];
+    let got = c.read_at(size / 2 + 77, &mut buf).unwrap();
+    assert_eq!(got, 4096);
+    let used = ctx.cache.rendered_chunks() - after_index;
+    assert!((1..=2).contains(&used), "rendered {used} chunks");
+    // The bytes are those of a full render.
+    let mut want = Vec::new();
+    for v in &vals {
+        num::write_f32_py(*v, &mut want);
+        want.push(b'\n');
+    }
+    assert_eq!(size, want.len() as u64);
+    let off = (size / 2 + 77) as usize;
+    assert_eq!(&buf[..], &want[off..off + 4096]);
+    // A second open of the same tensor reuses the index: no re-render.
+    let again = open(Layout::Txt, t, &ctx).unwrap();
+    let before = ctx.cache.rendered_chunks();
+    assert_eq!(again.size().unwrap(), size);
+    assert_eq!(ctx.cache.rendered_chunks(), before);
+}
+
+#[test]
+fn unrepresentable_dtypes_are_not_shown() {
+    let t = MemTensor::new(DType::Variant, &[2], vec![]).arc();
+    for l in [
+        Layout::Txt,
+        Layout::Csv,
+        Layout::Bin,
+        Layout::Npy,
+        Layout::Libsvm,
+    ] {
+        assert!(open(l, t.clone(), &ctx()).is_none());
+    }
+    assert!(open(Layout::Json, t, &ctx()).is_some());
+}
+
+/// `cargo test --release --lib layout::tests::txt_throughput -- --ignored --nocapture`
+#[test]
+#[ignore]
+fn txt_throughput() {
+    let n = 4_000_000u64;
+    let mut x = 12345u32;
+    let vals: Vec<f32> = (0..n)
+        .map(|_| {
+            x = x.wrapping_mul(1664525).wrapping_add(1013904223);
+            (x >> 8) as f32 / 16777216.0 * 2.0 - 1.0
+        })
+        .collect();
+    let t = MemTensor::f32(&[n], &vals).arc();
+    let src = gentext::ElementLines {
+        tensor: t,
+        elements: n,
+        cols: 1,
+    };
+    let mut out = Vec::new();
+    let start = std::time::Instant::now();
+    for i in 0..text::ChunkSource::num_chunks(&src) {
+        out.clear();
+        text::ChunkSource::render(&src, i, &mut out).unwrap();
+    }
+    let dt = start.elapsed().as_secs_f64();
+    let bytes = n as f64 * 11.5;
+    println!(
+        "{:.0} ns/elem, ~{:.0} MB/s",
+        dt * 1e9 / n as f64,
+        bytes / dt / 1e6
+    );
+}
