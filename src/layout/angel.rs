@@ -137,7 +137,9 @@ impl AngelFile {
             .get_or_init(|| {
                 let n = enc.records();
                 let per = records_per_chunk(enc);
-                let mut starts = Vec::with_capacity((n / per + 2) as usize);
+                // The count comes from the shape, which a corrupt source can make huge:
+                // reserve a bounded amount and let rendering (which fails first) grow it.
+                let mut starts = Vec::with_capacity((n / per + 2).min(1 << 16) as usize);
                 let mut at = 0u64;
                 let mut buf = Vec::new();
                 let mut first = 0;

@@ -248,6 +248,17 @@ pub fn entry_proto(
     e
 }
 
+/// A partitioned full entry: dtype, full shape and one slice spec per stored slice.
+pub fn partitioned_entry_proto(dtype: i32, shape: &[u64], slices: &[SliceSpec]) -> Vec<u8> {
+    let mut e = Vec::new();
+    field_varint(&mut e, 1, dtype as u64);
+    field_bytes(&mut e, 2, &shape_proto(shape));
+    for spec in slices {
+        field_bytes(&mut e, 7, &slice_proto(spec));
+    }
+    e
+}
+
 pub struct BundleBuilder {
     pub prefix: String,
     pub num_shards: u32,

@@ -114,6 +114,9 @@ impl Tensor for TfTensor {
 
     fn read_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
         let dtype = self.meta.dtype;
+        if let Some(p) = &self.meta.problem {
+            return Err(self.fail(p));
+        }
         let elem = dtype.elem_size().ok_or_else(|| {
             ModelError::Unsupported(format!("{} elements have no fixed size", dtype.name()))
         })?;
@@ -175,9 +178,16 @@ impl Tensor for TfTensor {
                 _ => VarIndex::build_variants(&data, n, verify, loc.crc),
             }
         });
-        let index = index.as_ref().map_err(|m| self.fail(m))?;
+        // Name the data file: the problem is in its bytes, not in the index.
+        let in_file = |m: &String| {
+            self.fail(format!(
+                "{m} (data file {})",
+                self.bundle.shard_name(loc.shard)
+            ))
+        };
+        let index = index.as_ref().map_err(in_file)?;
         index
             .for_each(&data, first, count, f)
-            .map_err(|m| self.fail(m))
+            .map_err(|m| in_file(&m))
     }
 }
