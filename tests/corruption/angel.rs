@@ -26,11 +26,12 @@ fn open_and_snapshot(dir: &Path) -> Result<Snapshot, String> {
 /// The JSON of a meta file (4-byte big-endian length envelope, or bare JSON).
 fn read_meta(path: &Path) -> Value {
     let b = std::fs::read(path).unwrap();
-    let json = if b.len() >= 4 && u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize == b.len() - 4 {
-        &b[4..]
-    } else {
-        &b[..]
-    };
+    let json =
+        if b.len() >= 4 && u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize == b.len() - 4 {
+            &b[4..]
+        } else {
+            &b[..]
+        };
     serde_json::from_slice(json).unwrap()
 }
 
@@ -42,7 +43,11 @@ fn write_meta(path: &Path, v: &Value) {
 }
 
 fn meta_path(matrix: &Path) -> PathBuf {
-    ["_meta", "meta"].iter().map(|m| matrix.join(m)).find(|p| p.is_file()).unwrap()
+    ["_meta", "meta"]
+        .iter()
+        .map(|m| matrix.join(m))
+        .find(|p| p.is_file())
+        .unwrap()
 }
 
 /// One matrix per format (a sparse int-key float one, a dense long-key double one).
@@ -62,7 +67,11 @@ type Edit = (&'static str, fn(&mut Value));
 
 fn first_part(v: &mut Value) -> &mut Value {
     let parts = v["partMetas"].as_object_mut().unwrap();
-    let k = parts.keys().min_by_key(|k| k.parse::<i64>().unwrap_or(0)).unwrap().clone();
+    let k = parts
+        .keys()
+        .min_by_key(|k| k.parse::<i64>().unwrap_or(0))
+        .unwrap()
+        .clone();
     parts.get_mut(&k).unwrap()
 }
 
@@ -85,12 +94,16 @@ const EDITS: &[Edit] = &[
         }
         first_part(v)["saveColNum"] = i64::MAX.into();
     }),
-    ("saveColNum 2^40", |v| first_part(v)["saveColNum"] = (1u64 << 40).into()),
+    ("saveColNum 2^40", |v| {
+        first_part(v)["saveColNum"] = (1u64 << 40).into()
+    }),
     ("offset 0x7FFFFFFFFFFFFFF0 length 16", |v| {
         first_part(v)["offset"] = 0x7FFF_FFFF_FFFF_FFF0u64.into();
         first_part(v)["length"] = 16.into();
     }),
-    ("length 2^62", |v| first_part(v)["length"] = (1u64 << 62).into()),
+    ("length 2^62", |v| {
+        first_part(v)["length"] = (1u64 << 62).into()
+    }),
     ("length + 1", |v| {
         let l = first_part(v)["length"].as_u64().unwrap();
         first_part(v)["length"] = (l + 1).into();
@@ -118,9 +131,18 @@ fn check(case: &str, good: &Snapshot, bad: &Snapshot, m: &str, must_fail: bool) 
         );
     }
     if must_fail {
-        let failed = v.failed.iter().any(|(p, _)| p.first().is_some_and(|c| c == m.as_bytes()));
-        let listed = bad.tensors.keys().any(|p| p.first().is_some_and(|c| c == m.as_bytes()));
-        assert!(failed || !listed, "case {case}: the corrupted matrix still reads");
+        let failed = v
+            .failed
+            .iter()
+            .any(|(p, _)| p.first().is_some_and(|c| c == m.as_bytes()));
+        let listed = bad
+            .tensors
+            .keys()
+            .any(|p| p.first().is_some_and(|c| c == m.as_bytes()));
+        assert!(
+            failed || !listed,
+            "case {case}: the corrupted matrix still reads"
+        );
     }
     assert_named(case, &v, &[m, "_meta", "meta"]);
 }
@@ -162,7 +184,9 @@ fn angel_data_files_truncated_and_deleted() {
     for m in chosen(&root) {
         for file in ["0", "1"] {
             let path = root.join(&m).join(file);
-            let Ok(pristine) = std::fs::read(&path) else { continue };
+            let Ok(pristine) = std::fs::read(&path) else {
+                continue;
+            };
             let len = pristine.len();
             let mut cuts: Vec<usize> = vec![0, 1, len / 3, len / 2, len - 1];
             cuts.sort();
@@ -195,7 +219,11 @@ fn angel_byte_flips_never_panic() {
         copy_tree(&model.join(&m), tmp.path());
         let dir = tmp.path().to_path_buf();
         let bound = ALLOC_SLACK + tree_bytes(&dir);
-        let mut files: Vec<PathBuf> = std::fs::read_dir(&dir).unwrap().flatten().map(|e| e.path()).collect();
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .collect();
         files.sort();
         for f in files {
             let pristine = std::fs::read(&f).unwrap();
@@ -204,7 +232,10 @@ fn angel_byte_flips_never_panic() {
                 let mut b = pristine.clone();
                 b[pos] ^= 0xff;
                 std::fs::write(&f, &b).unwrap();
-                let case = format!("{m}/{} byte {pos} flipped", f.file_name().unwrap().to_string_lossy());
+                let case = format!(
+                    "{m}/{} byte {pos} flipped",
+                    f.file_name().unwrap().to_string_lossy()
+                );
                 let d = dir.clone();
                 let _ = run_case(&case, bound, move || open_and_snapshot(&d));
             }
@@ -217,9 +248,16 @@ fn angel_byte_flips_never_panic() {
 #[test]
 fn angel_bad_and_real_world_models_never_panic() {
     let _g = serial();
-    let mut dirs = vec![fixtures().join("angel/bad/model"), fixtures().join("angel/hash/model")];
+    let mut dirs = vec![
+        fixtures().join("angel/bad/model"),
+        fixtures().join("angel/hash/model"),
+    ];
     if let Some(s) = shared_dir() {
-        for e in std::fs::read_dir(s.join("realworld/angel")).into_iter().flatten().flatten() {
+        for e in std::fs::read_dir(s.join("realworld/angel"))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
             dirs.push(e.path());
         }
     }

@@ -138,6 +138,8 @@ impl Tensor for TfTensor {
         }
         let bytes = file.read_at(loc.offset + start, out.len())?;
         out.copy_from_slice(&bytes);
+        // A file rewritten in place during the copy must not yield a mix (source.rs).
+        file.check_consistent()?;
         if self.bundle.big_endian {
             swap_in_place(out, swap_width(dtype));
         }
@@ -188,6 +190,10 @@ impl Tensor for TfTensor {
         let index = index.as_ref().map_err(in_file)?;
         index
             .for_each(&data, first, count, f)
-            .map_err(|m| in_file(&m))
+            .map_err(|m| in_file(&m))?;
+        // The strings handed to `f` came from the mapping: a file rewritten in place while
+        // they were read fails the call (callers drop what `f` collected).
+        file.check_consistent()?;
+        Ok(())
     }
 }
