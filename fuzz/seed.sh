@@ -106,6 +106,12 @@ for p in files():
             body = open(fp, "rb").read() if os.path.isfile(fp) else b""
             for sel in (0x08, 0x18):
                 put("angel_decode", bytes([sel]) + struct.pack("<I", len(js)) + js + body)
+# text_render: kind/dtype ‖ rank ‖ dims ‖ separator ‖ flags ‖ payload (see the target).
+payload = bytes(range(256)) * 4
+for kind in list(range(22)) + [0xC0, 0xC1, 0xC2, 0xC3]:
+    for rank, dims in ((0, b""), (1, b"\x05"), (2, b"\x03\x04"), (3, b"\x02\x00\x03")):
+        for sep, flags in ((0, 0x03), (2, 0x8a), (3, 0x25)):
+            put("text_render", bytes([kind, rank]) + dims + bytes([sep, flags]) + payload)
 for t in sorted(os.listdir(corpus)):
     print(t, len(os.listdir(os.path.join(corpus, t))))
 PY
