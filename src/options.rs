@@ -168,6 +168,22 @@ fn split_options(arg: &str) -> Vec<String> {
     if !cur.is_empty() {
         out.push(cur);
     }
+    join_layout_lists(out)
+}
+
+/// SPEC §4 writes `-o layouts=a,b,c`: a bare layout name after `layouts=…` continues its list.
+fn join_layout_lists(parts: Vec<String>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::with_capacity(parts.len());
+    for p in parts {
+        let is_layout = !p.contains('=') && (p == "all" || Layout::from_suffix(&p).is_some());
+        match out.last_mut() {
+            Some(prev) if is_layout && prev.starts_with("layouts=") => {
+                prev.push(',');
+                prev.push_str(&p);
+            }
+            _ => out.push(p),
+        }
+    }
     out
 }
 
@@ -209,5 +225,19 @@ mod tests {
         o.apply("sep=,,threads=1").unwrap();
         assert_eq!(o.sep, ",");
         assert_eq!(o.threads, 1);
+        let mut o = Options::default();
+        o.apply("layouts=txt,bin,ColIdValueText,threads=2,allow_other")
+            .unwrap();
+        assert_eq!(
+            o.layouts,
+            [
+                Layout::Json,
+                Layout::Txt,
+                Layout::Bin,
+                Layout::Angel(crate::layout::AngelFormat::ColIdValueText)
+            ]
+        );
+        assert!(o.allow_other);
+        assert!(o.apply("txt").is_err());
     }
 }

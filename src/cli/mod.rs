@@ -1,7 +1,204 @@
-//! Command line: mount, umount, ls, cat, info, index.
+//! Command line (SPEC §4): mount, umount, ls, cat, info.
+//!
+//! Exit statuses: 0 success; 1 usage (bad arguments, unknown `-o` option, a path that does not
+//! exist in the tree); 2 source not recognised or unreadable (including data that fails to
+//! read in `cat`); 3 mount or unmount failed.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use clap::{Parser, Subcommand};
+
+use crate::fs::{Tree, TreeConfig};
+use crate::model::Model;
+use crate::options::Options;
+
+mod browse;
+mod daemon;
+mod mount;
+pub mod mounts;
+mod umount;
+
+pub const EXIT_OK: i32 = 0;
+pub const EXIT_USAGE: i32 = 1;
+pub const EXIT_SOURCE: i32 = 2;
+pub const EXIT_MOUNT: i32 = 3;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "modelfs",
+    version,
+    about = "Mount TensorFlow checkpoints and Angel models read-only as files in the layouts you pick"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Mount SOURCE at MOUNTPOINT; returns once the mount is usable.
+    Mount {
+        /// Stay in the foreground (SIGINT/SIGTERM unmount).
+        #[arg(short = 'f', long)]
+        foreground: bool,
+        /// Options, comma-separated: layouts=, sep=, max_dense=, threads=, cache=, verify=,
+        /// allow_other, uid=, gid=, cache_dir=.
+        #[arg(short = 'o', value_name = "OPT,OPT…")]
+        options: Vec<String>,
+        source: PathBuf,
+        mountpoint: PathBuf,
+    },
+    /// Unmount MOUNTPOINT (like `fusermount3 -u`; also clears a mount whose daemon died).
+    Umount { mountpoint: PathBuf },
+    /// Every path of the tree under PATH, one per line, directories ending in `/`.
+    Ls {
+        #[arg(short = 'o', value_name = "OPT,OPT…")]
+        options: Vec<String>,
+        source: PathBuf,
+        path: Option<OsString>,
+    },
+    /// The exact bytes the mounted file PATH would give.
+    Cat {
+        #[arg(short = 'o', value_name = "OPT,OPT…")]
+        options: Vec<String>,
+        source: PathBuf,
+        path: OsString,
+    },
+    /// Format, tensor count, dtypes, total bytes, problems found.
+    Info { source: PathBuf },
+}
+
+/// A failure with its exit status; the message is printed as `modelfs: <message>`.
+#[derive(Debug)]
+pub struct Failure {
+    pub status: i32,
+    pub message: String,
+}
+
+impl Failure {
+    pub fn new(status: i32, message: impl Into<String>) -> Failure {
+        Failure {
+            status,
+            message: message.into(),
+        }
+    }
+}
+
+fn init_logging() {
+    let env = env_logger::Env::default().default_filter_or("warn");
+    let _ = env_logger::Builder::from_env(env)
+        .format_timestamp_millis()
+        .try_init();
+}
 
 /// Runs the CLI, returning the process exit status (SPEC §4).
 pub fn main() -> i32 {
-    eprintln!("modelfs: not yet implemented");
-    1
+    init_logging();
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { EXIT_USAGE } else { EXIT_OK };
+        }
+    };
+    let result = match cli.command {
+        Command::Mount {
+            foreground,
+            options,
+            source,
+            mountpoint,
+        } => parse_options(&options)
+            .and_then(|opts| mount::mount(&source, &mountpoint, opts, foreground)),
+        Command::Umount { mountpoint } => umount::umount(&mountpoint),
+        Command::Ls {
+            options,
+            source,
+            path,
+        } => parse_options(&options).and_then(|opts| browse::ls(&source, path.as_deref(), &opts)),
+        Command::Cat {
+            options,
+            source,
+            path,
+        } => parse_options(&options).and_then(|opts| browse::cat(&source, &path, &opts)),
+        Command::Info { source } => browse::info(&source),
+    };
+    match result {
+        Ok(()) => EXIT_OK,
+        Err(f) => {
+            if !f.message.is_empty() {
+                eprintln!("modelfs: {}", f.message);
+            }
+            f.status
+        }
+    }
+}
+
+/// Applies every `-o` argument in order; unknown options are usage errors.
+pub fn parse_options(args: &[String]) -> Result<Options, Failure> {
+    let mut opts = Options::default();
+    for a in args {
+        opts.apply(a)
+            .map_err(|e| Failure::new(EXIT_USAGE, e.to_string()))?;
+    }
+    Ok(opts)
+}
+
+/// SOURCE as an absolute path (readers may reopen files by path later, after a daemon chdir).
+pub fn absolute_source(source: &Path) -> PathBuf {
+    std::path::absolute(source).unwrap_or_else(|_| source.to_path_buf())
+}
+
+/// Opens SOURCE; failures are exit status 2 with the reader's one-line reason.
+pub fn open_model(source: &Path, opts: &Options) -> Result<Arc<dyn Model>, Failure> {
+    crate::open::open_source(&absolute_source(source), opts)
+        .map_err(|e| Failure::new(EXIT_SOURCE, e.to_string()))
+}
+
+/// The source's mtime (for directories): the path itself, else `<prefix>.index`.
+pub fn source_mtime(source: &Path) -> SystemTime {
+    let index = {
+        let mut s = source.as_os_str().to_owned();
+        s.push(".index");
+        PathBuf::from(s)
+    };
+    std::fs::metadata(source)
+        .or_else(|_| std::fs::metadata(index))
+        .and_then(|m| m.modified())
+        .unwrap_or(SystemTime::UNIX_EPOCH)
+}
+
+/// The tree that a mount of SOURCE with `opts` shows.
+pub fn build_tree(source: &Path, opts: &Options) -> Result<Arc<Tree>, Failure> {
+    let model = open_model(source, opts)?;
+    let cfg = TreeConfig::for_user(opts.uid, opts.gid, source_mtime(source));
+    Ok(Arc::new(Tree::new(model, crate::fs::layout_ctx(opts), cfg)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn usage_errors_are_status_1() {
+        assert!(Cli::try_parse_from(["modelfs", "mount", "only-one"]).is_err());
+        let c = Cli::try_parse_from(["modelfs", "mount", "-f", "-o", "a", "-o", "b", "s", "m"])
+            .unwrap();
+        match c.command {
+            Command::Mount {
+                foreground,
+                options,
+                ..
+            } => {
+                assert!(foreground);
+                assert_eq!(options, ["a", "b"]);
+            }
+            _ => panic!(),
+        }
+        let e = parse_options(&["layouts=txt".into(), "bogus".into()]).unwrap_err();
+        assert_eq!(e.status, EXIT_USAGE);
+        assert!(e.message.contains("bogus"));
+    }
 }

@@ -1,1 +1,41 @@
 //! The tree of files (FUSE-independent core) and the FUSE adapter.
+//!
+//! - `names`: escaping of model path components into file names (SPEC §2).
+//! - `listing`: what each directory contains (shared by the mount and `modelfs ls`).
+//! - `tree`: inodes, attributes, reads, xattrs, path resolution; errors carry an errno.
+//! - `fuse`: the fuser `Filesystem` on top of `tree`.
+
+use std::sync::Arc;
+
+use crate::layout::{cache::ChunkCache, disk_index::DiskIndexStore, LayoutCtx};
+use crate::options::Options;
+
+pub mod error;
+pub mod fuse;
+#[cfg(test)]
+mod fuse_tests;
+pub mod listing;
+pub mod names;
+#[doc(hidden)]
+pub mod testing;
+pub mod tree;
+#[cfg(test)]
+mod tree_tests;
+
+pub use error::FsError;
+pub use tree::{Attr, FileKind, Ino, Tree, TreeConfig, ROOT_INO};
+
+/// The rendering context of a mount (or of `ls`/`cat`) built from its options: `cache=`
+/// bounds the chunk cache, `cache_dir=` (unless `none`) keeps chunk indexes across mounts.
+pub fn layout_ctx(opts: &Options) -> Arc<LayoutCtx> {
+    let cache = ChunkCache::new(opts.cache_bytes);
+    if let Some(dir) = &opts.cache_dir {
+        cache.set_index_store(Arc::new(DiskIndexStore::new(dir.clone())));
+    }
+    Arc::new(LayoutCtx {
+        sep: opts.sep.clone(),
+        max_dense: opts.max_dense,
+        layouts: opts.layouts.clone(),
+        cache: Arc::new(cache),
+    })
+}

@@ -2,9 +2,9 @@
 //! elements by range in blocks (one scratch buffer, no per-element allocation) and hands each
 //! out as a `Value`.
 
-use crate::model::{DType, ModelError, Tensor};
+use crate::model::{DType, ModelError, SparseRows, Tensor};
 
-use super::num;
+use super::{num, LayoutError};
 
 /// One element, widened to a type that holds every value of its dtype exactly.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -116,6 +116,24 @@ pub fn decode(dtype: DType, b: &[u8]) -> Value {
         C128 => Value::C128(f64::from_le_bytes(a8(b)), f64::from_le_bytes(a8(&b[8..]))),
         Str | Variant | Opaque(_) => Value::U64(0),
     }
+}
+
+/// Checks the CSR structure of sparse entries of `dtype` once, so encoders can then index
+/// rows, columns and values without surprises. Returns the element size.
+pub fn check_sparse(rows: &SparseRows, dtype: DType) -> Result<usize, LayoutError> {
+    let es = dtype
+        .elem_size()
+        .ok_or_else(|| LayoutError::Other("sparse values need a fixed-size dtype".into()))?;
+    let nnz = rows.cols.len();
+    let ok = rows.row_ptr.len() == rows.rows.len() + 1
+        && rows.row_ptr.first() == Some(&0)
+        && rows.row_ptr.last() == Some(&(nnz as u64))
+        && rows.row_ptr.windows(2).all(|w| w[0] <= w[1])
+        && nnz.checked_mul(es) == Some(rows.values.len());
+    if !ok {
+        return Err(LayoutError::Other("inconsistent sparse rows".into()));
+    }
+    Ok(es)
 }
 
 /// Elements per `read_elements` call: bounds the scratch buffer to ~1 MiB.

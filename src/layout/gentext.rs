@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use super::elements::{decode, for_each_value};
+use super::elements::{check_sparse, decode, for_each_value};
 use super::num::{write_escaped, write_i64, write_u64};
 use super::text::{ChunkSource, CHUNK_ELEMENTS};
 use super::LayoutError;
@@ -136,18 +136,7 @@ pub struct LibsvmSparse {
 impl LibsvmSparse {
     /// Checks the CSR structure once so rendering can index without surprises.
     pub fn new(rows: Arc<SparseRows>, dtype: DType) -> Result<Self, LayoutError> {
-        let es = dtype
-            .elem_size()
-            .ok_or_else(|| LayoutError::Other("sparse values need a fixed-size dtype".into()))?;
-        let nnz = rows.cols.len();
-        let ok = rows.row_ptr.len() == rows.rows.len() + 1
-            && rows.row_ptr.first() == Some(&0)
-            && rows.row_ptr.last() == Some(&(nnz as u64))
-            && rows.row_ptr.windows(2).all(|w| w[0] <= w[1])
-            && nnz.checked_mul(es) == Some(rows.values.len());
-        if !ok {
-            return Err(LayoutError::Other("inconsistent sparse rows".into()));
-        }
+        check_sparse(&rows, dtype)?;
         let mut starts = Vec::new();
         let mut acc = CHUNK_ELEMENTS;
         for (k, w) in rows.row_ptr.windows(2).enumerate() {

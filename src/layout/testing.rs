@@ -5,6 +5,17 @@ use std::time::SystemTime;
 
 use crate::model::{DType, ModelError, SourceFormat, SparseRows, Tensor, TensorMeta};
 
+/// `n` deterministic pseudo-random floats in [-1, 1) (an LCG), for throughput tests.
+pub fn pseudo_random_f32(n: u64) -> Vec<f32> {
+    let mut x = 12345u32;
+    (0..n)
+        .map(|_| {
+            x = x.wrapping_mul(1664525).wrapping_add(1013904223);
+            (x >> 8) as f32 / 16777216.0 * 2.0 - 1.0
+        })
+        .collect()
+}
+
 /// A tensor held in memory: dense element bytes, strings, or sparse rows.
 pub struct MemTensor {
     pub meta: TensorMeta,

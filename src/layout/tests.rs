@@ -401,13 +401,7 @@ fn unrepresentable_dtypes_are_not_shown() {
 #[ignore]
 fn txt_throughput() {
     let n = 4_000_000u64;
-    let mut x = 12345u32;
-    let vals: Vec<f32> = (0..n)
-        .map(|_| {
-            x = x.wrapping_mul(1664525).wrapping_add(1013904223);
-            (x >> 8) as f32 / 16777216.0 * 2.0 - 1.0
-        })
-        .collect();
+    let vals = crate::layout::testing::pseudo_random_f32(n);
     let t = MemTensor::f32(&[n], &vals).arc();
     let src = gentext::ElementLines {
         tensor: t,

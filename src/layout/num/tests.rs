@@ -159,3 +159,35 @@ fn generated_vectors() {
     }
     assert!(n > 5000);
 }
+
+/// Every float whose Java text differs from its one-digit shortest decimal (JDK 19+ picks the
+/// closest decimal of at most two digits that reads back): the full list, derived with exact
+/// rational arithmetic from the `Double.toString` spec (the JDK here is older than 19).
+#[test]
+fn java_two_digit_rule_complete() {
+    for (bits, s) in [
+        (1u32, "1.4E-45"),
+        (2, "2.8E-45"),
+        (3, "4.2E-45"),
+        (4, "5.6E-45"),
+        (6, "8.4E-45"),
+        (7, "9.8E-45"),
+        (0x15, "2.9E-44"),
+        (0x1d, "4.1E-44"),
+        (0x47, "9.9E-44"),
+    ] {
+        assert_eq!(j32(f32::from_bits(bits)), s);
+    }
+    for (bits, s) in [
+        (1u64, "4.9E-324"),
+        (2, "9.9E-324"),
+        (0xa, "4.9E-323"),
+        (0xc, "5.9E-323"),
+        (0xe, "6.9E-323"),
+        (0x10, "7.9E-323"),
+        (0x12, "8.9E-323"),
+        (0x14, "9.9E-323"),
+    ] {
+        assert_eq!(j64(f64::from_bits(bits)), s);
+    }
+}

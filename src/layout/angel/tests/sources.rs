@@ -25,7 +25,7 @@ fn tensors(m: &dyn Model) -> Vec<(Vec<u8>, Arc<dyn Tensor>)> {
 
 /// Round trip of a sparse tensor: row formats give back exactly the stored entries; column
 /// formats give every saved row over the union of columns (0 where absent).
-fn round_trip_sparse(name: &str, t: Arc<dyn Tensor>) {
+pub(super) fn round_trip_sparse(name: &str, t: Arc<dyn Tensor>) {
     let m = t.meta().clone();
     let s = t.sparse().unwrap();
     let vt = AngelValue::of(m.dtype).unwrap();
@@ -57,7 +57,8 @@ fn round_trip_sparse(name: &str, t: Arc<dyn Tensor>) {
                     same_value(
                         vt,
                         &d.values[i * w..(i + 1) * w],
-                        &s.values[i * w..(i + 1) * w]
+                        &s.values[i * w..(i + 1) * w],
+                        format.is_text()
                     ),
                     "{ctx}"
                 );
@@ -80,7 +81,7 @@ fn round_trip_sparse(name: &str, t: Arc<dyn Tensor>) {
                         Err(_) => vec![0u8; w],
                     };
                     assert!(
-                        same_value(vt, &d.values[k * w..(k + 1) * w], &want),
+                        same_value(vt, &d.values[k * w..(k + 1) * w], &want, format.is_text()),
                         "{ctx}"
                     );
                 }

@@ -1,0 +1,211 @@
+//! `ls`, `cat`, `info`: the mount's tree and bytes without FUSE (same `fs::Tree`).
+
+use std::ffi::OsStr;
+use std::io::{self, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+use crate::fs::{FileKind, FsError, Tree};
+use crate::options::Options;
+
+use super::{build_tree, open_model, Failure, EXIT_SOURCE, EXIT_USAGE};
+
+/// Bytes per read in `cat` (bounded memory whatever the file size).
+const CAT_CHUNK: usize = 1 << 20;
+
+fn path_failure(path: &OsStr, e: &FsError) -> Failure {
+    let status = match e {
+        FsError::Io(_) => EXIT_SOURCE,
+        _ => EXIT_USAGE,
+    };
+    Failure::new(status, format!("{}: {e}", path.to_string_lossy()))
+}
+
+fn write_failure(e: io::Error) -> Failure {
+    if e.kind() == io::ErrorKind::BrokenPipe {
+        // The reader went away (`| head`): not an error of ours.
+        Failure::new(0, "")
+    } else {
+        Failure::new(EXIT_USAGE, format!("writing output: {e}"))
+    }
+}
+
+fn ok_or_quiet(r: Result<(), Failure>) -> Result<(), Failure> {
+    match r {
+        Err(f) if f.status == 0 => Ok(()),
+        other => other,
+    }
+}
+
+/// Lists into `out`: every path under `path` (relative to the root, as typed, `/`-trimmed).
+pub fn ls_into(tree: &Tree, path: Option<&[u8]>, out: &mut dyn Write) -> Result<(), Failure> {
+    let raw = path.unwrap_or(b"");
+    let ino = tree
+        .resolve(raw)
+        .map_err(|e| path_failure(OsStr::from_bytes(raw), &e))?;
+    let trimmed = String::from_utf8_lossy(raw).trim_matches('/').to_string();
+    let kind = tree
+        .node(ino)
+        .map(|n| n.file_kind())
+        .map_err(|e| path_failure(OsStr::from_bytes(raw), &e))?;
+    if kind != FileKind::Dir {
+        return writeln!(out, "{trimmed}").map_err(write_failure);
+    }
+    let prefix = if trimmed.is_empty() {
+        String::new()
+    } else {
+        format!("{trimmed}/")
+    };
+    let mut result = Ok(());
+    tree.walk(ino, &prefix, &mut |p, _| {
+        if result.is_ok() {
+            result = writeln!(out, "{p}").map_err(write_failure);
+        }
+    })
+    .map_err(|e| path_failure(OsStr::from_bytes(raw), &e))?;
+    result
+}
+
+pub fn ls(source: &Path, path: Option<&OsStr>, opts: &Options) -> Result<(), Failure> {
+    let tree = build_tree(source, opts)?;
+    let stdout = io::stdout();
+    let mut out = io::BufWriter::with_capacity(1 << 16, stdout.lock());
+    ok_or_quiet(
+        ls_into(&tree, path.map(|p| p.as_bytes()), &mut out)
+            .and_then(|()| out.flush().map_err(write_failure)),
+    )
+}
+
+/// Streams the file at `path` into `out`.
+pub fn cat_into(tree: &Tree, path: &[u8], out: &mut dyn Write) -> Result<(), Failure> {
+    let shown = OsStr::from_bytes(path);
+    let ino = tree.resolve(path).map_err(|e| path_failure(shown, &e))?;
+    let node = tree.node(ino).map_err(|e| path_failure(shown, &e))?;
+    if node.kind.is_dir() {
+        return Err(path_failure(shown, &FsError::IsDir));
+    }
+    let (content, size) = tree.content(ino).map_err(|e| path_failure(shown, &e))?;
+    let mut buf = vec![0u8; CAT_CHUNK];
+    let mut offset = 0u64;
+    while offset < size {
+        let want = usize::try_from(size - offset).map_or(CAT_CHUNK, |left| left.min(CAT_CHUNK));
+        let n = content
+            .read_at(offset, &mut buf[..want])
+            .map_err(|e| path_failure(shown, &FsError::from(e)))?;
+        if n == 0 {
+            let msg = format!("file ended at {offset} of {size} bytes");
+            return Err(path_failure(shown, &FsError::Io(msg)));
+        }
+        out.write_all(&buf[..n.min(want)]).map_err(write_failure)?;
+        offset += n.min(want) as u64;
+    }
+    Ok(())
+}
+
+pub fn cat(source: &Path, path: &OsStr, opts: &Options) -> Result<(), Failure> {
+    let tree = build_tree(source, opts)?;
+    let stdout = io::stdout();
+    let mut out = stdout.lock();
+    ok_or_quiet(
+        cat_into(&tree, path.as_bytes(), &mut out)
+            .and_then(|()| out.flush().map_err(write_failure)),
+    )
+}
+
+pub fn info(source: &Path) -> Result<(), Failure> {
+    let opts = Options::default();
+    let model = open_model(source, &opts)?;
+    let s = model
+        .summary()
+        .map_err(|e| Failure::new(EXIT_SOURCE, format!("{}: {e}", source.display())))?;
+    let dtypes: Vec<String> = s.dtypes.iter().map(|(d, n)| format!("{d} {n}")).collect();
+    let mut text = format!(
+        "source: {}\nformat: {}\ntensors: {}\ndtypes: {}\ntotal bytes: {}\nproblems: {}\n",
+        source.display(),
+        s.format,
+        s.tensors,
+        if dtypes.is_empty() {
+            "-".into()
+        } else {
+            dtypes.join(", ")
+        },
+        s.total_bytes,
+        s.problems.len()
+    );
+    for p in &s.problems {
+        text.push_str(&format!("  {p}\n"));
+    }
+    let mut out = io::stdout().lock();
+    ok_or_quiet(out.write_all(text.as_bytes()).map_err(write_failure))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::SystemTime;
+
+    use super::*;
+    use crate::fs::testing::{ctx, key, test_opener, MemModel, MemTensor};
+    use crate::fs::TreeConfig;
+    use crate::layout::Layout;
+
+    fn tree() -> Tree {
+        let mut m = MemModel::default();
+        m.add(key("a/W"), MemTensor::f32("a/W", &[2], &[1.5, 2.0]));
+        m.add(key("b"), MemTensor::f32("b", &[1], &[3.0]));
+        m.symlinks
+            .push((Vec::new(), b"latest".to_vec(), b"a".to_vec()));
+        let cfg = TreeConfig {
+            uid: 0,
+            gid: 0,
+            mtime: SystemTime::UNIX_EPOCH,
+        };
+        Tree::with_opener(
+            Arc::new(m),
+            ctx(&[Layout::Json, Layout::Txt]),
+            cfg,
+            test_opener,
+        )
+    }
+
+    fn ls_text(t: &Tree, path: Option<&str>) -> Result<String, Failure> {
+        let mut out = Vec::new();
+        ls_into(t, path.map(str::as_bytes), &mut out)?;
+        Ok(String::from_utf8(out).unwrap())
+    }
+
+    #[test]
+    fn ls_lists_like_the_mount() {
+        let t = tree();
+        assert_eq!(
+            ls_text(&t, None).unwrap(),
+            "a/\na/W.json\na/W.txt\nb.json\nb.txt\nlatest\n"
+        );
+        assert_eq!(ls_text(&t, Some("/a/")).unwrap(), "a/W.json\na/W.txt\n");
+        assert_eq!(
+            ls_text(&t, Some("latest")).unwrap(),
+            "latest/W.json\nlatest/W.txt\n"
+        );
+        assert_eq!(ls_text(&t, Some("b.txt")).unwrap(), "b.txt\n");
+        assert_eq!(ls_text(&t, Some("nope")).unwrap_err().status, EXIT_USAGE);
+    }
+
+    #[test]
+    fn cat_streams_exact_bytes() {
+        let t = tree();
+        let mut out = Vec::new();
+        cat_into(&t, b"a/W.txt", &mut out).unwrap();
+        assert_eq!(out, b"1.5\n2.0\n");
+        let mut out = Vec::new();
+        cat_into(&t, b"latest/W.txt", &mut out).unwrap();
+        assert_eq!(out, b"1.5\n2.0\n");
+        assert_eq!(
+            cat_into(&t, b"a", &mut Vec::new()).unwrap_err().status,
+            EXIT_USAGE
+        );
+        assert_eq!(
+            cat_into(&t, b"x.txt", &mut Vec::new()).unwrap_err().status,
+            EXIT_USAGE
+        );
+    }
+}

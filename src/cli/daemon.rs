@@ -1,0 +1,157 @@
+//! Daemonizing `modelfs mount`: fork before any thread exists, the parent waits on a pipe until
+//! the child reports that the mount is usable (or why it is not), then exits with that status.
+//!
+//! Protocol on the pipe (child → parent), one line: `OK` or `ERR <status> <message>`. EOF
+//! without a line means the child died.
+//!
+//! After `OK` the child detaches: stdin/stdout → /dev/null, stderr → the file named by
+//! `$MODELFS_LOG` (appended) or /dev/null, cwd → `/`. Detaching stderr matters: a caller
+//! capturing the parent's output (`$(modelfs mount …)`, Python's subprocess) would otherwise
+//! wait for the daemon to exit.
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+use super::{Failure, EXIT_MOUNT};
+
+/// The child's channel to its waiting parent (absent in the foreground).
+pub struct Notifier {
+    pipe: Option<File>,
+}
+
+impl Notifier {
+    pub fn foreground() -> Notifier {
+        Notifier { pipe: None }
+    }
+
+    pub fn is_daemon(&self) -> bool {
+        self.pipe.is_some()
+    }
+
+    pub fn ready(&mut self) {
+        if let Some(mut f) = self.pipe.take() {
+            let _ = f.write_all(b"OK\n");
+        }
+    }
+
+    /// Reports `failure` to the parent (which prints it); returns it with an empty message so
+    /// the child does not print it a second time. In the foreground it is returned as is.
+    pub fn failed(&mut self, failure: Failure) -> Failure {
+        match self.pipe.take() {
+            Some(mut f) => {
+                let line = format!(
+                    "ERR {} {}\n",
+                    failure.status,
+                    failure.message.replace('\n', " ")
+                );
+                let _ = f.write_all(line.as_bytes());
+                Failure::new(failure.status, "")
+            }
+            None => failure,
+        }
+    }
+}
+
+pub enum Forked {
+    /// In the parent: the exit status and message the child reported.
+    Parent(Result<(), Failure>),
+    Child(Notifier),
+}
+
+fn last_os_error(what: &str) -> Failure {
+    Failure::new(
+        EXIT_MOUNT,
+        format!("{what}: {}", std::io::Error::last_os_error()),
+    )
+}
+
+/// Forks. Must be called while the process has a single thread.
+pub fn daemonize() -> Result<Forked, Failure> {
+    let mut fds = [0i32; 2];
+    // SAFETY: fds is a valid array of two ints.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(last_os_error("pipe"));
+    }
+    // SAFETY: both fds were just created and are owned here only.
+    let (read_end, write_end) =
+        unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    // Flush buffered output so it is not written twice.
+    let _ = std::io::stdout().flush();
+    let _ = std::io::stderr().flush();
+    // SAFETY: single-threaded at this point (the caller's contract); the child only continues
+    // running ordinary Rust code.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(last_os_error("fork"));
+    }
+    if pid > 0 {
+        drop(write_end);
+        let mut text = String::new();
+        let _ = File::from(read_end).read_to_string(&mut text);
+        return Ok(Forked::Parent(parse_report(&text)));
+    }
+    drop(read_end);
+    // SAFETY: plain syscall; failure (already a group leader) is harmless.
+    unsafe { libc::setsid() };
+    Ok(Forked::Child(Notifier {
+        pipe: Some(File::from(write_end)),
+    }))
+}
+
+fn parse_report(text: &str) -> Result<(), Failure> {
+    let line = text.lines().next().unwrap_or("");
+    if line == "OK" {
+        return Ok(());
+    }
+    if let Some(rest) = line.strip_prefix("ERR ") {
+        let (status, msg) = rest.split_once(' ').unwrap_or((rest, ""));
+        let status = status.parse().unwrap_or(EXIT_MOUNT);
+        return Err(Failure::new(status, msg));
+    }
+    Err(Failure::new(
+        EXIT_MOUNT,
+        "the mount daemon exited before the mount was ready",
+    ))
+}
+
+/// Detaches the daemon from the caller's terminal and pipes (after `ready`).
+pub fn detach_stdio() {
+    let devnull = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null");
+    let log = std::env::var_os("MODELFS_LOG").and_then(|p| {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(p)
+            .ok()
+    });
+    if let Ok(null) = &devnull {
+        let err_fd = log.as_ref().map_or(null.as_raw_fd(), |f| f.as_raw_fd());
+        // SAFETY: dup2 onto the standard descriptors with valid open fds.
+        unsafe {
+            libc::dup2(null.as_raw_fd(), 0);
+            libc::dup2(null.as_raw_fd(), 1);
+            libc::dup2(err_fd, 2);
+        }
+    }
+    let _ = std::env::set_current_dir("/");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reports_parse() {
+        assert!(parse_report("OK\n").is_ok());
+        let e = parse_report("ERR 3 mountpoint /x does not exist\n").unwrap_err();
+        assert_eq!(
+            (e.status, e.message.as_str()),
+            (3, "mountpoint /x does not exist")
+        );
+        assert_eq!(parse_report("").unwrap_err().status, EXIT_MOUNT);
+    }
+}

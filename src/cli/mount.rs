@@ -1,0 +1,170 @@
+//! `modelfs mount`: checks, then serves the tree over FUSE in the foreground or as a daemon.
+//!
+//! Order matters: the mountpoint is checked (exit 3) and the source opened (exit 2) in the
+//! calling process, so errors reach the user directly; then the process forks (while it still
+//! has one thread); the child blocks SIGINT/SIGTERM/SIGHUP in every thread (one thread waits
+//! for them and unmounts), mounts, reports readiness and runs the FUSE worker threads until
+//! the file system is unmounted.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use fuser::{Session, SessionUnmounter};
+
+use crate::fs::fuse::{fsname_for, mount_config, ModelFs};
+use crate::fs::Tree;
+use crate::options::Options;
+
+use super::daemon::{self, Forked, Notifier};
+use super::{build_tree, mounts, umount, Failure, EXIT_MOUNT};
+
+pub fn mount(
+    source: &Path,
+    mountpoint: &Path,
+    opts: Options,
+    foreground: bool,
+) -> Result<(), Failure> {
+    let mountpoint = mounts::normalize(mountpoint);
+    check_mountpoint(&mountpoint)?;
+    let tree = build_tree(source, &opts)?;
+    let fsname = fsname_for(&super::absolute_source(source));
+    if foreground {
+        return serve(tree, &mountpoint, &opts, &fsname, Notifier::foreground());
+    }
+    match daemon::daemonize()? {
+        Forked::Parent(result) => result,
+        Forked::Child(notifier) => {
+            let status = match serve(tree, &mountpoint, &opts, &fsname, notifier) {
+                Ok(()) => 0,
+                Err(f) => {
+                    if !f.message.is_empty() {
+                        log::error!("{}", f.message);
+                    }
+                    f.status
+                }
+            };
+            std::process::exit(status);
+        }
+    }
+}
+
+/// Refuses a missing, non-directory, dead or already-mounted mountpoint (exit 3).
+pub fn check_mountpoint(mp: &Path) -> Result<(), Failure> {
+    let shown = mp.display();
+    let meta = match std::fs::metadata(mp) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(Failure::new(EXIT_MOUNT, format!("mountpoint {shown} does not exist")))
+        }
+        Err(e) if e.raw_os_error() == Some(libc::ENOTCONN) => {
+            return Err(Failure::new(
+                EXIT_MOUNT,
+                format!("mountpoint {shown} is a mount whose daemon died; run `modelfs umount {shown}` first"),
+            ))
+        }
+        Err(e) => return Err(Failure::new(EXIT_MOUNT, format!("mountpoint {shown}: {e}"))),
+    };
+    if !meta.is_dir() {
+        return Err(Failure::new(
+            EXIT_MOUNT,
+            format!("mountpoint {shown} is not a directory"),
+        ));
+    }
+    if let Some(m) = mounts::mount_at(mp) {
+        return Err(Failure::new(
+            EXIT_MOUNT,
+            format!(
+                "{shown} is already a mount point ({} {})",
+                m.fstype, m.source
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn shutdown_signals() -> libc::sigset_t {
+    // SAFETY: sigset_t is plain data, initialised by sigemptyset before use.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::sigaddset(&mut set, libc::SIGHUP);
+        set
+    }
+}
+
+/// Blocks the shutdown signals in this thread and every thread it creates afterwards.
+fn block_shutdown_signals() {
+    let set = shutdown_signals();
+    // SAFETY: valid set pointer; a null old-set pointer is allowed.
+    unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+}
+
+/// A thread that waits for SIGINT/SIGTERM/SIGHUP and unmounts, which ends the session.
+fn spawn_signal_thread(mut unmounter: SessionUnmounter, mountpoint: PathBuf) {
+    let spawned = std::thread::Builder::new()
+        .name("modelfs-signals".into())
+        .spawn(move || {
+            let set = shutdown_signals();
+            let mut sig = 0;
+            // SAFETY: valid pointers; the signals are blocked in all threads.
+            while unsafe { libc::sigwait(&set, &mut sig) } != 0 {}
+            log::info!("signal {sig}: unmounting {}", mountpoint.display());
+            if let Err(e) = unmounter.unmount() {
+                log::warn!(
+                    "unmount of {} failed ({e}); detaching lazily",
+                    mountpoint.display()
+                );
+                if let Err(f) = umount::lazy_detach(&mountpoint) {
+                    log::error!("{}", f.message);
+                }
+            }
+        });
+    if let Err(e) = spawned {
+        log::error!("cannot start the signal thread: {e}");
+    }
+}
+
+fn serve(
+    tree: Arc<Tree>,
+    mountpoint: &Path,
+    opts: &Options,
+    fsname: &str,
+    mut notifier: Notifier,
+) -> Result<(), Failure> {
+    if !Path::new("/dev/fuse").exists() {
+        let f = Failure::new(
+            EXIT_MOUNT,
+            format!("cannot mount on {}: /dev/fuse is missing (FUSE not available: load the fuse module, or run the container with --device /dev/fuse)", mountpoint.display()),
+        );
+        return Err(notifier.failed(f));
+    }
+    block_shutdown_signals();
+    let cfg = mount_config(opts, fsname);
+    let mut session = match Session::new(ModelFs::new(tree), mountpoint, &cfg) {
+        Ok(s) => s,
+        Err(e) => {
+            let f = Failure::new(
+                EXIT_MOUNT,
+                format!("cannot mount on {}: {e}", mountpoint.display()),
+            );
+            return Err(notifier.failed(f));
+        }
+    };
+    spawn_signal_thread(session.unmount_callable(), mountpoint.to_path_buf());
+    log::info!("mounted on {}", mountpoint.display());
+    let daemon = notifier.is_daemon();
+    notifier.ready();
+    if daemon {
+        daemon::detach_stdio();
+    }
+    session.run().map_err(|e| {
+        Failure::new(
+            EXIT_MOUNT,
+            format!("FUSE session on {} ended: {e}", mountpoint.display()),
+        )
+    })?;
+    log::info!("unmounted {}", mountpoint.display());
+    Ok(())
+}

@@ -1,0 +1,477 @@
+//! The fuser `Filesystem` on top of `tree::Tree`: a thin translation of requests into tree
+//! calls and of `FsError`s into errnos. Read-only: every modifying request gets EROFS.
+//!
+//! Caching: the source is immutable, so entries and attributes get long TTLs and files are
+//! opened with FOPEN_KEEP_CACHE (page cache survives close/open). Never direct_io, so mmap
+//! works. Plain readdir only (readdirplus would force computing every file's exact size,
+//! which renders text layouts).
+
+use std::ffi::OsStr;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use fuser::{
+    AccessFlags, Config, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation,
+    INodeNo, InitFlags, KernelConfig, LockOwner, MountOption, OpenAccMode, OpenFlags, ReplyAttr,
+    ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyXattr, Request,
+    SessionACL, TimeOrNow,
+};
+
+use super::error::FsError;
+use super::tree::{self, Attr, FileKind, Tree, XattrReply};
+use crate::options::Options;
+
+/// How long the kernel may cache entries and attributes (the source never changes).
+const TTL: Duration = Duration::from_secs(24 * 3600);
+/// Largest read we accept (the kernel asks for at most max_pages * page size).
+const MAX_READ: u32 = 16 << 20;
+/// Readahead we ask the kernel for (clamped to what it allows).
+const READAHEAD: u32 = 4 << 20;
+
+pub struct ModelFs {
+    tree: Arc<Tree>,
+}
+
+impl ModelFs {
+    pub fn new(tree: Arc<Tree>) -> ModelFs {
+        ModelFs { tree }
+    }
+}
+
+fn errno(e: &FsError) -> Errno {
+    Errno::from_i32(e.errno())
+}
+
+fn file_type(kind: FileKind) -> FileType {
+    match kind {
+        FileKind::Dir => FileType::Directory,
+        FileKind::File => FileType::RegularFile,
+        FileKind::Symlink => FileType::Symlink,
+    }
+}
+
+fn to_fuse(a: &Attr) -> FileAttr {
+    FileAttr {
+        ino: INodeNo(a.ino),
+        size: a.size,
+        blocks: a.blocks(),
+        atime: a.mtime,
+        mtime: a.mtime,
+        ctime: a.mtime,
+        crtime: a.mtime,
+        kind: file_type(a.kind),
+        perm: a.perm,
+        nlink: a.nlink,
+        uid: a.uid,
+        gid: a.gid,
+        rdev: 0,
+        // Hint for readers' buffer sizes (cp, cat, python use st_blksize).
+        blksize: 128 << 10,
+        flags: 0,
+    }
+}
+
+/// fuser configuration for a mount with `opts`.
+pub fn mount_config(opts: &Options, fsname: &str) -> Config {
+    let mut cfg = Config::default();
+    cfg.mount_options = vec![
+        MountOption::RO,
+        MountOption::NoDev,
+        MountOption::NoSuid,
+        MountOption::DefaultPermissions,
+        MountOption::FSName(fsname.to_string()),
+        MountOption::Subtype("modelfs".into()),
+    ];
+    cfg.acl = if opts.allow_other {
+        SessionACL::All
+    } else {
+        SessionACL::Owner
+    };
+    cfg.n_threads = Some(opts.threads.max(1));
+    cfg.clone_fd = opts.threads > 1;
+    cfg
+}
+
+/// A name for the mount table: the source path when it is made of safe characters (mount
+/// options are comma-separated), else `modelfs`.
+pub fn fsname_for(source: &Path) -> String {
+    let s = source.to_string_lossy();
+    let safe = !s.is_empty()
+        && s.len() < 200
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"/._+-@:".contains(&b));
+    if safe {
+        format!("modelfs:{s}")
+    } else {
+        "modelfs".into()
+    }
+}
+
+impl Filesystem for ModelFs {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> io::Result<()> {
+        if let Err(max) = config.set_max_readahead(READAHEAD) {
+            let _ = config.set_max_readahead(max);
+        }
+        let _ = config.set_max_background(64);
+        for flag in [
+            InitFlags::FUSE_PARALLEL_DIROPS,
+            InitFlags::FUSE_CACHE_SYMLINKS,
+            InitFlags::FUSE_MAX_PAGES,
+        ] {
+            let _ = config.add_capabilities(flag);
+        }
+        Ok(())
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        match self.tree.lookup(parent.0, name.as_bytes()) {
+            Ok(a) => reply.entry(&TTL, &to_fuse(&a), Generation(0)),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        match self.tree.getattr(ino.0) {
+            Ok(a) => reply.attr(&TTL, &to_fuse(&a)),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn setattr(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _mode: Option<u32>,
+        _uid: Option<u32>,
+        _gid: Option<u32>,
+        _size: Option<u64>,
+        _atime: Option<TimeOrNow>,
+        _mtime: Option<TimeOrNow>,
+        _ctime: Option<std::time::SystemTime>,
+        _fh: Option<FileHandle>,
+        _crtime: Option<std::time::SystemTime>,
+        _chgtime: Option<std::time::SystemTime>,
+        _bkuptime: Option<std::time::SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        reply.error(Errno::EROFS);
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        match self.tree.readlink(ino.0) {
+            Ok(t) => reply.data(&t),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn mknod(
+        &self,
+        _req: &Request,
+        _parent: INodeNo,
+        _name: &OsStr,
+        _mode: u32,
+        _umask: u32,
+        _rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        reply.error(Errno::EROFS);
+    }
+
+    fn mkdir(
+        &self,
+        _req: &Request,
+        _parent: INodeNo,
+        _name: &OsStr,
+        _mode: u32,
+        _umask: u32,
+        reply: ReplyEntry,
+    ) {
+        reply.error(Errno::EROFS);
+    }
+
+    fn unlink(&self, _req: &Request, _parent: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
+        reply.error(Errno::EROFS);
+    }
+
+    fn rmdir(&self, _req: &Request, _parent: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
+        reply.error(Errno::EROFS);
+    }
+
+    fn symlink(
+        &self,
+        _req: &Request,
+        _parent: INodeNo,
+        _link_name: &OsStr,
+        _target: &Path,
+        reply: ReplyEntry,
+    ) {
+        reply.error(Errno::EROFS);
+    }
+
+    fn rename(
+        &self,
+        _req: &Request,
+        _parent: INodeNo,
+        _name: &OsStr,
+        _newparent: INodeNo,
+        _newname: &OsStr,
+        _flags: fuser::RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        reply.error(Errno::EROFS);
+    }
+
+    fn link(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _newparent: INodeNo,
+        _newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
+        reply.error(Errno::EROFS);
+    }
+
+    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        let write = flags.acc_mode() != OpenAccMode::O_RDONLY || flags.0 & libc::O_TRUNC != 0;
+        match self.tree.open(ino.0, write) {
+            Ok(()) => reply.opened(FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        let mut buf = vec![0u8; size.min(MAX_READ) as usize];
+        match self.tree.read(ino.0, offset, &mut buf) {
+            Ok(n) => reply.data(&buf[..n]),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _offset: u64,
+        _data: &[u8],
+        _write_flags: fuser::WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: fuser::ReplyWrite,
+    ) {
+        reply.error(Errno::EROFS);
+    }
+
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        reply.ok();
+    }
+
+    fn fsync(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        reply.ok();
+    }
+
+    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        match self.tree.node(ino.0) {
+            Ok(n) if n.kind.is_dir() => reply.opened(FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE),
+            Ok(_) => reply.error(Errno::ENOTDIR),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn readdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        // Offsets: 1 after `.`, 2 after `..`, i + 3 after child i.
+        let node = match self.tree.node(ino.0) {
+            Ok(n) => n,
+            Err(e) => return reply.error(errno(&e)),
+        };
+        if offset == 0 && reply.add(ino, 1, FileType::Directory, ".") {
+            return reply.ok();
+        }
+        if offset <= 1 && reply.add(INodeNo(node.parent), 2, FileType::Directory, "..") {
+            return reply.ok();
+        }
+        let first = usize::try_from(offset.saturating_sub(2)).unwrap_or(usize::MAX);
+        let mut next = first as u64 + 3;
+        let result = self.tree.readdir(ino.0, first, |item| {
+            let full = reply.add(INodeNo(item.ino), next, file_type(item.kind), &item.name);
+            next += 1;
+            !full
+        });
+        match result {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn fsyncdir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        reply.ok();
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        reply.statfs(0, 0, 0, self.tree.inode_count(), 0, 4096, 255, 4096);
+    }
+
+    fn setxattr(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _name: &OsStr,
+        _value: &[u8],
+        _flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        reply.error(Errno::EROFS);
+    }
+
+    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        let answer = self
+            .tree
+            .getxattr(ino.0, name.as_bytes())
+            .and_then(|v| tree::xattr_reply(v, size));
+        send_xattr(answer, reply);
+    }
+
+    fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        let answer = self
+            .tree
+            .listxattr(ino.0)
+            .map(|names| tree::xattr_list_bytes(&names))
+            .and_then(|v| tree::xattr_reply(v, size));
+        send_xattr(answer, reply);
+    }
+
+    fn removexattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
+        reply.error(Errno::EROFS);
+    }
+
+    fn access(&self, _req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
+        if mask.contains(AccessFlags::W_OK) {
+            return reply.error(Errno::EROFS);
+        }
+        match self.tree.node(ino.0) {
+            Ok(_) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn create(
+        &self,
+        _req: &Request,
+        _parent: INodeNo,
+        _name: &OsStr,
+        _mode: u32,
+        _umask: u32,
+        _flags: i32,
+        reply: fuser::ReplyCreate,
+    ) {
+        reply.error(Errno::EROFS);
+    }
+
+    fn fallocate(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _offset: u64,
+        _length: u64,
+        _mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        reply.error(Errno::EROFS);
+    }
+
+    fn copy_file_range(
+        &self,
+        _req: &Request,
+        _ino_in: INodeNo,
+        _fh_in: FileHandle,
+        _offset_in: u64,
+        _ino_out: INodeNo,
+        _fh_out: FileHandle,
+        _offset_out: u64,
+        _len: u64,
+        _flags: fuser::CopyFileRangeFlags,
+        reply: fuser::ReplyWrite,
+    ) {
+        reply.error(Errno::EROFS);
+    }
+}
+
+fn send_xattr(answer: Result<XattrReply, FsError>, reply: ReplyXattr) {
+    match answer {
+        Ok(XattrReply::Size(n)) => reply.size(n),
+        Ok(XattrReply::Data(d)) => reply.data(&d),
+        Err(e) => reply.error(errno(&e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fsnames_are_safe_for_mount_options() {
+        assert_eq!(
+            fsname_for(Path::new("/m/model.ckpt-100")),
+            "modelfs:/m/model.ckpt-100"
+        );
+        assert_eq!(fsname_for(Path::new("/m/a,b")), "modelfs");
+        assert_eq!(fsname_for(Path::new("/m/a b")), "modelfs");
+    }
+
+    #[test]
+    fn config_follows_options() {
+        let mut o = Options::default();
+        o.apply("threads=3,allow_other").unwrap();
+        let c = mount_config(&o, "modelfs");
+        assert_eq!(c.n_threads, Some(3));
+        assert_eq!(c.acl, SessionACL::All);
+        assert!(c.mount_options.contains(&MountOption::RO));
+        let c = mount_config(&Options::default(), "modelfs");
+        assert_eq!(c.acl, SessionACL::Owner);
+    }
+}

@@ -1,0 +1,255 @@
+//! What a directory of the mount contains: the names and kinds of its children, computed
+//! once per directory from the model (metadata only, never tensor data).
+//!
+//! A model directory shows, sorted by name:
+//! - each sub-directory and symlink under its escaped name (`fs::names`);
+//! - for each tensor `NAME`, one file `NAME.<suffix>` per layout of the mount that can
+//!   represent it, and `NAME.parts/` when it has partitions.
+//!
+//! A `NAME.parts/` directory shows `<label>.<suffix>` per partition and data layout (no
+//! `.json`: the tensor's own `.json` lists its partitions), where `label` is the partition's
+//! Angel `partId` when the reader gives one, else its index.
+//!
+//! Invariant: names in a listing are unique and sorted; a plain entry whose name collides with
+//! a tensor-derived file gets `names::dodge_collision`'s name.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use crate::layout::{FileContent, Layout, LayoutCtx};
+use crate::model::{DirEntry, Model, Tensor};
+
+use super::error::FsError;
+use super::names;
+
+/// Raw model path components from the root.
+pub type ModelPath = Arc<[Vec<u8>]>;
+
+/// How file contents are produced; `layout::open` in production, a double in unit tests.
+pub type Opener = fn(Layout, Arc<dyn Tensor>, &Arc<LayoutCtx>) -> Option<Arc<dyn FileContent>>;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NodeKind {
+    /// A model directory (the root is the empty path).
+    Dir { path: ModelPath },
+    /// `NAME.parts/` of the tensor at `tensor`.
+    Parts { tensor: ModelPath },
+    /// One layout of a tensor, or of partition `partition` of it.
+    File {
+        tensor: ModelPath,
+        layout: Layout,
+        partition: Option<usize>,
+    },
+    /// A symlink; `target` is already escaped for the file system.
+    Symlink { target: Vec<u8> },
+}
+
+impl NodeKind {
+    pub fn is_dir(&self) -> bool {
+        matches!(self, NodeKind::Dir { .. } | NodeKind::Parts { .. })
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Child {
+    pub name: String,
+    pub kind: NodeKind,
+}
+
+/// The children of one directory, sorted by name bytes.
+#[derive(Debug, Default)]
+pub struct Listing {
+    pub children: Vec<Child>,
+}
+
+impl Listing {
+    pub fn find(&self, name: &[u8]) -> Option<&Child> {
+        self.children
+            .binary_search_by(|c| c.name.as_bytes().cmp(name))
+            .ok()
+            .and_then(|i| self.children.get(i))
+    }
+
+    /// Number of sub-directories (for the directory's link count).
+    pub fn subdirs(&self) -> usize {
+        self.children.iter().filter(|c| c.kind.is_dir()).count()
+    }
+
+    fn from_unsorted(mut children: Vec<Child>, context: &str) -> Listing {
+        children.sort_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
+        let before = children.len();
+        children.dedup_by(|later, first| later.name == first.name);
+        if children.len() != before {
+            log::warn!(
+                "{context}: {} duplicate names hidden",
+                before - children.len()
+            );
+        }
+        Listing { children }
+    }
+}
+
+fn key_of(dir: &[Vec<u8>], name: &[u8]) -> ModelPath {
+    let mut key = dir.to_vec();
+    key.push(name.to_vec());
+    key.into()
+}
+
+fn display(path: &[Vec<u8>]) -> String {
+    let parts: Vec<String> = path
+        .iter()
+        .map(|c| String::from_utf8_lossy(c).into_owned())
+        .collect();
+    format!("/{}", parts.join("/"))
+}
+
+/// Escapes a symlink target given as a raw `/`-separated path: each component like a name.
+pub fn escape_target(target: &[u8]) -> Vec<u8> {
+    let absolute = target.first() == Some(&b'/');
+    let parts: Vec<String> = target
+        .split(|&b| b == b'/')
+        .filter(|c| !c.is_empty())
+        .map(|c| match c {
+            // Relative navigation stays navigation in a link target.
+            b"." | b".." => String::from_utf8_lossy(c).into_owned(),
+            _ => names::escape_component(c),
+        })
+        .collect();
+    let mut out = if absolute { b"/".to_vec() } else { Vec::new() };
+    out.extend_from_slice(parts.join("/").as_bytes());
+    out
+}
+
+/// Lists the model directory at `path`.
+pub fn list_model_dir(
+    model: &dyn Model,
+    ctx: &Arc<LayoutCtx>,
+    opener: Opener,
+    path: &[Vec<u8>],
+) -> Result<Listing, FsError> {
+    let entries = model.list_dir(path)?;
+    let mut plain = Vec::new();
+    let mut derived = Vec::new();
+    for entry in entries {
+        match entry {
+            DirEntry::Dir(name) => {
+                let key = key_of(path, &name);
+                plain.push(Child {
+                    name: names::component_name(&key),
+                    kind: NodeKind::Dir { path: key },
+                });
+            }
+            DirEntry::Symlink { name, target } => {
+                let key = key_of(path, &name);
+                plain.push(Child {
+                    name: names::component_name(&key),
+                    kind: NodeKind::Symlink {
+                        target: escape_target(&target),
+                    },
+                });
+            }
+            DirEntry::Tensor(name) => {
+                let key = key_of(path, &name);
+                let tensor = match model.tensor(&key) {
+                    Ok(t) => t,
+                    Err(e) => {
+                        log::warn!("{}: listed but cannot be opened: {e}", display(&key));
+                        continue;
+                    }
+                };
+                let base = names::component_name(&key);
+                for &layout in &ctx.layouts {
+                    if opener(layout, tensor.clone(), ctx).is_some() {
+                        derived.push(Child {
+                            name: names::file_name(&base, layout),
+                            kind: NodeKind::File {
+                                tensor: key.clone(),
+                                layout,
+                                partition: None,
+                            },
+                        });
+                    }
+                }
+                if !tensor.meta().partitions.is_empty() {
+                    derived.push(Child {
+                        name: names::parts_dir_name(&base),
+                        kind: NodeKind::Parts { tensor: key },
+                    });
+                }
+            }
+        }
+    }
+    let taken: HashSet<&str> = derived.iter().map(|c| c.name.as_str()).collect();
+    for child in &mut plain {
+        if taken.contains(child.name.as_str()) {
+            child.name = names::dodge_collision(&child.name);
+        }
+    }
+    plain.extend(derived);
+    Ok(Listing::from_unsorted(plain, &display(path)))
+}
+
+/// The label of partition `index`: Angel's `partId` when present, else the index.
+pub fn partition_label(tensor: &dyn Tensor, index: usize) -> String {
+    let part_id = tensor
+        .meta()
+        .partitions
+        .get(index)
+        .and_then(|p| p.extra.get("partId"));
+    match part_id {
+        Some(serde_json::Value::Number(n)) => n.to_string(),
+        Some(serde_json::Value::String(s)) if !s.is_empty() => {
+            names::escape_component(s.as_bytes())
+        }
+        _ => index.to_string(),
+    }
+}
+
+/// Lists `NAME.parts/` of the tensor at `key`.
+pub fn list_parts_dir(
+    model: &dyn Model,
+    ctx: &Arc<LayoutCtx>,
+    opener: Opener,
+    key: &ModelPath,
+) -> Result<Listing, FsError> {
+    let tensor = model.tensor(key)?;
+    let mut children = Vec::new();
+    for index in 0..tensor.meta().partitions.len() {
+        let part = match tensor.partition(index) {
+            Ok(p) => p,
+            Err(e) => {
+                log::warn!("{}: partition {index} cannot be opened: {e}", display(key));
+                continue;
+            }
+        };
+        let label = partition_label(tensor.as_ref(), index);
+        // No `.json` per partition: the tensor's own `.json` describes every partition, and a
+        // second metadata file naming the same tensor would make "find the tensor by the name
+        // in its .json" (the conformance checks, users' scripts) ambiguous.
+        for &layout in ctx.layouts.iter().filter(|&&l| l != Layout::Json) {
+            if opener(layout, part.clone(), ctx).is_some() {
+                children.push(Child {
+                    name: names::file_name(&label, layout),
+                    kind: NodeKind::File {
+                        tensor: key.clone(),
+                        layout,
+                        partition: Some(index),
+                    },
+                });
+            }
+        }
+    }
+    Ok(Listing::from_unsorted(children, &display(key)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_are_escaped_per_component() {
+        assert_eq!(escape_target(b"model.ckpt-100"), b"model.ckpt-100");
+        assert_eq!(escape_target(b"../a%b/c"), b"../a%25b/c");
+        assert_eq!(escape_target(b"/abs/x"), b"/abs/x");
+    }
+}

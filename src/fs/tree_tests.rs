@@ -1,0 +1,336 @@
+//! Tests of `fs::tree` against the in-memory model double (no kernel needed).
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use super::testing::{ctx, key, test_opener, MemModel, MemTensor};
+use super::tree::{xattr_list_bytes, xattr_reply, XattrReply, XATTR_DTYPE, XATTR_SHAPE};
+use super::*;
+use crate::layout::Layout;
+
+fn model() -> MemModel {
+    let mut m = MemModel::default();
+    m.add(
+        key("layer1/W"),
+        MemTensor::f32("layer1/W", &[2, 3], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.5]),
+    );
+    m.add(
+        key("layer1/W/Adam"),
+        MemTensor::f32("layer1/W/Adam", &[2], &[0.5, -1.0]),
+    );
+    m.add(key("b"), MemTensor::f32("b", &[3], &[0.25, 0.5, 0.75]));
+    m.add(
+        key("emb"),
+        MemTensor::partitioned("emb", &[1.0, 2.0, 3.0, 4.0, 5.0], &[2, 3], false),
+    );
+    m.add(
+        key("angel"),
+        MemTensor::partitioned("angel", &[7.0, 8.0], &[1, 1], true),
+    );
+    let mut bad = MemTensor::f32("bad", &[2], &[0.0, 0.0]);
+    bad.meta.problem = Some("checksum mismatch in model.data-00000-of-00001".into());
+    m.add(key("bad"), bad);
+    m.symlinks
+        .push((Vec::new(), b"latest".to_vec(), b"layer1".to_vec()));
+    m
+}
+
+fn tree_of(m: MemModel, layouts: &[Layout]) -> Tree {
+    let cfg = TreeConfig {
+        uid: 1234,
+        gid: 55,
+        mtime: SystemTime::UNIX_EPOCH,
+    };
+    Tree::with_opener(Arc::new(m), ctx(layouts), cfg, test_opener)
+}
+
+fn tree() -> Tree {
+    tree_of(model(), &[Layout::Json, Layout::Txt, Layout::Bin])
+}
+
+fn all_paths(t: &Tree) -> Vec<String> {
+    let mut out = Vec::new();
+    t.walk(ROOT_INO, "", &mut |p, _| out.push(p.to_string()))
+        .unwrap();
+    out
+}
+
+fn read_all(t: &Tree, path: &str) -> Vec<u8> {
+    let ino = t.resolve(path.as_bytes()).unwrap();
+    let size = t.getattr(ino).unwrap().size as usize;
+    let mut buf = vec![0u8; size + 10];
+    let n = t.read(ino, 0, &mut buf).unwrap();
+    buf.truncate(n);
+    buf
+}
+
+#[test]
+fn walk_shows_exact_tree() {
+    let t = tree();
+    let want = [
+        "angel.bin",
+        "angel.json",
+        "angel.parts/",
+        "angel.parts/10.bin",
+        "angel.parts/10.txt",
+        "angel.parts/11.bin",
+        "angel.parts/11.txt",
+        "angel.txt",
+        "b.bin",
+        "b.json",
+        "b.txt",
+        "bad.bin",
+        "bad.json",
+        "bad.txt",
+        "emb.bin",
+        "emb.json",
+        "emb.parts/",
+        "emb.parts/0.bin",
+        "emb.parts/0.txt",
+        "emb.parts/1.bin",
+        "emb.parts/1.txt",
+        "emb.txt",
+        "latest",
+        "layer1/",
+        "layer1/W/",
+        "layer1/W/Adam.bin",
+        "layer1/W/Adam.json",
+        "layer1/W/Adam.txt",
+        "layer1/W.bin",
+        "layer1/W.json",
+        "layer1/W.txt",
+    ];
+    assert_eq!(all_paths(&t), want);
+}
+
+#[test]
+fn sizes_are_exact_and_reads_match() {
+    let t = tree();
+    assert_eq!(
+        read_all(&t, "layer1/W.txt"),
+        b"1.0\n2.0\n3.0\n4.0\n5.0\n6.5\n"
+    );
+    let ino = t.resolve(b"layer1/W.bin").unwrap();
+    let attr = t.getattr(ino).unwrap();
+    assert_eq!(attr.size, 24);
+    assert_eq!(attr.kind, FileKind::File);
+    assert_eq!(attr.perm, 0o444);
+    assert_eq!((attr.uid, attr.gid), (1234, 55));
+    assert_eq!(
+        attr.mtime,
+        super::testing::meta("x", crate::model::DType::F32, &[]).mtime
+    );
+    let full = read_all(&t, "layer1/W.bin");
+    for off in 0..=24u64 {
+        let mut buf = [0u8; 5];
+        let n = t.read(ino, off, &mut buf).unwrap();
+        let end = (off as usize + 5).min(24);
+        assert_eq!(&buf[..n], &full[off as usize..end]);
+    }
+    let mut buf = [0u8; 4];
+    assert_eq!(t.read(ino, 1 << 40, &mut buf).unwrap(), 0);
+    assert_eq!(read_all(&t, "emb.parts/1.bin").len(), 12);
+    assert_eq!(read_all(&t, "angel.parts/11.txt"), b"8.0\n");
+}
+
+#[test]
+fn directories_and_links() {
+    let t = tree();
+    let root = t.getattr(ROOT_INO).unwrap();
+    assert_eq!(root.kind, FileKind::Dir);
+    assert_eq!(root.perm, 0o555);
+    // layer1/, emb.parts/, angel.parts/
+    assert_eq!(root.nlink, 5);
+    let link = t.lookup_ino(ROOT_INO, b"latest").unwrap();
+    assert_eq!(t.getattr(link).unwrap().kind, FileKind::Symlink);
+    assert_eq!(t.readlink(link).unwrap(), b"layer1");
+    assert_eq!(read_all(&t, "latest/W.txt"), read_all(&t, "layer1/W.txt"));
+    assert_eq!(
+        t.resolve(b"/layer1/./W/../W.json").unwrap(),
+        t.resolve(b"layer1/W.json").unwrap()
+    );
+    let l1 = t.lookup_ino(ROOT_INO, b"layer1").unwrap();
+    assert_eq!(t.lookup_ino(l1, b"..").unwrap(), ROOT_INO);
+    assert_eq!(
+        t.path_of(t.resolve(b"layer1/W/Adam.txt").unwrap()),
+        "layer1/W/Adam.txt"
+    );
+}
+
+#[test]
+fn inodes_are_stable_and_unique() {
+    let t = tree();
+    let mut seen = std::collections::HashMap::new();
+    let mut items = Vec::new();
+    t.readdir(ROOT_INO, 0, |i| {
+        items.push(i);
+        true
+    })
+    .unwrap();
+    for item in &items {
+        assert_eq!(
+            t.lookup_ino(ROOT_INO, item.name.as_bytes()).unwrap(),
+            item.ino
+        );
+        assert!(seen.insert(item.ino, item.name.clone()).is_none());
+    }
+    // Offsets resume where asked.
+    let mut tail = Vec::new();
+    t.readdir(ROOT_INO, 3, |i| {
+        tail.push(i);
+        tail.len() < 2
+    })
+    .unwrap();
+    assert_eq!(tail, items[3..5]);
+    assert!(matches!(t.getattr(9999), Err(FsError::NotFound)));
+    assert!(matches!(t.getattr(0), Err(FsError::NotFound)));
+}
+
+#[test]
+fn concurrent_lookups_agree() {
+    let t = Arc::new(tree());
+    let handles: Vec<_> = (0..4)
+        .map(|_| {
+            let t = t.clone();
+            std::thread::spawn(move || {
+                ["layer1/W.txt", "b.bin", "layer1/W/Adam.bin"]
+                    .map(|p| t.resolve(p.as_bytes()).unwrap())
+            })
+        })
+        .collect();
+    let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    assert!(results.windows(2).all(|w| w[0] == w[1]));
+}
+
+#[test]
+fn errors_carry_errnos() {
+    let t = tree();
+    let file = t.resolve(b"b.txt").unwrap();
+    assert_eq!(t.lookup_ino(file, b"x").unwrap_err().errno(), libc::ENOTDIR);
+    assert_eq!(
+        t.lookup_ino(ROOT_INO, b"nope").unwrap_err().errno(),
+        libc::ENOENT
+    );
+    assert_eq!(t.resolve(b"b.txt/x").unwrap_err().errno(), libc::ENOTDIR);
+    assert_eq!(t.open(file, true).unwrap_err().errno(), libc::EROFS);
+    t.open(file, false).unwrap();
+    let mut buf = [0u8; 4];
+    assert_eq!(
+        t.read(ROOT_INO, 0, &mut buf).unwrap_err().errno(),
+        libc::EISDIR
+    );
+    assert_eq!(t.readlink(file).unwrap_err().errno(), libc::EINVAL);
+    // A bad tensor: data files fail with EIO, its .json still reads.
+    let bad = t.resolve(b"bad.bin").unwrap();
+    assert_eq!(t.getattr(bad).unwrap_err().errno(), libc::EIO);
+    assert_eq!(t.open(bad, false).unwrap_err().errno(), libc::EIO);
+    assert!(!read_all(&t, "bad.json").is_empty());
+    // ...and keeps failing (errors are not cached as successes).
+    assert_eq!(t.getattr(bad).unwrap_err().errno(), libc::EIO);
+    // xattrs still work on it (metadata only).
+    assert_eq!(t.getxattr(bad, XATTR_SHAPE.as_bytes()).unwrap(), b"[2]");
+}
+
+#[test]
+fn xattrs() {
+    let t = tree();
+    let w = t.resolve(b"layer1/W.txt").unwrap();
+    assert_eq!(t.getxattr(w, XATTR_DTYPE.as_bytes()).unwrap(), b"float32");
+    assert_eq!(t.getxattr(w, XATTR_SHAPE.as_bytes()).unwrap(), b"[2, 3]");
+    let p = t.resolve(b"emb.parts/1.txt").unwrap();
+    assert_eq!(t.getxattr(p, XATTR_SHAPE.as_bytes()).unwrap(), b"[3]");
+    assert_eq!(
+        t.getxattr(w, b"user.other").unwrap_err().errno(),
+        libc::ENODATA
+    );
+    assert_eq!(
+        t.getxattr(ROOT_INO, XATTR_DTYPE.as_bytes())
+            .unwrap_err()
+            .errno(),
+        libc::ENODATA
+    );
+    assert_eq!(t.listxattr(w).unwrap(), [XATTR_DTYPE, XATTR_SHAPE]);
+    assert!(t.listxattr(ROOT_INO).unwrap().is_empty());
+    assert_eq!(xattr_list_bytes(&["a", "bc"]), b"a\0bc\0");
+    assert_eq!(
+        xattr_reply(b"abc".to_vec(), 0).unwrap(),
+        XattrReply::Size(3)
+    );
+    assert_eq!(
+        xattr_reply(b"abc".to_vec(), 3).unwrap(),
+        XattrReply::Data(b"abc".to_vec())
+    );
+    assert_eq!(
+        xattr_reply(b"abc".to_vec(), 2).unwrap_err().errno(),
+        libc::ERANGE
+    );
+    assert_eq!(tree::shape_text(&[]), "[]");
+}
+
+#[test]
+fn collisions_and_escapes() {
+    let mut m = MemModel::default();
+    m.add(key("a"), MemTensor::f32("a", &[1], &[1.0]));
+    m.add(key("a.txt/x"), MemTensor::f32("a.txt/x", &[1], &[2.0]));
+    m.add(
+        vec![b"..".to_vec(), b"%".to_vec()],
+        MemTensor::f32("", &[1], &[3.0]),
+    );
+    m.add(vec![b"\xff".to_vec()], MemTensor::f32("", &[1], &[4.0]));
+    let t = tree_of(m, &[Layout::Json, Layout::Txt]);
+    assert_eq!(
+        all_paths(&t),
+        [
+            "%2E%2E/",
+            "%2E%2E/%25.json",
+            "%2E%2E/%25.txt",
+            "%FF.json",
+            "%FF.txt",
+            "a%2Etxt/",
+            "a%2Etxt/x.json",
+            "a%2Etxt/x.txt",
+            "a.json",
+            "a.txt",
+        ]
+    );
+    assert_eq!(read_all(&t, "a%2Etxt/x.txt"), b"2.0\n");
+    assert_eq!(read_all(&t, "a.txt"), b"1.0\n");
+}
+
+#[test]
+fn unavailable_layouts_are_not_shown() {
+    let mut m = MemModel::default();
+    let mut s = MemTensor::f32("s", &[1], &[1.0]);
+    s.meta.dtype = crate::model::DType::Str;
+    m.add(key("s"), s);
+    let t = tree_of(m, &[Layout::Json, Layout::Bin, Layout::Npy]);
+    assert_eq!(all_paths(&t), ["s.json"]);
+}
+
+#[test]
+fn long_keys_get_hashed_names() {
+    let long = "k".repeat(300);
+    let mut m = MemModel::default();
+    m.add(
+        vec![long.as_bytes().to_vec()],
+        MemTensor::f32(&long, &[1], &[1.0]),
+    );
+    let t = tree_of(m, &[Layout::Json]);
+    let paths = all_paths(&t);
+    assert_eq!(paths.len(), 1);
+    assert!(
+        paths[0].len() <= 255 && paths[0].ends_with(".json"),
+        "{}",
+        paths[0]
+    );
+    assert!(paths[0].starts_with(&"k".repeat(200)));
+}
+
+#[test]
+fn owner_is_the_user_unless_overridden() {
+    let c = TreeConfig::for_user(Some(7), None, SystemTime::UNIX_EPOCH);
+    assert_eq!(c.uid, 7);
+    assert_eq!(c.gid, unsafe { libc::getgid() });
+    let c = TreeConfig::for_user(None, Some(9), SystemTime::UNIX_EPOCH);
+    assert_eq!((c.uid, c.gid), (unsafe { libc::getuid() }, 9));
+}

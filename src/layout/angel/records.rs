@@ -1,0 +1,287 @@
+//! The records of an Angel file, independent of text or binary encoding (formats/angel.md
+//! §7–§8, SPEC §3).
+//!
+//! The 2-D view: rank 0/1 is one row, rank ≥ 2 is `prod(shape[:-1]) × shape[-1]`; a sparse
+//! tensor is its own `rows × cols` with only its stored entries.
+//! - Row formats: one record per element (dense, C order) or per stored entry (sparse).
+//! - Column formats: one record per column holding one value per row: all rows of a dense
+//!   tensor; the saved rows (`SparseRows::rows`) of a sparse one, over the union of its
+//!   columns, 0 where absent. A column record is `1 + k` *items* (its id, then k values), and
+//!   items are what the traversal counts, so a range never needs a whole tall column.
+
+use std::sync::Arc;
+
+use super::value::{AngelNum, AngelValue};
+use crate::layout::elements::{check_sparse, decode, for_each_value, Value};
+use crate::layout::LayoutError;
+use crate::model::{DType, SparseRows, Tensor};
+
+/// Where the values come from.
+pub enum Data {
+    Dense(Arc<dyn Tensor>),
+    /// Stored entries (checked by `Records::sparse`) and, for column formats, their
+    /// column-major index.
+    Sparse {
+        rows: Arc<SparseRows>,
+        dtype: DType,
+        columns: Option<Columns>,
+    },
+}
+
+/// Column-major index of a `SparseRows`: column `cols[j]` holds entries
+/// `entries[ptr[j]..ptr[j + 1]]` as `(saved row index, entry index)`, ascending by row.
+pub struct Columns {
+    cols: Vec<i64>,
+    ptr: Vec<usize>,
+    entries: Vec<(u32, usize)>,
+}
+
+impl Columns {
+    fn build(s: &SparseRows) -> Result<Columns, LayoutError> {
+        if s.rows.len() > u32::MAX as usize {
+            return Err(LayoutError::Other("too many saved rows".into()));
+        }
+        let mut all: Vec<(i64, u32, usize)> = Vec::with_capacity(s.cols.len());
+        for (ri, w) in s.row_ptr.windows(2).enumerate() {
+            for k in w[0] as usize..w[1] as usize {
+                all.push((s.cols[k], ri as u32, k));
+            }
+        }
+        all.sort_unstable();
+        let mut c = Columns {
+            cols: Vec::new(),
+            ptr: vec![0],
+            entries: Vec::with_capacity(all.len()),
+        };
+        for &(col, ri, k) in &all {
+            if c.cols.last() != Some(&col) {
+                if !c.cols.is_empty() {
+                    c.ptr.push(c.entries.len());
+                }
+                c.cols.push(col);
+            }
+            c.entries.push((ri, k));
+        }
+        if !c.cols.is_empty() {
+            c.ptr.push(c.entries.len());
+        }
+        Ok(c)
+    }
+}
+
+/// One item of a column record.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Item {
+    /// The column id that starts a record.
+    Key(i64),
+    /// A value; `last` ends the record.
+    Value { num: AngelNum, last: bool },
+}
+
+pub struct Records {
+    pub value: AngelValue,
+    pub cols: u64,
+    pub data: Data,
+}
+
+impl Records {
+    pub fn dense(tensor: Arc<dyn Tensor>, value: AngelValue, cols: u64) -> Records {
+        Records {
+            value,
+            cols,
+            data: Data::Dense(tensor),
+        }
+    }
+
+    /// Checks the CSR structure once, so traversals can index without surprises, and builds
+    /// the column index when `columns` is asked for.
+    pub fn sparse(
+        rows: Arc<SparseRows>,
+        dtype: DType,
+        value: AngelValue,
+        cols: u64,
+        columns: bool,
+    ) -> Result<Records, LayoutError> {
+        check_sparse(&rows, dtype)?;
+        let columns = if columns {
+            Some(Columns::build(&rows)?)
+        } else {
+            None
+        };
+        Ok(Records {
+            value,
+            cols,
+            data: Data::Sparse {
+                rows,
+                dtype,
+                columns,
+            },
+        })
+    }
+
+    /// Records of a row format: elements (dense) or stored entries (sparse).
+    pub fn row_records(&self) -> u64 {
+        match &self.data {
+            Data::Dense(t) => t.meta().num_elements().unwrap_or(0),
+            Data::Sparse { rows, .. } => rows.nnz(),
+        }
+    }
+
+    /// Values per column record (`k`).
+    pub fn column_rows(&self) -> u64 {
+        match &self.data {
+            Data::Dense(t) => t.meta().num_elements().unwrap_or(0) / self.cols.max(1),
+            Data::Sparse { rows, .. } => rows.rows.len() as u64,
+        }
+    }
+
+    /// Records of a column format.
+    pub fn column_records(&self) -> u64 {
+        match &self.data {
+            Data::Dense(_) => self.cols,
+            Data::Sparse { columns, .. } => columns.as_ref().map_or(0, |c| c.cols.len() as u64),
+        }
+    }
+
+    /// Items of a column format (`records × (1 + k)`), `None` on overflow.
+    pub fn column_items(&self) -> Option<u64> {
+        self.column_records()
+            .checked_mul(self.column_rows().checked_add(1)?)
+    }
+
+    /// Calls `f(row, col, value)` for row records `first..first + count`.
+    pub fn for_each_row_record<F: FnMut(u64, i64, AngelNum)>(
+        &self,
+        first: u64,
+        count: u64,
+        mut f: F,
+    ) -> Result<(), LayoutError> {
+        let vt = self.value;
+        match &self.data {
+            Data::Dense(t) => {
+                let cols = self.cols.max(1);
+                let (mut row, mut col) = (first / cols, first % cols);
+                let mut scratch = Vec::new();
+                for_each_value(&**t, first, count, &mut scratch, |_, v| {
+                    f(row, col as i64, vt.num(v));
+                    col += 1;
+                    if col == cols {
+                        col = 0;
+                        row += 1;
+                    }
+                })?;
+            }
+            Data::Sparse { rows: s, dtype, .. } => {
+                let es = dtype.elem_size().unwrap_or(1);
+                let end = first.saturating_add(count).min(s.nnz());
+                let mut ri = s.row_ptr.partition_point(|&p| p <= first).saturating_sub(1);
+                for k in first..end {
+                    while s.row_ptr[ri + 1] <= k {
+                        ri += 1;
+                    }
+                    let k = k as usize;
+                    let v = decode(*dtype, &s.values[k * es..][..es]);
+                    f(s.rows[ri], s.cols[k], vt.num(v));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Calls `f` for column items `first..first + count` (see the module comment).
+    pub fn for_each_column_item<F: FnMut(Item)>(
+        &self,
+        first: u64,
+        count: u64,
+        mut f: F,
+    ) -> Result<(), LayoutError> {
+        let k = self.column_rows();
+        let per = k + 1;
+        let end = first
+            .saturating_add(count)
+            .min(self.column_items().unwrap_or(0));
+        let mut rect = Vec::new();
+        let mut at = first;
+        while at < end {
+            // A piece: columns j0..j1, each from slot s0 to s1 (slot 0 is the id, slot s ≥ 1
+            // is row s − 1). Whole columns are grouped; a partial one is a piece of its own.
+            let (j0, s0) = (at / per, at % per);
+            let (j1, s1) = if s0 == 0 && end - at >= per {
+                (j0 + (end - at) / per, per)
+            } else {
+                (j0 + 1, per.min(s0 + (end - at)))
+            };
+            let (r0, r1) = (s0.max(1) - 1, s1 - 1);
+            match &self.data {
+                Data::Dense(t) => {
+                    self.dense_rect(&**t, r0..r1, j0..j1, &mut rect)?;
+                    let width = (j1 - j0) as usize;
+                    for j in j0..j1 {
+                        if s0 == 0 {
+                            f(Item::Key(j as i64));
+                        }
+                        for r in r0..r1 {
+                            let v = rect[(r - r0) as usize * width + (j - j0) as usize];
+                            f(Item::Value {
+                                num: self.value.num(v),
+                                last: r + 1 == k,
+                            });
+                        }
+                    }
+                }
+                Data::Sparse {
+                    rows: s,
+                    dtype,
+                    columns,
+                } => {
+                    let c = columns
+                        .as_ref()
+                        .ok_or_else(|| LayoutError::Other("column index not built".into()))?;
+                    let es = dtype.elem_size().unwrap_or(1);
+                    for j in j0 as usize..j1 as usize {
+                        if s0 == 0 {
+                            f(Item::Key(c.cols[j]));
+                        }
+                        let entries = &c.entries[c.ptr[j]..c.ptr[j + 1]];
+                        let mut next = entries.partition_point(|e| (e.0 as u64) < r0);
+                        for r in r0..r1 {
+                            let num = match entries.get(next) {
+                                Some(&(ri, e)) if ri as u64 == r => {
+                                    next += 1;
+                                    let v = decode(*dtype, &s.values[e * es..][..es]);
+                                    self.value.num(v)
+                                }
+                                _ => self.value.zero(),
+                            };
+                            f(Item::Value {
+                                num,
+                                last: r + 1 == k,
+                            });
+                        }
+                    }
+                }
+            }
+            at += (j1 - j0 - 1) * per + (s1 - s0);
+        }
+        Ok(())
+    }
+
+    /// Elements `rows × cols` of a dense tensor into `out`, row-major (one ranged read per row).
+    fn dense_rect(
+        &self,
+        t: &dyn Tensor,
+        rows: std::ops::Range<u64>,
+        cols: std::ops::Range<u64>,
+        out: &mut Vec<Value>,
+    ) -> Result<(), LayoutError> {
+        out.clear();
+        let mut scratch = Vec::new();
+        for r in rows {
+            let first = r * self.cols + cols.start;
+            for_each_value(t, first, cols.end - cols.start, &mut scratch, |_, v| {
+                out.push(v)
+            })?;
+        }
+        Ok(())
+    }
+}
