@@ -8,6 +8,8 @@
 
 #[path = "corruption/angel.rs"]
 mod angel;
+#[path = "corruption/cache.rs"]
+mod cache;
 #[path = "corruption/harness.rs"]
 mod harness;
 #[path = "corruption/tf.rs"]
