@@ -147,7 +147,7 @@ fn index_flips_every_byte_of_small_fixtures() {
             continue;
         };
         let len = std::fs::metadata(index_path(&prefix)).unwrap().len() as usize;
-        flip_index(case, &prefix, 0..len, 16);
+        flip_index(case, &prefix, 0..len, 32);
     }
 }
 
@@ -160,8 +160,8 @@ fn index_flips_sampled_in_the_multi_block_fixture() {
     let len = std::fs::metadata(index_path(&prefix)).unwrap().len() as usize;
     // Both block trailers and the whole index block + footer densely, the rest sparsely.
     // (8000 tensors are read per flip: keep the sample small.)
-    let tail = len.saturating_sub(160);
-    let positions = (0..len).step_by(len / 30 + 1).chain(tail..len).chain(0..8);
+    let tail = len.saturating_sub(100);
+    let positions = (0..len).step_by(len / 20 + 1).chain(tail..len).chain(0..8);
     flip_index("many_keys", &prefix, positions, 0);
 }
 
