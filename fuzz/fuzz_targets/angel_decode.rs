@@ -54,7 +54,8 @@ fuzz_target!(|input: &[u8]| {
             assert_eq!(*rows.row_ptr.last().unwrap(), rows.cols.len() as u64);
             decoded.push(rows);
         }
-        lines_before = lines_before.saturating_add(expected_records(meta.format, part).unwrap_or(0));
+        lines_before =
+            lines_before.saturating_add(expected_records(meta.format, part).unwrap_or(0));
     }
     let refs: Vec<_> = decoded.iter().collect();
     let _ = merge(&refs, meta.row_type.value.width());

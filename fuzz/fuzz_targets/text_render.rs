@@ -65,7 +65,11 @@ fn build(input: &[u8]) -> Option<(Arc<dyn Tensor>, String, u8)> {
         let vt = [DType::F32, DType::F64, DType::I32, DType::I64][(kind % 4) as usize];
         let es = vt.elem_size()?;
         let rows = u64::from(flags % 16) + 1;
-        let cols = if flags & 0x80 != 0 { 1 << 40 } else { u64::from(flags % 32) + 1 };
+        let cols = if flags & 0x80 != 0 {
+            1 << 40
+        } else {
+            u64::from(flags % 32) + 1
+        };
         let mut entries: Vec<(u64, i64, &[u8])> = payload
             .chunks_exact(3 + es)
             .take(2000)
@@ -140,9 +144,19 @@ fuzz_target!(|input: &[u8]| {
         let Ok(got) = file.read_at(0, &mut whole) else {
             continue;
         };
-        assert_eq!(got as u64, size, "{}: one read gives {got} of {size} bytes", l.suffix());
+        assert_eq!(
+            got as u64,
+            size,
+            "{}: one read gives {got} of {size} bytes",
+            l.suffix()
+        );
         whole.truncate(got);
-        assert_eq!(file.read_at(size, &mut [0u8; 8]).ok(), Some(0), "{}: read at end", l.suffix());
+        assert_eq!(
+            file.read_at(size, &mut [0u8; 8]).ok(),
+            Some(0),
+            "{}: read at end",
+            l.suffix()
+        );
         let mut off = 0usize;
         let mut buf = vec![0u8; 4096];
         while off < whole.len() {
@@ -151,7 +165,12 @@ fuzz_target!(|input: &[u8]| {
                 break;
             };
             assert!(n > 0, "{}: short read at {off} of {size}", l.suffix());
-            assert_eq!(&buf[..n], &whole[off..off + n], "{}: bytes at {off} differ", l.suffix());
+            assert_eq!(
+                &buf[..n],
+                &whole[off..off + n],
+                "{}: bytes at {off} differ",
+                l.suffix()
+            );
             off += n;
             piece = piece * 5 % 4093 + 1;
         }
