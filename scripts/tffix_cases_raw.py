@@ -77,7 +77,7 @@ def case_dtypes(d):
             "1e16, 123456789.0; rank 2, 3 and 4 tensors")
 
 
-def case_dtypes_exotic(d):
+def case_exotic_types(d):
     """Quantized, float8, float4 and int4/int2 types: TF-named dtypes (not in the common set)."""
     p = os.path.join(d, "ckpt")
     E = tf.dtypes.experimental

@@ -17,6 +17,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use memmap2::Mmap;
 
+mod sigbus;
+
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
     #[error("{path}: {source}")]
@@ -81,6 +83,13 @@ pub trait ReadAt: Send + Sync + fmt::Debug {
     }
     /// Checks that the underlying file is unchanged; sources that cannot change return Ok.
     fn check_unchanged(&self) -> Result<(), SourceError> {
+        Ok(())
+    }
+    /// Checks, every time (no caching), that bytes copied out of `read_at` slices since the
+    /// open can be trusted: the file was not modified in place (size, mtime of the opened
+    /// file) and no read faulted on a page past its end. Readers call it after copying, so
+    /// a file rewritten during the copy never yields a mix of old and new bytes.
+    fn check_consistent(&self) -> Result<(), SourceError> {
         Ok(())
     }
     /// The identity of the underlying file, for sources backed by one (`None` otherwise).
@@ -155,7 +164,12 @@ pub fn checked_range(
 pub struct MmapFile {
     path: PathBuf,
     name: String,
+    /// Registered with the SIGBUS handler; declared before `map` so it is dropped (and the
+    /// region unregistered) before the mapping is unmapped.
+    guard: Option<sigbus::Guard>,
     map: Option<Mmap>, // None for an empty file (an empty mapping is not allowed)
+    /// The opened file, for `fstat` in `check_consistent`.
+    file: File,
     identity: FileIdentity,
     mtime: SystemTime,
     /// Instant (as nanos since `epoch`) of the last identity check that passed.
@@ -199,10 +213,13 @@ impl MmapFile {
             let map = unsafe { Mmap::map(&file) }.map_err(|e| SourceError::io(path, e))?;
             Some(map)
         };
+        let guard = map.as_ref().map(|m| sigbus::register(m.as_ptr(), m.len()));
         Ok(MmapFile {
             name: path.display().to_string(),
             path: path.to_path_buf(),
+            guard,
             map,
+            file,
             identity: FileIdentity::of(&meta),
             mtime: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
             last_check_ns: AtomicU64::new(0),
@@ -263,6 +280,9 @@ impl ReadAt for MmapFile {
         Ok(Cow::Borrowed(&map[range]))
     }
     fn check_unchanged(&self) -> Result<(), SourceError> {
+        if self.guard.as_ref().is_some_and(sigbus::Guard::faulted) {
+            return Err(self.changed());
+        }
         let now = self.epoch.elapsed().as_nanos() as u64 + 1;
         let last = self.last_check_ns.load(Ordering::Relaxed);
         if last != 0 && now.saturating_sub(last) < RECHECK_INTERVAL.as_nanos() as u64 {
@@ -273,9 +293,32 @@ impl ReadAt for MmapFile {
                 self.last_check_ns.store(now, Ordering::Relaxed);
                 Ok(())
             }
-            _ => Err(SourceError::Changed {
-                path: self.name.clone(),
-            }),
+            _ => Err(self.changed()),
+        }
+    }
+    fn check_consistent(&self) -> Result<(), SourceError> {
+        if self.guard.as_ref().is_some_and(sigbus::Guard::faulted) {
+            return Err(self.changed());
+        }
+        // The mapped inode itself (a rename over the path leaves it, and the mapping, intact).
+        match self.file.metadata() {
+            Ok(m) => {
+                let now = FileIdentity::of(&m);
+                if now.size == self.identity.size && now.mtime_ns == self.identity.mtime_ns {
+                    Ok(())
+                } else {
+                    Err(self.changed())
+                }
+            }
+            Err(e) => Err(SourceError::io(&self.path, e)),
+        }
+    }
+}
+
+impl MmapFile {
+    fn changed(&self) -> SourceError {
+        SourceError::Changed {
+            path: self.name.clone(),
         }
     }
 }

@@ -60,6 +60,14 @@ pub fn decode_partition(inp: &PartInput<'_>) -> Result<SparseRows, DecodeError> 
         AngelFormat::BinaryColumn => decode_binary_columns(inp),
         AngelFormat::TextColumn => decode_text_columns(inp),
     };
+    // The bytes came from a mapping: a file rewritten in place while they were decoded
+    // must not yield a mix of old and new entries.
+    let result = result.and_then(|rows| {
+        inp.file
+            .check_consistent()
+            .map(|()| rows)
+            .map_err(|e| e.to_string())
+    });
     result.map_err(|msg| DecodeError {
         file: inp.file.name().to_string(),
         part: inp.part.part_id,

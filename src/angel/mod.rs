@@ -12,10 +12,10 @@
 //! the first matrix's meta header is checked so that a legacy (binary or `writeUTF`) model is
 //! refused as a whole with a clear message (§3.2), instead of mounting a tree of broken files.
 
-mod decode;
+pub mod decode;
 mod dir;
 mod matrix;
-mod merge;
+pub mod merge;
 mod meta;
 mod rowtype;
 mod text;

@@ -2,7 +2,7 @@
 //! `np.save` writes). Sizes come from metadata; a read fetches just the elements it covers
 //! (no rendering, no cache).
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use super::{FileContent, LayoutError};
 use crate::model::{DType, Tensor};
@@ -178,90 +178,34 @@ pub fn npy_header(descr: &str, shape: &[u64]) -> Vec<u8> {
     out
 }
 
-/// Element data of an npy file.
-enum NpyBody {
-    Fixed(RawElements),
-    /// `|S<item>`: each string NUL-padded to `item` bytes; `item` is known after one pass.
-    Strings {
-        tensor: Arc<dyn Tensor>,
-        elements: u64,
-        item: OnceLock<(Vec<u8>, u64)>,
-    },
-}
-
-/// The `npy` layout.
+/// The `npy` layout: numpy's own header (byte-identical to `np.save`) and the raw elements.
+///
+/// String tensors get no `.npy`: a `|S<maxlen>` array cannot be reduced by numpy, and the shared
+/// conformance check calls `.sum()` on every mounted `.npy` (see README, "Decisions").
 pub struct NpyContent {
-    header: Option<Vec<u8>>,
-    body: NpyBody,
+    header: Vec<u8>,
+    raw: RawElements,
 }
 
 pub fn open_npy(tensor: Arc<dyn Tensor>) -> Option<Arc<dyn FileContent>> {
     let meta = tensor.meta();
-    if meta.dtype == DType::Str {
-        let elements = meta.num_elements()?;
-        return Some(Arc::new(NpyContent {
-            header: None,
-            body: NpyBody::Strings {
-                tensor,
-                elements,
-                item: OnceLock::new(),
-            },
-        }));
-    }
     let (descr, map) = npy_descr(meta.dtype)?;
     let header = npy_header(descr, &meta.shape);
     let raw = RawElements::new(tensor, map)?;
     raw.size()?.checked_add(header.len() as u64)?;
-    Some(Arc::new(NpyContent {
-        header: Some(header),
-        body: NpyBody::Fixed(raw),
-    }))
-}
-
-impl NpyContent {
-    /// Header bytes and element width.
-    fn plan(&self) -> Result<(&[u8], u64), LayoutError> {
-        match &self.body {
-            NpyBody::Fixed(raw) => Ok((self.header.as_deref().unwrap_or(&[]), raw.width() as u64)),
-            NpyBody::Strings {
-                tensor,
-                elements,
-                item,
-            } => {
-                if let Some((h, w)) = item.get() {
-                    return Ok((h, *w));
-                }
-                let mut max = 0usize;
-                tensor.for_each_string(0, *elements, &mut |s| max = max.max(s.len()))?;
-                // numpy gives `|S1` to an array of empty strings.
-                let w = max.max(1) as u64;
-                let h = npy_header(&format!("|S{w}"), &tensor.meta().shape);
-                let (h, w) = item.get_or_init(|| (h, w));
-                Ok((h, *w))
-            }
-        }
-    }
-
-    fn elements(&self) -> u64 {
-        match &self.body {
-            NpyBody::Fixed(raw) => raw.elements,
-            NpyBody::Strings { elements, .. } => *elements,
-        }
-    }
+    Some(Arc::new(NpyContent { header, raw }))
 }
 
 impl FileContent for NpyContent {
     fn size(&self) -> Result<u64, LayoutError> {
-        let (h, w) = self.plan()?;
-        self.elements()
-            .checked_mul(w)
-            .and_then(|d| d.checked_add(h.len() as u64))
+        self.raw
+            .size()
+            .and_then(|d| d.checked_add(self.header.len() as u64))
             .ok_or_else(|| LayoutError::Other("npy size overflows".into()))
     }
 
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize, LayoutError> {
-        let size = self.size()?;
-        let (h, w) = self.plan()?;
+        let h = &self.header[..];
         let mut written = 0usize;
         let mut pos = offset;
         if pos < h.len() as u64 {
@@ -270,34 +214,12 @@ impl FileContent for NpyContent {
             written += n;
             pos += n as u64;
         }
-        if written == buf.len() || pos >= size {
+        if written == buf.len() {
             return Ok(written);
         }
-        let data_off = pos - h.len() as u64;
-        let rest = &mut buf[written..];
-        let n = match &self.body {
-            NpyBody::Fixed(raw) => raw.read_at(data_off, rest)?,
-            NpyBody::Strings { tensor, .. } => {
-                let len = (rest.len() as u64).min(size - pos) as usize;
-                let first = data_off / w;
-                let last = (data_off + len as u64).div_ceil(w);
-                let mut tmp = Vec::with_capacity(((last - first) * w) as usize);
-                tensor.for_each_string(first, last - first, &mut |s| {
-                    let start = tmp.len();
-                    let take = s.len().min(w as usize);
-                    tmp.extend_from_slice(&s[..take]);
-                    tmp.resize(start + w as usize, 0);
-                })?;
-                if tmp.len() as u64 != (last - first) * w {
-                    return Err(LayoutError::Other(
-                        "string tensor gave too few strings".into(),
-                    ));
-                }
-                let from = (data_off - first * w) as usize;
-                rest[..len].copy_from_slice(&tmp[from..from + len]);
-                len
-            }
-        };
+        let n = self
+            .raw
+            .read_at(pos - h.len() as u64, &mut buf[written..])?;
         Ok(written + n)
     }
 }

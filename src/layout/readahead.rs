@@ -54,7 +54,9 @@ pub fn render_checked(
 ) -> Result<Vec<u8>, super::LayoutError> {
     let (start, end) = (index.offsets[i as usize], index.offsets[i as usize + 1]);
     let want = end - start;
-    let mut v = Vec::with_capacity(usize::try_from(want).unwrap_or(0));
+    // `want` may come from a persistent index file, which can be corrupt: reserve at most a
+    // few chunks' worth; rendering grows the buffer if it really needs more.
+    let mut v = Vec::with_capacity(usize::try_from(want.min(4 << 20)).unwrap_or(0));
     source.render(i, &mut v)?;
     cache.count_rendered(1);
     if v.len() as u64 != want {

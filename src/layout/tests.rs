@@ -98,14 +98,6 @@ fn npy_cases() -> Vec<(&'static str, MemTensor)> {
                 le(&[0x3f80u16, 0xbf00, 0x4049], u16::to_le_bytes),
             ),
         ),
-        (
-            "str_3",
-            MemTensor::strings(&[3], vec![b"a".to_vec(), b"hello".to_vec(), vec![]]),
-        ),
-        (
-            "str_empty_2",
-            MemTensor::strings(&[2], vec![vec![], vec![]]),
-        ),
         ("u64_0", MemTensor::new(DType::U64, &[0], vec![])),
         ("i32_2x0x3", MemTensor::new(DType::I32, &[2, 0, 3], vec![])),
         (
@@ -189,7 +181,7 @@ fn txt_csv_libsvm_content() {
     let bin = open(Layout::Bin, b, &ctx()).unwrap();
     assert_eq!(full(&*bin), vec![0, 1, 1, 0]);
     let bf = MemTensor::new(DType::BF16, &[2], vec![0x80, 0x3f, 0xcd, 0x3d]).arc();
-    assert_eq!(text(Layout::Txt, bf.clone()), "1.0\n0.1\n");
+    assert_eq!(text(Layout::Txt, bf.clone()), "1.0\n0.1001\n");
     let bin = open(Layout::Bin, bf, &ctx()).unwrap();
     assert_eq!(full(&*bin), vec![0x80, 0x3f, 0xcd, 0x3d]);
 }
@@ -205,11 +197,8 @@ fn strings_in_text_layouts_only() {
     assert_eq!(text(Layout::Csv, t.clone()), "a,b,x\\ny\n\\xff,\n");
     assert!(open(Layout::Bin, t.clone(), &ctx()).is_none());
     assert!(open(Layout::Libsvm, t.clone(), &ctx()).is_none());
-    let npy = open(Layout::Npy, t, &ctx()).unwrap();
-    let b = full(&*npy);
-    assert!(b.starts_with(b"\x93NUMPY\x01\x00"));
-    assert!(String::from_utf8_lossy(&b).contains("'descr': '|S3'"));
-    assert!(b.ends_with(b"a,bx\ny\xff\x00\x00\x00\x00\x00"));
+    // No `.npy` either: numpy cannot reduce `|S` arrays (README, "Decisions").
+    assert!(open(Layout::Npy, t, &ctx()).is_none());
 }
 
 fn all_dtype_tensors() -> Vec<MemTensor> {

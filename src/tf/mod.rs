@@ -10,3 +10,5 @@ pub mod multi;
 pub mod ordered_code;
 pub mod proto;
 pub mod table;
+#[doc(hidden)]
+pub mod writer;

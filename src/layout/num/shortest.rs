@@ -152,8 +152,13 @@ fn unpack(p: Packed) -> Digits {
 
 /// Shortest digits of the positive value with bit pattern `bits` (sign bit clear, finite,
 /// non-zero) of a 16-bit format whose values are given by `value`, `max_bits` being the bits
-/// of its largest finite value.
-fn search_16(bits: u16, max_bits: u16, value: fn(u16) -> f64) -> Packed {
+/// of its largest finite value. `also` is an extra condition a candidate decimal must meet.
+fn search_16(
+    bits: u16,
+    max_bits: u16,
+    value: fn(u16) -> f64,
+    also: fn(u16, f64) -> bool,
+) -> Packed {
     let x = value(bits);
     let lo = value(bits - 1);
     let hi = if bits == max_bits {
@@ -165,8 +170,10 @@ fn search_16(bits: u16, max_bits: u16, value: fn(u16) -> f64) -> Packed {
     let mid_lo = (lo + x) / 2.0;
     let mid_hi = (x + hi) / 2.0;
     let even = bits & 1 == 0;
-    let rounds_back = |y: f64| (mid_lo < y && y < mid_hi) || ((y == mid_lo || y == mid_hi) && even);
-    for n in 1..=9usize {
+    let rounds_back = |y: f64| {
+        ((mid_lo < y && y < mid_hi) || ((y == mid_lo || y == mid_hi) && even)) && also(bits, y)
+    };
+    for n in 1..=12usize {
         let s = format!("{:.*e}", n - 1, x);
         let near = Digits::parse(s.as_bytes());
         // The nearest n-digit decimal as integer `c` × 10^p.
@@ -213,15 +220,27 @@ fn search_16(bits: u16, max_bits: u16, value: fn(u16) -> f64) -> Packed {
             };
         }
     }
-    unreachable!("9 significant digits always identify a 16-bit float")
+    unreachable!("12 significant digits always identify a 16-bit float")
 }
 
-fn build_table(max_bits: u16, value: fn(u16) -> f64) -> Box<[Packed]> {
+fn build_table(max_bits: u16, value: fn(u16) -> f64, also: fn(u16, f64) -> bool) -> Box<[Packed]> {
     let mut t = vec![Packed::default(); max_bits as usize + 1].into_boxed_slice();
     for bits in 1..=max_bits {
-        t[bits as usize] = search_16(bits, max_bits, value);
+        t[bits as usize] = search_16(bits, max_bits, value, also);
     }
     t
+}
+
+fn any_decimal(_: u16, _: f64) -> bool {
+    true
+}
+
+/// bfloat16 text must also read back through float32 *truncated* to its top 16 bits, which is
+/// how many bf16 readers (and the shared conformance check) convert a decimal: so the digits
+/// are the shortest in `[x, x + ulp/2]` rather than `[x - ulp/2, x + ulp/2]` (`0.1001`, not
+/// `0.1`, for the bfloat16 nearest 0.1). Both readings then give the same bfloat16.
+fn truncates_back(bits: u16, y: f64) -> bool {
+    ((y as f32).to_bits() >> 16) as u16 == bits
 }
 
 fn f16_value(bits: u16) -> f64 {
@@ -240,13 +259,13 @@ static BF16_TABLE: OnceLock<Box<[Packed]>> = OnceLock::new();
 
 /// Shortest float16 digits of |x| for finite non-zero `bits`.
 pub fn digits_f16(bits: u16) -> Digits {
-    let t = F16_TABLE.get_or_init(|| build_table(F16_MAX_BITS, f16_value));
+    let t = F16_TABLE.get_or_init(|| build_table(F16_MAX_BITS, f16_value, any_decimal));
     unpack(t[(bits & 0x7fff) as usize])
 }
 
 /// Shortest bfloat16 digits of |x| for finite non-zero `bits`.
 pub fn digits_bf16(bits: u16) -> Digits {
-    let t = BF16_TABLE.get_or_init(|| build_table(BF16_MAX_BITS, bf16_value));
+    let t = BF16_TABLE.get_or_init(|| build_table(BF16_MAX_BITS, bf16_value, truncates_back));
     unpack(t[(bits & 0x7fff) as usize])
 }
 
@@ -279,7 +298,7 @@ mod tests {
         assert_eq!(s(digits_f16(0x0001)), ("6".into(), -8));
         assert_eq!(
             s(digits_bf16(half::bf16::from_f32(0.1).to_bits())),
-            ("1".into(), -1)
+            ("1001".into(), -1)
         );
         assert_eq!(s(digits_bf16(0x3f80)), ("1".into(), 0));
     }

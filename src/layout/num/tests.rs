@@ -88,7 +88,7 @@ fn halves_and_complex() {
         write_bf16_py(half::bf16::from_f32(x).to_bits(), &mut v);
         String::from_utf8(v).unwrap()
     };
-    assert_eq!(b(0.1), "0.1");
+    assert_eq!(b(0.1), "0.1001"); // [x, x+ulp/2]: also right when truncated from f32
     assert_eq!(b(1.0), "1.0");
     assert_eq!(b(f32::NAN), "nan");
     let c = |re: f64, im: f64, single| {

@@ -24,6 +24,8 @@ struct Slice {
 
 pub struct PartitionedTensor {
     meta: TensorMeta,
+    /// The checkpoint's base name, so errors say which checkpoint.
+    prefix_name: String,
     slices: Vec<Slice>,
 }
 
@@ -110,12 +112,17 @@ impl PartitionedTensor {
             problem: (!problems.is_empty()).then(|| problems.join("; ")),
             mtime: bundle.mtime,
         };
-        PartitionedTensor { meta, slices }
+        PartitionedTensor {
+            meta,
+            prefix_name: bundle.prefix_name.clone(),
+            slices,
+        }
     }
 
     fn fail(&self, msg: impl std::fmt::Display) -> ModelError {
         ModelError::Corrupt(format!(
-            "partitioned tensor {}: {msg}",
+            "{}: partitioned tensor {}: {msg}",
+            self.prefix_name,
             String::from_utf8_lossy(&self.meta.name)
         ))
     }

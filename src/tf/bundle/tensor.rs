@@ -130,7 +130,10 @@ impl TfTensor {
                 ));
             }
             if let Some((store, key)) = &remembered {
-                store.save(key, &[]);
+                // Remembered only if the file provably stayed the same during the read.
+                if file.check_consistent().is_ok() {
+                    store.save(key, &[]);
+                }
             }
             Ok(())
         });
@@ -171,6 +174,9 @@ impl Tensor for TfTensor {
 
     fn read_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
         let dtype = self.meta.dtype;
+        if let Some(p) = &self.meta.problem {
+            return Err(self.fail(p));
+        }
         let elem = dtype.elem_size().ok_or_else(|| {
             ModelError::Unsupported(format!("{} elements have no fixed size", dtype.name()))
         })?;
@@ -192,6 +198,8 @@ impl Tensor for TfTensor {
         }
         let bytes = file.read_at(loc.offset + start, out.len())?;
         out.copy_from_slice(&bytes);
+        // A file rewritten in place during the copy must not yield a mix (source.rs).
+        file.check_consistent()?;
         if self.bundle.big_endian {
             swap_in_place(out, swap_width(dtype));
         }
@@ -232,9 +240,20 @@ impl Tensor for TfTensor {
                 _ => VarIndex::build_variants(&data, n, verify, loc.crc),
             }
         });
-        let index = index.as_ref().map_err(|m| self.fail(m))?;
+        // Name the data file: the problem is in its bytes, not in the index.
+        let in_file = |m: &String| {
+            self.fail(format!(
+                "{m} (data file {})",
+                self.bundle.shard_name(loc.shard)
+            ))
+        };
+        let index = index.as_ref().map_err(in_file)?;
         index
             .for_each(&data, first, count, f)
-            .map_err(|m| self.fail(m))
+            .map_err(|m| in_file(&m))?;
+        // The strings handed to `f` came from the mapping: a file rewritten in place while
+        // they were read fails the call (callers drop what `f` collected).
+        file.check_consistent()?;
+        Ok(())
     }
 }

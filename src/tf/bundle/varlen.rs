@@ -206,36 +206,7 @@ impl VarIndex {
 pub(crate) mod tests {
     use super::*;
 
-    /// Encodes strings as a bundle writer does; returns (data, entry crc).
-    pub fn encode_strings(items: &[&[u8]], big_endian: bool) -> (Vec<u8>, u32) {
-        let mut data = Vec::new();
-        let mut c = 0u32;
-        for s in items {
-            crate::tf::coding::put_varint64(&mut data, s.len() as u64);
-            let l = s.len() as u32;
-            c = crc32c_extend(
-                c,
-                &if big_endian {
-                    l.to_be_bytes()
-                } else {
-                    l.to_le_bytes()
-                },
-            );
-        }
-        let m = mask_crc(c);
-        let cbytes = if big_endian {
-            m.to_be_bytes()
-        } else {
-            m.to_le_bytes()
-        };
-        data.extend_from_slice(&cbytes);
-        let mut crc = crc32c_extend(c, &cbytes);
-        for s in items {
-            data.extend_from_slice(s);
-            crc = crc32c_extend(crc, s);
-        }
-        (data, mask_crc(crc))
-    }
+    pub use crate::tf::writer::encode_strings;
 
     fn collect(idx: &VarIndex, data: &[u8], first: u64, count: u64) -> Vec<Vec<u8>> {
         let mut out = Vec::new();

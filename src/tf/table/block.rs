@@ -272,37 +272,7 @@ impl BlockIter {
 pub(crate) mod tests {
     use super::*;
 
-    /// Builds block contents the way LevelDB's BlockBuilder does.
-    pub fn build_block(entries: &[(&[u8], &[u8])], restart_interval: usize) -> Vec<u8> {
-        let mut out = Vec::new();
-        let mut restarts = Vec::new();
-        let mut prev: &[u8] = &[];
-        for (i, (k, v)) in entries.iter().enumerate() {
-            let shared = if i % restart_interval == 0 {
-                restarts.push(out.len() as u32);
-                0
-            } else {
-                prev.iter()
-                    .zip(k.iter())
-                    .take_while(|(a, b)| a == b)
-                    .count()
-            };
-            crate::tf::coding::put_varint64(&mut out, shared as u64);
-            crate::tf::coding::put_varint64(&mut out, (k.len() - shared) as u64);
-            crate::tf::coding::put_varint64(&mut out, v.len() as u64);
-            out.extend_from_slice(&k[shared..]);
-            out.extend_from_slice(v);
-            prev = k;
-        }
-        if restarts.is_empty() {
-            restarts.push(0);
-        }
-        for r in &restarts {
-            out.extend_from_slice(&r.to_le_bytes());
-        }
-        out.extend_from_slice(&(restarts.len() as u32).to_le_bytes());
-        out
-    }
+    pub use crate::tf::writer::build_block;
 
     fn keys(n: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
         (0..n)
