@@ -14,6 +14,8 @@ use std::time::{Duration, Instant};
 
 use crate::fs::listing::NodeKind;
 use crate::fs::{FileKind, Ino, Tree, TreeConfig, ROOT_INO};
+use crate::layout::cache::ChunkCache;
+use crate::layout::text::CHUNK_ELEMENTS;
 use crate::layout::Layout;
 use crate::model::Model;
 use crate::options::Options;
@@ -46,9 +48,11 @@ pub fn index(source: &Path, opts: &Options) -> Result<(), Failure> {
     }
     let model = open_model(source, opts)?;
     let cfg = TreeConfig::for_user(opts.uid, opts.gid, source_mtime(source));
-    let tree = Tree::new(model.clone(), crate::fs::layout_ctx(opts), cfg);
+    let ctx = crate::fs::layout_ctx(opts);
+    let tree = Tree::new(model.clone(), ctx.clone(), cfg);
     let started = Instant::now();
-    let report = index_tree(&tree, model.as_ref(), opts.threads, unsafe_isatty_stderr())?;
+    let progress = unsafe_isatty_stderr().then_some(&*ctx.cache);
+    let report = index_tree(&tree, model.as_ref(), opts.threads, progress)?;
     eprintln!(
         "modelfs: indexed {} files ({} text) in {:.1} s{}",
         report.files,
@@ -78,12 +82,14 @@ struct Job {
     text: bool,
 }
 
-/// Sizes every file of `tree` on `threads` workers; draws progress on stderr if `progress`.
+/// Sizes every file of `tree` on `threads` workers. With `progress` (the tree's chunk cache),
+/// draws progress on stderr: finished files' weights, or, while a big text file is being
+/// indexed, the values its rendered chunks cover (whichever is further).
 pub fn index_tree(
     tree: &Tree,
     model: &dyn Model,
     threads: usize,
-    progress: bool,
+    progress: Option<&ChunkCache>,
 ) -> Result<IndexReport, Failure> {
     let mut jobs = Vec::new();
     collect(tree, model, ROOT_INO, &mut jobs)
@@ -93,6 +99,7 @@ pub fn index_tree(
     let total: u64 = jobs.iter().map(|j| j.weight).sum();
     let next = AtomicUsize::new(0);
     let done = AtomicU64::new(0);
+    let done_other = AtomicU64::new(0);
     let failed = AtomicU64::new(0);
     let finished = AtomicUsize::new(0);
     let workers = threads.clamp(1, jobs.len().max(1));
@@ -107,15 +114,25 @@ pub fn index_tree(
                         failed.fetch_add(1, Ordering::Relaxed);
                     }
                     done.fetch_add(job.weight, Ordering::Relaxed);
+                    if !job.text {
+                        done_other.fetch_add(job.weight, Ordering::Relaxed);
+                    }
                 }
                 finished.fetch_add(1, Ordering::Relaxed);
             });
         }
-        if progress {
+        if let Some(cache) = progress {
+            let rendered_at_start = cache.rendered_chunks();
             let mut err = std::io::stderr().lock();
             while finished.load(Ordering::Relaxed) < workers {
                 std::thread::sleep(Duration::from_millis(200));
-                let line = progress_line(done.load(Ordering::Relaxed), total, started.elapsed());
+                let rendered = cache.rendered_chunks() - rendered_at_start;
+                let partial = done_other
+                    .load(Ordering::Relaxed)
+                    .saturating_add(rendered.saturating_mul(CHUNK_ELEMENTS))
+                    .min(total);
+                let shown = done.load(Ordering::Relaxed).max(partial);
+                let line = progress_line(shown, total, started.elapsed());
                 let _ = write!(err, "\r\x1b[2K{line}");
                 let _ = err.flush();
             }
@@ -215,5 +232,34 @@ fn values_of(model: &dyn Model, path: &[Vec<u8>], partition: Option<usize>) -> u
         meta.partitions.iter().map(|p| p.length).sum::<u64>()
     } else {
         meta.num_elements().unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn progress_line_shows_percent_rate_eta() {
+        let l = progress_line(250, 1000, Duration::from_secs(10));
+        assert!(l.contains(" 25.0%"), "{l}");
+        assert!(l.contains("25 values/s"), "{l}");
+        assert!(l.contains("ETA 0:30"), "{l}");
+        let l = progress_line(3_000_000, 6_000_000, Duration::from_secs(1));
+        assert!(l.contains("3.0M values/s") && l.contains("ETA 0:01"), "{l}");
+        assert!(progress_line(0, 0, Duration::ZERO).contains("100.0%"));
+        assert!(progress_line(0, 10, Duration::ZERO).contains("ETA ?"));
+    }
+
+    #[test]
+    fn text_layouts() {
+        assert!(is_text_layout(Layout::Txt) && is_text_layout(Layout::Libsvm));
+        assert!(!is_text_layout(Layout::Npy) && !is_text_layout(Layout::Json));
+        assert!(is_text_layout(Layout::Angel(
+            crate::layout::AngelFormat::TextColumn
+        )));
+        assert!(!is_text_layout(Layout::Angel(
+            crate::layout::AngelFormat::ValueBinary
+        )));
     }
 }

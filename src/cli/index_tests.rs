@@ -93,7 +93,7 @@ fn tf_second_mount_renders_nothing_and_rewrite_invalidates() {
 
     let (tree, ctx) = mount(&prefix, &o);
     let model = crate::open::open_source(&prefix, &o).unwrap();
-    let report = index_tree(&tree, model.as_ref(), 2, false).unwrap();
+    let report = index_tree(&tree, model.as_ref(), 2, None).unwrap();
     assert_eq!(report.failed, 0);
     assert!(report.text_files >= 8, "{report:?}");
     assert!(ctx.cache.rendered_chunks() > 0);
@@ -186,7 +186,7 @@ fn angel_second_mount_renders_nothing_and_rewrite_invalidates() {
 
     let (tree, _) = mount(&model_dir, &o);
     let model = crate::open::open_source(&model_dir, &o).unwrap();
-    let report = index_tree(&tree, model.as_ref(), 2, false).unwrap();
+    let report = index_tree(&tree, model.as_ref(), 2, None).unwrap();
     assert_eq!(report.failed, 0, "{report:?}");
     let before: Vec<Vec<u8>> = files.iter().map(|p| read_all(&tree, p)).collect();
 
