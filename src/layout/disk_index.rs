@@ -1,17 +1,19 @@
 //! A persistent `IndexStore`: one file per chunk index under a cache directory (`-o
 //! cache_dir=`), so the exact sizes of text files survive remounts.
 //!
-//! File format (little-endian): `MFIDX1\n`, key length (u32), key bytes, offset count (u64),
-//! offsets (u64 each). A file is used only when its key equals the requested key exactly and
-//! its length matches the count (file names are hashes; the stored key settles collisions).
-//! Writes go to a temporary file renamed into place, so readers never see half a file.
+//! File format (little-endian): `MFIDX2\n`, key length (u32), key bytes, offset count (u64),
+//! offsets (u64 each), then the masked-free CRC32C (u32) of everything before it. A file is
+//! used only when its checksum holds, its key equals the requested key exactly (file names are
+//! hashes; the stored key settles collisions), its length matches the count and its offsets
+//! start at 0 and never decrease: a damaged cache file is ignored (and rewritten), never
+//! trusted. Writes go to a temporary file renamed into place, so readers never see half a file.
 
 use std::io::Write;
 use std::path::PathBuf;
 
 use super::cache::IndexStore;
 
-const MAGIC: &[u8] = b"MFIDX1\n";
+const MAGIC: &[u8] = b"MFIDX2\n";
 
 pub struct DiskIndexStore {
     dir: PathBuf,
@@ -34,7 +36,11 @@ impl DiskIndexStore {
 
 impl IndexStore for DiskIndexStore {
     fn load(&self, key: &str) -> Option<Vec<u64>> {
-        let data = std::fs::read(self.path(key)).ok()?;
+        let file = std::fs::read(self.path(key)).ok()?;
+        let (data, crc) = file.split_at_checked(file.len().checked_sub(4)?)?;
+        if crc32c::crc32c(data).to_le_bytes() != crc {
+            return None;
+        }
         let rest = data.strip_prefix(MAGIC)?;
         let klen = u32::from_le_bytes(rest.get(..4)?.try_into().ok()?) as usize;
         let stored_key = rest.get(4..4usize.checked_add(klen)?)?;
@@ -47,11 +53,13 @@ impl IndexStore for DiskIndexStore {
         if Some(body.len() as u64) != n.checked_mul(8) {
             return None;
         }
-        Some(
-            body.chunks_exact(8)
-                .map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])))
-                .collect(),
-        )
+        let offsets: Vec<u64> = body
+            .chunks_exact(8)
+            .map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])))
+            .collect();
+        let ordered =
+            offsets.first().is_none_or(|&o| o == 0) && offsets.windows(2).all(|w| w[0] <= w[1]);
+        ordered.then_some(offsets)
     }
 
     fn save(&self, key: &str, offsets: &[u64]) {
@@ -68,6 +76,8 @@ impl IndexStore for DiskIndexStore {
             for o in offsets {
                 buf.extend_from_slice(&o.to_le_bytes());
             }
+            let crc = crc32c::crc32c(&buf);
+            buf.extend_from_slice(&crc.to_le_bytes());
             f.write_all(&buf)?;
             drop(f);
             std::fs::rename(&tmp, &path)
@@ -94,6 +104,16 @@ mod tests {
         let p = s.path("k");
         let data = std::fs::read(&p).unwrap();
         std::fs::write(&p, &data[..data.len() - 3]).unwrap();
+        assert!(s.load("k").is_none());
+        // A flipped bit anywhere is caught by the checksum.
+        for i in 0..data.len() {
+            let mut bad = data.clone();
+            bad[i] ^= 0x10;
+            std::fs::write(&p, &bad).unwrap();
+            assert!(s.load("k").is_none(), "flip at byte {i} accepted");
+        }
+        // Offsets out of order are refused even with a valid checksum.
+        s.save("k", &[0, 9, 5]);
         assert!(s.load("k").is_none());
     }
 }
