@@ -15,6 +15,9 @@ pub enum FsError {
     ReadOnly,
     #[error("no such attribute")]
     NoData,
+    /// An extended-attribute namespace modelfs does not implement (`security.*`, `system.*`).
+    #[error("operation not supported")]
+    NotSupported,
     #[error("buffer too small")]
     Range,
     #[error("too many levels of symbolic links")]
@@ -34,6 +37,7 @@ impl FsError {
             FsError::IsDir => libc::EISDIR,
             FsError::ReadOnly => libc::EROFS,
             FsError::NoData => libc::ENODATA,
+            FsError::NotSupported => libc::EOPNOTSUPP,
             FsError::Range => libc::ERANGE,
             FsError::Loop => libc::ELOOP,
             FsError::Invalid => libc::EINVAL,

@@ -125,6 +125,7 @@ fn mounted_tree_behaves_like_files() {
         assert_eq!(getxattr(&bin, "user.modelfs.shape").unwrap(), b"[1000, 3]");
         assert_eq!(getxattr(&bin, "user.modelfs.dtype").unwrap(), b"float32");
         assert_eq!(getxattr(&bin, "user.nope"), Err(libc::ENODATA));
+        assert_eq!(getxattr(&bin, "security.selinux"), Err(libc::EOPNOTSUPP));
         // read-only
         let w = std::fs::OpenOptions::new()
             .write(true)

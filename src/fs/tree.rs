@@ -427,7 +427,15 @@ impl Tree {
 
     /// Value of extended attribute `name`: dtype name (`float32`), or shape as `[3, 4]`
     /// (`[]` for a scalar).
+    ///
+    /// Only the `user.` namespace exists here. Other namespaces (`security.selinux`,
+    /// `system.posix_acl_access`, which `ls -l` asks for on every file) answer EOPNOTSUPP
+    /// rather than ENODATA: tools such as coreutils then remember the file system as
+    /// unsupported and stop asking, which saves two FUSE round trips per file in `ls -l`.
     pub fn getxattr(&self, ino: Ino, name: &[u8]) -> Result<Vec<u8>, FsError> {
+        if !name.starts_with(b"user.") {
+            return Err(FsError::NotSupported);
+        }
         let node = self.node(ino)?;
         let tensor = self.tensor_of(&node)?.ok_or(FsError::NoData)?;
         let meta = tensor.meta();

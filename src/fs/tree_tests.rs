@@ -243,6 +243,12 @@ fn xattrs() {
         t.getxattr(w, b"user.other").unwrap_err().errno(),
         libc::ENODATA
     );
+    for other_namespace in [&b"security.selinux"[..], b"system.posix_acl_access"] {
+        assert_eq!(
+            t.getxattr(w, other_namespace).unwrap_err().errno(),
+            libc::EOPNOTSUPP
+        );
+    }
     assert_eq!(
         t.getxattr(ROOT_INO, XATTR_DTYPE.as_bytes())
             .unwrap_err()
