@@ -196,4 +196,4 @@ impl Model for AngelModel {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -121,17 +121,7 @@ fn angel_fixture_matrices_round_trip() {
     }
 }
 
-fn shared() -> Option<PathBuf> {
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    [
-        std::env::var_os("MODELFS_SHARED").map(PathBuf::from),
-        Some(manifest.join("../shared")),
-        Some(PathBuf::from("/work/shared")),
-    ]
-    .into_iter()
-    .flatten()
-    .find(|p| p.join("realworld").is_dir())
-}
+use crate::angel::tests::shared;
 
 /// A text source shown in its own format gives its bytes back (its numbers are shortest).
 /// Not applicable to dense matrices that saved fewer rows than they have (deepFM's
