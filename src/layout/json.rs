@@ -45,27 +45,15 @@ impl FileContent for JsonContent {
 }
 
 /// A JSON string literal of raw bytes: valid UTF-8 as usual, each invalid byte as `\u00XX`.
-pub fn json_bytes_literal(mut s: &[u8], out: &mut String) {
+pub fn json_bytes_literal(s: &[u8], out: &mut String) {
     out.push('"');
-    loop {
-        let (valid, bad) = match std::str::from_utf8(s) {
-            Ok(v) => (v.len(), 0),
-            Err(e) => (
-                e.valid_up_to(),
-                e.error_len().unwrap_or(s.len() - e.valid_up_to()),
-            ),
-        };
-        let text = std::str::from_utf8(&s[..valid]).unwrap_or("");
+    super::num::for_each_utf8_run(s, |text, bad| {
         let quoted = serde_json::to_string(text).unwrap_or_default();
         out.push_str(&quoted[1..quoted.len() - 1]);
-        for b in &s[valid..valid + bad] {
+        for b in bad {
             out.push_str(&format!("\\u00{b:02x}"));
         }
-        s = &s[valid + bad..];
-        if s.is_empty() {
-            break;
-        }
-    }
+    });
     out.push('"');
 }
 

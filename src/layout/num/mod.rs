@@ -256,14 +256,10 @@ fn parse_digits<T: std::str::FromStr>(d: &Digits) -> Option<T> {
     std::str::from_utf8(&s).ok()?.parse::<T>().ok()
 }
 
-/// A string element for text layouts: `\\`, `\n`, `\r`, `\t` escaped; other bytes below 0x20,
-/// 0x7f and every byte of invalid UTF-8 as `\xHH`; valid multi-byte UTF-8 passes through.
-pub fn write_escaped(mut s: &[u8], out: &mut Vec<u8>) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let hex = |b: u8, out: &mut Vec<u8>| {
-        out.extend_from_slice(&[b'\\', b'x', HEX[(b >> 4) as usize], HEX[(b & 15) as usize]]);
-    };
-    loop {
+/// Splits `s` into runs of valid UTF-8 each followed by the invalid bytes after it (possibly
+/// none), calling `f(valid, invalid)` for each run in order.
+pub fn for_each_utf8_run(mut s: &[u8], mut f: impl FnMut(&str, &[u8])) {
+    while !s.is_empty() {
         let (valid, bad) = match std::str::from_utf8(s) {
             Ok(v) => (v.len(), 0),
             Err(e) => (
@@ -271,7 +267,24 @@ pub fn write_escaped(mut s: &[u8], out: &mut Vec<u8>) {
                 e.error_len().unwrap_or(s.len() - e.valid_up_to()),
             ),
         };
-        for &b in &s[..valid] {
+        // `valid` bytes were just checked to be UTF-8.
+        f(
+            std::str::from_utf8(&s[..valid]).unwrap_or(""),
+            &s[valid..valid + bad],
+        );
+        s = &s[valid + bad..];
+    }
+}
+
+/// A string element for text layouts: `\\`, `\n`, `\r`, `\t` escaped; other bytes below 0x20,
+/// 0x7f and every byte of invalid UTF-8 as `\xHH`; valid multi-byte UTF-8 passes through.
+pub fn write_escaped(s: &[u8], out: &mut Vec<u8>) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let hex = |b: u8, out: &mut Vec<u8>| {
+        out.extend_from_slice(&[b'\\', b'x', HEX[(b >> 4) as usize], HEX[(b & 15) as usize]]);
+    };
+    for_each_utf8_run(s, |valid, bad| {
+        for &b in valid.as_bytes() {
             match b {
                 b'\\' => out.extend_from_slice(b"\\\\"),
                 b'\n' => out.extend_from_slice(b"\\n"),
@@ -281,14 +294,10 @@ pub fn write_escaped(mut s: &[u8], out: &mut Vec<u8>) {
                 _ => out.push(b),
             }
         }
-        for &b in &s[valid..valid + bad] {
+        for &b in bad {
             hex(b, out);
         }
-        s = &s[valid + bad..];
-        if s.is_empty() {
-            return;
-        }
-    }
+    });
 }
 
 #[cfg(test)]
