@@ -274,12 +274,19 @@ fn every_file_of_every_source() {
                 .unwrap()
                 .is_file()
             {
-                assert_eq!(
-                    out.stdout,
-                    std::fs::read(mount.path().join(f)).unwrap(),
-                    "{}: cat {f}",
-                    case.name
-                );
+                let mounted = std::fs::read(mount.path().join(f)).unwrap();
+                if f.ends_with(".json") {
+                    // A text layout's size is `null` until it has been rendered once, so
+                    // the two `.json` may differ in those sizes only.
+                    assert_eq!(
+                        without_sizes(&out.stdout),
+                        without_sizes(&mounted),
+                        "{}: cat {f}",
+                        case.name
+                    );
+                } else {
+                    assert_eq!(out.stdout, mounted, "{}: cat {f}", case.name);
+                }
             }
         }
         mount.unmount_and_check();
@@ -388,4 +395,15 @@ fn daemon_lifecycle() {
     assert_eq!(status.code(), Some(0));
     assert!(!is_mount_point(dir.path()));
     drop(guard);
+}
+
+/// A `.json` with every `"layouts"` size removed.
+fn without_sizes(json: &[u8]) -> serde_json::Value {
+    let mut v: serde_json::Value = serde_json::from_slice(json).expect("valid .json");
+    if let Some(layouts) = v.get_mut("layouts").and_then(|l| l.as_array_mut()) {
+        for l in layouts {
+            l.as_object_mut().map(|o| o.remove("size"));
+        }
+    }
+    v
 }

@@ -12,4 +12,6 @@ pub mod model;
 pub mod open;
 pub mod options;
 pub mod source;
+#[cfg(any(test, feature = "testkit"))]
+pub mod testing;
 pub mod tf;

@@ -142,7 +142,10 @@ pub struct PartitionMeta {
     pub file: String,
     pub offset: u64,
     pub length: u64,
-    /// Reader-specific fields shown in the `.json` (e.g. Angel `partId`).
+    /// The partition's own id where the format numbers partitions (Angel's `partId`); it names
+    /// the partition's files (`NAME.parts/<id>.<layout>`), else its index does.
+    pub part_id: Option<i32>,
+    /// Reader-specific fields shown in the `.json`.
     pub extra: serde_json::Map<String, serde_json::Value>,
 }
 

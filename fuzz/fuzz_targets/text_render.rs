@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use libfuzzer_sys::fuzz_target;
 use modelfs::layout::cache::ChunkCache;
-use modelfs::layout::testing::MemTensor;
+use modelfs::testing::MemTensor;
 use modelfs::layout::{self, Layout, LayoutCtx};
 use modelfs::model::{DType, SparseRows, Tensor};
 
@@ -129,7 +129,7 @@ fuzz_target!(|input: &[u8]| {
     });
     let mut piece = 1 + usize::from(flags % 13) * 37;
     for &l in &ctx.layouts {
-        let Some(file) = layout::open(l, Arc::clone(&tensor), &ctx) else {
+        let Ok(file) = layout::content(l, Arc::clone(&tensor), &ctx) else {
             continue;
         };
         let Ok(size) = file.size() else {

@@ -362,6 +362,7 @@ fn partition_meta(p: &PartMeta, cols: u64) -> PartitionMeta {
         file: p.file_name.clone(),
         offset: p.offset,
         length: p.length,
+        part_id: Some(p.part_id),
         extra,
     }
 }

@@ -11,20 +11,7 @@ use super::*;
 use crate::model::{DType, SparseRows, Tensor};
 
 fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/angel")
-}
-
-/// The shared directory (`$MODELFS_SHARED`, `../shared`, `/work/shared`), if present.
-pub(crate) fn shared() -> Option<PathBuf> {
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    [
-        std::env::var_os("MODELFS_SHARED").map(PathBuf::from),
-        Some(manifest.join("../shared")),
-        Some(PathBuf::from("/work/shared")),
-    ]
-    .into_iter()
-    .flatten()
-    .find(|p| p.join("realworld").is_dir())
+    crate::testing::fixtures_dir().join("angel")
 }
 
 fn opts(sep: &str) -> Options {
@@ -273,7 +260,9 @@ fn read_colid_value_text(path: &Path) -> Vec<(i64, f32)> {
 
 #[test]
 fn realworld_lr_three_partitions_two_files() {
-    let Some(sh) = shared() else { return };
+    let Some(sh) = crate::testing::shared_dir() else {
+        return;
+    };
     let root = sh.join("realworld/angel/angel_19608468/lr");
     let model = open(&root, &opts(",")).unwrap();
     let names: Vec<DirEntry> = model.list_dir(&[]).unwrap();
@@ -309,7 +298,9 @@ fn realworld_lr_three_partitions_two_files() {
 
 #[test]
 fn realworld_models_decode() {
-    let Some(sh) = shared() else { return };
+    let Some(sh) = crate::testing::shared_dir() else {
+        return;
+    };
     let base = sh.join("realworld/angel");
     for rel in [
         "angel_19608468/lr",

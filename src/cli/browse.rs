@@ -145,14 +145,15 @@ mod tests {
     use std::time::SystemTime;
 
     use super::*;
-    use crate::fs::testing::{ctx, key, test_opener, MemModel, MemTensor};
+    use crate::fs::testing::ctx;
     use crate::fs::TreeConfig;
     use crate::layout::Layout;
+    use crate::testing::{key, MemModel, MemTensor};
 
     fn tree() -> Tree {
         let mut m = MemModel::default();
-        m.add(key("a/W"), MemTensor::f32("a/W", &[2], &[1.5, 2.0]));
-        m.add(key("b"), MemTensor::f32("b", &[1], &[3.0]));
+        m.add(key("a/W"), MemTensor::f32(&[2], &[1.5, 2.0]).named(b"a/W"));
+        m.add(key("b"), MemTensor::f32(&[1], &[3.0]).named(b"b"));
         m.symlinks
             .push((Vec::new(), b"latest".to_vec(), b"a".to_vec()));
         let cfg = TreeConfig {
@@ -160,12 +161,7 @@ mod tests {
             gid: 0,
             mtime: SystemTime::UNIX_EPOCH,
         };
-        Tree::with_opener(
-            Arc::new(m),
-            ctx(&[Layout::Json, Layout::Txt]),
-            cfg,
-            test_opener,
-        )
+        Tree::new(Arc::new(m), ctx(&[Layout::Json, Layout::Txt]), cfg)
     }
 
     fn ls_text(t: &Tree, path: Option<&str>) -> Result<String, Failure> {

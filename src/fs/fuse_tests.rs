@@ -9,10 +9,11 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use super::fuse::{mount_config, ModelFs};
-use super::testing::{ctx, key, test_opener, MemModel, MemTensor};
+use super::testing::ctx;
 use super::{Tree, TreeConfig};
 use crate::layout::Layout;
 use crate::options::Options;
+use crate::testing::{key, MemModel, MemTensor};
 
 fn getxattr(path: &Path, name: &str) -> Result<Vec<u8>, i32> {
     let p = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
@@ -34,24 +35,23 @@ fn mounted_tree_behaves_like_files() {
     let values: Vec<f32> = (0..3000).map(|i| i as f32 * 0.5).collect();
     m.add(
         key("layer1/W"),
-        MemTensor::f32("layer1/W", &[1000, 3], &values),
+        MemTensor::f32(&[1000, 3], &values).named(b"layer1/W"),
     );
     m.add(
         key("layer1/W/Adam"),
-        MemTensor::f32("layer1/W/Adam", &[2], &[1.0, 2.0]),
+        MemTensor::f32(&[2], &[1.0, 2.0]).named(b"layer1/W/Adam"),
     );
     m.add(
         key("emb"),
-        MemTensor::partitioned("emb", &[1.0, 2.0, 3.0], &[1, 2], false),
+        MemTensor::partitioned(&[1.0, 2.0, 3.0], &[1, 2], false),
     );
     m.symlinks
         .push((Vec::new(), b"latest".to_vec(), b"layer1".to_vec()));
     let cfg = TreeConfig::for_user(None, None, SystemTime::UNIX_EPOCH);
-    let tree = Arc::new(Tree::with_opener(
+    let tree = Arc::new(Tree::new(
         Arc::new(m),
         ctx(&[Layout::Json, Layout::Txt, Layout::Bin]),
         cfg,
-        test_opener,
     ));
     let dir = tempfile::tempdir().unwrap();
     let mut opts = Options::default();

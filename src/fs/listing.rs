@@ -8,7 +8,7 @@
 //!
 //! A `NAME.parts/` directory shows `<label>.<suffix>` per partition and data layout (no
 //! `.json`: the tensor's own `.json` lists its partitions), where `label` is the partition's
-//! Angel `partId` when the reader gives one, else its index.
+//! `part_id` (Angel's `partId`) when the reader gives one, else its index.
 //!
 //! Invariant: names in a listing are unique and sorted; a plain entry whose name collides with
 //! a tensor-derived file gets `names::dodge_collision`'s name.
@@ -16,7 +16,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use crate::layout::{FileContent, Layout, LayoutCtx};
+use crate::layout::{self, Layout, LayoutCtx};
 use crate::model::{DirEntry, Model, Tensor};
 
 use super::error::FsError;
@@ -24,9 +24,6 @@ use super::names;
 
 /// Raw model path components from the root.
 pub type ModelPath = Arc<[Vec<u8>]>;
-
-/// How file contents are produced; `layout::open` in production, a double in unit tests.
-pub type Opener = fn(Layout, Arc<dyn Tensor>, &Arc<LayoutCtx>) -> Option<Arc<dyn FileContent>>;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum NodeKind {
@@ -123,8 +120,7 @@ pub fn escape_target(target: &[u8]) -> Vec<u8> {
 /// Lists the model directory at `path`.
 pub fn list_model_dir(
     model: &dyn Model,
-    ctx: &Arc<LayoutCtx>,
-    opener: Opener,
+    ctx: &LayoutCtx,
     path: &[Vec<u8>],
 ) -> Result<Listing, FsError> {
     let entries = model.list_dir(path)?;
@@ -159,7 +155,7 @@ pub fn list_model_dir(
                 };
                 let base = names::component_name(&key);
                 for &layout in &ctx.layouts {
-                    if opener(layout, tensor.clone(), ctx).is_some() {
+                    if layout::check(layout, tensor.meta(), ctx).is_ok() {
                         derived.push(Child {
                             name: names::file_name(&base, layout),
                             kind: NodeKind::File {
@@ -189,27 +185,18 @@ pub fn list_model_dir(
     Ok(Listing::from_unsorted(plain, &display(path)))
 }
 
-/// The label of partition `index`: Angel's `partId` when present, else the index.
-pub fn partition_label(tensor: &dyn Tensor, index: usize) -> String {
-    let part_id = tensor
-        .meta()
-        .partitions
-        .get(index)
-        .and_then(|p| p.extra.get("partId"));
-    match part_id {
-        Some(serde_json::Value::Number(n)) => n.to_string(),
-        Some(serde_json::Value::String(s)) if !s.is_empty() => {
-            names::escape_component(s.as_bytes())
-        }
-        _ => index.to_string(),
+/// The label of partition `index`: its `part_id` when the reader gives one, else the index.
+pub(crate) fn partition_label(tensor: &dyn Tensor, index: usize) -> String {
+    match tensor.meta().partitions.get(index).and_then(|p| p.part_id) {
+        Some(id) => id.to_string(),
+        None => index.to_string(),
     }
 }
 
 /// Lists `NAME.parts/` of the tensor at `key`.
 pub fn list_parts_dir(
     model: &dyn Model,
-    ctx: &Arc<LayoutCtx>,
-    opener: Opener,
+    ctx: &LayoutCtx,
     key: &ModelPath,
 ) -> Result<Listing, FsError> {
     let tensor = model.tensor(key)?;
@@ -227,7 +214,7 @@ pub fn list_parts_dir(
         // second metadata file naming the same tensor would make "find the tensor by the name
         // in its .json" (the conformance checks, users' scripts) ambiguous.
         for &layout in ctx.layouts.iter().filter(|&&l| l != Layout::Json) {
-            if opener(layout, part.clone(), ctx).is_some() {
+            if layout::check(layout, part.meta(), ctx).is_ok() {
                 children.push(Child {
                     name: names::file_name(&label, layout),
                     kind: NodeKind::File {

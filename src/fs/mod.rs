@@ -14,10 +14,12 @@ pub mod error;
 pub mod fuse;
 #[cfg(test)]
 mod fuse_tests;
+#[cfg(test)]
+mod laziness_tests;
 pub mod listing;
 pub mod names;
-#[doc(hidden)]
-pub mod testing;
+#[cfg(test)]
+pub(crate) mod testing;
 pub mod tree;
 #[cfg(test)]
 mod tree_tests;

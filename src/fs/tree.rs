@@ -14,11 +14,11 @@ use std::collections::HashMap;
 use std::sync::{Arc, OnceLock, RwLock};
 use std::time::SystemTime;
 
-use crate::layout::{FileContent, LayoutCtx};
+use crate::layout::{self, FileContent, LayoutCtx};
 use crate::model::{Model, Tensor};
 
 use super::error::FsError;
-use super::listing::{self, Listing, NodeKind, Opener};
+use super::listing::{self, Listing, NodeKind};
 
 pub type Ino = u64;
 pub const ROOT_INO: Ino = 1;
@@ -130,22 +130,11 @@ pub struct Tree {
     model: Arc<dyn Model>,
     ctx: Arc<LayoutCtx>,
     cfg: TreeConfig,
-    opener: Opener,
     inodes: RwLock<Inodes>,
 }
 
 impl Tree {
     pub fn new(model: Arc<dyn Model>, ctx: Arc<LayoutCtx>, cfg: TreeConfig) -> Tree {
-        Tree::with_opener(model, ctx, cfg, crate::layout::open)
-    }
-
-    /// A tree whose file contents come from `opener` instead of `layout::open`.
-    pub fn with_opener(
-        model: Arc<dyn Model>,
-        ctx: Arc<LayoutCtx>,
-        cfg: TreeConfig,
-        opener: Opener,
-    ) -> Tree {
         let root = Node::new(
             ROOT_INO,
             ROOT_INO,
@@ -162,7 +151,6 @@ impl Tree {
             model,
             ctx,
             cfg,
-            opener,
             inodes: RwLock::new(inodes),
         }
     }
@@ -199,10 +187,10 @@ impl Tree {
         }
         let listing = match &node.kind {
             NodeKind::Dir { path } => {
-                listing::list_model_dir(self.model.as_ref(), &self.ctx, self.opener, path)?
+                listing::list_model_dir(self.model.as_ref(), &self.ctx, path)?
             }
             NodeKind::Parts { tensor } => {
-                listing::list_parts_dir(self.model.as_ref(), &self.ctx, self.opener, tensor)?
+                listing::list_parts_dir(self.model.as_ref(), &self.ctx, tensor)?
             }
             _ => return Err(FsError::NotDir),
         };
@@ -280,8 +268,8 @@ impl Tree {
             if let Some(i) = partition {
                 t = t.partition(*i)?;
             }
-            let content = (self.opener)(*layout, t.clone(), &self.ctx)
-                .ok_or_else(|| FsError::Io("layout no longer available".into()))?;
+            let content = layout::content(*layout, t.clone(), &self.ctx)
+                .map_err(|e| FsError::Io(e.to_string()))?;
             let size = content.size()?;
             Ok(Opened {
                 tensor: t,

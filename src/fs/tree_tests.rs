@@ -3,32 +3,37 @@
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use super::testing::{ctx, key, test_opener, MemModel, MemTensor};
+use super::testing::ctx;
 use super::tree::{xattr_list_bytes, xattr_reply, XattrReply, XATTR_DTYPE, XATTR_SHAPE};
 use super::*;
 use crate::layout::Layout;
+use crate::testing::{key, MemModel, MemTensor};
 
 fn model() -> MemModel {
     let mut m = MemModel::default();
     m.add(
         key("layer1/W"),
-        MemTensor::f32("layer1/W", &[2, 3], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.5]),
+        MemTensor::f32(&[2, 3], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.5]).named(b"layer1/W"),
     );
     m.add(
         key("layer1/W/Adam"),
-        MemTensor::f32("layer1/W/Adam", &[2], &[0.5, -1.0]),
+        MemTensor::f32(&[2], &[0.5, -1.0]).named(b"layer1/W/Adam"),
     );
-    m.add(key("b"), MemTensor::f32("b", &[3], &[0.25, 0.5, 0.75]));
+    m.add(
+        key("b"),
+        MemTensor::f32(&[3], &[0.25, 0.5, 0.75]).named(b"b"),
+    );
     m.add(
         key("emb"),
-        MemTensor::partitioned("emb", &[1.0, 2.0, 3.0, 4.0, 5.0], &[2, 3], false),
+        MemTensor::partitioned(&[1.0, 2.0, 3.0, 4.0, 5.0], &[2, 3], false),
     );
     m.add(
         key("angel"),
-        MemTensor::partitioned("angel", &[7.0, 8.0], &[1, 1], true),
+        MemTensor::partitioned(&[7.0, 8.0], &[1, 1], true),
     );
-    let mut bad = MemTensor::f32("bad", &[2], &[0.0, 0.0]);
-    bad.meta.problem = Some("checksum mismatch in model.data-00000-of-00001".into());
+    let bad = MemTensor::f32(&[2], &[0.0, 0.0])
+        .named(b"bad")
+        .with_problem("checksum mismatch in model.data-00000-of-00001");
     m.add(key("bad"), bad);
     m.symlinks
         .push((Vec::new(), b"latest".to_vec(), b"layer1".to_vec()));
@@ -41,7 +46,7 @@ fn tree_of(m: MemModel, layouts: &[Layout]) -> Tree {
         gid: 55,
         mtime: SystemTime::UNIX_EPOCH,
     };
-    Tree::with_opener(Arc::new(m), ctx(layouts), cfg, test_opener)
+    Tree::new(Arc::new(m), ctx(layouts), cfg)
 }
 
 fn tree() -> Tree {
@@ -118,7 +123,7 @@ fn sizes_are_exact_and_reads_match() {
     assert_eq!((attr.uid, attr.gid), (1234, 55));
     assert_eq!(
         attr.mtime,
-        super::testing::meta("x", crate::model::DType::F32, &[]).mtime
+        crate::testing::MemTensor::f32(&[], &[0.0]).meta.mtime
     );
     let full = read_all(&t, "layer1/W.bin");
     for off in 0..=24u64 {
@@ -221,12 +226,17 @@ fn errors_carry_errnos() {
     );
     assert_eq!(t.readlink(file).unwrap_err().errno(), libc::EINVAL);
     // A bad tensor: data files fail with EIO, its .json still reads.
-    let bad = t.resolve(b"bad.bin").unwrap();
+    let bad = t.resolve(b"bad.txt").unwrap();
     assert_eq!(t.getattr(bad).unwrap_err().errno(), libc::EIO);
     assert_eq!(t.open(bad, false).unwrap_err().errno(), libc::EIO);
     assert!(!read_all(&t, "bad.json").is_empty());
     // ...and keeps failing (errors are not cached as successes).
     assert_eq!(t.getattr(bad).unwrap_err().errno(), libc::EIO);
+    // A binary layout's size comes from metadata; its reads fail.
+    let bad_bin = t.resolve(b"bad.bin").unwrap();
+    assert_eq!(t.getattr(bad_bin).unwrap().size, 8);
+    let mut buf = [0u8; 8];
+    assert_eq!(t.read(bad_bin, 0, &mut buf).unwrap_err().errno(), libc::EIO);
     // xattrs still work on it (metadata only).
     assert_eq!(t.getxattr(bad, XATTR_SHAPE.as_bytes()).unwrap(), b"[2]");
 }
@@ -276,13 +286,19 @@ fn xattrs() {
 #[test]
 fn collisions_and_escapes() {
     let mut m = MemModel::default();
-    m.add(key("a"), MemTensor::f32("a", &[1], &[1.0]));
-    m.add(key("a.txt/x"), MemTensor::f32("a.txt/x", &[1], &[2.0]));
+    m.add(key("a"), MemTensor::f32(&[1], &[1.0]).named(b"a"));
+    m.add(
+        key("a.txt/x"),
+        MemTensor::f32(&[1], &[2.0]).named(b"a.txt/x"),
+    );
     m.add(
         vec![b"..".to_vec(), b"%".to_vec()],
-        MemTensor::f32("", &[1], &[3.0]),
+        MemTensor::f32(&[1], &[3.0]).named(b""),
     );
-    m.add(vec![b"\xff".to_vec()], MemTensor::f32("", &[1], &[4.0]));
+    m.add(
+        vec![b"\xff".to_vec()],
+        MemTensor::f32(&[1], &[4.0]).named(b""),
+    );
     let t = tree_of(m, &[Layout::Json, Layout::Txt]);
     assert_eq!(
         all_paths(&t),
@@ -306,7 +322,7 @@ fn collisions_and_escapes() {
 #[test]
 fn unavailable_layouts_are_not_shown() {
     let mut m = MemModel::default();
-    let mut s = MemTensor::f32("s", &[1], &[1.0]);
+    let mut s = MemTensor::f32(&[1], &[1.0]).named(b"s");
     s.meta.dtype = crate::model::DType::Str;
     m.add(key("s"), s);
     let t = tree_of(m, &[Layout::Json, Layout::Bin, Layout::Npy]);
@@ -319,7 +335,7 @@ fn long_keys_get_hashed_names() {
     let mut m = MemModel::default();
     m.add(
         vec![long.as_bytes().to_vec()],
-        MemTensor::f32(&long, &[1], &[1.0]),
+        MemTensor::f32(&[1], &[1.0]).named(long.as_bytes()),
     );
     let t = tree_of(m, &[Layout::Json]);
     let paths = all_paths(&t);

@@ -7,7 +7,7 @@
 //! - Text formats are `layout::text::ChunkedText` over `text::AngelText`; binary formats are
 //!   arithmetic (`binary::AngelBinary`: exact size from metadata, any range without rendering
 //!   the rest).
-//! - Availability (`open` returns `None`): dtypes without an Angel value type (complex,
+//! - Availability (`check` says why not): dtypes without an Angel value type (complex,
 //!   string, float8, opaque); Value formats for sparse tensors; `RowIdColIdValueBinary` when
 //!   a row id does not fit its 4 bytes; column formats of a sparse tensor whose dense form
 //!   (`rows × cols × width`) exceeds `max_dense`.
@@ -21,51 +21,69 @@ mod records;
 mod text;
 mod value;
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
-use super::dense::dense_tensor;
+use super::dense::check_dense;
+use super::lazy::Lazy;
 use super::text::ChunkedText;
-use super::{AngelFormat, FileContent, LayoutCtx, LayoutError};
-use crate::model::Tensor;
+use super::{AngelFormat, FileContent, LayoutCtx, LayoutError, Unavailable};
+use crate::model::{Tensor, TensorMeta};
 use binary::AngelBinary;
 use records::Records;
 use text::AngelText;
 pub use value::AngelValue;
 
-/// The content of Angel format `format` for `tensor`, or `None` if it cannot represent it.
-pub fn open(
+/// The matrix an Angel file shows: a sparse tensor's own rows × cols, else SPEC §3's 2-D view.
+fn rows_cols(meta: &TensorMeta) -> Result<(u64, u64), Unavailable> {
+    match (meta.sparse, &meta.shape[..]) {
+        (true, &[r, c]) => Ok((r, c)),
+        (true, s) => Err(Unavailable::SparseRank(s.len())),
+        _ => meta.rows_cols().ok_or(Unavailable::Overflow),
+    }
+}
+
+/// Whether Angel format `format` can represent the tensor (metadata only).
+pub(crate) fn check(
     format: AngelFormat,
-    tensor: Arc<dyn Tensor>,
-    ctx: &Arc<LayoutCtx>,
-) -> Option<Arc<dyn FileContent>> {
-    let meta = tensor.meta();
-    let value = AngelValue::of(meta.dtype)?;
-    meta.dtype.elem_size()?;
-    let is_value = matches!(format, AngelFormat::ValueText | AngelFormat::ValueBinary);
-    let is_column = matches!(format, AngelFormat::TextColumn | AngelFormat::BinaryColumn);
-    let (rows, cols) = match (meta.sparse, &meta.shape[..]) {
-        (true, &[r, c]) => (r, c),
-        _ => meta.rows_cols()?,
-    };
-    if meta.sparse && is_value {
-        return None;
+    meta: &TensorMeta,
+    ctx: &LayoutCtx,
+) -> Result<(), Unavailable> {
+    let no_value = || Unavailable::NoAngelValue(meta.dtype.name().into());
+    AngelValue::of(meta.dtype).ok_or_else(no_value)?;
+    meta.dtype.elem_size().ok_or_else(no_value)?;
+    let (rows, cols) = rows_cols(meta)?;
+    if meta.sparse && format.is_value_only() {
+        return Err(Unavailable::ValueOnlySparse);
     }
     if format == AngelFormat::RowIdColIdValueBinary && rows > i32::MAX as u64 + 1 {
-        return None;
+        return Err(Unavailable::RowIdTooWide);
     }
     // Column formats write every saved row in full: shown when the dense view would be (an
     // Angel sparse dtype is f32/f64/i32/i64, whose element size is the Angel value width).
-    if meta.sparse && is_column && dense_tensor(&tensor, ctx.max_dense).is_none() {
-        return None;
+    if meta.sparse && format.is_column() {
+        check_dense(meta, ctx.max_dense)?;
     }
+    if !meta.sparse {
+        rows.checked_mul(cols).ok_or(Unavailable::Overflow)?;
+    }
+    Ok(())
+}
+
+/// The content of Angel format `format` for a tensor that passed `check`. A sparse tensor's
+/// entries are decoded on the first access, not here.
+pub(crate) fn content(
+    format: AngelFormat,
+    tensor: Arc<dyn Tensor>,
+    ctx: &Arc<LayoutCtx>,
+) -> Result<Arc<dyn FileContent>, Unavailable> {
+    let meta = tensor.meta();
+    let value = AngelValue::of(meta.dtype)
+        .ok_or_else(|| Unavailable::NoAngelValue(meta.dtype.name().into()))?;
+    let (_, cols) = rows_cols(meta)?;
     let sparse = meta.sparse;
-    if !sparse {
-        rows.checked_mul(cols)?;
-    }
-    let key_width = if cols > i32::MAX as u64 { 8 } else { 4 };
     let file = AngelFile {
         format,
-        key_width,
+        key_width: if cols > i32::MAX as u64 { 8 } else { 4 },
         sep: ctx.sep.clone(),
         ctx: ctx.clone(),
         value,
@@ -73,13 +91,10 @@ pub fn open(
         tensor,
     };
     if sparse {
-        return Some(Arc::new(Deferred {
-            file,
-            built: OnceLock::new(),
-        }));
+        return Ok(Lazy::new(move || file.sparse_content()));
     }
     file.content(Records::dense(file.tensor.clone(), value, cols))
-        .ok()
+        .map_err(|_| Unavailable::Overflow)
 }
 
 /// What is needed to build one Angel file's content.
@@ -122,40 +137,11 @@ impl AngelFile {
         {
             return Err(LayoutError::Other("row id does not fit 4 bytes".into()));
         }
-        let columns = matches!(
-            self.format,
-            AngelFormat::TextColumn | AngelFormat::BinaryColumn
-        );
+        let columns = self.format.is_column();
         let dtype = self.tensor.meta().dtype;
         self.content(Records::sparse(
             rows, dtype, self.value, self.cols, columns,
         )?)
-    }
-}
-
-/// A sparse tensor's file, built on first access. A failed build is retried next time (the
-/// error may be transient); two racing first readers may both build, the first one stays.
-struct Deferred {
-    file: AngelFile,
-    built: OnceLock<Arc<dyn FileContent>>,
-}
-
-impl Deferred {
-    fn get(&self) -> Result<&Arc<dyn FileContent>, LayoutError> {
-        if let Some(c) = self.built.get() {
-            return Ok(c);
-        }
-        let c = self.file.sparse_content()?;
-        Ok(self.built.get_or_init(|| c))
-    }
-}
-
-impl FileContent for Deferred {
-    fn size(&self) -> Result<u64, LayoutError> {
-        self.get()?.size()
-    }
-    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize, LayoutError> {
-        self.get()?.read_at(offset, buf)
     }
 }
 

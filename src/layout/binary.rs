@@ -91,6 +91,9 @@ impl RawElements {
 pub struct BinContent(pub RawElements);
 
 impl FileContent for BinContent {
+    fn known_size(&self) -> Option<u64> {
+        self.0.size()
+    }
     fn size(&self) -> Result<u64, LayoutError> {
         self.0
             .size()
@@ -102,7 +105,7 @@ impl FileContent for BinContent {
 }
 
 /// `bin` for a dense tensor of fixed-width elements.
-pub fn open_bin(tensor: Arc<dyn Tensor>) -> Option<Arc<dyn FileContent>> {
+pub(crate) fn bin_content(tensor: Arc<dyn Tensor>) -> Option<Arc<dyn FileContent>> {
     let map = match tensor.meta().dtype {
         DType::Bool => ElemMap::Bool,
         _ => ElemMap::Same,
@@ -187,7 +190,7 @@ pub struct NpyContent {
     raw: RawElements,
 }
 
-pub fn open_npy(tensor: Arc<dyn Tensor>) -> Option<Arc<dyn FileContent>> {
+pub(crate) fn npy_content(tensor: Arc<dyn Tensor>) -> Option<Arc<dyn FileContent>> {
     let meta = tensor.meta();
     let (descr, map) = npy_descr(meta.dtype)?;
     let header = npy_header(descr, &meta.shape);
@@ -197,6 +200,9 @@ pub fn open_npy(tensor: Arc<dyn Tensor>) -> Option<Arc<dyn FileContent>> {
 }
 
 impl FileContent for NpyContent {
+    fn known_size(&self) -> Option<u64> {
+        self.size().ok()
+    }
     fn size(&self) -> Result<u64, LayoutError> {
         self.raw
             .size()

@@ -3,23 +3,46 @@
 
 use std::sync::{Arc, OnceLock};
 
+use super::Unavailable;
 use crate::model::{ModelError, SparseRows, Tensor, TensorMeta};
 
-/// The tensor dense layouts should read: `tensor` itself when dense, a `DenseView` of a sparse
-/// one whose dense bytes fit in `max_dense`, `None` otherwise.
-pub fn dense_tensor(tensor: &Arc<dyn Tensor>, max_dense: u64) -> Option<Arc<dyn Tensor>> {
-    let meta = tensor.meta();
+/// Whether dense layouts can show the tensor: always when it is dense; for a sparse one, when
+/// it is a matrix whose dense bytes fit in `max_dense`.
+pub(crate) fn check_dense(meta: &TensorMeta, max_dense: u64) -> Result<(), Unavailable> {
     if !meta.sparse {
-        return Some(tensor.clone());
+        return Ok(());
     }
-    let es = meta.dtype.elem_size()? as u64;
-    let bytes = meta.num_elements()?.checked_mul(es)?;
-    if bytes > max_dense || meta.shape.len() != 2 {
-        return None;
+    if meta.shape.len() != 2 {
+        return Err(Unavailable::SparseRank(meta.shape.len()));
+    }
+    let bytes = meta
+        .dtype
+        .elem_size()
+        .and_then(|es| meta.num_elements()?.checked_mul(es as u64))
+        .ok_or(Unavailable::Overflow)?;
+    if bytes > max_dense {
+        return Err(Unavailable::DenseTooBig {
+            bytes,
+            max: max_dense,
+        });
+    }
+    Ok(())
+}
+
+/// The tensor dense layouts should read: `tensor` itself when dense, a `DenseView` (which
+/// decodes the entries on its first read) of a sparse one that passes `check_dense`.
+pub(crate) fn dense_tensor(
+    tensor: &Arc<dyn Tensor>,
+    max_dense: u64,
+) -> Result<Arc<dyn Tensor>, Unavailable> {
+    let meta = tensor.meta();
+    check_dense(meta, max_dense)?;
+    if !meta.sparse {
+        return Ok(tensor.clone());
     }
     let mut dense_meta = meta.clone();
     dense_meta.sparse = false;
-    Some(Arc::new(DenseView {
+    Ok(Arc::new(DenseView {
         inner: tensor.clone(),
         meta: dense_meta,
         rows: OnceLock::new(),
@@ -102,8 +125,8 @@ impl Tensor for DenseView {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::layout::testing::MemTensor;
     use crate::model::DType;
+    use crate::testing::MemTensor;
 
     pub fn sample() -> Arc<dyn Tensor> {
         let s = SparseRows {
@@ -136,6 +159,6 @@ mod tests {
         d.read_elements(3, &mut part).unwrap();
         assert_eq!(&part[..4], &(-2.0f32).to_le_bytes());
         assert!(d.read_elements(15, &mut part).is_err());
-        assert!(dense_tensor(&t, 63).is_none());
+        assert!(dense_tensor(&t, 63).is_err());
     }
 }

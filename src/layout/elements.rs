@@ -192,7 +192,7 @@ pub fn for_each_value<F: FnMut(u64, Value)>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::layout::testing::MemTensor;
+    use crate::testing::MemTensor;
 
     #[test]
     fn reads_ranges_across_blocks() {

@@ -1,135 +1,174 @@
-//! `open` for the generic layouts: picks what can represent a tensor (SPEC §3) and wires the
-//! chunk sources and binary readers together.
+//! The generic layouts (SPEC §3): what can represent a tensor (`check_*`, metadata only) and
+//! the content objects wiring chunk sources and binary readers together (lazy: nothing is
+//! decoded or rendered here).
 
 use std::sync::Arc;
 
-use super::binary::{open_bin as bin_content, open_npy as npy_content};
-use super::dense::dense_tensor;
+use super::binary::{bin_content, npy_content, npy_descr};
+use super::dense::{check_dense, dense_tensor};
 use super::gentext::{BlankRows, ElementLines, LibsvmDense, LibsvmSparse};
-use super::text::ChunkedText;
-use super::{FileContent, LayoutCtx, LayoutError};
-use crate::model::{DType, Tensor};
+use super::lazy::Lazy;
+use super::text::{ChunkSource, ChunkedText};
+use super::{FileContent, LayoutCtx, Unavailable};
+use crate::model::{DType, Tensor, TensorMeta};
 
 /// Rows of a zero-column matrix are not backed by any data; past this many the shape is
 /// nonsense and the file is not shown (it would be gigabytes of empty lines).
 const MAX_BLANK_ROWS: u64 = 1 << 28;
 
-/// A file whose every access fails with the same error (e.g. sparse rows that cannot be read).
-pub struct FailingContent(pub String);
+type Built = Result<Arc<dyn FileContent>, Unavailable>;
 
-impl FileContent for FailingContent {
-    fn size(&self) -> Result<u64, LayoutError> {
-        Err(LayoutError::Other(self.0.clone()))
-    }
-    fn read_at(&self, _: u64, _: &mut [u8]) -> Result<usize, LayoutError> {
-        Err(LayoutError::Other(self.0.clone()))
+fn decodable(meta: &TensorMeta) -> Result<(), Unavailable> {
+    match meta.dtype {
+        DType::Variant | DType::Opaque(_) => {
+            Err(Unavailable::Undecodable(meta.dtype.name().into()))
+        }
+        _ => Ok(()),
     }
 }
 
-fn undecodable(dtype: DType) -> bool {
-    matches!(dtype, DType::Variant | DType::Opaque(_))
+fn not_strings(meta: &TensorMeta) -> Result<(), Unavailable> {
+    match meta.dtype {
+        DType::Str => Err(Unavailable::Strings),
+        _ => Ok(()),
+    }
+}
+
+/// The 2-D view, with rank 0/1 one value per line (csv, like `numpy.savetxt`).
+fn csv_rows_cols(meta: &TensorMeta) -> Result<(u64, u64), Unavailable> {
+    let (rows, cols) = meta.rows_cols().ok_or(Unavailable::Overflow)?;
+    Ok(if meta.shape.len() <= 1 {
+        (cols, 1)
+    } else {
+        (rows, cols)
+    })
+}
+
+fn blank_rows_fit(rows: u64, cols: u64) -> Result<(), Unavailable> {
+    if cols == 0 && rows > MAX_BLANK_ROWS {
+        return Err(Unavailable::BlankRows(rows));
+    }
+    Ok(())
 }
 
 fn chunked(
-    source: Arc<dyn super::text::ChunkSource>,
+    source: impl ChunkSource + 'static,
     owner: &Arc<dyn Tensor>,
     tag: &str,
     ctx: &Arc<LayoutCtx>,
-) -> Option<Arc<dyn FileContent>> {
-    Some(Arc::new(ChunkedText::new(
-        source,
+) -> Arc<dyn FileContent> {
+    Arc::new(ChunkedText::new(
+        Arc::new(source),
         owner.clone(),
         tag,
         ctx.cache.clone(),
-    )))
+    ))
 }
 
-pub fn open_txt(tensor: Arc<dyn Tensor>, ctx: &Arc<LayoutCtx>) -> Option<Arc<dyn FileContent>> {
-    if undecodable(tensor.meta().dtype) {
-        return None;
-    }
+pub(crate) fn check_txt(meta: &TensorMeta, ctx: &LayoutCtx) -> Result<(), Unavailable> {
+    decodable(meta)?;
+    check_dense(meta, ctx.max_dense)
+}
+
+pub(crate) fn txt(tensor: Arc<dyn Tensor>, ctx: &Arc<LayoutCtx>) -> Built {
     let dense = dense_tensor(&tensor, ctx.max_dense)?;
-    let elements = dense.meta().num_elements()?;
+    let elements = dense.meta().num_elements().ok_or(Unavailable::Overflow)?;
     let src = ElementLines {
         tensor: dense,
         elements,
         cols: 1,
     };
-    chunked(Arc::new(src), &tensor, "txt", ctx)
+    Ok(chunked(src, &tensor, "txt", ctx))
 }
 
-pub fn open_csv(tensor: Arc<dyn Tensor>, ctx: &Arc<LayoutCtx>) -> Option<Arc<dyn FileContent>> {
+pub(crate) fn check_csv(meta: &TensorMeta, ctx: &LayoutCtx) -> Result<(), Unavailable> {
+    check_txt(meta, ctx)?;
+    let (rows, cols) = csv_rows_cols(meta)?;
+    blank_rows_fit(rows, cols)
+}
+
+pub(crate) fn csv(tensor: Arc<dyn Tensor>, ctx: &Arc<LayoutCtx>) -> Built {
     let meta = tensor.meta();
-    if undecodable(meta.dtype) {
-        return None;
-    }
-    let dense = dense_tensor(&tensor, ctx.max_dense)?;
-    let elements = meta.num_elements()?;
-    let (rows, cols) = meta.rows_cols()?;
-    // Rank 0/1: one value per line, like numpy.savetxt.
-    let cols = if meta.shape.len() <= 1 { 1 } else { cols };
+    let (rows, cols) = csv_rows_cols(meta)?;
     if cols == 0 {
-        if rows > MAX_BLANK_ROWS {
-            return None;
-        }
         let src = BlankRows {
             rows,
             with_row_id: false,
         };
-        return chunked(Arc::new(src), &tensor, "csv", ctx);
+        return Ok(chunked(src, &tensor, "csv", ctx));
     }
     let src = ElementLines {
-        tensor: dense,
-        elements,
+        tensor: dense_tensor(&tensor, ctx.max_dense)?,
+        elements: meta.num_elements().ok_or(Unavailable::Overflow)?,
         cols,
     };
-    chunked(Arc::new(src), &tensor, "csv", ctx)
+    Ok(chunked(src, &tensor, "csv", ctx))
 }
 
-pub fn open_bin(tensor: Arc<dyn Tensor>, ctx: &Arc<LayoutCtx>) -> Option<Arc<dyn FileContent>> {
-    if undecodable(tensor.meta().dtype) || tensor.meta().dtype == DType::Str {
-        return None;
-    }
-    bin_content(dense_tensor(&tensor, ctx.max_dense)?)
+/// Element bytes of a fixed-width file (elements × `width`) must be countable.
+fn byte_size(meta: &TensorMeta, width: usize) -> Result<u64, Unavailable> {
+    meta.num_elements()
+        .and_then(|n| n.checked_mul(width as u64))
+        .and_then(|n| n.checked_add(1 << 16))
+        .ok_or(Unavailable::Overflow)
 }
 
-pub fn open_npy(tensor: Arc<dyn Tensor>, ctx: &Arc<LayoutCtx>) -> Option<Arc<dyn FileContent>> {
-    if undecodable(tensor.meta().dtype) {
-        return None;
-    }
-    npy_content(dense_tensor(&tensor, ctx.max_dense)?)
+pub(crate) fn check_bin(meta: &TensorMeta, ctx: &LayoutCtx) -> Result<(), Unavailable> {
+    decodable(meta)?;
+    not_strings(meta)?;
+    let width = meta.dtype.elem_size().ok_or(Unavailable::Overflow)?;
+    byte_size(meta, width)?;
+    check_dense(meta, ctx.max_dense)
 }
 
-pub fn open_libsvm(tensor: Arc<dyn Tensor>, ctx: &Arc<LayoutCtx>) -> Option<Arc<dyn FileContent>> {
-    let meta = tensor.meta();
-    if undecodable(meta.dtype) || meta.dtype == DType::Str {
-        return None;
-    }
+pub(crate) fn bin(tensor: Arc<dyn Tensor>, ctx: &Arc<LayoutCtx>) -> Built {
+    bin_content(dense_tensor(&tensor, ctx.max_dense)?).ok_or(Unavailable::Overflow)
+}
+
+pub(crate) fn check_npy(meta: &TensorMeta, ctx: &LayoutCtx) -> Result<(), Unavailable> {
+    decodable(meta)?;
+    npy_descr(meta.dtype).ok_or_else(|| Unavailable::NoNumpyType(meta.dtype.name().into()))?;
+    // bfloat16 widens to 4 bytes; the header is far below the 64 KiB `byte_size` allows.
+    byte_size(meta, 4.max(meta.dtype.elem_size().unwrap_or(4)))?;
+    check_dense(meta, ctx.max_dense)
+}
+
+pub(crate) fn npy(tensor: Arc<dyn Tensor>, ctx: &Arc<LayoutCtx>) -> Built {
+    npy_content(dense_tensor(&tensor, ctx.max_dense)?).ok_or(Unavailable::Overflow)
+}
+
+pub(crate) fn check_libsvm(meta: &TensorMeta) -> Result<(), Unavailable> {
+    decodable(meta)?;
+    not_strings(meta)?;
     if meta.sparse {
-        let src = tensor
-            .sparse()
-            .map_err(LayoutError::from)
-            .and_then(|rows| LibsvmSparse::new(rows, meta.dtype));
-        return match src {
-            Ok(src) => chunked(Arc::new(src), &tensor, "libsvm", ctx),
-            Err(e) => Some(Arc::new(FailingContent(e.to_string()))),
-        };
+        return Ok(());
     }
-    let (rows, cols) = meta.rows_cols()?;
+    let (rows, cols) = meta.rows_cols().ok_or(Unavailable::Overflow)?;
+    blank_rows_fit(rows, cols)
+}
+
+pub(crate) fn libsvm(tensor: Arc<dyn Tensor>, ctx: &Arc<LayoutCtx>) -> Built {
+    let meta = tensor.meta();
+    if meta.sparse {
+        let (t, ctx) = (tensor.clone(), ctx.clone());
+        return Ok(Lazy::new(move || {
+            let rows = t.sparse()?;
+            let src = LibsvmSparse::new(rows, t.meta().dtype)?;
+            Ok(chunked(src, &t, "libsvm", &ctx))
+        }));
+    }
+    let (rows, cols) = meta.rows_cols().ok_or(Unavailable::Overflow)?;
     if cols == 0 {
-        if rows > MAX_BLANK_ROWS {
-            return None;
-        }
         let src = BlankRows {
             rows,
             with_row_id: true,
         };
-        return chunked(Arc::new(src), &tensor, "libsvm", ctx);
+        return Ok(chunked(src, &tensor, "libsvm", ctx));
     }
     let src = LibsvmDense {
         tensor: tensor.clone(),
         rows,
         cols,
     };
-    chunked(Arc::new(src), &tensor, "libsvm", ctx)
+    Ok(chunked(src, &tensor, "libsvm", ctx))
 }

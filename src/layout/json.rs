@@ -1,6 +1,8 @@
-//! `NAME.json`: a tensor's metadata (SPEC §2), the exact size of each of its other files, and
-//! what is wrong when something is. Rendered whole in memory on first use (it is small) and
-//! kept, so its size and bytes never disagree. It never fails: problems become fields.
+//! `NAME.json`: a tensor's metadata (SPEC §2), the size of each of its other files where it is
+//! known without work (`null` until a text layout has been rendered once), the layouts that
+//! cannot show the tensor and why, and what is wrong when something is. Rendered whole in
+//! memory on first use (it is small) and kept, so its size and bytes never disagree. It never
+//! fails, decodes or renders: problems become fields.
 
 use std::sync::{Arc, OnceLock};
 
@@ -15,7 +17,7 @@ pub struct JsonContent {
     bytes: OnceLock<Vec<u8>>,
 }
 
-pub fn open_json(tensor: Arc<dyn Tensor>, ctx: &Arc<LayoutCtx>) -> Arc<dyn FileContent> {
+pub(crate) fn json_content(tensor: Arc<dyn Tensor>, ctx: &Arc<LayoutCtx>) -> Arc<dyn FileContent> {
     Arc::new(JsonContent {
         tensor,
         ctx: ctx.clone(),
@@ -30,6 +32,9 @@ impl JsonContent {
 }
 
 impl FileContent for JsonContent {
+    fn known_size(&self) -> Option<u64> {
+        Some(self.bytes().len() as u64)
+    }
     fn size(&self) -> Result<u64, LayoutError> {
         Ok(self.bytes().len() as u64)
     }
@@ -90,29 +95,23 @@ fn render(tensor: &Arc<dyn Tensor>, ctx: &Arc<LayoutCtx>) -> Vec<u8> {
         fields.push(("sparse".into(), json!(meta.sparse)));
     }
     fields.push(("partitions".into(), partitions(meta)));
-    let mut error: Option<String> = None;
     let mut layouts = Vec::new();
+    let mut unavailable = Vec::new();
     for &l in &ctx.layouts {
         if l == Layout::Json {
             continue;
         }
-        let Some(content) = super::open(l, tensor.clone(), ctx) else {
-            continue;
-        };
-        match content.size() {
-            Ok(size) => layouts.push(
-                json!({"layout": l.suffix(), "file": format!(".{}", l.suffix()), "size": size}),
-            ),
-            Err(e) => {
-                let msg = e.to_string();
-                layouts.push(
-                    json!({"layout": l.suffix(), "file": format!(".{}", l.suffix()), "error": msg}),
-                );
-                error.get_or_insert(msg);
-            }
+        let file = format!(".{}", l.suffix());
+        match super::content(l, tensor.clone(), ctx) {
+            Ok(content) => layouts
+                .push(json!({"layout": l.suffix(), "file": file, "size": content.known_size()})),
+            Err(why) => unavailable.push(json!({"layout": l.suffix(), "why": why.to_string()})),
         }
     }
     fields.push(("layouts".into(), Value::Array(layouts)));
+    if !unavailable.is_empty() {
+        fields.push(("unavailable".into(), Value::Array(unavailable)));
+    }
     for (k, v) in &meta.extra {
         if k != "name" && !fields.iter().any(|(f, _)| f == k) {
             fields.push((k.clone(), v.clone()));
@@ -120,11 +119,6 @@ fn render(tensor: &Arc<dyn Tensor>, ctx: &Arc<LayoutCtx>) -> Vec<u8> {
     }
     if let Some(p) = &meta.problem {
         fields.push(("problem".into(), json!(p)));
-    }
-    if let Some(e) = error {
-        if !fields.iter().any(|(f, _)| f == "error") {
-            fields.push(("error".into(), json!(e)));
-        }
     }
     let mut out = String::from("{\n  \"name\": ");
     json_bytes_literal(&meta.name, &mut out);

@@ -1,15 +1,18 @@
 //! Layouts: one renderer per file format. Given a tensor, a layout knows whether it can
 //! represent it, the exact size of the file, and the bytes of any byte range.
 //!
-//! Public contract (used by `fs` and `cli`):
+//! Contract (used by `fs` and `cli`):
 //! - `Layout` names a layout and its file suffix.
-//! - `open(layout, tensor, ctx)` gives the file content, or `None` when the layout cannot
-//!   represent the tensor (strings in binary layouts, sparse beyond `max_dense`, …).
-//! - `FileContent::size` is exact; `FileContent::read_at` serves any offset.
+//! - `check(layout, meta, ctx)` says from metadata alone whether the layout can represent a
+//!   tensor, and why not (`Unavailable`: strings in binary layouts, sparse beyond `max_dense`…).
+//! - `content(layout, tensor, ctx)` builds the file's content object. Neither decodes tensor
+//!   data nor renders text: that happens on the first `size` or `read_at`.
+//! - `FileContent::known_size` never does work; `size` is exact (a text layout may render once
+//!   to learn it); `read_at` serves any offset.
 
 use std::sync::Arc;
 
-use crate::model::{ModelError, Tensor};
+use crate::model::{ModelError, Tensor, TensorMeta};
 use crate::options::OptionError;
 
 /// Angel's eight file formats (SPEC §3, formats/angel.md §6).
@@ -69,6 +72,16 @@ impl AngelFormat {
         AngelFormat::ALL
             .into_iter()
             .find(|f| f.class_name() == simple)
+    }
+
+    /// `ValueText`/`ValueBinary`: values only, no ids (dense tensors only).
+    pub fn is_value_only(self) -> bool {
+        matches!(self, AngelFormat::ValueText | AngelFormat::ValueBinary)
+    }
+
+    /// `TextColumn`/`BinaryColumn`: one record per column.
+    pub fn is_column(self) -> bool {
+        matches!(self, AngelFormat::TextColumn | AngelFormat::BinaryColumn)
     }
 
     pub fn is_text(self) -> bool {
@@ -162,8 +175,52 @@ pub struct LayoutCtx {
     pub cache: Arc<cache::ChunkCache>,
 }
 
+/// Why a layout does not show a tensor (the `.json` gives the reason).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Unavailable {
+    #[error("{0} elements have no value to show")]
+    Undecodable(String),
+    #[error("strings have no numeric form")]
+    Strings,
+    #[error("numpy has no type for {0}")]
+    NoNumpyType(String),
+    #[error("dense form {} > max_dense {}", human_bytes(*bytes), human_bytes(*max))]
+    DenseTooBig { bytes: u64, max: u64 },
+    #[error("a sparse tensor of rank {0} has no dense form")]
+    SparseRank(usize),
+    #[error("the shape's element count or byte size overflows")]
+    Overflow,
+    #[error("{0} rows without columns")]
+    BlankRows(u64),
+    #[error("Angel has no value type for {0}")]
+    NoAngelValue(String),
+    #[error("value-only formats need a dense tensor")]
+    ValueOnlySparse,
+    #[error("a row id over 2^31 does not fit 4 bytes")]
+    RowIdTooWide,
+}
+
+/// `24 GiB`, `16 MiB`, `512 B`: sizes in reasons people read.
+fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut unit = 0;
+    let mut v = n as f64;
+    while v >= 1024.0 && unit + 1 < UNITS.len() {
+        v /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 || v >= 100.0 || v.fract() == 0.0 {
+        format!("{v:.0} {}", UNITS[unit])
+    } else {
+        format!("{v:.1} {}", UNITS[unit])
+    }
+}
+
 /// The bytes of one file.
 pub trait FileContent: Send + Sync {
+    /// The exact size if it is known without rendering or decoding anything (binary layouts:
+    /// always; text: once rendered or found in a cache).
+    fn known_size(&self) -> Option<u64>;
     /// Exact size in bytes (may render a text layout once to learn it).
     fn size(&self) -> Result<u64, LayoutError>;
     /// Fills `buf` from `offset`; returns the bytes written (short only at end of file).
@@ -179,28 +236,41 @@ pub mod elements;
 pub mod generic;
 pub mod gentext;
 pub mod json;
+mod lazy;
 pub mod num;
 pub mod readahead;
-#[doc(hidden)]
-pub mod testing;
 pub mod text;
 
 #[cfg(test)]
 mod tests;
 
-/// The content of `layout` for `tensor`, or `None` if the layout cannot represent it.
-pub fn open(
+/// Whether `layout` can represent the tensor described by `meta` (metadata only).
+pub fn check(layout: Layout, meta: &TensorMeta, ctx: &LayoutCtx) -> Result<(), Unavailable> {
+    match layout {
+        Layout::Json => Ok(()),
+        Layout::Angel(format) => angel::check(format, meta, ctx),
+        Layout::Txt => generic::check_txt(meta, ctx),
+        Layout::Csv => generic::check_csv(meta, ctx),
+        Layout::Bin => generic::check_bin(meta, ctx),
+        Layout::Npy => generic::check_npy(meta, ctx),
+        Layout::Libsvm => generic::check_libsvm(meta),
+    }
+}
+
+/// The content of `layout` for `tensor` (after `check`). Decodes and renders nothing.
+pub fn content(
     layout: Layout,
     tensor: Arc<dyn Tensor>,
     ctx: &Arc<LayoutCtx>,
-) -> Option<Arc<dyn FileContent>> {
+) -> Result<Arc<dyn FileContent>, Unavailable> {
+    check(layout, tensor.meta(), ctx)?;
     match layout {
-        Layout::Angel(format) => angel::open(format, tensor, ctx),
-        Layout::Json => Some(json::open_json(tensor, ctx)),
-        Layout::Txt => generic::open_txt(tensor, ctx),
-        Layout::Csv => generic::open_csv(tensor, ctx),
-        Layout::Bin => generic::open_bin(tensor, ctx),
-        Layout::Npy => generic::open_npy(tensor, ctx),
-        Layout::Libsvm => generic::open_libsvm(tensor, ctx),
+        Layout::Json => Ok(json::json_content(tensor, ctx)),
+        Layout::Angel(format) => angel::content(format, tensor, ctx),
+        Layout::Txt => generic::txt(tensor, ctx),
+        Layout::Csv => generic::csv(tensor, ctx),
+        Layout::Bin => generic::bin(tensor, ctx),
+        Layout::Npy => generic::npy(tensor, ctx),
+        Layout::Libsvm => generic::libsvm(tensor, ctx),
     }
 }

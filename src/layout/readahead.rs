@@ -189,10 +189,10 @@ mod tests {
     use std::time::{Duration, Instant};
 
     use super::*;
-    use crate::layout::testing::MemTensor;
     use crate::layout::text::ChunkedText;
     use crate::layout::{FileContent, LayoutError};
     use crate::model::Tensor;
+    use crate::testing::MemTensor;
 
     /// Chunk i is 1000 + i % 7 bytes of a letter depending on i; counts renders per chunk.
     struct Counted {

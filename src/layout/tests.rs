@@ -3,9 +3,14 @@
 use std::sync::Arc;
 
 use super::cache::ChunkCache;
-use super::testing::MemTensor;
 use super::*;
 use crate::model::{DType, SparseRows};
+use crate::testing::MemTensor;
+
+/// The content of `layout`, `None` when it cannot show the tensor.
+fn open(layout: Layout, t: Arc<dyn Tensor>, ctx: &Arc<LayoutCtx>) -> Option<Arc<dyn FileContent>> {
+    content(layout, t, ctx).ok()
+}
 
 fn ctx_with(layouts: Vec<Layout>, max_dense: u64) -> Arc<LayoutCtx> {
     Arc::new(LayoutCtx {
@@ -284,10 +289,37 @@ fn json_reports_layouts_problems_and_errors() {
     assert_eq!(v["format"], "tf-checkpoint");
     let layouts = v["layouts"].as_array().unwrap();
     let txt = layouts.iter().find(|l| l["layout"] == "txt").unwrap();
-    assert_eq!(txt["size"], 8);
+    // Not rendered yet: the size is not known, and the .json does not render to learn it.
+    assert_eq!(txt["size"], serde_json::Value::Null);
     let npy = layouts.iter().find(|l| l["layout"] == "npy").unwrap();
     assert_eq!(npy["size"], 136);
     assert!(v.get("error").is_none() && v.get("problem").is_none());
+    assert_eq!(ctx.cache.rendered_chunks(), 0);
+    // Once the text is rendered, a new .json knows its size.
+    assert_eq!(
+        open(Layout::Txt, t.clone(), &ctx).unwrap().size().unwrap(),
+        8
+    );
+    let j = open(Layout::Json, t.clone(), &ctx).unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&full(&*j)).unwrap();
+    let txt = v["layouts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["layout"] == "txt")
+        .unwrap();
+    assert_eq!(txt["size"], 8);
+    // Layouts that cannot show a tensor are named with the reason.
+    let s = MemTensor::strings(&[1], vec![b"x".to_vec()]).arc();
+    let j = open(Layout::Json, s, &ctx).unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&full(&*j)).unwrap();
+    let bin = v["unavailable"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["layout"] == "bin")
+        .unwrap();
+    assert_eq!(bin["why"], "strings have no numeric form");
 
     let bad = MemTensor::f32(&[2], &[1.0, 2.0])
         .with_problem("slice 1 missing")
@@ -295,7 +327,6 @@ fn json_reports_layouts_problems_and_errors() {
     let j = open(Layout::Json, bad.clone(), &ctx).unwrap();
     let v: serde_json::Value = serde_json::from_slice(&full(&*j)).unwrap();
     assert_eq!(v["problem"], "slice 1 missing");
-    assert!(v["error"].as_str().unwrap().contains("slice 1 missing"));
     // Data layouts of a broken tensor fail (fs turns that into EIO).
     assert!(open(Layout::Txt, bad.clone(), &ctx)
         .unwrap()
@@ -390,7 +421,7 @@ fn unrepresentable_dtypes_are_not_shown() {
 #[ignore]
 fn txt_throughput() {
     let n = 4_000_000u64;
-    let vals = crate::layout::testing::pseudo_random_f32(n);
+    let vals = crate::testing::pseudo_random_f32(n);
     let t = MemTensor::f32(&[n], &vals).arc();
     let src = gentext::ElementLines {
         tensor: t,

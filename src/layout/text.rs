@@ -101,8 +101,37 @@ impl ChunkedText {
         result
     }
 
-    fn find_or_build(&self) -> Result<Arc<ChunkIndex>, LayoutError> {
+    /// The index if it is known without rendering: built already (this object or another
+    /// with the same key), or in the persistent store.
+    fn known_index(&self) -> Option<Arc<ChunkIndex>> {
+        if let IndexState::Ready(i) = &*self.state.lock().unwrap_or_else(|e| e.into_inner()) {
+            return Some(i.clone());
+        }
         if let Some(i) = self.cache.lookup_index(&self.key, &self.owner) {
+            return Some(i);
+        }
+        let chunks = self.source.num_chunks();
+        let offsets = match (&self.key, self.cache.index_store()) {
+            (IndexKey::Stable(k), Some(store)) if chunks <= MAX_CHUNKS => {
+                store.load(k).filter(|o| ChunkIndex::is_valid(o, chunks))?
+            }
+            _ => return None,
+        };
+        Some(self.remember(offsets))
+    }
+
+    fn remember(&self, offsets: Vec<u64>) -> Arc<ChunkIndex> {
+        let index = Arc::new(ChunkIndex {
+            namespace: self.cache.new_namespace(),
+            offsets,
+        });
+        self.cache
+            .store_index(&self.key, &self.owner, index.clone());
+        index
+    }
+
+    fn find_or_build(&self) -> Result<Arc<ChunkIndex>, LayoutError> {
+        if let Some(i) = self.known_index() {
             return Ok(i);
         }
         let chunks = self.source.num_chunks();
@@ -111,29 +140,11 @@ impl ChunkedText {
                 "{chunks} text chunks is more than any real tensor needs"
             )));
         }
-        let stored = match (&self.key, self.cache.index_store()) {
-            (IndexKey::Stable(k), Some(store)) => {
-                store.load(k).filter(|o| ChunkIndex::is_valid(o, chunks))
-            }
-            _ => None,
-        };
-        let offsets = match stored {
-            Some(o) => o,
-            None => {
-                let o = build_offsets(&*self.source, chunks, &self.cache)?;
-                if let (IndexKey::Stable(k), Some(store)) = (&self.key, self.cache.index_store()) {
-                    store.save(k, &o);
-                }
-                o
-            }
-        };
-        let index = Arc::new(ChunkIndex {
-            namespace: self.cache.new_namespace(),
-            offsets,
-        });
-        self.cache
-            .store_index(&self.key, &self.owner, index.clone());
-        Ok(index)
+        let offsets = build_offsets(&*self.source, chunks, &self.cache)?;
+        if let (IndexKey::Stable(k), Some(store)) = (&self.key, self.cache.index_store()) {
+            store.save(k, &offsets);
+        }
+        Ok(self.remember(offsets))
     }
 
     /// Chunk `i`'s bytes, from the cache (possibly rendered by read-ahead) or rendered now;
@@ -244,6 +255,10 @@ fn build_offsets(
 }
 
 impl FileContent for ChunkedText {
+    fn known_size(&self) -> Option<u64> {
+        self.known_index().map(|i| i.size())
+    }
+
     fn size(&self) -> Result<u64, LayoutError> {
         Ok(self.index()?.size())
     }
@@ -286,7 +301,7 @@ impl FileContent for ChunkedText {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::layout::testing::MemTensor;
+    use crate::testing::MemTensor;
 
     /// Chunk i is i copies of the byte b'a' + i % 26 (chunk 0 empty).
     struct Steps(u64);

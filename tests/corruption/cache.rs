@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use modelfs::layout::cache::ChunkCache;
 use modelfs::layout::disk_index::DiskIndexStore;
-use modelfs::layout::testing::MemTensor;
 use modelfs::layout::{self, AngelFormat, Layout, LayoutCtx};
 use modelfs::model::{ModelError, SparseRows, Tensor, TensorMeta};
+use modelfs::testing::MemTensor;
 
 use super::harness::*;
 
@@ -78,7 +78,7 @@ fn render_all(store: &Path) -> Vec<Result<Vec<u8>, String>> {
     let mut out = Vec::new();
     for t in tensors() {
         for l in LAYOUTS {
-            let Some(f) = layout::open(l, Arc::clone(&t), &c) else {
+            let Ok(f) = layout::content(l, Arc::clone(&t), &c) else {
                 continue;
             };
             out.push((|| {

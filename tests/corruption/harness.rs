@@ -259,7 +259,7 @@ pub fn layout_bytes(t: &Arc<dyn Tensor>, ctx: &Arc<LayoutCtx>) -> Outcome {
     let mut out = Vec::new();
     for &l in &ctx.layouts {
         out.extend_from_slice(l.suffix().as_bytes());
-        let Some(file) = layout::open(l, Arc::clone(t), ctx) else {
+        let Ok(file) = layout::content(l, Arc::clone(t), ctx) else {
             out.extend_from_slice(b" none\n");
             continue;
         };

@@ -96,6 +96,9 @@ impl AngelBinary {
 }
 
 impl FileContent for AngelBinary {
+    fn known_size(&self) -> Option<u64> {
+        Some(self.size)
+    }
     fn size(&self) -> Result<u64, LayoutError> {
         Ok(self.size)
     }

@@ -6,9 +6,18 @@ use std::sync::Arc;
 use super::*;
 use crate::angel::{self, MatrixMeta, PartInput, PartMeta, RowType};
 use crate::layout::cache::ChunkCache;
-use crate::layout::testing::MemTensor;
 use crate::model::{DType, SparseRows, Tensor};
 use crate::source::MemSource;
+use crate::testing::MemTensor;
+
+/// The content of Angel format `format`, `None` when it cannot show the tensor.
+fn open(
+    format: AngelFormat,
+    t: Arc<dyn Tensor>,
+    ctx: &Arc<LayoutCtx>,
+) -> Option<Arc<dyn FileContent>> {
+    crate::layout::content(crate::layout::Layout::Angel(format), t, ctx).ok()
+}
 
 /// A dense in-memory tensor.
 fn mem(dtype: DType, shape: &[u64], data: Vec<u8>) -> Arc<dyn Tensor> {
@@ -382,7 +391,7 @@ fn tall_columns_span_chunks() {
 fn colid_throughput() {
     use crate::layout::text::ChunkSource;
     let n = 4_000_000u64;
-    let vals = crate::layout::testing::pseudo_random_f32(n);
+    let vals = crate::testing::pseudo_random_f32(n);
     let t: Arc<dyn Tensor> = MemTensor::f32(&[2000, 2000], &vals).arc();
     let time = |name: &str, src: &dyn ChunkSource| {
         let mut out = Vec::new();

@@ -50,6 +50,7 @@ impl PartitionedTensor {
                 file: String::new(),
                 offset: 0,
                 length: 0,
+                part_id: None,
                 extra: Default::default(),
             };
             match bundle.table.get(&key) {

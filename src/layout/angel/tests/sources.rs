@@ -121,14 +121,14 @@ fn angel_fixture_matrices_round_trip() {
     }
 }
 
-use crate::angel::tests::shared;
-
 /// A text source shown in its own format gives its bytes back (its numbers are shortest).
 /// Not applicable to dense matrices that saved fewer rows than they have (deepFM's
 /// `input_weight`: 3 rows, row 0 saved), since every row of a dense tensor is written.
 #[test]
 fn realworld_text_sources_reproduce_their_bytes() {
-    let Some(sh) = shared() else { return };
+    let Some(sh) = crate::testing::shared_dir() else {
+        return;
+    };
     let base = sh.join("realworld/angel");
     for (rel, matrix, format) in [
         (

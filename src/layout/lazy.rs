@@ -1,0 +1,46 @@
+//! A file whose content object needs decoded data to be built (a sparse tensor's entries), so
+//! that building the tree or a `.json` never decodes: the build runs on the first `size` or
+//! `read_at`. A failed build is retried on the next access (the cause may be transient); two
+//! racing first readers may both build, and the first result stays.
+
+use std::sync::{Arc, OnceLock};
+
+use super::{FileContent, LayoutError};
+
+type Build = Box<dyn Fn() -> Result<Arc<dyn FileContent>, LayoutError> + Send + Sync>;
+
+pub(crate) struct Lazy {
+    build: Build,
+    built: OnceLock<Arc<dyn FileContent>>,
+}
+
+impl Lazy {
+    pub(crate) fn new(
+        build: impl Fn() -> Result<Arc<dyn FileContent>, LayoutError> + Send + Sync + 'static,
+    ) -> Arc<dyn FileContent> {
+        Arc::new(Lazy {
+            build: Box::new(build),
+            built: OnceLock::new(),
+        })
+    }
+
+    fn get(&self) -> Result<&Arc<dyn FileContent>, LayoutError> {
+        if let Some(c) = self.built.get() {
+            return Ok(c);
+        }
+        let c = (self.build)()?;
+        Ok(self.built.get_or_init(|| c))
+    }
+}
+
+impl FileContent for Lazy {
+    fn known_size(&self) -> Option<u64> {
+        self.built.get()?.known_size()
+    }
+    fn size(&self) -> Result<u64, LayoutError> {
+        self.get()?.size()
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize, LayoutError> {
+        self.get()?.read_at(offset, buf)
+    }
+}

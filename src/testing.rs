@@ -1,0 +1,393 @@
+//! In-memory doubles of the `model` traits for tests (unit tests, the integration tests and
+//! the fuzzers, through the `testkit` feature): a tensor held in memory, a model of such
+//! tensors, and a model wrapper that counts data reads (to prove that listing decodes nothing).
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use crate::model::{
+    DType, DirEntry, Model, ModelError, ModelSummary, PartitionMeta, SourceFormat, SparseRows,
+    Tensor, TensorMeta,
+};
+
+/// `n` deterministic pseudo-random floats in [-1, 1) (an LCG), for throughput tests.
+pub fn pseudo_random_f32(n: u64) -> Vec<f32> {
+    let mut x = 12345u32;
+    (0..n)
+        .map(|_| {
+            x = x.wrapping_mul(1664525).wrapping_add(1013904223);
+            (x >> 8) as f32 / 16777216.0 * 2.0 - 1.0
+        })
+        .collect()
+}
+
+/// A tensor held in memory: dense element bytes, strings, or sparse rows.
+pub struct MemTensor {
+    pub meta: TensorMeta,
+    pub data: Vec<u8>,
+    pub strings: Vec<Vec<u8>>,
+    pub sparse_rows: Option<Arc<SparseRows>>,
+    /// When set, every data read fails with this message.
+    pub fail: Option<String>,
+    /// Sub-tensors returned by `partition(i)`.
+    pub parts: Vec<Arc<dyn Tensor>>,
+}
+
+fn meta(dtype: DType, shape: &[u64]) -> TensorMeta {
+    TensorMeta {
+        name: b"test/tensor".to_vec(),
+        dtype,
+        shape: shape.to_vec(),
+        format: SourceFormat::TfCheckpoint,
+        partitions: Vec::new(),
+        sparse: false,
+        extra: Default::default(),
+        problem: None,
+        mtime: SystemTime::UNIX_EPOCH,
+    }
+}
+
+impl MemTensor {
+    /// A dense tensor from little-endian element bytes.
+    pub fn new(dtype: DType, shape: &[u64], data: Vec<u8>) -> Self {
+        MemTensor {
+            meta: meta(dtype, shape),
+            data,
+            strings: Vec::new(),
+            sparse_rows: None,
+            fail: None,
+            parts: Vec::new(),
+        }
+    }
+
+    pub fn f32(shape: &[u64], values: &[f32]) -> Self {
+        Self::new(
+            DType::F32,
+            shape,
+            values.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        )
+    }
+
+    pub fn f64(shape: &[u64], values: &[f64]) -> Self {
+        Self::new(
+            DType::F64,
+            shape,
+            values.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        )
+    }
+
+    pub fn i64(shape: &[u64], values: &[i64]) -> Self {
+        Self::new(
+            DType::I64,
+            shape,
+            values.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        )
+    }
+
+    pub fn strings(shape: &[u64], strings: Vec<Vec<u8>>) -> Self {
+        let mut t = Self::new(DType::Str, shape, Vec::new());
+        t.strings = strings;
+        t
+    }
+
+    /// A sparse matrix `rows × cols` with the given stored entries.
+    pub fn sparse(dtype: DType, rows: u64, cols: u64, s: SparseRows) -> Self {
+        let mut t = Self::new(dtype, &[rows, cols], Vec::new());
+        t.meta.sparse = true;
+        t.meta.format = SourceFormat::Angel;
+        t.sparse_rows = Some(Arc::new(s));
+        t
+    }
+
+    pub fn named(mut self, name: &[u8]) -> Self {
+        self.meta.name = name.to_vec();
+        self
+    }
+
+    /// A rank-1 f32 tensor split into partitions of the given lengths (labelled by Angel-style
+    /// part ids `10 + i` when `part_ids`).
+    pub fn partitioned(values: &[f32], lens: &[u64], part_ids: bool) -> Self {
+        let mut whole = MemTensor::f32(&[values.len() as u64], values);
+        let mut start = 0u64;
+        for (i, &len) in lens.iter().enumerate() {
+            let slice = &values[start as usize..(start + len) as usize];
+            whole.meta.partitions.push(PartitionMeta {
+                extent: vec![(start, len)],
+                file: "mem".into(),
+                offset: start * 4,
+                length: len * 4,
+                part_id: part_ids.then_some(10 + i as i32),
+                extra: Default::default(),
+            });
+            whole.parts.push(MemTensor::f32(&[len], slice).arc());
+            start += len;
+        }
+        whole
+    }
+
+    pub fn with_problem(mut self, p: &str) -> Self {
+        self.meta.problem = Some(p.to_string());
+        self.fail = Some(p.to_string());
+        self
+    }
+
+    pub fn failing(mut self, msg: &str) -> Self {
+        self.fail = Some(msg.to_string());
+        self
+    }
+
+    pub fn arc(self) -> Arc<dyn Tensor> {
+        Arc::new(self)
+    }
+
+    fn check(&self) -> Result<(), ModelError> {
+        match &self.fail {
+            Some(m) => Err(ModelError::Corrupt(m.clone())),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Tensor for MemTensor {
+    fn meta(&self) -> &TensorMeta {
+        &self.meta
+    }
+
+    fn read_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
+        self.check()?;
+        let es = self
+            .meta
+            .dtype
+            .elem_size()
+            .ok_or_else(|| ModelError::Unsupported("no fixed element size".into()))?
+            as u64;
+        let start = first.checked_mul(es);
+        let end = start.and_then(|s| s.checked_add(out.len() as u64));
+        match (start, end) {
+            (Some(s), Some(e)) if e <= self.data.len() as u64 => {
+                out.copy_from_slice(&self.data[s as usize..e as usize]);
+                Ok(())
+            }
+            _ => Err(ModelError::Corrupt(format!(
+                "read of elements from {first} past the end"
+            ))),
+        }
+    }
+
+    fn for_each_string(
+        &self,
+        first: u64,
+        count: u64,
+        f: &mut dyn FnMut(&[u8]),
+    ) -> Result<(), ModelError> {
+        self.check()?;
+        let end = first
+            .checked_add(count)
+            .filter(|&e| e <= self.strings.len() as u64)
+            .ok_or_else(|| ModelError::Corrupt("string read past the end".into()))?;
+        for s in &self.strings[first as usize..end as usize] {
+            f(s);
+        }
+        Ok(())
+    }
+
+    fn sparse(&self) -> Result<Arc<SparseRows>, ModelError> {
+        self.check()?;
+        self.sparse_rows
+            .clone()
+            .ok_or_else(|| ModelError::Unsupported("not a sparse tensor".into()))
+    }
+
+    fn partition(&self, i: usize) -> Result<Arc<dyn Tensor>, ModelError> {
+        self.parts
+            .get(i)
+            .cloned()
+            .ok_or_else(|| ModelError::NotFound(format!("partition {i}")))
+    }
+}
+
+/// A model whose tensors live at `/`-free raw component paths.
+#[derive(Default)]
+pub struct MemModel {
+    pub tensors: BTreeMap<Vec<Vec<u8>>, Arc<MemTensor>>,
+    /// (directory, name, target)
+    pub symlinks: Vec<(Vec<Vec<u8>>, Vec<u8>, Vec<u8>)>,
+}
+
+pub fn key(s: &str) -> Vec<Vec<u8>> {
+    s.split('/').map(|c| c.as_bytes().to_vec()).collect()
+}
+
+impl MemModel {
+    pub fn add(&mut self, path: Vec<Vec<u8>>, t: MemTensor) -> &mut Self {
+        self.tensors.insert(path, Arc::new(t));
+        self
+    }
+}
+
+impl Model for MemModel {
+    fn list_dir(&self, dir: &[Vec<u8>]) -> Result<Vec<DirEntry>, ModelError> {
+        let mut out = Vec::new();
+        let mut found = dir.is_empty();
+        for k in self.tensors.keys() {
+            if k.len() > dir.len() && k.starts_with(dir) {
+                found = true;
+                let name = k[dir.len()].clone();
+                out.push(if k.len() == dir.len() + 1 {
+                    DirEntry::Tensor(name)
+                } else {
+                    DirEntry::Dir(name)
+                });
+            }
+        }
+        for (d, name, target) in &self.symlinks {
+            if d.as_slice() == dir {
+                out.push(DirEntry::Symlink {
+                    name: name.clone(),
+                    target: target.clone(),
+                });
+            }
+        }
+        if !found {
+            return Err(ModelError::NotFound("dir".into()));
+        }
+        out.sort();
+        out.dedup();
+        Ok(out)
+    }
+
+    fn tensor(&self, path: &[Vec<u8>]) -> Result<Arc<dyn Tensor>, ModelError> {
+        self.tensors
+            .get(path)
+            .map(|t| t.clone() as Arc<dyn Tensor>)
+            .ok_or_else(|| ModelError::NotFound("tensor".into()))
+    }
+
+    fn summary(&self) -> Result<ModelSummary, ModelError> {
+        let mut s = ModelSummary {
+            format: "memory".into(),
+            ..Default::default()
+        };
+        for t in self.tensors.values() {
+            s.tensors += 1;
+            *s.dtypes
+                .entry(t.meta.dtype.name().into_owned())
+                .or_default() += 1;
+            s.total_bytes += t.data.len() as u64;
+            if let Some(p) = &t.meta.problem {
+                s.problems.push(p.clone());
+            }
+        }
+        Ok(s)
+    }
+}
+
+/// Wraps a model so that every data access of its tensors (and their partitions) is counted:
+/// `read_elements`, `for_each_string` and `sparse`.
+pub struct CountingModel {
+    inner: Arc<dyn Model>,
+    reads: Arc<AtomicU64>,
+}
+
+impl CountingModel {
+    pub fn new(inner: Arc<dyn Model>) -> Self {
+        CountingModel {
+            inner,
+            reads: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// Data accesses so far.
+    pub fn reads(&self) -> u64 {
+        self.reads.load(Ordering::Relaxed)
+    }
+}
+
+struct CountingTensor {
+    inner: Arc<dyn Tensor>,
+    reads: Arc<AtomicU64>,
+}
+
+impl CountingTensor {
+    fn wrap(inner: Arc<dyn Tensor>, reads: &Arc<AtomicU64>) -> Arc<dyn Tensor> {
+        Arc::new(CountingTensor {
+            inner,
+            reads: reads.clone(),
+        })
+    }
+
+    fn count(&self) {
+        self.reads.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+impl Tensor for CountingTensor {
+    fn meta(&self) -> &TensorMeta {
+        self.inner.meta()
+    }
+    fn read_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
+        self.count();
+        self.inner.read_elements(first, out)
+    }
+    fn for_each_string(
+        &self,
+        first: u64,
+        count: u64,
+        f: &mut dyn FnMut(&[u8]),
+    ) -> Result<(), ModelError> {
+        self.count();
+        self.inner.for_each_string(first, count, f)
+    }
+    fn sparse(&self) -> Result<Arc<SparseRows>, ModelError> {
+        self.count();
+        self.inner.sparse()
+    }
+    fn cache_identity(&self) -> Option<String> {
+        self.inner.cache_identity()
+    }
+    fn partition(&self, i: usize) -> Result<Arc<dyn Tensor>, ModelError> {
+        Ok(CountingTensor::wrap(self.inner.partition(i)?, &self.reads))
+    }
+}
+
+impl Model for CountingModel {
+    fn list_dir(&self, dir: &[Vec<u8>]) -> Result<Vec<DirEntry>, ModelError> {
+        self.inner.list_dir(dir)
+    }
+    fn tensor(&self, path: &[Vec<u8>]) -> Result<Arc<dyn Tensor>, ModelError> {
+        Ok(CountingTensor::wrap(self.inner.tensor(path)?, &self.reads))
+    }
+    fn summary(&self) -> Result<ModelSummary, ModelError> {
+        self.inner.summary()
+    }
+}
+
+/// The repository's `fixtures/` directory.
+pub fn fixtures_dir() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures")
+}
+
+/// The steering repository's `shared/` (real-world models, conformance checks):
+/// `$MODELFS_SHARED`, else `../shared` beside the repository. `None` when it is missing, which
+/// fails the calling test instead when the run must be complete (`CI=true` or
+/// `MODELFS_REQUIRE_SHARED=1`): a test must not pass for want of its data.
+pub fn shared_dir() -> Option<std::path::PathBuf> {
+    let manifest = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = std::env::var_os("MODELFS_SHARED")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| manifest.join("../shared"));
+    if dir.join("realworld").is_dir() {
+        return Some(dir);
+    }
+    let required = std::env::var("CI").is_ok_and(|v| v == "true")
+        || std::env::var("MODELFS_REQUIRE_SHARED").is_ok_and(|v| v == "1");
+    assert!(
+        !required,
+        "{}: shared/realworld not found (set MODELFS_SHARED)",
+        dir.display()
+    );
+    eprintln!("{}: shared/realworld not found; skipped", dir.display());
+    None
+}
