@@ -25,7 +25,8 @@ if [[ "${1:-}" == "--clean" ]]; then
     exit 0
 fi
 
-cargo build --release --quiet --bin modelfs --example gen_bench_ckpt
+cargo build --release --quiet --bin modelfs --example gen_bench_ckpt --example format_rate
 export MODELFS="$PWD/target/release/modelfs"
 export GEN="$PWD/target/release/examples/gen_bench_ckpt"
+export FORMAT_RATE="$PWD/target/release/examples/format_rate"
 exec python3 scripts/bench/bench.py

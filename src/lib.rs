@@ -6,12 +6,15 @@
 
 pub mod angel;
 pub mod cli;
+pub mod detect;
 pub mod fs;
+#[cfg(test)]
+mod layers_tests;
 pub mod layout;
 pub mod model;
-pub mod open;
 pub mod options;
 pub mod source;
+pub mod store;
 #[cfg(any(test, feature = "testkit"))]
 pub mod testing;
 pub mod tf;

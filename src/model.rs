@@ -11,6 +11,7 @@
 //! - Listing a directory never requires decoding tensor data.
 
 use std::borrow::Cow;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -275,6 +276,59 @@ pub enum DirEntry {
         name: Vec<u8>,
         target: Vec<u8>,
     },
+}
+
+/// What the readers take from the command line's options.
+#[derive(Clone)]
+pub struct ReaderOptions {
+    /// Check each tensor's checksum on its first read (`verify=crc`).
+    pub verify: bool,
+    /// Separator of Angel text formats.
+    pub sep: String,
+    /// Memory for decoded index blocks (TF tables).
+    pub block_cache_bytes: u64,
+    /// Where checksum verdicts of large tensors persist (`cache_dir`), if anywhere.
+    pub verdicts: Option<Arc<dyn crate::store::VerdictStore>>,
+}
+
+impl Default for ReaderOptions {
+    fn default() -> Self {
+        ReaderOptions {
+            verify: true,
+            sep: ",".into(),
+            block_cache_bytes: 64 << 20,
+            verdicts: None,
+        }
+    }
+}
+
+/// Why a source could not be opened as a model (the CLI prints it on one line, exit 2).
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("{path}: no such file or directory")]
+    Missing { path: PathBuf },
+    #[error("{path}: not recognised (looked for {looked_for})")]
+    NotRecognised { path: PathBuf, looked_for: String },
+    #[error("{path}: {what}")]
+    Unsupported { path: PathBuf, what: String },
+    #[error("{path}: {source}")]
+    Unreadable {
+        path: PathBuf,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+}
+
+impl OpenError {
+    pub fn unreadable(
+        path: &Path,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
+        OpenError::Unreadable {
+            path: path.to_path_buf(),
+            source: source.into(),
+        }
+    }
 }
 
 /// Summary for `modelfs info`.

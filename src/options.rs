@@ -1,6 +1,10 @@
 //! `-o opt,opt…` options shared by `mount`, `ls`, `cat` (SPEC §4). Unknown options are errors.
 
+use std::sync::Arc;
+
 use crate::layout::Layout;
+use crate::model::ReaderOptions;
+use crate::store::{DiskStore, VerdictStore};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Verify {
@@ -78,6 +82,24 @@ pub fn parse_size(s: &str) -> Result<u64, OptionError> {
 }
 
 impl Options {
+    /// What the readers take from these options: the TF index blocks get a quarter of
+    /// `cache=` (at least 4 MiB), checksum verdicts persist under `cache_dir`.
+    pub fn reader(&self) -> ReaderOptions {
+        let verify = self.verify == Verify::Crc;
+        let verdicts = match (&self.cache_dir, verify) {
+            (Some(dir), true) => {
+                Some(Arc::new(DiskStore::new(dir.clone())) as Arc<dyn VerdictStore>)
+            }
+            _ => None,
+        };
+        ReaderOptions {
+            verify,
+            sep: self.sep.clone(),
+            block_cache_bytes: (self.cache_bytes / 4).max(4 << 20),
+            verdicts,
+        }
+    }
+
     /// Applies one `-o` argument (comma-separated list) on top of `self`.
     pub fn apply(&mut self, arg: &str) -> Result<(), OptionError> {
         for opt in split_options(arg) {
@@ -90,7 +112,10 @@ impl Options {
                     .ok_or_else(|| OptionError(format!("option '{key}' needs a value")))
             };
             match key {
-                "layouts" => self.layouts = Layout::parse_list(&need(value)?)?,
+                "layouts" => {
+                    self.layouts =
+                        Layout::parse_list(&need(value)?).map_err(|e| OptionError(e.to_string()))?
+                }
                 "sep" => {
                     let v = need(value)?;
                     self.sep = unescape_sep(&v);

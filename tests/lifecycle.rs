@@ -10,8 +10,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use modelfs::detect::model_at;
 use modelfs::model::{Model, Tensor};
-use modelfs::open::open_source;
 use modelfs::options::Options;
 use modelfs::tf::writer::BundleBuilder;
 
@@ -80,7 +80,7 @@ fn assert_changed(what: &str, r: Result<Vec<u8>, String>) {
 /// Opens a fresh checkpoint (seed 0) and returns the model and the bytes of each tensor.
 fn open_fresh(dir: &Path) -> (Arc<dyn Model>, PathBuf, Vec<Vec<u8>>) {
     let prefix = write_checkpoint(dir, 0.0);
-    let model = open_source(&prefix, &options()).unwrap();
+    let model = model_at(&prefix, &options().reader()).unwrap();
     let orig = ["a", "b", "s"]
         .iter()
         .map(|n| read_all(&*tensor(&*model, n)).unwrap())
@@ -100,7 +100,7 @@ fn data_file_replaced_by_rename() {
         assert_changed(n, read_all(&*tensor(&*model, n)));
     }
     // A fresh open pairs the old index with the new data: the checksums say so.
-    let fresh = open_source(&prefix, &options()).unwrap();
+    let fresh = model_at(&prefix, &options().reader()).unwrap();
     let m = read_all(&*tensor(&*fresh, "a")).unwrap_err();
     assert!(m.contains("checksum"), "{m}");
 }

@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use common::npz::{read_npz, Npy};
+use modelfs::detect::model_at;
 use modelfs::model::{DType, DirEntry, Model, Tensor};
-use modelfs::open::open_source;
 use modelfs::options::Options;
 
 fn shared_dir() -> Option<PathBuf> {
@@ -60,8 +60,8 @@ fn check_case(src: &Path, exp_dir: &Path) -> usize {
     let index: serde_json::Value =
         serde_json::from_slice(&std::fs::read(exp_dir.join("index.json")).unwrap()).unwrap();
     let npz = read_npz(&exp_dir.join("expected.npz"));
-    let model =
-        open_source(src, &Options::default()).unwrap_or_else(|e| panic!("{}: {e}", src.display()));
+    let model = model_at(src, &Options::default().reader())
+        .unwrap_or_else(|e| panic!("{}: {e}", src.display()));
     let got = tensors_of(&*model);
     let want = index["tensors"].as_object().unwrap();
     // Keys are UTF-8 unless the case says it spells raw bytes as latin-1.
@@ -304,7 +304,7 @@ fn v1_checkpoints_are_refused_clearly() {
         base.join("servables/tensorflow/testdata/bad_half_plus_two/00000123"),
         base.join("servables/tensorflow/testdata/bad_half_plus_two/00000123/export"),
     ] {
-        let err = match open_source(&p, &Options::default()) {
+        let err = match model_at(&p, &Options::default().reader()) {
             Ok(_) => panic!("{} opened", p.display()),
             Err(e) => e.to_string(),
         };
@@ -317,7 +317,7 @@ fn v1_checkpoints_are_refused_clearly() {
 fn checkpoint_directory_with_state_file() {
     let Some(shared) = shared_dir() else { return };
     let dir = shared.join("realworld/tf/onnx+tensorflow-onnx/tests/models/regression/checkpoint");
-    let model = open_source(&dir, &Options::default()).unwrap();
+    let model = model_at(&dir, &Options::default().reader()).unwrap();
     let root = model.list_dir(&[]).unwrap();
     assert_eq!(
         root,
@@ -343,7 +343,7 @@ fn checkpoint_directory_with_state_file() {
          all_model_checkpoint_paths: \"/home/u/run7/model\"\nall_model_checkpoint_paths: \"/home/u/run7/model-2\"\n",
     )
     .unwrap();
-    let model = open_source(tmp.path(), &Options::default()).unwrap();
+    let model = model_at(tmp.path(), &Options::default().reader()).unwrap();
     let root = model.list_dir(&[]).unwrap();
     assert_eq!(root.len(), 3, "{root:?}");
     assert!(root.contains(&DirEntry::Symlink {
@@ -354,20 +354,20 @@ fn checkpoint_directory_with_state_file() {
 
     // Not a checkpoint at all.
     let empty = tempfile::tempdir().unwrap();
-    let err = open_source(empty.path(), &Options::default())
+    let err = model_at(empty.path(), &Options::default().reader())
         .err()
         .unwrap()
         .to_string();
     assert!(err.contains("not recognised"), "{err}");
-    let err = open_source(&empty.path().join("nope"), &Options::default())
+    let err = model_at(&empty.path().join("nope"), &Options::default().reader())
         .err()
         .unwrap()
         .to_string();
-    assert!(err.contains("nope.index"), "{err}");
+    assert!(err.contains("nope: no such file or directory"), "{err}");
     // A data file given as the index.
     let bogus = tmp.path().join("bogus.index");
     std::fs::write(&bogus, vec![0u8; 100]).unwrap();
-    let err = open_source(&bogus, &Options::default())
+    let err = model_at(&bogus, &Options::default().reader())
         .err()
         .unwrap()
         .to_string();
@@ -397,7 +397,7 @@ fn snappy_index_blocks_are_read() {
             1,
             "{case}: data block is Snappy"
         );
-        let model = open_source(&p, &Options::default()).unwrap();
+        let model = model_at(&p, &Options::default().reader()).unwrap();
         assert!(model.summary().unwrap().tensors >= 3, "{case}");
         assert!(model.summary().unwrap().problems.is_empty());
     }

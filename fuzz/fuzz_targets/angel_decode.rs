@@ -9,7 +9,7 @@ use libfuzzer_sys::fuzz_target;
 use modelfs::angel::decode::{decode_partition, expected_records, PartInput};
 use modelfs::angel::merge::merge;
 use modelfs::angel::parse_meta;
-use modelfs::layout::AngelFormat;
+use modelfs::angel::AngelFormat;
 use modelfs::source::MemSource;
 
 fuzz_target!(|input: &[u8]| {

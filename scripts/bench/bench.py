@@ -16,6 +16,7 @@ import time
 
 MODELFS = os.environ.get("MODELFS", "target/release/modelfs")
 GEN = os.environ.get("GEN", "target/release/examples/gen_bench_ckpt")
+FORMAT_RATE = os.environ.get("FORMAT_RATE", "target/release/examples/format_rate")
 WORK = os.environ.get("BENCH_DIR", "/tmp/modelfs-bench")
 RUNS = int(os.environ.get("RUNS", "5"))
 LS_RUNS = int(os.environ.get("LS_RUNS", str(RUNS)))
@@ -163,8 +164,7 @@ def bench_binary(w, env):
 
 
 def format_rate(w, env):
-    out = run([MODELFS, "format-rate", "-o", "cache_dir=none", w, "W.txt"], env=env.env,
-              capture_output=True, text=True).stdout
+    out = run([FORMAT_RATE, w, "W"], env=env.env, capture_output=True, text=True).stdout
     f = dict(kv.split("=") for kv in out.split())
     return int(f["values"]), float(f["seconds"])
 

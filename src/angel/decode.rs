@@ -15,7 +15,7 @@ use std::borrow::Cow;
 use super::meta::{MatrixMeta, PartMeta};
 use super::rowtype::ValueType;
 use super::text;
-use crate::layout::AngelFormat;
+use super::AngelFormat;
 use crate::model::SparseRows;
 use crate::source::ReadAt;
 

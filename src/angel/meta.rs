@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 use super::rowtype::RowType;
-use crate::layout::AngelFormat;
+use super::AngelFormat;
 use crate::source::ReadAt;
 
 #[derive(Debug, thiserror::Error, Clone, PartialEq)]

@@ -14,6 +14,7 @@
 
 pub mod decode;
 mod dir;
+mod format;
 mod matrix;
 pub mod merge;
 mod meta;
@@ -26,13 +27,12 @@ use std::sync::{Arc, OnceLock};
 
 pub use decode::{decode_partition, DecodeError, PartInput};
 pub use dir::{is_ignored, MatrixDir};
+pub use format::AngelFormat;
 pub use matrix::{AngelMatrix, AngelPartition};
 pub use meta::{parse_meta, read_envelope, MatrixMeta, MetaError, PartMeta};
 pub use rowtype::{RowType, ValueType};
 
-use crate::model::{DirEntry, Model, ModelError, ModelSummary, Tensor};
-use crate::open::OpenError;
-use crate::options::Options;
+use crate::model::{DirEntry, Model, ModelError, ModelSummary, OpenError, ReaderOptions, Tensor};
 use crate::source::MmapFile;
 
 /// True when `path` is an Angel model directory or a single matrix folder.
@@ -47,8 +47,11 @@ pub fn is_model_dir(path: &Path) -> bool {
 }
 
 /// Opens the Angel model (or single matrix folder) at `path`.
-pub fn open(path: &Path, opts: &Options) -> Result<Arc<dyn Model>, OpenError> {
-    let fail = |m: String| OpenError(format!("{}: {m}", path.display()));
+pub fn open(path: &Path, opts: &ReaderOptions) -> Result<Arc<dyn Model>, OpenError> {
+    let fail = |what: String| OpenError::Unsupported {
+        path: path.to_path_buf(),
+        what,
+    };
     if !path.is_dir() {
         return Err(fail("not a directory".into()));
     }
@@ -70,21 +73,22 @@ pub fn open(path: &Path, opts: &Options) -> Result<Arc<dyn Model>, OpenError> {
             )
         }
         None => {
-            let s = dir::scan(path).map_err(|e| fail(e.to_string()))?;
+            let s = dir::scan(path).map_err(|e| OpenError::unreadable(path, e))?;
             if s.matrices.is_empty() {
                 let why = if s.problems.is_empty() {
                     String::new()
                 } else {
                     format!(" ({})", s.problems.join("; "))
                 };
-                return Err(fail(format!(
-                    "no Angel matrix found (looked for sub-directories holding _meta or meta){why}"
-                )));
+                return Err(OpenError::NotRecognised {
+                    path: path.to_path_buf(),
+                    looked_for: format!("sub-directories holding _meta or meta{why}"),
+                });
             }
             (s.matrices, s.problems)
         }
     };
-    refuse_legacy(&matrices[0]).map_err(fail)?;
+    refuse_legacy(&matrices[0]).map_err(|e| fail(e.to_string()))?;
     let entries = matrices
         .into_iter()
         .map(|m| {
@@ -105,21 +109,21 @@ pub fn open(path: &Path, opts: &Options) -> Result<Arc<dyn Model>, OpenError> {
 }
 
 /// Refuses a model whose (first) meta is a legacy encoding (§3.2).
-fn refuse_legacy(m: &MatrixDir) -> Result<(), String> {
+fn refuse_legacy(m: &MatrixDir) -> Result<(), MetaError> {
     if let Ok(rd) = std::fs::read_dir(&m.dir) {
         use std::os::unix::ffi::OsStrExt;
         if rd
             .flatten()
             .any(|e| e.file_name().as_bytes().starts_with(b"ParameterServer_"))
         {
-            return Err(MetaError::LegacyBinary.to_string());
+            return Err(MetaError::LegacyBinary);
         }
     }
     let Ok(f) = MmapFile::open(&m.meta_path) else {
         return Ok(()); // reported on the matrix itself
     };
     match meta::read_envelope(&f) {
-        Err(e @ (MetaError::LegacyBinary | MetaError::WriteUtf)) => Err(e.to_string()),
+        Err(e @ (MetaError::LegacyBinary | MetaError::WriteUtf)) => Err(e),
         _ => Ok(()),
     }
 }

@@ -8,16 +8,16 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::*;
-use crate::model::{DType, SparseRows, Tensor};
+use crate::model::{DType, ReaderOptions, SparseRows, Tensor};
 
 fn fixtures() -> PathBuf {
     crate::testing::fixtures_dir().join("angel")
 }
 
-fn opts(sep: &str) -> Options {
-    Options {
+fn opts(sep: &str) -> ReaderOptions {
+    ReaderOptions {
         sep: sep.to_string(),
-        ..Options::default()
+        ..ReaderOptions::default()
     }
 }
 

@@ -12,12 +12,11 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::fs::listing::NodeKind;
+use std::io::IsTerminal;
+
 use crate::fs::{FileKind, Ino, Tree, TreeConfig, ROOT_INO};
 use crate::layout::cache::ChunkCache;
-use crate::layout::text::CHUNK_ELEMENTS;
-use crate::layout::Layout;
-use crate::model::Model;
+use crate::model::Tensor;
 use crate::options::Options;
 
 use super::{open_model, source_mtime, Failure, EXIT_SOURCE, EXIT_USAGE};
@@ -28,15 +27,6 @@ pub struct IndexReport {
     pub files: u64,
     pub text_files: u64,
     pub failed: u64,
-}
-
-/// True for layouts whose size needs rendering (the ones the index store is for).
-pub fn is_text_layout(layout: Layout) -> bool {
-    match layout {
-        Layout::Txt | Layout::Csv | Layout::Libsvm => true,
-        Layout::Angel(f) => f.is_text(),
-        Layout::Json | Layout::Bin | Layout::Npy => false,
-    }
 }
 
 pub fn index(source: &Path, opts: &Options) -> Result<(), Failure> {
@@ -51,8 +41,8 @@ pub fn index(source: &Path, opts: &Options) -> Result<(), Failure> {
     let ctx = crate::fs::layout_ctx(opts);
     let tree = Tree::new(model.clone(), ctx.clone(), cfg);
     let started = Instant::now();
-    let progress = unsafe_isatty_stderr().then_some(&*ctx.cache);
-    let report = index_tree(&tree, model.as_ref(), opts.threads, progress)?;
+    let progress = std::io::stderr().is_terminal().then_some(&*ctx.cache);
+    let report = index_tree(&tree, opts.threads, progress)?;
     eprintln!(
         "modelfs: indexed {} files ({} text) in {:.1} s{}",
         report.files,
@@ -70,11 +60,6 @@ pub fn index(source: &Path, opts: &Options) -> Result<(), Failure> {
     Ok(())
 }
 
-fn unsafe_isatty_stderr() -> bool {
-    // SAFETY: isatty only inspects the descriptor.
-    unsafe { libc::isatty(2) == 1 }
-}
-
 /// One file to size and its weight in the progress count.
 struct Job {
     ino: Ino,
@@ -87,12 +72,11 @@ struct Job {
 /// indexed, the values its rendered chunks cover (whichever is further).
 pub fn index_tree(
     tree: &Tree,
-    model: &dyn Model,
     threads: usize,
     progress: Option<&ChunkCache>,
 ) -> Result<IndexReport, Failure> {
     let mut jobs = Vec::new();
-    collect(tree, model, ROOT_INO, &mut jobs)
+    collect(tree, ROOT_INO, &mut jobs)
         .map_err(|e| Failure::new(EXIT_SOURCE, format!("listing the tree: {e}")))?;
     // Biggest first: the long builds start early and the small ones fill the gaps.
     jobs.sort_by_key(|j| std::cmp::Reverse(j.weight));
@@ -122,14 +106,14 @@ pub fn index_tree(
             });
         }
         if let Some(cache) = progress {
-            let rendered_at_start = cache.rendered_chunks();
+            let rendered_at_start = cache.rendered_values();
             let mut err = std::io::stderr().lock();
             while finished.load(Ordering::Relaxed) < workers {
                 std::thread::sleep(Duration::from_millis(200));
-                let rendered = cache.rendered_chunks() - rendered_at_start;
+                let rendered = cache.rendered_values() - rendered_at_start;
                 let partial = done_other
                     .load(Ordering::Relaxed)
-                    .saturating_add(rendered.saturating_mul(CHUNK_ELEMENTS))
+                    .saturating_add(rendered)
                     .min(total);
                 let shown = done.load(Ordering::Relaxed).max(partial);
                 let line = progress_line(shown, total, started.elapsed());
@@ -179,12 +163,7 @@ fn human_rate(rate: f64) -> String {
 }
 
 /// Every file under `dir`, depth-first (symlinks are not followed: they lead into the tree).
-fn collect(
-    tree: &Tree,
-    model: &dyn Model,
-    dir: Ino,
-    jobs: &mut Vec<Job>,
-) -> Result<(), crate::fs::FsError> {
+fn collect(tree: &Tree, dir: Ino, jobs: &mut Vec<Job>) -> Result<(), crate::fs::FsError> {
     let mut items = Vec::new();
     tree.readdir(dir, 0, |item| {
         items.push(item);
@@ -192,16 +171,11 @@ fn collect(
     })?;
     for item in items {
         match item.kind {
-            FileKind::Dir => collect(tree, model, item.ino, jobs)?,
+            FileKind::Dir => collect(tree, item.ino, jobs)?,
             FileKind::Symlink => {}
             FileKind::File => {
-                let node = tree.node(item.ino)?;
-                let (text, weight) = match &node.kind {
-                    NodeKind::File {
-                        tensor,
-                        layout,
-                        partition,
-                    } if is_text_layout(*layout) => (true, values_of(model, tensor, *partition)),
+                let (text, weight) = match tree.file_source(item.ino)? {
+                    Some((layout, t)) if layout.is_text() => (true, values_of(&*t)),
                     _ => (false, 0),
                 };
                 jobs.push(Job {
@@ -217,16 +191,7 @@ fn collect(
 
 /// Values a text rendering of the tensor (or partition) goes through: its dense element count,
 /// or the stored bytes of a sparse one (a proxy; decoding dominates there).
-fn values_of(model: &dyn Model, path: &[Vec<u8>], partition: Option<usize>) -> u64 {
-    let Ok(mut t) = model.tensor(path) else {
-        return 0;
-    };
-    if let Some(i) = partition {
-        match t.partition(i) {
-            Ok(p) => t = p,
-            Err(_) => return 0,
-        }
-    }
+fn values_of(t: &dyn Tensor) -> u64 {
     let meta = t.meta();
     if meta.sparse {
         meta.partitions.iter().map(|p| p.length).sum::<u64>()
@@ -253,13 +218,10 @@ mod tests {
 
     #[test]
     fn text_layouts() {
-        assert!(is_text_layout(Layout::Txt) && is_text_layout(Layout::Libsvm));
-        assert!(!is_text_layout(Layout::Npy) && !is_text_layout(Layout::Json));
-        assert!(is_text_layout(Layout::Angel(
-            crate::layout::AngelFormat::TextColumn
-        )));
-        assert!(!is_text_layout(Layout::Angel(
-            crate::layout::AngelFormat::ValueBinary
-        )));
+        use crate::layout::{AngelFormat, Layout};
+        assert!(Layout::Txt.is_text() && Layout::Libsvm.is_text());
+        assert!(!Layout::Npy.is_text() && !Layout::Json.is_text());
+        assert!(Layout::Angel(AngelFormat::TextColumn).is_text());
+        assert!(!Layout::Angel(AngelFormat::ValueBinary).is_text());
     }
 }

@@ -22,7 +22,7 @@ fn opts(cache: &Path, layouts: &str) -> Options {
 
 /// A fresh mount of `source`: its tree and rendering context.
 fn mount(source: &Path, o: &Options) -> (Tree, Arc<LayoutCtx>) {
-    let model = crate::open::open_source(source, o).unwrap();
+    let model = crate::detect::model_at(source, &o.reader()).unwrap();
     let ctx = layout_ctx(o);
     let cfg = TreeConfig::for_user(None, None, SystemTime::UNIX_EPOCH);
     (Tree::new(model, ctx.clone(), cfg), ctx)
@@ -92,8 +92,7 @@ fn tf_second_mount_renders_nothing_and_rewrite_invalidates() {
     let o = opts(&cache, "json,txt,csv,npy");
 
     let (tree, ctx) = mount(&prefix, &o);
-    let model = crate::open::open_source(&prefix, &o).unwrap();
-    let report = index_tree(&tree, model.as_ref(), 2, None).unwrap();
+    let report = index_tree(&tree, 2, None).unwrap();
     assert_eq!(report.failed, 0);
     assert!(report.text_files >= 8, "{report:?}");
     assert!(ctx.cache.rendered_chunks() > 0);
@@ -185,8 +184,7 @@ fn angel_second_mount_renders_nothing_and_rewrite_invalidates() {
     ];
 
     let (tree, _) = mount(&model_dir, &o);
-    let model = crate::open::open_source(&model_dir, &o).unwrap();
-    let report = index_tree(&tree, model.as_ref(), 2, None).unwrap();
+    let report = index_tree(&tree, 2, None).unwrap();
     assert_eq!(report.failed, 0, "{report:?}");
     let before: Vec<Vec<u8>> = files.iter().map(|p| read_all(&tree, p)).collect();
 
@@ -217,8 +215,7 @@ fn angel_second_mount_renders_nothing_and_rewrite_invalidates() {
 /// same bytes does not re-verify, a rewritten data file is verified again (and fails here).
 #[test]
 fn large_tensor_checksum_verdict_persists_until_the_file_changes() {
-    use crate::layout::cache::IndexStore;
-    use crate::layout::disk_index::DiskIndexStore;
+    use crate::store::{DiskStore, VerdictStore};
     let dir = tempfile::tempdir().unwrap();
     let cache = dir.path().join("cache");
     let n = (crate::tf::bundle::tensor::PERSIST_VERDICT_MIN / 4) as usize;
@@ -233,22 +230,22 @@ fn large_tensor_checksum_verdict_persists_until_the_file_changes() {
     }
     let prefix = dir.path().join("ckpt");
     let o = opts(&cache, "json,bin");
-    let model = crate::open::open_source(&prefix, &o).unwrap();
+    let model = crate::detect::model_at(&prefix, &o.reader()).unwrap();
     let t = model.tensor(&[b"big".to_vec()]).unwrap();
-    let key = format!("crc-ok\0{}", t.cache_identity().unwrap());
-    let store = DiskIndexStore::new(&cache);
-    assert!(store.load(&key).is_none());
+    let key = format!("crc32c {}", t.cache_identity().unwrap());
+    let store = DiskStore::new(&cache);
+    assert!(!store.is_verified(&key));
     let mut four = [0u8; 4];
     t.read_elements(1, &mut four).unwrap();
     assert_eq!(f32::from_le_bytes(four), 1.0);
-    assert!(store.load(&key).is_some(), "verdict not stored");
+    assert!(store.is_verified(&key), "verdict not stored");
 
     // Corrupt one value in place: a new identity, verified again, and the read fails.
     let mut bytes = std::fs::read(&data).unwrap();
     bytes[4] ^= 0x40;
     std::fs::write(&data, &bytes).unwrap();
     bump_mtime(&data);
-    let model = crate::open::open_source(&prefix, &o).unwrap();
+    let model = crate::detect::model_at(&prefix, &o.reader()).unwrap();
     let t = model.tensor(&[b"big".to_vec()]).unwrap();
     assert!(t.read_elements(1, &mut four).is_err());
 }

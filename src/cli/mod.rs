@@ -17,7 +17,6 @@ use crate::options::Options;
 
 mod browse;
 mod daemon;
-mod format_rate;
 pub mod index;
 #[cfg(test)]
 mod index_tests;
@@ -79,14 +78,6 @@ enum Command {
         #[arg(short = 'o', value_name = "OPT,OPT…")]
         options: Vec<String>,
         source: PathBuf,
-    },
-    /// Benchmark helper: single-threaded formatting rate of a float32 file's values.
-    #[command(hide = true)]
-    FormatRate {
-        #[arg(short = 'o', value_name = "OPT,OPT…")]
-        options: Vec<String>,
-        source: PathBuf,
-        path: OsString,
     },
 }
 
@@ -161,14 +152,6 @@ pub fn main() -> i32 {
         Command::Index { options, source } => {
             parse_options(&options).and_then(|opts| index::index(&source, &opts))
         }
-        Command::FormatRate {
-            options,
-            source,
-            path,
-        } => parse_options(&options).and_then(|opts| {
-            use std::os::unix::ffi::OsStrExt;
-            format_rate::format_rate(&source, path.as_bytes(), &opts)
-        }),
     };
     match result {
         Ok(()) => EXIT_OK,
@@ -198,19 +181,14 @@ pub fn absolute_source(source: &Path) -> PathBuf {
 
 /// Opens SOURCE; failures are exit status 2 with the reader's one-line reason.
 pub fn open_model(source: &Path, opts: &Options) -> Result<Arc<dyn Model>, Failure> {
-    crate::open::open_source(&absolute_source(source), opts)
+    crate::detect::model_at(&absolute_source(source), &opts.reader())
         .map_err(|e| Failure::new(EXIT_SOURCE, e.to_string()))
 }
 
 /// The source's mtime (for directories): the path itself, else `<prefix>.index`.
 pub fn source_mtime(source: &Path) -> SystemTime {
-    let index = {
-        let mut s = source.as_os_str().to_owned();
-        s.push(".index");
-        PathBuf::from(s)
-    };
     std::fs::metadata(source)
-        .or_else(|_| std::fs::metadata(index))
+        .or_else(|_| std::fs::metadata(crate::tf::detect::index_path(source)))
         .and_then(|m| m.modified())
         .unwrap_or(SystemTime::UNIX_EPOCH)
 }

@@ -41,7 +41,7 @@ fn open(dir: &Path) -> Option<Arc<dyn Model>> {
     };
     [dir.to_path_buf(), dir.join("model")]
         .iter()
-        .find_map(|p| crate::open::open_source(p, &opts).ok())
+        .find_map(|p| crate::detect::model_at(p, &opts.reader()).ok())
 }
 
 /// Files whose size comes from metadata: `.json`, `.bin`, `.npy` and the Angel binary formats

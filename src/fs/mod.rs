@@ -7,8 +7,9 @@
 
 use std::sync::Arc;
 
-use crate::layout::{cache::ChunkCache, disk_index::DiskIndexStore, LayoutCtx};
+use crate::layout::{cache::ChunkCache, LayoutCtx};
 use crate::options::Options;
+use crate::store::DiskStore;
 
 pub mod error;
 pub mod fuse;
@@ -32,7 +33,7 @@ pub use tree::{Attr, FileKind, Ino, Tree, TreeConfig, ROOT_INO};
 pub fn layout_ctx(opts: &Options) -> Arc<LayoutCtx> {
     let cache = ChunkCache::new(opts.cache_bytes);
     if let Some(dir) = &opts.cache_dir {
-        cache.set_index_store(Arc::new(DiskIndexStore::new(dir.clone())));
+        cache.set_offset_store(Arc::new(DiskStore::new(dir.clone())));
     }
     Arc::new(LayoutCtx {
         sep: opts.sep.clone(),

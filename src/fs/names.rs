@@ -16,6 +16,7 @@
 //! component. Cut names carry a 64-bit hash of the whole key.
 
 use crate::layout::Layout;
+use crate::store::fnv1a64;
 
 /// Longest name most file systems accept (NAME_MAX).
 pub const NAME_MAX: usize = 255;
@@ -35,22 +36,6 @@ pub fn longest_suffix_len() -> usize {
 
 /// Suffix of the directory holding a tensor's partitions.
 pub const PARTS_SUFFIX: &str = "parts";
-
-/// FNV-1a 64: a fixed, dependency-free hash, stable across runs and platforms.
-pub fn fnv1a64(parts: &[&[u8]]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for (i, part) in parts.iter().enumerate() {
-        if i > 0 {
-            h ^= u64::from(b'/');
-            h = h.wrapping_mul(0x0000_0100_0000_01b3);
-        }
-        for &b in *part {
-            h ^= u64::from(b);
-            h = h.wrapping_mul(0x0000_0100_0000_01b3);
-        }
-    }
-    h
-}
 
 fn push_hex(out: &mut String, b: u8) {
     const HEX: &[u8; 16] = b"0123456789ABCDEF";
@@ -120,8 +105,7 @@ pub fn component_name(key: &[Vec<u8>]) -> String {
         .filter(|&c| c <= CUT_TO)
         .max()
         .unwrap_or(0);
-    let parts: Vec<&[u8]> = key.iter().map(|c| c.as_slice()).collect();
-    format!("{}~{:016x}", &escaped[..cut], fnv1a64(&parts))
+    format!("{}~{:016x}", &escaped[..cut], fnv1a64(&key.join(&b'/')))
 }
 
 /// `NAME.suffix` for a tensor file.
@@ -242,7 +226,7 @@ mod tests {
         let b = component_name(&[b"q".to_vec(), long.clone()]);
         assert_ne!(a, b);
         // Stable across runs (fixed hash).
-        assert_eq!(fnv1a64(&[b"a"]), 0xaf63dc4c8601ec8c);
+        assert_eq!(fnv1a64(b"a"), 0xaf63dc4c8601ec8c);
         assert!(n.len() + longest_suffix_len() <= NAME_MAX);
     }
 

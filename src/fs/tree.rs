@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, OnceLock, RwLock};
 use std::time::SystemTime;
 
-use crate::layout::{self, FileContent, LayoutCtx};
+use crate::layout::{self, FileContent, Layout, LayoutCtx};
 use crate::model::{Model, Tensor};
 
 use super::error::FsError;
@@ -384,6 +384,16 @@ impl Tree {
             NodeKind::Symlink { target } => Ok(target.clone()),
             _ => Err(FsError::Invalid),
         }
+    }
+
+    /// The layout and tensor (or partition) behind file `ino`, `None` for directories and
+    /// symlinks. Metadata only: nothing is read or rendered.
+    pub fn file_source(&self, ino: Ino) -> Result<Option<(Layout, Arc<dyn Tensor>)>, FsError> {
+        let node = self.node(ino)?;
+        let NodeKind::File { layout, .. } = &node.kind else {
+            return Ok(None);
+        };
+        Ok(self.tensor_of(&node)?.map(|t| (*layout, t)))
     }
 
     fn tensor_of(&self, node: &Node) -> Result<Option<Arc<dyn Tensor>>, FsError> {

@@ -18,17 +18,18 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use lru::LruCache;
 
 use crate::model::Tensor;
+use crate::store::OffsetStore;
 
 /// Chunk-offset index of one text file: `offsets[i]..offsets[i + 1]` are the bytes of chunk
 /// `i`; `offsets[0] == 0`, non-decreasing, `offsets.len() == chunks + 1`.
 #[derive(Debug)]
-pub struct ChunkIndex {
+pub struct ChunkOffsets {
     /// Cache namespace of this file's rendered chunks.
     pub namespace: u64,
     pub offsets: Vec<u64>,
 }
 
-impl ChunkIndex {
+impl ChunkOffsets {
     /// Exact file size.
     pub fn size(&self) -> u64 {
         self.offsets.last().copied().unwrap_or(0)
@@ -39,23 +40,16 @@ impl ChunkIndex {
     /// Checks the invariants (for indexes loaded from a persistent store).
     pub fn is_valid(offsets: &[u64], chunks: u64) -> bool {
         offsets.len() as u64 == chunks.saturating_add(1)
-            && offsets.first() == Some(&0)
-            && offsets.windows(2).all(|w| w[0] <= w[1])
+            && !offsets.is_empty()
+            && crate::store::starts_at_zero_ascending(offsets)
     }
-}
-
-/// A persistent store of chunk indexes (e.g. an on-disk cache under `cache_dir`), keyed by a
-/// stable identity string that changes whenever the file's bytes would change.
-pub trait IndexStore: Send + Sync {
-    fn load(&self, key: &str) -> Option<Vec<u64>>;
-    fn save(&self, key: &str, offsets: &[u64]);
 }
 
 /// Who an index belongs to.
 #[derive(Clone, Debug)]
-pub enum IndexKey {
+pub enum OffsetsKey {
     /// A stable identity (`Tensor::cache_identity` plus layout parameters): shared across
-    /// tensor objects and, through an `IndexStore`, across mounts.
+    /// tensor objects and, through an `OffsetStore`, across mounts.
     Stable(String),
     /// A tensor object's address plus layout parameters: in-process only.
     Object { addr: usize, tag: String },
@@ -67,9 +61,9 @@ enum MapKey {
     Object(usize, String),
 }
 
-struct IndexEntry {
+struct OffsetsEntry {
     owner: Option<Weak<dyn Tensor>>,
-    index: Arc<ChunkIndex>,
+    index: Arc<ChunkOffsets>,
 }
 
 struct BlockLru {
@@ -82,8 +76,8 @@ pub struct ChunkCache {
     max_bytes: u64,
     threads: usize,
     blocks: Mutex<BlockLru>,
-    indexes: Mutex<LruCache<MapKey, IndexEntry>>,
-    store: OnceLock<Arc<dyn IndexStore>>,
+    indexes: Mutex<LruCache<MapKey, OffsetsEntry>>,
+    store: OnceLock<Arc<dyn OffsetStore>>,
     next_namespace: AtomicU64,
     rendered: AtomicU64,
     /// Read-ahead worker threads running (bounded by `2 × threads`).
@@ -91,7 +85,7 @@ pub struct ChunkCache {
 }
 
 /// How many chunk indexes stay in memory without a file holding them.
-const MAX_INDEXES: usize = 4096;
+const MAX_OFFSET_TABLES: usize = 4096;
 
 impl ChunkCache {
     /// A cache holding at most `max_bytes` of blocks; index building uses every core.
@@ -106,7 +100,7 @@ impl ChunkCache {
                 map: LruCache::unbounded(),
                 bytes: 0,
             }),
-            indexes: Mutex::new(LruCache::new(NonZeroUsize::new(MAX_INDEXES).unwrap())),
+            indexes: Mutex::new(LruCache::new(NonZeroUsize::new(MAX_OFFSET_TABLES).unwrap())),
             store: OnceLock::new(),
             next_namespace: AtomicU64::new(1),
             rendered: AtomicU64::new(0),
@@ -129,11 +123,11 @@ impl ChunkCache {
     }
 
     /// Plugs in a persistent index store (once; later calls are ignored).
-    pub fn set_index_store(&self, store: Arc<dyn IndexStore>) {
+    pub fn set_offset_store(&self, store: Arc<dyn OffsetStore>) {
         let _ = self.store.set(store);
     }
 
-    pub fn index_store(&self) -> Option<&Arc<dyn IndexStore>> {
+    pub fn offset_store(&self) -> Option<&Arc<dyn OffsetStore>> {
         self.store.get()
     }
 
@@ -146,6 +140,12 @@ impl ChunkCache {
     /// touches only the chunks it needs.
     pub fn rendered_chunks(&self) -> u64 {
         self.rendered.load(Ordering::Relaxed)
+    }
+
+    /// About how many tensor values the rendered chunks covered (for progress displays).
+    pub fn rendered_values(&self) -> u64 {
+        self.rendered_chunks()
+            .saturating_mul(super::text::CHUNK_ELEMENTS)
     }
 
     pub fn count_rendered(&self, n: u64) {
@@ -203,7 +203,11 @@ impl ChunkCache {
     }
 
     /// The index stored under `key`, if any (and, for object keys, if its owner is `owner`).
-    pub fn lookup_index(&self, key: &IndexKey, owner: &Arc<dyn Tensor>) -> Option<Arc<ChunkIndex>> {
+    pub fn lookup_offsets(
+        &self,
+        key: &OffsetsKey,
+        owner: &Arc<dyn Tensor>,
+    ) -> Option<Arc<ChunkOffsets>> {
         let mk = map_key(key);
         let mut m = self.indexes.lock().unwrap_or_else(|e| e.into_inner());
         let e = m.get(&mk)?;
@@ -221,20 +225,25 @@ impl ChunkCache {
         }
     }
 
-    pub fn store_index(&self, key: &IndexKey, owner: &Arc<dyn Tensor>, index: Arc<ChunkIndex>) {
+    pub fn keep_offsets(
+        &self,
+        key: &OffsetsKey,
+        owner: &Arc<dyn Tensor>,
+        index: Arc<ChunkOffsets>,
+    ) {
         let owner = match key {
-            IndexKey::Stable(_) => None,
-            IndexKey::Object { .. } => Some(Arc::downgrade(owner)),
+            OffsetsKey::Stable(_) => None,
+            OffsetsKey::Object { .. } => Some(Arc::downgrade(owner)),
         };
         let mut m = self.indexes.lock().unwrap_or_else(|e| e.into_inner());
-        m.put(map_key(key), IndexEntry { owner, index });
+        m.put(map_key(key), OffsetsEntry { owner, index });
     }
 }
 
-fn map_key(key: &IndexKey) -> MapKey {
+fn map_key(key: &OffsetsKey) -> MapKey {
     match key {
-        IndexKey::Stable(s) => MapKey::Stable(s.clone()),
-        IndexKey::Object { addr, tag } => MapKey::Object(*addr, tag.clone()),
+        OffsetsKey::Stable(s) => MapKey::Stable(s.clone()),
+        OffsetsKey::Object { addr, tag } => MapKey::Object(*addr, tag.clone()),
     }
 }
 
@@ -257,9 +266,9 @@ mod tests {
 
     #[test]
     fn index_validity() {
-        assert!(ChunkIndex::is_valid(&[0, 5, 5, 9], 3));
-        assert!(!ChunkIndex::is_valid(&[0, 5, 4], 2));
-        assert!(!ChunkIndex::is_valid(&[1, 5], 1));
-        assert!(!ChunkIndex::is_valid(&[0, 5], 2));
+        assert!(ChunkOffsets::is_valid(&[0, 5, 5, 9], 3));
+        assert!(!ChunkOffsets::is_valid(&[0, 5, 4], 2));
+        assert!(!ChunkOffsets::is_valid(&[1, 5], 1));
+        assert!(!ChunkOffsets::is_valid(&[0, 5], 2));
     }
 }

@@ -12,88 +12,8 @@
 
 use std::sync::Arc;
 
+pub use crate::angel::AngelFormat;
 use crate::model::{ModelError, Tensor, TensorMeta};
-use crate::options::OptionError;
-
-/// Angel's eight file formats (SPEC §3, formats/angel.md §6).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum AngelFormat {
-    ValueText,
-    ColIdValueText,
-    RowIdColIdValueText,
-    TextColumn,
-    ValueBinary,
-    ColIdValueBinary,
-    RowIdColIdValueBinary,
-    BinaryColumn,
-}
-
-impl AngelFormat {
-    pub const ALL: [AngelFormat; 8] = [
-        AngelFormat::ValueText,
-        AngelFormat::ColIdValueText,
-        AngelFormat::RowIdColIdValueText,
-        AngelFormat::TextColumn,
-        AngelFormat::ValueBinary,
-        AngelFormat::ColIdValueBinary,
-        AngelFormat::RowIdColIdValueBinary,
-        AngelFormat::BinaryColumn,
-    ];
-
-    /// Layout / file suffix name: the format's class name without `RowFormat`/`Format`.
-    pub fn name(self) -> &'static str {
-        match self {
-            AngelFormat::ValueText => "ValueText",
-            AngelFormat::ColIdValueText => "ColIdValueText",
-            AngelFormat::RowIdColIdValueText => "RowIdColIdValueText",
-            AngelFormat::TextColumn => "TextColumn",
-            AngelFormat::ValueBinary => "ValueBinary",
-            AngelFormat::ColIdValueBinary => "ColIdValueBinary",
-            AngelFormat::RowIdColIdValueBinary => "RowIdColIdValueBinary",
-            AngelFormat::BinaryColumn => "BinaryColumn",
-        }
-    }
-
-    /// Angel's simple class name (`ColIdValueTextRowFormat`, `TextColumnFormat`, …).
-    pub fn class_name(self) -> &'static str {
-        match self {
-            AngelFormat::ValueText => "ValueTextRowFormat",
-            AngelFormat::ColIdValueText => "ColIdValueTextRowFormat",
-            AngelFormat::RowIdColIdValueText => "RowIdColIdValueTextRowFormat",
-            AngelFormat::TextColumn => "TextColumnFormat",
-            AngelFormat::ValueBinary => "ValueBinaryRowFormat",
-            AngelFormat::ColIdValueBinary => "ColIdValueBinaryRowFormat",
-            AngelFormat::RowIdColIdValueBinary => "RowIdColIdValueBinaryRowFormat",
-            AngelFormat::BinaryColumn => "BinaryColumnFormat",
-        }
-    }
-
-    pub fn from_class_name(simple: &str) -> Option<Self> {
-        AngelFormat::ALL
-            .into_iter()
-            .find(|f| f.class_name() == simple)
-    }
-
-    /// `ValueText`/`ValueBinary`: values only, no ids (dense tensors only).
-    pub fn is_value_only(self) -> bool {
-        matches!(self, AngelFormat::ValueText | AngelFormat::ValueBinary)
-    }
-
-    /// `TextColumn`/`BinaryColumn`: one record per column.
-    pub fn is_column(self) -> bool {
-        matches!(self, AngelFormat::TextColumn | AngelFormat::BinaryColumn)
-    }
-
-    pub fn is_text(self) -> bool {
-        matches!(
-            self,
-            AngelFormat::ValueText
-                | AngelFormat::ColIdValueText
-                | AngelFormat::RowIdColIdValueText
-                | AngelFormat::TextColumn
-        )
-    }
-}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Layout {
@@ -135,27 +55,45 @@ impl Layout {
         }
     }
 
+    /// True for layouts whose size is learnt by rendering (text).
+    pub fn is_text(self) -> bool {
+        match self {
+            Layout::Txt | Layout::Csv | Layout::Libsvm => true,
+            Layout::Angel(f) => f.is_text(),
+            Layout::Json | Layout::Bin | Layout::Npy => false,
+        }
+    }
+
     pub fn from_suffix(s: &str) -> Option<Layout> {
         Layout::all().into_iter().find(|l| l.suffix() == s)
     }
 
     /// Parses `-o layouts=a,b,c` (`all` for every layout). `json` is always included first
     /// because it is where a tensor's metadata and problems are reported.
-    pub fn parse_list(s: &str) -> Result<Vec<Layout>, OptionError> {
+    pub fn parse_list(s: &str) -> Result<Vec<Layout>, UnknownLayout> {
         let mut out = vec![Layout::Json];
         for name in s.split([',', '+', ':']).filter(|n| !n.is_empty()) {
             if name == "all" {
                 out = Layout::all();
                 continue;
             }
-            let l = Layout::from_suffix(name)
-                .ok_or_else(|| OptionError(format!("unknown layout '{name}'")))?;
+            let l = Layout::from_suffix(name).ok_or_else(|| UnknownLayout(name.to_string()))?;
             if !out.contains(&l) {
                 out.push(l);
             }
         }
         Ok(out)
     }
+}
+
+/// A layout name that is none of ours; the message lists the valid ones.
+#[derive(Debug, thiserror::Error)]
+#[error("unknown layout '{0}' (layouts: {valid}, or all)", valid = layout_names())]
+pub struct UnknownLayout(pub String);
+
+fn layout_names() -> String {
+    let names: Vec<&str> = Layout::all().iter().map(|l| l.suffix()).collect();
+    names.join(", ")
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -231,7 +169,6 @@ pub mod angel;
 pub mod binary;
 pub mod cache;
 pub mod dense;
-pub mod disk_index;
 pub mod elements;
 pub mod generic;
 pub mod gentext;

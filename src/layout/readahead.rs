@@ -16,7 +16,7 @@
 use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Condvar, Mutex};
 
-use super::cache::{ChunkCache, ChunkIndex};
+use super::cache::{ChunkCache, ChunkOffsets};
 use super::text::ChunkSource;
 
 /// Chunks scheduled ahead of a sequential reader, per worker thread.
@@ -49,7 +49,7 @@ pub struct ReadAhead {
 pub fn render_checked(
     source: &dyn ChunkSource,
     cache: &ChunkCache,
-    index: &ChunkIndex,
+    index: &ChunkOffsets,
     i: u64,
 ) -> Result<Vec<u8>, super::LayoutError> {
     let (start, end) = (index.offsets[i as usize], index.offsets[i as usize + 1]);
@@ -78,7 +78,7 @@ impl ReadAhead {
         last_chunk: u64,
         source: &Arc<dyn ChunkSource>,
         cache: &Arc<ChunkCache>,
-        index: &Arc<ChunkIndex>,
+        index: &Arc<ChunkOffsets>,
     ) {
         let threads = cache.threads().max(1);
         let mut spawn = 0;
@@ -129,7 +129,7 @@ impl ReadAhead {
     }
 
     /// A worker: renders queued chunks until the queue is empty, then exits.
-    fn work(&self, source: &dyn ChunkSource, cache: &ChunkCache, index: &ChunkIndex) {
+    fn work(&self, source: &dyn ChunkSource, cache: &ChunkCache, index: &ChunkOffsets) {
         loop {
             let c = {
                 let mut st = self.lock();
@@ -271,7 +271,10 @@ mod tests {
         wait_idle(&cache);
         let ahead = WINDOW_PER_THREAD * 3;
         for c in 1..=1 + ahead {
-            assert!(cache.get(f.index().unwrap().namespace, c).is_some(), "{c}");
+            assert!(
+                cache.get(f.offsets().unwrap().namespace, c).is_some(),
+                "{c}"
+            );
         }
         let whole = read_sequentially(&f, 4096);
         assert_eq!(whole, expected(n));

@@ -8,7 +8,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
-use super::cache::{ChunkCache, ChunkIndex, IndexKey};
+use super::cache::{ChunkCache, ChunkOffsets, OffsetsKey};
 use super::readahead::{render_checked, ReadAhead};
 use super::{FileContent, LayoutError};
 use crate::model::Tensor;
@@ -29,10 +29,10 @@ pub trait ChunkSource: Send + Sync {
     fn render(&self, chunk: u64, out: &mut Vec<u8>) -> Result<(), LayoutError>;
 }
 
-enum IndexState {
+enum OffsetsState {
     Absent,
     Building,
-    Ready(Arc<ChunkIndex>),
+    Ready(Arc<ChunkOffsets>),
 }
 
 /// A `FileContent` serving a `ChunkSource` at any offset.
@@ -40,8 +40,8 @@ pub struct ChunkedText {
     source: Arc<dyn ChunkSource>,
     cache: Arc<ChunkCache>,
     owner: Arc<dyn Tensor>,
-    key: IndexKey,
-    state: Mutex<IndexState>,
+    key: OffsetsKey,
+    state: Mutex<OffsetsState>,
     ready: Condvar,
     readahead: Arc<ReadAhead>,
 }
@@ -56,8 +56,8 @@ impl ChunkedText {
         cache: Arc<ChunkCache>,
     ) -> Self {
         let key = match owner.cache_identity() {
-            Some(id) => IndexKey::Stable(format!("{id}\u{0}{tag}\u{0}v1")),
-            None => IndexKey::Object {
+            Some(id) => OffsetsKey::Stable(format!("{id}\u{0}{tag}\u{0}v1")),
+            None => OffsetsKey::Object {
                 addr: Arc::as_ptr(&owner) as *const u8 as usize,
                 tag: tag.to_string(),
             },
@@ -67,7 +67,7 @@ impl ChunkedText {
             cache,
             owner,
             key,
-            state: Mutex::new(IndexState::Absent),
+            state: Mutex::new(OffsetsState::Absent),
             ready: Condvar::new(),
             readahead: Arc::new(ReadAhead::default()),
         }
@@ -75,17 +75,17 @@ impl ChunkedText {
 
     /// The chunk-offset index, built once (concurrent callers wait for the first builder; no
     /// lock is held while rendering).
-    pub fn index(&self) -> Result<Arc<ChunkIndex>, LayoutError> {
+    pub fn offsets(&self) -> Result<Arc<ChunkOffsets>, LayoutError> {
         {
             let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
             loop {
                 match &*st {
-                    IndexState::Ready(i) => return Ok(i.clone()),
-                    IndexState::Building => {
+                    OffsetsState::Ready(i) => return Ok(i.clone()),
+                    OffsetsState::Building => {
                         st = self.ready.wait(st).unwrap_or_else(|e| e.into_inner());
                     }
-                    IndexState::Absent => {
-                        *st = IndexState::Building;
+                    OffsetsState::Absent => {
+                        *st = OffsetsState::Building;
                         break;
                     }
                 }
@@ -94,8 +94,8 @@ impl ChunkedText {
         let result = self.find_or_build();
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         *st = match &result {
-            Ok(i) => IndexState::Ready(i.clone()),
-            Err(_) => IndexState::Absent,
+            Ok(i) => OffsetsState::Ready(i.clone()),
+            Err(_) => OffsetsState::Absent,
         };
         self.ready.notify_all();
         result
@@ -103,35 +103,35 @@ impl ChunkedText {
 
     /// The index if it is known without rendering: built already (this object or another
     /// with the same key), or in the persistent store.
-    fn known_index(&self) -> Option<Arc<ChunkIndex>> {
-        if let IndexState::Ready(i) = &*self.state.lock().unwrap_or_else(|e| e.into_inner()) {
+    fn known_offsets(&self) -> Option<Arc<ChunkOffsets>> {
+        if let OffsetsState::Ready(i) = &*self.state.lock().unwrap_or_else(|e| e.into_inner()) {
             return Some(i.clone());
         }
-        if let Some(i) = self.cache.lookup_index(&self.key, &self.owner) {
+        if let Some(i) = self.cache.lookup_offsets(&self.key, &self.owner) {
             return Some(i);
         }
         let chunks = self.source.num_chunks();
-        let offsets = match (&self.key, self.cache.index_store()) {
-            (IndexKey::Stable(k), Some(store)) if chunks <= MAX_CHUNKS => {
-                store.load(k).filter(|o| ChunkIndex::is_valid(o, chunks))?
-            }
+        let offsets = match (&self.key, self.cache.offset_store()) {
+            (OffsetsKey::Stable(k), Some(store)) if chunks <= MAX_CHUNKS => store
+                .load(k)
+                .filter(|o| ChunkOffsets::is_valid(o, chunks))?,
             _ => return None,
         };
         Some(self.remember(offsets))
     }
 
-    fn remember(&self, offsets: Vec<u64>) -> Arc<ChunkIndex> {
-        let index = Arc::new(ChunkIndex {
+    fn remember(&self, offsets: Vec<u64>) -> Arc<ChunkOffsets> {
+        let index = Arc::new(ChunkOffsets {
             namespace: self.cache.new_namespace(),
             offsets,
         });
         self.cache
-            .store_index(&self.key, &self.owner, index.clone());
+            .keep_offsets(&self.key, &self.owner, index.clone());
         index
     }
 
-    fn find_or_build(&self) -> Result<Arc<ChunkIndex>, LayoutError> {
-        if let Some(i) = self.known_index() {
+    fn find_or_build(&self) -> Result<Arc<ChunkOffsets>, LayoutError> {
+        if let Some(i) = self.known_offsets() {
             return Ok(i);
         }
         let chunks = self.source.num_chunks();
@@ -141,7 +141,7 @@ impl ChunkedText {
             )));
         }
         let offsets = build_offsets(&*self.source, chunks, &self.cache)?;
-        if let (IndexKey::Stable(k), Some(store)) = (&self.key, self.cache.index_store()) {
+        if let (OffsetsKey::Stable(k), Some(store)) = (&self.key, self.cache.offset_store()) {
             store.save(k, &offsets);
         }
         Ok(self.remember(offsets))
@@ -149,7 +149,7 @@ impl ChunkedText {
 
     /// Chunk `i`'s bytes, from the cache (possibly rendered by read-ahead) or rendered now;
     /// checks the length the index expects.
-    fn chunk(&self, index: &ChunkIndex, i: u64) -> Result<Arc<Vec<u8>>, LayoutError> {
+    fn chunk(&self, index: &ChunkOffsets, i: u64) -> Result<Arc<Vec<u8>>, LayoutError> {
         if let Some(c) = self.cache.get(index.namespace, i) {
             return Ok(c);
         }
@@ -256,15 +256,15 @@ fn build_offsets(
 
 impl FileContent for ChunkedText {
     fn known_size(&self) -> Option<u64> {
-        self.known_index().map(|i| i.size())
+        self.known_offsets().map(|i| i.size())
     }
 
     fn size(&self) -> Result<u64, LayoutError> {
-        Ok(self.index()?.size())
+        Ok(self.offsets()?.size())
     }
 
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize, LayoutError> {
-        let index = self.index()?;
+        let index = self.offsets()?;
         let size = index.size();
         if offset >= size || buf.is_empty() {
             return Ok(0);
@@ -367,10 +367,10 @@ mod tests {
     #[test]
     fn stable_identity_and_disk_store() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Arc::new(crate::layout::disk_index::DiskIndexStore::new(dir.path()));
+        let store = Arc::new(crate::store::DiskStore::new(dir.path()));
         let mk = || -> Arc<dyn Tensor> { Arc::new(Stable(MemTensor::f32(&[1], &[0.0]))) };
         let cache = Arc::new(ChunkCache::new(1 << 20));
-        cache.set_index_store(store.clone());
+        cache.set_offset_store(store.clone());
         let t = ChunkedText::new(Arc::new(Steps(50)), mk(), "steps", cache.clone());
         let size = t.size().unwrap();
         assert_eq!(cache.rendered_chunks(), 50);
@@ -378,7 +378,7 @@ mod tests {
         assert_eq!(t2.size().unwrap(), size);
         assert_eq!(cache.rendered_chunks(), 50);
         let fresh = Arc::new(ChunkCache::new(1 << 20));
-        fresh.set_index_store(store);
+        fresh.set_offset_store(store);
         let t3 = ChunkedText::new(Arc::new(Steps(50)), mk(), "steps", fresh.clone());
         assert_eq!(t3.size().unwrap(), size);
         assert_eq!(fresh.rendered_chunks(), 0);

@@ -3,6 +3,7 @@
 pub mod bundle;
 pub mod checkpoint_state;
 pub mod coding;
+pub mod detect;
 pub mod dtype;
 pub mod keys;
 pub mod model;

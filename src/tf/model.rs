@@ -10,9 +10,7 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::layout::disk_index::DiskIndexStore;
-use crate::model::{DirEntry, Model, ModelError, ModelSummary, Tensor};
-use crate::options::{Options, Verify};
+use crate::model::{DirEntry, Model, ModelError, ModelSummary, ReaderOptions, Tensor};
 use crate::source::MmapFile;
 use crate::tf::bundle::entry::parse_entry;
 use crate::tf::bundle::{
@@ -27,37 +25,28 @@ pub struct TfModel {
     style: KeyStyle,
 }
 
-/// Bytes of decoded index blocks kept per mount: a quarter of `-o cache=`, at least 4 MiB.
-pub fn block_cache_for(opts: &Options) -> Arc<BlockCache> {
-    Arc::new(BlockCache::new((opts.cache_bytes / 4).max(4 << 20)))
+/// The block cache the checkpoints of one mount share.
+pub fn block_cache_for(opts: &ReaderOptions) -> Arc<BlockCache> {
+    Arc::new(BlockCache::new(opts.block_cache_bytes))
 }
 
 impl TfModel {
     /// Opens checkpoint `prefix` (`prefix.index` + data files beside it).
     pub fn open(
         prefix: &Path,
-        opts: &Options,
+        opts: &ReaderOptions,
         cache: Arc<BlockCache>,
     ) -> Result<TfModel, BundleError> {
-        let mut index_path = prefix.as_os_str().to_owned();
-        index_path.push(".index");
-        let file = MmapFile::open(Path::new(&index_path)).map_err(TableError::from)?;
+        let file = MmapFile::open(&super::detect::index_path(prefix)).map_err(TableError::from)?;
         let table = Table::open(Arc::new(file), cache)?;
         let dir = prefix.parent().map(Path::to_path_buf).unwrap_or_default();
         let name = prefix
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let model = Self::from_table(
-            table,
-            name,
-            Box::new(DirShards(dir)),
-            opts.verify == Verify::Crc,
-        )?;
-        if let (Verify::Crc, Some(dir)) = (opts.verify, &opts.cache_dir) {
-            model
-                .bundle
-                .set_verdict_store(Arc::new(DiskIndexStore::new(dir.clone())));
+        let model = Self::from_table(table, name, Box::new(DirShards(dir)), opts.verify)?;
+        if let (true, Some(store)) = (opts.verify, &opts.verdicts) {
+            model.bundle.set_verdict_store(store.clone());
         }
         Ok(model)
     }

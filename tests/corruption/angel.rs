@@ -6,8 +6,8 @@
 
 use std::path::{Path, PathBuf};
 
+use modelfs::detect::model_at;
 use modelfs::layout::Layout;
-use modelfs::open::open_source;
 use serde_json::Value;
 
 use super::harness::*;
@@ -19,7 +19,7 @@ fn formats_model() -> Option<PathBuf> {
 }
 
 fn open_and_snapshot(dir: &Path) -> Result<Snapshot, String> {
-    let model = open_source(dir, &options()).map_err(|e| e.to_string())?;
+    let model = model_at(dir, &options().reader()).map_err(|e| e.to_string())?;
     Ok(snapshot(&*model, Some(&layout_ctx(Layout::all()))))
 }
 

@@ -6,9 +6,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use modelfs::layout::cache::ChunkCache;
-use modelfs::layout::disk_index::DiskIndexStore;
 use modelfs::layout::{self, AngelFormat, Layout, LayoutCtx};
 use modelfs::model::{ModelError, SparseRows, Tensor, TensorMeta};
+use modelfs::store::DiskStore;
 use modelfs::testing::MemTensor;
 
 use super::harness::*;
@@ -63,7 +63,7 @@ fn tensors() -> Vec<Arc<dyn Tensor>> {
 
 fn ctx(store: &Path) -> Arc<LayoutCtx> {
     let cache = ChunkCache::new(8 << 20).with_threads(1);
-    cache.set_index_store(Arc::new(DiskIndexStore::new(store)));
+    cache.set_offset_store(Arc::new(DiskStore::new(store)));
     Arc::new(LayoutCtx {
         sep: ",".into(),
         max_dense: 1 << 30,

@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use modelfs::detect::model_at;
 use modelfs::layout::Layout;
-use modelfs::open::open_source;
 use modelfs::options::Options;
 use modelfs::tf::bundle::entry::{parse_entry, DataLoc};
 use modelfs::tf::bundle::tensor_from_value;
@@ -80,7 +80,7 @@ fn bytes_of_prefix(prefix: &Path) -> u64 {
 
 /// Opens `prefix` and snapshots it (with every layout when `layouts`); the open error if any.
 fn open_and_snapshot(prefix: &Path, layouts: bool) -> Result<Snapshot, String> {
-    let model = open_source(prefix, &options()).map_err(|e| e.to_string())?;
+    let model = model_at(prefix, &options().reader()).map_err(|e| e.to_string())?;
     let ctx = layouts.then(|| layout_ctx(Layout::all()));
     Ok(snapshot(&*model, ctx.as_ref()))
 }
@@ -227,7 +227,7 @@ struct Located {
 
 /// Every entry of the bundle (slice entries included) with its location and bytes.
 fn located(prefix: &Path, layouts: bool) -> Result<BTreeMap<Vec<u8>, Located>, String> {
-    let opts = options();
+    let opts = options().reader();
     let model = TfModel::open(prefix, &opts, block_cache_for(&opts)).map_err(|e| e.to_string())?;
     let bundle = Arc::clone(model.bundle());
     let ctx = layouts.then(|| layout_ctx(Layout::all()));

@@ -14,9 +14,9 @@ use std::time::SystemTime;
 
 use prost::Message;
 
-use crate::layout::cache::IndexStore;
 use crate::model::ModelError;
 use crate::source::{MmapFile, ReadAt, SourceError};
+use crate::store::VerdictStore;
 use crate::tf::proto::BundleHeaderProto;
 use crate::tf::table::{Table, TableError};
 
@@ -89,7 +89,7 @@ pub struct Bundle {
     pub mtime: SystemTime,
     opener: Box<dyn ShardOpener>,
     /// Where verdicts of large tensors' checksums persist across mounts (`cache_dir`).
-    verdicts: std::sync::OnceLock<Arc<dyn IndexStore>>,
+    verdicts: std::sync::OnceLock<Arc<dyn VerdictStore>>,
     /// Opened shards; the lock is never held while a file is opened.
     shards: Mutex<HashMap<u32, Arc<dyn ReadAt>>>,
 }
@@ -145,11 +145,11 @@ impl Bundle {
     }
 
     /// Keeps checksum verdicts of large tensors in `store` (set once; see `TfTensor`).
-    pub fn set_verdict_store(&self, store: Arc<dyn IndexStore>) {
+    pub fn set_verdict_store(&self, store: Arc<dyn VerdictStore>) {
         let _ = self.verdicts.set(store);
     }
 
-    pub fn verdict_store(&self) -> Option<&Arc<dyn IndexStore>> {
+    pub fn verdict_store(&self) -> Option<&Arc<dyn VerdictStore>> {
         self.verdicts.get()
     }
 

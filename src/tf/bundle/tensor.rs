@@ -109,9 +109,9 @@ impl TfTensor {
             let remembered = (loc.size >= PERSIST_VERDICT_MIN)
                 .then(|| self.bundle.verdict_store().zip(self.cache_identity()))
                 .flatten()
-                .map(|(store, id)| (store, format!("crc-ok\0{id}")));
+                .map(|(store, id)| (store, format!("crc32c {id}")));
             if let Some((store, key)) = &remembered {
-                if store.load(key).is_some() {
+                if store.is_verified(key) {
                     return Ok(());
                 }
             }
@@ -132,7 +132,7 @@ impl TfTensor {
             if let Some((store, key)) = &remembered {
                 // Remembered only if the file provably stayed the same during the read.
                 if file.check_consistent().is_ok() {
-                    store.save(key, &[]);
+                    store.mark_verified(key);
                 }
             }
             Ok(())

@@ -31,7 +31,7 @@ pub enum TableError {
 
 /// One index entry: a separator (not a key!) and the handle of its data block.
 #[derive(Clone, Debug)]
-struct IndexEntry {
+struct OffsetsEntry {
     separator: Vec<u8>,
     handle: BlockHandle,
 }
@@ -40,7 +40,7 @@ pub struct Table {
     id: u64,
     file: Arc<dyn ReadAt>,
     cache: Arc<BlockCache>,
-    index: Vec<IndexEntry>,
+    index: Vec<OffsetsEntry>,
 }
 
 impl std::fmt::Debug for Table {
@@ -82,7 +82,7 @@ impl Table {
             handle
                 .check_within(limit, "data")
                 .map_err(|e| TableError::Corrupt(format!("{name}: {e}")))?;
-            index.push(IndexEntry {
+            index.push(OffsetsEntry {
                 separator: it.key().to_vec(),
                 handle,
             });

@@ -6,10 +6,9 @@ use std::sync::Arc;
 
 use super::*;
 use crate::model::{DirEntry, Model};
-use crate::options::Options;
 
 fn open_model(dir: &Path) -> Arc<dyn Model> {
-    angel::open(dir, &Options::default()).unwrap()
+    angel::open(dir, &crate::model::ReaderOptions::default()).unwrap()
 }
 
 fn tensors(m: &dyn Model) -> Vec<(Vec<u8>, Arc<dyn Tensor>)> {

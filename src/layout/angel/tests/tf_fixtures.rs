@@ -7,7 +7,6 @@ use std::sync::Arc;
 
 use super::*;
 use crate::model::{DirEntry, Model};
-use crate::options::Options;
 
 /// Every tensor of `m` (depth first) with its display path, plus its partitions.
 pub(super) fn all_tensors(m: &dyn Model) -> Vec<(String, Arc<dyn Tensor>)> {
@@ -65,7 +64,7 @@ pub(super) fn tf_fixture_prefixes() -> Vec<PathBuf> {
 fn tf_fixtures_round_trip_through_every_angel_layout() {
     let mut checked = 0;
     for prefix in tf_fixture_prefixes() {
-        let m = crate::open::open_source(&prefix, &Options::default())
+        let m = crate::detect::model_at(&prefix, &crate::model::ReaderOptions::default())
             .unwrap_or_else(|e| panic!("{}: {e}", prefix.display()));
         for (name, t) in all_tensors(&*m) {
             let meta = t.meta();

@@ -1,5 +1,6 @@
-//! A persistent `IndexStore`: one file per chunk index under a cache directory (`-o
-//! cache_dir=`), so the exact sizes of text files survive remounts.
+//! The on-disk store under `cache_dir`: chunk offsets (one file per text file, so the exact
+//! sizes of text files survive remounts) and checksum verdicts (`verdicts/`, one empty-bodied
+//! file per verified tensor).
 //!
 //! File format (little-endian): `MFIDX2\n`, key length (u32), key bytes, offset count (u64),
 //! offsets (u64 each), then the masked-free CRC32C (u32) of everything before it. A file is
@@ -11,30 +12,57 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use super::cache::IndexStore;
+use super::{fnv1a64, OffsetStore, VerdictStore};
 
 const MAGIC: &[u8] = b"MFIDX2\n";
 
-pub struct DiskIndexStore {
+pub struct DiskStore {
     dir: PathBuf,
 }
 
-impl DiskIndexStore {
+impl DiskStore {
     pub fn new(dir: impl Into<PathBuf>) -> Self {
-        DiskIndexStore { dir: dir.into() }
+        DiskStore { dir: dir.into() }
     }
 
     fn path(&self, key: &str) -> PathBuf {
-        // FNV-1a 64: stable across runs and builds (unlike std's hasher).
-        let mut h = 0xcbf29ce484222325u64;
-        for b in key.bytes() {
-            h = (h ^ b as u64).wrapping_mul(0x100000001b3);
-        }
-        self.dir.join(format!("{h:016x}.idx"))
+        self.dir
+            .join(format!("{:016x}.idx", fnv1a64(key.as_bytes())))
+    }
+
+    fn verdict_path(&self, identity: &str) -> PathBuf {
+        self.dir
+            .join("verdicts")
+            .join(format!("{:016x}.ok", fnv1a64(identity.as_bytes())))
     }
 }
 
-impl IndexStore for DiskIndexStore {
+impl VerdictStore for DiskStore {
+    fn is_verified(&self, identity: &str) -> bool {
+        std::fs::read(self.verdict_path(identity)).is_ok_and(|k| k == identity.as_bytes())
+    }
+
+    fn mark_verified(&self, identity: &str) {
+        let path = self.verdict_path(identity);
+        if let Err(e) = write_atomically(&path, identity.as_bytes()) {
+            log::debug!("verdict cache {}: {e}", self.dir.display());
+        }
+    }
+}
+
+/// Writes `bytes` to a temporary file renamed into place, so readers never see half a file.
+fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    let mut f = std::fs::File::create(&tmp)?;
+    f.write_all(bytes)?;
+    drop(f);
+    std::fs::rename(&tmp, path)
+}
+
+impl OffsetStore for DiskStore {
     fn load(&self, key: &str) -> Option<Vec<u64>> {
         let file = std::fs::read(self.path(key)).ok()?;
         let (data, crc) = file.split_at_checked(file.len().checked_sub(4)?)?;
@@ -57,17 +85,11 @@ impl IndexStore for DiskIndexStore {
             .chunks_exact(8)
             .map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])))
             .collect();
-        let ordered =
-            offsets.first().is_none_or(|&o| o == 0) && offsets.windows(2).all(|w| w[0] <= w[1]);
-        ordered.then_some(offsets)
+        super::starts_at_zero_ascending(&offsets).then_some(offsets)
     }
 
     fn save(&self, key: &str, offsets: &[u64]) {
         let write = || -> std::io::Result<()> {
-            std::fs::create_dir_all(&self.dir)?;
-            let path = self.path(key);
-            let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-            let mut f = std::fs::File::create(&tmp)?;
             let mut buf = Vec::with_capacity(MAGIC.len() + 12 + key.len() + offsets.len() * 8);
             buf.extend_from_slice(MAGIC);
             buf.extend_from_slice(&(key.len() as u32).to_le_bytes());
@@ -78,9 +100,7 @@ impl IndexStore for DiskIndexStore {
             }
             let crc = crc32c::crc32c(&buf);
             buf.extend_from_slice(&crc.to_le_bytes());
-            f.write_all(&buf)?;
-            drop(f);
-            std::fs::rename(&tmp, &path)
+            write_atomically(&self.path(key), &buf)
         };
         if let Err(e) = write() {
             log::debug!("chunk index cache {}: {e}", self.dir.display());
@@ -95,7 +115,7 @@ mod tests {
     #[test]
     fn round_trip_and_key_check() {
         let dir = tempfile::tempdir().unwrap();
-        let s = DiskIndexStore::new(dir.path().join("c"));
+        let s = DiskStore::new(dir.path().join("c"));
         assert!(s.load("k").is_none());
         s.save("k", &[0, 5, 9]);
         assert_eq!(s.load("k"), Some(vec![0, 5, 9]));
@@ -115,5 +135,15 @@ mod tests {
         // Offsets out of order are refused even with a valid checksum.
         s.save("k", &[0, 9, 5]);
         assert!(s.load("k").is_none());
+    }
+
+    #[test]
+    fn verdicts_are_kept_per_identity() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = DiskStore::new(dir.path());
+        assert!(!s.is_verified("a:1:2:3"));
+        s.mark_verified("a:1:2:3");
+        assert!(s.is_verified("a:1:2:3"));
+        assert!(!s.is_verified("a:1:2:4"));
     }
 }

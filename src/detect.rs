@@ -1,0 +1,37 @@
+//! What a SOURCE is (SPEC §1): each reader recognises its own forms (`tf::detect`,
+//! `angel::is_model_dir`); this asks them in turn.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::model::{Model, OpenError, ReaderOptions};
+
+/// The model at `path`, read by whichever reader recognises it.
+pub fn model_at(path: &Path, opts: &ReaderOptions) -> Result<Arc<dyn Model>, OpenError> {
+    if let Some(model) = crate::tf::detect::open(path, opts)? {
+        return Ok(model);
+    }
+    if crate::angel::is_model_dir(path) {
+        return crate::angel::open(path, opts);
+    }
+    if std::fs::symlink_metadata(path).is_err() {
+        return Err(OpenError::Missing {
+            path: path.to_path_buf(),
+        });
+    }
+    let prefix = crate::tf::detect::strip_checkpoint_suffix(path);
+    let looked_for = if path.is_dir() {
+        "*.index checkpoints, a `checkpoint` state file, a SavedModel with \
+         variables/variables.index, or an Angel model directory"
+            .to_string()
+    } else {
+        format!(
+            "a TensorFlow checkpoint, {}",
+            crate::tf::detect::index_path(&prefix).display()
+        )
+    };
+    Err(OpenError::NotRecognised {
+        path: path.to_path_buf(),
+        looked_for,
+    })
+}

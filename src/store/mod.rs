@@ -1,0 +1,32 @@
+//! Persistent stores that outlive a mount, below the readers and the layouts that use them:
+//! chunk offsets of rendered text files (their exact sizes) and checksum verdicts of large
+//! tensors. Keys are identity strings that change whenever the bytes they describe could
+//! change (`source::identity_string`), so an entry is never served for other bytes.
+
+mod disk;
+
+pub use disk::DiskStore;
+
+/// Chunk offsets of text files, keyed by a stable identity.
+pub trait OffsetStore: Send + Sync {
+    fn load(&self, key: &str) -> Option<Vec<u64>>;
+    fn save(&self, key: &str, offsets: &[u64]);
+}
+
+/// Tensors whose checksum held, keyed by the identity of the exact bytes checked.
+pub trait VerdictStore: Send + Sync {
+    fn is_verified(&self, identity: &str) -> bool;
+    fn mark_verified(&self, identity: &str);
+}
+
+/// FNV-1a 64: a file-name hash stable across runs and builds (unlike std's hasher).
+pub fn fnv1a64(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf29ce484222325u64, |h, &b| {
+        (h ^ b as u64).wrapping_mul(0x100000001b3)
+    })
+}
+
+/// Chunk offsets as a text file's index needs them: starting at 0, never decreasing.
+pub fn starts_at_zero_ascending(offsets: &[u64]) -> bool {
+    offsets.first().is_none_or(|&o| o == 0) && offsets.windows(2).all(|w| w[0] <= w[1])
+}

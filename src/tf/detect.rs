@@ -1,0 +1,296 @@
+//! Which TensorFlow form a path is (SPEC §1) and the model that reads it: a checkpoint prefix,
+//! its `.index` or a `.data-…` file, a directory of one or several checkpoints (with its
+//! `checkpoint` state file), or a SavedModel directory. V1 checkpoints are recognised and
+//! refused with a reason.
+
+use std::collections::BTreeMap;
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::bundle::V1_MESSAGE;
+use super::checkpoint_state::{resolve_prefix, CheckpointState};
+use super::model::{block_cache_for, TfModel};
+use super::multi::MultiModel;
+use super::table::footer::TABLE_MAGIC;
+use super::table::BlockCache;
+use crate::model::{Model, OpenError, ReaderOptions};
+
+const INDEX_SUFFIX: &[u8] = b".index";
+
+/// `P` → `P.index`.
+pub fn index_path(prefix: &Path) -> PathBuf {
+    let mut s = prefix.as_os_str().to_owned();
+    s.push(OsStr::from_bytes(INDEX_SUFFIX));
+    PathBuf::from(s)
+}
+
+/// `P.index` → `P`; `P.data-00000-of-00001` → `P`; anything else unchanged.
+pub fn strip_checkpoint_suffix(path: &Path) -> PathBuf {
+    let bytes = path.as_os_str().as_bytes();
+    let prefix = bytes
+        .strip_suffix(INDEX_SUFFIX)
+        .or_else(|| strip_data_suffix(bytes));
+    match prefix {
+        Some(p) => PathBuf::from(OsString::from_vec(p.to_vec())),
+        None => path.to_path_buf(),
+    }
+}
+
+/// `P.data-NNNNN-of-MMMMM` → `P`.
+fn strip_data_suffix(bytes: &[u8]) -> Option<&[u8]> {
+    let pos = bytes.windows(6).rposition(|w| w == b".data-")?;
+    let (a, b) = std::str::from_utf8(&bytes[pos + 6..])
+        .ok()?
+        .split_once("-of-")?;
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|c| c.is_ascii_digit());
+    (digits(a) && digits(b)).then_some(&bytes[..pos])
+}
+
+/// The TF model at `path`, `Ok(None)` when `path` is no TensorFlow form (another reader may
+/// know it).
+pub fn open(path: &Path, opts: &ReaderOptions) -> Result<Option<Arc<dyn Model>>, OpenError> {
+    let cache = block_cache_for(opts);
+    if path.is_dir() {
+        return open_dir(path, opts, cache);
+    }
+    let prefix = strip_checkpoint_suffix(path);
+    if index_path(&prefix).is_file() {
+        return open_prefix(&prefix, opts, cache).map(Some);
+    }
+    if is_v1_checkpoint(&prefix) || is_v1_checkpoint(path) {
+        return Err(v1_refused(path));
+    }
+    Ok(None)
+}
+
+fn v1_refused(path: &Path) -> OpenError {
+    OpenError::Unsupported {
+        path: path.to_path_buf(),
+        what: V1_MESSAGE.into(),
+    }
+}
+
+fn open_prefix(
+    prefix: &Path,
+    opts: &ReaderOptions,
+    cache: Arc<BlockCache>,
+) -> Result<Arc<dyn Model>, OpenError> {
+    TfModel::open(prefix, opts, cache)
+        .map(|m| Arc::new(m) as Arc<dyn Model>)
+        .map_err(|e| OpenError::unreadable(&index_path(prefix), e))
+}
+
+/// A V1 checkpoint: a table file `P` (or `P-00000-of-0000N`) without `P.index` (§12).
+fn is_v1_checkpoint(p: &Path) -> bool {
+    if index_path(p).exists() {
+        return false;
+    }
+    if ends_with_table_magic(p) {
+        return true;
+    }
+    let (Some(dir), Some(name)) = (p.parent(), p.file_name()) else {
+        return false;
+    };
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    let mut want = name.as_bytes().to_vec();
+    want.push(b'-');
+    rd.flatten().any(|e| {
+        let n = e.file_name();
+        let n = n.as_bytes();
+        n.starts_with(&want)
+            && n[want.len()..].windows(4).any(|w| w == b"-of-")
+            && ends_with_table_magic(&e.path())
+    })
+}
+
+fn ends_with_table_magic(f: &Path) -> bool {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut file) = std::fs::File::open(f) else {
+        return false;
+    };
+    let big_enough = file.metadata().is_ok_and(|m| m.is_file() && m.len() >= 48);
+    let mut tail = [0u8; 8];
+    big_enough
+        && file.seek(SeekFrom::End(-8)).is_ok()
+        && file.read_exact(&mut tail).is_ok()
+        && tail == TABLE_MAGIC
+}
+
+/// Any V1 table file in `dir` (`P` with table magic, no `P.index`)?
+fn dir_has_v1(dir: &Path) -> bool {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    rd.flatten().any(|e| {
+        let n = e.file_name();
+        let n = n.as_bytes();
+        let looks_like =
+            n.windows(4).any(|w| w == b"-of-") && !n.windows(6).any(|w| w == b".data-");
+        looks_like && is_v1_checkpoint(&e.path())
+    })
+}
+
+fn open_dir(
+    dir: &Path,
+    opts: &ReaderOptions,
+    cache: Arc<BlockCache>,
+) -> Result<Option<Arc<dyn Model>>, OpenError> {
+    if let Some(variables) = saved_model_variables(dir)? {
+        return open_prefix(&variables, opts, cache).map(Some);
+    }
+    let found = Checkpoints::find(dir);
+    if found.prefixes.len() == 1 && !found.has_state {
+        let (_, prefix) = found.prefixes.into_iter().next().unwrap_or_default();
+        return open_prefix(&prefix, opts, cache).map(Some);
+    }
+    if !found.prefixes.is_empty() {
+        return open_several(found, opts, cache).map(Some);
+    }
+    if found.v1_named || dir_has_v1(dir) {
+        return Err(v1_refused(dir));
+    }
+    Ok(None)
+}
+
+/// A SavedModel directory's variables prefix; an error for a SavedModel without variables.
+fn saved_model_variables(dir: &Path) -> Result<Option<PathBuf>, OpenError> {
+    let is_saved_model = ["saved_model.pb", "saved_model.pbtxt", "saved_model.cpb"]
+        .iter()
+        .any(|f| dir.join(f).is_file());
+    if !is_saved_model {
+        return Ok(None);
+    }
+    let variables = dir.join("variables").join("variables");
+    if index_path(&variables).is_file() {
+        return Ok(Some(variables));
+    }
+    Err(OpenError::NotRecognised {
+        path: dir.to_path_buf(),
+        looked_for: format!(
+            "the variables of a SavedModel, {}",
+            index_path(&variables).display()
+        ),
+    })
+}
+
+/// The checkpoints of a directory: every `*.index`, plus those its state file names.
+#[derive(Default)]
+struct Checkpoints {
+    /// Base name → prefix.
+    prefixes: BTreeMap<Vec<u8>, PathBuf>,
+    has_state: bool,
+    /// The base name the state file's `model_checkpoint_path` names.
+    latest: Option<Vec<u8>>,
+    /// The state file names a V1 checkpoint.
+    v1_named: bool,
+}
+
+impl Checkpoints {
+    fn find(dir: &Path) -> Checkpoints {
+        let mut found = Checkpoints::default();
+        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let name = e.file_name();
+            if let Some(base) = name.as_bytes().strip_suffix(INDEX_SUFFIX) {
+                if e.path().is_file() && !base.is_empty() {
+                    let prefix = dir.join(OsStr::from_bytes(base));
+                    found.prefixes.insert(base.to_vec(), prefix);
+                }
+            }
+        }
+        let state_path = dir.join("checkpoint");
+        if let Some(st) = state_path
+            .is_file()
+            .then(|| CheckpointState::read(&state_path))
+            .flatten()
+        {
+            found.has_state = true;
+            found.add_listed(dir, &state_path, &st);
+        }
+        found
+    }
+
+    fn add_listed(&mut self, dir: &Path, state_path: &Path, st: &CheckpointState) {
+        let has_index = |p: &Path| index_path(p).is_file();
+        let base_name = |p: &Path| p.file_name().map(|n| n.as_bytes().to_vec());
+        let listed = st
+            .all_model_checkpoint_paths
+            .iter()
+            .chain(st.model_checkpoint_path.iter());
+        for p in listed {
+            match resolve_prefix(dir, p, &has_index) {
+                Some(resolved) => {
+                    let base = base_name(&resolved).unwrap_or_default();
+                    self.prefixes.entry(base).or_insert(resolved);
+                }
+                None => {
+                    // Listed but gone (CheckpointManager deletes old ones), or V1.
+                    self.v1_named |= resolve_prefix(dir, p, &|q| is_v1_checkpoint(q)).is_some();
+                    log::info!(
+                        "{}: listed checkpoint {} not found",
+                        state_path.display(),
+                        String::from_utf8_lossy(p)
+                    );
+                }
+            }
+        }
+        self.latest = st
+            .model_checkpoint_path
+            .as_ref()
+            .and_then(|p| resolve_prefix(dir, p, &has_index))
+            .and_then(|r| base_name(&r));
+    }
+}
+
+/// One sub-directory per checkpoint; those that cannot be opened are skipped with a warning.
+fn open_several(
+    found: Checkpoints,
+    opts: &ReaderOptions,
+    cache: Arc<BlockCache>,
+) -> Result<Arc<dyn Model>, OpenError> {
+    let mut children: Vec<(Vec<u8>, Arc<dyn Model>)> = Vec::new();
+    let mut first_error = None;
+    for (name, prefix) in found.prefixes {
+        match open_prefix(&prefix, opts, Arc::clone(&cache)) {
+            Ok(m) => children.push((name, m)),
+            Err(e) => {
+                log::warn!("skipped: {e}");
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    match first_error {
+        Some(e) if children.is_empty() => Err(e),
+        _ => Ok(Arc::new(MultiModel::new(children, found.latest))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strips_suffixes() {
+        let s = |p: &str| {
+            strip_checkpoint_suffix(Path::new(p))
+                .to_string_lossy()
+                .into_owned()
+        };
+        assert_eq!(s("d/model.ckpt-100.index"), "d/model.ckpt-100");
+        assert_eq!(
+            s("d/model.ckpt-100.data-00000-of-00001"),
+            "d/model.ckpt-100"
+        );
+        assert_eq!(s("d/p.data-00007-of-123456"), "d/p");
+        assert_eq!(s("d/p.data-x-of-1"), "d/p.data-x-of-1");
+        assert_eq!(s("d/model.ckpt-100"), "d/model.ckpt-100");
+    }
+}
