@@ -164,6 +164,10 @@ fn check_numpy(mnt: &Path, case: &Case) {
         return;
     }
     if !python_numpy() {
+        assert!(
+            !modelfs::testing::must_be_complete(),
+            "python3 with numpy is required here"
+        );
         eprintln!("note: python3 with numpy not available; skipping numpy.load checks");
         return;
     }

@@ -11,14 +11,7 @@ pub fn modelfs() -> &'static str {
     env!("CARGO_BIN_EXE_modelfs")
 }
 
-pub fn shared_dir() -> Option<PathBuf> {
-    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    std::env::var_os("MODELFS_SHARED")
-        .map(PathBuf::from)
-        .into_iter()
-        .chain([manifest.join("../shared"), PathBuf::from("/work/shared")])
-        .find(|p| p.join("realworld").is_dir())
-}
+pub use modelfs::testing::shared_dir;
 
 /// A checkpoint with TensorFlow's read-back values (`expected_dir` holds index.json and
 /// expected.npz).
@@ -170,7 +163,7 @@ pub struct Fuse;
 impl Fuse {
     /// `None` (after a message) when FUSE is unusable here, unless MODELFS_REQUIRE_FUSE=1.
     pub fn check() -> Option<Fuse> {
-        let require = std::env::var("MODELFS_REQUIRE_FUSE").as_deref() == Ok("1");
+        let require = modelfs::testing::must_be_complete();
         let usable = std::fs::OpenOptions::new()
             .read(true)
             .write(true)

@@ -369,10 +369,16 @@ pub fn fixtures_dir() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures")
 }
 
+/// True where a test must fail rather than skip for want of its data, FUSE or tools: in CI
+/// (`CI=true`), or when `MODELFS_REQUIRE_FUSE=1` / `MODELFS_REQUIRE_SHARED=1` ask for it.
+pub fn must_be_complete() -> bool {
+    let is = |var: &str, value: &str| std::env::var(var).is_ok_and(|v| v == value);
+    is("CI", "true") || is("MODELFS_REQUIRE_FUSE", "1") || is("MODELFS_REQUIRE_SHARED", "1")
+}
+
 /// The steering repository's `shared/` (real-world models, conformance checks):
 /// `$MODELFS_SHARED`, else `../shared` beside the repository. `None` when it is missing, which
-/// fails the calling test instead when the run must be complete (`CI=true` or
-/// `MODELFS_REQUIRE_SHARED=1`): a test must not pass for want of its data.
+/// fails the calling test instead when the run must be complete (`must_be_complete`): a test must not pass for want of its data.
 pub fn shared_dir() -> Option<std::path::PathBuf> {
     let manifest = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let dir = std::env::var_os("MODELFS_SHARED")
@@ -381,10 +387,8 @@ pub fn shared_dir() -> Option<std::path::PathBuf> {
     if dir.join("realworld").is_dir() {
         return Some(dir);
     }
-    let required = std::env::var("CI").is_ok_and(|v| v == "true")
-        || std::env::var("MODELFS_REQUIRE_SHARED").is_ok_and(|v| v == "1");
     assert!(
-        !required,
+        !must_be_complete(),
         "{}: shared/realworld not found (set MODELFS_SHARED)",
         dir.display()
     );

@@ -3,7 +3,6 @@
 //! tensor's bytes equal what TF's own reader returned (expected.npz).
 
 mod common {
-    pub mod inflate;
     pub mod npz;
 }
 
@@ -15,19 +14,7 @@ use common::npz::{read_npz, Npy};
 use modelfs::detect::model_at;
 use modelfs::model::{DType, DirEntry, Model, Tensor};
 use modelfs::options::Options;
-
-fn shared_dir() -> Option<PathBuf> {
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let candidates = [
-        std::env::var_os("MODELFS_SHARED").map(PathBuf::from),
-        Some(manifest.join("../shared")),
-        Some(PathBuf::from("/work/shared")),
-    ];
-    candidates
-        .into_iter()
-        .flatten()
-        .find(|p| p.join("realworld/tf").is_dir())
-}
+use modelfs::testing::shared_dir;
 
 fn walk(model: &dyn Model, dir: &mut Vec<Vec<u8>>, out: &mut BTreeMap<Vec<u8>, Arc<dyn Tensor>>) {
     for e in model.list_dir(dir).unwrap() {

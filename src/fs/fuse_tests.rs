@@ -30,7 +30,7 @@ fn getxattr(path: &Path, name: &str) -> Result<Vec<u8>, i32> {
 
 #[test]
 fn mounted_tree_behaves_like_files() {
-    let require = std::env::var("MODELFS_REQUIRE_FUSE").as_deref() == Ok("1");
+    let require = crate::testing::must_be_complete();
     let mut m = MemModel::default();
     let values: Vec<f32> = (0..3000).map(|i| i as f32 * 0.5).collect();
     m.add(

@@ -3,8 +3,6 @@
 use std::collections::HashMap;
 use std::io::Read;
 
-use super::inflate::inflate;
-
 pub struct Npy {
     pub descr: String,
     pub shape: Vec<u64>,
@@ -16,12 +14,10 @@ pub fn read_npz(path: &std::path::Path) -> HashMap<String, Npy> {
     let mut zip = zip::ZipArchive::new(file).unwrap();
     let mut out = HashMap::new();
     for i in 0..zip.len() {
-        let mut f = zip.by_index_raw(i).unwrap();
+        let mut f = zip.by_index(i).unwrap();
         let name = f.name().trim_end_matches(".npy").to_string();
-        let stored = f.compression() == zip::CompressionMethod::Stored;
-        let mut raw = Vec::new();
-        f.read_to_end(&mut raw).unwrap();
-        let bytes = if stored { raw } else { inflate(&raw).unwrap() };
+        let mut bytes = Vec::new();
+        f.read_to_end(&mut bytes).unwrap();
         out.insert(name, parse_npy(&bytes));
     }
     out

@@ -115,14 +115,7 @@ pub fn run_case<R: Send + 'static>(
 // ---- locations ----
 
 /// `$MODELFS_SHARED`, `CARGO_MANIFEST_DIR/../shared` or `/work/shared`, if present.
-pub fn shared_dir() -> Option<PathBuf> {
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    std::env::var_os("MODELFS_SHARED")
-        .map(PathBuf::from)
-        .into_iter()
-        .chain([manifest.join("../shared"), PathBuf::from("/work/shared")])
-        .find(|p| p.join("realworld").is_dir())
-}
+pub use modelfs::testing::shared_dir;
 
 pub fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures")
