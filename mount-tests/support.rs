@@ -237,10 +237,7 @@ impl MountGuard {
                 continue;
             };
             let args: Vec<&[u8]> = cmd.split(|&b| b == 0).collect();
-            if args.iter().any(|a| *a == b"mount")
-                && args.iter().any(|a| *a == want)
-                && !process_gone(pid)
-            {
+            if args.contains(&&b"mount"[..]) && args.contains(&want) && !process_gone(pid) {
                 return Some(pid);
             }
         }

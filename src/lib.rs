@@ -1,13 +1,21 @@
 //! modelfs: mount TensorFlow checkpoints and Angel model directories read-only, showing every
 //! variable, matrix and partition as files in the layouts the user picks.
 //!
-//! Layers, bottom up: `source` (byte access) → `tf`, `angel` (format readers) → `model` (the
-//! format-neutral tree) → `layout` (file renderers) → `fs` (tree of files, FUSE glue) → `cli`.
+//! Layers, bottom up; each module uses only those before it (`layers_tests` checks it):
+//! `source` (byte access) → `store` (persistent caches) → `model` (the format-neutral tree)
+//! → `tf`, `angel` (the readers, which never use each other) → `detect` (which reader a source
+//! is for) → `layout` (file renderers) → `options` → `fs` (tree of files, FUSE glue) → `cli`.
+//!
+//! The binary needs `cli::main`; the integration tests, fuzzers and examples drive the readers
+//! and layouts directly, so those modules are public (their internals are `pub(crate)`), and
+//! the `testkit` feature adds in-memory doubles and the TF writer.
+
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 pub mod angel;
-pub mod cli;
+mod cli;
 pub mod detect;
-pub mod fs;
+mod fs;
 #[cfg(test)]
 mod layers_tests;
 pub mod layout;
@@ -18,3 +26,5 @@ pub mod store;
 #[cfg(any(test, feature = "testkit"))]
 pub mod testing;
 pub mod tf;
+
+pub use cli::main;

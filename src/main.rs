@@ -1,3 +1,3 @@
 fn main() {
-    std::process::exit(modelfs::cli::main());
+    std::process::exit(modelfs::main());
 }

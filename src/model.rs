@@ -109,13 +109,6 @@ impl DType {
             Opaque(code) => return Cow::Owned(format!("dtype_{code}")),
         })
     }
-
-    pub fn is_float(self) -> bool {
-        matches!(self, DType::F16 | DType::BF16 | DType::F32 | DType::F64)
-    }
-    pub fn is_complex(self) -> bool {
-        matches!(self, DType::C64 | DType::C128)
-    }
 }
 
 /// Which reader produced a tensor.
@@ -126,7 +119,7 @@ pub enum SourceFormat {
 }
 
 impl SourceFormat {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             SourceFormat::TfCheckpoint => "tf-checkpoint",
             SourceFormat::Angel => "angel",
@@ -179,7 +172,7 @@ impl TensorMeta {
     }
 
     /// The 2-D view of SPEC §3: (rows, cols). Rank 0/1: one row.
-    pub fn rows_cols(&self) -> Option<(u64, u64)> {
+    pub(crate) fn rows_cols(&self) -> Option<(u64, u64)> {
         match self.shape.len() {
             0 => Some((1, 1)),
             1 => Some((1, self.shape[0])),
@@ -221,7 +214,7 @@ pub struct SparseRows {
 }
 
 impl SparseRows {
-    pub fn nnz(&self) -> u64 {
+    pub(crate) fn nnz(&self) -> u64 {
         self.cols.len() as u64
     }
 }
@@ -320,7 +313,7 @@ pub enum OpenError {
 }
 
 impl OpenError {
-    pub fn unreadable(
+    pub(crate) fn unreadable(
         path: &Path,
         source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
     ) -> Self {

@@ -29,7 +29,7 @@ pub struct Options {
 
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
-pub struct OptionError(pub String);
+pub(crate) struct OptionError(pub String);
 
 impl Default for Options {
     fn default() -> Self {
@@ -59,7 +59,7 @@ fn default_cache_dir() -> Option<std::path::PathBuf> {
 }
 
 /// Parses a size such as `256M`, `16G`, `4096`, `1k` (binary multiples).
-pub fn parse_size(s: &str) -> Result<u64, OptionError> {
+pub(crate) fn parse_size(s: &str) -> Result<u64, OptionError> {
     let s = s.trim();
     let (num, mult) = match s.char_indices().last() {
         Some((i, c)) if c.is_ascii_alphabetic() => {
@@ -101,7 +101,7 @@ impl Options {
     }
 
     /// Applies one `-o` argument (comma-separated list) on top of `self`.
-    pub fn apply(&mut self, arg: &str) -> Result<(), OptionError> {
+    pub(crate) fn apply(&mut self, arg: &str) -> Result<(), OptionError> {
         for opt in split_options(arg) {
             let (key, value) = match opt.split_once('=') {
                 Some((k, v)) => (k, Some(v)),
@@ -128,7 +128,7 @@ impl Options {
                     self.threads = need(value)?
                         .parse()
                         .ok()
-                        .filter(|&n| n >= 1 && n <= 1024)
+                        .filter(|n| (1..=1024).contains(n))
                         .ok_or_else(|| OptionError("threads= takes 1..1024".into()))?
                 }
                 "cache" => self.cache_bytes = parse_size(&need(value)?)?,
@@ -176,8 +176,7 @@ impl Options {
 fn split_options(arg: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut cur = String::new();
-    let mut chars = arg.chars().peekable();
-    while let Some(c) = chars.next() {
+    for c in arg.chars() {
         if c == ',' {
             if cur == "sep=" {
                 cur.push(',');

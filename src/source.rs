@@ -12,6 +12,7 @@ use std::fs::File;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+#[cfg(any(test, feature = "testkit"))]
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -41,7 +42,7 @@ pub enum SourceError {
 }
 
 impl SourceError {
-    pub fn io(path: &Path, source: std::io::Error) -> Self {
+    pub(crate) fn io(path: &Path, source: std::io::Error) -> Self {
         SourceError::Io {
             path: path.display().to_string(),
             source,
@@ -52,14 +53,14 @@ impl SourceError {
 /// Identity of a file at open time; a file whose identity differs is not the one we mapped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct FileIdentity {
-    pub dev: u64,
-    pub ino: u64,
-    pub size: u64,
-    pub mtime_ns: i128,
+    pub(crate) dev: u64,
+    pub(crate) ino: u64,
+    pub(crate) size: u64,
+    pub(crate) mtime_ns: i128,
 }
 
 impl FileIdentity {
-    pub fn of(meta: &std::fs::Metadata) -> Self {
+    pub(crate) fn of(meta: &std::fs::Metadata) -> Self {
         FileIdentity {
             dev: meta.dev(),
             ino: meta.ino(),
@@ -101,7 +102,7 @@ pub trait ReadAt: Send + Sync + fmt::Debug {
 /// A string naming `file`'s exact version (path, size, mtime in ns, inode), for keys of
 /// persistent caches: it changes whenever the file is rewritten or replaced. `None` for
 /// sources without a file identity (in-memory data).
-pub fn identity_string(file: &dyn ReadAt) -> Option<String> {
+pub(crate) fn identity_string(file: &dyn ReadAt) -> Option<String> {
     let id = file.identity()?;
     Some(format!(
         "{}:{}:{}:{}",
@@ -114,12 +115,15 @@ pub fn identity_string(file: &dyn ReadAt) -> Option<String> {
 
 /// An in-memory source (tests, synthesized data).
 #[derive(Debug, Clone)]
+#[cfg(any(test, feature = "testkit"))]
 pub struct MemSource {
     name: String,
     data: Arc<[u8]>,
 }
 
+#[cfg(any(test, feature = "testkit"))]
 impl MemSource {
+    #[cfg(any(test, feature = "testkit"))]
     pub fn new(name: impl Into<String>, data: impl Into<Arc<[u8]>>) -> Self {
         MemSource {
             name: name.into(),
@@ -128,6 +132,7 @@ impl MemSource {
     }
 }
 
+#[cfg(any(test, feature = "testkit"))]
 impl ReadAt for MemSource {
     fn size(&self) -> u64 {
         self.data.len() as u64
@@ -142,7 +147,7 @@ impl ReadAt for MemSource {
 }
 
 /// Bounds-checks `offset..offset+len` against `size` with checked arithmetic.
-pub fn checked_range(
+pub(crate) fn checked_range(
     name: &str,
     offset: u64,
     len: usize,
@@ -161,7 +166,7 @@ pub fn checked_range(
 }
 
 /// A memory-mapped local file.
-pub struct MmapFile {
+pub(crate) struct MmapFile {
     path: PathBuf,
     name: String,
     /// Registered with the SIGBUS handler; declared before `map` so it is dropped (and the
@@ -196,7 +201,7 @@ impl fmt::Debug for MmapFile {
 }
 
 impl MmapFile {
-    pub fn open(path: &Path) -> Result<Self, SourceError> {
+    pub(crate) fn open(path: &Path) -> Result<Self, SourceError> {
         let file = File::open(path).map_err(|e| SourceError::io(path, e))?;
         let meta = file.metadata().map_err(|e| SourceError::io(path, e))?;
         if !meta.is_file() {
@@ -226,21 +231,6 @@ impl MmapFile {
             read_since_drop: AtomicU64::new(0),
             epoch: Instant::now(),
         })
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    pub fn identity(&self) -> FileIdentity {
-        self.identity
-    }
-
-    /// Advises the kernel that `offset..offset+len` will be read sequentially soon.
-    pub fn advise_sequential(&self) {
-        if let Some(map) = &self.map {
-            let _ = map.advise(memmap2::Advice::Sequential);
-        }
     }
 }
 

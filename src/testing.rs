@@ -208,12 +208,14 @@ impl Tensor for MemTensor {
     }
 }
 
+/// A symlink of a `MemModel`: (directory, name, target).
+pub type MemSymlink = (Vec<Vec<u8>>, Vec<u8>, Vec<u8>);
+
 /// A model whose tensors live at `/`-free raw component paths.
 #[derive(Default)]
 pub struct MemModel {
     pub tensors: BTreeMap<Vec<Vec<u8>>, Arc<MemTensor>>,
-    /// (directory, name, target)
-    pub symlinks: Vec<(Vec<Vec<u8>>, Vec<u8>, Vec<u8>)>,
+    pub symlinks: Vec<MemSymlink>,
 }
 
 pub fn key(s: &str) -> Vec<Vec<u8>> {

@@ -8,6 +8,7 @@
 //! - column ids strictly increase within a row (row formats) and across records (column
 //!   formats), and lie in `[0, col)` (when `col > 0`) and in the partition's column range
 //!   (unless it is the `0/0` hash marker of §9.4).
+//!
 //! Row metas are walked in ascending row id (they are sorted in `meta`), never in JSON order.
 
 use std::borrow::Cow;

@@ -5,23 +5,23 @@ use std::path::{Path, PathBuf};
 
 /// A matrix folder and the meta file to use in it.
 #[derive(Clone, Debug, PartialEq)]
-pub struct MatrixDir {
+pub(crate) struct MatrixDir {
     /// The folder's name as bytes (the matrix's display name).
-    pub name: Vec<u8>,
-    pub dir: PathBuf,
-    pub meta_path: PathBuf,
+    pub(crate) name: Vec<u8>,
+    pub(crate) dir: PathBuf,
+    pub(crate) meta_path: PathBuf,
 }
 
 #[derive(Debug, Default)]
-pub struct Scan {
+pub(crate) struct Scan {
     /// Sorted by name.
-    pub matrices: Vec<MatrixDir>,
+    pub(crate) matrices: Vec<MatrixDir>,
     /// Problems found while listing (unfinished saves, both metas present).
-    pub problems: Vec<String>,
+    pub(crate) problems: Vec<String>,
 }
 
 /// Entries every reader ignores: hidden files (incl. Hadoop `.F.crc`) and writer temporaries.
-pub fn is_ignored(name: &[u8]) -> bool {
+pub(crate) fn is_ignored(name: &[u8]) -> bool {
     name.starts_with(b".") || name.starts_with(b"_tmp.") || name.starts_with(b"_final.")
 }
 
@@ -31,7 +31,7 @@ fn is_file(p: &Path) -> bool {
 
 /// The meta file of `dir`: `_meta` (Angel ≥ 3.2) preferred over `meta` (2.x). The flag is set
 /// when both exist (Angel never writes both).
-pub fn meta_file(dir: &Path) -> Option<(PathBuf, bool)> {
+pub(crate) fn meta_file(dir: &Path) -> Option<(PathBuf, bool)> {
     let new = dir.join("_meta");
     let old = dir.join("meta");
     match (is_file(&new), is_file(&old)) {
@@ -59,7 +59,7 @@ fn looks_unfinished(dir: &Path) -> bool {
 }
 
 /// Lists the matrices of the model directory `root`.
-pub fn scan(root: &Path) -> std::io::Result<Scan> {
+pub(crate) fn scan(root: &Path) -> std::io::Result<Scan> {
     let mut out = Scan::default();
     for entry in std::fs::read_dir(root)? {
         let entry = entry?;

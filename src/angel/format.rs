@@ -14,7 +14,7 @@ pub enum AngelFormat {
 }
 
 impl AngelFormat {
-    pub const ALL: [AngelFormat; 8] = [
+    pub(crate) const ALL: [AngelFormat; 8] = [
         AngelFormat::ValueText,
         AngelFormat::ColIdValueText,
         AngelFormat::RowIdColIdValueText,
@@ -26,7 +26,7 @@ impl AngelFormat {
     ];
 
     /// Layout / file suffix name: the format's class name without `RowFormat`/`Format`.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             AngelFormat::ValueText => "ValueText",
             AngelFormat::ColIdValueText => "ColIdValueText",
@@ -40,7 +40,7 @@ impl AngelFormat {
     }
 
     /// Angel's simple class name (`ColIdValueTextRowFormat`, `TextColumnFormat`, …).
-    pub fn class_name(self) -> &'static str {
+    pub(crate) fn class_name(self) -> &'static str {
         match self {
             AngelFormat::ValueText => "ValueTextRowFormat",
             AngelFormat::ColIdValueText => "ColIdValueTextRowFormat",
@@ -53,23 +53,23 @@ impl AngelFormat {
         }
     }
 
-    pub fn from_class_name(simple: &str) -> Option<Self> {
+    pub(crate) fn from_class_name(simple: &str) -> Option<Self> {
         AngelFormat::ALL
             .into_iter()
             .find(|f| f.class_name() == simple)
     }
 
     /// `ValueText`/`ValueBinary`: values only, no ids (dense tensors only).
-    pub fn is_value_only(self) -> bool {
+    pub(crate) fn is_value_only(self) -> bool {
         matches!(self, AngelFormat::ValueText | AngelFormat::ValueBinary)
     }
 
     /// `TextColumn`/`BinaryColumn`: one record per column.
-    pub fn is_column(self) -> bool {
+    pub(crate) fn is_column(self) -> bool {
         matches!(self, AngelFormat::TextColumn | AngelFormat::BinaryColumn)
     }
 
-    pub fn is_text(self) -> bool {
+    pub(crate) fn is_text(self) -> bool {
         matches!(
             self,
             AngelFormat::ValueText

@@ -15,6 +15,7 @@
 //! - of a dense matrix: a block in *local* coordinates, like a TF slice:
 //!   `[endRow − startRow, endCol − startCol]` with entries shifted by its start (a hash
 //!   partition, `0/0` of §9.4, spans every column unshifted).
+//!
 //! The `.json` extent clamps a negative `startCol` to 0; the exact `startCol`/`endCol` are in
 //! the partition's `extra`.
 
@@ -51,7 +52,7 @@ struct Inner {
     merged: Cached,
 }
 
-pub struct AngelMatrix {
+pub(crate) struct AngelMatrix {
     tmeta: TensorMeta,
     inner: Option<Arc<Inner>>,
     /// `Tensor::cache_identity`: meta and data file identities, separator, name (`None` when
@@ -60,7 +61,7 @@ pub struct AngelMatrix {
 }
 
 /// Number of columns shown for a declared `col` (see the module comment).
-pub fn shown_cols(col: i64) -> u64 {
+pub(crate) fn shown_cols(col: i64) -> u64 {
     if col > 0 {
         col as u64
     } else {
@@ -76,7 +77,7 @@ fn mtime_of(p: &Path) -> SystemTime {
 
 impl AngelMatrix {
     /// Loads the matrix at `m`; never fails: a bad meta gives a tensor whose `problem` says why.
-    pub fn load(m: &MatrixDir, sep: &str) -> Arc<AngelMatrix> {
+    pub(crate) fn load(m: &MatrixDir, sep: &str) -> Arc<AngelMatrix> {
         let mtime = mtime_of(&m.meta_path);
         let mut meta_identity = None;
         let parsed = MmapFile::open(&m.meta_path)
@@ -199,7 +200,7 @@ impl AngelMatrix {
     }
 
     /// The merged stored entries of the whole matrix (global coordinates).
-    pub fn entries(&self) -> Result<Arc<SparseRows>, ModelError> {
+    pub(crate) fn entries(&self) -> Result<Arc<SparseRows>, ModelError> {
         let inner = self.inner()?;
         inner
             .merged
@@ -414,8 +415,8 @@ fn fill_dense(
         let hi = (end - row * cols).min(cols);
         let cs = &e.cols[s..t];
         let a = cs.partition_point(|&c| (c as i128 - col_base as i128) < lo as i128);
-        for k in a..cs.len() {
-            let local = cs[k] as i128 - col_base as i128;
+        for (k, &c) in cs.iter().enumerate().skip(a) {
+            let local = c as i128 - col_base as i128;
             if local >= hi as i128 {
                 break;
             }
@@ -500,7 +501,7 @@ impl Tensor for AngelMatrix {
 }
 
 /// Partition `index` of a matrix (coordinates: see the module comment).
-pub struct AngelPartition {
+pub(crate) struct AngelPartition {
     tmeta: TensorMeta,
     inner: Arc<Inner>,
     index: usize,

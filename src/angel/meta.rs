@@ -56,7 +56,7 @@ pub fn read_envelope(src: &dyn ReadAt) -> Result<Vec<u8>, MetaError> {
                 head[4]
             )));
         }
-        if head[4] == b'{' && !(u16::from_be_bytes([head[0], head[1]]) as u64 + 2 == size) {
+        if head[4] == b'{' && u16::from_be_bytes([head[0], head[1]]) as u64 + 2 != size {
             return Err(corrupt(format!(
                 "meta length header says {n} bytes but the file holds {} after the header \
                  (truncated or padded)",
@@ -154,7 +154,7 @@ pub struct PartMeta {
 
 impl PartMeta {
     /// `startCol = endCol = 0`: hash partitioning from Angel 3.2.0 (§9.4); no column range.
-    pub fn is_hash(&self) -> bool {
+    pub(crate) fn is_hash(&self) -> bool {
         self.start_col == 0 && self.end_col == 0
     }
 }

@@ -26,9 +26,9 @@ use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
 pub use decode::{decode_partition, DecodeError, PartInput};
-pub use dir::{is_ignored, MatrixDir};
+pub(crate) use dir::MatrixDir;
 pub use format::AngelFormat;
-pub use matrix::{AngelMatrix, AngelPartition};
+pub(crate) use matrix::AngelMatrix;
 pub use meta::{parse_meta, read_envelope, MatrixMeta, MetaError, PartMeta};
 pub use rowtype::{RowType, ValueType};
 
@@ -36,7 +36,7 @@ use crate::model::{DirEntry, Model, ModelError, ModelSummary, OpenError, ReaderO
 use crate::source::MmapFile;
 
 /// True when `path` is an Angel model directory or a single matrix folder.
-pub fn is_model_dir(path: &Path) -> bool {
+pub(crate) fn is_model_dir(path: &Path) -> bool {
     if !path.is_dir() {
         return false;
     }
@@ -47,7 +47,7 @@ pub fn is_model_dir(path: &Path) -> bool {
 }
 
 /// Opens the Angel model (or single matrix folder) at `path`.
-pub fn open(path: &Path, opts: &ReaderOptions) -> Result<Arc<dyn Model>, OpenError> {
+pub(crate) fn open(path: &Path, opts: &ReaderOptions) -> Result<Arc<dyn Model>, OpenError> {
     let fail = |what: String| OpenError::Unsupported {
         path: path.to_path_buf(),
         what,
@@ -134,7 +134,7 @@ struct Entry {
 }
 
 /// An Angel model: one tensor per matrix at the root.
-pub struct AngelModel {
+pub(crate) struct AngelModel {
     entries: BTreeMap<Vec<u8>, Entry>,
     problems: Vec<String>,
     sep: String,
@@ -142,7 +142,7 @@ pub struct AngelModel {
 
 impl AngelModel {
     /// The matrix named `name`, loading its meta on first use.
-    pub fn matrix(&self, name: &[u8]) -> Option<Arc<AngelMatrix>> {
+    pub(crate) fn matrix(&self, name: &[u8]) -> Option<Arc<AngelMatrix>> {
         let e = self.entries.get(name)?;
         Some(
             e.loaded

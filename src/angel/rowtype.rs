@@ -14,14 +14,14 @@ pub enum ValueType {
 
 impl ValueType {
     /// Bytes per value in the binary formats (and in `read_elements` output).
-    pub fn width(self) -> usize {
+    pub(crate) fn width(self) -> usize {
         match self {
             ValueType::Double | ValueType::Long => 8,
             ValueType::Float | ValueType::Int => 4,
         }
     }
 
-    pub fn dtype(self) -> DType {
+    pub(crate) fn dtype(self) -> DType {
         match self {
             ValueType::Double => DType::F64,
             ValueType::Float => DType::F32,
@@ -43,7 +43,7 @@ pub struct RowType {
 
 impl RowType {
     /// Decodes `code`; `None` for negative codes and the unsupported `ANY` types (≥ 28).
-    pub fn from_code(code: i64) -> Option<RowType> {
+    pub(crate) fn from_code(code: i64) -> Option<RowType> {
         if !(0..28).contains(&code) {
             return None;
         }

@@ -313,7 +313,7 @@ fn realworld_models_decode() {
         let model = open(&root, &opts(",")).unwrap();
         for d in model.list_dir(&[]).unwrap() {
             let DirEntry::Tensor(name) = d else { panic!() };
-            let t = model.tensor(&[name.clone()]).unwrap();
+            let t = model.tensor(std::slice::from_ref(&name)).unwrap();
             let ctx = format!("{rel}/{}", String::from_utf8_lossy(&name));
             assert_eq!(t.meta().problem, None, "{ctx}");
             let s = t.sparse().unwrap_or_else(|e| panic!("{ctx}: {e}"));

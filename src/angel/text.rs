@@ -5,13 +5,13 @@
 use super::rowtype::ValueType;
 
 /// Number of LF bytes in `data`.
-pub fn count_lines(data: &[u8]) -> u64 {
+pub(crate) fn count_lines(data: &[u8]) -> u64 {
     data.iter().filter(|&&b| b == b'\n').count() as u64
 }
 
 /// Iterates over the lines of `data` (which must end with LF when non-empty), without the LF
 /// and without one CR before it.
-pub fn lines(data: &[u8]) -> impl Iterator<Item = &[u8]> {
+pub(crate) fn lines(data: &[u8]) -> impl Iterator<Item = &[u8]> {
     let body = data.strip_suffix(b"\n").unwrap_or(data);
     let empty = data.is_empty();
     body.split(|&b| b == b'\n')
@@ -20,14 +20,14 @@ pub fn lines(data: &[u8]) -> impl Iterator<Item = &[u8]> {
 }
 
 /// Splits `line` on the literal separator `sep`.
-pub fn fields<'a>(line: &'a [u8], sep: &'a [u8]) -> Fields<'a> {
+pub(crate) fn fields<'a>(line: &'a [u8], sep: &'a [u8]) -> Fields<'a> {
     Fields {
         rest: Some(line),
         sep,
     }
 }
 
-pub struct Fields<'a> {
+pub(crate) struct Fields<'a> {
     rest: Option<&'a [u8]>,
     sep: &'a [u8],
 }
@@ -54,7 +54,7 @@ impl<'a> Iterator for Fields<'a> {
 }
 
 /// §6: the first byte of `line` that cannot belong to a number is the separator.
-pub fn detect_separator(line: &[u8]) -> Option<u8> {
+pub(crate) fn detect_separator(line: &[u8]) -> Option<u8> {
     line.iter()
         .copied()
         .find(|&b| !(b.is_ascii_digit() || b"+-.EeNaInfinity".contains(&b)))
@@ -62,7 +62,7 @@ pub fn detect_separator(line: &[u8]) -> Option<u8> {
 
 /// Appends the little-endian bytes of `field` parsed as `vt` to `out`; `false` if it does not
 /// parse.
-pub fn parse_value(field: &[u8], vt: ValueType, out: &mut Vec<u8>) -> bool {
+pub(crate) fn parse_value(field: &[u8], vt: ValueType, out: &mut Vec<u8>) -> bool {
     let Ok(s) = std::str::from_utf8(field) else {
         return false;
     };
@@ -91,12 +91,12 @@ pub fn parse_value(field: &[u8], vt: ValueType, out: &mut Vec<u8>) -> bool {
 }
 
 /// Parses a decimal integer field.
-pub fn parse_i64(field: &[u8]) -> Option<i64> {
+pub(crate) fn parse_i64(field: &[u8]) -> Option<i64> {
     std::str::from_utf8(field).ok()?.parse().ok()
 }
 
 /// A short printable form of a field for error messages.
-pub fn show(field: &[u8]) -> String {
+pub(crate) fn show(field: &[u8]) -> String {
     let s = String::from_utf8_lossy(&field[..field.len().min(40)]).into_owned();
     if field.len() > 40 {
         format!("{s}…")

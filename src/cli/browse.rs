@@ -38,7 +38,11 @@ fn ok_or_quiet(r: Result<(), Failure>) -> Result<(), Failure> {
 }
 
 /// Lists into `out`: every path under `path` (relative to the root, as typed, `/`-trimmed).
-pub fn ls_into(tree: &Tree, path: Option<&[u8]>, out: &mut dyn Write) -> Result<(), Failure> {
+pub(crate) fn ls_into(
+    tree: &Tree,
+    path: Option<&[u8]>,
+    out: &mut dyn Write,
+) -> Result<(), Failure> {
     let raw = path.unwrap_or(b"");
     let ino = tree
         .resolve(raw)
@@ -66,7 +70,7 @@ pub fn ls_into(tree: &Tree, path: Option<&[u8]>, out: &mut dyn Write) -> Result<
     result
 }
 
-pub fn ls(source: &Path, path: Option<&OsStr>, opts: &Options) -> Result<(), Failure> {
+pub(crate) fn ls(source: &Path, path: Option<&OsStr>, opts: &Options) -> Result<(), Failure> {
     let tree = build_tree(source, opts)?;
     let stdout = io::stdout();
     let mut out = io::BufWriter::with_capacity(1 << 16, stdout.lock());
@@ -77,7 +81,7 @@ pub fn ls(source: &Path, path: Option<&OsStr>, opts: &Options) -> Result<(), Fai
 }
 
 /// Streams the file at `path` into `out`.
-pub fn cat_into(tree: &Tree, path: &[u8], out: &mut dyn Write) -> Result<(), Failure> {
+pub(crate) fn cat_into(tree: &Tree, path: &[u8], out: &mut dyn Write) -> Result<(), Failure> {
     let shown = OsStr::from_bytes(path);
     let ino = tree.resolve(path).map_err(|e| path_failure(shown, &e))?;
     let node = tree.node(ino).map_err(|e| path_failure(shown, &e))?;
@@ -102,7 +106,7 @@ pub fn cat_into(tree: &Tree, path: &[u8], out: &mut dyn Write) -> Result<(), Fai
     Ok(())
 }
 
-pub fn cat(source: &Path, path: &OsStr, opts: &Options) -> Result<(), Failure> {
+pub(crate) fn cat(source: &Path, path: &OsStr, opts: &Options) -> Result<(), Failure> {
     let tree = build_tree(source, opts)?;
     let stdout = io::stdout();
     let mut out = stdout.lock();
@@ -112,7 +116,7 @@ pub fn cat(source: &Path, path: &OsStr, opts: &Options) -> Result<(), Failure> {
     )
 }
 
-pub fn info(source: &Path) -> Result<(), Failure> {
+pub(crate) fn info(source: &Path) -> Result<(), Failure> {
     let opts = Options::default();
     let model = open_model(source, &opts)?;
     let s = model

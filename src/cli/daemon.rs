@@ -16,20 +16,20 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use super::{Failure, EXIT_MOUNT};
 
 /// The child's channel to its waiting parent (absent in the foreground).
-pub struct Notifier {
+pub(crate) struct Notifier {
     pipe: Option<File>,
 }
 
 impl Notifier {
-    pub fn foreground() -> Notifier {
+    pub(crate) fn foreground() -> Notifier {
         Notifier { pipe: None }
     }
 
-    pub fn is_daemon(&self) -> bool {
+    pub(crate) fn is_daemon(&self) -> bool {
         self.pipe.is_some()
     }
 
-    pub fn ready(&mut self) {
+    pub(crate) fn ready(&mut self) {
         if let Some(mut f) = self.pipe.take() {
             let _ = f.write_all(b"OK\n");
         }
@@ -37,7 +37,7 @@ impl Notifier {
 
     /// Reports `failure` to the parent (which prints it); returns it with an empty message so
     /// the child does not print it a second time. In the foreground it is returned as is.
-    pub fn failed(&mut self, failure: Failure) -> Failure {
+    pub(crate) fn failed(&mut self, failure: Failure) -> Failure {
         match self.pipe.take() {
             Some(mut f) => {
                 let line = format!(
@@ -53,7 +53,7 @@ impl Notifier {
     }
 }
 
-pub enum Forked {
+pub(crate) enum Forked {
     /// In the parent: the exit status and message the child reported.
     Parent(Result<(), Failure>),
     Child(Notifier),
@@ -67,7 +67,7 @@ fn last_os_error(what: &str) -> Failure {
 }
 
 /// Forks. Must be called while the process has a single thread.
-pub fn daemonize() -> Result<Forked, Failure> {
+pub(crate) fn daemonize() -> Result<Forked, Failure> {
     let mut fds = [0i32; 2];
     // SAFETY: fds is a valid array of two ints.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
@@ -116,7 +116,7 @@ fn parse_report(text: &str) -> Result<(), Failure> {
 }
 
 /// Detaches the daemon from the caller's terminal and pipes (after `ready`).
-pub fn detach_stdio() {
+pub(crate) fn detach_stdio() {
     let devnull = std::fs::OpenOptions::new()
         .read(true)
         .write(true)

@@ -23,13 +23,13 @@ use super::{open_model, source_mtime, Failure, EXIT_SOURCE, EXIT_USAGE};
 
 /// What one run did.
 #[derive(Debug, Default, PartialEq, Eq)]
-pub struct IndexReport {
-    pub files: u64,
-    pub text_files: u64,
-    pub failed: u64,
+pub(crate) struct IndexReport {
+    pub(crate) files: u64,
+    pub(crate) text_files: u64,
+    pub(crate) failed: u64,
 }
 
-pub fn index(source: &Path, opts: &Options) -> Result<(), Failure> {
+pub(crate) fn index(source: &Path, opts: &Options) -> Result<(), Failure> {
     if opts.cache_dir.is_none() {
         return Err(Failure::new(
             EXIT_USAGE,
@@ -70,7 +70,7 @@ struct Job {
 /// Sizes every file of `tree` on `threads` workers. With `progress` (the tree's chunk cache),
 /// draws progress on stderr: finished files' weights, or, while a big text file is being
 /// indexed, the values its rendered chunks cover (whichever is further).
-pub fn index_tree(
+pub(crate) fn index_tree(
     tree: &Tree,
     threads: usize,
     progress: Option<&ChunkCache>,
@@ -132,7 +132,7 @@ pub fn index_tree(
 }
 
 /// `42.0% 12.3M values/s ETA 0:07`.
-pub fn progress_line(done: u64, total: u64, elapsed: Duration) -> String {
+pub(crate) fn progress_line(done: u64, total: u64, elapsed: Duration) -> String {
     let pct = if total == 0 {
         100.0
     } else {

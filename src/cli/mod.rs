@@ -17,17 +17,17 @@ use crate::options::Options;
 
 mod browse;
 mod daemon;
-pub mod index;
+pub(crate) mod index;
 #[cfg(test)]
 mod index_tests;
 mod mount;
-pub mod mounts;
+pub(crate) mod mounts;
 mod umount;
 
-pub const EXIT_OK: i32 = 0;
-pub const EXIT_USAGE: i32 = 1;
-pub const EXIT_SOURCE: i32 = 2;
-pub const EXIT_MOUNT: i32 = 3;
+pub(crate) const EXIT_OK: i32 = 0;
+pub(crate) const EXIT_USAGE: i32 = 1;
+pub(crate) const EXIT_SOURCE: i32 = 2;
+pub(crate) const EXIT_MOUNT: i32 = 3;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -83,13 +83,13 @@ enum Command {
 
 /// A failure with its exit status; the message is printed as `modelfs: <message>`.
 #[derive(Debug)]
-pub struct Failure {
-    pub status: i32,
-    pub message: String,
+pub(crate) struct Failure {
+    pub(crate) status: i32,
+    pub(crate) message: String,
 }
 
 impl Failure {
-    pub fn new(status: i32, message: impl Into<String>) -> Failure {
+    pub(crate) fn new(status: i32, message: impl Into<String>) -> Failure {
         Failure {
             status,
             message: message.into(),
@@ -165,7 +165,7 @@ pub fn main() -> i32 {
 }
 
 /// Applies every `-o` argument in order; unknown options are usage errors.
-pub fn parse_options(args: &[String]) -> Result<Options, Failure> {
+pub(crate) fn parse_options(args: &[String]) -> Result<Options, Failure> {
     let mut opts = Options::default();
     for a in args {
         opts.apply(a)
@@ -175,18 +175,18 @@ pub fn parse_options(args: &[String]) -> Result<Options, Failure> {
 }
 
 /// SOURCE as an absolute path (readers may reopen files by path later, after a daemon chdir).
-pub fn absolute_source(source: &Path) -> PathBuf {
+pub(crate) fn absolute_source(source: &Path) -> PathBuf {
     std::path::absolute(source).unwrap_or_else(|_| source.to_path_buf())
 }
 
 /// Opens SOURCE; failures are exit status 2 with the reader's one-line reason.
-pub fn open_model(source: &Path, opts: &Options) -> Result<Arc<dyn Model>, Failure> {
+pub(crate) fn open_model(source: &Path, opts: &Options) -> Result<Arc<dyn Model>, Failure> {
     crate::detect::model_at(&absolute_source(source), &opts.reader())
         .map_err(|e| Failure::new(EXIT_SOURCE, e.to_string()))
 }
 
 /// The source's mtime (for directories): the path itself, else `<prefix>.index`.
-pub fn source_mtime(source: &Path) -> SystemTime {
+pub(crate) fn source_mtime(source: &Path) -> SystemTime {
     std::fs::metadata(source)
         .or_else(|_| std::fs::metadata(crate::tf::detect::index_path(source)))
         .and_then(|m| m.modified())
@@ -194,7 +194,7 @@ pub fn source_mtime(source: &Path) -> SystemTime {
 }
 
 /// The tree that a mount of SOURCE with `opts` shows.
-pub fn build_tree(source: &Path, opts: &Options) -> Result<Arc<Tree>, Failure> {
+pub(crate) fn build_tree(source: &Path, opts: &Options) -> Result<Arc<Tree>, Failure> {
     let model = open_model(source, opts)?;
     let cfg = TreeConfig::for_user(opts.uid, opts.gid, source_mtime(source));
     Ok(Arc::new(Tree::new(model, crate::fs::layout_ctx(opts), cfg)))

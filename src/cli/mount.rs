@@ -18,7 +18,7 @@ use crate::options::Options;
 use super::daemon::{self, Forked, Notifier};
 use super::{build_tree, mounts, umount, Failure, EXIT_MOUNT};
 
-pub fn mount(
+pub(crate) fn mount(
     source: &Path,
     mountpoint: &Path,
     opts: Options,
@@ -49,7 +49,7 @@ pub fn mount(
 }
 
 /// Refuses a missing, non-directory, dead or already-mounted mountpoint (exit 3).
-pub fn check_mountpoint(mp: &Path) -> Result<(), Failure> {
+pub(crate) fn check_mountpoint(mp: &Path) -> Result<(), Failure> {
     let shown = mp.display();
     let meta = match std::fs::metadata(mp) {
         Ok(m) => m,

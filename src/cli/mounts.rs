@@ -6,10 +6,10 @@ use std::path::{Path, PathBuf};
 
 /// One line of mountinfo: where and what.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MountEntry {
-    pub mount_point: PathBuf,
-    pub fstype: String,
-    pub source: String,
+pub(crate) struct MountEntry {
+    pub(crate) mount_point: PathBuf,
+    pub(crate) fstype: String,
+    pub(crate) source: String,
 }
 
 /// Undoes mountinfo's octal escapes (`\040` for space, `\011`, `\012`, `\134`).
@@ -36,7 +36,7 @@ fn unescape(field: &[u8]) -> Vec<u8> {
 }
 
 /// Parses mountinfo text: `id parent major:minor root mount_point opts [optional…] - fstype source super_opts`.
-pub fn parse_mountinfo(text: &[u8]) -> Vec<MountEntry> {
+pub(crate) fn parse_mountinfo(text: &[u8]) -> Vec<MountEntry> {
     let mut out = Vec::new();
     for line in text.split(|&b| b == b'\n') {
         let fields: Vec<&[u8]> = line.split(|&b| b == b' ').collect();
@@ -57,7 +57,7 @@ pub fn parse_mountinfo(text: &[u8]) -> Vec<MountEntry> {
     out
 }
 
-pub fn mount_table() -> Vec<MountEntry> {
+pub(crate) fn mount_table() -> Vec<MountEntry> {
     std::fs::read("/proc/self/mountinfo")
         .map(|t| parse_mountinfo(&t))
         .unwrap_or_default()
@@ -65,7 +65,7 @@ pub fn mount_table() -> Vec<MountEntry> {
 
 /// `path` made absolute with its parent directory's symlinks resolved, without touching
 /// `path` itself (stat on a dead FUSE mount fails with ENOTCONN).
-pub fn normalize(path: &Path) -> PathBuf {
+pub(crate) fn normalize(path: &Path) -> PathBuf {
     let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
     let (Some(parent), Some(name)) = (abs.parent(), abs.file_name()) else {
         return abs;
@@ -77,7 +77,7 @@ pub fn normalize(path: &Path) -> PathBuf {
 }
 
 /// The last (topmost) mount at `path`, if any.
-pub fn mount_at(path: &Path) -> Option<MountEntry> {
+pub(crate) fn mount_at(path: &Path) -> Option<MountEntry> {
     let path = normalize(path);
     mount_table()
         .into_iter()
@@ -85,11 +85,11 @@ pub fn mount_at(path: &Path) -> Option<MountEntry> {
         .find(|m| m.mount_point == path)
 }
 
-pub fn cstring(path: &Path) -> Option<CString> {
+pub(crate) fn cstring(path: &Path) -> Option<CString> {
     CString::new(path.as_os_str().as_bytes()).ok()
 }
 
-pub fn os(path: &Path) -> &OsStr {
+pub(crate) fn os(path: &Path) -> &OsStr {
     path.as_os_str()
 }
 

@@ -56,7 +56,7 @@ fn fusermount(mp: &Path, lazy: bool) -> Result<(), Failure> {
     ))
 }
 
-pub fn umount(mountpoint: &Path) -> Result<(), Failure> {
+pub(crate) fn umount(mountpoint: &Path) -> Result<(), Failure> {
     let mp = mounts::normalize(mountpoint);
     let entry = mounts::mount_at(&mp)
         .ok_or_else(|| Failure::new(EXIT_MOUNT, format!("{} is not mounted", mp.display())))?;
@@ -78,7 +78,7 @@ pub fn umount(mountpoint: &Path) -> Result<(), Failure> {
 }
 
 /// Detaches the mount now; the kernel finishes when the last user lets go.
-pub fn lazy_detach(mp: &Path) -> Result<(), Failure> {
+pub(crate) fn lazy_detach(mp: &Path) -> Result<(), Failure> {
     if is_root() {
         umount2(mp, libc::MNT_DETACH)
     } else {

@@ -4,7 +4,7 @@ use crate::layout::LayoutError;
 use crate::model::ModelError;
 
 #[derive(Debug, thiserror::Error)]
-pub enum FsError {
+pub(crate) enum FsError {
     #[error("no such file or directory")]
     NotFound,
     #[error("not a directory")]
@@ -30,7 +30,7 @@ pub enum FsError {
 }
 
 impl FsError {
-    pub fn errno(&self) -> i32 {
+    pub(crate) fn errno(&self) -> i32 {
         match self {
             FsError::NotFound => libc::ENOENT,
             FsError::NotDir => libc::ENOTDIR,

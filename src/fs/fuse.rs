@@ -31,12 +31,12 @@ const MAX_READ: u32 = 16 << 20;
 /// Readahead we ask the kernel for (clamped to what it allows).
 const READAHEAD: u32 = 4 << 20;
 
-pub struct ModelFs {
+pub(crate) struct ModelFs {
     tree: Arc<Tree>,
 }
 
 impl ModelFs {
-    pub fn new(tree: Arc<Tree>) -> ModelFs {
+    pub(crate) fn new(tree: Arc<Tree>) -> ModelFs {
         ModelFs { tree }
     }
 }
@@ -76,7 +76,7 @@ fn to_fuse(a: &Attr) -> FileAttr {
 }
 
 /// fuser configuration for a mount with `opts`.
-pub fn mount_config(opts: &Options, fsname: &str) -> Config {
+pub(crate) fn mount_config(opts: &Options, fsname: &str) -> Config {
     let mut cfg = Config::default();
     cfg.mount_options = vec![
         MountOption::RO,
@@ -98,7 +98,7 @@ pub fn mount_config(opts: &Options, fsname: &str) -> Config {
 
 /// A name for the mount table: the source path when it is made of safe characters (mount
 /// options are comma-separated), else `modelfs`.
-pub fn fsname_for(source: &Path) -> String {
+pub(crate) fn fsname_for(source: &Path) -> String {
     let s = source.to_string_lossy();
     let safe = !s.is_empty()
         && s.len() < 200

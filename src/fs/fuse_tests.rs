@@ -54,8 +54,10 @@ fn mounted_tree_behaves_like_files() {
         cfg,
     ));
     let dir = tempfile::tempdir().unwrap();
-    let mut opts = Options::default();
-    opts.threads = 2;
+    let opts = Options {
+        threads: 2,
+        ..Options::default()
+    };
     let session = match fuser::spawn_mount(
         ModelFs::new(tree.clone()),
         dir.path(),
@@ -110,6 +112,7 @@ fn mounted_tree_behaves_like_files() {
         f2.read_to_string(&mut txt).unwrap();
         assert_eq!(txt.lines().count(), 3000);
         // mmap works (no direct_io)
+        // SAFETY: the mounted file is read-only and outlives the mapping.
         let mm = unsafe { memmap2::Mmap::map(&f).unwrap() };
         assert_eq!(&mm[..], &full[..]);
         // partitions, side-by-side dir and file, symlink
@@ -147,9 +150,9 @@ fn mounted_tree_behaves_like_files() {
             std::fs::remove_file(&bin).unwrap_err().raw_os_error(),
             Some(libc::EROFS)
         );
-        assert_eq!(std::fs::metadata(root).unwrap().uid(), unsafe {
-            libc::getuid()
-        });
+        // SAFETY: getuid cannot fail and touches no memory.
+        let uid = unsafe { libc::getuid() };
+        assert_eq!(std::fs::metadata(root).unwrap().uid(), uid);
         assert!(std::fs::metadata(root.join("nope.txt")).is_err());
     });
     session.umount_and_join().unwrap();

@@ -23,10 +23,10 @@ use super::error::FsError;
 use super::names;
 
 /// Raw model path components from the root.
-pub type ModelPath = Arc<[Vec<u8>]>;
+pub(crate) type ModelPath = Arc<[Vec<u8>]>;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum NodeKind {
+pub(crate) enum NodeKind {
     /// A model directory (the root is the empty path).
     Dir { path: ModelPath },
     /// `NAME.parts/` of the tensor at `tensor`.
@@ -42,25 +42,25 @@ pub enum NodeKind {
 }
 
 impl NodeKind {
-    pub fn is_dir(&self) -> bool {
+    pub(crate) fn is_dir(&self) -> bool {
         matches!(self, NodeKind::Dir { .. } | NodeKind::Parts { .. })
     }
 }
 
 #[derive(Clone, Debug)]
-pub struct Child {
-    pub name: String,
-    pub kind: NodeKind,
+pub(crate) struct Child {
+    pub(crate) name: String,
+    pub(crate) kind: NodeKind,
 }
 
 /// The children of one directory, sorted by name bytes.
 #[derive(Debug, Default)]
-pub struct Listing {
-    pub children: Vec<Child>,
+pub(crate) struct Listing {
+    pub(crate) children: Vec<Child>,
 }
 
 impl Listing {
-    pub fn find(&self, name: &[u8]) -> Option<&Child> {
+    pub(crate) fn find(&self, name: &[u8]) -> Option<&Child> {
         self.children
             .binary_search_by(|c| c.name.as_bytes().cmp(name))
             .ok()
@@ -68,7 +68,7 @@ impl Listing {
     }
 
     /// Number of sub-directories (for the directory's link count).
-    pub fn subdirs(&self) -> usize {
+    pub(crate) fn subdirs(&self) -> usize {
         self.children.iter().filter(|c| c.kind.is_dir()).count()
     }
 
@@ -101,7 +101,7 @@ fn display(path: &[Vec<u8>]) -> String {
 }
 
 /// Escapes a symlink target given as a raw `/`-separated path: each component like a name.
-pub fn escape_target(target: &[u8]) -> Vec<u8> {
+pub(crate) fn escape_target(target: &[u8]) -> Vec<u8> {
     let absolute = target.first() == Some(&b'/');
     let parts: Vec<String> = target
         .split(|&b| b == b'/')
@@ -118,7 +118,7 @@ pub fn escape_target(target: &[u8]) -> Vec<u8> {
 }
 
 /// Lists the model directory at `path`.
-pub fn list_model_dir(
+pub(crate) fn list_model_dir(
     model: &dyn Model,
     ctx: &LayoutCtx,
     path: &[Vec<u8>],
@@ -194,7 +194,7 @@ pub(crate) fn partition_label(tensor: &dyn Tensor, index: usize) -> String {
 }
 
 /// Lists `NAME.parts/` of the tensor at `key`.
-pub fn list_parts_dir(
+pub(crate) fn list_parts_dir(
     model: &dyn Model,
     ctx: &LayoutCtx,
     key: &ModelPath,

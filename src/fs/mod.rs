@@ -11,26 +11,26 @@ use crate::layout::{cache::ChunkCache, LayoutCtx};
 use crate::options::Options;
 use crate::store::DiskStore;
 
-pub mod error;
-pub mod fuse;
+pub(crate) mod error;
+pub(crate) mod fuse;
 #[cfg(test)]
 mod fuse_tests;
 #[cfg(test)]
 mod laziness_tests;
-pub mod listing;
-pub mod names;
+pub(crate) mod listing;
+pub(crate) mod names;
 #[cfg(test)]
 pub(crate) mod testing;
-pub mod tree;
+pub(crate) mod tree;
 #[cfg(test)]
 mod tree_tests;
 
-pub use error::FsError;
-pub use tree::{Attr, FileKind, Ino, Tree, TreeConfig, ROOT_INO};
+pub(crate) use error::FsError;
+pub(crate) use tree::{FileKind, Ino, Tree, TreeConfig, ROOT_INO};
 
 /// The rendering context of a mount (or of `ls`/`cat`) built from its options: `cache=`
 /// bounds the chunk cache, `cache_dir=` (unless `none`) keeps chunk indexes across mounts.
-pub fn layout_ctx(opts: &Options) -> Arc<LayoutCtx> {
+pub(crate) fn layout_ctx(opts: &Options) -> Arc<LayoutCtx> {
     let cache = ChunkCache::new(opts.cache_bytes);
     if let Some(dir) = &opts.cache_dir {
         cache.set_offset_store(Arc::new(DiskStore::new(dir.clone())));

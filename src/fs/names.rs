@@ -19,12 +19,12 @@ use crate::layout::Layout;
 use crate::store::fnv1a64;
 
 /// Longest name most file systems accept (NAME_MAX).
-pub const NAME_MAX: usize = 255;
+pub(crate) const NAME_MAX: usize = 255;
 /// Bytes kept from an over-long escaped name before `~` and the hash.
-pub const CUT_TO: usize = 200;
+pub(crate) const CUT_TO: usize = 200;
 
 /// Length of the longest `.suffix` any file of a tensor can get (`.parts` included).
-pub fn longest_suffix_len() -> usize {
+pub(crate) fn longest_suffix_len() -> usize {
     Layout::all()
         .into_iter()
         .map(|l| l.suffix().len())
@@ -35,7 +35,7 @@ pub fn longest_suffix_len() -> usize {
 }
 
 /// Suffix of the directory holding a tensor's partitions.
-pub const PARTS_SUFFIX: &str = "parts";
+pub(crate) const PARTS_SUFFIX: &str = "parts";
 
 fn push_hex(out: &mut String, b: u8) {
     const HEX: &[u8; 16] = b"0123456789ABCDEF";
@@ -85,13 +85,13 @@ fn escape_with_boundaries(raw: &[u8]) -> (String, Vec<usize>) {
 }
 
 /// Escapes a raw component (no length limit). Used for symlink targets and tests.
-pub fn escape_component(raw: &[u8]) -> String {
+pub(crate) fn escape_component(raw: &[u8]) -> String {
     escape_with_boundaries(raw).0
 }
 
 /// The file-system name of the last component of `key` (raw components from the root), cut
 /// with a hash of the whole key when it would be too long once a suffix is added.
-pub fn component_name(key: &[Vec<u8>]) -> String {
+pub(crate) fn component_name(key: &[Vec<u8>]) -> String {
     let Some(last) = key.last() else {
         return String::new();
     };
@@ -109,12 +109,12 @@ pub fn component_name(key: &[Vec<u8>]) -> String {
 }
 
 /// `NAME.suffix` for a tensor file.
-pub fn file_name(base: &str, layout: Layout) -> String {
+pub(crate) fn file_name(base: &str, layout: Layout) -> String {
     format!("{base}.{}", layout.suffix())
 }
 
 /// `NAME.parts` for a tensor's partition directory.
-pub fn parts_dir_name(base: &str) -> String {
+pub(crate) fn parts_dir_name(base: &str) -> String {
     format!("{base}.{PARTS_SUFFIX}")
 }
 
@@ -122,7 +122,7 @@ pub fn parts_dir_name(base: &str) -> String {
 /// derived from a sibling tensor (`a.txt/` next to tensor `a`'s `a.txt`): its last `.` becomes
 /// `%2E`. Unique because `%2E` never comes out of escaping except for the component `.`, and
 /// derived names always end in `.suffix` while this one has one dot fewer at the end.
-pub fn dodge_collision(name: &str) -> String {
+pub(crate) fn dodge_collision(name: &str) -> String {
     match name.rfind('.') {
         Some(i) => format!("{}%2E{}", &name[..i], &name[i + 1..]),
         None => format!("{name}%2E"),
@@ -130,7 +130,8 @@ pub fn dodge_collision(name: &str) -> String {
 }
 
 /// Reverses `escape_component` on an uncut name (for tests and diagnostics).
-pub fn unescape(name: &str) -> Option<Vec<u8>> {
+#[cfg(test)]
+pub(crate) fn unescape(name: &str) -> Option<Vec<u8>> {
     match name {
         "%" => return Some(Vec::new()),
         "%2E" => return Some(b".".to_vec()),

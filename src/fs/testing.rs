@@ -6,8 +6,9 @@ use crate::layout::{Layout, LayoutCtx};
 
 /// A rendering context with the given layouts (default cache settings, no disk cache).
 pub(crate) fn ctx(layouts: &[Layout]) -> Arc<LayoutCtx> {
-    let mut opts = crate::options::Options::default();
-    opts.layouts = layouts.to_vec();
-    opts.cache_dir = None;
-    super::layout_ctx(&opts)
+    super::layout_ctx(&crate::options::Options {
+        layouts: layouts.to_vec(),
+        cache_dir: None,
+        ..Default::default()
+    })
 }

@@ -20,25 +20,28 @@ use crate::model::{Model, Tensor};
 use super::error::FsError;
 use super::listing::{self, Listing, NodeKind};
 
-pub type Ino = u64;
-pub const ROOT_INO: Ino = 1;
+pub(crate) type Ino = u64;
+pub(crate) const ROOT_INO: Ino = 1;
+
+/// What a file shows: a layout of a tensor (or of one partition).
+pub(crate) type FileSource = (Layout, Arc<dyn Tensor>);
 
 /// Xattr names on every tensor file.
-pub const XATTR_DTYPE: &str = "user.modelfs.dtype";
-pub const XATTR_SHAPE: &str = "user.modelfs.shape";
+pub(crate) const XATTR_DTYPE: &str = "user.modelfs.dtype";
+pub(crate) const XATTR_SHAPE: &str = "user.modelfs.shape";
 
 /// Mount-wide attribute settings.
 #[derive(Clone, Debug)]
-pub struct TreeConfig {
-    pub uid: u32,
-    pub gid: u32,
+pub(crate) struct TreeConfig {
+    pub(crate) uid: u32,
+    pub(crate) gid: u32,
     /// mtime of directories and symlinks (the source's mtime).
-    pub mtime: SystemTime,
+    pub(crate) mtime: SystemTime,
 }
 
 impl TreeConfig {
     /// The mounting user, overridden by `uid=`/`gid=`.
-    pub fn for_user(uid: Option<u32>, gid: Option<u32>, mtime: SystemTime) -> TreeConfig {
+    pub(crate) fn for_user(uid: Option<u32>, gid: Option<u32>, mtime: SystemTime) -> TreeConfig {
         // SAFETY: getuid/getgid cannot fail and touch no memory.
         let (ruid, rgid) = unsafe { (libc::getuid(), libc::getgid()) };
         TreeConfig {
@@ -50,7 +53,7 @@ impl TreeConfig {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FileKind {
+pub(crate) enum FileKind {
     Dir,
     File,
     Symlink,
@@ -58,29 +61,29 @@ pub enum FileKind {
 
 /// What `stat` shows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Attr {
-    pub ino: Ino,
-    pub kind: FileKind,
-    pub size: u64,
-    pub perm: u16,
-    pub nlink: u32,
-    pub uid: u32,
-    pub gid: u32,
-    pub mtime: SystemTime,
+pub(crate) struct Attr {
+    pub(crate) ino: Ino,
+    pub(crate) kind: FileKind,
+    pub(crate) size: u64,
+    pub(crate) perm: u16,
+    pub(crate) nlink: u32,
+    pub(crate) uid: u32,
+    pub(crate) gid: u32,
+    pub(crate) mtime: SystemTime,
 }
 
 impl Attr {
-    pub fn blocks(&self) -> u64 {
+    pub(crate) fn blocks(&self) -> u64 {
         self.size.div_ceil(512)
     }
 }
 
 /// One entry handed out by `readdir`.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DirItem {
-    pub ino: Ino,
-    pub kind: FileKind,
-    pub name: String,
+pub(crate) struct DirItem {
+    pub(crate) ino: Ino,
+    pub(crate) kind: FileKind,
+    pub(crate) name: String,
 }
 
 struct Opened {
@@ -89,11 +92,11 @@ struct Opened {
     size: u64,
 }
 
-pub struct Node {
-    pub ino: Ino,
-    pub parent: Ino,
-    pub name: String,
-    pub kind: NodeKind,
+pub(crate) struct Node {
+    pub(crate) ino: Ino,
+    pub(crate) parent: Ino,
+    pub(crate) name: String,
+    pub(crate) kind: NodeKind,
     listing: OnceLock<Arc<Listing>>,
     opened: OnceLock<Arc<Opened>>,
 }
@@ -110,7 +113,7 @@ impl Node {
         }
     }
 
-    pub fn file_kind(&self) -> FileKind {
+    pub(crate) fn file_kind(&self) -> FileKind {
         match self.kind {
             NodeKind::Dir { .. } | NodeKind::Parts { .. } => FileKind::Dir,
             NodeKind::File { .. } => FileKind::File,
@@ -126,7 +129,7 @@ struct Inodes {
     by_name: HashMap<(Ino, String), Ino>,
 }
 
-pub struct Tree {
+pub(crate) struct Tree {
     model: Arc<dyn Model>,
     ctx: Arc<LayoutCtx>,
     cfg: TreeConfig,
@@ -134,7 +137,7 @@ pub struct Tree {
 }
 
 impl Tree {
-    pub fn new(model: Arc<dyn Model>, ctx: Arc<LayoutCtx>, cfg: TreeConfig) -> Tree {
+    pub(crate) fn new(model: Arc<dyn Model>, ctx: Arc<LayoutCtx>, cfg: TreeConfig) -> Tree {
         let root = Node::new(
             ROOT_INO,
             ROOT_INO,
@@ -155,19 +158,15 @@ impl Tree {
         }
     }
 
-    pub fn config(&self) -> &TreeConfig {
-        &self.cfg
-    }
-
     /// Number of inodes assigned so far.
-    pub fn inode_count(&self) -> u64 {
+    pub(crate) fn inode_count(&self) -> u64 {
         self.inodes
             .read()
             .map(|t| t.nodes.len() as u64)
             .unwrap_or(0)
     }
 
-    pub fn node(&self, ino: Ino) -> Result<Arc<Node>, FsError> {
+    pub(crate) fn node(&self, ino: Ino) -> Result<Arc<Node>, FsError> {
         let index = ino.checked_sub(1).ok_or(FsError::NotFound)?;
         let table = self
             .inodes
@@ -226,7 +225,7 @@ impl Tree {
     }
 
     /// The inode of `name` in directory `parent`, without computing its attributes.
-    pub fn lookup_ino(&self, parent: Ino, name: &[u8]) -> Result<Ino, FsError> {
+    pub(crate) fn lookup_ino(&self, parent: Ino, name: &[u8]) -> Result<Ino, FsError> {
         let dir = self.node(parent)?;
         if !dir.kind.is_dir() {
             return Err(FsError::NotDir);
@@ -241,7 +240,7 @@ impl Tree {
         self.child_ino(parent, child)
     }
 
-    pub fn lookup(&self, parent: Ino, name: &[u8]) -> Result<Attr, FsError> {
+    pub(crate) fn lookup(&self, parent: Ino, name: &[u8]) -> Result<Attr, FsError> {
         let ino = self.lookup_ino(parent, name)?;
         self.getattr(ino)
     }
@@ -289,7 +288,7 @@ impl Tree {
         }
     }
 
-    pub fn getattr(&self, ino: Ino) -> Result<Attr, FsError> {
+    pub(crate) fn getattr(&self, ino: Ino) -> Result<Attr, FsError> {
         let node = self.node(ino)?;
         let mut attr = Attr {
             ino,
@@ -322,7 +321,7 @@ impl Tree {
 
     /// Calls `emit` for each child of directory `ino` from position `offset` (0-based, `.` and
     /// `..` not included) until it returns false.
-    pub fn readdir(
+    pub(crate) fn readdir(
         &self,
         ino: Ino,
         offset: usize,
@@ -348,7 +347,7 @@ impl Tree {
     }
 
     /// Checks that `ino` can be opened for reading (content available, size known).
-    pub fn open(&self, ino: Ino, write: bool) -> Result<(), FsError> {
+    pub(crate) fn open(&self, ino: Ino, write: bool) -> Result<(), FsError> {
         let node = self.node(ino)?;
         if write {
             return Err(FsError::ReadOnly);
@@ -357,14 +356,14 @@ impl Tree {
     }
 
     /// Content object of a file (for streaming in `modelfs cat`).
-    pub fn content(&self, ino: Ino) -> Result<(Arc<dyn FileContent>, u64), FsError> {
+    pub(crate) fn content(&self, ino: Ino) -> Result<(Arc<dyn FileContent>, u64), FsError> {
         let node = self.node(ino)?;
         let o = self.opened(&node)?;
         Ok((o.content.clone(), o.size))
     }
 
     /// Reads up to `buf.len()` bytes at `offset`; short only at end of file.
-    pub fn read(&self, ino: Ino, offset: u64, buf: &mut [u8]) -> Result<usize, FsError> {
+    pub(crate) fn read(&self, ino: Ino, offset: u64, buf: &mut [u8]) -> Result<usize, FsError> {
         let node = self.node(ino)?;
         let o = self.opened(&node)?;
         if offset >= o.size {
@@ -379,7 +378,7 @@ impl Tree {
         Ok(n.min(want))
     }
 
-    pub fn readlink(&self, ino: Ino) -> Result<Vec<u8>, FsError> {
+    pub(crate) fn readlink(&self, ino: Ino) -> Result<Vec<u8>, FsError> {
         match &self.node(ino)?.kind {
             NodeKind::Symlink { target } => Ok(target.clone()),
             _ => Err(FsError::Invalid),
@@ -388,7 +387,7 @@ impl Tree {
 
     /// The layout and tensor (or partition) behind file `ino`, `None` for directories and
     /// symlinks. Metadata only: nothing is read or rendered.
-    pub fn file_source(&self, ino: Ino) -> Result<Option<(Layout, Arc<dyn Tensor>)>, FsError> {
+    pub(crate) fn file_source(&self, ino: Ino) -> Result<Option<FileSource>, FsError> {
         let node = self.node(ino)?;
         let NodeKind::File { layout, .. } = &node.kind else {
             return Ok(None);
@@ -415,7 +414,7 @@ impl Tree {
     }
 
     /// Names of the extended attributes of `ino` (empty for directories and symlinks).
-    pub fn listxattr(&self, ino: Ino) -> Result<Vec<&'static str>, FsError> {
+    pub(crate) fn listxattr(&self, ino: Ino) -> Result<Vec<&'static str>, FsError> {
         let node = self.node(ino)?;
         Ok(match node.kind {
             NodeKind::File { .. } => vec![XATTR_DTYPE, XATTR_SHAPE],
@@ -430,7 +429,7 @@ impl Tree {
     /// `system.posix_acl_access`, which `ls -l` asks for on every file) answer EOPNOTSUPP
     /// rather than ENODATA: tools such as coreutils then remember the file system as
     /// unsupported and stop asking, which saves two FUSE round trips per file in `ls -l`.
-    pub fn getxattr(&self, ino: Ino, name: &[u8]) -> Result<Vec<u8>, FsError> {
+    pub(crate) fn getxattr(&self, ino: Ino, name: &[u8]) -> Result<Vec<u8>, FsError> {
         if !name.starts_with(b"user.") {
             return Err(FsError::NotSupported);
         }
@@ -447,7 +446,7 @@ impl Tree {
     }
 
     /// The path of `ino` from the root (`a/b.txt`; empty for the root).
-    pub fn path_of(&self, mut ino: Ino) -> String {
+    pub(crate) fn path_of(&self, mut ino: Ino) -> String {
         let mut parts = Vec::new();
         while ino != ROOT_INO {
             match self.node(ino) {
@@ -463,7 +462,7 @@ impl Tree {
     }
 
     /// Resolves a `/`-separated path from the root, following symlinks (at most 40).
-    pub fn resolve(&self, path: &[u8]) -> Result<Ino, FsError> {
+    pub(crate) fn resolve(&self, path: &[u8]) -> Result<Ino, FsError> {
         let mut budget = 40u32;
         self.resolve_from(ROOT_INO, path, true, &mut budget)
     }
@@ -501,7 +500,7 @@ impl Tree {
 
     /// Walks the subtree under directory `ino` depth-first in listing order, calling `emit`
     /// with each path relative to `ino` (directories end in `/`; symlinks are not followed).
-    pub fn walk(
+    pub(crate) fn walk(
         &self,
         ino: Ino,
         prefix: &str,
@@ -527,19 +526,19 @@ impl Tree {
 }
 
 /// `[3, 4]`, `[]` for a scalar.
-pub fn shape_text(shape: &[u64]) -> String {
+pub(crate) fn shape_text(shape: &[u64]) -> String {
     let dims: Vec<String> = shape.iter().map(u64::to_string).collect();
     format!("[{}]", dims.join(", "))
 }
 
 /// How to answer a getxattr/listxattr with a caller buffer of `size` bytes.
 #[derive(Debug, PartialEq, Eq)]
-pub enum XattrReply {
+pub(crate) enum XattrReply {
     Size(u32),
     Data(Vec<u8>),
 }
 
-pub fn xattr_reply(value: Vec<u8>, size: u32) -> Result<XattrReply, FsError> {
+pub(crate) fn xattr_reply(value: Vec<u8>, size: u32) -> Result<XattrReply, FsError> {
     let len = u32::try_from(value.len()).map_err(|_| FsError::Range)?;
     if size == 0 {
         Ok(XattrReply::Size(len))
@@ -551,7 +550,7 @@ pub fn xattr_reply(value: Vec<u8>, size: u32) -> Result<XattrReply, FsError> {
 }
 
 /// NUL-terminated names, as listxattr returns them.
-pub fn xattr_list_bytes(names: &[&str]) -> Vec<u8> {
+pub(crate) fn xattr_list_bytes(names: &[&str]) -> Vec<u8> {
     let mut out = Vec::new();
     for n in names {
         out.extend_from_slice(n.as_bytes());

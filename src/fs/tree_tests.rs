@@ -352,7 +352,9 @@ fn long_keys_get_hashed_names() {
 fn owner_is_the_user_unless_overridden() {
     let c = TreeConfig::for_user(Some(7), None, SystemTime::UNIX_EPOCH);
     assert_eq!(c.uid, 7);
-    assert_eq!(c.gid, unsafe { libc::getgid() });
+    // SAFETY: getuid/getgid cannot fail and touch no memory.
+    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    assert_eq!(c.gid, gid);
     let c = TreeConfig::for_user(None, Some(9), SystemTime::UNIX_EPOCH);
-    assert_eq!((c.uid, c.gid), (unsafe { libc::getuid() }, 9));
+    assert_eq!((c.uid, c.gid), (uid, 9));
 }

@@ -31,7 +31,7 @@ use crate::model::{Tensor, TensorMeta};
 use binary::AngelBinary;
 use records::Records;
 use text::AngelText;
-pub use value::AngelValue;
+pub(crate) use value::AngelValue;
 
 /// The matrix an Angel file shows: a sparse tensor's own rows × cols, else SPEC §3's 2-D view.
 fn rows_cols(meta: &TensorMeta) -> Result<(u64, u64), Unavailable> {
@@ -91,7 +91,7 @@ pub(crate) fn content(
         tensor,
     };
     if sparse {
-        return Ok(Lazy::new(move || file.sparse_content()));
+        return Ok(Lazy::content(move || file.sparse_content()));
     }
     file.content(Records::dense(file.tensor.clone(), value, cols))
         .map_err(|_| Unavailable::Overflow)

@@ -9,7 +9,7 @@ use crate::model::{DType, Tensor};
 
 /// How source elements become file elements.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ElemMap {
+pub(crate) enum ElemMap {
     /// Bytes as read.
     Same,
     /// Bool: any non-zero byte becomes 1.
@@ -19,15 +19,15 @@ pub enum ElemMap {
 }
 
 /// Fixed-width elements of a dense tensor served at any byte offset.
-pub struct RawElements {
-    pub tensor: Arc<dyn Tensor>,
-    pub elements: u64,
-    pub src_width: usize,
-    pub map: ElemMap,
+pub(crate) struct RawElements {
+    pub(crate) tensor: Arc<dyn Tensor>,
+    pub(crate) elements: u64,
+    pub(crate) src_width: usize,
+    pub(crate) map: ElemMap,
 }
 
 impl RawElements {
-    pub fn new(tensor: Arc<dyn Tensor>, map: ElemMap) -> Option<Self> {
+    pub(crate) fn new(tensor: Arc<dyn Tensor>, map: ElemMap) -> Option<Self> {
         let meta = tensor.meta();
         Some(RawElements {
             elements: meta.num_elements()?,
@@ -37,19 +37,19 @@ impl RawElements {
         })
     }
 
-    pub fn width(&self) -> usize {
+    pub(crate) fn width(&self) -> usize {
         match self.map {
             ElemMap::Bf16ToF32 => 4,
             _ => self.src_width,
         }
     }
 
-    pub fn size(&self) -> Option<u64> {
+    pub(crate) fn size(&self) -> Option<u64> {
         self.elements.checked_mul(self.width() as u64)
     }
 
     /// Fills `buf` from byte `offset` of the element data; short only at the end.
-    pub fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize, LayoutError> {
+    pub(crate) fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize, LayoutError> {
         let size = self
             .size()
             .ok_or_else(|| LayoutError::Other("element count overflows".into()))?;
@@ -88,7 +88,7 @@ impl RawElements {
 }
 
 /// The `bin` layout.
-pub struct BinContent(pub RawElements);
+pub(crate) struct BinContent(pub RawElements);
 
 impl FileContent for BinContent {
     fn known_size(&self) -> Option<u64> {
@@ -114,7 +114,7 @@ pub(crate) fn bin_content(tensor: Arc<dyn Tensor>) -> Option<Arc<dyn FileContent
 }
 
 /// NumPy `descr` and element mapping for a fixed-width dtype; `None` if numpy has no type.
-pub fn npy_descr(dtype: DType) -> Option<(&'static str, ElemMap)> {
+pub(crate) fn npy_descr(dtype: DType) -> Option<(&'static str, ElemMap)> {
     use DType::*;
     let same = ElemMap::Same;
     Some(match dtype {
@@ -140,7 +140,7 @@ pub fn npy_descr(dtype: DType) -> Option<(&'static str, ElemMap)> {
 /// The header `np.save` writes (numpy/lib/format.py `_write_array_header`): the dict repr,
 /// 21 − len(str(shape[0])) spaces of growth room, then spaces and `\n` up to a multiple of
 /// 64 bytes; version 1.0 unless the header length needs 4 bytes (2.0).
-pub fn npy_header(descr: &str, shape: &[u64]) -> Vec<u8> {
+pub(crate) fn npy_header(descr: &str, shape: &[u64]) -> Vec<u8> {
     let mut dict = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': (");
     for (i, d) in shape.iter().enumerate() {
         if i > 0 {
@@ -185,7 +185,7 @@ pub fn npy_header(descr: &str, shape: &[u64]) -> Vec<u8> {
 ///
 /// String tensors get no `.npy`: a `|S<maxlen>` array cannot be reduced by numpy, and the shared
 /// conformance check calls `.sum()` on every mounted `.npy` (see README, "Decisions").
-pub struct NpyContent {
+pub(crate) struct NpyContent {
     header: Vec<u8>,
     raw: RawElements,
 }

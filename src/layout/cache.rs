@@ -23,22 +23,22 @@ use crate::store::OffsetStore;
 /// Chunk-offset index of one text file: `offsets[i]..offsets[i + 1]` are the bytes of chunk
 /// `i`; `offsets[0] == 0`, non-decreasing, `offsets.len() == chunks + 1`.
 #[derive(Debug)]
-pub struct ChunkOffsets {
+pub(crate) struct ChunkOffsets {
     /// Cache namespace of this file's rendered chunks.
-    pub namespace: u64,
-    pub offsets: Vec<u64>,
+    pub(crate) namespace: u64,
+    pub(crate) offsets: Vec<u64>,
 }
 
 impl ChunkOffsets {
     /// Exact file size.
-    pub fn size(&self) -> u64 {
+    pub(crate) fn size(&self) -> u64 {
         self.offsets.last().copied().unwrap_or(0)
     }
-    pub fn chunks(&self) -> u64 {
+    pub(crate) fn chunks(&self) -> u64 {
         self.offsets.len().saturating_sub(1) as u64
     }
     /// Checks the invariants (for indexes loaded from a persistent store).
-    pub fn is_valid(offsets: &[u64], chunks: u64) -> bool {
+    pub(crate) fn is_valid(offsets: &[u64], chunks: u64) -> bool {
         offsets.len() as u64 == chunks.saturating_add(1)
             && !offsets.is_empty()
             && crate::store::starts_at_zero_ascending(offsets)
@@ -47,7 +47,7 @@ impl ChunkOffsets {
 
 /// Who an index belongs to.
 #[derive(Clone, Debug)]
-pub enum OffsetsKey {
+pub(crate) enum OffsetsKey {
     /// A stable identity (`Tensor::cache_identity` plus layout parameters): shared across
     /// tensor objects and, through an `OffsetStore`, across mounts.
     Stable(String),
@@ -114,12 +114,8 @@ impl ChunkCache {
         self
     }
 
-    pub fn threads(&self) -> usize {
+    pub(crate) fn threads(&self) -> usize {
         self.threads
-    }
-
-    pub fn max_bytes(&self) -> u64 {
-        self.max_bytes
     }
 
     /// Plugs in a persistent index store (once; later calls are ignored).
@@ -127,33 +123,33 @@ impl ChunkCache {
         let _ = self.store.set(store);
     }
 
-    pub fn offset_store(&self) -> Option<&Arc<dyn OffsetStore>> {
+    pub(crate) fn offset_store(&self) -> Option<&Arc<dyn OffsetStore>> {
         self.store.get()
     }
 
     /// A fresh namespace for blocks of one file (never reused).
-    pub fn new_namespace(&self) -> u64 {
+    pub(crate) fn new_namespace(&self) -> u64 {
         self.next_namespace.fetch_add(1, Ordering::Relaxed)
     }
 
     /// Chunks rendered so far (by index builds and reads); tests use it to show that a read
     /// touches only the chunks it needs.
-    pub fn rendered_chunks(&self) -> u64 {
+    pub(crate) fn rendered_chunks(&self) -> u64 {
         self.rendered.load(Ordering::Relaxed)
     }
 
     /// About how many tensor values the rendered chunks covered (for progress displays).
-    pub fn rendered_values(&self) -> u64 {
+    pub(crate) fn rendered_values(&self) -> u64 {
         self.rendered_chunks()
             .saturating_mul(super::text::CHUNK_ELEMENTS)
     }
 
-    pub fn count_rendered(&self, n: u64) {
+    pub(crate) fn count_rendered(&self, n: u64) {
         self.rendered.fetch_add(n, Ordering::Relaxed);
     }
 
     /// Reserves a read-ahead worker slot (at most `2 × threads` run at once, over all files).
-    pub fn try_start_worker(&self) -> bool {
+    pub(crate) fn try_start_worker(&self) -> bool {
         let max = self.threads.saturating_mul(2).max(1);
         self.readahead_workers
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
@@ -163,28 +159,30 @@ impl ChunkCache {
     }
 
     /// Frees a slot taken by `try_start_worker`.
-    pub fn end_worker(&self) {
+    pub(crate) fn end_worker(&self) {
         self.readahead_workers.fetch_sub(1, Ordering::AcqRel);
     }
 
     /// Read-ahead workers running now.
-    pub fn readahead_workers(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn readahead_workers(&self) -> usize {
         self.readahead_workers.load(Ordering::Acquire)
     }
 
     /// Bytes currently held by blocks.
-    pub fn used_bytes(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn used_bytes(&self) -> u64 {
         self.blocks.lock().unwrap_or_else(|e| e.into_inner()).bytes
     }
 
-    pub fn get(&self, namespace: u64, index: u64) -> Option<Arc<Vec<u8>>> {
+    pub(crate) fn get(&self, namespace: u64, index: u64) -> Option<Arc<Vec<u8>>> {
         let mut b = self.blocks.lock().unwrap_or_else(|e| e.into_inner());
         b.map.get(&(namespace, index)).cloned()
     }
 
     /// Inserts a block, evicting least recently used ones to stay within `max_bytes`. A block
     /// larger than a quarter of the cache is not kept (it would flush everything else).
-    pub fn insert(&self, namespace: u64, index: u64, block: Arc<Vec<u8>>) {
+    pub(crate) fn insert(&self, namespace: u64, index: u64, block: Arc<Vec<u8>>) {
         let len = block.len() as u64;
         if len > self.max_bytes / 4 {
             return;
@@ -203,7 +201,7 @@ impl ChunkCache {
     }
 
     /// The index stored under `key`, if any (and, for object keys, if its owner is `owner`).
-    pub fn lookup_offsets(
+    pub(crate) fn lookup_offsets(
         &self,
         key: &OffsetsKey,
         owner: &Arc<dyn Tensor>,
@@ -225,7 +223,7 @@ impl ChunkCache {
         }
     }
 
-    pub fn keep_offsets(
+    pub(crate) fn keep_offsets(
         &self,
         key: &OffsetsKey,
         owner: &Arc<dyn Tensor>,

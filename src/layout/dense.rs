@@ -51,7 +51,7 @@ pub(crate) fn dense_tensor(
 
 /// A sparse rows × cols matrix read as dense C-order elements (zeros where nothing is stored;
 /// stored entries whose column is outside `0..cols` are ignored).
-pub struct DenseView {
+pub(crate) struct DenseView {
     inner: Arc<dyn Tensor>,
     meta: TensorMeta,
     rows: OnceLock<Arc<SparseRows>>,
@@ -128,7 +128,7 @@ mod tests {
     use crate::model::DType;
     use crate::testing::MemTensor;
 
-    pub fn sample() -> Arc<dyn Tensor> {
+    pub(crate) fn sample() -> Arc<dyn Tensor> {
         let s = SparseRows {
             rows: vec![0, 2, 3],
             row_ptr: vec![0, 2, 2, 3],

@@ -8,7 +8,7 @@ use super::{num, LayoutError};
 
 /// One element, widened to a type that holds every value of its dtype exactly.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Value {
+pub(crate) enum Value {
     /// float16 bits.
     F16(u16),
     /// bfloat16 bits.
@@ -26,7 +26,7 @@ pub enum Value {
 
 impl Value {
     /// True for a zero (libsvm leaves zeros out). NaN is not zero; -0.0 is.
-    pub fn is_zero(&self) -> bool {
+    pub(crate) fn is_zero(&self) -> bool {
         match *self {
             Value::F16(b) | Value::BF16(b) => b & 0x7fff == 0,
             Value::F32(x) => x == 0.0,
@@ -40,8 +40,8 @@ impl Value {
     }
 
     /// As f32 (float16/bfloat16 widen exactly; the Angel "float" of small types).
-    pub fn to_f32(&self) -> f32 {
-        match *self {
+    pub(crate) fn to_f32(self) -> f32 {
+        match self {
             Value::F16(b) => half::f16::from_bits(b).to_f32(),
             Value::BF16(b) => half::bf16::from_bits(b).to_f32(),
             Value::F32(x) => x,
@@ -55,8 +55,8 @@ impl Value {
     }
 
     /// As f64 (exact for every real float dtype).
-    pub fn to_f64(&self) -> f64 {
-        match *self {
+    pub(crate) fn to_f64(self) -> f64 {
+        match self {
             Value::F16(b) => half::f16::from_bits(b).to_f64(),
             Value::BF16(b) => half::bf16::from_bits(b).to_f64(),
             Value::F32(x) => x as f64,
@@ -71,7 +71,7 @@ impl Value {
 
     /// Writes the generic-layout text (SPEC §3 "Number text").
     #[inline]
-    pub fn write_py(&self, out: &mut Vec<u8>) {
+    pub(crate) fn write_py(&self, out: &mut Vec<u8>) {
         match *self {
             Value::F16(b) => num::write_f16_py(b, out),
             Value::BF16(b) => num::write_bf16_py(b, out),
@@ -87,13 +87,13 @@ impl Value {
 }
 
 /// True when elements of `dtype` can be decoded as `Value`s.
-pub fn has_values(dtype: DType) -> bool {
+pub(crate) fn has_values(dtype: DType) -> bool {
     !matches!(dtype, DType::Str | DType::Variant | DType::Opaque(_))
 }
 
 /// Decodes one element from its little-endian bytes (`bytes.len() == elem_size`).
 #[inline]
-pub fn decode(dtype: DType, b: &[u8]) -> Value {
+pub(crate) fn decode(dtype: DType, b: &[u8]) -> Value {
     use DType::*;
     let a2 = |b: &[u8]| [b[0], b[1]];
     let a4 = |b: &[u8]| [b[0], b[1], b[2], b[3]];
@@ -120,7 +120,7 @@ pub fn decode(dtype: DType, b: &[u8]) -> Value {
 
 /// Checks the CSR structure of sparse entries of `dtype` once, so encoders can then index
 /// rows, columns and values without surprises. Returns the element size.
-pub fn check_sparse(rows: &SparseRows, dtype: DType) -> Result<usize, LayoutError> {
+pub(crate) fn check_sparse(rows: &SparseRows, dtype: DType) -> Result<usize, LayoutError> {
     let es = dtype
         .elem_size()
         .ok_or_else(|| LayoutError::Other("sparse values need a fixed-size dtype".into()))?;
@@ -141,7 +141,7 @@ const BLOCK_ELEMENTS: u64 = 64 * 1024;
 
 /// Calls `f(index, value)` for elements `first..first + count` of a dense tensor, reading them
 /// in blocks into `scratch`.
-pub fn for_each_value<F: FnMut(u64, Value)>(
+pub(crate) fn for_each_value<F: FnMut(u64, Value)>(
     tensor: &dyn Tensor,
     first: u64,
     count: u64,

@@ -151,7 +151,7 @@ pub(crate) fn libsvm(tensor: Arc<dyn Tensor>, ctx: &Arc<LayoutCtx>) -> Built {
     let meta = tensor.meta();
     if meta.sparse {
         let (t, ctx) = (tensor.clone(), ctx.clone());
-        return Ok(Lazy::new(move || {
+        return Ok(Lazy::content(move || {
             let rows = t.sparse()?;
             let src = LibsvmSparse::new(rows, t.meta().dtype)?;
             Ok(chunked(src, &t, "libsvm", &ctx))

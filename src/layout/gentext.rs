@@ -18,11 +18,11 @@ fn chunks_for(n: u64, per: u64) -> u64 {
 
 /// `txt` (one element per line) and `csv` (rows of `cols` elements joined by `,`; `cols` is 1
 /// for rank 0/1). Strings are escaped (`num::write_escaped`).
-pub struct ElementLines {
-    pub tensor: Arc<dyn Tensor>,
-    pub elements: u64,
+pub(crate) struct ElementLines {
+    pub(crate) tensor: Arc<dyn Tensor>,
+    pub(crate) elements: u64,
     /// Elements per line.
-    pub cols: u64,
+    pub(crate) cols: u64,
 }
 
 impl ChunkSource for ElementLines {
@@ -68,9 +68,9 @@ impl ChunkSource for ElementLines {
 }
 
 /// Lines of a matrix with rows but no columns: `""` per row (csv) or `"<row>"` (libsvm).
-pub struct BlankRows {
-    pub rows: u64,
-    pub with_row_id: bool,
+pub(crate) struct BlankRows {
+    pub(crate) rows: u64,
+    pub(crate) with_row_id: bool,
 }
 
 impl ChunkSource for BlankRows {
@@ -90,10 +90,10 @@ impl ChunkSource for BlankRows {
 }
 
 /// `libsvm` of a dense matrix: `<row>` then ` <col>:<value>` for each non-zero, per row.
-pub struct LibsvmDense {
-    pub tensor: Arc<dyn Tensor>,
-    pub rows: u64,
-    pub cols: u64,
+pub(crate) struct LibsvmDense {
+    pub(crate) tensor: Arc<dyn Tensor>,
+    pub(crate) rows: u64,
+    pub(crate) cols: u64,
 }
 
 impl ChunkSource for LibsvmDense {
@@ -127,15 +127,15 @@ impl ChunkSource for LibsvmDense {
 
 /// `libsvm` of a sparse matrix: its stored rows and entries. Chunks are runs of stored rows
 /// holding about `CHUNK_ELEMENTS` entries (`starts[i]` = first row index of chunk i).
-pub struct LibsvmSparse {
-    pub rows: Arc<SparseRows>,
-    pub dtype: DType,
+pub(crate) struct LibsvmSparse {
+    pub(crate) rows: Arc<SparseRows>,
+    pub(crate) dtype: DType,
     starts: Vec<usize>,
 }
 
 impl LibsvmSparse {
     /// Checks the CSR structure once so rendering can index without surprises.
-    pub fn new(rows: Arc<SparseRows>, dtype: DType) -> Result<Self, LayoutError> {
+    pub(crate) fn new(rows: Arc<SparseRows>, dtype: DType) -> Result<Self, LayoutError> {
         check_sparse(&rows, dtype)?;
         let mut starts = Vec::new();
         let mut acc = CHUNK_ELEMENTS;

@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use super::{FileContent, Layout, LayoutCtx, LayoutError};
 use crate::model::{Tensor, TensorMeta};
 
-pub struct JsonContent {
+pub(crate) struct JsonContent {
     tensor: Arc<dyn Tensor>,
     ctx: Arc<LayoutCtx>,
     bytes: OnceLock<Vec<u8>>,
@@ -50,7 +50,7 @@ impl FileContent for JsonContent {
 }
 
 /// A JSON string literal of raw bytes: valid UTF-8 as usual, each invalid byte as `\u00XX`.
-pub fn json_bytes_literal(s: &[u8], out: &mut String) {
+pub(crate) fn json_bytes_literal(s: &[u8], out: &mut String) {
     out.push('"');
     super::num::for_each_utf8_run(s, |text, bad| {
         let quoted = serde_json::to_string(text).unwrap_or_default();

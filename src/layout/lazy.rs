@@ -15,7 +15,8 @@ pub(crate) struct Lazy {
 }
 
 impl Lazy {
-    pub(crate) fn new(
+    /// The file's content, built by `build` on first use.
+    pub(crate) fn content(
         build: impl Fn() -> Result<Arc<dyn FileContent>, LayoutError> + Send + Sync + 'static,
     ) -> Arc<dyn FileContent> {
         Arc::new(Lazy {

@@ -27,7 +27,7 @@ pub enum Layout {
 }
 
 impl Layout {
-    pub const GENERIC: [Layout; 6] = [
+    pub(crate) const GENERIC: [Layout; 6] = [
         Layout::Json,
         Layout::Txt,
         Layout::Csv,
@@ -56,7 +56,7 @@ impl Layout {
     }
 
     /// True for layouts whose size is learnt by rendering (text).
-    pub fn is_text(self) -> bool {
+    pub(crate) fn is_text(self) -> bool {
         match self {
             Layout::Txt | Layout::Csv | Layout::Libsvm => true,
             Layout::Angel(f) => f.is_text(),
@@ -64,13 +64,13 @@ impl Layout {
         }
     }
 
-    pub fn from_suffix(s: &str) -> Option<Layout> {
+    pub(crate) fn from_suffix(s: &str) -> Option<Layout> {
         Layout::all().into_iter().find(|l| l.suffix() == s)
     }
 
     /// Parses `-o layouts=a,b,c` (`all` for every layout). `json` is always included first
     /// because it is where a tensor's metadata and problems are reported.
-    pub fn parse_list(s: &str) -> Result<Vec<Layout>, UnknownLayout> {
+    pub(crate) fn parse_list(s: &str) -> Result<Vec<Layout>, UnknownLayout> {
         let mut out = vec![Layout::Json];
         for name in s.split([',', '+', ':']).filter(|n| !n.is_empty()) {
             if name == "all" {
@@ -89,7 +89,7 @@ impl Layout {
 /// A layout name that is none of ours; the message lists the valid ones.
 #[derive(Debug, thiserror::Error)]
 #[error("unknown layout '{0}' (layouts: {valid}, or all)", valid = layout_names())]
-pub struct UnknownLayout(pub String);
+pub(crate) struct UnknownLayout(pub String);
 
 fn layout_names() -> String {
     let names: Vec<&str> = Layout::all().iter().map(|l| l.suffix()).collect();
@@ -165,24 +165,24 @@ pub trait FileContent: Send + Sync {
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize, LayoutError>;
 }
 
-pub mod angel;
-pub mod binary;
+pub(crate) mod angel;
+pub(crate) mod binary;
 pub mod cache;
-pub mod dense;
-pub mod elements;
-pub mod generic;
-pub mod gentext;
-pub mod json;
+pub(crate) mod dense;
+pub(crate) mod elements;
+pub(crate) mod generic;
+pub(crate) mod gentext;
+pub(crate) mod json;
 mod lazy;
 pub mod num;
-pub mod readahead;
-pub mod text;
+pub(crate) mod readahead;
+pub(crate) mod text;
 
 #[cfg(test)]
 mod tests;
 
 /// Whether `layout` can represent the tensor described by `meta` (metadata only).
-pub fn check(layout: Layout, meta: &TensorMeta, ctx: &LayoutCtx) -> Result<(), Unavailable> {
+pub(crate) fn check(layout: Layout, meta: &TensorMeta, ctx: &LayoutCtx) -> Result<(), Unavailable> {
     match layout {
         Layout::Json => Ok(()),
         Layout::Angel(format) => angel::check(format, meta, ctx),

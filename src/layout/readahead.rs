@@ -20,7 +20,7 @@ use super::cache::{ChunkCache, ChunkOffsets};
 use super::text::ChunkSource;
 
 /// Chunks scheduled ahead of a sequential reader, per worker thread.
-pub const WINDOW_PER_THREAD: u64 = 3;
+pub(crate) const WINDOW_PER_THREAD: u64 = 3;
 
 /// A read counts as sequential when it starts within this many of its own lengths of the
 /// previous read's end (the kernel's read-ahead requests, served by several FUSE threads, may
@@ -40,13 +40,13 @@ struct State {
 
 /// Read-ahead state of one text file.
 #[derive(Default)]
-pub struct ReadAhead {
+pub(crate) struct ReadAhead {
     state: Mutex<State>,
     done: Condvar,
 }
 
 /// Renders chunk `i`, checking the length the index expects; counts it.
-pub fn render_checked(
+pub(crate) fn render_checked(
     source: &dyn ChunkSource,
     cache: &ChunkCache,
     index: &ChunkOffsets,
@@ -71,7 +71,7 @@ pub fn render_checked(
 impl ReadAhead {
     /// Notes a read of `offset..end` touching chunks `..=last_chunk`; when it continues the
     /// previous read, schedules the chunks ahead and starts workers as needed.
-    pub fn after_read(
+    pub(crate) fn after_read(
         self: &Arc<Self>,
         offset: u64,
         end: u64,
@@ -158,7 +158,7 @@ impl ReadAhead {
     /// Before a reader renders chunk `c` itself: waits while a worker renders it, then claims
     /// it (removing it from the queue). Returns the cached bytes if the worker produced them,
     /// else `None` with `c` marked in flight (the caller must call `release`).
-    pub fn claim(&self, cache: &ChunkCache, namespace: u64, c: u64) -> Option<Arc<Vec<u8>>> {
+    pub(crate) fn claim(&self, cache: &ChunkCache, namespace: u64, c: u64) -> Option<Arc<Vec<u8>>> {
         let mut st = self.lock();
         while st.inflight.contains(&c) {
             st = self.done.wait(st).unwrap_or_else(|e| e.into_inner());
@@ -172,13 +172,14 @@ impl ReadAhead {
     }
 
     /// Ends a reader's claim on `c`.
-    pub fn release(&self, c: u64) {
+    pub(crate) fn release(&self, c: u64) {
         self.lock().inflight.remove(&c);
         self.done.notify_all();
     }
 
     /// Workers currently running for this file (tests).
-    pub fn workers(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn workers(&self) -> usize {
         self.lock().workers
     }
 }

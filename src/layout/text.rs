@@ -15,7 +15,7 @@ use crate::model::Tensor;
 
 /// Elements per chunk for element-per-record text layouts: small enough that a random read
 /// renders well under a megabyte, large enough that the index stays tiny (8 bytes per chunk).
-pub const CHUNK_ELEMENTS: u64 = 32 * 1024;
+pub(crate) const CHUNK_ELEMENTS: u64 = 32 * 1024;
 
 /// Refuse indexes beyond this many chunks (2^32 × 32 Ki elements is far past any real tensor;
 /// a shape claiming more is nonsense and must not make us allocate).
@@ -23,7 +23,7 @@ const MAX_CHUNKS: u64 = 1 << 32;
 
 /// A text file as independently renderable chunks. Rendering must be deterministic: the same
 /// chunk always gives the same bytes.
-pub trait ChunkSource: Send + Sync {
+pub(crate) trait ChunkSource: Send + Sync {
     fn num_chunks(&self) -> u64;
     /// Appends chunk `chunk`'s bytes to `out`.
     fn render(&self, chunk: u64, out: &mut Vec<u8>) -> Result<(), LayoutError>;
@@ -36,7 +36,7 @@ enum OffsetsState {
 }
 
 /// A `FileContent` serving a `ChunkSource` at any offset.
-pub struct ChunkedText {
+pub(crate) struct ChunkedText {
     source: Arc<dyn ChunkSource>,
     cache: Arc<ChunkCache>,
     owner: Arc<dyn Tensor>,
@@ -49,7 +49,7 @@ pub struct ChunkedText {
 impl ChunkedText {
     /// `tag` names the layout and its parameters (e.g. `"txt"`, `"ColIdValueText,sep=,"`): two
     /// files of one tensor with different tags never share an index.
-    pub fn new(
+    pub(crate) fn new(
         source: Arc<dyn ChunkSource>,
         owner: Arc<dyn Tensor>,
         tag: &str,
@@ -75,7 +75,7 @@ impl ChunkedText {
 
     /// The chunk-offset index, built once (concurrent callers wait for the first builder; no
     /// lock is held while rendering).
-    pub fn offsets(&self) -> Result<Arc<ChunkOffsets>, LayoutError> {
+    pub(crate) fn offsets(&self) -> Result<Arc<ChunkOffsets>, LayoutError> {
         {
             let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
             loop {
@@ -166,7 +166,8 @@ impl ChunkedText {
     }
 
     /// Read-ahead state (tests).
-    pub fn readahead(&self) -> &Arc<ReadAhead> {
+    #[cfg(test)]
+    pub(crate) fn readahead(&self) -> &Arc<ReadAhead> {
         &self.readahead
     }
 }

@@ -39,11 +39,11 @@ static INSTALL: Once = Once::new();
 
 /// A registered mapping; unregisters on drop (before the mapping itself is unmapped).
 #[derive(Debug)]
-pub struct Guard(Option<usize>);
+pub(crate) struct Guard(Option<usize>);
 
 impl Guard {
     /// True when a read of this mapping hit a page past the end of the file.
-    pub fn faulted(&self) -> bool {
+    pub(crate) fn faulted(&self) -> bool {
         self.0
             .is_some_and(|i| REGISTRY[i].faulted.load(Ordering::Acquire))
     }
@@ -62,7 +62,7 @@ impl Drop for Guard {
 }
 
 /// Registers `start..start+len`; without a free slot the mapping is unprotected (logged).
-pub fn register(start: *const u8, len: usize) -> Guard {
+pub(crate) fn register(start: *const u8, len: usize) -> Guard {
     INSTALL.call_once(install);
     for (i, s) in REGISTRY.iter().enumerate() {
         if s.used

@@ -14,7 +14,7 @@ pub fn mask_crc(crc: u32) -> u32 {
 }
 
 /// Inverse of `mask_crc`.
-pub fn unmask_crc(masked: u32) -> u32 {
+pub(crate) fn unmask_crc(masked: u32) -> u32 {
     masked.wrapping_sub(MASK_DELTA).rotate_left(15)
 }
 
@@ -26,7 +26,7 @@ pub fn crc32c_extend(crc: u32, data: &[u8]) -> u32 {
 /// CRC32C of `data` (from 0), computed on up to `threads` threads for large inputs: each
 /// thread checksums one contiguous part (at least `PARALLEL_CRC_MIN` bytes) and the parts'
 /// CRCs are combined. Same result as `crc32c_extend(0, data)`.
-pub fn crc32c_parallel(data: &[u8], threads: usize) -> u32 {
+pub(crate) fn crc32c_parallel(data: &[u8], threads: usize) -> u32 {
     let parts = threads.min(data.len() / PARALLEL_CRC_MIN).max(1);
     if parts == 1 {
         return crc32c_extend(0, data);
@@ -52,10 +52,10 @@ pub fn crc32c_parallel(data: &[u8], threads: usize) -> u32 {
 }
 
 /// Smallest part worth a thread of its own in `crc32c_parallel`.
-pub const PARALLEL_CRC_MIN: usize = 32 << 20;
+pub(crate) const PARALLEL_CRC_MIN: usize = 32 << 20;
 
 /// Decodes a varint64 (at most 10 bytes) from the start of `buf`.
-pub fn decode_varint64(buf: &[u8]) -> Option<(u64, usize)> {
+pub(crate) fn decode_varint64(buf: &[u8]) -> Option<(u64, usize)> {
     let mut value: u64 = 0;
     for (i, &byte) in buf.iter().enumerate().take(10) {
         let bits = u64::from(byte & 0x7f);
@@ -72,7 +72,7 @@ pub fn decode_varint64(buf: &[u8]) -> Option<(u64, usize)> {
 }
 
 /// Decodes a varint32 (at most 5 bytes, value fits u32) from the start of `buf`.
-pub fn decode_varint32(buf: &[u8]) -> Option<(u32, usize)> {
+pub(crate) fn decode_varint32(buf: &[u8]) -> Option<(u32, usize)> {
     let mut value: u32 = 0;
     for (i, &byte) in buf.iter().enumerate().take(5) {
         let bits = u32::from(byte & 0x7f);
@@ -97,7 +97,7 @@ pub fn put_varint64(out: &mut Vec<u8>, mut value: u64) {
 }
 
 /// Little-endian u32 at `buf[at..at + 4]`, `None` if out of range.
-pub fn fixed32_at(buf: &[u8], at: usize) -> Option<u32> {
+pub(crate) fn fixed32_at(buf: &[u8], at: usize) -> Option<u32> {
     let end = at.checked_add(4)?;
     let bytes: [u8; 4] = buf.get(at..end)?.try_into().ok()?;
     Some(u32::from_le_bytes(bytes))

@@ -20,14 +20,14 @@ use crate::model::{Model, OpenError, ReaderOptions};
 const INDEX_SUFFIX: &[u8] = b".index";
 
 /// `P` → `P.index`.
-pub fn index_path(prefix: &Path) -> PathBuf {
+pub(crate) fn index_path(prefix: &Path) -> PathBuf {
     let mut s = prefix.as_os_str().to_owned();
     s.push(OsStr::from_bytes(INDEX_SUFFIX));
     PathBuf::from(s)
 }
 
 /// `P.index` → `P`; `P.data-00000-of-00001` → `P`; anything else unchanged.
-pub fn strip_checkpoint_suffix(path: &Path) -> PathBuf {
+pub(crate) fn strip_checkpoint_suffix(path: &Path) -> PathBuf {
     let bytes = path.as_os_str().as_bytes();
     let prefix = bytes
         .strip_suffix(INDEX_SUFFIX)
@@ -50,7 +50,7 @@ fn strip_data_suffix(bytes: &[u8]) -> Option<&[u8]> {
 
 /// The TF model at `path`, `Ok(None)` when `path` is no TensorFlow form (another reader may
 /// know it).
-pub fn open(path: &Path, opts: &ReaderOptions) -> Result<Option<Arc<dyn Model>>, OpenError> {
+pub(crate) fn open(path: &Path, opts: &ReaderOptions) -> Result<Option<Arc<dyn Model>>, OpenError> {
     let cache = block_cache_for(opts);
     if path.is_dir() {
         return open_dir(path, opts, cache);

@@ -4,7 +4,7 @@ use crate::model::DType;
 
 /// Maps a stored dtype code. Codes that cannot be decoded (0, resource, `_ref` types,
 /// unknown future codes) become `Opaque(code)`: listed, never decoded.
-pub fn from_tf(code: i32) -> DType {
+pub(crate) fn from_tf(code: i32) -> DType {
     use DType::*;
     match code {
         1 => F32,
@@ -40,7 +40,7 @@ pub fn from_tf(code: i32) -> DType {
 
 /// Width of the units to byte-swap when the bundle's endianness differs from little-endian:
 /// the element size, or each half of a complex; 1 = nothing to swap.
-pub fn swap_width(dtype: DType) -> usize {
+pub(crate) fn swap_width(dtype: DType) -> usize {
     match dtype {
         DType::C64 => 4,
         DType::C128 => 8,
@@ -49,7 +49,7 @@ pub fn swap_width(dtype: DType) -> usize {
 }
 
 /// Byte-swaps every `width`-byte unit of `buf` in place (`buf.len()` is a multiple).
-pub fn swap_in_place(buf: &mut [u8], width: usize) {
+pub(crate) fn swap_in_place(buf: &mut [u8], width: usize) {
     if width > 1 {
         for unit in buf.chunks_exact_mut(width) {
             unit.reverse();

@@ -11,15 +11,15 @@
 //! its escaped form and the raw form.
 
 /// Dropped from object-based variable keys.
-pub const VARIABLE_SUFFIX: &[u8] = b"/.ATTRIBUTES/VARIABLE_VALUE";
+pub(crate) const VARIABLE_SUFFIX: &[u8] = b"/.ATTRIBUTES/VARIABLE_VALUE";
 /// The object graph entry of TF2 checkpoints; never shown.
-pub const GRAPH_KEY: &[u8] = b"_CHECKPOINTABLE_OBJECT_GRAPH";
+pub(crate) const GRAPH_KEY: &[u8] = b"_CHECKPOINTABLE_OBJECT_GRAPH";
 
 /// At most this many alternative key spellings are tried for one path.
 const MAX_CANDIDATES: usize = 16;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum KeyStyle {
+pub(crate) enum KeyStyle {
     /// TF1 names: components are `/`-separated key parts.
     Plain,
     /// TF2 object-based keys (the bundle holds `_CHECKPOINTABLE_OBJECT_GRAPH`).
@@ -27,7 +27,7 @@ pub enum KeyStyle {
 }
 
 /// Every `.` is followed by `.` or `S` (pairwise, left to right).
-pub fn is_escaped(seg: &[u8]) -> bool {
+pub(crate) fn is_escaped(seg: &[u8]) -> bool {
     let mut i = 0;
     while i < seg.len() {
         if seg[i] == b'.' {
@@ -42,7 +42,7 @@ pub fn is_escaped(seg: &[u8]) -> bool {
     true
 }
 
-pub fn escape(name: &[u8]) -> Vec<u8> {
+pub(crate) fn escape(name: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(name.len());
     for &b in name {
         match b {
@@ -75,7 +75,7 @@ fn unescape(seg: &[u8]) -> Vec<u8> {
 }
 
 /// The display component of one key segment.
-pub fn display_component(style: KeyStyle, seg: &[u8]) -> Vec<u8> {
+pub(crate) fn display_component(style: KeyStyle, seg: &[u8]) -> Vec<u8> {
     match style {
         KeyStyle::Object if is_escaped(seg) => unescape(seg),
         _ => seg.to_vec(),
@@ -98,7 +98,7 @@ fn segment_candidates(style: KeyStyle, comp: &[u8]) -> Vec<Vec<u8>> {
 }
 
 /// In object style, `key` minus the variable suffix (and whether it had it).
-pub fn strip_variable(style: KeyStyle, key: &[u8]) -> &[u8] {
+pub(crate) fn strip_variable(style: KeyStyle, key: &[u8]) -> &[u8] {
     match style {
         KeyStyle::Object => key.strip_suffix(VARIABLE_SUFFIX).unwrap_or(key),
         KeyStyle::Plain => key,
@@ -106,7 +106,8 @@ pub fn strip_variable(style: KeyStyle, key: &[u8]) -> &[u8] {
 }
 
 /// The display path of a (non-hidden) key.
-pub fn display_path(style: KeyStyle, key: &[u8]) -> Vec<Vec<u8>> {
+#[cfg(test)]
+pub(crate) fn display_path(style: KeyStyle, key: &[u8]) -> Vec<Vec<u8>> {
     strip_variable(style, key)
         .split(|&b| b == b'/')
         .map(|seg| display_component(style, seg))
@@ -138,7 +139,7 @@ fn joined(style: KeyStyle, components: &[Vec<u8>]) -> Vec<Vec<u8>> {
 }
 
 /// Key prefixes (each ending in `/`, or empty for the root) of the directory `dir`.
-pub fn dir_prefixes(style: KeyStyle, dir: &[Vec<u8>]) -> Vec<Vec<u8>> {
+pub(crate) fn dir_prefixes(style: KeyStyle, dir: &[Vec<u8>]) -> Vec<Vec<u8>> {
     if dir.is_empty() {
         return vec![Vec::new()];
     }
@@ -150,7 +151,7 @@ pub fn dir_prefixes(style: KeyStyle, dir: &[Vec<u8>]) -> Vec<Vec<u8>> {
 }
 
 /// Keys that display as `path`, most likely first.
-pub fn key_candidates(style: KeyStyle, path: &[Vec<u8>]) -> Vec<Vec<u8>> {
+pub(crate) fn key_candidates(style: KeyStyle, path: &[Vec<u8>]) -> Vec<Vec<u8>> {
     if path.is_empty() {
         return Vec::new();
     }

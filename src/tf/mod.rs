@@ -1,15 +1,15 @@
 //! The TensorFlow checkpoint reader (formats/tf-checkpoint.md).
 
 pub mod bundle;
-pub mod checkpoint_state;
+pub(crate) mod checkpoint_state;
 pub mod coding;
-pub mod detect;
-pub mod dtype;
-pub mod keys;
+pub(crate) mod detect;
+pub(crate) mod dtype;
+pub(crate) mod keys;
 pub mod model;
-pub mod multi;
-pub mod ordered_code;
+pub(crate) mod multi;
+pub(crate) mod ordered_code;
 pub mod proto;
 pub mod table;
-#[doc(hidden)]
+#[cfg(any(test, feature = "testkit"))]
 pub mod writer;

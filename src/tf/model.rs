@@ -52,7 +52,7 @@ impl TfModel {
     }
 
     /// A model over an opened table; reads the header (and probes for the object graph).
-    pub fn from_table(
+    pub(crate) fn from_table(
         table: Table,
         prefix_name: String,
         shards: Box<dyn ShardOpener>,
@@ -71,7 +71,8 @@ impl TfModel {
         &self.bundle
     }
 
-    pub fn style(&self) -> KeyStyle {
+    #[cfg(test)]
+    pub(crate) fn style(&self) -> KeyStyle {
         self.style
     }
 

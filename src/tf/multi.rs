@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use crate::model::{DirEntry, Model, ModelError, ModelSummary, Tensor};
 
-pub struct MultiModel {
+pub(crate) struct MultiModel {
     /// `(base name, model)`, sorted by name, names unique.
     children: Vec<(Vec<u8>, Arc<dyn Model>)>,
     latest: Option<Vec<u8>>,
@@ -13,9 +13,15 @@ pub struct MultiModel {
 
 const LATEST: &[u8] = b"latest";
 
+/// A checkpoint and the path inside it.
+type Routed<'a> = (&'a Arc<dyn Model>, &'a [Vec<u8>]);
+
 impl MultiModel {
     /// `latest` is shown only if it names a child and no child is itself called `latest`.
-    pub fn new(mut children: Vec<(Vec<u8>, Arc<dyn Model>)>, latest: Option<Vec<u8>>) -> Self {
+    pub(crate) fn new(
+        mut children: Vec<(Vec<u8>, Arc<dyn Model>)>,
+        latest: Option<Vec<u8>>,
+    ) -> Self {
         children.sort_by(|a, b| a.0.cmp(&b.0));
         children.dedup_by(|a, b| a.0 == b.0);
         let latest = latest.filter(|l| {
@@ -33,10 +39,7 @@ impl MultiModel {
     }
 
     /// Resolves the `latest` link when it is the first component.
-    fn route<'a>(
-        &'a self,
-        path: &'a [Vec<u8>],
-    ) -> Result<(&'a Arc<dyn Model>, &'a [Vec<u8>]), ModelError> {
+    fn route<'a>(&'a self, path: &'a [Vec<u8>]) -> Result<Routed<'a>, ModelError> {
         let (first, rest) = path
             .split_first()
             .ok_or_else(|| ModelError::NotFound("root".into()))?;

@@ -43,7 +43,7 @@ fn put_signed_inc(out: &mut Vec<u8>, v: i64) {
 }
 
 /// The key of one slice of tensor `name` (the proto as stored: explicit extents kept).
-pub fn slice_key(name: &[u8], slice: &TensorSliceProto) -> Vec<u8> {
+pub(crate) fn slice_key(name: &[u8], slice: &TensorSliceProto) -> Vec<u8> {
     let mut out = Vec::with_capacity(name.len() + 8 + 4 * slice.extent.len());
     put_num_inc(&mut out, 0);
     put_ordered_string(&mut out, name);
@@ -65,7 +65,7 @@ pub fn slice_key(name: &[u8], slice: &TensorSliceProto) -> Vec<u8> {
 
 /// Decoding side, for listing: the tensor name a slice key refers to, or `None` if `key` is
 /// not a well-formed slice key.
-pub fn slice_key_name(key: &[u8]) -> Option<Vec<u8>> {
+pub(crate) fn slice_key_name(key: &[u8]) -> Option<Vec<u8>> {
     let rest = key.strip_prefix(&[0x00])?;
     let mut name = Vec::new();
     let mut i = 0;

@@ -12,7 +12,7 @@ use crate::tf::coding::{crc32c_extend, mask_crc, put_varint64};
 use crate::tf::table::footer::TABLE_MAGIC;
 
 /// Builds block contents the way LevelDB's BlockBuilder does.
-pub fn build_block(entries: &[(&[u8], &[u8])], restart_interval: usize) -> Vec<u8> {
+pub(crate) fn build_block(entries: &[(&[u8], &[u8])], restart_interval: usize) -> Vec<u8> {
     let mut out = Vec::new();
     let mut restarts = Vec::new();
     let mut prev: &[u8] = &[];
@@ -75,7 +75,7 @@ pub fn encode_strings(items: &[&[u8]], big_endian: bool) -> (Vec<u8>, u32) {
 }
 
 /// Shortest separator between `last` and `next` (§3.4).
-pub fn separator(last: &[u8], next: &[u8]) -> Vec<u8> {
+pub(crate) fn separator(last: &[u8], next: &[u8]) -> Vec<u8> {
     let p = last.iter().zip(next).take_while(|(a, b)| a == b).count();
     if p < last.len() && p < next.len() && last[p] < 0xff && last[p] + 1 < next[p] {
         let mut s = last[..p].to_vec();
@@ -86,7 +86,7 @@ pub fn separator(last: &[u8], next: &[u8]) -> Vec<u8> {
 }
 
 /// Short successor of the last key (§3.4).
-pub fn successor(last: &[u8]) -> Vec<u8> {
+pub(crate) fn successor(last: &[u8]) -> Vec<u8> {
     for (i, &b) in last.iter().enumerate() {
         if b != 0xff {
             let mut s = last[..i].to_vec();
@@ -97,7 +97,7 @@ pub fn successor(last: &[u8]) -> Vec<u8> {
     last.to_vec()
 }
 
-pub struct TableBuilder {
+pub(crate) struct TableBuilder {
     pub block_size: usize,
     pub snappy: bool,
     out: Vec<u8>,
@@ -108,7 +108,7 @@ pub struct TableBuilder {
 }
 
 impl TableBuilder {
-    pub fn new(block_size: usize, snappy: bool) -> Self {
+    pub(crate) fn new(block_size: usize, snappy: bool) -> Self {
         TableBuilder {
             block_size,
             snappy,
@@ -158,7 +158,7 @@ impl TableBuilder {
         self.pending_bytes = 0;
     }
 
-    pub fn add(&mut self, key: &[u8], value: &[u8]) {
+    pub(crate) fn add(&mut self, key: &[u8], value: &[u8]) {
         if self.pending_bytes >= self.block_size {
             self.flush(Some(key));
         }
@@ -166,7 +166,7 @@ impl TableBuilder {
         self.pending.push((key.to_vec(), value.to_vec()));
     }
 
-    pub fn finish(mut self) -> Vec<u8> {
+    pub(crate) fn finish(mut self) -> Vec<u8> {
         self.flush(None);
         let meta = self.write_raw_block(&[0, 0, 0, 0, 1, 0, 0, 0], false);
         let refs: Vec<(&[u8], &[u8])> = self.index.iter().map(|(k, v)| (&k[..], &v[..])).collect();
@@ -192,7 +192,7 @@ fn field_bytes(out: &mut Vec<u8>, field: u32, b: &[u8]) {
     out.extend_from_slice(b);
 }
 
-pub fn shape_proto(shape: &[u64]) -> Vec<u8> {
+pub(crate) fn shape_proto(shape: &[u64]) -> Vec<u8> {
     let mut s = Vec::new();
     for &d in shape {
         let mut dim = Vec::new();
@@ -205,9 +205,9 @@ pub fn shape_proto(shape: &[u64]) -> Vec<u8> {
 }
 
 /// One extent per dimension: `None` = whole dimension.
-pub type SliceSpec = Vec<Option<(i64, i64)>>;
+pub(crate) type SliceSpec = Vec<Option<(i64, i64)>>;
 
-pub fn slice_proto(spec: &SliceSpec) -> Vec<u8> {
+pub(crate) fn slice_proto(spec: &SliceSpec) -> Vec<u8> {
     let mut s = Vec::new();
     for e in spec {
         let mut ext = Vec::new();
@@ -369,7 +369,7 @@ impl BundleBuilder {
         self.entries.insert(key.to_vec(), entry);
     }
 
-    pub fn header(&self) -> Vec<u8> {
+    pub(crate) fn header(&self) -> Vec<u8> {
         let mut h = Vec::new();
         field_varint(
             &mut h,
@@ -384,7 +384,7 @@ impl BundleBuilder {
     }
 
     /// The index bytes and every data file as `(base name, bytes)`, shard order.
-    pub fn finish_bytes(self) -> (Vec<u8>, Vec<(String, Vec<u8>)>) {
+    pub(crate) fn finish_bytes(self) -> (Vec<u8>, Vec<(String, Vec<u8>)>) {
         let mut t = TableBuilder::new(self.block_size, self.snappy);
         t.add(b"", &self.header());
         for (k, v) in &self.entries {
@@ -406,6 +406,7 @@ impl BundleBuilder {
     }
 
     /// (index bytes, shard files by base name).
+    #[cfg(any(test, feature = "testkit"))]
     pub fn finish(self) -> (Vec<u8>, HashMap<String, Arc<dyn ReadAt>>) {
         let (index, data) = self.finish_bytes();
         let files = data

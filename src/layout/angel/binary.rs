@@ -5,7 +5,7 @@
 use super::records::{Item, Records};
 use crate::layout::{AngelFormat, FileContent, LayoutError};
 
-pub struct AngelBinary {
+pub(crate) struct AngelBinary {
     format: AngelFormat,
     records: Records,
     key_width: u64,
@@ -17,7 +17,11 @@ pub struct AngelBinary {
 
 impl AngelBinary {
     /// `None` when the size overflows (a shape no real tensor has).
-    pub fn new(format: AngelFormat, records: Records, key_width: usize) -> Option<AngelBinary> {
+    pub(crate) fn new(
+        format: AngelFormat,
+        records: Records,
+        key_width: usize,
+    ) -> Option<AngelBinary> {
         let (k, v) = (key_width as u64, records.value.width() as u64);
         let (record, count) = match format {
             AngelFormat::ValueBinary => (v, records.row_records()),

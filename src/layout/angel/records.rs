@@ -17,7 +17,7 @@ use crate::layout::LayoutError;
 use crate::model::{DType, SparseRows, Tensor};
 
 /// Where the values come from.
-pub enum Data {
+pub(crate) enum Data {
     Dense(Arc<dyn Tensor>),
     /// Stored entries (checked by `Records::sparse`) and, for column formats, their
     /// column-major index.
@@ -30,7 +30,7 @@ pub enum Data {
 
 /// Column-major index of a `SparseRows`: column `cols[j]` holds entries
 /// `entries[ptr[j]..ptr[j + 1]]` as `(saved row index, entry index)`, ascending by row.
-pub struct Columns {
+pub(crate) struct Columns {
     cols: Vec<i64>,
     ptr: Vec<usize>,
     entries: Vec<(u32, usize)>,
@@ -71,21 +71,21 @@ impl Columns {
 
 /// One item of a column record.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Item {
+pub(crate) enum Item {
     /// The column id that starts a record.
     Key(i64),
     /// A value; `last` ends the record.
     Value { num: AngelNum, last: bool },
 }
 
-pub struct Records {
-    pub value: AngelValue,
-    pub cols: u64,
-    pub data: Data,
+pub(crate) struct Records {
+    pub(crate) value: AngelValue,
+    pub(crate) cols: u64,
+    pub(crate) data: Data,
 }
 
 impl Records {
-    pub fn dense(tensor: Arc<dyn Tensor>, value: AngelValue, cols: u64) -> Records {
+    pub(crate) fn dense(tensor: Arc<dyn Tensor>, value: AngelValue, cols: u64) -> Records {
         Records {
             value,
             cols,
@@ -95,7 +95,7 @@ impl Records {
 
     /// Checks the CSR structure once, so traversals can index without surprises, and builds
     /// the column index when `columns` is asked for.
-    pub fn sparse(
+    pub(crate) fn sparse(
         rows: Arc<SparseRows>,
         dtype: DType,
         value: AngelValue,
@@ -120,7 +120,7 @@ impl Records {
     }
 
     /// Records of a row format: elements (dense) or stored entries (sparse).
-    pub fn row_records(&self) -> u64 {
+    pub(crate) fn row_records(&self) -> u64 {
         match &self.data {
             Data::Dense(t) => t.meta().num_elements().unwrap_or(0),
             Data::Sparse { rows, .. } => rows.nnz(),
@@ -128,7 +128,7 @@ impl Records {
     }
 
     /// Values per column record (`k`).
-    pub fn column_rows(&self) -> u64 {
+    pub(crate) fn column_rows(&self) -> u64 {
         match &self.data {
             Data::Dense(t) => t.meta().num_elements().unwrap_or(0) / self.cols.max(1),
             Data::Sparse { rows, .. } => rows.rows.len() as u64,
@@ -136,7 +136,7 @@ impl Records {
     }
 
     /// Records of a column format.
-    pub fn column_records(&self) -> u64 {
+    pub(crate) fn column_records(&self) -> u64 {
         match &self.data {
             Data::Dense(_) => self.cols,
             Data::Sparse { columns, .. } => columns.as_ref().map_or(0, |c| c.cols.len() as u64),
@@ -144,13 +144,13 @@ impl Records {
     }
 
     /// Items of a column format (`records × (1 + k)`), `None` on overflow.
-    pub fn column_items(&self) -> Option<u64> {
+    pub(crate) fn column_items(&self) -> Option<u64> {
         self.column_records()
             .checked_mul(self.column_rows().checked_add(1)?)
     }
 
     /// Calls `f(row, col, value)` for row records `first..first + count`.
-    pub fn for_each_row_record<F: FnMut(u64, i64, AngelNum)>(
+    pub(crate) fn for_each_row_record<F: FnMut(u64, i64, AngelNum)>(
         &self,
         first: u64,
         count: u64,
@@ -189,7 +189,7 @@ impl Records {
     }
 
     /// Calls `f` for column items `first..first + count` (see the module comment).
-    pub fn for_each_column_item<F: FnMut(Item)>(
+    pub(crate) fn for_each_column_item<F: FnMut(Item)>(
         &self,
         first: u64,
         count: u64,

@@ -10,7 +10,7 @@ use crate::layout::num::{write_i64, write_u64};
 use crate::layout::text::{ChunkSource, CHUNK_ELEMENTS};
 use crate::layout::{AngelFormat, LayoutError};
 
-pub struct AngelText {
+pub(crate) struct AngelText {
     format: AngelFormat,
     records: Records,
     sep: Vec<u8>,
@@ -20,7 +20,7 @@ pub struct AngelText {
 
 impl AngelText {
     /// `None` when the item count overflows (a shape no real tensor has).
-    pub fn new(format: AngelFormat, records: Records, sep: &str) -> Option<AngelText> {
+    pub(crate) fn new(format: AngelFormat, records: Records, sep: &str) -> Option<AngelText> {
         let units = match format {
             AngelFormat::TextColumn => records.column_items()?,
             _ => records.row_records(),

@@ -7,7 +7,7 @@ use crate::model::DType;
 
 /// Angel value type a dtype is written as (SPEC §3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum AngelValue {
+pub(crate) enum AngelValue {
     Float,
     Double,
     Int,
@@ -18,7 +18,7 @@ impl AngelValue {
     /// float16/bfloat16 → float; 8/16-bit ints, bool and quantized → int; uint32, int64 and
     /// uint64 → long (uint64 keeps its bit pattern: values ≥ 2^63 read back negative);
     /// complex, strings, float8 and opaque types have no Angel form.
-    pub fn of(dtype: DType) -> Option<AngelValue> {
+    pub(crate) fn of(dtype: DType) -> Option<AngelValue> {
         use DType::*;
         Some(match dtype {
             F16 | BF16 | F32 => AngelValue::Float,
@@ -31,7 +31,7 @@ impl AngelValue {
     }
 
     /// Bytes of one binary value.
-    pub fn width(self) -> usize {
+    pub(crate) fn width(self) -> usize {
         match self {
             AngelValue::Float | AngelValue::Int => 4,
             AngelValue::Double | AngelValue::Long => 8,
@@ -41,7 +41,7 @@ impl AngelValue {
     /// An element as this Angel type. Only dtypes `of` maps to `self` reach here, so floats
     /// widen exactly (float16/bfloat16 → f32) and integers fit (uint64 by bit pattern).
     #[inline]
-    pub fn num(self, v: Value) -> AngelNum {
+    pub(crate) fn num(self, v: Value) -> AngelNum {
         match self {
             AngelValue::Float => AngelNum::Float(v.to_f32()),
             AngelValue::Double => AngelNum::Double(v.to_f64()),
@@ -51,7 +51,7 @@ impl AngelValue {
     }
 
     /// The zero a column record writes for an absent sparse entry.
-    pub fn zero(self) -> AngelNum {
+    pub(crate) fn zero(self) -> AngelNum {
         match self {
             AngelValue::Float => AngelNum::Float(0.0),
             AngelValue::Double => AngelNum::Double(0.0),
@@ -74,7 +74,7 @@ fn int_bits(v: Value) -> i64 {
 
 /// One value of an Angel type.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub enum AngelNum {
+pub(crate) enum AngelNum {
     Float(f32),
     Double(f64),
     Int(i32),
@@ -85,7 +85,7 @@ impl AngelNum {
     /// Java `Float.toString` / `Double.toString` / decimal integers (§6; doubles are never
     /// written in Angel's lossy DecimalFormat, SPEC §3).
     #[inline]
-    pub fn write_text(self, out: &mut Vec<u8>) {
+    pub(crate) fn write_text(self, out: &mut Vec<u8>) {
         match self {
             AngelNum::Float(x) => write_f32_java(x, out),
             AngelNum::Double(x) => write_f64_java(x, out),
@@ -96,7 +96,7 @@ impl AngelNum {
 
     /// Big-endian bytes (NaN payloads kept).
     #[inline]
-    pub fn write_binary(self, out: &mut Vec<u8>) {
+    pub(crate) fn write_binary(self, out: &mut Vec<u8>) {
         match self {
             AngelNum::Float(x) => out.extend_from_slice(&x.to_bits().to_be_bytes()),
             AngelNum::Double(x) => out.extend_from_slice(&x.to_bits().to_be_bytes()),

@@ -12,7 +12,7 @@
 
 mod shortest;
 
-pub use shortest::{digits_bf16, digits_f16, digits_f32, digits_f64, Digits};
+pub(crate) use shortest::{digits_bf16, digits_f16, digits_f32, digits_f64, Digits};
 
 const DEC_PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
 2021222324252627282930313233343536373839\
@@ -22,7 +22,7 @@ const DEC_PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
 
 /// Decimal text of an unsigned integer.
 #[inline]
-pub fn write_u64(mut v: u64, out: &mut Vec<u8>) {
+pub(crate) fn write_u64(mut v: u64, out: &mut Vec<u8>) {
     let mut buf = [0u8; 20];
     let mut i = buf.len();
     while v >= 100 {
@@ -46,7 +46,7 @@ pub fn write_u64(mut v: u64, out: &mut Vec<u8>) {
 
 /// Decimal text of a signed integer (`-` for negatives).
 #[inline]
-pub fn write_i64(v: i64, out: &mut Vec<u8>) {
+pub(crate) fn write_i64(v: i64, out: &mut Vec<u8>) {
     if v < 0 {
         out.push(b'-');
     }
@@ -144,7 +144,7 @@ const PY_FAST_MAX: f64 = 1e7;
 
 /// Python-style text of an f64.
 #[inline]
-pub fn write_f64_py(x: f64, out: &mut Vec<u8>) {
+pub(crate) fn write_f64_py(x: f64, out: &mut Vec<u8>) {
     let a = x.abs();
     if (PY_FAST_MIN..PY_FAST_MAX).contains(&a) {
         out.extend_from_slice(ryu::Buffer::new().format_finite(x).as_bytes());
@@ -182,7 +182,7 @@ pub(crate) fn write_py_slow(x: f64, single: bool, out: &mut Vec<u8>) {
 
 /// Python-style text of a float16 given by its bits (shortest float16 digits).
 #[inline]
-pub fn write_f16_py(bits: u16, out: &mut Vec<u8>) {
+pub(crate) fn write_f16_py(bits: u16, out: &mut Vec<u8>) {
     let x = half::f16::from_bits(bits).to_f64();
     if !special(x, false, out) {
         layout_py(&digits_f16(bits), out);
@@ -191,7 +191,7 @@ pub fn write_f16_py(bits: u16, out: &mut Vec<u8>) {
 
 /// Python-style text of a bfloat16 given by its bits (shortest bfloat16 digits).
 #[inline]
-pub fn write_bf16_py(bits: u16, out: &mut Vec<u8>) {
+pub(crate) fn write_bf16_py(bits: u16, out: &mut Vec<u8>) {
     let x = half::bf16::from_bits(bits).to_f64();
     if !special(x, false, out) {
         layout_py(&digits_bf16(bits), out);
@@ -199,7 +199,7 @@ pub fn write_bf16_py(bits: u16, out: &mut Vec<u8>) {
 }
 
 /// `re+imj` with both parts in Python style (`1.0+2.0j`, `-0.5-1e-05j`, `1.0+nanj`).
-pub fn write_complex_py(re: f64, im: f64, single: bool, out: &mut Vec<u8>) {
+pub(crate) fn write_complex_py(re: f64, im: f64, single: bool, out: &mut Vec<u8>) {
     if single {
         write_f32_py(re as f32, out);
     } else {
@@ -219,7 +219,7 @@ pub fn write_complex_py(re: f64, im: f64, single: bool, out: &mut Vec<u8>) {
 
 /// Java `Double.toString` text.
 #[inline]
-pub fn write_f64_java(x: f64, out: &mut Vec<u8>) {
+pub(crate) fn write_f64_java(x: f64, out: &mut Vec<u8>) {
     if special(x, true, out) {
         return;
     }
@@ -235,7 +235,7 @@ pub fn write_f64_java(x: f64, out: &mut Vec<u8>) {
 
 /// Java `Float.toString` text.
 #[inline]
-pub fn write_f32_java(x: f32, out: &mut Vec<u8>) {
+pub(crate) fn write_f32_java(x: f32, out: &mut Vec<u8>) {
     if special(x as f64, true, out) {
         return;
     }
@@ -258,7 +258,7 @@ fn parse_digits<T: std::str::FromStr>(d: &Digits) -> Option<T> {
 
 /// Splits `s` into runs of valid UTF-8 each followed by the invalid bytes after it (possibly
 /// none), calling `f(valid, invalid)` for each run in order.
-pub fn for_each_utf8_run(mut s: &[u8], mut f: impl FnMut(&str, &[u8])) {
+pub(crate) fn for_each_utf8_run(mut s: &[u8], mut f: impl FnMut(&str, &[u8])) {
     while !s.is_empty() {
         let (valid, bad) = match std::str::from_utf8(s) {
             Ok(v) => (v.len(), 0),
@@ -278,7 +278,7 @@ pub fn for_each_utf8_run(mut s: &[u8], mut f: impl FnMut(&str, &[u8])) {
 
 /// A string element for text layouts: `\\`, `\n`, `\r`, `\t` escaped; other bytes below 0x20,
 /// 0x7f and every byte of invalid UTF-8 as `\xHH`; valid multi-byte UTF-8 passes through.
-pub fn write_escaped(s: &[u8], out: &mut Vec<u8>) {
+pub(crate) fn write_escaped(s: &[u8], out: &mut Vec<u8>) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let hex = |b: u8, out: &mut Vec<u8>| {
         out.extend_from_slice(&[b'\\', b'x', HEX[(b >> 4) as usize], HEX[(b & 15) as usize]]);

@@ -9,14 +9,14 @@ use std::sync::OnceLock;
 /// A positive finite non-zero value as `d1.d2d3… × 10^exp` (`digits` are ASCII, no leading or
 /// trailing zeros, `1 ≤ len ≤ 17`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Digits {
-    pub buf: [u8; 24],
-    pub len: usize,
-    pub exp: i32,
+pub(crate) struct Digits {
+    pub(crate) buf: [u8; 24],
+    pub(crate) len: usize,
+    pub(crate) exp: i32,
 }
 
 impl Digits {
-    pub fn as_bytes(&self) -> &[u8] {
+    pub(crate) fn as_bytes(&self) -> &[u8] {
         &self.buf[..self.len]
     }
 
@@ -105,21 +105,21 @@ impl Digits {
 
 /// Shortest digits of |x| for a finite non-zero f64.
 #[inline]
-pub fn digits_f64(x: f64) -> Digits {
+pub(crate) fn digits_f64(x: f64) -> Digits {
     let mut b = ryu::Buffer::new();
     Digits::parse(b.format_finite(x.abs()).as_bytes())
 }
 
 /// Shortest digits of |x| for a finite non-zero f32.
 #[inline]
-pub fn digits_f32(x: f32) -> Digits {
+pub(crate) fn digits_f32(x: f32) -> Digits {
     let mut b = ryu::Buffer::new();
     Digits::parse(b.format_finite(x.abs()).as_bytes())
 }
 
 /// The decimal `x` rounded to 2 significant digits (exact), for Java's rule that a
 /// one-digit shortest result is replaced by the closest decimal of at most two digits.
-pub fn digits_two_f64(x: f64) -> Digits {
+pub(crate) fn digits_two_f64(x: f64) -> Digits {
     use std::io::Write;
     let mut buf = [0u8; 40];
     let mut cur = std::io::Cursor::new(&mut buf[..]);
@@ -258,13 +258,13 @@ static F16_TABLE: OnceLock<Box<[Packed]>> = OnceLock::new();
 static BF16_TABLE: OnceLock<Box<[Packed]>> = OnceLock::new();
 
 /// Shortest float16 digits of |x| for finite non-zero `bits`.
-pub fn digits_f16(bits: u16) -> Digits {
+pub(crate) fn digits_f16(bits: u16) -> Digits {
     let t = F16_TABLE.get_or_init(|| build_table(F16_MAX_BITS, f16_value, any_decimal));
     unpack(t[(bits & 0x7fff) as usize])
 }
 
 /// Shortest bfloat16 digits of |x| for finite non-zero `bits`.
-pub fn digits_bf16(bits: u16) -> Digits {
+pub(crate) fn digits_bf16(bits: u16) -> Digits {
     let t = BF16_TABLE.get_or_init(|| build_table(BF16_MAX_BITS, bf16_value, truncates_back));
     unpack(t[(bits & 0x7fff) as usize])
 }

@@ -30,7 +30,7 @@ pub struct Entry {
 }
 
 impl Entry {
-    pub fn num_elements(&self) -> Option<u64> {
+    pub(crate) fn num_elements(&self) -> Option<u64> {
         self.shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d))
     }
 }
@@ -87,15 +87,14 @@ pub fn parse_entry(value: &[u8], num_shards: u32) -> Entry {
     }
     let size = proto.size as u64;
     match entry.dtype.elem_size() {
-        Some(elem) => {
-            if n.checked_mul(elem as u64) != Some(size) {
-                entry.problem = Some(format!(
-                    "size {size} does not match {n} elements of {}",
-                    entry.dtype.name()
-                ));
-                return entry;
-            }
+        Some(elem) if n.checked_mul(elem as u64) != Some(size) => {
+            entry.problem = Some(format!(
+                "size {size} does not match {n} elements of {}",
+                entry.dtype.name()
+            ));
+            return entry;
         }
+        Some(_) => {}
         None if entry.dtype == DType::Str && size < n => {
             entry.problem = Some(format!("size {size} too small for {n} strings"));
             return entry;

@@ -3,9 +3,9 @@
 //! elements; `varlen` decodes strings and variants; `partitioned` reassembles slices.
 
 pub mod entry;
-pub mod partitioned;
-pub mod tensor;
-pub mod varlen;
+pub(crate) mod partitioned;
+pub(crate) mod tensor;
+pub(crate) mod varlen;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -21,7 +21,7 @@ use crate::tf::proto::BundleHeaderProto;
 use crate::tf::table::{Table, TableError};
 
 /// The message of §12 for pre-0.12 checkpoints.
-pub const V1_MESSAGE: &str = "TensorFlow V1 checkpoint (format used before TF 0.12) is not supported; re-save it with a newer TensorFlow";
+pub(crate) const V1_MESSAGE: &str = "TensorFlow V1 checkpoint (format used before TF 0.12) is not supported; re-save it with a newer TensorFlow";
 
 #[derive(Debug, thiserror::Error)]
 pub enum BundleError {
@@ -50,12 +50,12 @@ impl From<TableError> for ModelError {
 }
 
 /// Opens a data shard by its file base name (`P.data-00000-of-00001`).
-pub trait ShardOpener: Send + Sync {
+pub(crate) trait ShardOpener: Send + Sync {
     fn open(&self, file_name: &str) -> Result<Arc<dyn ReadAt>, SourceError>;
 }
 
 /// Shards are files beside the index.
-pub struct DirShards(pub PathBuf);
+pub(crate) struct DirShards(pub PathBuf);
 
 impl ShardOpener for DirShards {
     fn open(&self, file_name: &str) -> Result<Arc<dyn ReadAt>, SourceError> {
@@ -64,8 +64,10 @@ impl ShardOpener for DirShards {
 }
 
 /// Shards held in memory (tests, synthesized bundles).
+#[cfg(any(test, feature = "testkit"))]
 pub struct MemShards(pub HashMap<String, Arc<dyn ReadAt>>);
 
+#[cfg(any(test, feature = "testkit"))]
 impl ShardOpener for MemShards {
     fn open(&self, file_name: &str) -> Result<Arc<dyn ReadAt>, SourceError> {
         self.0
@@ -81,12 +83,12 @@ impl ShardOpener for MemShards {
 pub struct Bundle {
     pub table: Table,
     pub num_shards: u32,
-    pub big_endian: bool,
+    pub(crate) big_endian: bool,
     /// Base name of the prefix (`model.ckpt-100`), for shard file names.
-    pub prefix_name: String,
+    pub(crate) prefix_name: String,
     /// Whether tensor checksums are verified on first read (`-o verify=`).
-    pub verify: bool,
-    pub mtime: SystemTime,
+    pub(crate) verify: bool,
+    pub(crate) mtime: SystemTime,
     opener: Box<dyn ShardOpener>,
     /// Where verdicts of large tensors' checksums persist across mounts (`cache_dir`).
     verdicts: std::sync::OnceLock<Arc<dyn VerdictStore>>,
@@ -103,13 +105,13 @@ impl std::fmt::Debug for Bundle {
 }
 
 /// `P.data-SSSSS-of-NNNNN`, zero-padded to at least 5 digits (§1).
-pub fn shard_file_name(prefix_name: &str, shard: u32, num_shards: u32) -> String {
+pub(crate) fn shard_file_name(prefix_name: &str, shard: u32, num_shards: u32) -> String {
     format!("{prefix_name}.data-{shard:05}-of-{num_shards:05}")
 }
 
 impl Bundle {
     /// Reads and checks the header (key `""`, the first entry: one data block).
-    pub fn open(
+    pub(crate) fn open(
         table: Table,
         prefix_name: String,
         opener: Box<dyn ShardOpener>,
@@ -145,20 +147,20 @@ impl Bundle {
     }
 
     /// Keeps checksum verdicts of large tensors in `store` (set once; see `TfTensor`).
-    pub fn set_verdict_store(&self, store: Arc<dyn VerdictStore>) {
+    pub(crate) fn set_verdict_store(&self, store: Arc<dyn VerdictStore>) {
         let _ = self.verdicts.set(store);
     }
 
-    pub fn verdict_store(&self) -> Option<&Arc<dyn VerdictStore>> {
+    pub(crate) fn verdict_store(&self) -> Option<&Arc<dyn VerdictStore>> {
         self.verdicts.get()
     }
 
-    pub fn shard_name(&self, shard: u32) -> String {
+    pub(crate) fn shard_name(&self, shard: u32) -> String {
         shard_file_name(&self.prefix_name, shard, self.num_shards)
     }
 
     /// The data file of `shard`, opened on first use.
-    pub fn shard(&self, shard: u32) -> Result<Arc<dyn ReadAt>, ModelError> {
+    pub(crate) fn shard(&self, shard: u32) -> Result<Arc<dyn ReadAt>, ModelError> {
         if let Some(f) = self
             .shards
             .lock()
@@ -178,7 +180,7 @@ impl Bundle {
 }
 
 /// The tensor stored under exactly `key` (plain or partitioned), `None` if absent.
-pub fn tensor_for_key(
+pub(crate) fn tensor_for_key(
     bundle: &Arc<Bundle>,
     key: &[u8],
 ) -> Result<Option<Arc<dyn crate::model::Tensor>>, ModelError> {
@@ -238,4 +240,4 @@ fn parse_header(value: &[u8]) -> Result<(u32, bool), String> {
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
-pub mod testutil;
+pub(crate) mod testutil;

@@ -22,7 +22,7 @@ struct Slice {
     last_partial: Option<usize>,
 }
 
-pub struct PartitionedTensor {
+pub(crate) struct PartitionedTensor {
     meta: TensorMeta,
     /// The checkpoint's base name, so errors say which checkpoint.
     prefix_name: String,
@@ -30,7 +30,7 @@ pub struct PartitionedTensor {
 }
 
 impl PartitionedTensor {
-    pub fn new(bundle: Arc<Bundle>, name: Vec<u8>, entry: &Entry) -> PartitionedTensor {
+    pub(crate) fn new(bundle: Arc<Bundle>, name: Vec<u8>, entry: &Entry) -> PartitionedTensor {
         let shape = entry.shape.clone();
         let mut problems: Vec<String> = entry.problem.iter().cloned().collect();
         let mut slices = Vec::with_capacity(entry.slices.len());

@@ -15,9 +15,9 @@ use crate::tf::dtype::{swap_in_place, swap_width};
 /// Tensors at least this large keep their checksum verdict in the bundle's verdict store
 /// (checking them costs tens of milliseconds or more; small ones are cheaper to re-check than
 /// a cache file is to read).
-pub const PERSIST_VERDICT_MIN: u64 = 64 << 20;
+pub(crate) const PERSIST_VERDICT_MIN: u64 = 64 << 20;
 
-pub struct TfTensor {
+pub(crate) struct TfTensor {
     bundle: Arc<Bundle>,
     meta: TensorMeta,
     loc: Option<DataLoc>,
@@ -30,7 +30,7 @@ pub struct TfTensor {
 impl TfTensor {
     /// A tensor for `entry` stored under `name`. Opens the entry's data file (once per
     /// bundle) to check that the entry lies inside it; a failure becomes the tensor's problem.
-    pub fn new(bundle: Arc<Bundle>, name: Vec<u8>, entry: &Entry) -> TfTensor {
+    pub(crate) fn new(bundle: Arc<Bundle>, name: Vec<u8>, entry: &Entry) -> TfTensor {
         let mut problem = entry.problem.clone();
         if problem.is_none() {
             if let Some(loc) = entry.loc {
@@ -55,10 +55,6 @@ impl TfTensor {
             verdict: OnceLock::new(),
             var_index: OnceLock::new(),
         }
-    }
-
-    pub fn loc(&self) -> Option<DataLoc> {
-        self.loc
     }
 
     /// Identity of the index file this entry was read from (its dtype, shape and location

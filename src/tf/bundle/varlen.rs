@@ -10,13 +10,13 @@ use crate::tf::coding::{crc32c_extend, decode_varint64, mask_crc, unmask_crc};
 const STRIDE: u64 = 256;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum VarKind {
+pub(crate) enum VarKind {
     Str,
     Variant,
 }
 
 #[derive(Debug)]
-pub struct VarIndex {
+pub(crate) struct VarIndex {
     kind: VarKind,
     n: u64,
     /// For element `k · STRIDE`: (offset of its length varint, offset of its bytes). Offsets are
@@ -31,7 +31,7 @@ fn bad(msg: &str) -> String {
 impl VarIndex {
     /// Builds the index of `n` strings in `data` (the whole tensor), checking the lengths,
     /// the exact end and, when `verify`, the length checksum and the entry CRC `stored_crc`.
-    pub fn build_strings(
+    pub(crate) fn build_strings(
         data: &[u8],
         n: u64,
         big_endian: bool,
@@ -103,7 +103,7 @@ impl VarIndex {
     }
 
     /// Builds the index of `n` variant elements (`varint len ‖ bytes ‖ masked running CRC`).
-    pub fn build_variants(
+    pub(crate) fn build_variants(
         data: &[u8],
         n: u64,
         verify: bool,
@@ -158,7 +158,7 @@ impl VarIndex {
 
     /// Calls `f` with elements `first..first + count` of `data` (the bytes the index was built
     /// over).
-    pub fn for_each(
+    pub(crate) fn for_each(
         &self,
         data: &[u8],
         first: u64,
@@ -206,7 +206,7 @@ impl VarIndex {
 pub(crate) mod tests {
     use super::*;
 
-    pub use crate::tf::writer::encode_strings;
+    pub(crate) use crate::tf::writer::encode_strings;
 
     fn collect(idx: &VarIndex, data: &[u8], first: u64, count: u64) -> Vec<Vec<u8>> {
         let mut out = Vec::new();

@@ -12,15 +12,15 @@ use crate::tf::coding::{decode_varint32, fixed32_at};
 
 /// A decoded, validated block.
 #[derive(Debug)]
-pub struct Block {
+pub(crate) struct Block {
     data: Box<[u8]>,
     /// End of the entry area = start of the restart array.
     entries_end: usize,
     num_restarts: usize,
     /// Number of entries, the first and the last key (empty block: 0, empty, empty).
-    pub len: usize,
-    pub first_key: Vec<u8>,
-    pub last_key: Vec<u8>,
+    pub(crate) len: usize,
+    pub(crate) first_key: Vec<u8>,
+    pub(crate) last_key: Vec<u8>,
 }
 
 /// One decoded entry header at some offset.
@@ -67,7 +67,7 @@ impl EntryHeader {
 
 impl Block {
     /// Validates `data` as block contents.
-    pub fn decode(data: Box<[u8]>) -> Result<Block, String> {
+    pub(crate) fn decode(data: Box<[u8]>) -> Result<Block, String> {
         let size = data.len();
         if size < 4 {
             return Err("bad block contents (shorter than 4 bytes)".into());
@@ -167,11 +167,11 @@ impl Block {
     }
 
     /// Bytes this block costs in the cache.
-    pub fn charge(&self) -> u64 {
+    pub(crate) fn charge(&self) -> u64 {
         (self.data.len() + self.first_key.len() + self.last_key.len() + 64) as u64
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.len == 0
     }
 
@@ -186,7 +186,7 @@ impl Block {
 }
 
 /// Iterator over a block's entries in key order.
-pub struct BlockIter {
+pub(crate) struct BlockIter {
     block: Arc<Block>,
     /// Offset of the next entry to decode.
     next_at: usize,
@@ -197,7 +197,7 @@ pub struct BlockIter {
 
 impl BlockIter {
     /// Positioned before the first entry.
-    pub fn new(block: Arc<Block>) -> Self {
+    pub(crate) fn new(block: Arc<Block>) -> Self {
         BlockIter {
             block,
             next_at: 0,
@@ -208,7 +208,7 @@ impl BlockIter {
     }
 
     /// Decodes the next entry; false at the end.
-    pub fn advance(&mut self) -> bool {
+    pub(crate) fn advance(&mut self) -> bool {
         let block = &*self.block;
         if self.next_at >= block.entries_end {
             self.valid = false;
@@ -229,7 +229,7 @@ impl BlockIter {
     }
 
     /// Positions at the first entry with key ≥ `target`; false if there is none.
-    pub fn seek(&mut self, target: &[u8]) -> bool {
+    pub(crate) fn seek(&mut self, target: &[u8]) -> bool {
         let block = Arc::clone(&self.block);
         if block.num_restarts == 0 || block.is_empty() {
             self.valid = false;
@@ -255,15 +255,15 @@ impl BlockIter {
         false
     }
 
-    pub fn valid(&self) -> bool {
+    pub(crate) fn valid(&self) -> bool {
         self.valid
     }
 
-    pub fn key(&self) -> &[u8] {
+    pub(crate) fn key(&self) -> &[u8] {
         &self.key
     }
 
-    pub fn value(&self) -> &[u8] {
+    pub(crate) fn value(&self) -> &[u8] {
         self.block.data.get(self.value.clone()).unwrap_or(&[])
     }
 }
@@ -272,7 +272,7 @@ impl BlockIter {
 pub(crate) mod tests {
     use super::*;
 
-    pub use crate::tf::writer::build_block;
+    pub(crate) use crate::tf::writer::build_block;
 
     fn keys(n: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
         (0..n)

@@ -10,12 +10,12 @@ use lru::LruCache;
 use super::block::Block;
 
 /// Identifies a block: the table it belongs to (unique per opened table) and its offset.
-pub type BlockKey = (u64, u64);
+pub(crate) type BlockKey = (u64, u64);
 
 static NEXT_TABLE_ID: AtomicU64 = AtomicU64::new(1);
 
 /// A fresh id for an opened table (never reused within the process).
-pub fn new_table_id() -> u64 {
+pub(crate) fn new_table_id() -> u64 {
     NEXT_TABLE_ID.fetch_add(1, Ordering::Relaxed)
 }
 
@@ -40,7 +40,7 @@ impl std::fmt::Debug for BlockCache {
 impl BlockCache {
     /// A cache holding at most `capacity` bytes of decoded blocks (a block larger than the
     /// whole capacity is returned to its reader but not kept).
-    pub fn new(capacity: u64) -> Self {
+    pub(crate) fn new(capacity: u64) -> Self {
         BlockCache {
             capacity,
             inner: Mutex::new(Inner {
@@ -50,12 +50,12 @@ impl BlockCache {
         }
     }
 
-    pub fn get(&self, key: BlockKey) -> Option<Arc<Block>> {
+    pub(crate) fn get(&self, key: BlockKey) -> Option<Arc<Block>> {
         let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         inner.map.get(&key).cloned()
     }
 
-    pub fn insert(&self, key: BlockKey, block: Arc<Block>) {
+    pub(crate) fn insert(&self, key: BlockKey, block: Arc<Block>) {
         let cost = block.charge();
         if cost > self.capacity {
             return;
@@ -74,7 +74,8 @@ impl BlockCache {
     }
 
     /// Bytes currently held.
-    pub fn bytes(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn bytes(&self) -> u64 {
         self.inner.lock().unwrap_or_else(|e| e.into_inner()).bytes
     }
 }

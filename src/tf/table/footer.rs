@@ -3,11 +3,11 @@
 use super::TableError;
 use crate::tf::coding::decode_varint64;
 
-pub const FOOTER_LEN: u64 = 48;
+pub(crate) const FOOTER_LEN: u64 = 48;
 /// `0xdb4775248b80fb57` little-endian.
-pub const TABLE_MAGIC: [u8; 8] = [0x57, 0xfb, 0x80, 0x8b, 0x24, 0x75, 0x47, 0xdb];
+pub(crate) const TABLE_MAGIC: [u8; 8] = [0x57, 0xfb, 0x80, 0x8b, 0x24, 0x75, 0x47, 0xdb];
 /// Type byte plus masked CRC after every block.
-pub const TRAILER_LEN: u64 = 5;
+pub(crate) const TRAILER_LEN: u64 = 5;
 
 /// Where a block's contents are: `size` excludes the 5-byte trailer that follows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -25,7 +25,7 @@ impl BlockHandle {
     }
 
     /// Requires `offset + size + 5 ≤ limit` (the start of the footer), checked.
-    pub fn check_within(&self, limit: u64, what: &str) -> Result<(), TableError> {
+    pub(crate) fn check_within(&self, limit: u64, what: &str) -> Result<(), TableError> {
         let end = self
             .offset
             .checked_add(self.size)

@@ -10,7 +10,7 @@ const TYPE_RAW: u8 = 0;
 const TYPE_SNAPPY: u8 = 1;
 
 /// Reads, checks and decodes the block at `handle` (already bound-checked against the file).
-pub fn read_block(file: &dyn ReadAt, handle: BlockHandle) -> Result<Block, TableError> {
+pub(crate) fn read_block(file: &dyn ReadAt, handle: BlockHandle) -> Result<Block, TableError> {
     let corrupt = |msg: String| TableError::Corrupt(format!("{}: {msg}", file.name()));
     let total = handle
         .size
@@ -50,7 +50,7 @@ pub fn read_block(file: &dyn ReadAt, handle: BlockHandle) -> Result<Block, Table
 
 /// Raw (block-format) Snappy; the preamble is bounded by what the input could expand to
 /// before anything is allocated.
-pub fn decompress_snappy(input: &[u8]) -> Result<Box<[u8]>, String> {
+pub(crate) fn decompress_snappy(input: &[u8]) -> Result<Box<[u8]>, String> {
     let len = snap::raw::decompress_len(input).map_err(|e| e.to_string())?;
     let bound = (input.len() as u64).saturating_mul(22).saturating_add(64);
     if len as u64 > bound {

@@ -6,17 +6,20 @@
 //! `block`), and every key of block `i` lies in `(separator[i-1], separator[i]]`; separators
 //! are strictly increasing, so keys are strictly increasing across the whole table.
 
-pub mod block;
-pub mod cache;
+pub(crate) mod block;
+pub(crate) mod cache;
 pub mod footer;
-pub mod format;
+pub(crate) mod format;
 
 use std::sync::Arc;
 
 use crate::source::{ReadAt, SourceError};
 use block::{Block, BlockIter};
-pub use cache::BlockCache;
+pub(crate) use cache::BlockCache;
 use footer::{BlockHandle, Footer, FOOTER_LEN};
+
+/// An owned (key, value) pair.
+pub type KeyValue = (Vec<u8>, Vec<u8>);
 
 #[derive(Debug, thiserror::Error)]
 pub enum TableError {
@@ -54,7 +57,7 @@ impl std::fmt::Debug for Table {
 
 impl Table {
     /// Reads the footer and the index block of `file`.
-    pub fn open(file: Arc<dyn ReadAt>, cache: Arc<BlockCache>) -> Result<Table, TableError> {
+    pub(crate) fn open(file: Arc<dyn ReadAt>, cache: Arc<BlockCache>) -> Result<Table, TableError> {
         let name = file.name().to_string();
         let len = file.size();
         if len < FOOTER_LEN {
@@ -95,12 +98,13 @@ impl Table {
         })
     }
 
-    pub fn file(&self) -> &Arc<dyn ReadAt> {
+    pub(crate) fn file(&self) -> &Arc<dyn ReadAt> {
         &self.file
     }
 
     /// Number of data blocks.
-    pub fn num_blocks(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn num_blocks(&self) -> usize {
         self.index.len()
     }
 
@@ -136,7 +140,7 @@ impl Table {
     }
 
     /// The value stored under exactly `key`.
-    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, TableError> {
+    pub(crate) fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, TableError> {
         let mut it = self.iter();
         it.seek(key)?;
         Ok((it.valid() && it.key() == key).then(|| it.value().to_vec()))
@@ -158,7 +162,7 @@ impl TableIter<'_> {
 
     /// Positions at the first key ≥ `target`. Only the one block that can hold it is read
     /// (plus following ones if it holds nothing ≥ target, which only happens at its end).
-    pub fn seek(&mut self, target: &[u8]) -> Result<(), TableError> {
+    pub(crate) fn seek(&mut self, target: &[u8]) -> Result<(), TableError> {
         let idx = self
             .table
             .index
@@ -193,20 +197,20 @@ impl TableIter<'_> {
         }
     }
 
-    pub fn valid(&self) -> bool {
+    pub(crate) fn valid(&self) -> bool {
         self.block_iter.as_ref().is_some_and(|b| b.valid())
     }
 
-    pub fn key(&self) -> &[u8] {
+    pub(crate) fn key(&self) -> &[u8] {
         self.block_iter.as_ref().map_or(&[], |b| b.key())
     }
 
-    pub fn value(&self) -> &[u8] {
+    pub(crate) fn value(&self) -> &[u8] {
         self.block_iter.as_ref().map_or(&[], |b| b.value())
     }
 
     /// Advances to the next entry (no-op at the end).
-    pub fn next(&mut self) -> Result<(), TableError> {
+    pub(crate) fn next(&mut self) -> Result<(), TableError> {
         match &mut self.block_iter {
             Some(b) if b.valid() => {
                 if !b.advance() {
@@ -219,7 +223,7 @@ impl TableIter<'_> {
     }
 
     /// Convenience: the current entry as owned bytes, then advance.
-    pub fn next_entry(&mut self) -> Option<Result<(Vec<u8>, Vec<u8>), TableError>> {
+    pub fn next_entry(&mut self) -> Option<Result<KeyValue, TableError>> {
         if !self.valid() {
             return None;
         }
@@ -237,4 +241,4 @@ impl TableIter<'_> {
 #[cfg(test)]
 pub(crate) mod tests;
 #[cfg(test)]
-pub mod testutil;
+pub(crate) mod testutil;

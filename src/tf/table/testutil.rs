@@ -6,23 +6,23 @@ use std::sync::{Arc, Mutex};
 
 use crate::source::{MemSource, ReadAt, SourceError};
 
-pub use crate::tf::writer::{separator, successor, TableBuilder};
+pub(crate) use crate::tf::writer::TableBuilder;
 
 /// Records every `(offset, len)` read.
 #[derive(Debug)]
-pub struct CountingReadAt {
-    pub inner: MemSource,
-    pub reads: Mutex<Vec<(u64, usize)>>,
+pub(crate) struct CountingReadAt {
+    pub(crate) inner: MemSource,
+    pub(crate) reads: Mutex<Vec<(u64, usize)>>,
 }
 
 impl CountingReadAt {
-    pub fn new(name: &str, data: Vec<u8>) -> Arc<Self> {
+    pub(crate) fn new(name: &str, data: Vec<u8>) -> Arc<Self> {
         Arc::new(CountingReadAt {
             inner: MemSource::new(name, data),
             reads: Mutex::new(Vec::new()),
         })
     }
-    pub fn take(&self) -> Vec<(u64, usize)> {
+    pub(crate) fn take(&self) -> Vec<(u64, usize)> {
         std::mem::take(&mut *self.reads.lock().unwrap())
     }
 }
