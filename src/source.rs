@@ -42,7 +42,7 @@ pub enum SourceError {
 }
 
 impl SourceError {
-    pub(crate) fn io(path: &Path, source: std::io::Error) -> Self {
+    pub fn io(path: &Path, source: std::io::Error) -> Self {
         SourceError::Io {
             path: path.display().to_string(),
             source,
@@ -60,7 +60,7 @@ pub struct FileIdentity {
 }
 
 impl FileIdentity {
-    pub(crate) fn of(meta: &std::fs::Metadata) -> Self {
+    pub fn of(meta: &std::fs::Metadata) -> Self {
         FileIdentity {
             dev: meta.dev(),
             ino: meta.ino(),
@@ -102,7 +102,7 @@ pub trait ReadAt: Send + Sync + fmt::Debug {
 /// A string naming `file`'s exact version (path, size, mtime in ns, inode), for keys of
 /// persistent caches: it changes whenever the file is rewritten or replaced. `None` for
 /// sources without a file identity (in-memory data).
-pub(crate) fn identity_string(file: &dyn ReadAt) -> Option<String> {
+pub fn identity_string(file: &dyn ReadAt) -> Option<String> {
     let id = file.identity()?;
     Some(format!(
         "{}:{}:{}:{}",
@@ -147,7 +147,7 @@ impl ReadAt for MemSource {
 }
 
 /// Bounds-checks `offset..offset+len` against `size` with checked arithmetic.
-pub(crate) fn checked_range(
+pub fn checked_range(
     name: &str,
     offset: u64,
     len: usize,
@@ -201,7 +201,7 @@ impl fmt::Debug for MmapFile {
 }
 
 impl MmapFile {
-    pub(crate) fn open(path: &Path) -> Result<Self, SourceError> {
+    pub fn open(path: &Path) -> Result<Self, SourceError> {
         let file = File::open(path).map_err(|e| SourceError::io(path, e))?;
         let meta = file.metadata().map_err(|e| SourceError::io(path, e))?;
         if !meta.is_file() {

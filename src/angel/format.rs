@@ -14,7 +14,7 @@ pub enum AngelFormat {
 }
 
 impl AngelFormat {
-    pub(crate) const ALL: [AngelFormat; 8] = [
+    pub const ALL: [AngelFormat; 8] = [
         AngelFormat::ValueText,
         AngelFormat::ColIdValueText,
         AngelFormat::RowIdColIdValueText,

@@ -14,7 +14,7 @@ pub enum ValueType {
 
 impl ValueType {
     /// Bytes per value in the binary formats (and in `read_elements` output).
-    pub(crate) fn width(self) -> usize {
+    pub fn width(self) -> usize {
         match self {
             ValueType::Double | ValueType::Long => 8,
             ValueType::Float | ValueType::Int => 4,

@@ -7,9 +7,9 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, Default, Clone, PartialEq)]
-pub(crate) struct CheckpointState {
-    pub(crate) model_checkpoint_path: Option<Vec<u8>>,
-    pub(crate) all_model_checkpoint_paths: Vec<Vec<u8>>,
+pub struct CheckpointState {
+    pub model_checkpoint_path: Option<Vec<u8>>,
+    pub all_model_checkpoint_paths: Vec<Vec<u8>>,
 }
 
 #[derive(Debug, PartialEq)]
@@ -122,7 +122,7 @@ fn string_literal(text: &[u8], start: usize) -> (Vec<u8>, usize) {
 }
 
 impl CheckpointState {
-    pub(crate) fn parse(text: &[u8]) -> CheckpointState {
+    pub fn parse(text: &[u8]) -> CheckpointState {
         let tokens = tokenize(text);
         let mut st = CheckpointState::default();
         let mut i = 0;
@@ -143,18 +143,14 @@ impl CheckpointState {
         st
     }
 
-    pub(crate) fn read(path: &Path) -> Option<CheckpointState> {
+    pub fn read(path: &Path) -> Option<CheckpointState> {
         std::fs::read(path).ok().map(|t| CheckpointState::parse(&t))
     }
 }
 
 /// Where the prefix named `p` in the state file of `dir` is: `dir/p` (or `p` if absolute),
 /// falling back to `dir/basename(p)` when `exists` is false for the first.
-pub(crate) fn resolve_prefix(
-    dir: &Path,
-    p: &[u8],
-    exists: &dyn Fn(&Path) -> bool,
-) -> Option<PathBuf> {
+pub fn resolve_prefix(dir: &Path, p: &[u8], exists: &dyn Fn(&Path) -> bool) -> Option<PathBuf> {
     if p.is_empty() {
         return None;
     }

@@ -1,7 +1,7 @@
 //! The TensorFlow checkpoint reader (formats/tf-checkpoint.md).
 
 pub mod bundle;
-pub(crate) mod checkpoint_state;
+pub mod checkpoint_state;
 pub mod coding;
 pub(crate) mod detect;
 pub(crate) mod dtype;

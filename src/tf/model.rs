@@ -52,7 +52,7 @@ impl TfModel {
     }
 
     /// A model over an opened table; reads the header (and probes for the object graph).
-    pub(crate) fn from_table(
+    pub fn from_table(
         table: Table,
         prefix_name: String,
         shards: Box<dyn ShardOpener>,

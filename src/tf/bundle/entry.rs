@@ -30,7 +30,7 @@ pub struct Entry {
 }
 
 impl Entry {
-    pub(crate) fn num_elements(&self) -> Option<u64> {
+    pub fn num_elements(&self) -> Option<u64> {
         self.shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d))
     }
 }

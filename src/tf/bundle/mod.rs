@@ -3,9 +3,9 @@
 //! elements; `varlen` decodes strings and variants; `partitioned` reassembles slices.
 
 pub mod entry;
-pub(crate) mod partitioned;
-pub(crate) mod tensor;
-pub(crate) mod varlen;
+pub mod partitioned;
+pub mod tensor;
+pub mod varlen;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -50,7 +50,7 @@ impl From<TableError> for ModelError {
 }
 
 /// Opens a data shard by its file base name (`P.data-00000-of-00001`).
-pub(crate) trait ShardOpener: Send + Sync {
+pub trait ShardOpener: Send + Sync {
     fn open(&self, file_name: &str) -> Result<Arc<dyn ReadAt>, SourceError>;
 }
 
@@ -105,13 +105,13 @@ impl std::fmt::Debug for Bundle {
 }
 
 /// `P.data-SSSSS-of-NNNNN`, zero-padded to at least 5 digits (§1).
-pub(crate) fn shard_file_name(prefix_name: &str, shard: u32, num_shards: u32) -> String {
+pub fn shard_file_name(prefix_name: &str, shard: u32, num_shards: u32) -> String {
     format!("{prefix_name}.data-{shard:05}-of-{num_shards:05}")
 }
 
 impl Bundle {
     /// Reads and checks the header (key `""`, the first entry: one data block).
-    pub(crate) fn open(
+    pub fn open(
         table: Table,
         prefix_name: String,
         opener: Box<dyn ShardOpener>,
@@ -147,20 +147,20 @@ impl Bundle {
     }
 
     /// Keeps checksum verdicts of large tensors in `store` (set once; see `TfTensor`).
-    pub(crate) fn set_verdict_store(&self, store: Arc<dyn VerdictStore>) {
+    pub fn set_verdict_store(&self, store: Arc<dyn VerdictStore>) {
         let _ = self.verdicts.set(store);
     }
 
-    pub(crate) fn verdict_store(&self) -> Option<&Arc<dyn VerdictStore>> {
+    pub fn verdict_store(&self) -> Option<&Arc<dyn VerdictStore>> {
         self.verdicts.get()
     }
 
-    pub(crate) fn shard_name(&self, shard: u32) -> String {
+    pub fn shard_name(&self, shard: u32) -> String {
         shard_file_name(&self.prefix_name, shard, self.num_shards)
     }
 
     /// The data file of `shard`, opened on first use.
-    pub(crate) fn shard(&self, shard: u32) -> Result<Arc<dyn ReadAt>, ModelError> {
+    pub fn shard(&self, shard: u32) -> Result<Arc<dyn ReadAt>, ModelError> {
         if let Some(f) = self
             .shards
             .lock()
@@ -180,7 +180,7 @@ impl Bundle {
 }
 
 /// The tensor stored under exactly `key` (plain or partitioned), `None` if absent.
-pub(crate) fn tensor_for_key(
+pub fn tensor_for_key(
     bundle: &Arc<Bundle>,
     key: &[u8],
 ) -> Result<Option<Arc<dyn crate::model::Tensor>>, ModelError> {
@@ -240,4 +240,4 @@ fn parse_header(value: &[u8]) -> Result<(u32, bool), String> {
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
-pub(crate) mod testutil;
+pub mod testutil;

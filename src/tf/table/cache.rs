@@ -15,7 +15,7 @@ pub(crate) type BlockKey = (u64, u64);
 static NEXT_TABLE_ID: AtomicU64 = AtomicU64::new(1);
 
 /// A fresh id for an opened table (never reused within the process).
-pub(crate) fn new_table_id() -> u64 {
+pub fn new_table_id() -> u64 {
     NEXT_TABLE_ID.fetch_add(1, Ordering::Relaxed)
 }
 
@@ -40,7 +40,7 @@ impl std::fmt::Debug for BlockCache {
 impl BlockCache {
     /// A cache holding at most `capacity` bytes of decoded blocks (a block larger than the
     /// whole capacity is returned to its reader but not kept).
-    pub(crate) fn new(capacity: u64) -> Self {
+    pub fn new(capacity: u64) -> Self {
         BlockCache {
             capacity,
             inner: Mutex::new(Inner {
@@ -75,7 +75,7 @@ impl BlockCache {
 
     /// Bytes currently held.
     #[cfg(test)]
-    pub(crate) fn bytes(&self) -> u64 {
+    pub fn bytes(&self) -> u64 {
         self.inner.lock().unwrap_or_else(|e| e.into_inner()).bytes
     }
 }

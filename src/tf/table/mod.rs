@@ -6,16 +6,16 @@
 //! `block`), and every key of block `i` lies in `(separator[i-1], separator[i]]`; separators
 //! are strictly increasing, so keys are strictly increasing across the whole table.
 
-pub(crate) mod block;
-pub(crate) mod cache;
+pub mod block;
+pub mod cache;
 pub mod footer;
-pub(crate) mod format;
+pub mod format;
 
 use std::sync::Arc;
 
 use crate::source::{ReadAt, SourceError};
 use block::{Block, BlockIter};
-pub(crate) use cache::BlockCache;
+pub use cache::BlockCache;
 use footer::{BlockHandle, Footer, FOOTER_LEN};
 
 /// An owned (key, value) pair.
@@ -57,7 +57,7 @@ impl std::fmt::Debug for Table {
 
 impl Table {
     /// Reads the footer and the index block of `file`.
-    pub(crate) fn open(file: Arc<dyn ReadAt>, cache: Arc<BlockCache>) -> Result<Table, TableError> {
+    pub fn open(file: Arc<dyn ReadAt>, cache: Arc<BlockCache>) -> Result<Table, TableError> {
         let name = file.name().to_string();
         let len = file.size();
         if len < FOOTER_LEN {
@@ -98,13 +98,13 @@ impl Table {
         })
     }
 
-    pub(crate) fn file(&self) -> &Arc<dyn ReadAt> {
+    pub fn file(&self) -> &Arc<dyn ReadAt> {
         &self.file
     }
 
     /// Number of data blocks.
     #[cfg(test)]
-    pub(crate) fn num_blocks(&self) -> usize {
+    pub fn num_blocks(&self) -> usize {
         self.index.len()
     }
 
@@ -140,7 +140,7 @@ impl Table {
     }
 
     /// The value stored under exactly `key`.
-    pub(crate) fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, TableError> {
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, TableError> {
         let mut it = self.iter();
         it.seek(key)?;
         Ok((it.valid() && it.key() == key).then(|| it.value().to_vec()))
@@ -162,7 +162,7 @@ impl TableIter<'_> {
 
     /// Positions at the first key ≥ `target`. Only the one block that can hold it is read
     /// (plus following ones if it holds nothing ≥ target, which only happens at its end).
-    pub(crate) fn seek(&mut self, target: &[u8]) -> Result<(), TableError> {
+    pub fn seek(&mut self, target: &[u8]) -> Result<(), TableError> {
         let idx = self
             .table
             .index
@@ -197,20 +197,22 @@ impl TableIter<'_> {
         }
     }
 
-    pub(crate) fn valid(&self) -> bool {
+    pub fn valid(&self) -> bool {
         self.block_iter.as_ref().is_some_and(|b| b.valid())
     }
 
-    pub(crate) fn key(&self) -> &[u8] {
+    pub fn key(&self) -> &[u8] {
         self.block_iter.as_ref().map_or(&[], |b| b.key())
     }
 
-    pub(crate) fn value(&self) -> &[u8] {
+    pub fn value(&self) -> &[u8] {
         self.block_iter.as_ref().map_or(&[], |b| b.value())
     }
 
-    /// Advances to the next entry (no-op at the end).
-    pub(crate) fn next(&mut self) -> Result<(), TableError> {
+    /// Advances to the next entry (no-op at the end). A cursor step that can fail, as in
+    /// LevelDB's iterators, not `Iterator::next` (`next_entry` is the owned-pair form).
+    #[allow(clippy::should_implement_trait)]
+    pub fn next(&mut self) -> Result<(), TableError> {
         match &mut self.block_iter {
             Some(b) if b.valid() => {
                 if !b.advance() {
@@ -239,6 +241,6 @@ impl TableIter<'_> {
 }
 
 #[cfg(test)]
-pub(crate) mod tests;
+pub mod tests;
 #[cfg(test)]
-pub(crate) mod testutil;
+pub mod testutil;
