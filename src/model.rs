@@ -187,17 +187,75 @@ impl TensorMeta {
     }
 }
 
+/// A reader's own typed error, kept whole (with its source chain) inside `ModelError`.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
 #[derive(Debug, thiserror::Error)]
 pub enum ModelError {
     #[error("not found: {0}")]
     NotFound(String),
     #[error(transparent)]
     Source(#[from] crate::source::SourceError),
-    #[error("{0}")]
-    Corrupt(String),
-    #[error("{0}")]
-    Unsupported(String),
+    /// The stored data of `what` (a tensor, a partition, a file) is bad or unreadable; `source`
+    /// is the reader's typed error.
+    #[error("{what}: {source}")]
+    Data {
+        what: String,
+        #[source]
+        source: BoxError,
+    },
+    /// The request does not fit the tensor: the caller's mistake, not the data's.
+    #[error(transparent)]
+    Request(#[from] RequestError),
 }
+
+impl ModelError {
+    pub(crate) fn data(what: impl Into<String>, source: impl Into<BoxError>) -> ModelError {
+        ModelError::Data {
+            what: what.into(),
+            source: source.into(),
+        }
+    }
+
+    /// True when the cause, anywhere in the chain, is a source that changed under the mount:
+    /// the file system reports ESTALE for it, not EIO.
+    pub fn is_stale(&self) -> bool {
+        let mut cause: Option<&(dyn std::error::Error + 'static)> = match self {
+            ModelError::Source(e) => Some(e),
+            ModelError::Data { source, .. } => Some(&**source),
+            _ => None,
+        };
+        while let Some(e) = cause {
+            if let Some(crate::source::SourceError::Changed { .. }) = e.downcast_ref() {
+                return true;
+            }
+            cause = e.source();
+        }
+        false
+    }
+}
+
+/// A request a tensor cannot serve whatever its data.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RequestError {
+    #[error("{0} is not a string tensor")]
+    NotStrings(String),
+    #[error("not a sparse tensor")]
+    NotSparse,
+    #[error("{0} elements have no fixed size")]
+    NoFixedSize(String),
+    #[error("{0} elements have no numeric value")]
+    NoValues(String),
+    #[error("{len} bytes are not a whole number of {elem}-byte elements")]
+    PartialElement { len: usize, elem: usize },
+    #[error("elements {first}..+{count} are outside the tensor's {total}")]
+    OutOfRange { first: u64, count: u64, total: u64 },
+}
+
+/// A tensor whose metadata already told why it cannot be read (`TensorMeta::problem`).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{0}")]
+pub struct KnownProblem(pub String);
 
 /// Stored entries of a sparse matrix, compressed by row (CSR). Rows without entries that
 /// were saved still appear in `rows` with an empty range (libsvm prints them as `<row>`).
@@ -235,15 +293,14 @@ pub trait Tensor: Send + Sync {
         f: &mut dyn FnMut(&[u8]),
     ) -> Result<(), ModelError> {
         let _ = (first, count, f);
-        Err(ModelError::Unsupported(format!(
-            "{} is not a string tensor",
-            self.meta().dtype.name()
+        Err(ModelError::Request(RequestError::NotStrings(
+            self.meta().dtype.name().into_owned(),
         )))
     }
 
     /// The stored entries of a sparse tensor (`meta().sparse`).
     fn sparse(&self) -> Result<Arc<SparseRows>, ModelError> {
-        Err(ModelError::Unsupported("not a sparse tensor".into()))
+        Err(RequestError::NotSparse.into())
     }
 
     /// A stable string that changes whenever this tensor's bytes could change (e.g. data file

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use crate::model::{
-    DType, DirEntry, Model, ModelError, ModelSummary, PartitionMeta, SourceFormat, SparseRows,
+    DType, DirEntry, KnownProblem, Model, ModelError, RequestError, ModelSummary, PartitionMeta, SourceFormat, SparseRows,
     Tensor, TensorMeta,
 };
 
@@ -144,7 +144,10 @@ impl MemTensor {
 
     fn check(&self) -> Result<(), ModelError> {
         match &self.fail {
-            Some(m) => Err(ModelError::Corrupt(m.clone())),
+            Some(m) => Err(ModelError::data(
+                String::from_utf8_lossy(&self.meta.name),
+                KnownProblem(m.clone()),
+            )),
             None => Ok(()),
         }
     }
@@ -161,7 +164,7 @@ impl Tensor for MemTensor {
             .meta
             .dtype
             .elem_size()
-            .ok_or_else(|| ModelError::Unsupported("no fixed element size".into()))?
+            .ok_or_else(|| RequestError::NoFixedSize(self.meta.dtype.name().into_owned()))?
             as u64;
         let start = first.checked_mul(es);
         let end = start.and_then(|s| s.checked_add(out.len() as u64));
@@ -170,9 +173,12 @@ impl Tensor for MemTensor {
                 out.copy_from_slice(&self.data[s as usize..e as usize]);
                 Ok(())
             }
-            _ => Err(ModelError::Corrupt(format!(
-                "read of elements from {first} past the end"
-            ))),
+            _ => Err(RequestError::OutOfRange {
+                first,
+                count: out.len() as u64 / es,
+                total: self.data.len() as u64 / es,
+            }
+            .into()),
         }
     }
 
@@ -186,7 +192,11 @@ impl Tensor for MemTensor {
         let end = first
             .checked_add(count)
             .filter(|&e| e <= self.strings.len() as u64)
-            .ok_or_else(|| ModelError::Corrupt("string read past the end".into()))?;
+            .ok_or(RequestError::OutOfRange {
+                first,
+                count,
+                total: self.strings.len() as u64,
+            })?;
         for s in &self.strings[first as usize..end as usize] {
             f(s);
         }
@@ -197,7 +207,7 @@ impl Tensor for MemTensor {
         self.check()?;
         self.sparse_rows
             .clone()
-            .ok_or_else(|| ModelError::Unsupported("not a sparse tensor".into()))
+            .ok_or_else(|| RequestError::NotSparse.into())
     }
 
     fn partition(&self, i: usize) -> Result<Arc<dyn Tensor>, ModelError> {

@@ -20,12 +20,35 @@ use super::AngelFormat;
 use crate::model::SparseRows;
 use crate::source::ReadAt;
 
-#[derive(Debug, thiserror::Error, Clone)]
-#[error("{file}: partition {part}: {msg}")]
+#[derive(Debug, thiserror::Error)]
+#[error("{file}: partition {part}: {fault}")]
 pub struct DecodeError {
     pub file: String,
     pub part: i32,
-    pub msg: String,
+    #[source]
+    pub fault: DecodeFault,
+}
+
+/// Why a partition's bytes do not decode.
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeFault {
+    #[error("{0}")]
+    Source(#[from] crate::source::SourceError),
+    /// The bytes break the format (the message says where and how).
+    #[error("{0}")]
+    Malformed(String),
+}
+
+impl From<String> for DecodeFault {
+    fn from(msg: String) -> Self {
+        DecodeFault::Malformed(msg)
+    }
+}
+
+impl From<&str> for DecodeFault {
+    fn from(msg: &str) -> Self {
+        DecodeFault::Malformed(msg.to_string())
+    }
 }
 
 /// Everything needed to decode one partition.
@@ -40,7 +63,7 @@ pub struct PartInput<'a> {
     pub lines_before: u64,
 }
 
-type Res<T> = Result<T, String>;
+type Res<T> = Result<T, DecodeFault>;
 
 /// Number of lines (text) or records a partition holds according to its meta.
 pub fn expected_records(format: AngelFormat, part: &PartMeta) -> Option<u64> {
@@ -67,12 +90,12 @@ pub fn decode_partition(inp: &PartInput<'_>) -> Result<SparseRows, DecodeError> 
         inp.file
             .check_consistent()
             .map(|()| rows)
-            .map_err(|e| e.to_string())
+            .map_err(DecodeFault::from)
     });
-    result.map_err(|msg| DecodeError {
+    result.map_err(|fault| DecodeError {
         file: inp.file.name().to_string(),
         part: inp.part.part_id,
-        msg,
+        fault,
     })
 }
 
@@ -116,17 +139,17 @@ impl Builder {
                 return Err(format!(
                     "row {}: column id {col} does not increase (after {last})",
                     self.out.rows.last().copied().unwrap_or(0)
-                ));
+                ).into());
             }
         }
         if self.col > 0 && !(0..self.col).contains(&col) {
-            return Err(format!("column id {col} outside [0, {})", self.col));
+            return Err(format!("column id {col} outside [0, {})", self.col).into());
         }
         if let Some((s, e)) = self.part_range {
             if !(s..e).contains(&col) {
                 return Err(format!(
                     "column id {col} outside the partition's columns [{s}, {e})"
-                ));
+                ).into());
             }
         }
         self.last_col = Some(col);
@@ -143,11 +166,11 @@ fn slice<'a>(inp: &'a PartInput<'_>, offset: u64, length: u64) -> Res<Cow<'a, [u
         _ => {
             return Err(format!(
                 "offset {offset} + length {length} is beyond the end of the file ({size} bytes)"
-            ))
+            ).into())
         }
     }
     let len = usize::try_from(length).map_err(|_| "length too large".to_string())?;
-    inp.file.read_at(offset, len).map_err(|e| e.to_string())
+    Ok(inp.file.read_at(offset, len)?)
 }
 
 /// Value formats place the i-th record at `startCol + i`, which needs a real column range and
@@ -166,7 +189,7 @@ fn check_value_format(part: &PartMeta) -> Res<()> {
             return Err(format!(
                 "row {row}: Value format with elementNum {n} but the partition is {width} \
                  columns wide (column ids cannot be recovered)"
-            ));
+            ).into());
         }
     }
     Ok(())
@@ -201,7 +224,7 @@ fn decode_binary_rows(inp: &PartInput<'_>) -> Res<SparseRows> {
         return Err(format!(
             "{total} records of {rec} bytes do not match the partition length {}",
             part.length
-        ));
+        ).into());
     }
     let data = slice(inp, part.offset, part.length)?;
     let mut b = Builder::new(meta, part, total, vw);
@@ -214,7 +237,7 @@ fn decode_binary_rows(inp: &PartInput<'_>) -> Res<SparseRows> {
             if has_row {
                 let rid = be_i64(&r[..4]);
                 if rid != row as i64 {
-                    return Err(format!("record row id {rid} where row {row} was expected"));
+                    return Err(format!("record row id {rid} where row {row} was expected").into());
                 }
                 at = 4;
             }
@@ -245,7 +268,7 @@ fn with_text_slice<T>(inp: &PartInput<'_>, lines: u64, parse: impl Fn(&[u8]) -> 
         }
         let found = text::count_lines(&d);
         if found != lines {
-            return Err(format!("{found} lines where the meta says {lines}"));
+            return Err(format!("{found} lines where the meta says {lines}").into());
         }
         parse(&d)
     });
@@ -309,7 +332,7 @@ fn parse_key(field: &[u8], key_width: usize) -> Res<i64> {
     let v =
         text::parse_i64(field).ok_or_else(|| format!("bad column id '{}'", text::show(field)))?;
     if key_width == 4 && i32::try_from(v).is_err() {
-        return Err(format!("column id {v} does not fit an int key"));
+        return Err(format!("column id {v} does not fit an int key").into());
     }
     Ok(v)
 }
@@ -319,7 +342,7 @@ fn parse_value(field: &[u8], vt: ValueType, out: &mut Vec<u8>) -> Res<()> {
         Ok(())
     } else {
         let name = format!("{vt:?}").to_lowercase();
-        Err(format!("bad {name} value '{}'", text::show(field)))
+        Err(format!("bad {name} value '{}'", text::show(field)).into())
     }
 }
 
@@ -372,14 +395,14 @@ fn parse_text_rows(
                     return Err(format!(
                         "row {row}: line '{}' has too many fields",
                         text::show(line)
-                    ));
+                    ).into());
                 }
             }
             if nfields == 3 {
                 let rid = text::parse_i64(fields[0])
                     .ok_or_else(|| format!("bad row id '{}'", text::show(fields[0])))?;
                 if rid != row as i64 {
-                    return Err(format!("record row id {rid} where row {row} was expected"));
+                    return Err(format!("record row id {rid} where row {row} was expected").into());
                 }
             }
             let col = if nfields == 1 {
@@ -423,7 +446,7 @@ fn columns_to_rows(
 fn check_increasing(col_ids: &[i64], col: i64) -> Res<()> {
     if let Some(&last) = col_ids.last() {
         if col <= last {
-            return Err(format!("column id {col} does not increase (after {last})"));
+            return Err(format!("column id {col} does not increase (after {last})").into());
         }
     }
     Ok(())
@@ -443,7 +466,7 @@ fn decode_binary_columns(inp: &PartInput<'_>) -> Res<SparseRows> {
         return Err(format!(
             "saveColNum {nc} × {rec}-byte records do not match the partition length {}",
             part.length
-        ));
+        ).into());
     }
     let data = slice(inp, part.offset, part.length)?;
     let mut col_ids = Vec::with_capacity(nc as usize);
@@ -481,7 +504,7 @@ fn parse_text_columns(inp: &PartInput<'_>, data: &[u8]) -> Res<SparseRows> {
             if it.next() != Some(&[][..]) {
                 return Err(format!(
                     "column {col}: expected '{col}<sep>' for zero saved rows"
-                ));
+                ).into());
             }
         } else {
             for j in 0..k {
@@ -492,7 +515,7 @@ fn parse_text_columns(inp: &PartInput<'_>, data: &[u8]) -> Res<SparseRows> {
             }
         }
         if it.next().is_some() {
-            return Err(format!("column {col}: more than {k} values"));
+            return Err(format!("column {col}: more than {k} values").into());
         }
     }
     columns_to_rows(inp, &col_ids, &values, vt.width())

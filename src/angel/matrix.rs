@@ -31,11 +31,23 @@ use super::dir::MatrixDir;
 use super::merge;
 use super::meta::{self, MatrixMeta, PartMeta};
 use crate::model::{
-    DType, ModelError, PartitionMeta, SourceFormat, SparseRows, Tensor, TensorMeta,
+    DType, ModelError, RequestError, PartitionMeta, SourceFormat, SparseRows, Tensor, TensorMeta,
 };
 use crate::source::{identity_string, MmapFile, ReadAt};
 
-type Cached = OnceLock<Result<Arc<SparseRows>, String>>;
+type Cached = OnceLock<Result<Arc<SparseRows>, Arc<MatrixFault>>>;
+
+/// Why a matrix (or one partition) cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum MatrixFault {
+    /// Found while loading the meta (`TensorMeta::problem`).
+    #[error("{0}")]
+    Known(String),
+    #[error("{0}")]
+    Decode(#[from] decode::DecodeError),
+    #[error("{0}")]
+    Duplicate(#[from] merge::DuplicateEntry),
+}
 
 /// Shared state of a loaded matrix (meta decoded, files mapped).
 struct Inner {
@@ -191,11 +203,15 @@ impl AngelMatrix {
         }
     }
 
+    fn fail(&self, fault: Arc<MatrixFault>) -> ModelError {
+        matrix_error(&self.tmeta, fault)
+    }
+
     fn inner(&self) -> Result<&Arc<Inner>, ModelError> {
         match (&self.inner, &self.tmeta.problem) {
             (Some(i), None) => Ok(i),
-            (_, Some(p)) => Err(ModelError::Corrupt(p.clone())),
-            (None, None) => Err(ModelError::Corrupt("matrix not loaded".into())),
+            (_, Some(p)) => Err(self.fail(MatrixFault::Known(p.clone()).into())),
+            (None, None) => Err(self.fail(MatrixFault::Known("matrix not loaded".into()).into())),
         }
     }
 
@@ -210,24 +226,25 @@ impl AngelMatrix {
                     parts.push(inner.part_entries(i)?);
                 }
                 let refs: Vec<&SparseRows> = parts.iter().map(|p| &**p).collect();
-                merge::merge(&refs, inner.meta.row_type.value.width()).map(Arc::new)
+                merge::merge(&refs, inner.meta.row_type.value.width())
+                    .map(Arc::new)
+                    .map_err(|e| Arc::new(e.into()))
             })
             .clone()
-            .map_err(ModelError::Corrupt)
+            .map_err(|f| self.fail(f))
     }
 }
 
 impl Inner {
-    fn part_entries(&self, i: usize) -> Result<Arc<SparseRows>, String> {
+    fn part_entries(&self, i: usize) -> Result<Arc<SparseRows>, Arc<MatrixFault>> {
         self.parts[i]
             .get_or_init(|| {
+                let known = |p: &String| Arc::new(MatrixFault::Known(p.clone()));
                 if let Some(p) = &self.part_problem[i] {
-                    return Err(p.clone());
+                    return Err(known(p));
                 }
                 let part = &self.meta.parts[i];
-                let file = self.files[&part.file_name]
-                    .as_ref()
-                    .map_err(|e| e.clone())?;
+                let file = self.files[&part.file_name].as_ref().map_err(known)?;
                 let inp = PartInput {
                     meta: &self.meta,
                     part,
@@ -237,7 +254,7 @@ impl Inner {
                 };
                 decode::decode_partition(&inp).map(Arc::new).map_err(|e| {
                     log::warn!("{e}");
-                    e.to_string()
+                    Arc::new(e.into())
                 })
             })
             .clone()
@@ -390,18 +407,22 @@ fn fill_dense(
     out: &mut [u8],
 ) -> Result<(), ModelError> {
     if out.len() % w != 0 {
-        return Err(ModelError::Corrupt(
-            "read length is not a whole element".into(),
-        ));
+        return Err(RequestError::PartialElement {
+            len: out.len(),
+            elem: w,
+        }
+        .into());
     }
     out.fill(0);
     let n = (out.len() / w) as u64;
     if n == 0 || cols == 0 {
         return Ok(());
     }
-    let end = first
-        .checked_add(n)
-        .ok_or_else(|| ModelError::Corrupt("read range overflows".into()))?;
+    let end = first.checked_add(n).ok_or(RequestError::OutOfRange {
+        first,
+        count: n,
+        total: u64::MAX,
+    })?;
     let (r0, r1) = (first / cols, (end - 1) / cols);
     let start = e.rows.partition_point(|&r| r < r0 + row_base);
     for ri in start..e.rows.len() {
@@ -500,6 +521,13 @@ impl Tensor for AngelMatrix {
     }
 }
 
+fn matrix_error(meta: &TensorMeta, fault: Arc<MatrixFault>) -> ModelError {
+    ModelError::data(
+        format!("Angel matrix {}", String::from_utf8_lossy(&meta.name)),
+        fault,
+    )
+}
+
 /// Partition `index` of a matrix (coordinates: see the module comment).
 pub(crate) struct AngelPartition {
     tmeta: TensorMeta,
@@ -516,7 +544,7 @@ impl AngelPartition {
     fn global(&self) -> Result<Arc<SparseRows>, ModelError> {
         self.inner
             .part_entries(self.index)
-            .map_err(ModelError::Corrupt)
+            .map_err(|f| matrix_error(&self.tmeta, f))
     }
 }
 

@@ -4,8 +4,16 @@
 
 use crate::model::SparseRows;
 
+/// A (row, column) stored by two partitions: which value Angel would load is undefined.
+#[derive(Debug, thiserror::Error)]
+#[error("row {row}, column {col} is stored by two partitions")]
+pub struct DuplicateEntry {
+    pub row: u64,
+    pub col: i64,
+}
+
 /// Merges `parts` (each in global coordinates, rows ascending) into one `SparseRows`.
-pub fn merge(parts: &[&SparseRows], value_width: usize) -> Result<SparseRows, String> {
+pub fn merge(parts: &[&SparseRows], value_width: usize) -> Result<SparseRows, DuplicateEntry> {
     if parts.len() == 1 {
         return Ok(parts[0].clone());
     }
@@ -56,10 +64,7 @@ pub fn merge(parts: &[&SparseRows], value_width: usize) -> Result<SparseRows, St
             scratch.sort_unstable();
             for w in scratch.windows(2) {
                 if w[0].0 == w[1].0 {
-                    return Err(format!(
-                        "row {row}, column {} is stored by two partitions",
-                        w[0].0
-                    ));
+                    return Err(DuplicateEntry { row, col: w[0].0 });
                 }
             }
             for &(col, pi, i) in &scratch {
@@ -108,6 +113,6 @@ mod tests {
         let m = merge(&[&c, &d], 1).unwrap();
         assert_eq!(m.cols, vec![0, 2, 4, 6]);
         let e = sr(&[(0, &[2])]);
-        assert!(merge(&[&c, &d, &e], 1).unwrap_err().contains("column 2"));
+        assert!(merge(&[&c, &d, &e], 1).unwrap_err().col == 2);
     }
 }

@@ -235,7 +235,7 @@ pub fn parse_meta(json: &[u8]) -> Result<MatrixMeta, MetaError> {
 }
 
 fn validate_part(
-    p: RawPart,
+    mut p: RawPart,
     rows: u32,
     col: i64,
     format: AngelFormat,
@@ -273,15 +273,42 @@ fn validate_part(
     if offset.checked_add(length).is_none() {
         return Err(ctx("offset + length overflows".into()));
     }
-    let mut row_list = Vec::with_capacity(p.row_metas.len());
-    for (key, r) in p.row_metas {
+    let row_metas = std::mem::take(&mut p.row_metas);
+    let row_list = part_rows(id, start_row..end_row, row_metas)?;
+    let (save_col_num, save_col_elem_num) = column_counts(id, &p, format, row_list.len())?;
+    Ok(PartMeta {
+        part_id: id,
+        start_row: start_row as u32,
+        end_row: end_row as u32,
+        start_col: p.start_col,
+        end_col: p.end_col,
+        save_row_num: p.save_row_num.unwrap_or(0),
+        save_col_num,
+        save_col_elem_num,
+        file_name: p.file_name,
+        offset,
+        length,
+        rows: row_list,
+    })
+}
+
+/// The saved rows of partition `id` from its `rowMetas` (each within `rows`), by row id.
+fn part_rows(
+    id: i32,
+    rows: std::ops::Range<i32>,
+    row_metas: BTreeMap<String, RawRow>,
+) -> Result<Vec<(u32, u64)>, MetaError> {
+    let ctx = |m: String| corrupt(format!("partition {id}: {m}"));
+    let mut row_list = Vec::with_capacity(row_metas.len());
+    for (key, r) in row_metas {
         let rid = parse_key(&key, "rowMetas").map_err(|e| ctx(e.to_string()))?;
         if rid != r.row_id {
             return Err(ctx(format!("rowMetas key {key} holds rowId {}", r.row_id)));
         }
-        if !(start_row as i64..end_row as i64).contains(&rid) {
+        if !(rows.start as i64..rows.end as i64).contains(&rid) {
             return Err(ctx(format!(
-                "rowId {rid} outside the partition's rows [{start_row}, {end_row})"
+                "rowId {rid} outside the partition's rows [{}, {})",
+                rows.start, rows.end
             )));
         }
         let n = non_negative(r.element_num, "elementNum").map_err(|e| ctx(e.to_string()))?;
@@ -297,6 +324,18 @@ fn validate_part(
         row_list.push((rid as u32, n));
     }
     row_list.sort_unstable_by_key(|r| r.0);
+    Ok(row_list)
+}
+
+/// `(saveColNum, saveColElemNum)`: required by the column formats, where every saved row
+/// appears in every column record.
+fn column_counts(
+    id: i32,
+    p: &RawPart,
+    format: AngelFormat,
+    saved_rows: usize,
+) -> Result<(u64, u64), MetaError> {
+    let ctx = |m: String| corrupt(format!("partition {id}: {m}"));
     let save_col_num = p.save_col_num.unwrap_or(0);
     let save_col_elem_num = p.save_col_elem_num.unwrap_or(0);
     let is_column = matches!(format, AngelFormat::TextColumn | AngelFormat::BinaryColumn);
@@ -310,26 +349,13 @@ fn validate_part(
         "saveColElemNum",
     )
     .map_err(|e| ctx(e.to_string()))?;
-    if is_column && save_col_elem_num != row_list.len() as u64 {
+    if is_column && save_col_elem_num != saved_rows as u64 {
         return Err(ctx(format!(
             "saveColElemNum {save_col_elem_num} differs from the {} rowMetas",
-            row_list.len()
+            saved_rows
         )));
     }
-    Ok(PartMeta {
-        part_id: id,
-        start_row: start_row as u32,
-        end_row: end_row as u32,
-        start_col: p.start_col,
-        end_col: p.end_col,
-        save_row_num: p.save_row_num.unwrap_or(0),
-        save_col_num,
-        save_col_elem_num,
-        file_name: p.file_name,
-        offset,
-        length,
-        rows: row_list,
-    })
+    Ok((save_col_num, save_col_elem_num))
 }
 
 #[cfg(test)]

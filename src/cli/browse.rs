@@ -8,14 +8,14 @@ use std::path::Path;
 use crate::fs::{FileKind, FsError, Tree};
 use crate::options::Options;
 
-use super::{build_tree, open_model, Failure, EXIT_SOURCE, EXIT_USAGE};
+use super::{build_tree, open_model, Failure, EXIT_OK, EXIT_SOURCE, EXIT_USAGE};
 
 /// Bytes per read in `cat` (bounded memory whatever the file size).
 const CAT_CHUNK: usize = 1 << 20;
 
 fn path_failure(path: &OsStr, e: &FsError) -> Failure {
     let status = match e {
-        FsError::Io(_) => EXIT_SOURCE,
+        FsError::Io(_) | FsError::Stale(_) => EXIT_SOURCE,
         _ => EXIT_USAGE,
     };
     Failure::new(status, format!("{}: {e}", path.to_string_lossy()))
@@ -23,17 +23,10 @@ fn path_failure(path: &OsStr, e: &FsError) -> Failure {
 
 fn write_failure(e: io::Error) -> Failure {
     if e.kind() == io::ErrorKind::BrokenPipe {
-        // The reader went away (`| head`): not an error of ours.
-        Failure::new(0, "")
+        // The reader went away (`| head`): stop writing; not an error of ours.
+        Failure::silent(EXIT_OK)
     } else {
         Failure::new(EXIT_USAGE, format!("writing output: {e}"))
-    }
-}
-
-fn ok_or_quiet(r: Result<(), Failure>) -> Result<(), Failure> {
-    match r {
-        Err(f) if f.status == 0 => Ok(()),
-        other => other,
     }
 }
 
@@ -74,10 +67,8 @@ pub(crate) fn ls(source: &Path, path: Option<&OsStr>, opts: &Options) -> Result<
     let tree = build_tree(source, opts)?;
     let stdout = io::stdout();
     let mut out = io::BufWriter::with_capacity(1 << 16, stdout.lock());
-    ok_or_quiet(
-        ls_into(&tree, path.map(|p| p.as_bytes()), &mut out)
-            .and_then(|()| out.flush().map_err(write_failure)),
-    )
+    ls_into(&tree, path.map(|p| p.as_bytes()), &mut out)?;
+    out.flush().map_err(write_failure)
 }
 
 /// Streams the file at `path` into `out`.
@@ -110,10 +101,8 @@ pub(crate) fn cat(source: &Path, path: &OsStr, opts: &Options) -> Result<(), Fai
     let tree = build_tree(source, opts)?;
     let stdout = io::stdout();
     let mut out = stdout.lock();
-    ok_or_quiet(
-        cat_into(&tree, path.as_bytes(), &mut out)
-            .and_then(|()| out.flush().map_err(write_failure)),
-    )
+    cat_into(&tree, path.as_bytes(), &mut out)?;
+    out.flush().map_err(write_failure)
 }
 
 pub(crate) fn info(source: &Path) -> Result<(), Failure> {
@@ -140,7 +129,7 @@ pub(crate) fn info(source: &Path) -> Result<(), Failure> {
         text.push_str(&format!("  {p}\n"));
     }
     let mut out = io::stdout().lock();
-    ok_or_quiet(out.write_all(text.as_bytes()).map_err(write_failure))
+    out.write_all(text.as_bytes()).map_err(write_failure)
 }
 
 #[cfg(test)]

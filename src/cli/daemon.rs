@@ -35,7 +35,7 @@ impl Notifier {
         }
     }
 
-    /// Reports `failure` to the parent (which prints it); returns it with an empty message so
+    /// Reports `failure` to the parent (which prints it); returns it without its message so
     /// the child does not print it a second time. In the foreground it is returned as is.
     pub(crate) fn failed(&mut self, failure: Failure) -> Failure {
         match self.pipe.take() {
@@ -43,10 +43,10 @@ impl Notifier {
                 let line = format!(
                     "ERR {} {}\n",
                     failure.status,
-                    failure.message.replace('\n', " ")
+                    failure.message.as_deref().unwrap_or("").replace('\n', " ")
                 );
                 let _ = f.write_all(line.as_bytes());
-                Failure::new(failure.status, "")
+                Failure::silent(failure.status)
             }
             None => failure,
         }
@@ -149,7 +149,7 @@ mod tests {
         assert!(parse_report("OK\n").is_ok());
         let e = parse_report("ERR 3 mountpoint /x does not exist\n").unwrap_err();
         assert_eq!(
-            (e.status, e.message.as_str()),
+            (e.status, e.message.as_deref().unwrap_or("")),
             (3, "mountpoint /x does not exist")
         );
         assert_eq!(parse_report("").unwrap_err().status, EXIT_MOUNT);

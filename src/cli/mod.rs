@@ -85,14 +85,24 @@ enum Command {
 #[derive(Debug)]
 pub(crate) struct Failure {
     pub(crate) status: i32,
-    pub(crate) message: String,
+    /// `None`: nothing (more) to print — it was reported elsewhere, or there is nothing wrong
+    /// to tell (the reader of our output went away).
+    pub(crate) message: Option<String>,
 }
 
 impl Failure {
     pub(crate) fn new(status: i32, message: impl Into<String>) -> Failure {
         Failure {
             status,
-            message: message.into(),
+            message: Some(message.into()),
+        }
+    }
+
+    /// Ends the command with `status` without a message.
+    pub(crate) fn silent(status: i32) -> Failure {
+        Failure {
+            status,
+            message: None,
         }
     }
 }
@@ -156,8 +166,8 @@ pub fn main() -> i32 {
     match result {
         Ok(()) => EXIT_OK,
         Err(f) => {
-            if !f.message.is_empty() {
-                eprintln!("modelfs: {}", f.message);
+            if let Some(m) = &f.message {
+                eprintln!("modelfs: {m}");
             }
             f.status
         }
@@ -222,6 +232,6 @@ mod tests {
         }
         let e = parse_options(&["layouts=txt".into(), "bogus".into()]).unwrap_err();
         assert_eq!(e.status, EXIT_USAGE);
-        assert!(e.message.contains("bogus"));
+        assert!(e.message.is_some_and(|m| m.contains("bogus")));
     }
 }

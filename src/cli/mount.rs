@@ -37,8 +37,8 @@ pub(crate) fn mount(
             let status = match serve(tree, &mountpoint, &opts, &fsname, notifier) {
                 Ok(()) => 0,
                 Err(f) => {
-                    if !f.message.is_empty() {
-                        log::error!("{}", f.message);
+                    if let Some(m) = &f.message {
+                        log::error!("{m}");
                     }
                     f.status
                 }
@@ -117,7 +117,7 @@ fn spawn_signal_thread(mut unmounter: SessionUnmounter, mountpoint: PathBuf) {
                     mountpoint.display()
                 );
                 if let Err(f) = umount::lazy_detach(&mountpoint) {
-                    log::error!("{}", f.message);
+                    log::error!("{}", f.message.as_deref().unwrap_or("(no message)"));
                 }
             }
         });

@@ -24,6 +24,9 @@ pub(crate) enum FsError {
     Loop,
     #[error("invalid argument")]
     Invalid,
+    /// The source changed under the mount: what was listed no longer matches the bytes.
+    #[error("{0}")]
+    Stale(String),
     /// Bad or unreadable source data; the message names the problem (it is logged).
     #[error("{0}")]
     Io(String),
@@ -41,6 +44,7 @@ impl FsError {
             FsError::Range => libc::ERANGE,
             FsError::Loop => libc::ELOOP,
             FsError::Invalid => libc::EINVAL,
+            FsError::Stale(_) => libc::ESTALE,
             FsError::Io(_) => libc::EIO,
         }
     }
@@ -50,6 +54,7 @@ impl From<ModelError> for FsError {
     fn from(e: ModelError) -> Self {
         match e {
             ModelError::NotFound(_) => FsError::NotFound,
+            e if e.is_stale() => FsError::Stale(e.to_string()),
             other => FsError::Io(other.to_string()),
         }
     }
@@ -58,8 +63,42 @@ impl From<ModelError> for FsError {
 impl From<LayoutError> for FsError {
     fn from(e: LayoutError) -> Self {
         match e {
-            LayoutError::Model(m) => FsError::Io(m.to_string()),
-            LayoutError::Other(s) => FsError::Io(s),
+            LayoutError::Model(m) => m.into(),
+            other => FsError::Io(other.to_string()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::SourceError;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("decoding: {0}")]
+    struct ReaderFault(#[source] SourceError);
+
+    fn changed() -> SourceError {
+        SourceError::Changed { path: "m.data".into() }
+    }
+
+    /// A changed source is ESTALE however deep a reader wrapped it; other faults are EIO.
+    #[test]
+    fn changed_sources_are_stale_through_reader_errors() {
+        let direct = FsError::from(ModelError::Source(changed()));
+        assert_eq!(direct.errno(), libc::ESTALE);
+        let wrapped = ModelError::data("tensor w", std::sync::Arc::new(ReaderFault(changed())));
+        assert_eq!(FsError::from(wrapped).errno(), libc::ESTALE);
+        let via_layout = LayoutError::Model(ModelError::data("w", ReaderFault(changed())));
+        assert_eq!(FsError::from(via_layout).errno(), libc::ESTALE);
+        let io = ModelError::Source(SourceError::OutOfBounds {
+            path: "m.data".into(),
+            offset: 8,
+            len: 8,
+            size: 4,
+        });
+        assert_eq!(FsError::from(io).errno(), libc::EIO);
+        let bad = ModelError::data("w", crate::model::KnownProblem("bad".into()));
+        assert_eq!(FsError::from(bad).errno(), libc::EIO);
     }
 }

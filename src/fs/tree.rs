@@ -347,7 +347,7 @@ impl Tree {
     }
 
     /// Checks that `ino` can be opened for reading (content available, size known).
-    pub(crate) fn open(&self, ino: Ino, write: bool) -> Result<(), FsError> {
+    pub(crate) fn check_open(&self, ino: Ino, write: bool) -> Result<(), FsError> {
         let node = self.node(ino)?;
         if write {
             return Err(FsError::ReadOnly);

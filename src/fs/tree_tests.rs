@@ -217,8 +217,8 @@ fn errors_carry_errnos() {
         libc::ENOENT
     );
     assert_eq!(t.resolve(b"b.txt/x").unwrap_err().errno(), libc::ENOTDIR);
-    assert_eq!(t.open(file, true).unwrap_err().errno(), libc::EROFS);
-    t.open(file, false).unwrap();
+    assert_eq!(t.check_open(file, true).unwrap_err().errno(), libc::EROFS);
+    t.check_open(file, false).unwrap();
     let mut buf = [0u8; 4];
     assert_eq!(
         t.read(ROOT_INO, 0, &mut buf).unwrap_err().errno(),
@@ -228,7 +228,7 @@ fn errors_carry_errnos() {
     // A bad tensor: data files fail with EIO, its .json still reads.
     let bad = t.resolve(b"bad.txt").unwrap();
     assert_eq!(t.getattr(bad).unwrap_err().errno(), libc::EIO);
-    assert_eq!(t.open(bad, false).unwrap_err().errno(), libc::EIO);
+    assert_eq!(t.check_open(bad, false).unwrap_err().errno(), libc::EIO);
     assert!(!read_all(&t, "bad.json").is_empty());
     // ...and keeps failing (errors are not cached as successes).
     assert_eq!(t.getattr(bad).unwrap_err().errno(), libc::EIO);

@@ -109,7 +109,7 @@ struct AngelFile {
 }
 
 fn too_big() -> LayoutError {
-    LayoutError::Other("file size overflows".into())
+    LayoutError::Overflow("file size")
 }
 
 impl AngelFile {
@@ -135,7 +135,7 @@ impl AngelFile {
         if self.format == AngelFormat::RowIdColIdValueBinary
             && rows.rows.iter().any(|&r| r > i32::MAX as u64)
         {
-            return Err(LayoutError::Other("row id does not fit 4 bytes".into()));
+            return Err(Unavailable::RowIdTooWide.into());
         }
         let columns = self.format.is_column();
         let dtype = self.tensor.meta().dtype;

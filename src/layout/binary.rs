@@ -52,7 +52,7 @@ impl RawElements {
     pub(crate) fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize, LayoutError> {
         let size = self
             .size()
-            .ok_or_else(|| LayoutError::Other("element count overflows".into()))?;
+            .ok_or(LayoutError::Overflow("element count"))?;
         if offset >= size || buf.is_empty() {
             return Ok(0);
         }
@@ -97,7 +97,7 @@ impl FileContent for BinContent {
     fn size(&self) -> Result<u64, LayoutError> {
         self.0
             .size()
-            .ok_or_else(|| LayoutError::Other("element count overflows".into()))
+            .ok_or(LayoutError::Overflow("element count"))
     }
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize, LayoutError> {
         self.0.read_at(offset, buf)
@@ -207,7 +207,7 @@ impl FileContent for NpyContent {
         self.raw
             .size()
             .and_then(|d| d.checked_add(self.header.len() as u64))
-            .ok_or_else(|| LayoutError::Other("npy size overflows".into()))
+            .ok_or(LayoutError::Overflow("npy size"))
     }
 
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize, LayoutError> {

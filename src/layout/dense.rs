@@ -3,8 +3,8 @@
 
 use std::sync::{Arc, OnceLock};
 
-use super::Unavailable;
-use crate::model::{ModelError, SparseRows, Tensor, TensorMeta};
+use super::{InconsistentRows, Unavailable};
+use crate::model::{ModelError, RequestError, SparseRows, Tensor, TensorMeta};
 
 /// Whether dense layouts can show the tensor: always when it is dense; for a sparse one, when
 /// it is a matrix whose dense bytes fit in `max_dense`.
@@ -58,6 +58,13 @@ pub(crate) struct DenseView {
 }
 
 impl DenseView {
+    fn inconsistent(&self) -> ModelError {
+        ModelError::data(
+            format!("tensor {}", String::from_utf8_lossy(&self.meta.name)),
+            InconsistentRows,
+        )
+    }
+
     fn rows(&self) -> Result<Arc<SparseRows>, ModelError> {
         if let Some(r) = self.rows.get() {
             return Ok(r.clone());
@@ -78,9 +85,12 @@ impl Tensor for DenseView {
         let cols = self.meta.shape.get(1).copied().unwrap_or(0);
         let total = self.meta.num_elements().unwrap_or(0);
         if first.checked_add(count).is_none_or(|e| e > total) {
-            return Err(ModelError::Corrupt(format!(
-                "read of {count} elements at {first} is past the end ({total})"
-            )));
+            return Err(RequestError::OutOfRange {
+                first,
+                count,
+                total,
+            }
+            .into());
         }
         out.fill(0);
         if count == 0 || cols == 0 {
@@ -94,9 +104,7 @@ impl Tensor for DenseView {
             let (a, b) = match (s.row_ptr.get(k), s.row_ptr.get(k + 1)) {
                 (Some(&a), Some(&b)) if a <= b && b <= s.cols.len() as u64 => (a, b),
                 _ => {
-                    return Err(ModelError::Corrupt(format!(
-                        "bad sparse row pointer at row {row}"
-                    )))
+                    return Err(self.inconsistent())
                 }
             };
             for e in a..b {
@@ -113,7 +121,7 @@ impl Tensor for DenseView {
                 let v = s
                     .values
                     .get(src)
-                    .ok_or_else(|| ModelError::Corrupt("sparse values are short".into()))?;
+                    .ok_or_else(|| self.inconsistent())?;
                 out[dst..dst + es as usize].copy_from_slice(v);
             }
             k += 1;

@@ -2,9 +2,9 @@
 //! elements by range in blocks (one scratch buffer, no per-element allocation) and hands each
 //! out as a `Value`.
 
-use crate::model::{DType, ModelError, SparseRows, Tensor};
+use crate::model::{DType, ModelError, RequestError, SparseRows, Tensor};
 
-use super::{num, LayoutError};
+use super::{num, InconsistentRows, LayoutError};
 
 /// One element, widened to a type that holds every value of its dtype exactly.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -123,7 +123,8 @@ pub(crate) fn decode(dtype: DType, b: &[u8]) -> Value {
 pub(crate) fn check_sparse(rows: &SparseRows, dtype: DType) -> Result<usize, LayoutError> {
     let es = dtype
         .elem_size()
-        .ok_or_else(|| LayoutError::Other("sparse values need a fixed-size dtype".into()))?;
+        .ok_or_else(|| RequestError::NoFixedSize(dtype.name().into_owned()))
+        .map_err(ModelError::from)?;
     let nnz = rows.cols.len();
     let ok = rows.row_ptr.len() == rows.rows.len() + 1
         && rows.row_ptr.first() == Some(&0)
@@ -131,7 +132,7 @@ pub(crate) fn check_sparse(rows: &SparseRows, dtype: DType) -> Result<usize, Lay
         && rows.row_ptr.windows(2).all(|w| w[0] <= w[1])
         && nnz.checked_mul(es) == Some(rows.values.len());
     if !ok {
-        return Err(LayoutError::Other("inconsistent sparse rows".into()));
+        return Err(InconsistentRows.into());
     }
     Ok(es)
 }
@@ -152,15 +153,14 @@ pub(crate) fn for_each_value<F: FnMut(u64, Value)>(
     let es = match dtype.elem_size() {
         Some(es) if has_values(dtype) => es,
         _ => {
-            return Err(ModelError::Unsupported(format!(
-                "{} elements have no numeric value",
-                dtype.name()
-            )))
+            return Err(RequestError::NoValues(dtype.name().into_owned()).into())
         }
     };
-    let end = first
-        .checked_add(count)
-        .ok_or_else(|| ModelError::Corrupt("element range overflows".into()))?;
+    let end = first.checked_add(count).ok_or(RequestError::OutOfRange {
+        first,
+        count,
+        total: u64::MAX,
+    })?;
     let mut at = first;
     while at < end {
         let n = (end - at).min(BLOCK_ELEMENTS);

@@ -43,10 +43,11 @@ impl ChunkSource for ElementLines {
                 i += 1;
             })?;
             if i != first + count {
-                return Err(LayoutError::Other(format!(
-                    "string tensor gave {} of {count} strings",
-                    i - first
-                )));
+                return Err(LayoutError::Mismatch {
+                    what: "strings read",
+                    got: i - first,
+                    want: count,
+                });
             }
             return Ok(());
         }

@@ -100,9 +100,33 @@ fn layout_names() -> String {
 pub enum LayoutError {
     #[error(transparent)]
     Model(#[from] ModelError),
-    #[error("{0}")]
-    Other(String),
+    /// Found only once the data were seen (a row id too wide, …).
+    #[error(transparent)]
+    Unavailable(#[from] Unavailable),
+    #[error("{0} overflows")]
+    Overflow(&'static str),
+    /// A second pass over the data disagrees with the first (rendered length, string count).
+    #[error("{what}: {got}, expected {want}")]
+    Mismatch {
+        what: &'static str,
+        got: u64,
+        want: u64,
+    },
+    #[error(transparent)]
+    Inconsistent(#[from] InconsistentRows),
+    #[error("{0} text chunks is more than any real tensor needs")]
+    TooManyChunks(u64),
+    #[error("a text rendering worker panicked")]
+    WorkerPanicked,
+    /// An invariant of modelfs itself does not hold (a bug, not bad data).
+    #[error("internal error: {0}")]
+    Internal(&'static str),
 }
+
+/// Sparse entries whose CSR arrays do not agree (a reader bug or bad data).
+#[derive(Debug, thiserror::Error)]
+#[error("inconsistent sparse rows")]
+pub struct InconsistentRows;
 
 /// Settings and shared caches for rendering.
 pub struct LayoutCtx {

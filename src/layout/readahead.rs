@@ -60,10 +60,11 @@ pub(crate) fn render_checked(
     source.render(i, &mut v)?;
     cache.count_rendered(1);
     if v.len() as u64 != want {
-        return Err(super::LayoutError::Other(format!(
-            "text chunk {i} rendered to {} bytes, its index says {want} (source changed?)",
-            v.len()
-        )));
+        return Err(super::LayoutError::Mismatch {
+            what: "text chunk bytes rendered",
+            got: v.len() as u64,
+            want,
+        });
     }
     Ok(v)
 }

@@ -136,9 +136,7 @@ impl ChunkedText {
         }
         let chunks = self.source.num_chunks();
         if chunks > MAX_CHUNKS {
-            return Err(LayoutError::Other(format!(
-                "{chunks} text chunks is more than any real tensor needs"
-            )));
+            return Err(LayoutError::TooManyChunks(chunks));
         }
         let offsets = build_offsets(&*self.source, chunks, &self.cache)?;
         if let (OffsetsKey::Stable(k), Some(store)) = (&self.key, self.cache.offset_store()) {
@@ -235,15 +233,17 @@ fn build_offsets(
         return Err(e);
     }
     if failed.load(Ordering::Relaxed) {
-        return Err(LayoutError::Other(
-            "a text rendering worker panicked".into(),
-        ));
+        return Err(LayoutError::WorkerPanicked);
     }
     // Every chunk rendered, so `chunks` is backed by real data: only now allocate by it.
     let mut lens: Vec<(u64, u64)> = results.into_iter().flatten().collect();
     lens.sort_unstable_by_key(|&(i, _)| i);
     if lens.len() as u64 != chunks {
-        return Err(LayoutError::Other("text index build lost chunks".into()));
+        return Err(LayoutError::Mismatch {
+            what: "text chunks rendered",
+            got: lens.len() as u64,
+            want: chunks,
+        });
     }
     let mut offsets = Vec::with_capacity(lens.len() + 1);
     let mut total = 0u64;

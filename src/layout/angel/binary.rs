@@ -121,7 +121,11 @@ impl FileContent for AngelBinary {
         let skip = (offset - start) as usize;
         let got = tmp
             .get(skip..skip + want as usize)
-            .ok_or_else(|| LayoutError::Other("binary records rendered short".into()))?;
+            .ok_or(LayoutError::Mismatch {
+                what: "binary record bytes rendered",
+                got: tmp.len() as u64,
+                want: skip as u64 + want,
+            })?;
         buf[..want as usize].copy_from_slice(got);
         Ok(want as usize)
     }

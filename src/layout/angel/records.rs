@@ -39,7 +39,7 @@ pub(crate) struct Columns {
 impl Columns {
     fn build(s: &SparseRows) -> Result<Columns, LayoutError> {
         if s.rows.len() > u32::MAX as usize {
-            return Err(LayoutError::Other("too many saved rows".into()));
+            return Err(LayoutError::Overflow("saved row count"));
         }
         let mut all: Vec<(i64, u32, usize)> = Vec::with_capacity(s.cols.len());
         for (ri, w) in s.row_ptr.windows(2).enumerate() {
@@ -236,7 +236,7 @@ impl Records {
                 } => {
                     let c = columns
                         .as_ref()
-                        .ok_or_else(|| LayoutError::Other("column index not built".into()))?;
+                        .ok_or(LayoutError::Internal("column index not built"))?;
                     let es = dtype.elem_size().unwrap_or(1);
                     for j in j0 as usize..j1 as usize {
                         if s0 == 0 {

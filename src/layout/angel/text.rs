@@ -86,9 +86,7 @@ impl ChunkSource for AngelText {
                     }
                 })
             }
-            binary => Err(LayoutError::Other(format!(
-                "{binary:?} is not a text format"
-            ))),
+            _ => Err(LayoutError::Internal("a binary format rendered as text")),
         }
     }
 }

@@ -27,15 +27,44 @@ pub(crate) const V1_MESSAGE: &str = "TensorFlow V1 checkpoint (format used befor
 pub enum BundleError {
     #[error(transparent)]
     Table(#[from] TableError),
-    #[error("{0}")]
-    Header(String),
+    #[error("{file}: {source}")]
+    Header {
+        file: String,
+        #[source]
+        source: HeaderError,
+    },
+}
+
+/// What is wrong with the bundle header (the entry under key `""`).
+#[derive(Debug, thiserror::Error)]
+pub enum HeaderError {
+    #[error("empty table (no bundle header)")]
+    Empty,
+    #[error("no bundle header (the first key is not empty)")]
+    FirstKeyNotEmpty,
+    #[error("{}", V1_MESSAGE)]
+    V1,
+    #[error("unreadable bundle header: {0}")]
+    Undecodable(#[from] prost::DecodeError),
+    #[error(
+        "unsupported bundle version (producer {producer}, min_consumer {min_consumer}, bad_consumers {bad_consumers:?})"
+    )]
+    Version {
+        producer: i32,
+        min_consumer: i32,
+        bad_consumers: Vec<i32>,
+    },
+    #[error("bad bundle header: num_shards {0}")]
+    NumShards(i32),
+    #[error("bad bundle header: endianness {0}")]
+    Endianness(i32),
 }
 
 impl From<BundleError> for ModelError {
     fn from(e: BundleError) -> Self {
         match e {
-            BundleError::Table(TableError::Source(s)) => ModelError::Source(s),
-            other => ModelError::Corrupt(other.to_string()),
+            BundleError::Table(t) => t.into(),
+            BundleError::Header { file, source } => ModelError::data(file, source),
         }
     }
 }
@@ -44,7 +73,7 @@ impl From<TableError> for ModelError {
     fn from(e: TableError) -> Self {
         match e {
             TableError::Source(s) => ModelError::Source(s),
-            other => ModelError::Corrupt(other.to_string()),
+            other => ModelError::data("tensor index", other),
         }
     }
 }
@@ -117,21 +146,20 @@ impl Bundle {
         opener: Box<dyn ShardOpener>,
         verify: bool,
     ) -> Result<Bundle, BundleError> {
-        let name = table.file().name().to_string();
+        let header_error = |source| BundleError::Header {
+            file: table.file().name().to_string(),
+            source,
+        };
         let header = {
             let mut it = table.iter();
             it.seek_to_first()?;
             if !it.valid() {
-                return Err(BundleError::Header(format!(
-                    "{name}: empty table (no bundle header)"
-                )));
+                return Err(header_error(HeaderError::Empty));
             }
             if !it.key().is_empty() {
-                return Err(BundleError::Header(format!(
-                    "{name}: no bundle header (the first key is not empty)"
-                )));
+                return Err(header_error(HeaderError::FirstKeyNotEmpty));
             }
-            parse_header(it.value()).map_err(|m| BundleError::Header(format!("{name}: {m}")))?
+            parse_header(it.value()).map_err(header_error)?
         };
         Ok(Bundle {
             mtime: table.file().mtime(),
@@ -170,10 +198,7 @@ impl Bundle {
             return Ok(Arc::clone(f));
         }
         let name = self.shard_name(shard);
-        let file = self
-            .opener
-            .open(&name)
-            .map_err(|e| ModelError::Corrupt(format!("data file {name} cannot be opened: {e}")))?;
+        let file = self.opener.open(&name)?;
         let mut map = self.shards.lock().unwrap_or_else(|e| e.into_inner());
         Ok(Arc::clone(map.entry(shard).or_insert(file)))
     }
@@ -213,26 +238,26 @@ pub fn tensor_from_value(
 }
 
 /// Checks a header value: `(num_shards, big_endian)`.
-fn parse_header(value: &[u8]) -> Result<(u32, bool), String> {
+fn parse_header(value: &[u8]) -> Result<(u32, bool), HeaderError> {
     if value.first() == Some(&0x0a) {
-        return Err(V1_MESSAGE.into());
+        return Err(HeaderError::V1);
     }
-    let h =
-        BundleHeaderProto::decode(value).map_err(|e| format!("unreadable bundle header: {e}"))?;
+    let h = BundleHeaderProto::decode(value)?;
     let v = h.version.unwrap_or_default();
     if v.producer < 0 || v.min_consumer > 1 || v.bad_consumers.contains(&1) {
-        return Err(format!(
-            "unsupported bundle version (producer {}, min_consumer {}, bad_consumers {:?})",
-            v.producer, v.min_consumer, v.bad_consumers
-        ));
+        return Err(HeaderError::Version {
+            producer: v.producer,
+            min_consumer: v.min_consumer,
+            bad_consumers: v.bad_consumers,
+        });
     }
     if h.num_shards < 1 {
-        return Err(format!("bad bundle header: num_shards {}", h.num_shards));
+        return Err(HeaderError::NumShards(h.num_shards));
     }
     let big = match h.endianness {
         0 => false,
         1 => true,
-        e => return Err(format!("bad bundle header: endianness {e}")),
+        e => return Err(HeaderError::Endianness(e)),
     };
     Ok((h.num_shards as u32, big))
 }

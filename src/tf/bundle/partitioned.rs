@@ -11,7 +11,8 @@ use std::sync::Arc;
 use super::entry::{parse_entry, Entry};
 use super::tensor::TfTensor;
 use super::Bundle;
-use crate::model::{ModelError, PartitionMeta, SourceFormat, Tensor, TensorMeta};
+use crate::model::{ModelError, PartitionMeta, RequestError, SourceFormat, Tensor, TensorMeta};
+use crate::tf::table::TableError;
 use crate::tf::ordered_code::slice_key;
 
 struct Slice {
@@ -29,6 +30,49 @@ pub(crate) struct PartitionedTensor {
     slices: Vec<Slice>,
 }
 
+/// Why one slice of a partitioned entry cannot be used (reported in the tensor's `problem`).
+#[derive(Debug, thiserror::Error)]
+enum SliceProblem {
+    #[error("rank {slice} differs from the tensor's rank {tensor}")]
+    Rank { slice: usize, tensor: usize },
+    #[error("bad extent start {start} length {length}")]
+    BadExtent { start: i64, length: i64 },
+    #[error("extent {start},{length} exceeds dimension {dim}")]
+    PastDimension { start: u64, length: u64, dim: u64 },
+    #[error(transparent)]
+    Table(#[from] TableError),
+    #[error("its entry is missing")]
+    Missing,
+    #[error("dtype {slice} differs from the full entry's {full}")]
+    DType { slice: String, full: String },
+    #[error("shape {shape:?} differs from its extent {extent:?}")]
+    Shape { shape: Vec<u64>, extent: Vec<u64> },
+    #[error("the slice entry is partitioned itself")]
+    Nested,
+    #[error("{0}")]
+    Entry(String),
+}
+
+/// Why the slices together do not make the tensor.
+#[derive(Debug, thiserror::Error)]
+enum CoverageProblem {
+    #[error("slices {0} and {1} overlap")]
+    Overlap(usize, usize),
+    #[error("slices cover {covered} of {total} elements (gaps): does not have sufficient slices")]
+    Gaps { covered: u64, total: u64 },
+}
+
+/// Why a read of a partitioned tensor failed (beyond its slices' own errors).
+#[derive(Debug, thiserror::Error)]
+enum PartitionedFault {
+    #[error("{0}")]
+    Known(String),
+    #[error("element {0} is in no slice")]
+    Uncovered(u64),
+    #[error("partition {0} has no readable entry")]
+    NoEntry(usize),
+}
+
 impl PartitionedTensor {
     pub(crate) fn new(bundle: Arc<Bundle>, name: Vec<u8>, entry: &Entry) -> PartitionedTensor {
         let shape = entry.shape.clone();
@@ -36,15 +80,10 @@ impl PartitionedTensor {
         let mut slices = Vec::with_capacity(entry.slices.len());
         let mut parts = Vec::with_capacity(entry.slices.len());
         for (i, proto) in entry.slices.iter().enumerate() {
-            let extent = match resolve_extent(proto, &shape) {
-                Ok(e) => e,
-                Err(m) => {
-                    problems.push(format!("slice {i}: {m}"));
-                    Vec::new()
-                }
-            };
-            let key = slice_key(&name, proto);
-            let mut tensor = None;
+            let extent = resolve_extent(proto, &shape).unwrap_or_else(|p| {
+                problems.push(format!("slice {i}: {p}"));
+                Vec::new()
+            });
             let mut part = PartitionMeta {
                 extent: extent.clone(),
                 file: String::new(),
@@ -53,39 +92,20 @@ impl PartitionedTensor {
                 part_id: None,
                 extra: Default::default(),
             };
-            match bundle.table.get(&key) {
-                Err(e) => problems.push(format!("slice {i}: {e}")),
-                Ok(None) => problems.push(format!("slice {i}: its entry is missing")),
-                Ok(Some(value)) => {
-                    let se = parse_entry(&value, bundle.num_shards);
-                    let lengths: Vec<u64> = extent.iter().map(|e| e.1).collect();
-                    if se.dtype != entry.dtype {
-                        problems.push(format!(
-                            "slice {i}: dtype {} differs from the full entry's {}",
-                            se.dtype.name(),
-                            entry.dtype.name()
-                        ));
-                    } else if !extent.is_empty() && se.shape != lengths {
-                        problems.push(format!(
-                            "slice {i}: shape {:?} differs from its extent {lengths:?}",
-                            se.shape
-                        ));
-                    } else if !se.slices.is_empty() {
-                        problems.push(format!("slice {i}: the slice entry is partitioned itself"));
-                    } else {
-                        if let Some(loc) = se.loc {
-                            part.file = bundle.shard_name(loc.shard);
-                            part.offset = loc.offset;
-                            part.length = loc.size;
-                        }
-                        let t = TfTensor::new(Arc::clone(&bundle), name.clone(), &se);
-                        if let Some(p) = &t.meta().problem {
-                            problems.push(format!("slice {i}: {p}"));
-                        }
-                        tensor = Some(Arc::new(t));
+            let tensor = match slice_tensor(&bundle, &name, entry, proto, &extent) {
+                Ok(t) => {
+                    if let Some(loc) = t.loc() {
+                        part.file = bundle.shard_name(loc.shard);
+                        part.offset = loc.offset;
+                        part.length = loc.size;
                     }
+                    Some(t)
                 }
-            }
+                Err(p) => {
+                    problems.push(format!("slice {i}: {p}"));
+                    None
+                }
+            };
             let last_partial = extent
                 .iter()
                 .zip(&shape)
@@ -98,8 +118,8 @@ impl PartitionedTensor {
             parts.push(part);
         }
         if problems.is_empty() {
-            if let Err(m) = check_coverage(&slices, &shape) {
-                problems.push(m);
+            if let Err(p) = check_coverage(&slices, &shape) {
+                problems.push(p.to_string());
             }
         }
         let meta = TensorMeta {
@@ -120,12 +140,15 @@ impl PartitionedTensor {
         }
     }
 
-    fn fail(&self, msg: impl std::fmt::Display) -> ModelError {
-        ModelError::Corrupt(format!(
-            "{}: partitioned tensor {}: {msg}",
-            self.prefix_name,
-            String::from_utf8_lossy(&self.meta.name)
-        ))
+    fn fail(&self, fault: PartitionedFault) -> ModelError {
+        ModelError::data(
+            format!(
+                "{}: partitioned tensor {}",
+                self.prefix_name,
+                String::from_utf8_lossy(&self.meta.name)
+            ),
+            fault,
+        )
     }
 
     /// Calls `f(slice, first_in_slice, run)` for consecutive runs covering `first..first+n`.
@@ -136,14 +159,18 @@ impl PartitionedTensor {
         f: &mut dyn FnMut(&TfTensor, u64, u64) -> Result<(), ModelError>,
     ) -> Result<(), ModelError> {
         if let Some(p) = &self.meta.problem {
-            return Err(self.fail(p));
+            return Err(self.fail(PartitionedFault::Known(p.clone())));
         }
         let shape = &self.meta.shape;
         let total = self.meta.num_elements().unwrap_or(0);
         let end = first
             .checked_add(n)
             .filter(|&e| e <= total)
-            .ok_or_else(|| self.fail(format!("elements {first}..+{n} out of range ({total})")))?;
+            .ok_or(RequestError::OutOfRange {
+                first,
+                count: n,
+                total,
+            })?;
         let mut index = vec![0u64; shape.len()];
         let mut pos = first;
         while pos < end {
@@ -157,7 +184,7 @@ impl PartitionedTensor {
                         .zip(&index)
                         .all(|(&(st, len), &i)| i >= st && i - st < len)
                 })
-                .ok_or_else(|| self.fail(format!("element {pos} is in no slice")))?;
+                .ok_or_else(|| self.fail(PartitionedFault::Uncovered(pos)))?;
             let run = match slice.last_partial {
                 None => total - pos,
                 Some(k) => {
@@ -175,11 +202,47 @@ impl PartitionedTensor {
             let tensor = slice
                 .tensor
                 .as_deref()
-                .ok_or_else(|| self.fail("slice missing"))?;
+                .ok_or_else(|| self.fail(PartitionedFault::Uncovered(pos)))?;
             f(tensor, in_slice, run)?;
             pos += run;
         }
         Ok(())
+    }
+}
+
+/// The plain tensor holding one slice, checked against the full entry and the slice's extent.
+fn slice_tensor(
+    bundle: &Arc<Bundle>,
+    name: &[u8],
+    full: &Entry,
+    proto: &crate::tf::proto::TensorSliceProto,
+    extent: &[(u64, u64)],
+) -> Result<Arc<TfTensor>, SliceProblem> {
+    let value = bundle
+        .table
+        .get(&slice_key(name, proto))?
+        .ok_or(SliceProblem::Missing)?;
+    let se = parse_entry(&value, bundle.num_shards);
+    let lengths: Vec<u64> = extent.iter().map(|e| e.1).collect();
+    if se.dtype != full.dtype {
+        return Err(SliceProblem::DType {
+            slice: se.dtype.name().into_owned(),
+            full: full.dtype.name().into_owned(),
+        });
+    }
+    if !extent.is_empty() && se.shape != lengths {
+        return Err(SliceProblem::Shape {
+            shape: se.shape,
+            extent: lengths,
+        });
+    }
+    if !se.slices.is_empty() {
+        return Err(SliceProblem::Nested);
+    }
+    let t = TfTensor::new(Arc::clone(bundle), name.to_vec(), &se);
+    match &t.meta().problem {
+        Some(p) => Err(SliceProblem::Entry(p.clone())),
+        None => Ok(Arc::new(t)),
     }
 }
 
@@ -195,13 +258,12 @@ fn unravel(mut pos: u64, shape: &[u64], out: &mut [u64]) {
 fn resolve_extent(
     slice: &crate::tf::proto::TensorSliceProto,
     shape: &[u64],
-) -> Result<Vec<(u64, u64)>, String> {
+) -> Result<Vec<(u64, u64)>, SliceProblem> {
     if slice.extent.len() != shape.len() {
-        return Err(format!(
-            "rank {} differs from the tensor's rank {}",
-            slice.extent.len(),
-            shape.len()
-        ));
+        return Err(SliceProblem::Rank {
+            slice: slice.extent.len(),
+            tensor: shape.len(),
+        });
     }
     slice
         .extent
@@ -211,12 +273,19 @@ fn resolve_extent(
             None => Ok((0, dim)),
             Some(len) => {
                 if e.start < 0 || len <= 0 {
-                    return Err(format!("bad extent start {} length {len}", e.start));
+                    return Err(SliceProblem::BadExtent {
+                        start: e.start,
+                        length: len,
+                    });
                 }
                 let (s, l) = (e.start as u64, len as u64);
                 match s.checked_add(l) {
                     Some(end) if end <= dim => Ok((s, l)),
-                    _ => Err(format!("extent {s},{l} exceeds dimension {dim}")),
+                    _ => Err(SliceProblem::PastDimension {
+                        start: s,
+                        length: l,
+                        dim,
+                    }),
                 }
             }
         })
@@ -224,7 +293,7 @@ fn resolve_extent(
 }
 
 /// Slices must be pairwise disjoint and together cover every element.
-fn check_coverage(slices: &[Slice], shape: &[u64]) -> Result<(), String> {
+fn check_coverage(slices: &[Slice], shape: &[u64]) -> Result<(), CoverageProblem> {
     let total = shape
         .iter()
         .try_fold(1u64, |a, &d| a.checked_mul(d))
@@ -248,14 +317,12 @@ fn check_coverage(slices: &[Slice], shape: &[u64]) -> Result<(), String> {
                 .zip(&slices[b].extent)
                 .all(|(x, y)| x.0 < y.0 + y.1 && y.0 < x.0 + x.1);
             if overlap {
-                return Err(format!("slices {} and {} overlap", a.min(b), a.max(b)));
+                return Err(CoverageProblem::Overlap(a.min(b), a.max(b)));
             }
         }
     }
     if covered != total {
-        return Err(format!(
-            "slices cover {covered} of {total} elements (gaps): does not have sufficient slices"
-        ));
+        return Err(CoverageProblem::Gaps { covered, total });
     }
     Ok(())
 }
@@ -266,16 +333,17 @@ impl Tensor for PartitionedTensor {
     }
 
     fn read_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
-        let elem = self.meta.dtype.elem_size().ok_or_else(|| {
-            ModelError::Unsupported(format!(
-                "{} elements have no fixed size",
-                self.meta.dtype.name()
-            ))
-        })?;
+        let elem = self
+            .meta
+            .dtype
+            .elem_size()
+            .ok_or_else(|| RequestError::NoFixedSize(self.meta.dtype.name().into_owned()))?;
         if out.len() % elem != 0 {
-            return Err(ModelError::Unsupported(
-                "buffer is not a whole number of elements".into(),
-            ));
+            return Err(RequestError::PartialElement {
+                len: out.len(),
+                elem,
+            }
+            .into());
         }
         let n = (out.len() / elem) as u64;
         let mut at = 0usize;
@@ -323,7 +391,7 @@ impl Tensor for PartitionedTensor {
             .ok_or_else(|| ModelError::NotFound(format!("partition {i}")))?;
         match &slice.tensor {
             Some(t) => Ok(Arc::clone(t) as Arc<dyn Tensor>),
-            None => Err(self.fail(format!("partition {i} has no readable entry"))),
+            None => Err(self.fail(PartitionedFault::NoEntry(i))),
         }
     }
 }

@@ -5,9 +5,9 @@
 use std::sync::{Arc, OnceLock};
 
 use super::entry::{DataLoc, Entry};
-use super::varlen::VarIndex;
+use super::varlen::{VarError, VarIndex};
 use super::Bundle;
-use crate::model::{DType, ModelError, SourceFormat, Tensor, TensorMeta};
+use crate::model::{DType, ModelError, RequestError, SourceFormat, Tensor, TensorMeta};
 use crate::source::{identity_string, ReadAt};
 use crate::tf::coding::{crc32c_parallel, mask_crc, PARALLEL_CRC_MIN};
 use crate::tf::dtype::{swap_in_place, swap_width};
@@ -17,14 +17,36 @@ use crate::tf::dtype::{swap_in_place, swap_width};
 /// a cache file is to read).
 pub(crate) const PERSIST_VERDICT_MIN: u64 = 64 << 20;
 
+/// Why a bundle tensor's bytes cannot be served (source errors travel as `ModelError::Source`).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum TensorFault {
+    /// Found while reading the index (`TensorMeta::problem`).
+    #[error("{0}")]
+    Known(String),
+    #[error("no data location")]
+    NoLocation,
+    #[error("{0} bytes do not fit in memory")]
+    TooLarge(u64),
+    #[error("checksum does not match (data file {0})")]
+    Checksum(String),
+    #[error("{source} (data file {file})")]
+    VarLen {
+        file: String,
+        #[source]
+        source: VarError,
+    },
+    #[error("variant tensors in a big-endian bundle are not supported")]
+    BigEndianVariant,
+}
+
 pub(crate) struct TfTensor {
     bundle: Arc<Bundle>,
     meta: TensorMeta,
     loc: Option<DataLoc>,
     /// Fixed-size dtypes: the checksum verdict of the first read.
-    verdict: OnceLock<Result<(), String>>,
+    verdict: OnceLock<Result<(), TensorFault>>,
     /// Strings / variants: the element index (built and verified on first read).
-    var_index: OnceLock<Result<VarIndex, String>>,
+    var_index: OnceLock<Result<VarIndex, VarError>>,
 }
 
 impl TfTensor {
@@ -34,7 +56,7 @@ impl TfTensor {
         let mut problem = entry.problem.clone();
         if problem.is_none() {
             if let Some(loc) = entry.loc {
-                problem = check_location(&bundle, loc).err();
+                problem = location_problem(&bundle, loc);
             }
         }
         let meta = TensorMeta {
@@ -55,6 +77,10 @@ impl TfTensor {
             verdict: OnceLock::new(),
             var_index: OnceLock::new(),
         }
+    }
+
+    pub(super) fn loc(&self) -> Option<DataLoc> {
+        self.loc
     }
 
     /// Identity of the index file this entry was read from (its dtype, shape and location
@@ -78,20 +104,23 @@ impl TfTensor {
         ))
     }
 
-    fn fail(&self, msg: impl std::fmt::Display) -> ModelError {
-        ModelError::Corrupt(format!(
-            "{}: tensor {}: {msg}",
-            self.bundle.prefix_name,
-            String::from_utf8_lossy(&self.meta.name)
-        ))
+    fn fail(&self, fault: TensorFault) -> ModelError {
+        ModelError::data(
+            format!(
+                "{}: tensor {}",
+                self.bundle.prefix_name,
+                String::from_utf8_lossy(&self.meta.name)
+            ),
+            fault,
+        )
     }
 
     /// The data file and location, or the tensor's known problem.
     fn data_file(&self) -> Result<(Arc<dyn ReadAt>, DataLoc), ModelError> {
         if let Some(p) = &self.meta.problem {
-            return Err(self.fail(p));
+            return Err(self.fail(TensorFault::Known(p.clone())));
         }
-        let loc = self.loc.ok_or_else(|| self.fail("no data location"))?;
+        let loc = self.loc.ok_or_else(|| self.fail(TensorFault::NoLocation))?;
         Ok((self.bundle.shard(loc.shard)?, loc))
     }
 
@@ -99,49 +128,64 @@ impl TfTensor {
         if !self.bundle.verify {
             return Ok(());
         }
-        let verdict = self.verdict.get_or_init(|| {
-            // A large tensor whose exact bytes (same files by identity, same location and
-            // checksum) were verified before, by this or an earlier mount, is not re-read.
-            let remembered = (loc.size >= PERSIST_VERDICT_MIN)
-                .then(|| self.bundle.verdict_store().zip(self.cache_identity()))
-                .flatten()
-                .map(|(store, id)| (store, format!("crc32c {id}")));
-            if let Some((store, key)) = &remembered {
-                if store.is_verified(key) {
-                    return Ok(());
-                }
+        if let Some(verdict) = self.verdict.get() {
+            return verdict.clone().map_err(|f| self.fail(f));
+        }
+        // Only verdicts on the bytes are kept: a failed read may succeed next time.
+        let verdict = self.check_crc(file, loc)?;
+        let verdict = self.verdict.get_or_init(|| verdict);
+        verdict.clone().map_err(|f| self.fail(f))
+    }
+
+    /// The checksum verdict on the tensor's bytes; `Err` only when they cannot be read.
+    fn check_crc(
+        &self,
+        file: &dyn ReadAt,
+        loc: DataLoc,
+    ) -> Result<Result<(), TensorFault>, ModelError> {
+        // A large tensor whose exact bytes (same files by identity, same location and
+        // checksum) were verified before, by this or an earlier mount, is not re-read.
+        let remembered = (loc.size >= PERSIST_VERDICT_MIN)
+            .then(|| self.bundle.verdict_store().zip(self.cache_identity()))
+            .flatten()
+            .map(|(store, id)| (store, format!("crc32c {id}")));
+        if let Some((store, key)) = &remembered {
+            if store.is_verified(key) {
+                return Ok(Ok(()));
             }
-            let size = usize::try_from(loc.size).map_err(|_| "tensor too large".to_string())?;
-            let bytes = file.read_at(loc.offset, size).map_err(|e| e.to_string())?;
-            // Large tensors are checksummed on every core (the first read waits for it).
-            let threads = if bytes.len() >= 2 * PARALLEL_CRC_MIN {
-                std::thread::available_parallelism().map_or(1, |n| n.get())
-            } else {
-                1
-            };
-            if mask_crc(crc32c_parallel(&bytes, threads)) != loc.crc {
-                return Err(format!(
-                    "checksum does not match (data file {})",
-                    self.bundle.shard_name(loc.shard)
-                ));
-            }
-            if let Some((store, key)) = &remembered {
-                // Remembered only if the file provably stayed the same during the read.
-                if file.check_consistent().is_ok() {
-                    store.mark_verified(key);
-                }
-            }
-            Ok(())
-        });
-        verdict.clone().map_err(|m| self.fail(m))
+        }
+        let Ok(size) = usize::try_from(loc.size) else {
+            return Ok(Err(TensorFault::TooLarge(loc.size)));
+        };
+        let bytes = file.read_at(loc.offset, size)?;
+        // Large tensors are checksummed on every core (the first read waits for it).
+        let threads = if bytes.len() >= 2 * PARALLEL_CRC_MIN {
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        } else {
+            1
+        };
+        if mask_crc(crc32c_parallel(&bytes, threads)) != loc.crc {
+            let file = self.bundle.shard_name(loc.shard).to_string();
+            return Ok(Err(TensorFault::Checksum(file)));
+        }
+        // A file rewritten during the read proves nothing about either version.
+        file.check_consistent()?;
+        if let Some((store, key)) = &remembered {
+            store.mark_verified(key);
+        }
+        Ok(Ok(()))
     }
 }
 
-fn check_location(bundle: &Bundle, loc: DataLoc) -> Result<(), String> {
-    let file = bundle.shard(loc.shard).map_err(|e| e.to_string())?;
+/// Why the entry's bytes cannot be where it says, if they cannot.
+fn location_problem(bundle: &Bundle, loc: DataLoc) -> Option<String> {
+    let file = match bundle.shard(loc.shard) {
+        Ok(f) => f,
+        Err(e) => return Some(e.to_string()),
+    };
     match loc.offset.checked_add(loc.size) {
-        Some(end) if end <= file.size() => Ok(()),
-        _ => Err(format!(
+        Some(end) if end <= file.size() => None,
+        _ => Some(format!(
             "bytes {}..{}+{} lie past the end of data file {} ({} bytes)",
             loc.offset,
             loc.offset,
@@ -171,23 +215,29 @@ impl Tensor for TfTensor {
     fn read_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
         let dtype = self.meta.dtype;
         if let Some(p) = &self.meta.problem {
-            return Err(self.fail(p));
+            return Err(self.fail(TensorFault::Known(p.clone())));
         }
-        let elem = dtype.elem_size().ok_or_else(|| {
-            ModelError::Unsupported(format!("{} elements have no fixed size", dtype.name()))
-        })?;
+        let elem = dtype
+            .elem_size()
+            .ok_or_else(|| RequestError::NoFixedSize(dtype.name().into_owned()))?;
         let (file, loc) = self.data_file()?;
         if out.len() % elem != 0 {
-            return Err(ModelError::Unsupported(
-                "buffer is not a whole number of elements".into(),
-            ));
+            return Err(RequestError::PartialElement {
+                len: out.len(),
+                elem,
+            }
+            .into());
         }
         let n = (out.len() / elem) as u64;
         let total = loc.size / elem as u64;
         let start = first
             .checked_mul(elem as u64)
             .filter(|_| first.checked_add(n).is_some_and(|e| e <= total))
-            .ok_or_else(|| self.fail(format!("elements {first}..+{n} out of range ({total})")))?;
+            .ok_or(RequestError::OutOfRange {
+                first,
+                count: n,
+                total,
+            })?;
         self.verify_fixed(&*file, loc)?;
         if out.is_empty() {
             return Ok(());
@@ -215,16 +265,14 @@ impl Tensor for TfTensor {
     ) -> Result<(), ModelError> {
         let dtype = self.meta.dtype;
         if dtype != DType::Str && dtype != DType::Variant {
-            return Err(ModelError::Unsupported(format!(
-                "{} is not a string tensor",
-                dtype.name()
-            )));
+            return Err(RequestError::NotStrings(dtype.name().into_owned()).into());
         }
         let (file, loc) = self.data_file()?;
         if dtype == DType::Variant && self.bundle.big_endian {
-            return Err(self.fail("variant tensors in a big-endian bundle are not supported"));
+            return Err(self.fail(TensorFault::BigEndianVariant));
         }
-        let size = usize::try_from(loc.size).map_err(|_| self.fail("tensor too large"))?;
+        let size =
+            usize::try_from(loc.size).map_err(|_| self.fail(TensorFault::TooLarge(loc.size)))?;
         let data = file.read_at(loc.offset, size)?;
         let n = self.meta.num_elements().unwrap_or(0);
         let index = self.var_index.get_or_init(|| {
@@ -237,16 +285,14 @@ impl Tensor for TfTensor {
             }
         });
         // Name the data file: the problem is in its bytes, not in the index.
-        let in_file = |m: &String| {
-            self.fail(format!(
-                "{m} (data file {})",
-                self.bundle.shard_name(loc.shard)
-            ))
+        let in_file = |source: VarError| {
+            self.fail(TensorFault::VarLen {
+                file: self.bundle.shard_name(loc.shard),
+                source,
+            })
         };
-        let index = index.as_ref().map_err(in_file)?;
-        index
-            .for_each(&data, first, count, f)
-            .map_err(|m| in_file(&m))?;
+        let index = index.as_ref().map_err(|e| in_file(e.clone()))?;
+        index.for_each(&data, first, count, f).map_err(in_file)?;
         // The strings handed to `f` came from the mapping: a file rewritten in place while
         // they were read fails the call (callers drop what `f` collected).
         file.check_consistent()?;

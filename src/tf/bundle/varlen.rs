@@ -24,8 +24,33 @@ pub(crate) struct VarIndex {
     checkpoints: Vec<(usize, usize)>,
 }
 
-fn bad(msg: &str) -> String {
-    msg.to_string()
+/// Why a variable-length tensor cannot be read.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum VarError {
+    #[error("{0}")]
+    Malformed(String),
+    #[error("the length checksum does not match")]
+    LengthChecksum,
+    #[error("checksum does not match ({0})")]
+    Checksum(&'static str),
+    #[error("elements {first}..+{count} are outside the tensor's {total}")]
+    OutOfRange { first: u64, count: u64, total: u64 },
+}
+
+impl From<String> for VarError {
+    fn from(msg: String) -> Self {
+        VarError::Malformed(msg)
+    }
+}
+
+impl From<&str> for VarError {
+    fn from(msg: &str) -> Self {
+        VarError::Malformed(msg.to_string())
+    }
+}
+
+fn bad(msg: &str) -> VarError {
+    VarError::Malformed(msg.to_string())
 }
 
 impl VarIndex {
@@ -37,10 +62,10 @@ impl VarIndex {
         big_endian: bool,
         verify: bool,
         stored_crc: u32,
-    ) -> Result<VarIndex, String> {
+    ) -> Result<VarIndex, VarError> {
         // Every length takes at least one byte; the checksum four more.
         if n > data.len() as u64 {
-            return Err(format!("{n} strings cannot fit in {} bytes", data.len()));
+            return Err(format!("{n} strings cannot fit in {} bytes", data.len()).into());
         }
         let mut checkpoints = Vec::with_capacity((n / STRIDE + 1) as usize);
         let mut pos = 0usize;
@@ -76,7 +101,7 @@ impl VarIndex {
                 "string data ends at {} but the entry size is {}",
                 strings_at as u64 + total,
                 data.len()
-            ));
+            ).into());
         }
         if verify {
             let stored = if big_endian {
@@ -85,11 +110,11 @@ impl VarIndex {
                 u32::from_le_bytes(checksum_bytes)
             };
             if unmask_crc(stored) != len_crc {
-                return Err(bad("the length checksum does not match"));
+                return Err(VarError::LengthChecksum);
             }
             let crc = crc32c_extend(crc32c_extend(len_crc, &checksum_bytes), &data[strings_at..]);
             if mask_crc(crc) != stored_crc {
-                return Err(bad("checksum does not match (string tensor)"));
+                return Err(VarError::Checksum("string tensor"));
             }
         }
         for c in &mut checkpoints {
@@ -108,12 +133,12 @@ impl VarIndex {
         n: u64,
         verify: bool,
         stored_crc: u32,
-    ) -> Result<VarIndex, String> {
+    ) -> Result<VarIndex, VarError> {
         if n > data.len() as u64 / 5 {
             return Err(format!(
                 "{n} variant elements cannot fit in {} bytes",
                 data.len()
-            ));
+            ).into());
         }
         let mut checkpoints = Vec::with_capacity((n / STRIDE + 1) as usize);
         let mut pos = 0usize;
@@ -134,7 +159,7 @@ impl VarIndex {
             if verify {
                 crc = crc32c_extend(crc32c_extend(crc, &len.to_le_bytes()), &data[bytes_at..end]);
                 if mask_crc(crc) != stored {
-                    return Err(bad("checksum does not match (variant element)"));
+                    return Err(VarError::Checksum("variant element"));
                 }
                 crc = crc32c_extend(crc, &data[end..end + 4]);
             }
@@ -144,10 +169,10 @@ impl VarIndex {
             return Err(format!(
                 "variant data ends at {pos} but the entry size is {}",
                 data.len()
-            ));
+            ).into());
         }
         if verify && mask_crc(crc) != stored_crc {
-            return Err(bad("checksum does not match (variant tensor)"));
+            return Err(VarError::Checksum("variant tensor"));
         }
         Ok(VarIndex {
             kind: VarKind::Variant,
@@ -164,15 +189,14 @@ impl VarIndex {
         first: u64,
         count: u64,
         f: &mut dyn FnMut(&[u8]),
-    ) -> Result<(), String> {
+    ) -> Result<(), VarError> {
         let end = first
             .checked_add(count)
             .filter(|&e| e <= self.n)
-            .ok_or_else(|| {
-                format!(
-                    "elements {first}..{first}+{count} out of range ({} elements)",
-                    self.n
-                )
+            .ok_or(VarError::OutOfRange {
+                first,
+                count,
+                total: self.n,
             })?;
         if count == 0 {
             return Ok(());
@@ -230,7 +254,7 @@ pub(crate) mod tests {
         bad[3] ^= 1;
         assert!(VarIndex::build_strings(&bad, 3, false, true, 0x2cc5_8cc6)
             .unwrap_err()
-            .contains("length checksum"));
+            == VarError::LengthChecksum);
         // Not ending exactly.
         assert!(VarIndex::build_strings(&data[..11], 3, false, false, 0).is_err());
         // Huge N, tiny size.
@@ -269,7 +293,7 @@ pub(crate) mod tests {
         // The string itself is absent: the structural check fails after the checksum, which
         // proves the 8-byte term was used (a 4-byte term would fail as "length checksum").
         let err = VarIndex::build_strings(&data, 1, false, true, 0).unwrap_err();
-        assert!(err.contains("longer than expected"), "{err}");
+        assert!(err.to_string().contains("longer than expected"), "{err}");
     }
 
     #[test]

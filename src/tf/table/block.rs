@@ -65,18 +65,43 @@ impl EntryHeader {
     }
 }
 
+/// Why bytes are not valid block contents.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BlockError {
+    #[error("bad block contents (shorter than 4 bytes)")]
+    Short,
+    #[error("bad block: {0} restarts do not fit in {1} bytes")]
+    TooManyRestarts(usize, usize),
+    #[error("bad block: entries but no restart points")]
+    NoRestarts,
+    #[error("bad block: restart offset outside the entry area")]
+    RestartOutside,
+    #[error("bad block: restart offset {0} is not an entry boundary")]
+    RestartInsideEntry(usize),
+    #[error("bad block: first restart is not at offset 0")]
+    FirstRestart,
+    #[error("bad block: restart entry at {0} shares a prefix")]
+    RestartShares(usize),
+    #[error("bad entry in block at offset {0}")]
+    Entry(usize),
+    #[error("bad entry in block at offset {0}: shared prefix too long")]
+    SharedTooLong(usize),
+    #[error("keys not strictly increasing in block at offset {0}")]
+    KeyOrder(usize),
+    #[error("bad block: last entry does not end at the restart array")]
+    Tail,
+}
+
 impl Block {
     /// Validates `data` as block contents.
-    pub(crate) fn decode(data: Box<[u8]>) -> Result<Block, String> {
+    pub(crate) fn decode(data: Box<[u8]>) -> Result<Block, BlockError> {
         let size = data.len();
         if size < 4 {
-            return Err("bad block contents (shorter than 4 bytes)".into());
+            return Err(BlockError::Short);
         }
         let num_restarts = fixed32_at(&data, size - 4).unwrap_or(0) as usize;
         if num_restarts > (size - 4) / 4 {
-            return Err(format!(
-                "bad block: {num_restarts} restarts do not fit in {size} bytes"
-            ));
+            return Err(BlockError::TooManyRestarts(num_restarts, size));
         }
         let entries_end = size - 4 - 4 * num_restarts;
         let mut block = Block {
@@ -90,7 +115,7 @@ impl Block {
         if num_restarts == 0 {
             // TF treats it as empty; entries without a restart array are not readable.
             if entries_end != 0 {
-                return Err("bad block: entries but no restart points".into());
+                return Err(BlockError::NoRestarts);
             }
             return Ok(block);
         }
@@ -103,11 +128,11 @@ impl Block {
     }
 
     /// Sequential decode of the whole entry area; checks restarts and key order.
-    fn validate(&mut self) -> Result<(), String> {
+    fn validate(&mut self) -> Result<(), BlockError> {
         if self.entries_end == 0 {
             // No entries: the only sensible restart array is offsets all 0 (TF writes [0]).
             if (0..self.num_restarts).any(|i| self.restart(i) != 0) {
-                return Err("bad block: restart offset outside the entry area".into());
+                return Err(BlockError::RestartOutside);
             }
             return Ok(());
         }
@@ -117,32 +142,25 @@ impl Block {
         let mut count = 0usize;
         while at < self.entries_end {
             let h = EntryHeader::parse(&self.data, at, self.entries_end)
-                .ok_or_else(|| format!("bad entry in block at offset {at}"))?;
+                .ok_or(BlockError::Entry(at))?;
             let is_restart = next_restart < self.num_restarts && self.restart(next_restart) == at;
             if next_restart < self.num_restarts && self.restart(next_restart) < at {
-                return Err(format!(
-                    "bad block: restart offset {} is not an entry boundary",
-                    self.restart(next_restart)
-                ));
+                return Err(BlockError::RestartInsideEntry(self.restart(next_restart)));
             }
             if is_restart {
                 next_restart += 1;
                 if h.shared != 0 {
-                    return Err(format!("bad block: restart entry at {at} shares a prefix"));
+                    return Err(BlockError::RestartShares(at));
                 }
             }
             if h.shared > key.len() {
-                return Err(format!(
-                    "bad entry in block at offset {at}: shared prefix too long"
-                ));
+                return Err(BlockError::SharedTooLong(at));
             }
             let delta = &self.data[h.delta_at..h.value_at()];
             // The new key shares `key[..shared]`, so it is greater iff its delta is greater
             // than the rest of the previous key.
             if count > 0 && delta <= &key[h.shared..] {
-                return Err(format!(
-                    "keys not strictly increasing in block at offset {at}"
-                ));
+                return Err(BlockError::KeyOrder(at));
             }
             key.truncate(h.shared);
             key.extend_from_slice(delta);
@@ -153,13 +171,13 @@ impl Block {
             at = h.end().unwrap_or(usize::MAX);
         }
         if at != self.entries_end {
-            return Err("bad block: last entry does not end at the restart array".into());
+            return Err(BlockError::Tail);
         }
         if next_restart != self.num_restarts {
-            return Err("bad block: restart offset outside the entry area".into());
+            return Err(BlockError::RestartOutside);
         }
         if self.restart(0) != 0 {
-            return Err("bad block: first restart is not at offset 0".into());
+            return Err(BlockError::FirstRestart);
         }
         self.len = count;
         self.last_key = key;

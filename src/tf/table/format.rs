@@ -45,7 +45,11 @@ pub(crate) fn read_block(file: &dyn ReadAt, handle: BlockHandle) -> Result<Block
             )))
         }
     };
-    Block::decode(data).map_err(|m| corrupt(format!("{m} (block at offset {})", handle.offset)))
+    Block::decode(data).map_err(|source| TableError::Block {
+        file: file.name().to_string(),
+        offset: handle.offset,
+        source,
+    })
 }
 
 /// Raw (block-format) Snappy; the preamble is bounded by what the input could expand to

@@ -28,6 +28,13 @@ pub enum TableError {
     NotATable(String),
     #[error("{0}")]
     Corrupt(String),
+    #[error("{file}: {source} (block at offset {offset})")]
+    Block {
+        file: String,
+        offset: u64,
+        #[source]
+        source: block::BlockError,
+    },
     #[error(transparent)]
     Source(#[from] SourceError),
 }
