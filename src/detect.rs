@@ -11,16 +11,24 @@ pub fn model_at(path: &Path, opts: &ReaderOptions) -> Result<Arc<dyn Model>, Ope
     if let Some(model) = crate::tf::detect::open(path, opts)? {
         return Ok(model);
     }
-    if crate::angel::is_model_dir(path) {
+    let fs = &opts.storage;
+    if crate::angel::is_model_dir(fs, path) {
         return crate::angel::open(path, opts);
     }
-    if std::fs::symlink_metadata(path).is_err() {
+    let missing = match fs.is_local() {
+        true => std::fs::symlink_metadata(path).is_err(),
+        false => fs
+            .kind(path)
+            .map_err(|e| OpenError::unreadable(path, e))?
+            .is_none(),
+    };
+    if missing {
         return Err(OpenError::Missing {
             path: path.to_path_buf(),
         });
     }
     let prefix = crate::tf::detect::strip_checkpoint_suffix(path);
-    let looked_for = if path.is_dir() {
+    let looked_for = if fs.is_dir(path) {
         "*.index checkpoints, a `checkpoint` state file, a SavedModel with \
          variables/variables.index, or an Angel model directory"
             .to_string()

@@ -339,6 +339,8 @@ pub struct ReaderOptions {
     pub block_cache_bytes: u64,
     /// Where checksum verdicts of large tensors persist (`cache_dir`), if anywhere.
     pub verdicts: Option<Arc<dyn crate::store::VerdictStore>>,
+    /// Where the source's files are (local, S3, HTTP).
+    pub storage: Arc<dyn crate::source::Storage>,
 }
 
 impl Default for ReaderOptions {
@@ -348,6 +350,7 @@ impl Default for ReaderOptions {
             sep: ",".into(),
             block_cache_bytes: 64 << 20,
             verdicts: None,
+            storage: crate::source::local(),
         }
     }
 }

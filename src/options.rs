@@ -25,6 +25,10 @@ pub struct Options {
     pub gid: Option<u32>,
     /// Persistent chunk-index cache directory; `None` = disabled (`cache_dir=none`).
     pub cache_dir: Option<std::path::PathBuf>,
+    /// Remote sources: `endpoint=`, `region=`, `profile=`.
+    pub endpoint: Option<String>,
+    pub region: Option<String>,
+    pub profile: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -46,6 +50,9 @@ impl Default for Options {
             uid: None,
             gid: None,
             cache_dir: default_cache_dir(),
+            endpoint: None,
+            region: None,
+            profile: None,
         }
     }
 }
@@ -97,6 +104,17 @@ impl Options {
             sep: self.sep.clone(),
             block_cache_bytes: (self.cache_bytes / 4).max(4 << 20),
             verdicts,
+            storage: crate::source::local(),
+        }
+    }
+
+    /// Settings of a remote source: fetched blocks get half of `cache=`.
+    pub fn remote(&self) -> crate::source::remote::RemoteSettings {
+        crate::source::remote::RemoteSettings {
+            endpoint: self.endpoint.clone(),
+            region: self.region.clone(),
+            profile: self.profile.clone(),
+            cache_bytes: self.cache_bytes / 2,
         }
     }
 
@@ -162,6 +180,9 @@ impl Options {
                     let v = need(value)?;
                     self.cache_dir = if v == "none" { None } else { Some(v.into()) };
                 }
+                "endpoint" => self.endpoint = Some(need(value)?),
+                "region" => self.region = Some(need(value)?),
+                "profile" => self.profile = Some(need(value)?),
                 // Accepted for compatibility with mount(8)/fstab conventions; always read-only.
                 "ro" | "default_permissions" if value.is_none() => {}
                 _ => return Err(OptionError(format!("unknown mount option '{opt}'"))),

@@ -2,14 +2,19 @@
 //! read here, never a meta or data file.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::source::{EntryKind, SourceError, Storage};
 
 /// A matrix folder and the meta file to use in it.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub(crate) struct MatrixDir {
     /// The folder's name as bytes (the matrix's display name).
     pub(crate) name: Vec<u8>,
     pub(crate) dir: PathBuf,
     pub(crate) meta_path: PathBuf,
+    /// Where the folder's files are.
+    pub(crate) storage: Arc<dyn Storage>,
 }
 
 #[derive(Debug, Default)]
@@ -25,16 +30,12 @@ pub(crate) fn is_ignored(name: &[u8]) -> bool {
     name.starts_with(b".") || name.starts_with(b"_tmp.") || name.starts_with(b"_final.")
 }
 
-fn is_file(p: &Path) -> bool {
-    std::fs::metadata(p).map(|m| m.is_file()).unwrap_or(false)
-}
-
 /// The meta file of `dir`: `_meta` (Angel ≥ 3.2) preferred over `meta` (2.x). The flag is set
 /// when both exist (Angel never writes both).
-pub(crate) fn meta_file(dir: &Path) -> Option<(PathBuf, bool)> {
+pub(crate) fn meta_file(fs: &dyn Storage, dir: &Path) -> Option<(PathBuf, bool)> {
     let new = dir.join("_meta");
     let old = dir.join("meta");
-    match (is_file(&new), is_file(&old)) {
+    match (fs.is_file(&new), fs.is_file(&old)) {
         (true, both) => Some((new, both)),
         (false, true) => Some((old, false)),
         _ => None,
@@ -47,11 +48,11 @@ fn name_bytes(name: &std::ffi::OsStr) -> Vec<u8> {
 }
 
 /// A folder with `psmeta` or `_tmp.*` files but no meta: a crashed or unfinished save.
-fn looks_unfinished(dir: &Path) -> bool {
-    std::fs::read_dir(dir)
-        .map(|rd| {
-            rd.flatten().any(|e| {
-                let n = name_bytes(&e.file_name());
+fn looks_unfinished(fs: &dyn Storage, dir: &Path) -> bool {
+    fs.list(dir)
+        .map(|entries| {
+            entries.iter().any(|(n, _)| {
+                let n = name_bytes(n);
                 n == b"psmeta" || n.starts_with(b"_tmp.")
             })
         })
@@ -59,25 +60,19 @@ fn looks_unfinished(dir: &Path) -> bool {
 }
 
 /// Lists the matrices of the model directory `root`.
-pub(crate) fn scan(root: &Path) -> std::io::Result<Scan> {
+pub(crate) fn scan(storage: &Arc<dyn Storage>, root: &Path) -> Result<Scan, SourceError> {
+    let fs = &**storage;
     let mut out = Scan::default();
-    for entry in std::fs::read_dir(root)? {
-        let entry = entry?;
-        let name = name_bytes(&entry.file_name());
-        if is_ignored(&name) {
-            continue;
-        }
-        let path = entry.path();
-        if !std::fs::metadata(&path)
-            .map(|m| m.is_dir())
-            .unwrap_or(false)
-        {
+    for (file_name, kind) in fs.list(root)? {
+        let name = name_bytes(&file_name);
+        if is_ignored(&name) || kind != EntryKind::Dir {
             continue; // graph.json and any other top-level file
         }
-        match meta_file(&path) {
+        let path = root.join(&file_name);
+        match meta_file(fs, &path) {
             Some((meta_path, both)) => {
                 if both {
-                    let msg = format!("{}: both _meta and meta exist; using _meta", path.display());
+                    let msg = format!("{}: both _meta and meta exist; using _meta", fs.display(&path));
                     log::warn!("{msg}");
                     out.problems.push(msg);
                 }
@@ -85,12 +80,13 @@ pub(crate) fn scan(root: &Path) -> std::io::Result<Scan> {
                     name,
                     dir: path,
                     meta_path,
+                    storage: Arc::clone(storage),
                 });
             }
-            None if looks_unfinished(&path) => {
+            None if looks_unfinished(fs, &path) => {
                 let msg = format!(
                     "{}: unfinished Angel save (psmeta/_tmp files, no meta); not shown",
-                    path.display()
+                    fs.display(&path)
                 );
                 log::warn!("{msg}");
                 out.problems.push(msg);
@@ -121,7 +117,7 @@ mod tests {
         std::fs::write(r.join("both/_meta"), b"").unwrap();
         std::fs::write(r.join("both/meta"), b"").unwrap();
         std::fs::write(r.join("crashed/psmeta"), b"").unwrap();
-        let s = scan(r).unwrap();
+        let s = scan(&crate::source::local(), r).unwrap();
         let names: Vec<&[u8]> = s.matrices.iter().map(|m| &m.name[..]).collect();
         assert_eq!(names, vec![&b"a"[..], b"b", b"both"]);
         assert!(s.matrices[2].meta_path.ends_with("_meta"));

@@ -33,7 +33,7 @@ use super::meta::{self, MatrixMeta, PartMeta};
 use crate::model::{
     DType, ModelError, RequestError, PartitionMeta, SourceFormat, SparseRows, Tensor, TensorMeta,
 };
-use crate::source::{identity_string, MmapFile, ReadAt};
+use crate::source::{identity_string, ReadAt};
 
 type Cached = OnceLock<Result<Arc<SparseRows>, Arc<MatrixFault>>>;
 
@@ -53,7 +53,7 @@ pub(crate) enum MatrixFault {
 struct Inner {
     meta: MatrixMeta,
     /// Mapped data file per `fileName`, or why it could not be opened.
-    files: BTreeMap<String, Result<Arc<MmapFile>, String>>,
+    files: BTreeMap<String, Result<Arc<dyn ReadAt>, String>>,
     /// Meta-level problem of each partition (bounds, missing file).
     part_problem: Vec<Option<String>>,
     /// Lines stored before each partition in its file (CRLF leniency, §9.7).
@@ -81,28 +81,26 @@ pub(crate) fn shown_cols(col: i64) -> u64 {
     }
 }
 
-fn mtime_of(p: &Path) -> SystemTime {
-    std::fs::metadata(p)
-        .and_then(|m| m.modified())
-        .unwrap_or(SystemTime::UNIX_EPOCH)
-}
 
 impl AngelMatrix {
     /// Loads the matrix at `m`; never fails: a bad meta gives a tensor whose `problem` says why.
     pub(crate) fn load(m: &MatrixDir, sep: &str) -> Arc<AngelMatrix> {
-        let mtime = mtime_of(&m.meta_path);
+        let mut mtime = SystemTime::UNIX_EPOCH;
         let mut meta_identity = None;
-        let parsed = MmapFile::open(&m.meta_path)
+        let parsed = m
+            .storage
+            .open(&m.meta_path)
             .map_err(|e| e.to_string())
             .and_then(|f| {
-                meta_identity = identity_string(&f);
-                meta::read_envelope(&f).map_err(|e| e.to_string())
+                mtime = f.mtime();
+                meta_identity = identity_string(&*f);
+                meta::read_envelope(&*f).map_err(|e| e.to_string())
             })
             .and_then(|json| meta::parse_meta(&json).map_err(|e| e.to_string()));
         match parsed {
             Ok(meta) => Arc::new(Self::from_meta(m, meta, sep, mtime, meta_identity)),
             Err(e) => {
-                let msg = format!("{}: {e}", m.meta_path.display());
+                let msg = format!("{}: {e}", m.storage.display(&m.meta_path));
                 log::warn!("{msg}");
                 Arc::new(AngelMatrix {
                     tmeta: TensorMeta {
@@ -134,8 +132,8 @@ impl AngelMatrix {
         let mut files = BTreeMap::new();
         for p in &meta.parts {
             files.entry(p.file_name.clone()).or_insert_with(|| {
-                MmapFile::open(&dir.join(&p.file_name))
-                    .map(Arc::new)
+                m.storage
+                    .open(&dir.join(&p.file_name))
                     .map_err(|e| e.to_string())
             });
         }
@@ -165,7 +163,7 @@ impl AngelMatrix {
             if *mn != name_str {
                 log::warn!(
                     "{}: matrixName '{mn}' differs from the folder name",
-                    m.dir.display()
+                    m.storage.display(&m.dir)
                 );
             }
         }
@@ -275,7 +273,7 @@ impl Inner {
 /// the data files), the separator its text data is parsed with, and its name.
 fn matrix_identity(
     meta: Option<String>,
-    files: &BTreeMap<String, Result<Arc<MmapFile>, String>>,
+    files: &BTreeMap<String, Result<Arc<dyn ReadAt>, String>>,
     sep: &str,
     name: &[u8],
 ) -> Option<String> {

@@ -33,15 +33,15 @@ pub use meta::{parse_meta, read_envelope, MatrixMeta, MetaError, PartMeta};
 pub use rowtype::{RowType, ValueType};
 
 use crate::model::{DirEntry, Model, ModelError, ModelSummary, OpenError, ReaderOptions, Tensor};
-use crate::source::MmapFile;
+use crate::source::Storage;
 
 /// True when `path` is an Angel model directory or a single matrix folder.
-pub(crate) fn is_model_dir(path: &Path) -> bool {
-    if !path.is_dir() {
+pub(crate) fn is_model_dir(storage: &Arc<dyn Storage>, path: &Path) -> bool {
+    if !storage.is_dir(path) {
         return false;
     }
-    dir::meta_file(path).is_some()
-        || dir::scan(path)
+    dir::meta_file(&**storage, path).is_some()
+        || dir::scan(storage, path)
             .map(|s| !s.matrices.is_empty())
             .unwrap_or(false)
 }
@@ -52,13 +52,17 @@ pub(crate) fn open(path: &Path, opts: &ReaderOptions) -> Result<Arc<dyn Model>, 
         path: path.to_path_buf(),
         what,
     };
-    if !path.is_dir() {
+    let storage = &opts.storage;
+    if !storage.is_dir(path) {
         return Err(fail("not a directory".into()));
     }
-    let (matrices, problems) = match dir::meta_file(path) {
+    let (matrices, problems) = match dir::meta_file(&**storage, path) {
         Some((meta_path, _)) => {
             use std::os::unix::ffi::OsStrExt;
-            let canon = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+            let canon = match path.canonicalize() {
+                Ok(c) if storage.is_local() => c,
+                _ => path.to_path_buf(),
+            };
             let name = canon
                 .file_name()
                 .map(|n| n.as_bytes().to_vec())
@@ -68,12 +72,13 @@ pub(crate) fn open(path: &Path, opts: &ReaderOptions) -> Result<Arc<dyn Model>, 
                     name,
                     dir: path.to_path_buf(),
                     meta_path,
+                    storage: Arc::clone(storage),
                 }],
                 vec![],
             )
         }
         None => {
-            let s = dir::scan(path).map_err(|e| OpenError::unreadable(path, e))?;
+            let s = dir::scan(storage, path).map_err(|e| OpenError::unreadable(path, e))?;
             if s.matrices.is_empty() {
                 let why = if s.problems.is_empty() {
                     String::new()
@@ -110,19 +115,19 @@ pub(crate) fn open(path: &Path, opts: &ReaderOptions) -> Result<Arc<dyn Model>, 
 
 /// Refuses a model whose (first) meta is a legacy encoding (§3.2).
 fn refuse_legacy(m: &MatrixDir) -> Result<(), MetaError> {
-    if let Ok(rd) = std::fs::read_dir(&m.dir) {
+    if let Ok(entries) = m.storage.list(&m.dir) {
         use std::os::unix::ffi::OsStrExt;
-        if rd
-            .flatten()
-            .any(|e| e.file_name().as_bytes().starts_with(b"ParameterServer_"))
+        if entries
+            .iter()
+            .any(|(n, _)| n.as_bytes().starts_with(b"ParameterServer_"))
         {
             return Err(MetaError::LegacyBinary);
         }
     }
-    let Ok(f) = MmapFile::open(&m.meta_path) else {
+    let Ok(f) = m.storage.open(&m.meta_path) else {
         return Ok(()); // reported on the matrix itself
     };
-    match meta::read_envelope(&f) {
+    match meta::read_envelope(&*f) {
         Err(e @ (MetaError::LegacyBinary | MetaError::WriteUtf)) => Err(e),
         _ => Ok(()),
     }

@@ -153,12 +153,12 @@ fn check_case(case: &str, sep_override: Option<&str>) {
     let model_dir = dir.join("model");
     let sep = sep_override.unwrap_or_else(|| e["sep"].as_str().unwrap_or(","));
     if let Some(needle) = e.get("open_error").and_then(Value::as_str) {
-        assert!(is_model_dir(&model_dir), "{case}");
+        assert!(is_model_dir(&crate::source::local(), &model_dir), "{case}");
         let err = open(&model_dir, &opts(sep)).err().expect(case).to_string();
         assert!(err.contains(needle), "{case}: '{err}' lacks '{needle}'");
         return;
     }
-    assert!(is_model_dir(&model_dir), "{case}");
+    assert!(is_model_dir(&crate::source::local(), &model_dir), "{case}");
     let model = open(&model_dir, &opts(sep)).unwrap();
     let listed: Vec<Vec<u8>> = model
         .list_dir(&[])
@@ -228,7 +228,7 @@ fn fixture_refusals() {
 #[test]
 fn single_matrix_folder_opens() {
     let dir = fixtures().join("lr35/model/input_weight");
-    assert!(is_model_dir(&dir));
+    assert!(is_model_dir(&crate::source::local(), &dir));
     let m = open(&dir, &opts(",")).unwrap();
     assert_eq!(
         m.list_dir(&[]).unwrap(),
@@ -239,7 +239,7 @@ fn single_matrix_folder_opens() {
 #[test]
 fn not_a_model() {
     let d = tempfile::tempdir().unwrap();
-    assert!(!is_model_dir(d.path()));
+    assert!(!is_model_dir(&crate::source::local(), d.path()));
     let err = open(d.path(), &opts(",")).err().unwrap().to_string();
     assert!(err.contains("_meta"), "{err}");
 }
@@ -309,7 +309,7 @@ fn realworld_models_decode() {
         "serving/lr/lr-model/6",
     ] {
         let root = base.join(rel);
-        assert!(is_model_dir(&root), "{rel}");
+        assert!(is_model_dir(&crate::source::local(), &root), "{rel}");
         let model = open(&root, &opts(",")).unwrap();
         for d in model.list_dir(&[]).unwrap() {
             let DirEntry::Tensor(name) = d else { panic!() };

@@ -14,6 +14,7 @@ use clap::{Parser, Subcommand};
 use crate::fs::{Tree, TreeConfig};
 use crate::model::Model;
 use crate::options::Options;
+use crate::source::remote;
 
 mod browse;
 mod daemon;
@@ -185,18 +186,43 @@ pub(crate) fn parse_options(args: &[String]) -> Result<Options, Failure> {
 }
 
 /// SOURCE as an absolute path (readers may reopen files by path later, after a daemon chdir).
+/// SOURCE as shown (mount's fsname): a URL as given, a local path made absolute.
 pub(crate) fn absolute_source(source: &Path) -> PathBuf {
+    if remote_url(source).is_some() {
+        return source.to_path_buf();
+    }
     std::path::absolute(source).unwrap_or_else(|_| source.to_path_buf())
 }
 
-/// Opens SOURCE; failures are exit status 2 with the reader's one-line reason.
-pub(crate) fn open_model(source: &Path, opts: &Options) -> Result<Arc<dyn Model>, Failure> {
-    crate::detect::model_at(&absolute_source(source), &opts.reader())
-        .map_err(|e| Failure::new(EXIT_SOURCE, e.to_string()))
+fn remote_url(source: &Path) -> Option<&str> {
+    source.to_str().filter(|s| remote::is_remote(s))
 }
 
-/// The source's mtime (for directories): the path itself, else `<prefix>.index`.
+/// Opens SOURCE (a local path or a URL); failures are exit status 2 with the reader's
+/// one-line reason.
+pub(crate) fn open_model(source: &Path, opts: &Options) -> Result<Arc<dyn Model>, Failure> {
+    let mut reader = opts.reader();
+    let path = match remote_url(source) {
+        Some(url) => {
+            let (storage, key) = remote::open(url, &opts.remote())
+                .map_err(|e| Failure::new(EXIT_SOURCE, e.to_string()))?;
+            reader.storage = storage;
+            key
+        }
+        None => absolute_source(source),
+    };
+    crate::detect::model_at(&path, &reader).map_err(|e| match remote_url(source) {
+        Some(url) => Failure::new(EXIT_SOURCE, format!("{url}: {e}")),
+        None => Failure::new(EXIT_SOURCE, e.to_string()),
+    })
+}
+
+/// The source's mtime (for directories): the path itself, else `<prefix>.index`; the time of
+/// the mount for a remote source.
 pub(crate) fn source_mtime(source: &Path) -> SystemTime {
+    if remote_url(source).is_some() {
+        return SystemTime::now();
+    }
     std::fs::metadata(source)
         .or_else(|_| std::fs::metadata(crate::tf::detect::index_path(source)))
         .and_then(|m| m.modified())

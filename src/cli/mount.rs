@@ -31,10 +31,22 @@ pub(crate) fn mount(
     if foreground {
         return serve(tree, &mountpoint, &opts, &fsname, Notifier::foreground());
     }
+    // A remote source's runtime threads would not survive the fork: the source was checked
+    // above; the child opens it again with a runtime of its own.
+    let remote = super::remote_url(source).is_some();
+    let mut tree = Some(tree);
+    if remote {
+        tree = None;
+        crate::source::remote::shutdown();
+    }
     match daemon::daemonize()? {
         Forked::Parent(result) => result,
-        Forked::Child(notifier) => {
-            let status = match serve(tree, &mountpoint, &opts, &fsname, notifier) {
+        Forked::Child(mut notifier) => {
+            let tree = match tree {
+                Some(t) => Ok(t),
+                None => build_tree(source, &opts).map_err(|f| notifier.failed(f)),
+            };
+            let status = match tree.and_then(|t| serve(t, &mountpoint, &opts, &fsname, notifier)) {
                 Ok(()) => 0,
                 Err(f) => {
                     if let Some(m) = &f.message {

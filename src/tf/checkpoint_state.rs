@@ -5,6 +5,7 @@
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use crate::source::Storage;
 
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct CheckpointState {
@@ -143,8 +144,10 @@ impl CheckpointState {
         st
     }
 
-    pub fn read(path: &Path) -> Option<CheckpointState> {
-        std::fs::read(path).ok().map(|t| CheckpointState::parse(&t))
+    /// The state file at `path`; a state file is a few lines, anything past 1 MiB is ignored.
+    pub fn read(storage: &dyn Storage, path: &Path) -> Option<CheckpointState> {
+        let text = storage.read_small(path, 1 << 20).ok()?;
+        Some(CheckpointState::parse(&text))
     }
 }
 

@@ -16,6 +16,7 @@ use super::multi::MultiModel;
 use super::table::footer::TABLE_MAGIC;
 use super::table::BlockCache;
 use crate::model::{Model, OpenError, ReaderOptions};
+use crate::source::{EntryKind, Storage};
 
 const INDEX_SUFFIX: &[u8] = b".index";
 
@@ -52,14 +53,15 @@ fn strip_data_suffix(bytes: &[u8]) -> Option<&[u8]> {
 /// know it).
 pub(crate) fn open(path: &Path, opts: &ReaderOptions) -> Result<Option<Arc<dyn Model>>, OpenError> {
     let cache = block_cache_for(opts);
-    if path.is_dir() {
-        return open_dir(path, opts, cache);
-    }
+    let fs = &*opts.storage;
     let prefix = strip_checkpoint_suffix(path);
-    if index_path(&prefix).is_file() {
+    if fs.is_file(&index_path(&prefix)) {
         return open_prefix(&prefix, opts, cache).map(Some);
     }
-    if is_v1_checkpoint(&prefix) || is_v1_checkpoint(path) {
+    if fs.is_dir(path) {
+        return open_dir(path, opts, cache);
+    }
+    if is_v1_checkpoint(fs, &prefix) || is_v1_checkpoint(fs, path) {
         return Err(v1_refused(path));
     }
     Ok(None)
@@ -83,11 +85,11 @@ fn open_prefix(
 }
 
 /// A V1 checkpoint: a table file `P` (or `P-00000-of-0000N`) without `P.index` (§12).
-fn is_v1_checkpoint(p: &Path) -> bool {
-    if index_path(p).exists() {
+fn is_v1_checkpoint(fs: &dyn Storage, p: &Path) -> bool {
+    if !matches!(fs.kind(&index_path(p)), Ok(None)) {
         return false;
     }
-    if ends_with_table_magic(p) {
+    if ends_with_table_magic(fs, p) {
         return true;
     }
     let (Some(dir), Some(name)) = (p.parent(), p.file_name()) else {
@@ -98,44 +100,42 @@ fn is_v1_checkpoint(p: &Path) -> bool {
     } else {
         dir
     };
-    let Ok(rd) = std::fs::read_dir(dir) else {
+    let Ok(entries) = fs.list(dir) else {
         return false;
     };
     let mut want = name.as_bytes().to_vec();
     want.push(b'-');
-    rd.flatten().any(|e| {
-        let n = e.file_name();
+    entries.iter().any(|(n, _)| {
         let n = n.as_bytes();
         n.starts_with(&want)
             && n[want.len()..].windows(4).any(|w| w == b"-of-")
-            && ends_with_table_magic(&e.path())
+            && ends_with_table_magic(fs, &dir.join(OsStr::from_bytes(n)))
     })
 }
 
-fn ends_with_table_magic(f: &Path) -> bool {
-    use std::io::{Read, Seek, SeekFrom};
-    let Ok(mut file) = std::fs::File::open(f) else {
+fn ends_with_table_magic(fs: &dyn Storage, f: &Path) -> bool {
+    if !fs.is_file(f) {
+        return false;
+    }
+    let Ok(file) = fs.open(f) else {
         return false;
     };
-    let big_enough = file.metadata().is_ok_and(|m| m.is_file() && m.len() >= 48);
-    let mut tail = [0u8; 8];
-    big_enough
-        && file.seek(SeekFrom::End(-8)).is_ok()
-        && file.read_exact(&mut tail).is_ok()
-        && tail == TABLE_MAGIC
+    file.size() >= 48
+        && file
+            .read_at(file.size() - 8, 8)
+            .is_ok_and(|tail| *tail == TABLE_MAGIC)
 }
 
 /// Any V1 table file in `dir` (`P` with table magic, no `P.index`)?
-fn dir_has_v1(dir: &Path) -> bool {
-    let Ok(rd) = std::fs::read_dir(dir) else {
+fn dir_has_v1(fs: &dyn Storage, dir: &Path) -> bool {
+    let Ok(entries) = fs.list(dir) else {
         return false;
     };
-    rd.flatten().any(|e| {
-        let n = e.file_name();
+    entries.iter().any(|(n, _)| {
         let n = n.as_bytes();
         let looks_like =
             n.windows(4).any(|w| w == b"-of-") && !n.windows(6).any(|w| w == b".data-");
-        looks_like && is_v1_checkpoint(&e.path())
+        looks_like && is_v1_checkpoint(fs, &dir.join(OsStr::from_bytes(n)))
     })
 }
 
@@ -144,10 +144,11 @@ fn open_dir(
     opts: &ReaderOptions,
     cache: Arc<BlockCache>,
 ) -> Result<Option<Arc<dyn Model>>, OpenError> {
-    if let Some(variables) = saved_model_variables(dir)? {
+    let fs = &*opts.storage;
+    if let Some(variables) = saved_model_variables(fs, dir)? {
         return open_prefix(&variables, opts, cache).map(Some);
     }
-    let found = Checkpoints::find(dir);
+    let found = Checkpoints::find(fs, dir);
     if found.prefixes.len() == 1 && !found.has_state {
         let (_, prefix) = found.prefixes.into_iter().next().unwrap_or_default();
         return open_prefix(&prefix, opts, cache).map(Some);
@@ -155,22 +156,22 @@ fn open_dir(
     if !found.prefixes.is_empty() {
         return open_several(found, opts, cache).map(Some);
     }
-    if found.v1_named || dir_has_v1(dir) {
+    if found.v1_named || dir_has_v1(fs, dir) {
         return Err(v1_refused(dir));
     }
     Ok(None)
 }
 
 /// A SavedModel directory's variables prefix; an error for a SavedModel without variables.
-fn saved_model_variables(dir: &Path) -> Result<Option<PathBuf>, OpenError> {
+fn saved_model_variables(fs: &dyn Storage, dir: &Path) -> Result<Option<PathBuf>, OpenError> {
     let is_saved_model = ["saved_model.pb", "saved_model.pbtxt", "saved_model.cpb"]
         .iter()
-        .any(|f| dir.join(f).is_file());
+        .any(|f| fs.is_file(&dir.join(f)));
     if !is_saved_model {
         return Ok(None);
     }
     let variables = dir.join("variables").join("variables");
-    if index_path(&variables).is_file() {
+    if fs.is_file(&index_path(&variables)) {
         return Ok(Some(variables));
     }
     Err(OpenError::NotRecognised {
@@ -195,31 +196,37 @@ struct Checkpoints {
 }
 
 impl Checkpoints {
-    fn find(dir: &Path) -> Checkpoints {
+    /// Storages that cannot list (HTTP) find the checkpoints their state file names.
+    fn find(fs: &dyn Storage, dir: &Path) -> Checkpoints {
         let mut found = Checkpoints::default();
-        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-            let name = e.file_name();
+        for (name, kind) in fs.list(dir).into_iter().flatten() {
             if let Some(base) = name.as_bytes().strip_suffix(INDEX_SUFFIX) {
-                if e.path().is_file() && !base.is_empty() {
+                if kind == EntryKind::File && !base.is_empty() {
                     let prefix = dir.join(OsStr::from_bytes(base));
                     found.prefixes.insert(base.to_vec(), prefix);
                 }
             }
         }
         let state_path = dir.join("checkpoint");
-        if let Some(st) = state_path
-            .is_file()
-            .then(|| CheckpointState::read(&state_path))
+        if let Some(st) = fs
+            .is_file(&state_path)
+            .then(|| CheckpointState::read(fs, &state_path))
             .flatten()
         {
             found.has_state = true;
-            found.add_listed(dir, &state_path, &st);
+            found.add_listed(fs, dir, &state_path, &st);
         }
         found
     }
 
-    fn add_listed(&mut self, dir: &Path, state_path: &Path, st: &CheckpointState) {
-        let has_index = |p: &Path| index_path(p).is_file();
+    fn add_listed(
+        &mut self,
+        fs: &dyn Storage,
+        dir: &Path,
+        state_path: &Path,
+        st: &CheckpointState,
+    ) {
+        let has_index = |p: &Path| fs.is_file(&index_path(p));
         let base_name = |p: &Path| p.file_name().map(|n| n.as_bytes().to_vec());
         let listed = st
             .all_model_checkpoint_paths
@@ -233,7 +240,7 @@ impl Checkpoints {
                 }
                 None => {
                     // Listed but gone (CheckpointManager deletes old ones), or V1.
-                    self.v1_named |= resolve_prefix(dir, p, &|q| is_v1_checkpoint(q)).is_some();
+                    self.v1_named |= resolve_prefix(dir, p, &|q| is_v1_checkpoint(fs, q)).is_some();
                     log::info!(
                         "{}: listed checkpoint {} not found",
                         state_path.display(),

@@ -11,7 +11,6 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::model::{DirEntry, Model, ModelError, ModelSummary, ReaderOptions, Tensor};
-use crate::source::MmapFile;
 use crate::tf::bundle::entry::parse_entry;
 use crate::tf::bundle::{
     tensor_for_key, tensor_from_value, Bundle, BundleError, DirShards, ShardOpener,
@@ -37,14 +36,21 @@ impl TfModel {
         opts: &ReaderOptions,
         cache: Arc<BlockCache>,
     ) -> Result<TfModel, BundleError> {
-        let file = MmapFile::open(&super::detect::index_path(prefix)).map_err(TableError::from)?;
-        let table = Table::open(Arc::new(file), cache)?;
+        let file = opts
+            .storage
+            .open(&super::detect::index_path(prefix))
+            .map_err(TableError::from)?;
+        let table = Table::open(file, cache)?;
         let dir = prefix.parent().map(Path::to_path_buf).unwrap_or_default();
         let name = prefix
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let model = Self::from_table(table, name, Box::new(DirShards(dir)), opts.verify)?;
+        let shards = DirShards {
+            storage: opts.storage.clone(),
+            dir,
+        };
+        let model = Self::from_table(table, name, Box::new(shards), opts.verify)?;
         if let (true, Some(store)) = (opts.verify, &opts.verdicts) {
             model.bundle.set_verdict_store(store.clone());
         }

@@ -15,7 +15,7 @@ use std::time::SystemTime;
 use prost::Message;
 
 use crate::model::ModelError;
-use crate::source::{MmapFile, ReadAt, SourceError};
+use crate::source::{ReadAt, SourceError, Storage};
 use crate::store::VerdictStore;
 use crate::tf::proto::BundleHeaderProto;
 use crate::tf::table::{Table, TableError};
@@ -84,11 +84,14 @@ pub trait ShardOpener: Send + Sync {
 }
 
 /// Shards are files beside the index.
-pub(crate) struct DirShards(pub PathBuf);
+pub(crate) struct DirShards {
+    pub storage: Arc<dyn Storage>,
+    pub dir: PathBuf,
+}
 
 impl ShardOpener for DirShards {
     fn open(&self, file_name: &str) -> Result<Arc<dyn ReadAt>, SourceError> {
-        Ok(Arc::new(MmapFile::open(&self.0.join(file_name))?))
+        self.storage.open(&self.dir.join(file_name))
     }
 }
 

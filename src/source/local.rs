@@ -1,167 +1,49 @@
-//! Byte access to source files behind a `ReadAt` trait.
-//!
-//! Everything above this module reads data through `ReadAt`; only this module touches
-//! `std::fs` for data. Local files are memory-mapped. A mapped file that is truncated in place
-//! would fault on access, so every read first checks that the file at the path is still the one
-//! that was opened (device, inode, size, mtime): a training job that rewrites a checkpoint makes
-//! reads fail with `SourceError::Changed` instead of serving a mix of old and new bytes.
+//! Local files: memory-mapped, checked against rewrites (see the module comment of
+//! `source`), and the local file system as a `Storage`.
 
 use std::borrow::Cow;
+use std::ffi::OsString;
 use std::fmt;
 use std::fs::File;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-#[cfg(any(test, feature = "testkit"))]
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use memmap2::Mmap;
 
-mod sigbus;
+use super::{checked_range, sigbus, EntryKind, FileIdentity, ReadAt, SourceError, Storage};
 
-#[derive(Debug, thiserror::Error)]
-pub enum SourceError {
-    #[error("{path}: {source}")]
-    Io {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error(
-        "{path}: read of {len} bytes at offset {offset} is past the end of the file ({size} bytes)"
-    )]
-    OutOfBounds {
-        path: String,
-        offset: u64,
-        len: u64,
-        size: u64,
-    },
-    #[error("{path}: the file changed or was removed since it was opened")]
-    Changed { path: String },
-}
+/// The local file system.
+#[derive(Debug)]
+pub(crate) struct LocalStorage;
 
-impl SourceError {
-    pub fn io(path: &Path, source: std::io::Error) -> Self {
-        SourceError::Io {
-            path: path.display().to_string(),
-            source,
-        }
+impl Storage for LocalStorage {
+    fn is_local(&self) -> bool {
+        true
     }
-}
 
-/// Identity of a file at open time; a file whose identity differs is not the one we mapped.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct FileIdentity {
-    pub(crate) dev: u64,
-    pub(crate) ino: u64,
-    pub(crate) size: u64,
-    pub(crate) mtime_ns: i128,
-}
+    fn open(&self, path: &Path) -> Result<Arc<dyn ReadAt>, SourceError> {
+        Ok(Arc::new(MmapFile::open(path)?))
+    }
 
-impl FileIdentity {
-    pub fn of(meta: &std::fs::Metadata) -> Self {
-        FileIdentity {
-            dev: meta.dev(),
-            ino: meta.ino(),
-            size: meta.len(),
-            mtime_ns: meta.mtime() as i128 * 1_000_000_000 + meta.mtime_nsec() as i128,
-        }
+    fn kind(&self, path: &Path) -> Result<Option<EntryKind>, SourceError> {
+        Ok(match std::fs::metadata(path) {
+            Ok(m) if m.is_dir() => Some(EntryKind::Dir),
+            Ok(_) => Some(EntryKind::File),
+            Err(_) => None,
+        })
     }
-}
 
-/// Random read access to an immutable byte source.
-pub trait ReadAt: Send + Sync + fmt::Debug {
-    /// Length in bytes, fixed for the life of the object.
-    fn size(&self) -> u64;
-    /// A name for error messages (the file's path).
-    fn name(&self) -> &str;
-    /// Exactly `len` bytes at `offset`; borrowed where the source is mapped.
-    fn read_at(&self, offset: u64, len: usize) -> Result<Cow<'_, [u8]>, SourceError>;
-    /// The source's modification time (shown as the mtime of files derived from it).
-    fn mtime(&self) -> SystemTime {
-        SystemTime::UNIX_EPOCH
-    }
-    /// Checks that the underlying file is unchanged; sources that cannot change return Ok.
-    fn check_unchanged(&self) -> Result<(), SourceError> {
-        Ok(())
-    }
-    /// Checks, every time (no caching), that bytes copied out of `read_at` slices since the
-    /// open can be trusted: the file was not modified in place (size, mtime of the opened
-    /// file) and no read faulted on a page past its end. Readers call it after copying, so
-    /// a file rewritten during the copy never yields a mix of old and new bytes.
-    fn check_consistent(&self) -> Result<(), SourceError> {
-        Ok(())
-    }
-    /// The identity of the underlying file, for sources backed by one (`None` otherwise).
-    fn identity(&self) -> Option<FileIdentity> {
-        None
-    }
-}
-
-/// A string naming `file`'s exact version (path, size, mtime in ns, inode), for keys of
-/// persistent caches: it changes whenever the file is rewritten or replaced. `None` for
-/// sources without a file identity (in-memory data).
-pub fn identity_string(file: &dyn ReadAt) -> Option<String> {
-    let id = file.identity()?;
-    Some(format!(
-        "{}:{}:{}:{}",
-        file.name(),
-        id.size,
-        id.mtime_ns,
-        id.ino
-    ))
-}
-
-/// An in-memory source (tests, synthesized data).
-#[derive(Debug, Clone)]
-#[cfg(any(test, feature = "testkit"))]
-pub struct MemSource {
-    name: String,
-    data: Arc<[u8]>,
-}
-
-#[cfg(any(test, feature = "testkit"))]
-impl MemSource {
-    #[cfg(any(test, feature = "testkit"))]
-    pub fn new(name: impl Into<String>, data: impl Into<Arc<[u8]>>) -> Self {
-        MemSource {
-            name: name.into(),
-            data: data.into(),
-        }
-    }
-}
-
-#[cfg(any(test, feature = "testkit"))]
-impl ReadAt for MemSource {
-    fn size(&self) -> u64 {
-        self.data.len() as u64
-    }
-    fn name(&self) -> &str {
-        &self.name
-    }
-    fn read_at(&self, offset: u64, len: usize) -> Result<Cow<'_, [u8]>, SourceError> {
-        let range = checked_range(&self.name, offset, len, self.size())?;
-        Ok(Cow::Borrowed(&self.data[range]))
-    }
-}
-
-/// Bounds-checks `offset..offset+len` against `size` with checked arithmetic.
-pub fn checked_range(
-    name: &str,
-    offset: u64,
-    len: usize,
-    size: u64,
-) -> Result<std::ops::Range<usize>, SourceError> {
-    let end = offset.checked_add(len as u64);
-    match end {
-        Some(end) if end <= size => Ok(offset as usize..end as usize),
-        _ => Err(SourceError::OutOfBounds {
-            path: name.to_string(),
-            offset,
-            len: len as u64,
-            size,
-        }),
+    fn list(&self, dir: &Path) -> Result<Vec<(OsString, EntryKind)>, SourceError> {
+        let rd = std::fs::read_dir(dir).map_err(|e| SourceError::io(dir, e))?;
+        Ok(rd
+            .flatten()
+            .filter_map(|e| {
+                let kind = self.kind(&e.path()).ok()??;
+                Some((e.file_name(), kind))
+            })
+            .collect())
     }
 }
 
@@ -317,15 +199,6 @@ impl MmapFile {
 mod tests {
     use super::*;
     use std::io::Write;
-
-    #[test]
-    fn mem_source_bounds() {
-        let s = MemSource::new("m", vec![1u8, 2, 3]);
-        assert_eq!(&*s.read_at(1, 2).unwrap(), &[2, 3]);
-        assert!(s.read_at(2, 2).is_err());
-        assert!(s.read_at(u64::MAX, 2).is_err());
-        assert_eq!(s.read_at(3, 0).unwrap().len(), 0);
-    }
 
     #[test]
     fn mmap_detects_rewrite() {

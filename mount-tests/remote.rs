@@ -1,0 +1,365 @@
+//! Remote sources against real servers on loopback, started and stopped here: `moto_server`
+//! (S3) and `nginx` (HTTP with Range). Every committed fixture and every shared real-world model
+//! is uploaded, mounted by URL and compared, file by file and byte by byte, with the mount of
+//! its local copy; `modelfs cat` by URL is checked too, and the GETs a mount costs are counted.
+//!
+//! Without the servers the tests fail under CI (`.ci/run` installs them) and are skipped with
+//! a message elsewhere.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+
+use object_store::aws::AmazonS3Builder;
+use object_store::{ObjectStore, ObjectStoreExt};
+
+use crate::support::*;
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn wait_for_port(port: u16) -> bool {
+    wait_until(|| std::net::TcpStream::connect(("127.0.0.1", port)).is_ok())
+}
+
+/// A server process killed on drop.
+struct Server {
+    child: Child,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn have(cmd: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {cmd}")])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// `None` (skipped with a message) when the server is not installed, except under CI.
+fn required(cmd: &str) -> bool {
+    if have(cmd) {
+        return true;
+    }
+    assert!(
+        !modelfs::testing::must_be_complete(),
+        "{cmd} is not installed (CI installs it: .ci/run)"
+    );
+    eprintln!("skipping: {cmd} is not installed");
+    false
+}
+
+fn moto() -> Option<Server> {
+    if !required("moto_server") {
+        return None;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let log = std::fs::File::create(dir.path().join("moto.log")).unwrap();
+    let child = Command::new("moto_server")
+        .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let s = Server {
+        child,
+        port,
+        _dir: dir,
+    };
+    assert!(wait_for_port(port), "moto_server did not start");
+    Some(s)
+}
+
+/// nginx serving `root` (read-only, Range and ETag as for any static file).
+fn nginx(root: &Path) -> Option<Server> {
+    let bin = "nginx";
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let d = dir.path().display();
+    let conf = format!(
+        "daemon off; master_process off; pid {d}/nginx.pid; error_log {d}/error.log;\n\
+         events {{}}\n\
+         http {{ access_log {d}/access.log; client_body_temp_path {d}; proxy_temp_path {d};\n\
+         fastcgi_temp_path {d}; uwsgi_temp_path {d}; scgi_temp_path {d};\n\
+         server {{ listen 127.0.0.1:{port}; root {}; }} }}\n",
+        root.display()
+    );
+    std::fs::write(dir.path().join("nginx.conf"), conf).unwrap();
+    let child = Command::new(bin)
+        .args(["-p", &d.to_string(), "-c"])
+        .arg(dir.path().join("nginx.conf"))
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let s = Server {
+        child,
+        port,
+        _dir: dir,
+    };
+    assert!(wait_for_port(port), "nginx did not start");
+    Some(s)
+}
+
+/// Credentials for every moto of these tests (each test passes its own `endpoint=`).
+fn set_s3_env() {
+    std::env::set_var("AWS_ACCESS_KEY_ID", "modelfs-test");
+    std::env::set_var("AWS_SECRET_ACCESS_KEY", "modelfs-test-secret");
+    std::env::set_var("AWS_REGION", "us-east-1");
+    std::env::remove_var("AWS_ENDPOINT_URL");
+}
+
+/// `modelfs ls -o OPTS SOURCE`.
+fn ls_with(source: &Path, opts: &str) -> std::process::Output {
+    Command::new(modelfs())
+        .args(["ls", "-o", opts])
+        .arg(source)
+        .output()
+        .unwrap()
+}
+
+/// Uploads every file under `root` to `bucket` with keys relative to `root`.
+fn upload(port: u16, bucket: &str, root: &Path) {
+    let store = AmazonS3Builder::new()
+        .with_endpoint(format!("http://127.0.0.1:{port}"))
+        .with_allow_http(true)
+        .with_bucket_name(bucket)
+        .with_region("us-east-1")
+        .with_access_key_id("modelfs-test")
+        .with_secret_access_key("modelfs-test-secret")
+        .build()
+        .unwrap();
+    let store: Arc<dyn ObjectStore> = Arc::new(store);
+    // moto creates buckets on PUT /bucket.
+    let status = Command::new("curl")
+        .args(["-s", "-o", "/dev/null", "-X", "PUT"])
+        .arg(format!("http://127.0.0.1:{port}/{bucket}"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let mut files = Vec::new();
+    collect_files(root, &mut files);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        for f in files {
+            let key = f.strip_prefix(root).unwrap().to_str().unwrap().to_string();
+            let data = std::fs::read(&f).unwrap();
+            store
+                .put(&object_store::path::Path::from(key.as_str()), data.into())
+                .await
+                .unwrap_or_else(|e| panic!("upload {key}: {e}"));
+        }
+    });
+}
+
+fn collect_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        let ft = e.file_type().unwrap();
+        if ft.is_dir() {
+            collect_files(&p, out);
+        } else if ft.is_file() {
+            out.push(p);
+        }
+    }
+}
+
+/// Every source to try remotely: the committed TF fixtures, the Angel fixtures' models, the
+/// shared real-world models; with the root each lives under.
+fn sources() -> Vec<(PathBuf, PathBuf)> {
+    let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures");
+    let shared = shared_dir().map(|s| s.join("realworld"));
+    let mut out = Vec::new();
+    for c in cases() {
+        let root = if c.source.starts_with(&fixtures) {
+            fixtures.clone()
+        } else {
+            shared.clone().expect("real-world cases come from the shared directory")
+        };
+        out.push((root, c.source));
+    }
+    for e in std::fs::read_dir(fixtures.join("angel")).unwrap().flatten() {
+        let model = e.path().join("model");
+        if model.is_dir() {
+            out.push((fixtures.clone(), model));
+        }
+    }
+    out
+}
+
+/// Every path under `root` with what `lstat` says of it (bad inputs make some files EIO).
+fn walk_all(root: &Path) -> Vec<(String, Result<bool, Option<i32>>)> {
+    fn rec(dir: &Path, prefix: &str, out: &mut Vec<(String, Result<bool, Option<i32>>)>) {
+        let mut names: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        names.sort();
+        for n in names {
+            let p = dir.join(&n);
+            let name = format!("{prefix}{}", n.to_string_lossy());
+            match std::fs::symlink_metadata(&p) {
+                Ok(m) if m.is_dir() => {
+                    out.push((format!("{name}/"), Ok(false)));
+                    rec(&p, &format!("{name}/"), out);
+                }
+                Ok(m) => out.push((name, Ok(m.is_file()))),
+                Err(e) => out.push((name, Err(e.raw_os_error()))),
+            }
+        }
+    }
+    let mut out = Vec::new();
+    rec(root, "", &mut out);
+    out
+}
+
+/// The two mounts show the same tree with the same bytes in every file.
+/// `.json` files may name source files (in problems): `local_root` reads as `url_root` there.
+fn assert_same_mounts(
+    local: &Path,
+    remote: &Path,
+    what: &str,
+    (local_root, url_root): (&Path, &str),
+) -> usize {
+    let (a, b) = (walk_all(local), walk_all(remote));
+    assert_eq!(a, b, "{what}: the trees differ");
+    let mut files = 0;
+    for (rel, kind) in &a {
+        let (pa, pb) = (local.join(rel), remote.join(rel));
+        if *kind != Ok(true) {
+            continue;
+        }
+        let (da, db) = (std::fs::read(&pa), std::fs::read(&pb));
+        match (da, db) {
+            (Ok(x), Ok(y)) if rel.ends_with(".json") => {
+                let x = String::from_utf8(x).unwrap();
+                let x = x.replace(&local_root.display().to_string(), url_root);
+                assert_eq!(x, String::from_utf8(y).unwrap(), "{what}: {rel} differs");
+            }
+            (Ok(x), Ok(y)) => assert!(x == y, "{what}: {rel} differs"),
+            (Err(x), Err(y)) => assert_eq!(x.raw_os_error(), y.raw_os_error(), "{what}: {rel}"),
+            (x, y) => panic!("{what}: {rel}: local {:?}, remote {:?}", x.is_ok(), y.is_ok()),
+        }
+        files += 1;
+    }
+    files
+}
+
+const OPTS: &str = "layouts=all,cache_dir=none";
+
+#[test]
+fn s3_sources_read_like_local() {
+    let Some(fuse) = Fuse::check() else { return };
+    let Some(s3) = moto() else { return };
+    set_s3_env();
+    let remote_opts = format!("{OPTS},endpoint=http://127.0.0.1:{}", s3.port);
+    let sources = sources();
+    let mut roots: Vec<&PathBuf> = sources.iter().map(|(r, _)| r).collect();
+    roots.sort();
+    roots.dedup();
+    for (i, root) in roots.iter().enumerate() {
+        upload(s3.port, &format!("models{i}"), root);
+    }
+    let mut checked = 0;
+    for (root, source) in &sources {
+        let i = roots.iter().position(|r| r == &root).unwrap();
+        let key = source.strip_prefix(root).unwrap().display();
+        let url = PathBuf::from(format!("s3://models{i}/{key}"));
+        let refused = ls_with(source, OPTS).status.code();
+        if refused != Some(0) {
+            // A source refused locally is refused the same way by URL.
+            let by_url = ls_with(&url, &remote_opts).status.code();
+            assert_eq!(by_url, refused, "{}", url.display());
+            continue;
+        }
+        let local = fuse.mount(source, OPTS);
+        let remote = fuse.mount(&url, &remote_opts);
+        let base = format!("s3://models{i}");
+        let what = url.display().to_string();
+        checked += assert_same_mounts(local.path(), remote.path(), &what, (root, &base));
+        remote.unmount_and_check();
+        local.unmount_and_check();
+    }
+    assert!(checked > 1000, "only {checked} files compared");
+    // `modelfs cat` and `ls` by URL give what the local source gives.
+    let (root, source) = &sources[0];
+    let i = roots.iter().position(|r| r == &root).unwrap();
+    let url = format!("s3://models{i}/{}", source.strip_prefix(root).unwrap().display());
+    let names = ls_with(Path::new(&url), &remote_opts);
+    assert!(names.status.success(), "{}", String::from_utf8_lossy(&names.stderr));
+    assert_eq!(names.stdout, ls_with(source, OPTS).stdout);
+    let names = String::from_utf8(names.stdout).unwrap();
+    for name in names.lines().filter(|n| !n.ends_with('/')).take(20) {
+        let cat = |s: &Path, opts: &str| {
+            Command::new(modelfs())
+                .args(["cat", "-o", opts])
+                .arg(s)
+                .arg(name)
+                .output()
+                .unwrap()
+        };
+        let (a, b) = (cat(source, OPTS), cat(Path::new(&url), &remote_opts));
+        assert!(a.status.success() && b.status.success(), "cat {name}");
+        assert!(a.stdout == b.stdout, "cat {url} {name} differs");
+    }
+}
+
+#[test]
+fn s3_refusals_say_why() {
+    let Some(s3) = moto() else { return };
+    set_s3_env();
+    let endpoint = format!("endpoint=http://127.0.0.1:{}", s3.port);
+    let run = |url: &str| ls_with(Path::new(url), &endpoint);
+    let missing = run("s3://no-such-bucket/model");
+    assert_eq!(missing.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&missing.stderr);
+    assert!(err.contains("s3://no-such-bucket/model"), "{err}");
+    assert!(!err.contains("modelfs-test-secret"), "a secret in a message: {err}");
+}
+
+#[test]
+fn http_sources_read_like_local() {
+    let Some(fuse) = Fuse::check() else { return };
+    let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures");
+    if !required("nginx") {
+        return;
+    }
+    let Some(web) = nginx(&fixtures) else {
+        assert!(!modelfs::testing::must_be_complete(), "nginx did not start");
+        return;
+    };
+    let mut checked = 0;
+    for c in cases().iter().filter(|c| c.source.starts_with(&fixtures)) {
+        let key = c.source.strip_prefix(&fixtures).unwrap().display();
+        let url = PathBuf::from(format!("http://127.0.0.1:{}/{key}", web.port));
+        let local = fuse.mount(&c.source, OPTS);
+        let remote = fuse.mount(&url, OPTS);
+        let base = format!("http://127.0.0.1:{}", web.port);
+        let what = url.display().to_string();
+        checked += assert_same_mounts(local.path(), remote.path(), &what, (&fixtures, &base));
+        remote.unmount_and_check();
+        local.unmount_and_check();
+    }
+    assert!(checked > 500, "only {checked} files compared");
+    // A SavedModel directory: its file names are known, no listing needed.
+    let sm = fixtures.join("tf/savedmodel/saved_model");
+    let url = format!("http://127.0.0.1:{}/tf/savedmodel/saved_model", web.port);
+    assert_eq!(cli_ls(Path::new(&url)).unwrap(), cli_ls(&sm).unwrap());
+}

@@ -1,0 +1,243 @@
+//! Byte access to source files behind a `ReadAt` trait.
+//!
+//! Everything above this module reads data through `ReadAt`; only this module touches
+//! `std::fs` for data. Local files are memory-mapped. A mapped file that is truncated in place
+//! would fault on access, so every read first checks that the file at the path is still the one
+//! that was opened (device, inode, size, mtime): a training job that rewrites a checkpoint makes
+//! reads fail with `SourceError::Changed` instead of serving a mix of old and new bytes.
+
+use std::borrow::Cow;
+use std::ffi::OsString;
+use std::fmt;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+mod local;
+pub mod remote;
+mod sigbus;
+
+pub(crate) use local::LocalStorage;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "{path}: read of {len} bytes at offset {offset} is past the end of the file ({size} bytes)"
+    )]
+    OutOfBounds {
+        path: String,
+        offset: u64,
+        len: u64,
+        size: u64,
+    },
+    #[error("{path}: the file changed or was removed since it was opened")]
+    Changed { path: String },
+    /// The storage cannot list directories (HTTP): only named files can be opened.
+    #[error("{path}: cannot list a directory over {scheme}")]
+    NoListing { path: String, scheme: &'static str },
+    /// A remote store's failure after its retries (the URL and the cause; never credentials).
+    #[error("{url}: {cause}")]
+    Remote { url: String, cause: String },
+}
+
+impl SourceError {
+    pub fn io(path: &Path, source: std::io::Error) -> Self {
+        SourceError::Io {
+            path: path.display().to_string(),
+            source,
+        }
+    }
+}
+
+/// Identity of a file at open time; a file whose identity differs is not the one we mapped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FileIdentity {
+    pub(crate) dev: u64,
+    pub(crate) ino: u64,
+    pub(crate) size: u64,
+    pub(crate) mtime_ns: i128,
+}
+
+impl FileIdentity {
+    pub fn of(meta: &std::fs::Metadata) -> Self {
+        FileIdentity {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            size: meta.len(),
+            mtime_ns: meta.mtime() as i128 * 1_000_000_000 + meta.mtime_nsec() as i128,
+        }
+    }
+}
+
+/// Random read access to an immutable byte source.
+pub trait ReadAt: Send + Sync + fmt::Debug {
+    /// Length in bytes, fixed for the life of the object.
+    fn size(&self) -> u64;
+    /// A name for error messages (the file's path).
+    fn name(&self) -> &str;
+    /// Exactly `len` bytes at `offset`; borrowed where the source is mapped.
+    fn read_at(&self, offset: u64, len: usize) -> Result<Cow<'_, [u8]>, SourceError>;
+    /// The source's modification time (shown as the mtime of files derived from it).
+    fn mtime(&self) -> SystemTime {
+        SystemTime::UNIX_EPOCH
+    }
+    /// Checks that the underlying file is unchanged; sources that cannot change return Ok.
+    fn check_unchanged(&self) -> Result<(), SourceError> {
+        Ok(())
+    }
+    /// Checks, every time (no caching), that bytes copied out of `read_at` slices since the
+    /// open can be trusted: the file was not modified in place (size, mtime of the opened
+    /// file) and no read faulted on a page past its end. Readers call it after copying, so
+    /// a file rewritten during the copy never yields a mix of old and new bytes.
+    fn check_consistent(&self) -> Result<(), SourceError> {
+        Ok(())
+    }
+    /// The identity of the underlying file, for sources backed by one (`None` otherwise).
+    fn identity(&self) -> Option<FileIdentity> {
+        None
+    }
+    /// A version tag of a remote object (its ETag), which pins the object for a mount.
+    fn version(&self) -> Option<String> {
+        None
+    }
+}
+
+/// A string naming `file`'s exact version (path, size, mtime in ns, inode; for a remote
+/// object its URL, size and ETag), for keys of persistent caches: it changes whenever the file
+/// is rewritten or replaced. `None` for sources without an identity (in-memory data).
+pub fn identity_string(file: &dyn ReadAt) -> Option<String> {
+    if let Some(v) = file.version() {
+        return Some(format!("{}:{}:{v}", file.name(), file.size()));
+    }
+    let id = file.identity()?;
+    Some(format!(
+        "{}:{}:{}:{}",
+        file.name(),
+        id.size,
+        id.mtime_ns,
+        id.ino
+    ))
+}
+
+/// What a path names in a `Storage`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EntryKind {
+    File,
+    Dir,
+}
+
+/// Where a model's files live — a local tree, an S3 bucket, an HTTP server — as paths. Readers
+/// find and open files only through it, so none of them knows where bytes come from.
+pub trait Storage: Send + Sync + fmt::Debug {
+    /// Opens the file at `path` for reading.
+    fn open(&self, path: &Path) -> Result<Arc<dyn ReadAt>, SourceError>;
+    /// What `path` names (symbolic links followed), `None` if nothing; `Err` when that cannot
+    /// be known (a server refusing the credentials, say).
+    fn kind(&self, path: &Path) -> Result<Option<EntryKind>, SourceError>;
+    /// The entries of directory `dir`: names and kinds, in no particular order.
+    fn list(&self, dir: &Path) -> Result<Vec<(OsString, EntryKind)>, SourceError>;
+    /// `path` as the user would write it (a URL for remote storages), for messages.
+    fn display(&self, path: &Path) -> String {
+        path.display().to_string()
+    }
+    /// The whole of a small file (a state file, a meta): at most `max` bytes.
+    fn read_small(&self, path: &Path, max: u64) -> Result<Vec<u8>, SourceError> {
+        let f = self.open(path)?;
+        let len = f.size().min(max);
+        let len = usize::try_from(len).map_err(|_| SourceError::OutOfBounds {
+            path: self.display(path),
+            offset: 0,
+            len,
+            size: f.size(),
+        })?;
+        Ok(f.read_at(0, len)?.into_owned())
+    }
+    fn is_file(&self, path: &Path) -> bool {
+        matches!(self.kind(path), Ok(Some(EntryKind::File)))
+    }
+    fn is_dir(&self, path: &Path) -> bool {
+        matches!(self.kind(path), Ok(Some(EntryKind::Dir)))
+    }
+    /// Local paths may be canonicalised and stat'ed directly; remote keys may not.
+    fn is_local(&self) -> bool {
+        false
+    }
+}
+
+/// The local file system.
+pub fn local() -> Arc<dyn Storage> {
+    Arc::new(LocalStorage)
+}
+
+/// An in-memory source (tests, synthesized data).
+#[derive(Debug, Clone)]
+#[cfg(any(test, feature = "testkit"))]
+pub struct MemSource {
+    name: String,
+    data: Arc<[u8]>,
+}
+
+#[cfg(any(test, feature = "testkit"))]
+impl MemSource {
+    #[cfg(any(test, feature = "testkit"))]
+    pub fn new(name: impl Into<String>, data: impl Into<Arc<[u8]>>) -> Self {
+        MemSource {
+            name: name.into(),
+            data: data.into(),
+        }
+    }
+}
+
+#[cfg(any(test, feature = "testkit"))]
+impl ReadAt for MemSource {
+    fn size(&self) -> u64 {
+        self.data.len() as u64
+    }
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn read_at(&self, offset: u64, len: usize) -> Result<Cow<'_, [u8]>, SourceError> {
+        let range = checked_range(&self.name, offset, len, self.size())?;
+        Ok(Cow::Borrowed(&self.data[range]))
+    }
+}
+
+/// Bounds-checks `offset..offset+len` against `size` with checked arithmetic.
+pub fn checked_range(
+    name: &str,
+    offset: u64,
+    len: usize,
+    size: u64,
+) -> Result<std::ops::Range<usize>, SourceError> {
+    let end = offset.checked_add(len as u64);
+    match end {
+        Some(end) if end <= size => Ok(offset as usize..end as usize),
+        _ => Err(SourceError::OutOfBounds {
+            path: name.to_string(),
+            offset,
+            len: len as u64,
+            size,
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mem_source_bounds() {
+        let s = MemSource::new("m", vec![1u8, 2, 3]);
+        assert_eq!(&*s.read_at(1, 2).unwrap(), &[2, 3]);
+        assert!(s.read_at(2, 2).is_err());
+        assert!(s.read_at(u64::MAX, 2).is_err());
+        assert_eq!(s.read_at(3, 0).unwrap().len(), 0);
+    }
+}
