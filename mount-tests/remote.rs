@@ -32,7 +32,7 @@ fn wait_for_port(port: u16) -> bool {
 struct Server {
     child: Child,
     port: u16,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 impl Drop for Server {
@@ -75,7 +75,7 @@ impl Server {
         let s = Server {
             child,
             port,
-            _dir: dir,
+            dir,
         };
         assert!(wait_for_port(port), "{cmd:?} did not start");
         s
@@ -356,4 +356,42 @@ fn http_sources_read_like_local() {
     let sm = fixtures.join("tf/savedmodel/saved_model");
     let url = format!("http://127.0.0.1:{}/tf/savedmodel/saved_model", web.port);
     assert_eq!(cli_ls(Path::new(&url)).unwrap(), cli_ls(&sm).unwrap());
+}
+
+impl Server {
+    /// Request lines the server logged so far that contain `needle`.
+    fn requests(&self, needle: &str) -> Vec<String> {
+        let log = std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default();
+        log.lines()
+            .filter(|l| l.contains(needle) && (l.contains("\"GET ") || l.contains("\"HEAD ")))
+            .map(str::to_string)
+            .collect()
+    }
+}
+
+/// A small read of a tensor costs one block GET; reading it again costs none (the block cache
+/// and the kernel's page cache serve it).
+#[test]
+fn s3_reads_cost_one_block_and_repeat_for_free() {
+    let Some(fuse) = Fuse::check() else { return };
+    let Some(s3) = moto() else { return };
+    set_s3_env();
+    let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures");
+    upload(s3.port, "cost", &fixtures.join("tf/dtypes"));
+    let opts = format!(
+        "layouts=bin,verify=none,cache_dir=none,endpoint=http://127.0.0.1:{}",
+        s3.port
+    );
+    let mount = fuse.mount(Path::new("s3://cost/ckpt"), &opts);
+    let data = "ckpt.data-00000-of-00001";
+    let before = s3.requests(data);
+    let bin = mount.path().join("float32.bin");
+    let bytes = std::fs::read(&bin).unwrap();
+    assert!(!bytes.is_empty());
+    let after_first = s3.requests(data);
+    let gets = |v: &[String]| v.iter().filter(|l| l.contains("\"GET ")).count();
+    assert_eq!(gets(&after_first) - gets(&before), 1, "{after_first:#?}");
+    assert_eq!(std::fs::read(&bin).unwrap(), bytes);
+    assert_eq!(gets(&s3.requests(data)), gets(&after_first), "a second read sent a GET");
+    mount.unmount_and_check();
 }
