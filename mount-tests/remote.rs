@@ -24,8 +24,16 @@ fn free_port() -> u16 {
         .port()
 }
 
+/// A cold `moto_server` imports for seconds on a busy machine: up to a minute.
 fn wait_for_port(port: u16) -> bool {
-    wait_until(|| std::net::TcpStream::connect(("127.0.0.1", port)).is_ok())
+    let start = std::time::Instant::now();
+    while start.elapsed() < std::time::Duration::from_secs(60) {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    false
 }
 
 /// A server process killed on drop.
