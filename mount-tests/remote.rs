@@ -80,11 +80,7 @@ impl Server {
             .stderr(log)
             .spawn()
             .unwrap();
-        let s = Server {
-            child,
-            port,
-            dir,
-        };
+        let s = Server { child, port, dir };
         assert!(wait_for_port(port), "{cmd:?} did not start");
         s
     }
@@ -196,7 +192,9 @@ fn sources() -> Vec<(PathBuf, PathBuf)> {
         let root = if c.source.starts_with(&fixtures) {
             fixtures.clone()
         } else {
-            shared.clone().expect("real-world cases come from the shared directory")
+            shared
+                .clone()
+                .expect("real-world cases come from the shared directory")
         };
         out.push((root, c.source));
     }
@@ -260,7 +258,11 @@ fn assert_same_mounts(
             }
             (Ok(x), Ok(y)) => assert!(x == y, "{what}: {rel} differs"),
             (Err(x), Err(y)) => assert_eq!(x.raw_os_error(), y.raw_os_error(), "{what}: {rel}"),
-            (x, y) => panic!("{what}: {rel}: local {:?}, remote {:?}", x.is_ok(), y.is_ok()),
+            (x, y) => panic!(
+                "{what}: {rel}: local {:?}, remote {:?}",
+                x.is_ok(),
+                y.is_ok()
+            ),
         }
         files += 1;
     }
@@ -306,9 +308,16 @@ fn s3_sources_read_like_local() {
     // `modelfs cat` and `ls` by URL give what the local source gives.
     let (root, source) = &sources[0];
     let i = roots.iter().position(|r| r == &root).unwrap();
-    let url = format!("s3://models{i}/{}", source.strip_prefix(root).unwrap().display());
+    let url = format!(
+        "s3://models{i}/{}",
+        source.strip_prefix(root).unwrap().display()
+    );
     let names = ls_with(Path::new(&url), &remote_opts);
-    assert!(names.status.success(), "{}", String::from_utf8_lossy(&names.stderr));
+    assert!(
+        names.status.success(),
+        "{}",
+        String::from_utf8_lossy(&names.stderr)
+    );
     assert_eq!(names.stdout, ls_with(source, OPTS).stdout);
     let names = String::from_utf8(names.stdout).unwrap();
     for name in names.lines().filter(|n| !n.ends_with('/')).take(20) {
@@ -336,7 +345,10 @@ fn s3_refusals_say_why() {
     assert_eq!(missing.status.code(), Some(2));
     let err = String::from_utf8_lossy(&missing.stderr);
     assert!(err.contains("s3://no-such-bucket/model"), "{err}");
-    assert!(!err.contains("modelfs-test-secret"), "a secret in a message: {err}");
+    assert!(
+        !err.contains("modelfs-test-secret"),
+        "a secret in a message: {err}"
+    );
 }
 
 #[test]
@@ -400,6 +412,10 @@ fn s3_reads_cost_one_block_and_repeat_for_free() {
     let gets = |v: &[String]| v.iter().filter(|l| l.contains("\"GET ")).count();
     assert_eq!(gets(&after_first) - gets(&before), 1, "{after_first:#?}");
     assert_eq!(std::fs::read(&bin).unwrap(), bytes);
-    assert_eq!(gets(&s3.requests(data)), gets(&after_first), "a second read sent a GET");
+    assert_eq!(
+        gets(&s3.requests(data)),
+        gets(&after_first),
+        "a second read sent a GET"
+    );
     mount.unmount_and_check();
 }

@@ -274,7 +274,10 @@ fn sources_replaced_while_mounted() {
                 }
             }
         }
-        assert!(stale > 0, "{how}: nothing failed after the data file changed");
+        assert!(
+            stale > 0,
+            "{how}: nothing failed after the data file changed"
+        );
         mount.unmount_and_check();
         let logged = std::fs::read_to_string(&log).unwrap_or_default();
         assert!(

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use crate::model::{
-    DType, DirEntry, KnownProblem, Model, ModelError, RequestError, ModelSummary, PartitionMeta, SourceFormat, SparseRows,
-    Tensor, TensorMeta,
+    DType, DirEntry, KnownProblem, Model, ModelError, ModelSummary, PartitionMeta, RequestError,
+    SourceFormat, SparseRows, Tensor, TensorMeta,
 };
 
 /// `n` deterministic pseudo-random floats in [-1, 1) (an LCG), for throughput tests.

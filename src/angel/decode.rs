@@ -139,7 +139,8 @@ impl Builder {
                 return Err(format!(
                     "row {}: column id {col} does not increase (after {last})",
                     self.out.rows.last().copied().unwrap_or(0)
-                ).into());
+                )
+                .into());
             }
         }
         if self.col > 0 && !(0..self.col).contains(&col) {
@@ -147,9 +148,9 @@ impl Builder {
         }
         if let Some((s, e)) = self.part_range {
             if !(s..e).contains(&col) {
-                return Err(format!(
-                    "column id {col} outside the partition's columns [{s}, {e})"
-                ).into());
+                return Err(
+                    format!("column id {col} outside the partition's columns [{s}, {e})").into(),
+                );
             }
         }
         self.last_col = Some(col);
@@ -166,7 +167,8 @@ fn slice<'a>(inp: &'a PartInput<'_>, offset: u64, length: u64) -> Res<Cow<'a, [u
         _ => {
             return Err(format!(
                 "offset {offset} + length {length} is beyond the end of the file ({size} bytes)"
-            ).into())
+            )
+            .into())
         }
     }
     let len = usize::try_from(length).map_err(|_| "length too large".to_string())?;
@@ -189,7 +191,8 @@ fn check_value_format(part: &PartMeta) -> Res<()> {
             return Err(format!(
                 "row {row}: Value format with elementNum {n} but the partition is {width} \
                  columns wide (column ids cannot be recovered)"
-            ).into());
+            )
+            .into());
         }
     }
     Ok(())
@@ -224,7 +227,8 @@ fn decode_binary_rows(inp: &PartInput<'_>) -> Res<SparseRows> {
         return Err(format!(
             "{total} records of {rec} bytes do not match the partition length {}",
             part.length
-        ).into());
+        )
+        .into());
     }
     let data = slice(inp, part.offset, part.length)?;
     let mut b = Builder::new(meta, part, total, vw);
@@ -395,7 +399,8 @@ fn parse_text_rows(
                     return Err(format!(
                         "row {row}: line '{}' has too many fields",
                         text::show(line)
-                    ).into());
+                    )
+                    .into());
                 }
             }
             if nfields == 3 {
@@ -466,7 +471,8 @@ fn decode_binary_columns(inp: &PartInput<'_>) -> Res<SparseRows> {
         return Err(format!(
             "saveColNum {nc} × {rec}-byte records do not match the partition length {}",
             part.length
-        ).into());
+        )
+        .into());
     }
     let data = slice(inp, part.offset, part.length)?;
     let mut col_ids = Vec::with_capacity(nc as usize);
@@ -502,9 +508,9 @@ fn parse_text_columns(inp: &PartInput<'_>, data: &[u8]) -> Res<SparseRows> {
         col_ids.push(col);
         if k == 0 {
             if it.next() != Some(&[][..]) {
-                return Err(format!(
-                    "column {col}: expected '{col}<sep>' for zero saved rows"
-                ).into());
+                return Err(
+                    format!("column {col}: expected '{col}<sep>' for zero saved rows").into(),
+                );
             }
         } else {
             for j in 0..k {

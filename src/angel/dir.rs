@@ -72,7 +72,10 @@ pub(crate) fn scan(storage: &Arc<dyn Storage>, root: &Path) -> Result<Scan, Sour
         match meta_file(fs, &path) {
             Some((meta_path, both)) => {
                 if both {
-                    let msg = format!("{}: both _meta and meta exist; using _meta", fs.display(&path));
+                    let msg = format!(
+                        "{}: both _meta and meta exist; using _meta",
+                        fs.display(&path)
+                    );
                     log::warn!("{msg}");
                     out.problems.push(msg);
                 }

@@ -31,7 +31,7 @@ use super::dir::MatrixDir;
 use super::merge;
 use super::meta::{self, MatrixMeta, PartMeta};
 use crate::model::{
-    DType, ModelError, RequestError, PartitionMeta, SourceFormat, SparseRows, Tensor, TensorMeta,
+    DType, ModelError, PartitionMeta, RequestError, SourceFormat, SparseRows, Tensor, TensorMeta,
 };
 use crate::source::{identity_string, ReadAt};
 
@@ -80,7 +80,6 @@ pub(crate) fn shown_cols(col: i64) -> u64 {
         i64::MAX as u64
     }
 }
-
 
 impl AngelMatrix {
     /// Loads the matrix at `m`; never fails: a bad meta gives a tensor whose `problem` says why.

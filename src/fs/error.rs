@@ -79,7 +79,9 @@ mod tests {
     struct ReaderFault(#[source] SourceError);
 
     fn changed() -> SourceError {
-        SourceError::Changed { path: "m.data".into() }
+        SourceError::Changed {
+            path: "m.data".into(),
+        }
     }
 
     /// A changed source is ESTALE however deep a reader wrapped it; other faults are EIO.

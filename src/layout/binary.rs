@@ -50,9 +50,7 @@ impl RawElements {
 
     /// Fills `buf` from byte `offset` of the element data; short only at the end.
     pub(crate) fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize, LayoutError> {
-        let size = self
-            .size()
-            .ok_or(LayoutError::Overflow("element count"))?;
+        let size = self.size().ok_or(LayoutError::Overflow("element count"))?;
         if offset >= size || buf.is_empty() {
             return Ok(0);
         }
@@ -95,9 +93,7 @@ impl FileContent for BinContent {
         self.0.size()
     }
     fn size(&self) -> Result<u64, LayoutError> {
-        self.0
-            .size()
-            .ok_or(LayoutError::Overflow("element count"))
+        self.0.size().ok_or(LayoutError::Overflow("element count"))
     }
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize, LayoutError> {
         self.0.read_at(offset, buf)

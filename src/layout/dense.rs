@@ -103,9 +103,7 @@ impl Tensor for DenseView {
             let row = s.rows[k];
             let (a, b) = match (s.row_ptr.get(k), s.row_ptr.get(k + 1)) {
                 (Some(&a), Some(&b)) if a <= b && b <= s.cols.len() as u64 => (a, b),
-                _ => {
-                    return Err(self.inconsistent())
-                }
+                _ => return Err(self.inconsistent()),
             };
             for e in a..b {
                 let c = s.cols[e as usize];
@@ -118,10 +116,7 @@ impl Tensor for DenseView {
                 }
                 let src = (e * es) as usize..((e + 1) * es) as usize;
                 let dst = ((idx - first) * es) as usize;
-                let v = s
-                    .values
-                    .get(src)
-                    .ok_or_else(|| self.inconsistent())?;
+                let v = s.values.get(src).ok_or_else(|| self.inconsistent())?;
                 out[dst..dst + es as usize].copy_from_slice(v);
             }
             k += 1;

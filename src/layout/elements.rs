@@ -152,9 +152,7 @@ pub(crate) fn for_each_value<F: FnMut(u64, Value)>(
     let dtype = tensor.meta().dtype;
     let es = match dtype.elem_size() {
         Some(es) if has_values(dtype) => es,
-        _ => {
-            return Err(RequestError::NoValues(dtype.name().into_owned()).into())
-        }
+        _ => return Err(RequestError::NoValues(dtype.name().into_owned()).into()),
     };
     let end = first.checked_add(count).ok_or(RequestError::OutOfRange {
         first,

@@ -2,10 +2,10 @@
 //! is the latest. Paths are bytes; absolute paths that went stale when the directory was
 //! copied fall back to `<dir>/basename`.
 
+use crate::source::Storage;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use crate::source::Storage;
 
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct CheckpointState {

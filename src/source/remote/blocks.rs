@@ -85,7 +85,10 @@ impl Blocks {
             let mut inflight = self.inflight.lock().unwrap_or_else(|e| e.into_inner());
             Arc::clone(inflight.entry(key).or_default())
         };
-        let result = cell.get_or_try_init(|| self.fetch(obj, index)).await.cloned();
+        let result = cell
+            .get_or_try_init(|| self.fetch(obj, index))
+            .await
+            .cloned();
         if let Ok(bytes) = &result {
             self.insert(key, bytes.clone());
         }

@@ -36,14 +36,20 @@ pub(super) fn apply(
     };
     let mut region = settings.region.clone();
     if let Some((name, required)) = profile {
-        let creds = section(&aws_file("AWS_SHARED_CREDENTIALS_FILE", "credentials"), &name);
+        let creds = section(
+            &aws_file("AWS_SHARED_CREDENTIALS_FILE", "credentials"),
+            &name,
+        );
         let config_name = if name == "default" {
             name.clone()
         } else {
             format!("profile {name}")
         };
         let config = section(&aws_file("AWS_CONFIG_FILE", "config"), &config_name);
-        match (creds.get("aws_access_key_id"), creds.get("aws_secret_access_key")) {
+        match (
+            creds.get("aws_access_key_id"),
+            creds.get("aws_secret_access_key"),
+        ) {
             (Some(id), Some(secret)) => {
                 b = b.with_access_key_id(id).with_secret_access_key(secret);
                 if let Some(t) = creds.get("aws_session_token") {

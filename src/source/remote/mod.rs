@@ -52,7 +52,10 @@ pub fn is_remote(source: &str) -> bool {
 }
 
 /// The storage and the path within it that `url` names.
-pub fn open(url: &str, settings: &RemoteSettings) -> Result<(Arc<dyn Storage>, PathBuf), SourceError> {
+pub fn open(
+    url: &str,
+    settings: &RemoteSettings,
+) -> Result<(Arc<dyn Storage>, PathBuf), SourceError> {
     let bad = |cause: String| SourceError::Remote {
         url: url.to_string(),
         cause,
@@ -174,7 +177,12 @@ impl RemoteStorage {
 
     /// HEAD of `path`, remembered (a missing object too).
     fn head(&self, path: &Path) -> Result<Option<ObjectMeta>, SourceError> {
-        if let Some(m) = self.heads.lock().unwrap_or_else(|e| e.into_inner()).get(path) {
+        if let Some(m) = self
+            .heads
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(path)
+        {
             return Ok(m.clone());
         }
         let location = object_path(path)?;
@@ -203,7 +211,12 @@ impl RemoteStorage {
     }
 
     fn list_remote(&self, dir: &Path) -> Result<Vec<(OsString, EntryKind)>, SourceError> {
-        if let Some(l) = self.lists.lock().unwrap_or_else(|e| e.into_inner()).get(dir) {
+        if let Some(l) = self
+            .lists
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(dir)
+        {
             return Ok(l.clone());
         }
         let prefix = object_path(dir)?;
@@ -257,7 +270,10 @@ impl Storage for RemoteStorage {
             etag: meta.e_tag.clone(),
             last_modified: Some(meta.last_modified),
         };
-        Ok(Arc::new(file::RemoteFile::new(obj, Arc::clone(&self.blocks))))
+        Ok(Arc::new(file::RemoteFile::new(
+            obj,
+            Arc::clone(&self.blocks),
+        )))
     }
 
     fn kind(&self, path: &Path) -> Result<Option<EntryKind>, SourceError> {

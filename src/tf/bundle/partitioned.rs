@@ -12,8 +12,8 @@ use super::entry::{parse_entry, Entry};
 use super::tensor::TfTensor;
 use super::Bundle;
 use crate::model::{ModelError, PartitionMeta, RequestError, SourceFormat, Tensor, TensorMeta};
-use crate::tf::table::TableError;
 use crate::tf::ordered_code::slice_key;
+use crate::tf::table::TableError;
 
 struct Slice {
     /// `(start, length)` per dimension, lengths resolved against the full shape.

@@ -101,7 +101,8 @@ impl VarIndex {
                 "string data ends at {} but the entry size is {}",
                 strings_at as u64 + total,
                 data.len()
-            ).into());
+            )
+            .into());
         }
         if verify {
             let stored = if big_endian {
@@ -135,10 +136,7 @@ impl VarIndex {
         stored_crc: u32,
     ) -> Result<VarIndex, VarError> {
         if n > data.len() as u64 / 5 {
-            return Err(format!(
-                "{n} variant elements cannot fit in {} bytes",
-                data.len()
-            ).into());
+            return Err(format!("{n} variant elements cannot fit in {} bytes", data.len()).into());
         }
         let mut checkpoints = Vec::with_capacity((n / STRIDE + 1) as usize);
         let mut pos = 0usize;
@@ -169,7 +167,8 @@ impl VarIndex {
             return Err(format!(
                 "variant data ends at {pos} but the entry size is {}",
                 data.len()
-            ).into());
+            )
+            .into());
         }
         if verify && mask_crc(crc) != stored_crc {
             return Err(VarError::Checksum("variant tensor"));
@@ -190,14 +189,15 @@ impl VarIndex {
         count: u64,
         f: &mut dyn FnMut(&[u8]),
     ) -> Result<(), VarError> {
-        let end = first
-            .checked_add(count)
-            .filter(|&e| e <= self.n)
-            .ok_or(VarError::OutOfRange {
-                first,
-                count,
-                total: self.n,
-            })?;
+        let end =
+            first
+                .checked_add(count)
+                .filter(|&e| e <= self.n)
+                .ok_or(VarError::OutOfRange {
+                    first,
+                    count,
+                    total: self.n,
+                })?;
         if count == 0 {
             return Ok(());
         }
@@ -252,9 +252,10 @@ pub(crate) mod tests {
         // Length checksum wrong.
         let mut bad = data;
         bad[3] ^= 1;
-        assert!(VarIndex::build_strings(&bad, 3, false, true, 0x2cc5_8cc6)
-            .unwrap_err()
-            == VarError::LengthChecksum);
+        assert!(
+            VarIndex::build_strings(&bad, 3, false, true, 0x2cc5_8cc6).unwrap_err()
+                == VarError::LengthChecksum
+        );
         // Not ending exactly.
         assert!(VarIndex::build_strings(&data[..11], 3, false, false, 0).is_err());
         // Huge N, tiny size.
