@@ -11,6 +11,8 @@
 //! Without /dev/fuse or the right to mount, the mount checks are skipped with a message,
 //! unless MODELFS_REQUIRE_FUSE=1. Every mount is undone by a Drop guard, even on failure.
 
+mod faults;
+mod proxy;
 mod remote;
 mod robustness;
 mod support;

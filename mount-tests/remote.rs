@@ -37,9 +37,9 @@ fn wait_for_port(port: u16) -> bool {
 }
 
 /// A server process killed on drop.
-struct Server {
+pub(crate) struct Server {
     child: Child,
-    port: u16,
+    pub(crate) port: u16,
     dir: tempfile::TempDir,
 }
 
@@ -59,7 +59,7 @@ fn have(cmd: &str) -> bool {
 }
 
 /// `None` (skipped with a message) when the server is not installed, except under CI.
-fn required(cmd: &str) -> bool {
+pub(crate) fn required(cmd: &str) -> bool {
     if have(cmd) {
         return true;
     }
@@ -97,7 +97,7 @@ fn moto() -> Option<Server> {
 }
 
 /// nginx serving `root` (read-only, Range and ETag as for any static file).
-fn nginx(root: &Path) -> Server {
+pub(crate) fn nginx(root: &Path) -> Server {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let d = dir.path().display();
@@ -417,5 +417,51 @@ fn s3_reads_cost_one_block_and_repeat_for_free() {
         gets(&after_first),
         "a second read sent a GET"
     );
+    mount.unmount_and_check();
+}
+
+/// Fetched blocks persist under `cache_dir`: a second mount reads them without a GET, and a
+/// changed object (new ETag) is fetched again, never served from the old blocks.
+#[test]
+fn s3_blocks_persist_on_disk_across_mounts() {
+    let Some(fuse) = Fuse::check() else { return };
+    let Some(s3) = moto() else { return };
+    set_s3_env();
+    let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures");
+    upload(s3.port, "persist", &fixtures.join("tf/dtypes"));
+    let cache = tempfile::tempdir().unwrap();
+    let opts = format!(
+        "layouts=bin,cache_dir={},endpoint=http://127.0.0.1:{}",
+        cache.path().display(),
+        s3.port
+    );
+    let data = "ckpt.data-00000-of-00001";
+    let gets = || {
+        s3.requests(data)
+            .iter()
+            .filter(|l| l.contains("\"GET "))
+            .count()
+    };
+    let read = || {
+        let mount = fuse.mount(Path::new("s3://persist/ckpt"), &opts);
+        let bytes = std::fs::read(mount.path().join("float64.bin")).unwrap();
+        mount.unmount_and_check();
+        bytes
+    };
+    let before = gets();
+    let first = read();
+    assert_eq!(gets() - before, 1, "the first mount's read");
+    assert_eq!(read(), first);
+    assert_eq!(gets() - before, 1, "the second mount sent a GET");
+    // The object changes: its new bytes are fetched, not the old ones served.
+    let mut changed = std::fs::read(fixtures.join("tf/dtypes").join(data)).unwrap();
+    changed.reverse();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join(data), &changed).unwrap();
+    upload(s3.port, "persist", dir.path());
+    let mount = fuse.mount(Path::new("s3://persist/ckpt"), &opts);
+    let err = std::fs::read(mount.path().join("float64.bin")).expect_err("old blocks served");
+    assert_eq!(err.raw_os_error(), Some(libc::EIO), "{err}");
+    assert_eq!(gets() - before, 2, "the changed object was not fetched");
     mount.unmount_and_check();
 }

@@ -25,6 +25,8 @@ pub struct Options {
     pub gid: Option<u32>,
     /// Persistent chunk-index cache directory; `None` = disabled (`cache_dir=none`).
     pub cache_dir: Option<std::path::PathBuf>,
+    /// Most bytes kept under `cache_dir` (`cache_max=`).
+    pub cache_max: u64,
     /// Remote sources: `endpoint=`, `region=`, `profile=`.
     pub endpoint: Option<String>,
     pub region: Option<String>,
@@ -50,6 +52,7 @@ impl Default for Options {
             uid: None,
             gid: None,
             cache_dir: default_cache_dir(),
+            cache_max: 1 << 30,
             endpoint: None,
             region: None,
             profile: None,
@@ -115,6 +118,7 @@ impl Options {
             region: self.region.clone(),
             profile: self.profile.clone(),
             cache_bytes: self.cache_bytes / 2,
+            disk: self.cache_dir.clone().map(|d| (d, self.cache_max)),
         }
     }
 
@@ -180,6 +184,7 @@ impl Options {
                     let v = need(value)?;
                     self.cache_dir = if v == "none" { None } else { Some(v.into()) };
                 }
+                "cache_max" => self.cache_max = parse_size(&need(value)?)?,
                 "endpoint" => self.endpoint = Some(need(value)?),
                 "region" => self.region = Some(need(value)?),
                 "profile" => self.profile = Some(need(value)?),

@@ -49,6 +49,26 @@ pub(crate) enum MatrixFault {
     Duplicate(#[from] merge::DuplicateEntry),
 }
 
+impl MatrixFault {
+    fn is_transient(&self) -> bool {
+        matches!(self, MatrixFault::Decode(d) if matches!(&d.fault, decode::DecodeFault::Source(s) if s.is_transient()))
+    }
+}
+
+/// The cell's value, computed by `f` on first use; a transient fault is returned, not kept.
+fn cache_unless_transient(
+    cell: &Cached,
+    f: impl FnOnce() -> Result<Arc<SparseRows>, Arc<MatrixFault>>,
+) -> Result<Arc<SparseRows>, Arc<MatrixFault>> {
+    if let Some(v) = cell.get() {
+        return v.clone();
+    }
+    match f() {
+        Err(fault) if fault.is_transient() => Err(fault),
+        v => cell.get_or_init(|| v).clone(),
+    }
+}
+
 /// Shared state of a loaded matrix (meta decoded, files mapped).
 struct Inner {
     meta: MatrixMeta,
@@ -83,25 +103,43 @@ pub(crate) fn shown_cols(col: i64) -> u64 {
 
 impl AngelMatrix {
     /// Loads the matrix at `m`; never fails: a bad meta gives a tensor whose `problem` says why.
-    pub(crate) fn load(m: &MatrixDir, sep: &str) -> Arc<AngelMatrix> {
+    /// The matrix of `m`, and whether a problem it has may pass (a remote fault): such a
+    /// matrix is not kept, so the next lookup loads it again.
+    pub(crate) fn load(m: &MatrixDir, sep: &str) -> (Arc<AngelMatrix>, bool) {
         let mut mtime = SystemTime::UNIX_EPOCH;
         let mut meta_identity = None;
+        let mut transient = false;
         let parsed = m
             .storage
             .open(&m.meta_path)
-            .map_err(|e| e.to_string())
+            .map_err(|e| {
+                transient = e.is_transient();
+                e.to_string()
+            })
             .and_then(|f| {
                 mtime = f.mtime();
                 meta_identity = identity_string(&*f);
-                meta::read_envelope(&*f).map_err(|e| e.to_string())
+                meta::read_envelope(&*f).map_err(|e| {
+                    transient = matches!(
+                        e,
+                        meta::MetaError::Source {
+                            transient: true,
+                            ..
+                        }
+                    );
+                    e.to_string()
+                })
             })
             .and_then(|json| meta::parse_meta(&json).map_err(|e| e.to_string()));
         match parsed {
-            Ok(meta) => Arc::new(Self::from_meta(m, meta, sep, mtime, meta_identity)),
+            Ok(meta) => {
+                let (matrix, transient) = Self::from_meta(m, meta, sep, mtime, meta_identity);
+                (Arc::new(matrix), transient)
+            }
             Err(e) => {
                 let msg = format!("{}: {e}", m.storage.display(&m.meta_path));
                 log::warn!("{msg}");
-                Arc::new(AngelMatrix {
+                let matrix = AngelMatrix {
                     tmeta: TensorMeta {
                         name: m.name.clone(),
                         dtype: DType::Opaque(-1),
@@ -115,7 +153,8 @@ impl AngelMatrix {
                     },
                     inner: None,
                     identity: None,
-                })
+                };
+                (Arc::new(matrix), transient)
             }
         }
     }
@@ -126,14 +165,16 @@ impl AngelMatrix {
         sep: &str,
         mtime: SystemTime,
         meta_identity: Option<String>,
-    ) -> AngelMatrix {
+    ) -> (AngelMatrix, bool) {
         let dir: PathBuf = m.dir.clone();
         let mut files = BTreeMap::new();
+        let mut transient = false;
         for p in &meta.parts {
             files.entry(p.file_name.clone()).or_insert_with(|| {
-                m.storage
-                    .open(&dir.join(&p.file_name))
-                    .map_err(|e| e.to_string())
+                m.storage.open(&dir.join(&p.file_name)).map_err(|e| {
+                    transient |= e.is_transient();
+                    e.to_string()
+                })
             });
         }
         let part_problem: Vec<Option<String>> = meta
@@ -184,7 +225,7 @@ impl AngelMatrix {
         };
         let identity = matrix_identity(meta_identity, &files, sep, &m.name);
         let n = meta.parts.len();
-        AngelMatrix {
+        let matrix = AngelMatrix {
             identity,
             tmeta,
             inner: Some(Arc::new(Inner {
@@ -197,7 +238,8 @@ impl AngelMatrix {
                 parts: (0..n).map(|_| OnceLock::new()).collect(),
                 merged: OnceLock::new(),
             })),
-        }
+        };
+        (matrix, transient)
     }
 
     fn fail(&self, fault: Arc<MatrixFault>) -> ModelError {
@@ -215,46 +257,41 @@ impl AngelMatrix {
     /// The merged stored entries of the whole matrix (global coordinates).
     pub(crate) fn entries(&self) -> Result<Arc<SparseRows>, ModelError> {
         let inner = self.inner()?;
-        inner
-            .merged
-            .get_or_init(|| {
-                let mut parts = Vec::with_capacity(inner.parts.len());
-                for i in 0..inner.parts.len() {
-                    parts.push(inner.part_entries(i)?);
-                }
-                let refs: Vec<&SparseRows> = parts.iter().map(|p| &**p).collect();
-                merge::merge(&refs, inner.meta.row_type.value.width())
-                    .map(Arc::new)
-                    .map_err(|e| Arc::new(e.into()))
-            })
-            .clone()
-            .map_err(|f| self.fail(f))
+        cache_unless_transient(&inner.merged, || {
+            let mut parts = Vec::with_capacity(inner.parts.len());
+            for i in 0..inner.parts.len() {
+                parts.push(inner.part_entries(i)?);
+            }
+            let refs: Vec<&SparseRows> = parts.iter().map(|p| &**p).collect();
+            merge::merge(&refs, inner.meta.row_type.value.width())
+                .map(Arc::new)
+                .map_err(|e| Arc::new(e.into()))
+        })
+        .map_err(|f| self.fail(f))
     }
 }
 
 impl Inner {
     fn part_entries(&self, i: usize) -> Result<Arc<SparseRows>, Arc<MatrixFault>> {
-        self.parts[i]
-            .get_or_init(|| {
-                let known = |p: &String| Arc::new(MatrixFault::Known(p.clone()));
-                if let Some(p) = &self.part_problem[i] {
-                    return Err(known(p));
-                }
-                let part = &self.meta.parts[i];
-                let file = self.files[&part.file_name].as_ref().map_err(known)?;
-                let inp = PartInput {
-                    meta: &self.meta,
-                    part,
-                    file: &**file,
-                    sep: &self.sep,
-                    lines_before: self.lines_before[i],
-                };
-                decode::decode_partition(&inp).map(Arc::new).map_err(|e| {
-                    log::warn!("{e}");
-                    Arc::new(e.into())
-                })
+        cache_unless_transient(&self.parts[i], || {
+            let known = |p: &String| Arc::new(MatrixFault::Known(p.clone()));
+            if let Some(p) = &self.part_problem[i] {
+                return Err(known(p));
+            }
+            let part = &self.meta.parts[i];
+            let file = self.files[&part.file_name].as_ref().map_err(known)?;
+            let inp = PartInput {
+                meta: &self.meta,
+                part,
+                file: &**file,
+                sep: &self.sep,
+                lines_before: self.lines_before[i],
+            };
+            decode::decode_partition(&inp).map(Arc::new).map_err(|e| {
+                log::warn!("{e}");
+                Arc::new(e.into())
             })
-            .clone()
+        })
     }
 
     /// Column offset of partition `i` in local coordinates (0 for hash partitions).

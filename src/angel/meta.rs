@@ -24,8 +24,20 @@ pub enum MetaError {
     LegacyBinary,
     #[error("corrupt meta: {0}")]
     Corrupt(String),
+    /// The meta's bytes could not be read (`transient`: a remote fault that may pass).
+    #[error("{message}")]
+    Source { message: String, transient: bool },
     #[error("unsupported: {0}")]
     Unsupported(String),
+}
+
+impl From<crate::source::SourceError> for MetaError {
+    fn from(e: crate::source::SourceError) -> Self {
+        MetaError::Source {
+            transient: e.is_transient(),
+            message: e.to_string(),
+        }
+    }
 }
 
 fn corrupt(msg: impl Into<String>) -> MetaError {
@@ -37,17 +49,12 @@ fn corrupt(msg: impl Into<String>) -> MetaError {
 pub fn read_envelope(src: &dyn ReadAt) -> Result<Vec<u8>, MetaError> {
     let size = src.size();
     let head_len = size.min(5) as usize;
-    let head = src
-        .read_at(0, head_len)
-        .map_err(|e| corrupt(e.to_string()))?
-        .into_owned();
+    let head = src.read_at(0, head_len)?.into_owned();
     if head.len() >= 5 {
         let n = u32::from_be_bytes([head[0], head[1], head[2], head[3]]) as u64;
         let length_ok = n == size - 4;
         if length_ok && head[4] == b'{' {
-            let body = src
-                .read_at(4, n as usize)
-                .map_err(|e| corrupt(e.to_string()))?;
+            let body = src.read_at(4, n as usize)?;
             return Ok(body.into_owned());
         }
         if length_ok {

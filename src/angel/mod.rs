@@ -149,11 +149,13 @@ impl AngelModel {
     /// The matrix named `name`, loading its meta on first use.
     pub(crate) fn matrix(&self, name: &[u8]) -> Option<Arc<AngelMatrix>> {
         let e = self.entries.get(name)?;
-        Some(
-            e.loaded
-                .get_or_init(|| AngelMatrix::load(&e.dir, &self.sep))
-                .clone(),
-        )
+        if let Some(m) = e.loaded.get() {
+            return Some(Arc::clone(m));
+        }
+        match AngelMatrix::load(&e.dir, &self.sep) {
+            (m, true) => Some(m),
+            (m, false) => Some(Arc::clone(e.loaded.get_or_init(|| m))),
+        }
     }
 }
 

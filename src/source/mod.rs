@@ -48,6 +48,12 @@ pub enum SourceError {
 }
 
 impl SourceError {
+    /// A fault that may pass (a remote store's failure after its retries): never remembered
+    /// as a verdict on the data, so a later request tries again.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, SourceError::Remote { .. })
+    }
+
     pub fn io(path: &Path, source: std::io::Error) -> Self {
         SourceError::Io {
             path: path.display().to_string(),
@@ -226,6 +232,13 @@ pub fn checked_range(
             size,
         }),
     }
+}
+
+/// FNV-1a 64: a file-name hash stable across runs and builds (unlike std's hasher).
+pub fn fnv1a64(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf29ce484222325u64, |h, &b| {
+        (h ^ b as u64).wrapping_mul(0x100000001b3)
+    })
 }
 
 #[cfg(test)]

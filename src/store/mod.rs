@@ -5,6 +5,7 @@
 
 mod disk;
 
+pub use crate::source::fnv1a64;
 pub use disk::DiskStore;
 
 /// Chunk offsets of text files, keyed by a stable identity.
@@ -17,13 +18,6 @@ pub trait OffsetStore: Send + Sync {
 pub trait VerdictStore: Send + Sync {
     fn is_verified(&self, identity: &str) -> bool;
     fn mark_verified(&self, identity: &str);
-}
-
-/// FNV-1a 64: a file-name hash stable across runs and builds (unlike std's hasher).
-pub fn fnv1a64(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf29ce484222325u64, |h, &b| {
-        (h ^ b as u64).wrapping_mul(0x100000001b3)
-    })
 }
 
 /// Chunk offsets as a text file's index needs them: starting at 0, never decreasing.

@@ -17,6 +17,7 @@ use object_store::path::Path as ObjectPath;
 use object_store::{GetOptions, GetRange, ObjectStore};
 use tokio::sync::OnceCell;
 
+use super::disk::DiskBlocks;
 use crate::source::SourceError;
 
 /// One object as opened: what every block request of it is pinned to.
@@ -40,6 +41,8 @@ pub(crate) struct Blocks {
     cap: u64,
     cached: Mutex<Cached>,
     inflight: Mutex<HashMap<Key, Arc<OnceCell<Bytes>>>>,
+    /// Blocks kept across mounts (`cache_dir`), for objects with an ETag.
+    disk: Option<Arc<DiskBlocks>>,
     /// GET requests sent (tests and benchmarks count them).
     pub(crate) gets: AtomicU64,
 }
@@ -50,8 +53,14 @@ struct Cached {
 }
 
 impl Blocks {
-    pub(crate) fn new(store: Arc<dyn ObjectStore>, block_size: u64, cap: u64) -> Blocks {
+    pub(crate) fn new(
+        store: Arc<dyn ObjectStore>,
+        block_size: u64,
+        cap: u64,
+        disk: Option<DiskBlocks>,
+    ) -> Blocks {
         Blocks {
+            disk: disk.map(Arc::new),
             store,
             block_size,
             cap,
@@ -86,7 +95,7 @@ impl Blocks {
             Arc::clone(inflight.entry(key).or_default())
         };
         let result = cell
-            .get_or_try_init(|| self.fetch(obj, index))
+            .get_or_try_init(|| self.load_or_fetch(obj, index))
             .await
             .cloned();
         if let Ok(bytes) = &result {
@@ -112,6 +121,30 @@ impl Blocks {
                 None => break,
             }
         }
+    }
+
+    /// The block from the disk cache, or fetched and then stored there.
+    async fn load_or_fetch(&self, obj: &ObjectRef, index: u64) -> Result<Bytes, SourceError> {
+        let disk = self.disk.as_ref().zip(obj.etag.as_ref());
+        if let Some((disk, etag)) = disk {
+            let (disk, url, etag) = (Arc::clone(disk), obj.url.clone(), etag.clone());
+            let range = self.range(obj, index);
+            let len = range.end - range.start;
+            let found =
+                tokio::task::spawn_blocking(move || disk.load(&url, &etag, index, len)).await;
+            if let Ok(Some(bytes)) = found {
+                return Ok(bytes);
+            }
+        }
+        let bytes = self.fetch(obj, index).await?;
+        if let Some((disk, etag)) = disk {
+            let (disk, url, etag) = (Arc::clone(disk), obj.url.clone(), etag.clone());
+            let data = bytes.clone();
+            // Awaited, so that a block read before an unmount is on disk for the next mount.
+            let _ =
+                tokio::task::spawn_blocking(move || disk.store(&url, &etag, index, &data)).await;
+        }
+        Ok(bytes)
     }
 
     async fn fetch(&self, obj: &ObjectRef, index: u64) -> Result<Bytes, SourceError> {

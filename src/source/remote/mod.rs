@@ -11,6 +11,7 @@
 
 mod blocks;
 mod credentials;
+mod disk;
 mod file;
 
 use std::collections::HashMap;
@@ -42,6 +43,8 @@ pub struct RemoteSettings {
     pub profile: Option<String>,
     /// Memory for fetched blocks.
     pub cache_bytes: u64,
+    /// Where fetched blocks persist (`cache_dir/blocks`), and the most bytes kept there.
+    pub disk: Option<(PathBuf, u64)>,
 }
 
 /// Whether `source` names a remote object (`s3://`, `http://`, `https://`).
@@ -96,7 +99,15 @@ pub fn open(
         };
     let cap = settings.cache_bytes.max(4 * BLOCK_SIZE);
     let storage = RemoteStorage {
-        blocks: Arc::new(Blocks::new(Arc::clone(&store), BLOCK_SIZE, cap)),
+        blocks: Arc::new(Blocks::new(
+            Arc::clone(&store),
+            BLOCK_SIZE,
+            cap,
+            settings
+                .disk
+                .as_ref()
+                .map(|(dir, max)| disk::DiskBlocks::new(dir.join("blocks"), *max)),
+        )),
         store,
         base,
         can_list,

@@ -181,6 +181,8 @@ impl TfTensor {
 fn location_problem(bundle: &Bundle, loc: DataLoc) -> Option<String> {
     let file = match bundle.shard(loc.shard) {
         Ok(f) => f,
+        // Left to the read, which fails now and may succeed later.
+        Err(crate::model::ModelError::Source(e)) if e.is_transient() => return None,
         Err(e) => return Some(e.to_string()),
     };
     match loc.offset.checked_add(loc.size) {
