@@ -180,3 +180,28 @@ fn a_remote_object_changed_while_mounted_is_never_mixed() {
     assert!(s.proxy.log().iter().any(|l| l.starts_with("GET ")));
     mount.unmount_and_check();
 }
+
+/// A sequential reader is served by one streaming request, not one request per block.
+#[test]
+fn a_sequential_read_streams_in_few_requests() {
+    let Some(s) = setup() else { return };
+    // Without checksums: a first read would check the whole tensor in one large read.
+    let url = format!("http://127.0.0.1:{}/model", s.proxy.port);
+    let mount = s
+        .fuse
+        .mount(Path::new(&url), "layouts=bin,cache_dir=none,verify=none");
+    let gets = || {
+        s.proxy
+            .log()
+            .iter()
+            .filter(|l| l.starts_with("GET "))
+            .count()
+    };
+    let before = gets();
+    let got = std::fs::read(mount.path().join("big.bin")).unwrap();
+    assert!(got == s.want);
+    mount.unmount_and_check();
+    // Three 8 MiB blocks: the first read's block, then one request for the rest.
+    let sent = gets() - before;
+    assert!((1..=2).contains(&sent), "{sent} GETs: {:#?}", s.proxy.log());
+}

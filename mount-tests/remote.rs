@@ -403,6 +403,25 @@ fn s3_reads_cost_one_block_and_repeat_for_free() {
         s3.port
     );
     let mount = fuse.mount(Path::new("s3://cost/ckpt"), &opts);
+    // Mounting costs at most 3 GETs and 1 HEAD per file opened; no data is read.
+    let count = |file: &str, method: &str| {
+        s3.requests(file)
+            .iter()
+            .filter(|l| l.contains(&format!("\"{method} ")))
+            .count()
+    };
+    assert!(
+        count("ckpt.index", "GET") <= 3,
+        "{:#?}",
+        s3.requests("ckpt")
+    );
+    assert_eq!(count("ckpt.index", "HEAD"), 1, "{:#?}", s3.requests("ckpt"));
+    assert!(
+        count("ckpt.data", "HEAD") <= 1,
+        "{:#?}",
+        s3.requests("ckpt")
+    );
+    assert_eq!(count("ckpt.data", "GET"), 0, "{:#?}", s3.requests("ckpt"));
     let data = "ckpt.data-00000-of-00001";
     let before = s3.requests(data);
     let bin = mount.path().join("float32.bin");

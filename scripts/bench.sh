@@ -8,9 +8,11 @@
 #   BENCH_DIR=/tmp/modelfs-bench   work directory (about 5.2 GiB of fixtures)
 #   RUNS=5                         median of RUNS runs for every figure (LS_RUNS for target 2)
 #   ONLY=1,3                       run only these targets (1 mount, 2 ls -lR, 3 bin/npy,
-#                                  4 txt throughput, 5 tail/stat, 6 peak RSS)
+#                                  4 txt throughput, 5 tail/stat, 6 peak RSS,
+#                                  7 S3: GETs per mount / tail / second cat, cat vs plain GET)
 #   SAVETXT_VALUES=2000000         values numpy.savetxt formats for its rate
-# Needs: cargo, python3 with numpy (tensorflow-cpu for the TF baselines), fusermount3.
+# Needs: cargo, python3 with numpy (tensorflow-cpu for the TF baselines), fusermount3;
+# target 7: moto_server and boto3 (pip install 'moto[server]'), curl.
 # Fixtures are written by examples/gen_bench_ckpt.rs (streaming; TF reads them too).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -4,7 +4,8 @@ scripts/bench.sh and README "Performance"). Prints a table with pass/fail per ta
 
 Environment: MODELFS (binary), GEN (gen_bench_ckpt binary), BENCH_DIR (work dir),
 RUNS (median of, default 5), LS_RUNS (default RUNS), SAVETXT_VALUES (values for the
-numpy.savetxt rate, default 2,000,000), ONLY (comma list of target numbers to run).
+numpy.savetxt rate, default 2,000,000), ONLY (comma list of target numbers to run;
+7, remote sources over S3, needs moto_server and boto3: `pip install 'moto[server]'`).
 """
 import os
 import shutil
@@ -300,6 +301,16 @@ def main():
         bench_text(w, env, want(4), want(5))
     if want(6):
         bench_rss(big, Env("rss"))
+    if want(7):
+        # Imported here: boto3 comes with moto[server], needed by this target only.
+        import types
+        from remote import bench_remote
+        w256 = fixture("w256m", 1, 8192, 8192)
+        w1g = fixture("w1g", 1, W_ROWS, W_COLS)
+        ctx = types.SimpleNamespace(WORK=WORK, RUNS=RUNS, env=Env("remote").env,
+                                    mountpoint=mountpoint, mount=mount, umount=umount,
+                                    timed=timed, median=median, add=add)
+        bench_remote(w1g, w256, ctx)
     cores = os.cpu_count()
     print(f"\nmodelfs benchmark — {cores} cores, median of {RUNS} runs "
           f"(ls: {LS_RUNS}), {time.perf_counter() - started:.0f} s total\n")

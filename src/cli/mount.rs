@@ -1,7 +1,8 @@
 //! `modelfs mount`: checks, then serves the tree over FUSE in the foreground or as a daemon.
 //!
-//! Order matters: the mountpoint is checked (exit 3) and the source opened (exit 2) in the
-//! calling process, so errors reach the user directly; then the process forks (while it still
+//! Order matters: the mountpoint is checked (exit 3) and a local source opened (exit 2) in the
+//! calling process, so errors reach the user directly (a remote source is opened by the child,
+//! which reports a failure through the same pipe as its readiness); then the process forks (while it still
 //! has one thread); the child blocks SIGINT/SIGTERM/SIGHUP in every thread (one thread waits
 //! for them and unmounts), mounts, reports readiness and runs the FUSE worker threads until
 //! the file system is unmounted.
@@ -26,19 +27,18 @@ pub(crate) fn mount(
 ) -> Result<(), Failure> {
     let mountpoint = mounts::normalize(mountpoint);
     check_mountpoint(&mountpoint)?;
-    let tree = build_tree(source, &opts)?;
     let fsname = fsname_for(&super::absolute_source(source));
+    // A remote source is opened once, by the process that serves it: a runtime's threads
+    // would not survive the fork, and opening it twice would cost its requests twice. The
+    // child reports a failure to open it (exit 2 and the reason) as the parent would.
     if foreground {
+        let tree = build_tree(source, &opts)?;
         return serve(tree, &mountpoint, &opts, &fsname, Notifier::foreground());
     }
-    // A remote source's runtime threads would not survive the fork: the source was checked
-    // above; the child opens it again with a runtime of its own.
-    let remote = super::remote_url(source).is_some();
-    let mut tree = Some(tree);
-    if remote {
-        tree = None;
-        crate::source::remote::shutdown();
-    }
+    let tree = match super::remote_url(source) {
+        Some(_) => None,
+        None => Some(build_tree(source, &opts)?),
+    };
     match daemon::daemonize()? {
         Forked::Parent(result) => result,
         Forked::Child(mut notifier) => {

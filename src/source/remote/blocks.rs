@@ -1,6 +1,9 @@
 //! Aligned blocks of remote objects: fetched by ranged GET pinned to the object's ETag, kept
 //! in one memory-bounded LRU per mount, and fetched once however many readers want a block at
-//! the same time (later arrivals wait on the first request instead of sending their own).
+//! the same time: the first claims it (a slot in `inflight`) and later arrivals wait on the
+//! slot instead of sending their own request. A slot's producer is either a single-block GET
+//! or a sequential stream (`stream.rs`); a producer that goes away without an answer (a
+//! cancelled stream) leaves its waiters to claim the block again.
 //!
 //! Invariants: a cached block holds exactly `min(block_size, size - start)` bytes of the
 //! version of the object that was opened (the GET carries `If-Match: <etag>`, and a response
@@ -15,7 +18,7 @@ use bytes::Bytes;
 use lru::LruCache;
 use object_store::path::Path as ObjectPath;
 use object_store::{GetOptions, GetRange, ObjectStore};
-use tokio::sync::OnceCell;
+use tokio::sync::watch;
 
 use super::disk::DiskBlocks;
 use crate::source::SourceError;
@@ -34,13 +37,23 @@ pub(crate) struct ObjectRef {
 
 type Key = (u64, u64);
 
+/// What a block's producer publishes: the bytes, or why they could not be had.
+type Answer = Option<Result<Bytes, Arc<SourceError>>>;
+
+/// The right to produce a block, or a slot to wait on for another producer's answer.
+pub(crate) enum Claim {
+    Produce(watch::Sender<Answer>),
+    Wait(watch::Receiver<Answer>),
+    Cached(Bytes),
+}
+
 /// Blocks of every object of one storage.
 pub(crate) struct Blocks {
     store: Arc<dyn ObjectStore>,
     pub(crate) block_size: u64,
     cap: u64,
     cached: Mutex<Cached>,
-    inflight: Mutex<HashMap<Key, Arc<OnceCell<Bytes>>>>,
+    inflight: Mutex<HashMap<Key, watch::Receiver<Answer>>>,
     /// Blocks kept across mounts (`cache_dir`), for objects with an ETag.
     disk: Option<Arc<DiskBlocks>>,
     /// GET requests sent (tests and benchmarks count them).
@@ -73,6 +86,11 @@ impl Blocks {
         }
     }
 
+    /// Most bytes the memory cache holds.
+    pub(crate) fn cap(&self) -> u64 {
+        self.cap
+    }
+
     /// Byte range of block `index` of `obj`.
     pub(crate) fn range(&self, obj: &ObjectRef, index: u64) -> std::ops::Range<u64> {
         let start = index.saturating_mul(self.block_size).min(obj.size);
@@ -86,27 +104,83 @@ impl Blocks {
 
     /// Block `index` of `obj`, from the cache or fetched (once for all concurrent callers).
     pub(crate) async fn get(&self, obj: &ObjectRef, index: u64) -> Result<Bytes, SourceError> {
+        loop {
+            match self.claim(obj, index) {
+                Claim::Cached(b) => return Ok(b),
+                Claim::Produce(tx) => {
+                    let got = self.load_or_fetch(obj, index).await;
+                    return self.publish(obj, index, &tx, got);
+                }
+                Claim::Wait(mut rx) => {
+                    if let Ok(answer) = rx.wait_for(Option::is_some).await {
+                        if let Some(a) = answer.as_ref() {
+                            return a.clone().map_err(|e| copy_error(&e));
+                        }
+                    }
+                    // The producer went away without an answer: claim the block again.
+                }
+            }
+        }
+    }
+
+    /// The block if cached, else the right to produce it or the slot of its producer.
+    pub(crate) fn claim(&self, obj: &ObjectRef, index: u64) -> Claim {
         if let Some(b) = self.cached(obj, index) {
-            return Ok(b);
+            return Claim::Cached(b);
         }
         let key = (obj.id, index);
-        let cell = {
-            let mut inflight = self.inflight.lock().unwrap_or_else(|e| e.into_inner());
-            Arc::clone(inflight.entry(key).or_default())
-        };
-        let result = cell
-            .get_or_try_init(|| self.load_or_fetch(obj, index))
-            .await
-            .cloned();
-        if let Ok(bytes) = &result {
+        let mut inflight = self.inflight.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(rx) = inflight.get(&key) {
+            // A producer that went away leaves a closed slot, which is taken over.
+            if rx.has_changed().is_ok() || rx.borrow().is_some() {
+                return Claim::Wait(rx.clone());
+            }
+        }
+        let (tx, rx) = watch::channel(None);
+        inflight.insert(key, rx);
+        Claim::Produce(tx)
+    }
+
+    /// Answers the slot of a claimed block: cached on success, the slot freed either way
+    /// (so that a failed block is tried again by the next reader).
+    pub(crate) fn publish(
+        &self,
+        obj: &ObjectRef,
+        index: u64,
+        tx: &watch::Sender<Answer>,
+        got: Result<Bytes, SourceError>,
+    ) -> Result<Bytes, SourceError> {
+        let key = (obj.id, index);
+        if let Ok(bytes) = &got {
             self.insert(key, bytes.clone());
         }
-        // Removed on failure too, so a later read tries again.
+        let shared = got.map_err(Arc::new);
+        tx.send_replace(Some(shared.clone()));
         let mut inflight = self.inflight.lock().unwrap_or_else(|e| e.into_inner());
-        if inflight.get(&key).is_some_and(|c| Arc::ptr_eq(c, &cell)) {
+        if inflight
+            .get(&key)
+            .is_some_and(|rx| rx.same_channel(&tx.subscribe()))
+        {
             inflight.remove(&key);
         }
-        result
+        shared.map_err(|e| copy_error(&e))
+    }
+
+    /// Whether the disk cache holds block `index` of `obj` (a cheap check, no read).
+    pub(crate) fn on_disk(&self, obj: &ObjectRef, index: u64) -> bool {
+        match (&self.disk, &obj.etag) {
+            (Some(d), Some(etag)) => d.contains(&obj.url, etag, index),
+            _ => false,
+        }
+    }
+
+    /// Stores a block produced by a stream on disk (a no-op without a disk cache or ETag).
+    pub(crate) async fn keep_on_disk(&self, obj: &ObjectRef, index: u64, data: Bytes) {
+        if let (Some(disk), Some(etag)) = (&self.disk, &obj.etag) {
+            let (disk, url, etag) = (Arc::clone(disk), obj.url.clone(), etag.clone());
+            let _ =
+                tokio::task::spawn_blocking(move || disk.store(&url, &etag, index, &data)).await;
+        }
     }
 
     fn insert(&self, key: Key, bytes: Bytes) {
@@ -137,13 +211,8 @@ impl Blocks {
             }
         }
         let bytes = self.fetch(obj, index).await?;
-        if let Some((disk, etag)) = disk {
-            let (disk, url, etag) = (Arc::clone(disk), obj.url.clone(), etag.clone());
-            let data = bytes.clone();
-            // Awaited, so that a block read before an unmount is on disk for the next mount.
-            let _ =
-                tokio::task::spawn_blocking(move || disk.store(&url, &etag, index, &data)).await;
-        }
+        // Awaited, so that a block read before an unmount is on disk for the next mount.
+        self.keep_on_disk(obj, index, bytes.clone()).await;
         Ok(bytes)
     }
 
@@ -153,23 +222,8 @@ impl Blocks {
         if want == 0 {
             return Ok(Bytes::new());
         }
-        let options = GetOptions {
-            if_match: obj.etag.clone(),
-            if_unmodified_since: obj.etag.is_none().then_some(obj.last_modified).flatten(),
-            range: Some(GetRange::Bounded(range.clone())),
-            ..Default::default()
-        };
-        self.gets.fetch_add(1, Ordering::Relaxed);
-        let result = self.store.get_opts(&obj.path, options).await;
-        let got = match result {
-            Ok(r) => {
-                if r.meta.e_tag.is_some() && obj.etag.is_some() && r.meta.e_tag != obj.etag {
-                    return Err(changed(obj));
-                }
-                r.bytes().await.map_err(|e| remote_error(obj, e))?
-            }
-            Err(e) => return Err(remote_error(obj, e)),
-        };
+        let got = self.request(obj, range.clone()).await?;
+        let got = got.bytes().await.map_err(|e| remote_error(obj, e))?;
         if got.len() as u64 != want {
             return Err(SourceError::Remote {
                 url: obj.url.clone(),
@@ -182,6 +236,47 @@ impl Blocks {
             });
         }
         Ok(got)
+    }
+}
+
+impl Blocks {
+    /// A GET of `range` of the opened version of `obj` (its body still to be read).
+    pub(crate) async fn request(
+        &self,
+        obj: &ObjectRef,
+        range: std::ops::Range<u64>,
+    ) -> Result<object_store::GetResult, SourceError> {
+        let options = GetOptions {
+            if_match: obj.etag.clone(),
+            if_unmodified_since: obj.etag.is_none().then_some(obj.last_modified).flatten(),
+            range: Some(GetRange::Bounded(range)),
+            ..Default::default()
+        };
+        self.gets.fetch_add(1, Ordering::Relaxed);
+        let r = self
+            .store
+            .get_opts(&obj.path, options)
+            .await
+            .map_err(|e| remote_error(obj, e))?;
+        if r.meta.e_tag.is_some() && obj.etag.is_some() && r.meta.e_tag != obj.etag {
+            return Err(changed(obj));
+        }
+        Ok(r)
+    }
+}
+
+/// The same error for another waiter (`SourceError` holds an `io::Error`, which is not `Clone`).
+fn copy_error(e: &SourceError) -> SourceError {
+    match e {
+        SourceError::Changed { path } => SourceError::Changed { path: path.clone() },
+        SourceError::Remote { url, cause } => SourceError::Remote {
+            url: url.clone(),
+            cause: cause.clone(),
+        },
+        other => SourceError::Remote {
+            url: String::new(),
+            cause: other.to_string(),
+        },
     }
 }
 

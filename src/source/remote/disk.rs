@@ -70,6 +70,11 @@ impl DiskBlocks {
         }
     }
 
+    /// Whether a block file exists for this key (not whether it is intact: `load` checks).
+    pub(crate) fn contains(&self, url: &str, etag: &str, index: u64) -> bool {
+        self.path(&Self::key(url, etag, index)).exists()
+    }
+
     /// Stores a block; failures (a full or read-only disk) only cost a later fetch.
     pub(crate) fn store(&self, url: &str, etag: &str, index: u64, data: &[u8]) {
         if self.cap == 0 {

@@ -1,7 +1,7 @@
 //! A remote object as a `ReadAt`: reads are served from aligned blocks (`blocks.rs`); a reader
-//! that keeps reading where it stopped gets the following blocks fetched ahead of it, in a
-//! window that doubles with every sequential read up to `MAX_AHEAD` blocks (mountpoint-s3's
-//! prefetcher is the model), and falls back to nothing ahead on a seek.
+//! that keeps reading where it stopped gets the following blocks streamed ahead of it by one
+//! long request (`stream.rs`), up to `MAX_AHEAD` blocks ahead (bounded by half the block
+//! cache); a seek stops the stream.
 
 use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
@@ -11,18 +11,27 @@ use futures::{StreamExt, TryStreamExt};
 
 use super::blocks::{Blocks, ObjectRef};
 use super::runtime;
+use super::stream::Stream;
 use crate::source::{checked_range, ReadAt, SourceError};
 
 /// Most blocks fetched ahead of a sequential reader.
 const MAX_AHEAD: u64 = 8;
+/// How far from where the last read ended a read may start and still count as sequential.
+const SEQUENTIAL_SLACK: u64 = 4 << 20;
 /// Most blocks of one large read requested at once.
 const PARALLEL: usize = 8;
 
 pub(crate) struct RemoteFile {
     obj: Arc<ObjectRef>,
     blocks: Arc<Blocks>,
-    /// (end of the last read, blocks to fetch ahead).
-    stream: Mutex<(u64, u64)>,
+    reader: Mutex<Reader>,
+}
+
+/// Where the reader is, and the read-ahead serving it.
+struct Reader {
+    /// End of the last read.
+    end: u64,
+    stream: Option<Stream>,
 }
 
 impl std::fmt::Debug for RemoteFile {
@@ -38,34 +47,48 @@ impl RemoteFile {
         RemoteFile {
             obj: Arc::new(obj),
             blocks,
-            stream: Mutex::new((u64::MAX, 0)),
+            reader: Mutex::new(Reader {
+                end: u64::MAX,
+                stream: None,
+            }),
         }
     }
 
-    /// Blocks to fetch ahead of a read of `offset..end`: more while the reader is sequential.
-    fn ahead(&self, offset: u64, end: u64) -> u64 {
-        let mut s = self.stream.lock().unwrap_or_else(|e| e.into_inner());
-        let ahead = if offset == s.0 {
-            (s.1 * 2).clamp(1, MAX_AHEAD)
-        } else {
-            0
-        };
-        *s = (end, ahead);
-        ahead
-    }
-
-    fn prefetch(&self, first: u64, count: u64) {
-        let last = self.obj.size.saturating_sub(1) / self.blocks.block_size;
-        for index in first..first.saturating_add(count).min(last.saturating_add(1)) {
-            if self.blocks.cached(&self.obj, index).is_some() {
-                continue;
-            }
-            let (obj, blocks) = (Arc::clone(&self.obj), Arc::clone(&self.blocks));
-            // Failures are left to the read that needs the block (it retries and reports).
-            runtime().spawn(async move {
-                let _ = blocks.get(&obj, index).await;
-            });
+    /// Keeps a stream ahead of a sequential reader (whose read ends in block `last`); stops
+    /// it on a seek.
+    fn read_ahead(&self, offset: u64, end: u64, last: u64) {
+        let mut r = self.reader.lock().unwrap_or_else(|e| e.into_inner());
+        // The kernel's read-ahead sends several reads at once, answered by several threads:
+        // they arrive a little out of order, and still form one sequential reader.
+        let sequential = r.end != u64::MAX && offset.abs_diff(r.end) <= SEQUENTIAL_SLACK;
+        r.end = if sequential { r.end.max(end) } else { end };
+        if !sequential {
+            r.stream = None;
+            return;
         }
+        if let Some(s) = r.stream.as_ref().filter(|s| !s.is_done()) {
+            s.advance(last);
+            return;
+        }
+        let bs = self.blocks.block_size;
+        let final_block = self.obj.size.saturating_sub(1) / bs;
+        let mut first = last + 1;
+        while first <= final_block && self.blocks.cached(&self.obj, first).is_some() {
+            first += 1;
+        }
+        // Blocks kept on disk are read from there, not fetched again.
+        if first > final_block || self.blocks.on_disk(&self.obj, first) {
+            r.stream = None;
+            return;
+        }
+        let window = MAX_AHEAD.min(self.blocks.cap() / bs / 2).max(1);
+        r.stream = Some(Stream::start(
+            Arc::clone(&self.blocks),
+            Arc::clone(&self.obj),
+            first,
+            last,
+            window,
+        ));
     }
 }
 
@@ -100,10 +123,7 @@ impl ReadAt for RemoteFile {
         let end = offset + len as u64;
         let bs = self.blocks.block_size;
         let (first, last) = (offset / bs, (end - 1) / bs);
-        let ahead = self.ahead(offset, end);
-        if ahead > 0 {
-            self.prefetch(last + 1, ahead);
-        }
+        self.read_ahead(offset, end, last);
         let mut out = Vec::with_capacity(len);
         // Up to `PARALLEL` blocks of one read in flight, copied in order as they arrive.
         runtime().block_on(async {

@@ -3,8 +3,9 @@
 //! (or to the server's root): `s3://b/models/m.ckpt` is path `models/m.ckpt` of bucket `b`.
 //!
 //! The async runtime lives here and nowhere else: callers are synchronous FUSE or CLI threads
-//! that block on a runtime `Handle`; no lock is held across a request. The runtime can be shut
-//! down (`shutdown`) so that `mount` can fork with one thread; the next use starts a new one.
+//! that block on a runtime `Handle`; no lock is held across a request. `mount` forks before
+//! any remote request (the runtime's threads would not survive a fork); a child that finds a
+//! runtime of its parent starts its own.
 //!
 //! Metadata requests (HEAD, LIST) are remembered for the life of the storage: detection asks
 //! about the same few paths several times, and `open` after `kind` must not cost a second HEAD.
@@ -13,6 +14,7 @@ mod blocks;
 mod credentials;
 mod disk;
 mod file;
+mod stream;
 
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -144,14 +146,6 @@ fn runtime() -> Handle {
     let handle = r.handle().clone();
     *rt = Some((pid, r));
     handle
-}
-
-/// Stops the runtime's threads (before `fork`); the next remote request starts a new one.
-pub fn shutdown() {
-    let taken = RUNTIME.lock().unwrap_or_else(|e| e.into_inner()).take();
-    if let Some((_, r)) = taken {
-        r.shutdown_timeout(Duration::from_secs(2));
-    }
 }
 
 struct RemoteStorage {

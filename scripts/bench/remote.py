@@ -1,0 +1,116 @@
+"""Target 7 of scripts/bench.sh: remote sources over S3 on loopback (moto_server).
+
+- GETs a fresh mount costs (index + data files), counted in the server's request log;
+- `tail -c 100` of a 1 GiB tensor's .bin (verify=none): GETs of the data file (goal <= 2);
+- a second `cat` of a file: GETs (goal 0);
+- sequential `cat` of a 256 MiB .bin vs one plain GET of the data object from the same
+  server (goal >= 0.8x).
+"""
+import os
+import re
+import socket
+import subprocess
+import tempfile
+import time
+
+import boto3
+from boto3.s3.transfer import TransferConfig
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Moto:
+    def __init__(self, work):
+        self.port = free_port()
+        self.logpath = os.path.join(work, "moto.log")
+        self.logf = open(self.logpath, "w")
+        self.proc = subprocess.Popen(
+            ["moto_server", "-H", "127.0.0.1", "-p", str(self.port)],
+            stdout=self.logf, stderr=self.logf)
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), 0.2).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.s3 = boto3.client("s3", endpoint_url=self.url, region_name="us-east-1",
+                               aws_access_key_id="bench", aws_secret_access_key="bench")
+
+    def upload(self, bucket, prefix, key_prefix):
+        self.s3.create_bucket(Bucket=bucket)
+        cfg = TransferConfig(multipart_threshold=8 << 30)  # one PUT: one plain ETag
+        for suffix in (".index", ".data-00000-of-00001"):
+            self.s3.upload_file(prefix + suffix, bucket, key_prefix + suffix, Config=cfg)
+
+    def gets(self, needle):
+        self.logf.flush()
+        with open(self.logpath, errors="replace") as f:
+            return sum(1 for l in f if '"GET ' in l and needle in l)
+
+    def heads(self, needle):
+        with open(self.logpath, errors="replace") as f:
+            return sum(1 for l in f if '"HEAD ' in l and needle in l)
+
+    def stop(self):
+        self.proc.kill()
+        self.proc.wait()
+
+
+def bench_remote(w1g, w256, ctx):
+    """`ctx` gives MODELFS, WORK, RUNS, env, mountpoint, mount, umount, timed, median, add."""
+    m = Moto(ctx.WORK)
+    try:
+        m.upload("bench", w1g, "w1g/ckpt")
+        m.upload("bench", w256, "w256/ckpt")
+        env = dict(ctx.env, AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench",
+                   AWS_REGION="us-east-1")
+        opts = f"layouts=bin,verify=none,cache_dir=none,endpoint={m.url}"
+
+        # Mount cost and tail -c 100 of the 1 GiB tensor.
+        index, data = "w1g/ckpt.index", "w1g/ckpt.data"
+        g0, h0 = m.gets("w1g/ckpt."), m.heads("w1g/ckpt.")
+        mnt = ctx.mountpoint()
+        ctx.mount("s3://bench/w1g/ckpt", mnt, env, opts)
+        ctx.add("7", "S3 mount of a 1 GiB checkpoint: GETs, HEADs",
+                f"{m.gets('w1g/ckpt.') - g0} GETs, {m.heads('w1g/ckpt.') - h0} HEADs",
+                "<= 3 GETs + 1 HEAD per file", m.gets("w1g/ckpt.") - g0 <= 3)
+        d0 = m.gets(data)
+        subprocess.run(["tail", "-c", "100", os.path.join(mnt, "W.bin")], check=True,
+                       stdout=subprocess.DEVNULL)
+        tail_gets = m.gets(data) - d0
+        ctx.add("7", "tail -c 100 W.bin (1 GiB, S3): GETs of the data file", str(tail_gets),
+                "<= 2", tail_gets <= 2)
+        ctx.umount(mnt)
+        os.rmdir(mnt)
+
+        # Sequential cat of 256 MiB vs one plain GET; then the second cat's GETs.
+        data = "w256/ckpt.data-00000-of-00001"
+        size = os.path.getsize(w256 + ".data-00000-of-00001")
+        url = m.s3.generate_presigned_url("get_object", Params={"Bucket": "bench", "Key": data},
+                                          ExpiresIn=3600)
+        plain, ours, second = [], [], []
+        for _ in range(ctx.RUNS):
+            plain.append(ctx.timed(["curl", "-sf", "-o", "/dev/null", url]))
+            mnt = ctx.mountpoint()
+            ctx.mount("s3://bench/w256/ckpt", mnt, env, opts)
+            ours.append(ctx.timed(["cat", os.path.join(mnt, "W.bin")]))
+            time.sleep(1)  # the server logs a request when its body is sent
+            g = m.gets(data)
+            ctx.timed(["cat", os.path.join(mnt, "W.bin")])
+            time.sleep(1)
+            second.append(m.gets(data) - g)
+            ctx.umount(mnt)
+            os.rmdir(mnt)
+        p, o = ctx.median(plain), ctx.median(ours)
+        mbs = lambda t: f"{size / t / 2**20:.0f} MiB/s"
+        ctx.add("7", "cat W.bin (256 MiB, S3) vs one plain GET",
+                f"{mbs(o)} vs {mbs(p)} = {p / o:.2f}x", ">= 0.8x", p / o >= 0.8)
+        ctx.add("7", "second cat W.bin (S3): GETs", str(max(second)), "0", max(second) == 0)
+    finally:
+        m.stop()
