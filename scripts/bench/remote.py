@@ -4,7 +4,7 @@
 - `tail -c 100` of a 1 GiB tensor's .bin (verify=none): GETs of the data file (goal <= 2);
 - a second `cat` of a file: GETs (goal 0);
 - sequential `cat` of a 256 MiB .bin vs one plain GET of the data object from the same
-  server (goal >= 0.8x).
+  server (goal >= 0.8x), over S3 (moto) and over HTTP (nginx, when installed).
 """
 import os
 import re
@@ -62,6 +62,39 @@ class Moto:
         self.proc.wait()
 
 
+def nginx(root, work):
+    """nginx serving `root` on a free port (None when not installed); stop with .kill()."""
+    import shutil
+    if not shutil.which("nginx"):
+        return None, None
+    d = tempfile.mkdtemp(prefix="nginx-", dir=work)
+    port = free_port()
+    with open(os.path.join(d, "nginx.conf"), "w") as f:
+        f.write(f"daemon off; master_process off; pid {d}/nginx.pid; error_log {d}/error.log;\n"
+                f"events {{}}\nhttp {{ access_log {d}/access.log; client_body_temp_path {d};\n"
+                f"proxy_temp_path {d}; fastcgi_temp_path {d}; uwsgi_temp_path {d};\n"
+                f"scgi_temp_path {d}; server {{ listen 127.0.0.1:{port}; root {root}; }} }}\n")
+    proc = subprocess.Popen(["nginx", "-p", d, "-c", os.path.join(d, "nginx.conf")],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(0.5)
+    return proc, f"http://127.0.0.1:{port}"
+
+
+def cat_vs_get(ctx, source, plain_url, opts, env, size, label):
+    plain, ours = [], []
+    for _ in range(ctx.RUNS):
+        plain.append(ctx.timed(["curl", "-sf", "-o", "/dev/null", plain_url]))
+        mnt = ctx.mountpoint()
+        ctx.mount(source, mnt, env, opts)
+        ours.append(ctx.timed(["cat", os.path.join(mnt, "W.bin")]))
+        ctx.umount(mnt)
+        os.rmdir(mnt)
+    p, o = ctx.median(plain), ctx.median(ours)
+    mbs = lambda t: f"{size / t / 2**20:.0f} MiB/s"
+    ctx.add("7", f"cat W.bin (256 MiB, {label}) vs one plain GET",
+            f"{mbs(o)} vs {mbs(p)} = {p / o:.2f}x", ">= 0.8x", p / o >= 0.8)
+
+
 def bench_remote(w1g, w256, ctx):
     """`ctx` gives MODELFS, WORK, RUNS, env, mountpoint, mount, umount, timed, median, add."""
     m = Moto(ctx.WORK)
@@ -114,3 +147,13 @@ def bench_remote(w1g, w256, ctx):
         ctx.add("7", "second cat W.bin (S3): GETs", str(max(second)), "0", max(second) == 0)
     finally:
         m.stop()
+    proc, base = nginx(os.path.dirname(os.path.dirname(w256)), ctx.WORK)
+    if proc:
+        try:
+            rel = os.path.basename(os.path.dirname(w256)) + "/ckpt"
+            cat_vs_get(ctx, f"{base}/{rel}", f"{base}/{rel}.data-00000-of-00001",
+                       "layouts=bin,verify=none,cache_dir=none", ctx.env,
+                       os.path.getsize(w256 + ".data-00000-of-00001"), "HTTP, nginx")
+        finally:
+            proc.kill()
+            proc.wait()
