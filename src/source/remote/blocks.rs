@@ -11,7 +11,6 @@
 //! one block; no lock is held while a request is in flight.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
@@ -56,8 +55,6 @@ pub(crate) struct Blocks {
     inflight: Mutex<HashMap<Key, watch::Receiver<Answer>>>,
     /// Blocks kept across mounts (`cache_dir`), for objects with an ETag.
     disk: Option<Arc<DiskBlocks>>,
-    /// GET requests sent (tests and benchmarks count them).
-    pub(crate) gets: AtomicU64,
 }
 
 struct Cached {
@@ -82,7 +79,6 @@ impl Blocks {
                 bytes: 0,
             }),
             inflight: Mutex::new(HashMap::new()),
-            gets: AtomicU64::new(0),
         }
     }
 
@@ -252,7 +248,6 @@ impl Blocks {
             range: Some(GetRange::Bounded(range)),
             ..Default::default()
         };
-        self.gets.fetch_add(1, Ordering::Relaxed);
         let r = self
             .store
             .get_opts(&obj.path, options)
