@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::{FileContent, LayoutError};
+use super::{FileContent, LayoutError, Requester};
 use crate::model::{DType, Tensor};
 
 /// How source elements become file elements.
@@ -92,10 +92,15 @@ impl FileContent for BinContent {
     fn known_size(&self) -> Option<u64> {
         self.0.size()
     }
-    fn size(&self) -> Result<u64, LayoutError> {
+    fn size_for(&self, _req: &dyn Requester) -> Result<u64, LayoutError> {
         self.0.size().ok_or(LayoutError::Overflow("element count"))
     }
-    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize, LayoutError> {
+    fn read_for(
+        &self,
+        offset: u64,
+        buf: &mut [u8],
+        _req: &dyn Requester,
+    ) -> Result<usize, LayoutError> {
         self.0.read_at(offset, buf)
     }
 }
@@ -199,14 +204,19 @@ impl FileContent for NpyContent {
     fn known_size(&self) -> Option<u64> {
         self.size().ok()
     }
-    fn size(&self) -> Result<u64, LayoutError> {
+    fn size_for(&self, _req: &dyn Requester) -> Result<u64, LayoutError> {
         self.raw
             .size()
             .and_then(|d| d.checked_add(self.header.len() as u64))
             .ok_or(LayoutError::Overflow("npy size"))
     }
 
-    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize, LayoutError> {
+    fn read_for(
+        &self,
+        offset: u64,
+        buf: &mut [u8],
+        _req: &dyn Requester,
+    ) -> Result<usize, LayoutError> {
         let h = &self.header[..];
         let mut written = 0usize;
         let mut pos = offset;

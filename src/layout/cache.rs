@@ -37,6 +37,10 @@ impl ChunkOffsets {
     pub(crate) fn chunks(&self) -> u64 {
         self.offsets.len().saturating_sub(1) as u64
     }
+    /// Bytes of chunk `i` (`i < chunks()`).
+    pub(crate) fn chunk_len(&self, i: u64) -> u64 {
+        self.offsets[i as usize + 1] - self.offsets[i as usize]
+    }
     /// Checks the invariants (for indexes loaded from a persistent store).
     pub(crate) fn is_valid(offsets: &[u64], chunks: u64) -> bool {
         offsets.len() as u64 == chunks.saturating_add(1)

@@ -8,7 +8,7 @@ use std::sync::{Arc, OnceLock};
 
 use serde_json::{json, Value};
 
-use super::{FileContent, Layout, LayoutCtx, LayoutError};
+use super::{FileContent, Layout, LayoutCtx, LayoutError, Requester};
 use crate::model::{Tensor, TensorMeta};
 
 pub(crate) struct JsonContent {
@@ -35,10 +35,15 @@ impl FileContent for JsonContent {
     fn known_size(&self) -> Option<u64> {
         Some(self.bytes().len() as u64)
     }
-    fn size(&self) -> Result<u64, LayoutError> {
+    fn size_for(&self, _req: &dyn Requester) -> Result<u64, LayoutError> {
         Ok(self.bytes().len() as u64)
     }
-    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize, LayoutError> {
+    fn read_for(
+        &self,
+        offset: u64,
+        buf: &mut [u8],
+        _req: &dyn Requester,
+    ) -> Result<usize, LayoutError> {
         let b = self.bytes();
         if offset >= b.len() as u64 {
             return Ok(0);

@@ -5,7 +5,7 @@
 
 use std::sync::{Arc, OnceLock};
 
-use super::{FileContent, LayoutError};
+use super::{FileContent, LayoutError, Requester};
 
 type Build = Box<dyn Fn() -> Result<Arc<dyn FileContent>, LayoutError> + Send + Sync>;
 
@@ -38,10 +38,18 @@ impl FileContent for Lazy {
     fn known_size(&self) -> Option<u64> {
         self.built.get()?.known_size()
     }
-    fn size(&self) -> Result<u64, LayoutError> {
-        self.get()?.size()
+    fn size_for(&self, req: &dyn Requester) -> Result<u64, LayoutError> {
+        self.get()?.size_for(req)
     }
-    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize, LayoutError> {
-        self.get()?.read_at(offset, buf)
+    fn read_for(
+        &self,
+        offset: u64,
+        buf: &mut [u8],
+        req: &dyn Requester,
+    ) -> Result<usize, LayoutError> {
+        self.get()?.read_for(offset, buf, req)
+    }
+    fn size_progress(&self) -> Option<(u64, u64)> {
+        self.built.get()?.size_progress()
     }
 }

@@ -118,6 +118,9 @@ pub enum LayoutError {
     TooManyChunks(u64),
     #[error("a text rendering worker panicked")]
     WorkerPanicked,
+    /// The requester went away (Ctrl-C, unmount): the work stopped unfinished.
+    #[error("interrupted")]
+    Interrupted,
     /// An invariant of modelfs itself does not hold (a bug, not bad data).
     #[error("internal error: {0}")]
     Internal(&'static str),
@@ -178,15 +181,53 @@ fn human_bytes(n: u64) -> String {
     }
 }
 
+/// Who long work is done for: it stops (`LayoutError::Interrupted`) once `gone` says so.
+pub trait Requester: Sync {
+    /// True once the result is no longer wanted (the request was interrupted, unmount).
+    fn gone(&self) -> bool;
+    /// Background work (a size pass nobody waits for) renders on one thread and keeps no
+    /// rendered chunks in the cache.
+    fn background(&self) -> bool {
+        false
+    }
+}
+
+/// A requester that always waits for the result.
+pub struct Patient;
+
+impl Requester for Patient {
+    fn gone(&self) -> bool {
+        false
+    }
+}
+
 /// The bytes of one file.
 pub trait FileContent: Send + Sync {
     /// The exact size if it is known without rendering or decoding anything (binary layouts:
     /// always; text: once rendered or found in a cache).
     fn known_size(&self) -> Option<u64>;
     /// Exact size in bytes (may render a text layout once to learn it).
-    fn size(&self) -> Result<u64, LayoutError>;
+    fn size(&self) -> Result<u64, LayoutError> {
+        self.size_for(&Patient)
+    }
     /// Fills `buf` from `offset`; returns the bytes written (short only at end of file).
-    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize, LayoutError>;
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize, LayoutError> {
+        self.read_for(offset, buf, &Patient)
+    }
+    /// `size`, stopping when `req` is gone.
+    fn size_for(&self, req: &dyn Requester) -> Result<u64, LayoutError>;
+    /// `read_at`, stopping when `req` is gone. Serves any offset whether or not the size is
+    /// known yet (a text file learns only the part of its index the read needs).
+    fn read_for(
+        &self,
+        offset: u64,
+        buf: &mut [u8],
+        req: &dyn Requester,
+    ) -> Result<usize, LayoutError>;
+    /// How far learning the size has gone: (done, total) in the content's own units.
+    fn size_progress(&self) -> Option<(u64, u64)> {
+        None
+    }
 }
 
 pub(crate) mod angel;

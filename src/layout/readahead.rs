@@ -45,15 +45,13 @@ pub(crate) struct ReadAhead {
     done: Condvar,
 }
 
-/// Renders chunk `i`, checking the length the index expects; counts it.
+/// Renders chunk `i`, checking that it has the `want` bytes an index says; counts it.
 pub(crate) fn render_checked(
     source: &dyn ChunkSource,
     cache: &ChunkCache,
-    index: &ChunkOffsets,
     i: u64,
+    want: u64,
 ) -> Result<Vec<u8>, super::LayoutError> {
-    let (start, end) = (index.offsets[i as usize], index.offsets[i as usize + 1]);
-    let want = end - start;
     // `want` may come from a persistent index file, which can be corrupt: reserve at most a
     // few chunks' worth; rendering grows the buffer if it really needs more.
     let mut v = Vec::with_capacity(usize::try_from(want.min(4 << 20)).unwrap_or(0));
@@ -146,7 +144,7 @@ impl ReadAhead {
                 }
             };
             if cache.get(index.namespace, c).is_none() {
-                if let Ok(v) = render_checked(source, cache, index, c) {
+                if let Ok(v) = render_checked(source, cache, c, index.chunk_len(c)) {
                     cache.insert(index.namespace, c, Arc::new(v));
                 }
             }

@@ -1,16 +1,20 @@
 //! Chunked text files: a text layout is a sequence of chunks (runs of elements or records),
 //! each rendered on its own. The chunk-offset index (byte length of every chunk, as prefix
-//! sums) is built on first need, in parallel, and gives the exact size; a read at any offset
-//! renders only the chunks it touches, keeping them in the shared `ChunkCache`.
+//! sums) is learnt front to back, in parallel batches, only as far as someone needs it: a read
+//! near the start learns the first few chunks (and keeps them for the reader), `size` learns
+//! them all. A read at any offset renders only the chunks it touches (once the index covers
+//! them), keeping them in the shared `ChunkCache`. Once complete, the index is remembered in the
+//! cache and the persistent store, so the exact size outlives the file object and the mount.
 //!
 //! Every text layout (generic and Angel) is a `ChunkSource` wrapped in `ChunkedText`.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Duration;
 
 use super::cache::{ChunkCache, ChunkOffsets, OffsetsKey};
 use super::readahead::{render_checked, ReadAhead};
-use super::{FileContent, LayoutError};
+use super::{FileContent, LayoutError, Requester};
 use crate::model::Tensor;
 
 /// Elements per chunk for element-per-record text layouts: small enough that a random read
@@ -21,6 +25,10 @@ pub(crate) const CHUNK_ELEMENTS: u64 = 32 * 1024;
 /// a shape claiming more is nonsense and must not make us allocate).
 const MAX_CHUNKS: u64 = 1 << 32;
 
+/// Chunks per worker in one batch of learning: a batch is the unit between two checks that
+/// the requester is still there (a chunk renders in about a millisecond).
+const BATCH_PER_WORKER: u64 = 16;
+
 /// A text file as independently renderable chunks. Rendering must be deterministic: the same
 /// chunk always gives the same bytes.
 pub(crate) trait ChunkSource: Send + Sync {
@@ -29,10 +37,23 @@ pub(crate) trait ChunkSource: Send + Sync {
     fn render(&self, chunk: u64, out: &mut Vec<u8>) -> Result<(), LayoutError>;
 }
 
-enum OffsetsState {
-    Absent,
-    Building,
-    Ready(Arc<ChunkOffsets>),
+/// What is known of the index. Invariant: `prefix[0] == 0`, non-decreasing, and
+/// `prefix.len() - 1` chunks learnt; `full` once all are (then `prefix` is dropped).
+struct Progress {
+    prefix: Vec<u64>,
+    /// Someone is rendering the next batch (others wait rather than render it twice).
+    busy: bool,
+    /// The cache and the persistent store were asked once already.
+    looked: bool,
+    full: Option<Arc<ChunkOffsets>>,
+}
+
+/// How far the index must reach.
+#[derive(Clone, Copy)]
+enum Need {
+    /// Past this byte offset (or to the end if the file is shorter).
+    Past(u64),
+    All,
 }
 
 /// A `FileContent` serving a `ChunkSource` at any offset.
@@ -41,8 +62,10 @@ pub(crate) struct ChunkedText {
     cache: Arc<ChunkCache>,
     owner: Arc<dyn Tensor>,
     key: OffsetsKey,
-    state: Mutex<OffsetsState>,
-    ready: Condvar,
+    /// Cache namespace of chunks rendered while the index is partial (and of the index built here).
+    namespace: u64,
+    progress: Mutex<Progress>,
+    learnt: Condvar,
     readahead: Arc<ReadAhead>,
 }
 
@@ -64,103 +87,278 @@ impl ChunkedText {
         };
         ChunkedText {
             source,
+            namespace: cache.new_namespace(),
             cache,
             owner,
             key,
-            state: Mutex::new(OffsetsState::Absent),
-            ready: Condvar::new(),
+            progress: Mutex::new(Progress {
+                prefix: vec![0],
+                busy: false,
+                looked: false,
+                full: None,
+            }),
+            learnt: Condvar::new(),
             readahead: Arc::new(ReadAhead::default()),
         }
     }
 
-    /// The chunk-offset index, built once (concurrent callers wait for the first builder; no
-    /// lock is held while rendering).
-    pub(crate) fn offsets(&self) -> Result<Arc<ChunkOffsets>, LayoutError> {
-        {
-            let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-            loop {
-                match &*st {
-                    OffsetsState::Ready(i) => return Ok(i.clone()),
-                    OffsetsState::Building => {
-                        st = self.ready.wait(st).unwrap_or_else(|e| e.into_inner());
-                    }
-                    OffsetsState::Absent => {
-                        *st = OffsetsState::Building;
-                        break;
-                    }
-                }
-            }
-        }
-        let result = self.find_or_build();
-        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        *st = match &result {
-            Ok(i) => OffsetsState::Ready(i.clone()),
-            Err(_) => OffsetsState::Absent,
-        };
-        self.ready.notify_all();
-        result
+    fn lock(&self) -> MutexGuard<'_, Progress> {
+        self.progress.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The index if it is known without rendering: built already (this object or another
-    /// with the same key), or in the persistent store.
-    fn known_offsets(&self) -> Option<Arc<ChunkOffsets>> {
-        if let OffsetsState::Ready(i) = &*self.state.lock().unwrap_or_else(|e| e.into_inner()) {
-            return Some(i.clone());
+    /// The complete chunk-offset index, learnt now if need be.
+    #[cfg(test)]
+    pub(crate) fn offsets(&self) -> Result<Arc<ChunkOffsets>, LayoutError> {
+        self.offsets_for(&super::Patient)
+    }
+
+    fn offsets_for(&self, req: &dyn Requester) -> Result<Arc<ChunkOffsets>, LayoutError> {
+        self.learn(Need::All, req)?
+            .ok_or(LayoutError::Internal("index incomplete after learning all"))
+    }
+
+    /// Learns the index as far as `need` says; returns it when complete, `None` when the
+    /// learnt prefix already covers `need`. No lock is held while rendering; concurrent
+    /// learners wait for the batch in progress instead of rendering it twice.
+    fn learn(
+        &self,
+        need: Need,
+        req: &dyn Requester,
+    ) -> Result<Option<Arc<ChunkOffsets>>, LayoutError> {
+        let chunks = self.source.num_chunks();
+        let mut st = self.lock();
+        loop {
+            if let Some(full) = &st.full {
+                return Ok(Some(full.clone()));
+            }
+            if !st.looked {
+                st.looked = true;
+                drop(st);
+                let known = self.look_up(chunks);
+                st = self.lock();
+                if let (Some(i), None) = (known, &st.full) {
+                    st.full = Some(i);
+                    st.prefix = Vec::new();
+                }
+                continue;
+            }
+            if let Need::Past(b) = need {
+                if st.prefix.last().is_some_and(|&end| end > b) {
+                    return Ok(None);
+                }
+            }
+            if req.gone() {
+                return Err(LayoutError::Interrupted);
+            }
+            if st.busy {
+                st = self
+                    .learnt
+                    .wait_timeout(st, Duration::from_millis(20))
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
+                continue;
+            }
+            if chunks > MAX_CHUNKS {
+                return Err(LayoutError::TooManyChunks(chunks));
+            }
+            let first = st.prefix.len() as u64 - 1;
+            let workers = if req.background() {
+                1
+            } else {
+                (self.cache.threads() as u64).max(1)
+            };
+            let last = first.saturating_add(workers * BATCH_PER_WORKER).min(chunks);
+            // Chunks rendered for a waiting reader are the ones it reads next: keep them.
+            let keep = matches!(need, Need::Past(_)) && !req.background();
+            st.busy = true;
+            drop(st);
+            let lens = self.render_batch(first, last, workers, keep);
+            st = self.lock();
+            st.busy = false;
+            self.learnt.notify_all();
+            let lens = lens?;
+            let mut end = st.prefix.last().copied().unwrap_or(0);
+            for l in lens {
+                end = end
+                    .checked_add(l)
+                    .ok_or(LayoutError::Overflow("text size"))?;
+                st.prefix.push(end);
+            }
+            if st.prefix.len() as u64 == chunks + 1 {
+                let offsets = std::mem::take(&mut st.prefix);
+                let index = Arc::new(ChunkOffsets {
+                    namespace: self.namespace,
+                    offsets,
+                });
+                st.full = Some(index.clone());
+                drop(st);
+                self.cache
+                    .keep_offsets(&self.key, &self.owner, index.clone());
+                if let (OffsetsKey::Stable(k), Some(store)) = (&self.key, self.cache.offset_store())
+                {
+                    store.save(k, &index.offsets);
+                }
+                return Ok(Some(index));
+            }
         }
+    }
+
+    /// The complete index if another file object or the persistent store has it.
+    fn look_up(&self, chunks: u64) -> Option<Arc<ChunkOffsets>> {
         if let Some(i) = self.cache.lookup_offsets(&self.key, &self.owner) {
             return Some(i);
         }
-        let chunks = self.source.num_chunks();
         let offsets = match (&self.key, self.cache.offset_store()) {
             (OffsetsKey::Stable(k), Some(store)) if chunks <= MAX_CHUNKS => store
                 .load(k)
                 .filter(|o| ChunkOffsets::is_valid(o, chunks))?,
             _ => return None,
         };
-        Some(self.remember(offsets))
-    }
-
-    fn remember(&self, offsets: Vec<u64>) -> Arc<ChunkOffsets> {
         let index = Arc::new(ChunkOffsets {
-            namespace: self.cache.new_namespace(),
+            namespace: self.namespace,
             offsets,
         });
         self.cache
             .keep_offsets(&self.key, &self.owner, index.clone());
-        index
+        Some(index)
     }
 
-    fn find_or_build(&self) -> Result<Arc<ChunkOffsets>, LayoutError> {
-        if let Some(i) = self.known_offsets() {
-            return Ok(i);
+    /// Renders chunks `first..last` on up to `workers` threads taking chunks from a shared
+    /// counter; returns their lengths in order. Memory grows with chunks actually rendered,
+    /// never with the count a shape merely claims.
+    fn render_batch(
+        &self,
+        first: u64,
+        last: u64,
+        workers: u64,
+        keep: bool,
+    ) -> Result<Vec<u64>, LayoutError> {
+        let count = last - first;
+        let workers = workers.min(count).max(1) as usize;
+        let next = AtomicU64::new(first);
+        let failed = AtomicBool::new(false);
+        let first_error: Mutex<Option<LayoutError>> = Mutex::new(None);
+        let work = |out: &mut Vec<(u64, u64)>| {
+            let mut scratch = Vec::new();
+            loop {
+                if failed.load(Ordering::Relaxed) {
+                    return;
+                }
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= last {
+                    return;
+                }
+                let mut buf = if keep {
+                    Vec::new()
+                } else {
+                    std::mem::take(&mut scratch)
+                };
+                buf.clear();
+                if let Err(e) = self.source.render(i, &mut buf) {
+                    failed.store(true, Ordering::Relaxed);
+                    first_error
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .get_or_insert(e);
+                    return;
+                }
+                self.cache.count_rendered(1);
+                out.push((i, buf.len() as u64));
+                if keep {
+                    self.cache.insert(self.namespace, i, Arc::new(buf));
+                } else {
+                    scratch = buf;
+                }
+            }
+        };
+        let mut results: Vec<Vec<(u64, u64)>> = Vec::new();
+        if workers == 1 {
+            let mut out = Vec::new();
+            work(&mut out);
+            results.push(out);
+        } else {
+            std::thread::scope(|s| {
+                let handles: Vec<_> = (0..workers)
+                    .map(|_| {
+                        s.spawn(|| {
+                            let mut out = Vec::new();
+                            work(&mut out);
+                            out
+                        })
+                    })
+                    .collect();
+                for h in handles {
+                    match h.join() {
+                        Ok(out) => results.push(out),
+                        Err(_) => failed.store(true, Ordering::Relaxed),
+                    }
+                }
+            });
         }
-        let chunks = self.source.num_chunks();
-        if chunks > MAX_CHUNKS {
-            return Err(LayoutError::TooManyChunks(chunks));
+        if let Some(e) = first_error.into_inner().unwrap_or_else(|e| e.into_inner()) {
+            return Err(e);
         }
-        let offsets = build_offsets(&*self.source, chunks, &self.cache)?;
-        if let (OffsetsKey::Stable(k), Some(store)) = (&self.key, self.cache.offset_store()) {
-            store.save(k, &offsets);
+        if failed.load(Ordering::Relaxed) {
+            return Err(LayoutError::WorkerPanicked);
         }
-        Ok(self.remember(offsets))
+        let mut lens: Vec<(u64, u64)> = results.into_iter().flatten().collect();
+        lens.sort_unstable_by_key(|&(i, _)| i);
+        if lens.len() as u64 != count {
+            return Err(LayoutError::Mismatch {
+                what: "text chunks rendered",
+                got: lens.len() as u64,
+                want: count,
+            });
+        }
+        Ok(lens.into_iter().map(|(_, l)| l).collect())
     }
 
-    /// Chunk `i`'s bytes, from the cache (possibly rendered by read-ahead) or rendered now;
-    /// checks the length the index expects.
-    fn chunk(&self, index: &ChunkOffsets, i: u64) -> Result<Arc<Vec<u8>>, LayoutError> {
-        if let Some(c) = self.cache.get(index.namespace, i) {
+    /// Chunk `i` of `want` bytes in `namespace`, from the cache (possibly rendered by
+    /// read-ahead or by learning) or rendered now and checked against `want`.
+    fn chunk(&self, namespace: u64, i: u64, want: u64) -> Result<Arc<Vec<u8>>, LayoutError> {
+        if let Some(c) = self.cache.get(namespace, i) {
             return Ok(c);
         }
-        if let Some(c) = self.readahead.claim(&self.cache, index.namespace, i) {
+        if let Some(c) = self.readahead.claim(&self.cache, namespace, i) {
             return Ok(c);
         }
-        let rendered = render_checked(&*self.source, &self.cache, index, i);
+        let rendered = render_checked(&*self.source, &self.cache, i, want);
         let v = rendered.map(Arc::new);
         if let Ok(v) = &v {
-            self.cache.insert(index.namespace, i, v.clone());
+            self.cache.insert(namespace, i, v.clone());
         }
         self.readahead.release(i);
         v
+    }
+
+    /// Copies `offset..` into `buf` from chunks `spans` (index, start, end), which cover the
+    /// range; returns the bytes written and the last chunk touched.
+    fn copy_out(
+        &self,
+        namespace: u64,
+        spans: &[(u64, u64, u64)],
+        offset: u64,
+        buf: &mut [u8],
+    ) -> Result<(usize, u64), LayoutError> {
+        let mut pos = offset;
+        let mut written = 0usize;
+        let mut last = 0;
+        for &(i, start, end) in spans {
+            if written == buf.len() {
+                break;
+            }
+            last = i;
+            if end <= pos {
+                continue;
+            }
+            let chunk = self.chunk(namespace, i, end - start)?;
+            let from = usize::try_from(pos - start).map_err(|_| LayoutError::Overflow("offset"))?;
+            let n = (chunk.len().saturating_sub(from)).min(buf.len() - written);
+            buf[written..written + n].copy_from_slice(&chunk[from..from + n]);
+            written += n;
+            pos += n as u64;
+        }
+        Ok((written, last))
     }
 
     /// Read-ahead state (tests).
@@ -170,132 +368,95 @@ impl ChunkedText {
     }
 }
 
-/// Renders every chunk once to learn its length, on `cache.threads()` workers taking chunks
-/// from a shared counter. Returns the prefix sums. Memory grows with chunks actually rendered,
-/// never with the count a shape merely claims.
-fn build_offsets(
-    source: &dyn ChunkSource,
-    chunks: u64,
-    cache: &ChunkCache,
-) -> Result<Vec<u64>, LayoutError> {
-    let workers = (cache.threads() as u64).min(chunks).max(1) as usize;
-    let next = AtomicU64::new(0);
-    let failed = AtomicBool::new(false);
-    let first_error: Mutex<Option<LayoutError>> = Mutex::new(None);
-    let work = |out: &mut Vec<(u64, u64)>| {
-        let mut buf = Vec::new();
-        loop {
-            if failed.load(Ordering::Relaxed) {
-                return;
-            }
-            let i = next.fetch_add(1, Ordering::Relaxed);
-            if i >= chunks {
-                return;
-            }
-            buf.clear();
-            if let Err(e) = source.render(i, &mut buf) {
-                failed.store(true, Ordering::Relaxed);
-                first_error
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .get_or_insert(e);
-                return;
-            }
-            cache.count_rendered(1);
-            out.push((i, buf.len() as u64));
-        }
-    };
-    let mut results: Vec<Vec<(u64, u64)>> = Vec::new();
-    if workers == 1 {
-        let mut out = Vec::new();
-        work(&mut out);
-        results.push(out);
-    } else {
-        std::thread::scope(|s| {
-            let handles: Vec<_> = (0..workers)
-                .map(|_| {
-                    s.spawn(|| {
-                        let mut out = Vec::new();
-                        work(&mut out);
-                        out
-                    })
-                })
-                .collect();
-            for h in handles {
-                match h.join() {
-                    Ok(out) => results.push(out),
-                    Err(_) => failed.store(true, Ordering::Relaxed),
-                }
-            }
-        });
+/// The chunks of `offsets` (prefix sums) overlapping `offset..offset + len`.
+fn spans(offsets: &[u64], offset: u64, len: usize) -> Vec<(u64, u64, u64)> {
+    let chunks = offsets.len().saturating_sub(1);
+    // The chunk holding `offset`: the last i with offsets[i] <= offset (skips empty chunks).
+    let mut i = offsets.partition_point(|&o| o <= offset).saturating_sub(1);
+    let stop = offset.saturating_add(len as u64);
+    let mut out = Vec::new();
+    while i < chunks && offsets[i] < stop {
+        out.push((i as u64, offsets[i], offsets[i + 1]));
+        i += 1;
     }
-    if let Some(e) = first_error.into_inner().unwrap_or_else(|e| e.into_inner()) {
-        return Err(e);
-    }
-    if failed.load(Ordering::Relaxed) {
-        return Err(LayoutError::WorkerPanicked);
-    }
-    // Every chunk rendered, so `chunks` is backed by real data: only now allocate by it.
-    let mut lens: Vec<(u64, u64)> = results.into_iter().flatten().collect();
-    lens.sort_unstable_by_key(|&(i, _)| i);
-    if lens.len() as u64 != chunks {
-        return Err(LayoutError::Mismatch {
-            what: "text chunks rendered",
-            got: lens.len() as u64,
-            want: chunks,
-        });
-    }
-    let mut offsets = Vec::with_capacity(lens.len() + 1);
-    let mut total = 0u64;
-    offsets.push(0);
-    for (_, l) in lens {
-        total += l;
-        offsets.push(total);
-    }
-    Ok(offsets)
+    out
 }
 
 impl FileContent for ChunkedText {
     fn known_size(&self) -> Option<u64> {
-        self.known_offsets().map(|i| i.size())
+        let looked = {
+            let st = self.lock();
+            if let Some(f) = &st.full {
+                return Some(f.size());
+            }
+            st.looked
+        };
+        if looked {
+            // Another object of the same key may have learnt it since.
+            let i = self.cache.lookup_offsets(&self.key, &self.owner)?;
+            return Some(i.size());
+        }
+        let known = self.look_up(self.source.num_chunks());
+        let mut st = self.lock();
+        st.looked = true;
+        if let (Some(i), None) = (&known, &st.full) {
+            st.full = Some(i.clone());
+            st.prefix = Vec::new();
+        }
+        known.map(|i| i.size())
     }
 
-    fn size(&self) -> Result<u64, LayoutError> {
-        Ok(self.offsets()?.size())
+    fn size_for(&self, req: &dyn Requester) -> Result<u64, LayoutError> {
+        Ok(self.offsets_for(req)?.size())
     }
 
-    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize, LayoutError> {
-        let index = self.offsets()?;
-        let size = index.size();
-        if offset >= size || buf.is_empty() {
+    fn read_for(
+        &self,
+        offset: u64,
+        buf: &mut [u8],
+        req: &dyn Requester,
+    ) -> Result<usize, LayoutError> {
+        if buf.is_empty() {
             return Ok(0);
         }
-        // The chunk holding `offset`: the last i with offsets[i] <= offset (skips empty chunks).
-        let mut i = index.offsets.partition_point(|&o| o <= offset) - 1;
-        let mut pos = offset;
-        let mut written = 0usize;
-        while written < buf.len() && pos < size && (i as u64) < index.chunks() {
-            let start = index.offsets[i];
-            let end = index.offsets[i + 1];
-            if end > pos {
-                let chunk = self.chunk(&index, i as u64)?;
-                let from = (pos - start) as usize;
-                let n = (chunk.len() - from).min(buf.len() - written);
-                buf[written..written + n].copy_from_slice(&chunk[from..from + n]);
-                written += n;
-                pos += n as u64;
+        let need = Need::Past(offset.saturating_add(buf.len() as u64 - 1));
+        if let Some(index) = self.learn(need, req)? {
+            let size = index.size();
+            if offset >= size {
+                return Ok(0);
             }
-            i += 1;
+            let spans = spans(&index.offsets, offset, buf.len());
+            let (written, last) = self.copy_out(index.namespace, &spans, offset, buf)?;
+            self.readahead.after_read(
+                offset,
+                offset + written as u64,
+                last,
+                &self.source,
+                &self.cache,
+                &index,
+            );
+            return Ok(written);
         }
-        self.readahead.after_read(
-            offset,
-            pos,
-            i.saturating_sub(1) as u64,
-            &self.source,
-            &self.cache,
-            &index,
-        );
-        Ok(written)
+        // The learnt prefix covers the whole range; the last chunks rendered are in the cache.
+        let spans = {
+            let st = self.lock();
+            if st.full.is_some() {
+                // Completed meanwhile (the prefix moved into the index): read from that.
+                drop(st);
+                return self.read_for(offset, buf, req);
+            }
+            spans(&st.prefix, offset, buf.len())
+        };
+        Ok(self.copy_out(self.namespace, &spans, offset, buf)?.0)
+    }
+
+    fn size_progress(&self) -> Option<(u64, u64)> {
+        let st = self.lock();
+        let total = self.source.num_chunks();
+        Some(match &st.full {
+            Some(_) => (total, total),
+            None => (st.prefix.len().saturating_sub(1) as u64, total),
+        })
     }
 }
 
@@ -390,6 +551,62 @@ mod tests {
         let t4 = ChunkedText::new(Arc::new(Steps(50)), mk(), "other", fresh.clone());
         t4.size().unwrap();
         assert_eq!(fresh.rendered_chunks(), 1 + 50);
+    }
+
+    /// A requester that gives up after `n` questions.
+    struct GoneAfter(std::sync::atomic::AtomicU64);
+    impl Requester for GoneAfter {
+        fn gone(&self) -> bool {
+            self.0.fetch_sub(1, Ordering::Relaxed) == 0
+        }
+    }
+
+    #[test]
+    fn reads_learn_only_what_they_need() {
+        let cache = Arc::new(ChunkCache::new(64 << 20).with_threads(2));
+        let owner: Arc<dyn Tensor> = Arc::new(MemTensor::f32(&[1], &[0.0]));
+        let t = ChunkedText::new(Arc::new(Steps(2000)), owner, "steps", cache.clone());
+        let want = full(2000);
+        assert_eq!(t.known_size(), None);
+        let mut buf = vec![0u8; 100];
+        let n = t.read_at(0, &mut buf).unwrap();
+        assert_eq!(&buf[..n], &want[..100]);
+        let first = cache.rendered_chunks();
+        assert!(first < 100, "a read at 0 rendered {first} of 2000 chunks");
+        assert_eq!(t.known_size(), None);
+        assert_eq!(t.size_progress().map(|p| p.1), Some(2000));
+        // Sequential reads to the end learn the whole index: the size becomes known.
+        let mut out = Vec::new();
+        let mut buf = vec![0u8; 64 << 10];
+        loop {
+            let n = t.read_at(out.len() as u64, &mut buf).unwrap();
+            if n == 0 {
+                break;
+            }
+            out.extend_from_slice(&buf[..n]);
+        }
+        assert_eq!(out, want);
+        assert_eq!(t.known_size(), Some(want.len() as u64));
+        // Every chunk rendered about once (kept for the reader while learning).
+        assert!(
+            cache.rendered_chunks() < 2000 + 200,
+            "{}",
+            cache.rendered_chunks()
+        );
+    }
+
+    #[test]
+    fn a_gone_requester_stops_learning() {
+        let cache = Arc::new(ChunkCache::new(1 << 20).with_threads(2));
+        let owner: Arc<dyn Tensor> = Arc::new(MemTensor::f32(&[1], &[0.0]));
+        let t = ChunkedText::new(Arc::new(Steps(5000)), owner, "steps", cache.clone());
+        let err = t.size_for(&GoneAfter(3.into())).unwrap_err();
+        assert!(matches!(err, LayoutError::Interrupted), "{err}");
+        assert!(cache.rendered_chunks() < 5000);
+        // What was learnt is kept and the next caller finishes the job.
+        let before = cache.rendered_chunks();
+        assert_eq!(t.size().unwrap(), full(5000).len() as u64);
+        assert_eq!(cache.rendered_chunks() - before, 5000 - before);
     }
 
     #[test]

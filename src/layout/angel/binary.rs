@@ -3,7 +3,7 @@
 //! formats) it touches. No cache: rendering a few records costs less than a lookup.
 
 use super::records::{Item, Records};
-use crate::layout::{AngelFormat, FileContent, LayoutError};
+use crate::layout::{AngelFormat, FileContent, LayoutError, Requester};
 
 pub(crate) struct AngelBinary {
     format: AngelFormat,
@@ -103,11 +103,16 @@ impl FileContent for AngelBinary {
     fn known_size(&self) -> Option<u64> {
         Some(self.size)
     }
-    fn size(&self) -> Result<u64, LayoutError> {
+    fn size_for(&self, _req: &dyn Requester) -> Result<u64, LayoutError> {
         Ok(self.size)
     }
 
-    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize, LayoutError> {
+    fn read_for(
+        &self,
+        offset: u64,
+        buf: &mut [u8],
+        _req: &dyn Requester,
+    ) -> Result<usize, LayoutError> {
         if offset >= self.size || buf.is_empty() {
             return Ok(0);
         }
