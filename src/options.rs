@@ -12,6 +12,15 @@ pub enum Verify {
     None,
 }
 
+/// `-o text_size=`: when the exact size of a text file is learnt (SPEC §3 "Sizes").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TextSize {
+    /// Known and cheap sizes are exact; the others read as 0 until learnt in the background.
+    Auto,
+    /// Every size exact before first use (a first `stat` may render a whole text file).
+    Exact,
+}
+
 #[derive(Clone, Debug)]
 pub struct Options {
     pub layouts: Vec<Layout>,
@@ -31,6 +40,9 @@ pub struct Options {
     pub endpoint: Option<String>,
     pub region: Option<String>,
     pub profile: Option<String>,
+    pub text_size: TextSize,
+    /// `log=FILE`: where the daemon's log goes (else `$MODELFS_LOG`, else nowhere).
+    pub log_file: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -56,6 +68,8 @@ impl Default for Options {
             endpoint: None,
             region: None,
             profile: None,
+            text_size: TextSize::Auto,
+            log_file: None,
         }
     }
 }
@@ -188,8 +202,45 @@ impl Options {
                 "endpoint" => self.endpoint = Some(need(value)?),
                 "region" => self.region = Some(need(value)?),
                 "profile" => self.profile = Some(need(value)?),
-                // Accepted for compatibility with mount(8)/fstab conventions; always read-only.
-                "ro" | "default_permissions" if value.is_none() => {}
+                "text_size" => {
+                    self.text_size = match need(value)?.as_str() {
+                        "auto" => TextSize::Auto,
+                        "exact" => TextSize::Exact,
+                        v => {
+                            return Err(OptionError(format!(
+                                "text_size= takes auto or exact, not '{v}'"
+                            )))
+                        }
+                    }
+                }
+                "log" => self.log_file = Some(need(value)?.into()),
+                // mount(8)/fstab conventions: accepted and implied (the mount is always
+                // read-only, nosuid, nodev) or meaningful only to mount(8) itself.
+                "defaults"
+                | "ro"
+                | "rw"
+                | "default_permissions"
+                | "nosuid"
+                | "nodev"
+                | "suid"
+                | "dev"
+                | "exec"
+                | "noexec"
+                | "noatime"
+                | "atime"
+                | "relatime"
+                | "nodiratime"
+                | "_netdev"
+                | "auto"
+                | "noauto"
+                | "nofail"
+                | "user"
+                | "users"
+                | "nouser"
+                | "async"
+                | "sync"
+                    if value.is_none() => {}
+                k if k.starts_with("x-") || k == "comment" => {}
                 _ => return Err(OptionError(format!("unknown mount option '{opt}'"))),
             }
         }

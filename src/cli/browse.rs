@@ -82,19 +82,30 @@ pub(crate) fn cat_into(tree: &Tree, path: &[u8], out: &mut dyn Write) -> Result<
     let (content, size) = tree.content(ino).map_err(|e| path_failure(shown, &e))?;
     let mut buf = vec![0u8; CAT_CHUNK];
     let mut offset = 0u64;
-    while offset < size {
-        let want = usize::try_from(size - offset).map_or(CAT_CHUNK, |left| left.min(CAT_CHUNK));
+    loop {
+        // A text file whose size is not known yet is read to its end.
+        let want = match size {
+            Some(size) if offset >= size => return Ok(()),
+            Some(size) => {
+                usize::try_from(size - offset).map_or(CAT_CHUNK, |left| left.min(CAT_CHUNK))
+            }
+            None => CAT_CHUNK,
+        };
         let n = content
             .read_at(offset, &mut buf[..want])
             .map_err(|e| path_failure(shown, &FsError::from(e)))?;
         if n == 0 {
-            let msg = format!("file ended at {offset} of {size} bytes");
-            return Err(path_failure(shown, &FsError::Io(msg)));
+            return match size {
+                Some(size) => {
+                    let msg = format!("file ended at {offset} of {size} bytes");
+                    Err(path_failure(shown, &FsError::Io(msg)))
+                }
+                None => Ok(()),
+            };
         }
         out.write_all(&buf[..n.min(want)]).map_err(write_failure)?;
         offset += n.min(want) as u64;
     }
-    Ok(())
 }
 
 pub(crate) fn cat(source: &Path, path: &OsStr, opts: &Options) -> Result<(), Failure> {
@@ -153,6 +164,7 @@ mod tests {
             uid: 0,
             gid: 0,
             mtime: SystemTime::UNIX_EPOCH,
+            text_size: crate::options::TextSize::Exact,
         };
         Tree::new(Arc::new(m), ctx(&[Layout::Json, Layout::Txt]), cfg)
     }

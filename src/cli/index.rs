@@ -37,7 +37,8 @@ pub(crate) fn index(source: &Path, opts: &Options) -> Result<(), Failure> {
         ));
     }
     let model = open_model(source, opts)?;
-    let cfg = TreeConfig::for_user(opts.uid, opts.gid, source_mtime(source));
+    let mut cfg = TreeConfig::for_user(opts.uid, opts.gid, source_mtime(source));
+    cfg.text_size = crate::options::TextSize::Exact;
     let ctx = crate::fs::layout_ctx(opts);
     let tree = Tree::new(model.clone(), ctx.clone(), cfg);
     let started = Instant::now();

@@ -232,7 +232,8 @@ pub(crate) fn source_mtime(source: &Path) -> SystemTime {
 /// The tree that a mount of SOURCE with `opts` shows.
 pub(crate) fn build_tree(source: &Path, opts: &Options) -> Result<Arc<Tree>, Failure> {
     let model = open_model(source, opts)?;
-    let cfg = TreeConfig::for_user(opts.uid, opts.gid, source_mtime(source));
+    let mut cfg = TreeConfig::for_user(opts.uid, opts.gid, source_mtime(source));
+    cfg.text_size = opts.text_size;
     Ok(Arc::new(Tree::new(model, crate::fs::layout_ctx(opts), cfg)))
 }
 

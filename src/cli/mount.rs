@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use fuser::{Session, SessionUnmounter};
 
-use crate::fs::fuse::{fsname_for, mount_config, ModelFs};
+use crate::fs::fuse::{fsname_for, mount_config, start_size_pass, ModelFs};
 use crate::fs::Tree;
 use crate::options::Options;
 
@@ -154,7 +154,7 @@ fn serve(
     }
     block_shutdown_signals();
     let cfg = mount_config(opts, fsname);
-    let mut session = match Session::new(ModelFs::new(tree), mountpoint, &cfg) {
+    let mut session = match Session::new(ModelFs::new(tree.clone()), mountpoint, &cfg) {
         Ok(s) => s,
         Err(e) => {
             let f = Failure::new(
@@ -165,13 +165,16 @@ fn serve(
         }
     };
     spawn_signal_thread(session.unmount_callable(), mountpoint.to_path_buf());
+    let sizes = start_size_pass(&tree, session.notifier());
     log::info!("mounted on {}", mountpoint.display());
     let daemon = notifier.is_daemon();
     notifier.ready();
     if daemon {
         daemon::detach_stdio();
     }
-    session.run().map_err(|e| {
+    let ran = session.run();
+    sizes.stop();
+    ran.map_err(|e| {
         Failure::new(
             EXIT_MOUNT,
             format!("FUSE session on {} ended: {e}", mountpoint.display()),

@@ -30,6 +30,9 @@ pub(crate) enum FsError {
     /// Bad or unreadable source data; the message names the problem (it is logged).
     #[error("{0}")]
     Io(String),
+    /// The caller went away (Ctrl-C) before the work was done.
+    #[error("interrupted")]
+    Interrupted,
 }
 
 impl FsError {
@@ -46,6 +49,7 @@ impl FsError {
             FsError::Invalid => libc::EINVAL,
             FsError::Stale(_) => libc::ESTALE,
             FsError::Io(_) => libc::EIO,
+            FsError::Interrupted => libc::EINTR,
         }
     }
 }
@@ -64,6 +68,7 @@ impl From<LayoutError> for FsError {
     fn from(e: LayoutError) -> Self {
         match e {
             LayoutError::Model(m) => m.into(),
+            LayoutError::Interrupted => FsError::Interrupted,
             other => FsError::Io(other.to_string()),
         }
     }

@@ -2,9 +2,11 @@
 //! calls and of `FsError`s into errnos. Read-only: every modifying request gets EROFS.
 //!
 //! Caching: the source is immutable, so entries and attributes get long TTLs and files are
-//! opened with FOPEN_KEEP_CACHE (page cache survives close/open). Never direct_io, so mmap
-//! works. Plain readdir only (readdirplus would force computing every file's exact size,
-//! which renders text layouts).
+//! opened with FOPEN_KEEP_CACHE (page cache survives close/open), so mmap works. The one
+//! exception is a text file whose size is not known yet: its placeholder size 0 gets no
+//! attribute TTL and it is opened with FOPEN_DIRECT_IO (every read reaches us and ends at the
+//! real end of file); once its size is learnt the kernel's copy of the inode is invalidated.
+//! Plain readdir only (readdirplus would ask for every file's attributes).
 
 use std::ffi::OsStr;
 use std::io;
@@ -20,8 +22,10 @@ use fuser::{
     SessionACL, TimeOrNow,
 };
 
+use super::caller::Caller;
 use super::error::FsError;
-use super::tree::{self, Attr, FileKind, Tree, XattrReply};
+use super::sizing::SizePass;
+use super::tree::{self, Attr, FileKind, OpenMode, Tree, XattrReply};
 use crate::options::Options;
 
 /// How long the kernel may cache entries and attributes (the source never changes).
@@ -43,6 +47,41 @@ impl ModelFs {
 
 fn errno(e: &FsError) -> Errno {
     Errno::from_i32(e.errno())
+}
+
+/// The attribute TTL: none for a placeholder size, which must be asked for again.
+fn attr_ttl(a: &Attr) -> Duration {
+    if a.exact {
+        TTL
+    } else {
+        Duration::ZERO
+    }
+}
+
+/// Starts the background size pass of a mount: sizes learnt after a placeholder was reported
+/// invalidate the kernel's inode (from a thread of its own: never from inside a request).
+pub(crate) fn start_size_pass(tree: &Arc<Tree>, notifier: fuser::Notifier) -> Arc<SizePass> {
+    let (tx, rx) = std::sync::mpsc::channel::<u64>();
+    let spawned = std::thread::Builder::new()
+        .name("modelfs-notify".into())
+        .spawn(move || {
+            for ino in rx {
+                if let Err(e) = notifier.inval_inode(INodeNo(ino), 0, 0) {
+                    // ENOENT: the kernel has forgotten the inode; nothing to invalidate.
+                    log::debug!("invalidating inode {ino}: {e}");
+                }
+            }
+        });
+    if let Err(e) = spawned {
+        log::warn!("no inode invalidation thread ({e})");
+    }
+    let tx = std::sync::Mutex::new(tx);
+    SizePass::start(
+        tree,
+        Box::new(move |ino| {
+            let _ = tx.lock().map(|t| t.send(ino));
+        }),
+    )
 }
 
 fn file_type(kind: FileKind) -> FileType {
@@ -127,16 +166,24 @@ impl Filesystem for ModelFs {
         Ok(())
     }
 
-    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        match self.tree.lookup(parent.0, name.as_bytes()) {
-            Ok(a) => reply.entry(&TTL, &to_fuse(&a), Generation(0)),
+    fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let attr = self
+            .tree
+            .lookup_ino(parent.0, name.as_bytes())
+            .and_then(|ino| {
+                self.tree
+                    .getattr_for(ino, &Caller::new(&self.tree, ino, req.pid()))
+            });
+        match attr {
+            Ok(a) => reply.entry_with_ttls(&attr_ttl(&a), &TTL, &to_fuse(&a), Generation(0)),
             Err(e) => reply.error(errno(&e)),
         }
     }
 
-    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        match self.tree.getattr(ino.0) {
-            Ok(a) => reply.attr(&TTL, &to_fuse(&a)),
+    fn getattr(&self, req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        let caller = Caller::new(&self.tree, ino.0, req.pid());
+        match self.tree.getattr_for(ino.0, &caller) {
+            Ok(a) => reply.attr(&attr_ttl(&a), &to_fuse(&a)),
             Err(e) => reply.error(errno(&e)),
         }
     }
@@ -237,17 +284,19 @@ impl Filesystem for ModelFs {
         reply.error(Errno::EROFS);
     }
 
-    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+    fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         let write = flags.acc_mode() != OpenAccMode::O_RDONLY || flags.0 & libc::O_TRUNC != 0;
-        match self.tree.check_open(ino.0, write) {
-            Ok(()) => reply.opened(FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE),
+        let caller = Caller::new(&self.tree, ino.0, req.pid());
+        match self.tree.open_for(ino.0, write, &caller) {
+            Ok(OpenMode::Cached) => reply.opened(FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE),
+            Ok(OpenMode::Direct) => reply.opened(FileHandle(0), FopenFlags::FOPEN_DIRECT_IO),
             Err(e) => reply.error(errno(&e)),
         }
     }
 
     fn read(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         _fh: FileHandle,
         offset: u64,
@@ -267,7 +316,8 @@ impl Filesystem for ModelFs {
                 b.resize(len, 0);
             }
             let buf = &mut b[..len];
-            match self.tree.read(ino.0, offset, buf) {
+            let caller = Caller::new(&self.tree, ino.0, req.pid());
+            match self.tree.read_for(ino.0, offset, buf, &caller) {
                 Ok(n) => reply.data(&buf[..n]),
                 Err(e) => reply.error(errno(&e)),
             }

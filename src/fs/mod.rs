@@ -11,6 +11,7 @@ use crate::layout::{cache::ChunkCache, LayoutCtx};
 use crate::options::Options;
 use crate::store::DiskStore;
 
+mod caller;
 pub(crate) mod error;
 pub(crate) mod fuse;
 #[cfg(test)]
@@ -19,6 +20,7 @@ mod fuse_tests;
 mod laziness_tests;
 pub(crate) mod listing;
 pub(crate) mod names;
+pub(crate) mod sizing;
 #[cfg(test)]
 pub(crate) mod testing;
 pub(crate) mod tree;

@@ -7,15 +7,21 @@
 //!   always denotes the same node). Inode 1 is the root.
 //! - A directory's listing is computed once (metadata only) and cached in its node.
 //! - A file's content object is opened once and cached in its node; failures are not cached.
+//! - A file's size, once known, never changes. A text file whose size is not known yet (and is
+//!   not cheap to learn) reports 0 with `Attr::exact == false`; the kernel must not cache that
+//!   size and must read the file like a procfs file (`OpenMode::Direct`) until it is known. The
+//!   size is learnt by readers that reach its end, or by the background `SizePass`.
 //! - No lock is held while the model or a layout is called: the inode table lock only guards
 //!   the table itself.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
 use std::time::SystemTime;
 
-use crate::layout::{self, FileContent, Layout, LayoutCtx};
+use crate::layout::{self, FileContent, Layout, LayoutCtx, Patient, Requester};
 use crate::model::{Model, Tensor};
+pub(crate) use crate::options::TextSize;
 
 use super::error::FsError;
 use super::listing::{self, Listing, NodeKind};
@@ -37,7 +43,16 @@ pub(crate) struct TreeConfig {
     pub(crate) gid: u32,
     /// mtime of directories and symlinks (the source's mtime).
     pub(crate) mtime: SystemTime,
+    /// Whether text sizes are learnt before first use (`Exact`) or reported when known.
+    pub(crate) text_size: TextSize,
 }
+
+/// A text file whose tensor has at most this many elements (or, sparse, this many stored
+/// bytes) has its size learnt on first sight: a few tens of milliseconds at most.
+const CHEAP_ELEMENTS: u64 = 1 << 20;
+const CHEAP_SPARSE_BYTES: u64 = 8 << 20;
+/// `Opened::size` while the size is not known.
+const UNKNOWN: u64 = u64::MAX;
 
 impl TreeConfig {
     /// The mounting user, overridden by `uid=`/`gid=`.
@@ -48,6 +63,7 @@ impl TreeConfig {
             uid: uid.unwrap_or(ruid),
             gid: gid.unwrap_or(rgid),
             mtime,
+            text_size: TextSize::Auto,
         }
     }
 }
@@ -70,6 +86,17 @@ pub(crate) struct Attr {
     pub(crate) uid: u32,
     pub(crate) gid: u32,
     pub(crate) mtime: SystemTime,
+    /// False when `size` is a placeholder 0 for a size not known yet (not to be cached).
+    pub(crate) exact: bool,
+}
+
+/// How the kernel should read an opened file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum OpenMode {
+    /// Through the page cache, kept across opens (the size is exact).
+    Cached,
+    /// Every read reaches us and ends at end of file, whatever size was reported.
+    Direct,
 }
 
 impl Attr {
@@ -89,7 +116,16 @@ pub(crate) struct DirItem {
 struct Opened {
     tensor: Arc<dyn Tensor>,
     content: Arc<dyn FileContent>,
-    size: u64,
+    /// `UNKNOWN` until known; then never changes.
+    size: AtomicU64,
+    /// A placeholder size was reported for this file.
+    placeholder: AtomicBool,
+}
+
+impl Opened {
+    fn size(&self) -> Option<u64> {
+        Some(self.size.load(Ordering::Acquire)).filter(|&s| s != UNKNOWN)
+    }
 }
 
 pub(crate) struct Node {
@@ -129,11 +165,18 @@ struct Inodes {
     by_name: HashMap<(Ino, String), Ino>,
 }
 
+/// Told about files whose size became known after a placeholder was reported.
+pub(crate) type SizeListener = Box<dyn Fn(Ino) + Send + Sync>;
+
 pub(crate) struct Tree {
     model: Arc<dyn Model>,
     ctx: Arc<LayoutCtx>,
     cfg: TreeConfig,
     inodes: RwLock<Inodes>,
+    /// Files reported with a placeholder size go here (the background size pass).
+    on_unknown: OnceLock<SizeListener>,
+    /// Files whose size became known after a placeholder was reported (kernel invalidation).
+    on_learnt: OnceLock<SizeListener>,
 }
 
 impl Tree {
@@ -155,7 +198,16 @@ impl Tree {
             ctx,
             cfg,
             inodes: RwLock::new(inodes),
+            on_unknown: OnceLock::new(),
+            on_learnt: OnceLock::new(),
         }
+    }
+
+    /// Sets who hears of placeholder sizes reported (`on_unknown`) and of sizes learnt after
+    /// one was (`on_learnt`). Once per tree; later calls are ignored.
+    pub(crate) fn listen_sizes(&self, on_unknown: SizeListener, on_learnt: SizeListener) {
+        let _ = self.on_unknown.set(on_unknown);
+        let _ = self.on_learnt.set(on_learnt);
     }
 
     /// Number of inodes assigned so far.
@@ -240,15 +292,54 @@ impl Tree {
         self.child_ino(parent, child)
     }
 
+    #[cfg(test)]
     pub(crate) fn lookup(&self, parent: Ino, name: &[u8]) -> Result<Attr, FsError> {
         let ino = self.lookup_ino(parent, name)?;
         self.getattr(ino)
     }
 
-    fn opened(&self, node: &Node) -> Result<Arc<Opened>, FsError> {
-        if let Some(o) = node.opened.get() {
-            return Ok(o.clone());
+    /// The node's content object with its size if known, opening it on first use. A text
+    /// file's size is learnt here only when cheap or in `TextSize::Exact` (for `req`).
+    fn opened(&self, node: &Node, req: &dyn Requester) -> Result<Arc<Opened>, FsError> {
+        let o = match node.opened.get() {
+            Some(o) => o.clone(),
+            None => self.open_node(node)?,
+        };
+        if o.size().is_none() {
+            let NodeKind::File { layout, .. } = &node.kind else {
+                return Err(FsError::Invalid);
+            };
+            let learn_now = !layout.is_text()
+                || self.cfg.text_size == TextSize::Exact
+                || is_cheap(o.tensor.meta());
+            let size = match o.content.known_size() {
+                Some(s) => Some(s),
+                None if learn_now => Some(o.content.size_for(req).map_err(|e| {
+                    let e = FsError::from(e);
+                    if !matches!(e, FsError::Interrupted) {
+                        log::error!("{} ({}): {e}", self.path_of(node.ino), layout.suffix());
+                    }
+                    e
+                })?),
+                None => None,
+            };
+            if let Some(s) = size {
+                self.set_size(node.ino, &o, s);
+            }
         }
+        Ok(o)
+    }
+
+    /// Records the size of `o` (file `ino`); tells `on_learnt` if a placeholder was reported.
+    fn set_size(&self, ino: Ino, o: &Opened, size: u64) {
+        if o.size.swap(size, Ordering::AcqRel) == UNKNOWN && o.placeholder.load(Ordering::Acquire) {
+            if let Some(f) = self.on_learnt.get() {
+                f(ino);
+            }
+        }
+    }
+
+    fn open_node(&self, node: &Node) -> Result<Arc<Opened>, FsError> {
         let NodeKind::File {
             tensor,
             layout,
@@ -261,7 +352,6 @@ impl Tree {
                 FsError::Invalid
             });
         };
-        let where_ = || format!("{} ({})", self.path_of(node.ino), layout.suffix());
         let result = (|| {
             let mut t = self.model.tensor(tensor)?;
             if let Some(i) = partition {
@@ -269,11 +359,11 @@ impl Tree {
             }
             let content = layout::content(*layout, t.clone(), &self.ctx)
                 .map_err(|e| FsError::Io(e.to_string()))?;
-            let size = content.size()?;
             Ok(Opened {
                 tensor: t,
                 content,
-                size,
+                size: AtomicU64::new(UNKNOWN),
+                placeholder: AtomicBool::new(false),
             })
         })();
         match result {
@@ -282,13 +372,31 @@ impl Tree {
                 node.opened.get().cloned().ok_or(FsError::Invalid)
             }
             Err(e) => {
-                log::error!("{}: {e}", where_());
+                log::error!("{} ({}): {e}", self.path_of(node.ino), layout.suffix());
                 Err(e)
             }
         }
     }
 
+    /// Learns the size of file `ino` if it is not known yet (the background size pass).
+    /// Returns whether it was unknown before.
+    pub(crate) fn learn_size(&self, ino: Ino, req: &dyn Requester) -> Result<bool, FsError> {
+        let node = self.node(ino)?;
+        let o = self.opened(&node, req)?;
+        if o.size().is_some() {
+            return Ok(false);
+        }
+        let s = o.content.size_for(req)?;
+        self.set_size(ino, &o, s);
+        Ok(true)
+    }
+
     pub(crate) fn getattr(&self, ino: Ino) -> Result<Attr, FsError> {
+        self.getattr_for(ino, &Patient)
+    }
+
+    /// Attributes of `ino`; a text size is learnt for `req` only if cheap or in `Exact` mode.
+    pub(crate) fn getattr_for(&self, ino: Ino, req: &dyn Requester) -> Result<Attr, FsError> {
         let node = self.node(ino)?;
         let mut attr = Attr {
             ino,
@@ -299,6 +407,7 @@ impl Tree {
             uid: self.cfg.uid,
             gid: self.cfg.gid,
             mtime: self.cfg.mtime,
+            exact: true,
         };
         match &node.kind {
             NodeKind::Dir { .. } | NodeKind::Parts { .. } => {
@@ -306,10 +415,19 @@ impl Tree {
                 attr.nlink = u32::try_from(subdirs.saturating_add(2)).unwrap_or(u32::MAX);
             }
             NodeKind::File { .. } => {
-                let opened = self.opened(&node)?;
+                let opened = self.opened(&node, req)?;
                 attr.perm = 0o444;
-                attr.size = opened.size;
                 attr.mtime = opened.tensor.meta().mtime;
+                match opened.size() {
+                    Some(s) => attr.size = s,
+                    None => {
+                        attr.exact = false;
+                        opened.placeholder.store(true, Ordering::Release);
+                        if let Some(f) = self.on_unknown.get() {
+                            f(ino);
+                        }
+                    }
+                }
             }
             NodeKind::Symlink { target } => {
                 attr.perm = 0o777;
@@ -346,35 +464,75 @@ impl Tree {
         Ok(())
     }
 
-    /// Checks that `ino` can be opened for reading (content available, size known).
-    pub(crate) fn check_open(&self, ino: Ino, write: bool) -> Result<(), FsError> {
+    #[cfg(test)]
+    /// Checks that `ino` can be opened for reading; says how the kernel should read it.
+    pub(crate) fn check_open(&self, ino: Ino, write: bool) -> Result<OpenMode, FsError> {
+        self.open_for(ino, write, &Patient)
+    }
+
+    pub(crate) fn open_for(
+        &self,
+        ino: Ino,
+        write: bool,
+        req: &dyn Requester,
+    ) -> Result<OpenMode, FsError> {
         let node = self.node(ino)?;
         if write {
             return Err(FsError::ReadOnly);
         }
-        self.opened(&node).map(|_| ())
+        Ok(match self.opened(&node, req)?.size() {
+            Some(_) => OpenMode::Cached,
+            None => OpenMode::Direct,
+        })
     }
 
-    /// Content object of a file (for streaming in `modelfs cat`).
-    pub(crate) fn content(&self, ino: Ino) -> Result<(Arc<dyn FileContent>, u64), FsError> {
+    /// Content object of a file and its size if known (for streaming in `modelfs cat`).
+    pub(crate) fn content(&self, ino: Ino) -> Result<(Arc<dyn FileContent>, Option<u64>), FsError> {
         let node = self.node(ino)?;
-        let o = self.opened(&node)?;
-        Ok((o.content.clone(), o.size))
+        let o = self.opened(&node, &Patient)?;
+        Ok((o.content.clone(), o.size()))
     }
 
+    #[cfg(test)]
     /// Reads up to `buf.len()` bytes at `offset`; short only at end of file.
     pub(crate) fn read(&self, ino: Ino, offset: u64, buf: &mut [u8]) -> Result<usize, FsError> {
+        self.read_for(ino, offset, buf, &Patient)
+    }
+
+    /// `read`, stopping with `FsError::Interrupted` once `req` is gone.
+    pub(crate) fn read_for(
+        &self,
+        ino: Ino,
+        offset: u64,
+        buf: &mut [u8],
+        req: &dyn Requester,
+    ) -> Result<usize, FsError> {
         let node = self.node(ino)?;
-        let o = self.opened(&node)?;
-        if offset >= o.size {
-            return Ok(0);
+        let o = self.opened(&node, req)?;
+        let (want, known) = match o.size() {
+            Some(size) if offset >= size => return Ok(0),
+            Some(size) => (
+                usize::try_from(size - offset).map_or(buf.len(), |left| left.min(buf.len())),
+                true,
+            ),
+            None => (buf.len(), false),
+        };
+        let n = o
+            .content
+            .read_for(offset, &mut buf[..want], req)
+            .map_err(|e| {
+                let e = FsError::from(e);
+                if !matches!(e, FsError::Interrupted) {
+                    log::error!("{}: read at {offset}: {e}", self.path_of(ino));
+                }
+                e
+            })?;
+        if !known && n < want {
+            // A short read is the end of the file: the whole index has been learnt.
+            if let Some(s) = o.content.known_size() {
+                self.set_size(ino, &o, s);
+            }
         }
-        let want = usize::try_from(o.size - offset).map_or(buf.len(), |left| left.min(buf.len()));
-        let n = o.content.read_at(offset, &mut buf[..want]).map_err(|e| {
-            let e = FsError::from(e);
-            log::error!("{}: read at {offset}: {e}", self.path_of(ino));
-            e
-        })?;
         Ok(n.min(want))
     }
 
@@ -522,6 +680,19 @@ impl Tree {
             }
         }
         Ok(())
+    }
+}
+
+/// Whether a text layout of `meta`'s tensor is cheap enough to size on first sight.
+fn is_cheap(meta: &crate::model::TensorMeta) -> bool {
+    if meta.sparse {
+        let stored = meta
+            .partitions
+            .iter()
+            .try_fold(0u64, |acc, p| acc.checked_add(p.length));
+        stored.is_some_and(|b| b <= CHEAP_SPARSE_BYTES)
+    } else {
+        meta.num_elements().is_some_and(|n| n <= CHEAP_ELEMENTS)
     }
 }
 

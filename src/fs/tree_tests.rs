@@ -45,6 +45,7 @@ fn tree_of(m: MemModel, layouts: &[Layout]) -> Tree {
         uid: 1234,
         gid: 55,
         mtime: SystemTime::UNIX_EPOCH,
+        text_size: crate::options::TextSize::Exact,
     };
     Tree::new(Arc::new(m), ctx(layouts), cfg)
 }
@@ -357,4 +358,83 @@ fn owner_is_the_user_unless_overridden() {
     assert_eq!(c.gid, gid);
     let c = TreeConfig::for_user(None, Some(9), SystemTime::UNIX_EPOCH);
     assert_eq!((c.uid, c.gid), (uid, 9));
+}
+
+/// SPEC §3 "Sizes": a big text file's size is a placeholder until learnt; the file is read to
+/// its end meanwhile and the size becomes exact once a reader reaches it.
+#[test]
+fn big_text_sizes_are_placeholders_until_learnt() {
+    let n = 3 << 20;
+    let values: Vec<f32> = (0..n).map(|i| i as f32 * 0.5).collect();
+    let mut m = MemModel::default();
+    m.add(
+        key("big"),
+        MemTensor::f32(&[n as u64], &values).named(b"big"),
+    );
+    m.add(
+        key("small"),
+        MemTensor::f32(&[2], &[1.0, 2.0]).named(b"small"),
+    );
+    let mut cfg = TreeConfig::for_user(None, None, SystemTime::UNIX_EPOCH);
+    cfg.text_size = crate::options::TextSize::Auto;
+    let t = Tree::new(
+        Arc::new(m),
+        ctx(&[Layout::Json, Layout::Txt, Layout::Bin]),
+        cfg,
+    );
+    let unknown = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let learnt = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (u, l) = (unknown.clone(), learnt.clone());
+    t.listen_sizes(
+        Box::new(move |ino| u.lock().unwrap().push(ino)),
+        Box::new(move |ino| l.lock().unwrap().push(ino)),
+    );
+    let txt = t.resolve(b"big.txt").unwrap();
+    let a = t.getattr(txt).unwrap();
+    assert_eq!((a.size, a.exact), (0, false));
+    assert_eq!(*unknown.lock().unwrap(), [txt]);
+    assert_eq!(t.check_open(txt, false).unwrap(), tree::OpenMode::Direct);
+    // Binary layouts and cheap text files are exact at once.
+    let bin = t.resolve(b"big.bin").unwrap();
+    assert_eq!(t.getattr(bin).unwrap().size, 4 * n as u64);
+    assert_eq!(t.check_open(bin, false).unwrap(), tree::OpenMode::Cached);
+    let small = t.resolve(b"small.txt").unwrap();
+    assert_eq!(
+        (
+            t.getattr(small).unwrap().size,
+            t.getattr(small).unwrap().exact
+        ),
+        (8, true)
+    );
+    // The .json does not render to learn sizes.
+    let json = String::from_utf8(read_all(&t, "big.json")).unwrap();
+    assert!(json.contains("\"size\":null"), "{json}");
+    // A reader reads to the end, then the size is exact.
+    let mut want = Vec::new();
+    for v in &values {
+        want.extend_from_slice(format!("{v:?}\n").as_bytes());
+    }
+    let mut got = Vec::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let k = t.read(txt, got.len() as u64, &mut buf).unwrap();
+        if k == 0 {
+            break;
+        }
+        got.extend_from_slice(&buf[..k]);
+    }
+    assert!(got == want, "text differs");
+    let a = t.getattr(txt).unwrap();
+    assert_eq!((a.size, a.exact), (want.len() as u64, true));
+    assert_eq!(*learnt.lock().unwrap(), [txt]);
+    assert_eq!(t.check_open(txt, false).unwrap(), tree::OpenMode::Cached);
+    // Exact mode learns it on first sight.
+    let mut m = MemModel::default();
+    m.add(
+        key("big"),
+        MemTensor::f32(&[n as u64], &values).named(b"big"),
+    );
+    let t = tree_of(m, &[Layout::Json, Layout::Txt]);
+    let txt = t.resolve(b"big.txt").unwrap();
+    assert_eq!(t.getattr(txt).unwrap().size, want.len() as u64);
 }

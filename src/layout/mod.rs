@@ -190,6 +190,8 @@ pub trait Requester: Sync {
     fn background(&self) -> bool {
         false
     }
+    /// Told after each step of long work: `done` of `total` units.
+    fn progress(&self, _done: u64, _total: u64) {}
 }
 
 /// A requester that always waits for the result.

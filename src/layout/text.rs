@@ -25,9 +25,11 @@ pub(crate) const CHUNK_ELEMENTS: u64 = 32 * 1024;
 /// a shape claiming more is nonsense and must not make us allocate).
 const MAX_CHUNKS: u64 = 1 << 32;
 
-/// Chunks per worker in one batch of learning: a batch is the unit between two checks that
-/// the requester is still there (a chunk renders in about a millisecond).
-const BATCH_PER_WORKER: u64 = 16;
+/// Most chunks per worker in one batch of learning: a batch is the unit between two checks
+/// that the requester is still there (a chunk renders in about a millisecond), so this bounds
+/// how long an interrupted request takes to stop. Batches start at one chunk per worker and
+/// double, so that a first read near the start renders little.
+const BATCH_PER_WORKER: u64 = 8;
 
 /// A text file as independently renderable chunks. Rendering must be deterministic: the same
 /// chunk always gives the same bytes.
@@ -43,6 +45,8 @@ struct Progress {
     prefix: Vec<u64>,
     /// Someone is rendering the next batch (others wait rather than render it twice).
     busy: bool,
+    /// Chunks per worker in the next batch.
+    batch: u64,
     /// The cache and the persistent store were asked once already.
     looked: bool,
     full: Option<Arc<ChunkOffsets>>,
@@ -94,6 +98,7 @@ impl ChunkedText {
             progress: Mutex::new(Progress {
                 prefix: vec![0],
                 busy: false,
+                batch: 1,
                 looked: false,
                 full: None,
             }),
@@ -167,7 +172,8 @@ impl ChunkedText {
             } else {
                 (self.cache.threads() as u64).max(1)
             };
-            let last = first.saturating_add(workers * BATCH_PER_WORKER).min(chunks);
+            let last = first.saturating_add(workers * st.batch).min(chunks);
+            st.batch = (st.batch * 2).min(BATCH_PER_WORKER);
             // Chunks rendered for a waiting reader are the ones it reads next: keep them.
             let keep = matches!(need, Need::Past(_)) && !req.background();
             st.busy = true;
