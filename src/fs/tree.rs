@@ -292,12 +292,6 @@ impl Tree {
         self.child_ino(parent, child)
     }
 
-    #[cfg(test)]
-    pub(crate) fn lookup(&self, parent: Ino, name: &[u8]) -> Result<Attr, FsError> {
-        let ino = self.lookup_ino(parent, name)?;
-        self.getattr(ino)
-    }
-
     /// The node's content object with its size if known, opening it on first use. A text
     /// file's size is learnt here only when cheap or in `TextSize::Exact` (for `req`).
     fn opened(&self, node: &Node, req: &dyn Requester) -> Result<Arc<Opened>, FsError> {
