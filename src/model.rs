@@ -392,6 +392,8 @@ pub struct ModelSummary {
     pub dtypes: std::collections::BTreeMap<String, u64>,
     pub total_bytes: u64,
     pub problems: Vec<String>,
+    /// A directory of several checkpoints: each one's own summary, by name.
+    pub parts: Vec<(String, ModelSummary)>,
 }
 
 /// A mounted source: a tree of directories and tensors.

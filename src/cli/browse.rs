@@ -8,7 +8,7 @@ use std::path::Path;
 use crate::fs::{FileKind, FsError, Tree};
 use crate::options::Options;
 
-use super::{build_tree, open_model, Failure, EXIT_OK, EXIT_SOURCE, EXIT_USAGE};
+use super::{build_tree, Failure, EXIT_OK, EXIT_SOURCE, EXIT_USAGE};
 
 /// Bytes per read in `cat` (bounded memory whatever the file size).
 const CAT_CHUNK: usize = 1 << 20;
@@ -114,33 +114,6 @@ pub(crate) fn cat(source: &Path, path: &OsStr, opts: &Options) -> Result<(), Fai
     let mut out = stdout.lock();
     cat_into(&tree, path.as_bytes(), &mut out)?;
     out.flush().map_err(write_failure)
-}
-
-pub(crate) fn info(source: &Path) -> Result<(), Failure> {
-    let opts = Options::default();
-    let model = open_model(source, &opts)?;
-    let s = model
-        .summary()
-        .map_err(|e| Failure::new(EXIT_SOURCE, format!("{}: {e}", source.display())))?;
-    let dtypes: Vec<String> = s.dtypes.iter().map(|(d, n)| format!("{d} {n}")).collect();
-    let mut text = format!(
-        "source: {}\nformat: {}\ntensors: {}\ndtypes: {}\ntotal bytes: {}\nproblems: {}\n",
-        source.display(),
-        s.format,
-        s.tensors,
-        if dtypes.is_empty() {
-            "-".into()
-        } else {
-            dtypes.join(", ")
-        },
-        s.total_bytes,
-        s.problems.len()
-    );
-    for p in &s.problems {
-        text.push_str(&format!("  {p}\n"));
-    }
-    let mut out = io::stdout().lock();
-    out.write_all(text.as_bytes()).map_err(write_failure)
 }
 
 #[cfg(test)]

@@ -21,6 +21,7 @@ mod daemon;
 pub(crate) mod index;
 #[cfg(test)]
 mod index_tests;
+mod inspect;
 mod mount;
 pub(crate) mod mounts;
 mod umount;
@@ -71,8 +72,26 @@ enum Command {
         source: PathBuf,
         path: OsString,
     },
-    /// Format, tensor count, dtypes, total bytes, problems found.
+    /// Format, tensor count, dtypes, total bytes (per checkpoint for a directory of several),
+    /// problems found in the metadata. Reads no tensor data: `verify` does.
     Info { source: PathBuf },
+    /// One line per tensor: path in the mount, dtype, shape, bytes, partitions.
+    List {
+        /// A JSON array of objects instead (path, name, dtype, shape, bytes, partitions,
+        /// sparse, problem).
+        #[arg(long)]
+        json: bool,
+        #[arg(short = 'o', value_name = "OPT,OPT…")]
+        options: Vec<String>,
+        source: PathBuf,
+    },
+    /// Read every byte of every tensor and check every checksum and structure; exit 2 with
+    /// the list of problems when there are any.
+    Verify {
+        #[arg(short = 'o', value_name = "OPT,OPT…")]
+        options: Vec<String>,
+        source: PathBuf,
+    },
     /// Precompute the exact size of every text file a mount with the same options shows,
     /// into the index cache (cache_dir), so later mounts know them without rendering.
     Index {
@@ -159,7 +178,15 @@ pub fn main() -> i32 {
             source,
             path,
         } => parse_options(&options).and_then(|opts| browse::cat(&source, &path, &opts)),
-        Command::Info { source } => browse::info(&source),
+        Command::Info { source } => inspect::info(&source),
+        Command::List {
+            json,
+            options,
+            source,
+        } => parse_options(&options).and_then(|opts| inspect::list(&source, &opts, json)),
+        Command::Verify { options, source } => {
+            parse_options(&options).and_then(|opts| inspect::verify(&source, &opts))
+        }
         Command::Index { options, source } => {
             parse_options(&options).and_then(|opts| index::index(&source, &opts))
         }

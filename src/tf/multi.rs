@@ -86,12 +86,13 @@ impl Model for MultiModel {
             let c = m.summary()?;
             s.tensors += c.tensors;
             s.total_bytes = s.total_bytes.saturating_add(c.total_bytes);
-            for (k, v) in c.dtypes {
-                *s.dtypes.entry(k).or_default() += v;
+            for (k, v) in &c.dtypes {
+                *s.dtypes.entry(k.clone()).or_default() += v;
             }
             let name = String::from_utf8_lossy(name);
             s.problems
-                .extend(c.problems.into_iter().map(|p| format!("{name}: {p}")));
+                .extend(c.problems.iter().map(|p| format!("{name}: {p}")));
+            s.parts.push((name.into_owned(), c));
         }
         Ok(s)
     }

@@ -1,0 +1,85 @@
+//! The commands around the mount (SPEC §4): `list`, `info`, `verify`, `cache`, `index`, and the
+//! paths and conventions people use (`.meta`, `saved_model.pb`, serving directories, fstab).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use super::support::*;
+
+fn fixture(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/tf")
+        .join(rel)
+}
+
+fn run(args: &[&std::ffi::OsStr]) -> Output {
+    Command::new(modelfs()).args(args).output().unwrap()
+}
+
+fn text(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn list_shows_one_line_per_tensor_and_json() {
+    let src = fixture("partitioned/ckpt");
+    let o = run(&["list".as_ref(), src.as_os_str()]);
+    assert!(o.status.success());
+    let out = text(&o);
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("cols_3x5_i64 "))
+        .unwrap_or_else(|| panic!("{out}"));
+    let f: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(
+        &f[..5],
+        ["cols_3x5_i64", "int64", "[3,5]", "120", "2"],
+        "{line}"
+    );
+    let o = run(&["list".as_ref(), "--json".as_ref(), src.as_os_str()]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let item = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["path"] == "cols_3x5_i64")
+        .unwrap();
+    assert_eq!(item["shape"], serde_json::json!([3, 5]));
+    assert_eq!(item["partitions"], 2);
+    assert_eq!(item["bytes"], 120);
+    // A directory of checkpoints: info per checkpoint, list with each one's prefix.
+    let run_dir = fixture("ckpt_manager/run");
+    let info = text(&run(&["info".as_ref(), run_dir.as_os_str()]));
+    assert!(info.contains("checkpoints: 2"), "{info}");
+    assert!(info.contains("  ckpt-3: 3 tensors"), "{info}");
+    let out = text(&run(&["list".as_ref(), run_dir.as_os_str()]));
+    assert!(out.lines().any(|l| l.starts_with("ckpt-2/w ")), "{out}");
+}
+
+#[test]
+fn verify_finds_a_flipped_data_byte_that_info_cannot() {
+    let tmp = tempfile::tempdir().unwrap();
+    for f in ["ckpt.index", "ckpt.data-00000-of-00001"] {
+        std::fs::copy(fixture("dtypes").join(f), tmp.path().join(f)).unwrap();
+    }
+    let src = tmp.path().join("ckpt");
+    let o = run(&["verify".as_ref(), src.as_os_str()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(text(&o).contains("no problems"));
+    let data = tmp.path().join("ckpt.data-00000-of-00001");
+    let mut bytes = std::fs::read(&data).unwrap();
+    bytes[20] ^= 1;
+    std::fs::write(&data, bytes).unwrap();
+    let info = run(&["info".as_ref(), src.as_os_str()]);
+    assert!(info.status.success());
+    let info = text(&info);
+    assert!(!info.contains("problems: 0"), "{info}");
+    assert!(info.contains("not verified"), "{info}");
+    let o = run(&["verify".as_ref(), src.as_os_str()]);
+    assert_eq!(o.status.code(), Some(2));
+    let out = text(&o);
+    assert!(
+        out.contains("1 problems") && out.contains("checksum"),
+        "{out}"
+    );
+}

@@ -1,0 +1,320 @@
+//! `list`, `info` and `verify`: what a model holds, from metadata (`list`, `info`) or by
+//! reading every byte and checking every checksum (`verify`).
+
+use std::io::{self, IsTerminal, Write};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::json;
+
+use crate::model::{DirEntry, Model, ModelError, Tensor, TensorMeta};
+use crate::options::{Options, Verify};
+
+use super::{open_model, Failure, EXIT_OK, EXIT_SOURCE, EXIT_USAGE};
+
+/// Bytes per read while verifying (bounded memory whatever the tensor size).
+const VERIFY_CHUNK: usize = 8 << 20;
+
+/// One tensor of the model, found by walking its directories (metadata only).
+struct Found {
+    path: String,
+    tensor: Arc<dyn Tensor>,
+}
+
+/// Every tensor of `model` in listing order, with its path in the mount.
+fn walk(model: &dyn Model) -> Result<Vec<Found>, ModelError> {
+    let mut out = Vec::new();
+    let mut stack: Vec<Vec<Vec<u8>>> = vec![Vec::new()];
+    while let Some(dir) = stack.pop() {
+        let mut subdirs = Vec::new();
+        for e in model.list_dir(&dir)? {
+            match e {
+                DirEntry::Dir(name) => {
+                    let mut p = dir.clone();
+                    p.push(name);
+                    subdirs.push(p);
+                }
+                DirEntry::Tensor(name) => {
+                    let mut p = dir.clone();
+                    p.push(name);
+                    let tensor = model.tensor(&p)?;
+                    let path = p
+                        .iter()
+                        .map(|c| String::from_utf8_lossy(c))
+                        .collect::<Vec<_>>()
+                        .join("/");
+                    out.push(Found { path, tensor });
+                }
+                DirEntry::Symlink { .. } => {}
+            }
+        }
+        stack.extend(subdirs.into_iter().rev());
+    }
+    Ok(out)
+}
+
+/// Bytes of the tensor's data as stored: dense bytes, or the stored bytes of its partitions
+/// (sparse, strings); `None` when unknown.
+fn stored_bytes(meta: &TensorMeta) -> Option<u64> {
+    let parts: Option<u64> = (!meta.partitions.is_empty())
+        .then(|| {
+            meta.partitions
+                .iter()
+                .try_fold(0u64, |a, p| a.checked_add(p.length))
+        })
+        .flatten();
+    if meta.sparse {
+        return parts;
+    }
+    match meta.dtype.elem_size() {
+        Some(size) => meta.num_elements()?.checked_mul(size as u64),
+        None => parts,
+    }
+}
+
+fn shape_compact(shape: &[u64]) -> String {
+    let dims: Vec<String> = shape.iter().map(u64::to_string).collect();
+    format!("[{}]", dims.join(","))
+}
+
+fn write_out(text: &[u8]) -> Result<(), Failure> {
+    let mut out = io::stdout().lock();
+    match out.write_all(text).and_then(|()| out.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Err(Failure::silent(EXIT_OK)),
+        Err(e) => Err(Failure::new(EXIT_USAGE, format!("writing output: {e}"))),
+    }
+}
+
+fn source_failure(source: &Path, e: impl std::fmt::Display) -> Failure {
+    Failure::new(EXIT_SOURCE, format!("{}: {e}", source.display()))
+}
+
+/// `modelfs list`: one line per tensor (path, dtype, shape, bytes, partitions), like
+/// TensorFlow's `list_variables`; `--json` gives an array of objects.
+pub(crate) fn list(source: &Path, opts: &Options, as_json: bool) -> Result<(), Failure> {
+    let model = open_model(source, opts)?;
+    let found = walk(&*model).map_err(|e| source_failure(source, e))?;
+    let text = if as_json {
+        let items: Vec<serde_json::Value> = found
+            .iter()
+            .map(|f| {
+                let m = f.tensor.meta();
+                json!({
+                    "path": f.path,
+                    "name": String::from_utf8_lossy(&m.name),
+                    "dtype": m.dtype.name(),
+                    "shape": m.shape,
+                    "bytes": stored_bytes(m),
+                    "partitions": m.partitions.len(),
+                    "sparse": m.sparse,
+                    "problem": m.problem,
+                })
+            })
+            .collect();
+        // One object per line: greppable, and still one JSON document.
+        let lines: Vec<String> = items.iter().map(|v| format!("  {v}")).collect();
+        format!("[\n{}\n]\n", lines.join(",\n"))
+    } else {
+        list_text(&found)
+    };
+    write_out(text.as_bytes())
+}
+
+/// Aligned columns: PATH DTYPE SHAPE BYTES [PARTITIONS]; one field per column for awk.
+fn list_text(found: &[Found]) -> String {
+    let rows: Vec<[String; 5]> = found
+        .iter()
+        .map(|f| {
+            let m = f.tensor.meta();
+            let mut note = String::new();
+            if !m.partitions.is_empty() {
+                note = format!("{} partitions", m.partitions.len());
+            }
+            if m.sparse {
+                note = format!("sparse {note}").trim_end().to_string();
+            }
+            if m.problem.is_some() {
+                note = format!("{note} PROBLEM").trim_start().to_string();
+            }
+            [
+                f.path.clone(),
+                m.dtype.name().into_owned(),
+                shape_compact(&m.shape),
+                stored_bytes(m).map_or("-".into(), |b| b.to_string()),
+                note,
+            ]
+        })
+        .collect();
+    let mut widths = [0usize; 5];
+    for r in &rows {
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for r in &rows {
+        let line = format!(
+            "{:<w0$}  {:<w1$}  {:<w2$}  {:>w3$}  {}",
+            r[0],
+            r[1],
+            r[2],
+            r[3],
+            r[4],
+            w0 = widths[0],
+            w1 = widths[1],
+            w2 = widths[2],
+            w3 = widths[3]
+        );
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// `modelfs info`: format, counts, bytes; per checkpoint for a directory of several. Data
+/// are not read, so problems found here are those of the metadata only.
+pub(crate) fn info(source: &Path) -> Result<(), Failure> {
+    let opts = Options::default();
+    let model = open_model(source, &opts)?;
+    let s = model.summary().map_err(|e| source_failure(source, e))?;
+    let dtypes = |d: &std::collections::BTreeMap<String, u64>| {
+        let v: Vec<String> = d.iter().map(|(d, n)| format!("{d} {n}")).collect();
+        if v.is_empty() {
+            "-".into()
+        } else {
+            v.join(", ")
+        }
+    };
+    let mut text = format!("source: {}\nformat: {}\n", source.display(), s.format);
+    if s.parts.is_empty() {
+        text.push_str(&format!(
+            "tensors: {}\ndtypes: {}\ntotal bytes: {}\n",
+            s.tensors,
+            dtypes(&s.dtypes),
+            s.total_bytes
+        ));
+    } else {
+        text.push_str(&format!("checkpoints: {}\n", s.parts.len()));
+        for (name, p) in &s.parts {
+            text.push_str(&format!(
+                "  {name}: {} tensors, {} bytes ({})\n",
+                p.tensors,
+                p.total_bytes,
+                dtypes(&p.dtypes)
+            ));
+        }
+    }
+    if s.problems.is_empty() {
+        text.push_str("problems: none in the metadata; data not verified (run `modelfs verify`)\n");
+    } else {
+        text.push_str(&format!(
+            "problems: {} in the metadata (data not verified: run `modelfs verify`)\n",
+            s.problems.len()
+        ));
+        for p in &s.problems {
+            text.push_str(&format!("  {p}\n"));
+        }
+    }
+    write_out(text.as_bytes())
+}
+
+/// `modelfs verify`: reads every byte of every tensor with checksums on (verdicts remembered
+/// by earlier mounts are not trusted), with a progress line on a terminal; exit 2 listing
+/// every problem found.
+pub(crate) fn verify(source: &Path, opts: &Options) -> Result<(), Failure> {
+    let mut opts = opts.clone();
+    opts.verify = Verify::Crc;
+    opts.cache_dir = None;
+    let model = open_model(source, &opts)?;
+    let found = walk(&*model).map_err(|e| source_failure(source, e))?;
+    let total: u64 = found
+        .iter()
+        .map(|f| stored_bytes(f.tensor.meta()).unwrap_or(0))
+        .sum();
+    let show = io::stderr().is_terminal();
+    let started = Instant::now();
+    let mut done = 0u64;
+    let mut problems = Vec::new();
+    let mut buf = Vec::new();
+    for (i, f) in found.iter().enumerate() {
+        if show {
+            let pct = (done.saturating_mul(100)).checked_div(total).unwrap_or(100);
+            eprint!(
+                "\r\x1b[2Kverifying {}/{} ({pct}%) {}",
+                i + 1,
+                found.len(),
+                f.path
+            );
+        }
+        if let Err(e) = read_everything(&*f.tensor, &mut buf) {
+            problems.push(format!("{}: {e}", f.path));
+        }
+        done = done.saturating_add(stored_bytes(f.tensor.meta()).unwrap_or(0));
+    }
+    if show {
+        eprint!("\r\x1b[2K");
+    }
+    let secs = started.elapsed().as_secs_f64();
+    if problems.is_empty() {
+        let text = format!(
+            "verified {} tensors, {} bytes in {secs:.1} s: no problems\n",
+            found.len(),
+            done
+        );
+        return write_out(text.as_bytes());
+    }
+    let mut text = format!(
+        "{} problems in {} tensors ({} bytes checked in {secs:.1} s):\n",
+        problems.len(),
+        found.len(),
+        done
+    );
+    for p in &problems {
+        text.push_str(&format!("  {p}\n"));
+    }
+    write_out(text.as_bytes())?;
+    Err(Failure::new(
+        EXIT_SOURCE,
+        format!("{}: {} problems found", source.display(), problems.len()),
+    ))
+}
+
+/// Reads all of `t` (every element, string or stored entry), so that every check runs.
+fn read_everything(t: &dyn Tensor, buf: &mut Vec<u8>) -> Result<(), String> {
+    let meta = t.meta();
+    if let Some(p) = &meta.problem {
+        return Err(p.clone());
+    }
+    let err = |e: ModelError| e.to_string();
+    if meta.sparse {
+        return t.sparse().map(|_| ()).map_err(err);
+    }
+    let n = meta
+        .num_elements()
+        .ok_or("the shape's element count overflows")?;
+    match meta.dtype.elem_size() {
+        Some(size) if size > 0 => {
+            let per = (VERIFY_CHUNK / size).max(1) as u64;
+            let mut first = 0u64;
+            while first < n {
+                let count = per.min(n - first);
+                buf.resize(count as usize * size, 0);
+                t.read_elements(first, buf).map_err(err)?;
+                first += count;
+            }
+            Ok(())
+        }
+        _ => {
+            let per = 1u64 << 16;
+            let mut first = 0u64;
+            while first < n {
+                let count = per.min(n - first);
+                t.for_each_string(first, count, &mut |_| {}).map_err(err)?;
+                first += count;
+            }
+            Ok(())
+        }
+    }
+}
