@@ -83,3 +83,87 @@ fn verify_finds_a_flipped_data_byte_that_info_cannot() {
         "{out}"
     );
 }
+
+#[test]
+fn a_sparse_model_too_big_for_dense_layouts_shows_libsvm() {
+    let Some(shared) = shared_dir() else {
+        assert!(
+            !modelfs::testing::must_be_complete(),
+            "../shared is missing"
+        );
+        return;
+    };
+    let lr = shared.join("realworld/angel/angel_19608468/lr");
+    let ls = text(&run(&["ls".as_ref(), lr.as_os_str()]));
+    assert!(ls.lines().any(|l| l == "input_weight.libsvm"), "{ls}");
+    let o = run(&["cat".as_ref(), lr.as_os_str(), "input_weight.json".as_ref()]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["layouts"][0]["layout"], "libsvm");
+    let why = v["unavailable"][0]["why"].as_str().unwrap();
+    assert!(why.contains("max_dense"), "{why}");
+    let data = run(&[
+        "cat".as_ref(),
+        lr.as_os_str(),
+        "input_weight.libsvm".as_ref(),
+    ]);
+    assert!(data.status.success() && data.stdout.starts_with(b"0 0:"));
+    // Layout groups.
+    let ls = text(&run(&[
+        "ls".as_ref(),
+        "-o".as_ref(),
+        "layouts=angel".as_ref(),
+        lr.as_os_str(),
+    ]));
+    assert!(
+        ls.contains("input_bias.ColIdValueText") && !ls.contains("input_bias.npy"),
+        "{ls}"
+    );
+    let bad = run(&[
+        "ls".as_ref(),
+        "-o".as_ref(),
+        "layouts=tsv".as_ref(),
+        lr.as_os_str(),
+    ]);
+    assert_eq!(bad.status.code(), Some(1));
+    let msg = String::from_utf8_lossy(&bad.stderr);
+    assert!(msg.contains("libsvm") && msg.contains("generic"), "{msg}");
+}
+
+#[test]
+fn identical_tensors_have_identical_json_whatever_the_prefix() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = fixture("partitioned");
+    for (from, to) in [
+        ("ckpt.index", "model.ckpt-100.index"),
+        (
+            "ckpt.data-00000-of-00001",
+            "model.ckpt-100.data-00000-of-00001",
+        ),
+    ] {
+        std::fs::copy(src.join(from), tmp.path().join(to)).unwrap();
+    }
+    let a = src.join("ckpt");
+    let b = tmp.path().join("model.ckpt-100");
+    let files = text(&run(&["ls".as_ref(), a.as_os_str()]));
+    let mut checked = 0;
+    for f in files.lines().filter(|f| f.ends_with(".json")) {
+        let ja = run(&[
+            "cat".as_ref(),
+            "-o".as_ref(),
+            "cache_dir=none".as_ref(),
+            a.as_os_str(),
+            f.as_ref(),
+        ]);
+        let jb = run(&[
+            "cat".as_ref(),
+            "-o".as_ref(),
+            "cache_dir=none".as_ref(),
+            b.as_os_str(),
+            f.as_ref(),
+        ]);
+        assert!(ja.status.success());
+        assert_eq!(text(&ja), text(&jb), "{f}");
+        checked += 1;
+    }
+    assert!(checked >= 3, "{files}");
+}

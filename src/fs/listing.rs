@@ -154,17 +154,15 @@ pub(crate) fn list_model_dir(
                     }
                 };
                 let base = names::component_name(&key);
-                for &layout in &ctx.layouts {
-                    if layout::check(layout, tensor.meta(), ctx).is_ok() {
-                        derived.push(Child {
-                            name: names::file_name(&base, layout),
-                            kind: NodeKind::File {
-                                tensor: key.clone(),
-                                layout,
-                                partition: None,
-                            },
-                        });
-                    }
+                for layout in layout::shown(tensor.meta(), ctx) {
+                    derived.push(Child {
+                        name: names::file_name(&base, layout),
+                        kind: NodeKind::File {
+                            tensor: key.clone(),
+                            layout,
+                            partition: None,
+                        },
+                    });
                 }
                 if !tensor.meta().partitions.is_empty() {
                     derived.push(Child {
@@ -213,8 +211,8 @@ pub(crate) fn list_parts_dir(
         // No `.json` per partition: the tensor's own `.json` describes every partition, and a
         // second metadata file naming the same tensor would make "find the tensor by the name
         // in its .json" (the conformance checks, users' scripts) ambiguous.
-        for &layout in ctx.layouts.iter().filter(|&&l| l != Layout::Json) {
-            if layout::check(layout, part.meta(), ctx).is_ok() {
+        for layout in layout::shown(part.meta(), ctx) {
+            if layout != Layout::Json {
                 children.push(Child {
                     name: names::file_name(&label, layout),
                     kind: NodeKind::File {

@@ -102,7 +102,9 @@ fn render(tensor: &Arc<dyn Tensor>, ctx: &Arc<LayoutCtx>) -> Vec<u8> {
     fields.push(("partitions".into(), partitions(meta)));
     let mut layouts = Vec::new();
     let mut unavailable = Vec::new();
-    for &l in &ctx.layouts {
+    let shown = super::shown(meta, ctx);
+    let asked = ctx.layouts.iter().filter(|l| !shown.contains(l));
+    for &l in shown.iter().chain(asked) {
         if l == Layout::Json {
             continue;
         }

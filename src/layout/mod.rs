@@ -73,8 +73,18 @@ impl Layout {
     pub(crate) fn parse_list(s: &str) -> Result<Vec<Layout>, UnknownLayout> {
         let mut out = vec![Layout::Json];
         for name in s.split([',', '+', ':']).filter(|n| !n.is_empty()) {
-            if name == "all" {
-                out = Layout::all();
+            let group: Option<Vec<Layout>> = match name {
+                "all" => Some(Layout::all()),
+                "generic" => Some(Layout::GENERIC.to_vec()),
+                "angel" => Some(AngelFormat::ALL.iter().map(|&f| Layout::Angel(f)).collect()),
+                _ => None,
+            };
+            if let Some(group) = group {
+                for l in group {
+                    if !out.contains(&l) {
+                        out.push(l);
+                    }
+                }
                 continue;
             }
             let l = Layout::from_suffix(name).ok_or_else(|| UnknownLayout(name.to_string()))?;
@@ -88,7 +98,7 @@ impl Layout {
 
 /// A layout name that is none of ours; the message lists the valid ones.
 #[derive(Debug, thiserror::Error)]
-#[error("unknown layout '{0}' (layouts: {valid}, or all)", valid = layout_names())]
+#[error("unknown layout '{0}' (layouts: {valid}; groups: generic, angel, all)", valid = layout_names())]
 pub(crate) struct UnknownLayout(pub String);
 
 fn layout_names() -> String {
@@ -259,6 +269,27 @@ pub(crate) fn check(layout: Layout, meta: &TensorMeta, ctx: &LayoutCtx) -> Resul
         Layout::Npy => generic::check_npy(meta, ctx),
         Layout::Libsvm => generic::check_libsvm(meta),
     }
+}
+
+/// The layouts that show a tensor described by `meta`: the mount's layouts that can, and,
+/// when none but `.json` can (a sparse model too big for any dense form), its sparse text
+/// layout `libsvm` anyway, so that every tensor's data can be seen (unless the mount asked
+/// for metadata only: `layouts=json`).
+pub(crate) fn shown(meta: &TensorMeta, ctx: &LayoutCtx) -> Vec<Layout> {
+    let mut out: Vec<Layout> = ctx
+        .layouts
+        .iter()
+        .copied()
+        .filter(|&l| check(l, meta, ctx).is_ok())
+        .collect();
+    let wants_data = ctx.layouts.iter().any(|&l| l != Layout::Json);
+    if wants_data
+        && out.iter().all(|&l| l == Layout::Json)
+        && check(Layout::Libsvm, meta, ctx).is_ok()
+    {
+        out.push(Layout::Libsvm);
+    }
+    out
 }
 
 /// The content of `layout` for `tensor` (after `check`). Decodes and renders nothing.

@@ -9,6 +9,7 @@
 use std::sync::Arc;
 
 use super::entry::{parse_entry, Entry};
+use super::shard_file_name;
 use super::tensor::TfTensor;
 use super::Bundle;
 use crate::model::{ModelError, PartitionMeta, RequestError, SourceFormat, Tensor, TensorMeta};
@@ -95,7 +96,11 @@ impl PartitionedTensor {
             let tensor = match slice_tensor(&bundle, &name, entry, proto, &extent) {
                 Ok(t) => {
                     if let Some(loc) = t.loc() {
-                        part.file = bundle.shard_name(loc.shard);
+                        // The shard, not the prefix's file name: the same tensor in two
+                        // checkpoints then has the same `.json` (`diff -r` of two mounts).
+                        part.file = shard_file_name("", loc.shard, bundle.num_shards)
+                            .trim_start_matches('.')
+                            .to_string();
                         part.offset = loc.offset;
                         part.length = loc.size;
                     }

@@ -253,7 +253,7 @@ fn partitioned_rows_and_blocks() {
     let parts = &emb.meta().partitions;
     assert_eq!(parts.len(), 2);
     assert_eq!(parts[1].extent, [(5, 5), (0, 4)]);
-    assert_eq!(parts[1].file, "m.data-00000-of-00001");
+    assert_eq!(parts[1].file, "data-00000-of-00001");
     assert_eq!(parts[1].length, 80);
     let p1 = emb.partition(1).unwrap();
     assert_eq!(p1.meta().shape, [5, 4]);
