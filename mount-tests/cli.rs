@@ -167,3 +167,50 @@ fn identical_tensors_have_identical_json_whatever_the_prefix() {
     }
     assert!(checked >= 3, "{files}");
 }
+
+#[test]
+fn the_paths_people_type() {
+    let ls = |p: &Path| {
+        let o = run(&["ls".as_ref(), p.as_os_str()]);
+        (
+            o.status.code(),
+            text(&o),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let (code, out, _) = ls(&fixture("tf1_saver/model.ckpt-1.meta"));
+    assert_eq!(code, Some(0));
+    assert!(out.lines().any(|l| l == "b.txt"), "{out}");
+    let (code, out, _) = ls(&fixture("savedmodel/saved_model/saved_model.pb"));
+    assert_eq!(code, Some(0), "{out}");
+    let (code, _, err) = ls(Path::new("/nonexistent/path"));
+    assert_eq!(code, Some(2));
+    assert!(
+        err.contains("no such file or directory") && !err.contains(".index"),
+        "{err}"
+    );
+    // A TF Serving base directory: every version, `latest` the highest.
+    let tmp = tempfile::tempdir().unwrap();
+    let sm = fixture("savedmodel/saved_model");
+    for v in ["7", "12"] {
+        let d = tmp.path().join(v);
+        std::fs::create_dir_all(d.join("variables")).unwrap();
+        std::fs::copy(sm.join("saved_model.pb"), d.join("saved_model.pb")).unwrap();
+        for e in std::fs::read_dir(sm.join("variables")).unwrap() {
+            let e = e.unwrap();
+            std::fs::copy(e.path(), d.join("variables").join(e.file_name())).unwrap();
+        }
+    }
+    let (code, out, err) = ls(tmp.path());
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        out.lines().any(|l| l == "7/") && out.lines().any(|l| l == "12/"),
+        "{out}"
+    );
+    let latest = std::fs::read_dir(tmp.path()).unwrap().count();
+    assert_eq!(latest, 2);
+    let o = run(&["ls".as_ref(), tmp.path().as_os_str(), "latest".as_ref()]);
+    assert!(text(&o).lines().all(|l| l.starts_with("latest/")) && o.status.success());
+    let cat12 = run(&["cat".as_ref(), tmp.path().as_os_str(), "latest".as_ref()]);
+    assert!(!cat12.status.success()); // a directory
+}

@@ -27,11 +27,13 @@ pub(crate) fn index_path(prefix: &Path) -> PathBuf {
     PathBuf::from(s)
 }
 
-/// `P.index` → `P`; `P.data-00000-of-00001` → `P`; anything else unchanged.
+/// `P.index` → `P`; `P.data-00000-of-00001` → `P`; `P.meta` (the graph beside a `Saver`
+/// checkpoint) → `P`; anything else unchanged.
 pub(crate) fn strip_checkpoint_suffix(path: &Path) -> PathBuf {
     let bytes = path.as_os_str().as_bytes();
     let prefix = bytes
         .strip_suffix(INDEX_SUFFIX)
+        .or_else(|| bytes.strip_suffix(b".meta"))
         .or_else(|| strip_data_suffix(bytes));
     match prefix {
         Some(p) => PathBuf::from(OsString::from_vec(p.to_vec())),
@@ -54,6 +56,17 @@ fn strip_data_suffix(bytes: &[u8]) -> Option<&[u8]> {
 pub(crate) fn open(path: &Path, opts: &ReaderOptions) -> Result<Option<Arc<dyn Model>>, OpenError> {
     let cache = block_cache_for(opts);
     let fs = &*opts.storage;
+    // `…/saved_model.pb` names its SavedModel directory.
+    let is_saved_model_file = path.file_name().is_some_and(|n| {
+        SAVED_MODEL_FILES
+            .iter()
+            .any(|f| n.as_bytes() == f.as_bytes())
+    });
+    if let (true, Some(dir)) = (is_saved_model_file, path.parent()) {
+        if fs.is_file(path) {
+            return open_dir(dir, opts, cache);
+        }
+    }
     let prefix = strip_checkpoint_suffix(path);
     if fs.is_file(&index_path(&prefix)) {
         return open_prefix(&prefix, opts, cache).map(Some);
@@ -159,14 +172,70 @@ fn open_dir(
     if found.v1_named || dir_has_v1(fs, dir) {
         return Err(v1_refused(dir));
     }
-    Ok(None)
+    open_serving_base(fs, dir, opts, cache)
 }
+
+/// A TF Serving base directory: numbered version sub-directories, each a SavedModel. Every
+/// version is shown, and `latest` names the highest.
+fn open_serving_base(
+    fs: &dyn Storage,
+    dir: &Path,
+    opts: &ReaderOptions,
+    cache: Arc<BlockCache>,
+) -> Result<Option<Arc<dyn Model>>, OpenError> {
+    let Ok(entries) = fs.list(dir) else {
+        return Ok(None);
+    };
+    let mut versions: Vec<(u64, Vec<u8>)> = entries
+        .iter()
+        .filter_map(|(n, _)| {
+            let v = std::str::from_utf8(n.as_bytes())
+                .ok()?
+                .parse::<u64>()
+                .ok()?;
+            let sub = dir.join(n);
+            SAVED_MODEL_FILES
+                .iter()
+                .any(|f| fs.is_file(&sub.join(f)))
+                .then(|| (v, n.as_bytes().to_vec()))
+        })
+        .collect();
+    if versions.is_empty() {
+        return Ok(None);
+    }
+    versions.sort();
+    let latest = versions.last().map(|(_, n)| n.clone());
+    let mut children: Vec<(Vec<u8>, Arc<dyn Model>)> = Vec::new();
+    let mut first_error = None;
+    for (_, name) in versions {
+        let sub = dir.join(OsStr::from_bytes(&name));
+        match saved_model_variables(fs, &sub)
+            .and_then(|v| {
+                v.ok_or_else(|| OpenError::NotRecognised {
+                    path: sub.clone(),
+                    looked_for: "a SavedModel".into(),
+                })
+            })
+            .and_then(|v| open_prefix(&v, opts, Arc::clone(&cache)))
+        {
+            Ok(m) => children.push((name, m)),
+            Err(e) => {
+                log::warn!("skipped: {e}");
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    match first_error {
+        Some(e) if children.is_empty() => Err(e),
+        _ => Ok(Some(Arc::new(MultiModel::new(children, latest)))),
+    }
+}
+
+const SAVED_MODEL_FILES: [&str; 3] = ["saved_model.pb", "saved_model.pbtxt", "saved_model.cpb"];
 
 /// A SavedModel directory's variables prefix; an error for a SavedModel without variables.
 fn saved_model_variables(fs: &dyn Storage, dir: &Path) -> Result<Option<PathBuf>, OpenError> {
-    let is_saved_model = ["saved_model.pb", "saved_model.pbtxt", "saved_model.cpb"]
-        .iter()
-        .any(|f| fs.is_file(&dir.join(f)));
+    let is_saved_model = SAVED_MODEL_FILES.iter().any(|f| fs.is_file(&dir.join(f)));
     if !is_saved_model {
         return Ok(None);
     }
