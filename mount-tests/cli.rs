@@ -214,3 +214,145 @@ fn the_paths_people_type() {
     let cat12 = run(&["cat".as_ref(), tmp.path().as_os_str(), "latest".as_ref()]);
     assert!(!cat12.status.success()); // a directory
 }
+
+/// Removes the helper link it made, even on failure.
+struct HelperLink(Option<PathBuf>);
+
+impl Drop for HelperLink {
+    fn drop(&mut self) {
+        if let Some(p) = &self.0 {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+#[test]
+fn mount_t_fuse_modelfs_and_fstab() {
+    let Some(_fuse) = Fuse::check() else { return };
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipping mount -t / fstab checks: they need root (mount(8) helpers)");
+        return;
+    }
+    // mount(8) runs /sbin/mount.fuse.modelfs for type fuse.modelfs (README: Install).
+    let helper = Path::new("/sbin/mount.fuse.modelfs");
+    let _link = if helper.exists() {
+        HelperLink(None)
+    } else {
+        std::os::unix::fs::symlink(modelfs(), helper).unwrap();
+        HelperLink(Some(helper.to_path_buf()))
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let mnt = tmp.path().join("m");
+    std::fs::create_dir(&mnt).unwrap();
+    let src = fixture("dtypes/ckpt");
+    let st = Command::new("mount")
+        .args(["-t", "fuse.modelfs"])
+        .arg(&src)
+        .arg(&mnt)
+        .args(["-o", "layouts=bin,noatime,_netdev"])
+        .status()
+        .unwrap();
+    let _guard = MountGuard::adopt(mnt.clone());
+    assert!(st.success());
+    let found = Command::new("findmnt")
+        .args(["-n", "-t", "fuse.modelfs", "-o", "TARGET"])
+        .output()
+        .unwrap();
+    assert!(
+        text(&found).lines().any(|l| Path::new(l) == mnt),
+        "{}",
+        text(&found)
+    );
+    assert!(mnt.join("float32.bin").is_file());
+    assert!(
+        !mnt.join("float32.txt").exists(),
+        "layouts= was not applied"
+    );
+    assert!(Command::new("umount").arg(&mnt).status().unwrap().success());
+    // An fstab line with the usual options.
+    let fstab = tmp.path().join("fstab");
+    std::fs::write(
+        &fstab,
+        format!(
+            "{} {} fuse.modelfs defaults,ro,nosuid,nodev,noatime,_netdev,x-systemd.automount,layouts=all 0 0\n",
+            src.display(),
+            mnt.display()
+        ),
+    )
+    .unwrap();
+    let st = Command::new("mount")
+        .arg("-a")
+        .arg("-T")
+        .arg(&fstab)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    assert!(mnt.join("float32.ValueText").is_file());
+    assert!(Command::new("umount").arg(&mnt).status().unwrap().success());
+}
+
+#[test]
+fn mount_points_are_made_and_removed_and_umount_z_detaches() {
+    let Some(fuse) = Fuse::check() else { return };
+    let _ = fuse;
+    let tmp = tempfile::tempdir().unwrap();
+    let mnt = tmp.path().join("new");
+    let src = fixture("dtypes/ckpt");
+    let o = run(&["mount".as_ref(), src.as_os_str(), mnt.as_os_str()]);
+    let guard = MountGuard::adopt(mnt.clone());
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(mnt.join("float32.json").is_file());
+    let busy = std::fs::File::open(mnt.join("float32.json")).unwrap();
+    let o = run(&["umount".as_ref(), "-z".as_ref(), mnt.as_os_str()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(!is_mount_point(&mnt));
+    drop(busy);
+    assert!(
+        wait_until(|| !mnt.exists()),
+        "the mount point modelfs made is still there"
+    );
+    drop(guard);
+    // Mounting over a non-empty directory warns.
+    let full = tmp.path().join("full");
+    std::fs::create_dir(&full).unwrap();
+    std::fs::write(full.join("x"), b"x").unwrap();
+    let log = tmp.path().join("daemon.log");
+    let o = run(&[
+        "mount".as_ref(),
+        "--log-file".as_ref(),
+        log.as_os_str(),
+        src.as_os_str(),
+        full.as_os_str(),
+    ]);
+    let _g = MountGuard::adopt(full.clone());
+    assert!(o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not empty"));
+    assert!(std::fs::read(full.join("float32.json")).is_ok());
+    let o = run(&["umount".as_ref(), full.as_os_str()]);
+    assert!(o.status.success());
+    assert!(
+        full.join("x").exists(),
+        "a directory modelfs did not make is kept"
+    );
+    assert!(log.exists(), "--log-file was not created");
+}
+
+#[test]
+fn help_man_and_completions() {
+    let help = text(&run(&["--help".as_ref()]));
+    for word in [
+        "text_size=",
+        "cache_max=",
+        "ValueText",
+        "EXIT STATUS",
+        "MODELFS_LOG",
+        "fstab",
+    ] {
+        assert!(help.contains(word), "--help lacks {word}");
+    }
+    let man = run(&["man".as_ref()]);
+    assert!(man.status.success() && text(&man).contains(".TH modelfs 1"));
+    let comp = run(&["completions".as_ref(), "bash".as_ref()]);
+    assert!(comp.status.success() && text(&comp).contains("modelfs"));
+}

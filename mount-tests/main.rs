@@ -235,7 +235,11 @@ fn exit_statuses() {
     );
     assert_eq!(status(&["frobnicate".as_ref()]), Some(1));
     assert_eq!(
-        status(&["mount".as_ref(), t, tmp.path().join("missing").as_os_str()]),
+        status(&[
+            "mount".as_ref(),
+            t,
+            tmp.path().join("missing/deeper").as_os_str()
+        ]),
         Some(3)
     );
     let file = tmp.path().join("file");

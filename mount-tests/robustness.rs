@@ -304,7 +304,7 @@ fn mountpoint_refusals_say_why() {
             String::from_utf8_lossy(&out.stderr).into_owned(),
         )
     };
-    let missing = src.path().join("missing");
+    let missing = src.path().join("missing/deeper");
     let (code, err) = run(&missing);
     assert_eq!(code, Some(3), "{err}");
     assert!(

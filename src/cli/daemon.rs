@@ -18,15 +18,24 @@ use super::{Failure, EXIT_MOUNT};
 /// The child's channel to its waiting parent (absent in the foreground).
 pub(crate) struct Notifier {
     pipe: Option<File>,
+    /// `--log-file` / `-o log=`: where stderr goes after detaching.
+    log_file: Option<std::path::PathBuf>,
 }
 
 impl Notifier {
     pub(crate) fn foreground() -> Notifier {
-        Notifier { pipe: None }
+        Notifier {
+            pipe: None,
+            log_file: None,
+        }
     }
 
     pub(crate) fn is_daemon(&self) -> bool {
         self.pipe.is_some()
+    }
+
+    pub(crate) fn log_file(&self) -> Option<std::path::PathBuf> {
+        self.log_file.clone()
     }
 
     pub(crate) fn ready(&mut self) {
@@ -67,7 +76,7 @@ fn last_os_error(what: &str) -> Failure {
 }
 
 /// Forks. Must be called while the process has a single thread.
-pub(crate) fn daemonize() -> Result<Forked, Failure> {
+pub(crate) fn daemonize(log_file: Option<std::path::PathBuf>) -> Result<Forked, Failure> {
     let mut fds = [0i32; 2];
     // SAFETY: fds is a valid array of two ints.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
@@ -96,6 +105,7 @@ pub(crate) fn daemonize() -> Result<Forked, Failure> {
     unsafe { libc::setsid() };
     Ok(Forked::Child(Notifier {
         pipe: Some(File::from(write_end)),
+        log_file,
     }))
 }
 
@@ -115,13 +125,17 @@ fn parse_report(text: &str) -> Result<(), Failure> {
     ))
 }
 
-/// Detaches the daemon from the caller's terminal and pipes (after `ready`).
-pub(crate) fn detach_stdio() {
+/// Detaches the daemon from the caller's terminal and pipes (after `ready`); its log goes to
+/// `log_file`, else `$MODELFS_LOG`, else nowhere.
+pub(crate) fn detach_stdio(log_file: Option<&std::path::Path>) {
     let devnull = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .open("/dev/null");
-    let log = std::env::var_os("MODELFS_LOG").and_then(|p| {
+    let path = log_file
+        .map(|p| p.as_os_str().to_owned())
+        .or_else(|| std::env::var_os("MODELFS_LOG"));
+    let log = path.and_then(|p| {
         std::fs::OpenOptions::new()
             .create(true)
             .append(true)

@@ -31,11 +31,45 @@ pub(crate) const EXIT_USAGE: i32 = 1;
 pub(crate) const EXIT_SOURCE: i32 = 2;
 pub(crate) const EXIT_MOUNT: i32 = 3;
 
+const AFTER_HELP: &str = "\
+SOURCE: a TensorFlow checkpoint prefix (or its .index, .data-*, .meta file), a directory of
+checkpoints, a SavedModel directory (or its saved_model.pb), a TF Serving base directory, an
+Angel model directory; or s3://bucket/key, http(s)://host/path of the same forms.
+
+OPTIONS (-o, comma-separated; also in /etc/fstab):
+  layouts=L,L…     json txt csv bin npy libsvm, the eight Angel formats (ValueText ValueBinary
+                   TextColumn BinaryColumn ColIdValueText ColIdValueBinary RowIdColIdValueText
+                   RowIdColIdValueBinary), or the groups generic, angel, all (default json,txt,npy)
+  sep=S            separator of csv and Angel text formats: a string, tab, space, comma (default ,)
+  max_dense=SIZE   largest dense form of a sparse tensor (default 16G)
+  text_size=auto|exact  auto: a big text file reads as 0 bytes in stat until its size is learnt
+                   (in the background, or by reading it); exact: every size before first use
+  threads=N        FUSE and rendering threads (default: the number of cores)
+  cache=SIZE       memory for rendered text and fetched blocks (default 256M)
+  cache_dir=DIR|none  persistent cache (default $XDG_CACHE_HOME/modelfs or ~/.cache/modelfs)
+  cache_max=SIZE   most bytes kept under cache_dir (default 1G, least recently used go first)
+  verify=crc|none  check checksums on first read (default crc)
+  allow_other, uid=N, gid=N   who may read, and the owner shown
+  endpoint=URL, region=R, profile=P   S3 settings (credentials from the environment)
+  log=FILE         the daemon's log (else $MODELFS_LOG, else none)
+  defaults, ro, nosuid, nodev, noatime, _netdev, x-…   accepted for mount(8) and fstab
+
+ENVIRONMENT: MODELFS_LOG (daemon log file), RUST_LOG (log level: error, warn, info, debug),
+AWS_* (S3 credentials and region).
+
+EXIT STATUS: 0 success; 1 usage (bad arguments, unknown option, a path not in the tree);
+2 source not recognised or unreadable, or problems found by verify; 3 mount or unmount failed.
+
+As a mount(8) helper (`ln -s $(command -v modelfs) /sbin/mount.fuse.modelfs`):
+  mount -t fuse.modelfs SOURCE MOUNTPOINT -o OPTIONS, or in /etc/fstab:
+  /models/run1  /mnt/run1  fuse.modelfs  defaults,layouts=all  0 0";
+
 #[derive(Parser, Debug)]
 #[command(
     name = "modelfs",
     version,
-    about = "Mount TensorFlow checkpoints and Angel models read-only as files in the layouts you pick"
+    about = "Mount TensorFlow checkpoints and Angel models read-only as files in the layouts you pick",
+    after_help = AFTER_HELP
 )]
 struct Cli {
     #[command(subcommand)]
@@ -44,20 +78,41 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Mount SOURCE at MOUNTPOINT; returns once the mount is usable.
+    /// Mount SOURCE at MOUNTPOINT (created if missing, and removed again at unmount); returns
+    /// once the mount is usable.
     Mount {
         /// Stay in the foreground (SIGINT/SIGTERM unmount).
         #[arg(short = 'f', long)]
         foreground: bool,
-        /// Options, comma-separated: layouts=, sep=, max_dense=, threads=, cache=, verify=,
-        /// allow_other, uid=, gid=, cache_dir=.
+        /// Options, comma-separated (see OPTIONS below).
         #[arg(short = 'o', value_name = "OPT,OPT…")]
         options: Vec<String>,
+        /// Append the daemon's log to FILE (like -o log=FILE).
+        #[arg(long, value_name = "FILE")]
+        log_file: Option<PathBuf>,
+        /// Ignored (mount(8) passes them to helpers): -n no mtab, -s sloppy, -v verbose.
+        #[arg(short = 'n', hide = true)]
+        no_mtab: bool,
+        #[arg(short = 's', hide = true)]
+        sloppy: bool,
+        #[arg(short = 'v', hide = true)]
+        verbose: bool,
+        /// The model (see SOURCE below).
         source: PathBuf,
+        /// An empty directory (a warning is printed if it is not empty).
         mountpoint: PathBuf,
     },
     /// Unmount MOUNTPOINT (like `fusermount3 -u`; also clears a mount whose daemon died).
-    Umount { mountpoint: PathBuf },
+    Umount {
+        /// Lazy: detach now, finish when the last file in it is closed.
+        #[arg(short = 'z', long)]
+        lazy: bool,
+        mountpoint: PathBuf,
+    },
+    /// Print the man page (roff) on stdout: `modelfs man > /usr/local/share/man/man1/modelfs.1`.
+    Man,
+    /// Print completions for SHELL (bash, zsh, fish, elvish, powershell) on stdout.
+    Completions { shell: clap_complete::Shell },
     /// Every path of the tree under PATH, one per line, directories ending in `/`.
     Ls {
         #[arg(short = 'o', value_name = "OPT,OPT…")]
@@ -129,9 +184,14 @@ impl Failure {
 
 fn init_logging() {
     let env = env_logger::Env::default().default_filter_or("warn");
-    let _ = env_logger::Builder::from_env(env)
-        .format_timestamp_millis()
-        .try_init();
+    let mut b = env_logger::Builder::from_env(env);
+    // fuser's own debug lines (every request, the session set-up) drown ours; `RUST_LOG`
+    // naming fuser still gets them.
+    let wants_fuser = std::env::var("RUST_LOG").is_ok_and(|v| v.contains("fuser"));
+    if !wants_fuser {
+        b.filter_module("fuser", log::LevelFilter::Warn);
+    }
+    let _ = b.format_timestamp_millis().try_init();
 }
 
 /// Makes freed memory go back to the system. Rendered text chunks (hundreds of KiB each) are
@@ -152,7 +212,7 @@ fn tune_malloc() {
 pub fn main() -> i32 {
     tune_malloc();
     init_logging();
-    let cli = match Cli::try_parse() {
+    let cli = match Cli::try_parse_from(helper_args(std::env::args_os().collect())) {
         Ok(c) => c,
         Err(e) => {
             let _ = e.print();
@@ -163,11 +223,21 @@ pub fn main() -> i32 {
         Command::Mount {
             foreground,
             options,
+            log_file,
             source,
             mountpoint,
-        } => parse_options(&options)
-            .and_then(|opts| mount::mount(&source, &mountpoint, opts, foreground)),
-        Command::Umount { mountpoint } => umount::umount(&mountpoint),
+            ..
+        } => parse_options(&options).and_then(|mut opts| {
+            opts.log_file = log_file.or(opts.log_file);
+            mount::mount(&source, &mountpoint, opts, foreground)
+        }),
+        Command::Umount { lazy, mountpoint } => umount::umount(&mountpoint, lazy),
+        Command::Man => man(),
+        Command::Completions { shell } => {
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut cmd, "modelfs", &mut std::io::stdout());
+            Ok(())
+        }
         Command::Ls {
             options,
             source,
@@ -200,6 +270,51 @@ pub fn main() -> i32 {
             f.status
         }
     }
+}
+
+fn man() -> Result<(), Failure> {
+    let cmd = <Cli as clap::CommandFactory>::command();
+    let mut out = Vec::new();
+    clap_mangen::Man::new(cmd)
+        .render(&mut out)
+        .map_err(|e| Failure::new(EXIT_USAGE, e.to_string()))?;
+    use std::io::Write;
+    std::io::stdout()
+        .write_all(&out)
+        .map_err(|e| Failure::new(EXIT_USAGE, format!("writing output: {e}")))
+}
+
+const COMMANDS: [&str; 13] = [
+    "mount",
+    "umount",
+    "ls",
+    "cat",
+    "info",
+    "list",
+    "verify",
+    "index",
+    "cache",
+    "man",
+    "completions",
+    "help",
+    "version",
+];
+
+/// mount(8) runs helpers as `mount.fuse.modelfs SOURCE MOUNTPOINT -o OPTS` and `mount.fuse3`
+/// runs `modelfs SOURCE MOUNTPOINT -o OPTS`: both mean `modelfs mount …`.
+fn helper_args(mut args: Vec<OsString>) -> Vec<OsString> {
+    let as_helper = args
+        .first()
+        .and_then(|a| Path::new(a).file_name())
+        .is_some_and(|n| n.to_string_lossy().starts_with("mount."));
+    let first = args.get(1).map(|a| a.to_string_lossy().into_owned());
+    let positional = first
+        .as_deref()
+        .is_some_and(|a| !a.starts_with('-') && !COMMANDS.contains(&a));
+    if (as_helper && first.as_deref() != Some("mount")) || positional {
+        args.insert(1, "mount".into());
+    }
+    args
 }
 
 /// Applies every `-o` argument in order; unknown options are usage errors.

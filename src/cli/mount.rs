@@ -26,7 +26,9 @@ pub(crate) fn mount(
     foreground: bool,
 ) -> Result<(), Failure> {
     let mountpoint = mounts::normalize(mountpoint);
-    check_mountpoint(&mountpoint)?;
+    let created = prepare_mountpoint(&mountpoint)?;
+    // A mount point modelfs created is removed again when the mount ends (or fails).
+    let _created = Created(created.then(|| mountpoint.clone()));
     let fsname = fsname_for(&super::absolute_source(source));
     // A remote source is opened once, by the process that serves it: a runtime's threads
     // would not survive the fork, and opening it twice would cost its requests twice. The
@@ -35,12 +37,19 @@ pub(crate) fn mount(
         let tree = build_tree(source, &opts)?;
         return serve(tree, &mountpoint, &opts, &fsname, Notifier::foreground());
     }
+    let log_file = opts.log_file.clone();
     let tree = match super::remote_url(source) {
         Some(_) => None,
         None => Some(build_tree(source, &opts)?),
     };
-    match daemon::daemonize()? {
-        Forked::Parent(result) => result,
+    match daemon::daemonize(log_file)? {
+        Forked::Parent(result) => {
+            if result.is_ok() {
+                // The daemon owns the mount point now (and removes it if it created it).
+                std::mem::forget(_created);
+            }
+            result
+        }
         Forked::Child(mut notifier) => {
             let tree = match tree {
                 Some(t) => Ok(t),
@@ -55,9 +64,54 @@ pub(crate) fn mount(
                     f.status
                 }
             };
+            drop(_created);
             std::process::exit(status);
         }
     }
+}
+
+/// Removes the directory it holds, if empty, when dropped.
+struct Created(Option<PathBuf>);
+
+impl Drop for Created {
+    fn drop(&mut self) {
+        if let Some(dir) = &self.0 {
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
+}
+
+/// Checks the mount point (`check_mountpoint`), creating it first when it is missing (its
+/// parent must exist); warns when it is not empty. Returns whether it was created.
+fn prepare_mountpoint(mp: &Path) -> Result<bool, Failure> {
+    let created = match std::fs::symlink_metadata(mp) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => match std::fs::create_dir(mp) {
+            Ok(()) => true,
+            Err(e) => {
+                return Err(Failure::new(
+                    EXIT_MOUNT,
+                    format!(
+                        "mountpoint {} does not exist and cannot be created: {e}",
+                        mp.display()
+                    ),
+                ))
+            }
+        },
+        _ => false,
+    };
+    if let Err(f) = check_mountpoint(mp) {
+        if created {
+            let _ = std::fs::remove_dir(mp);
+        }
+        return Err(f);
+    }
+    if !created && std::fs::read_dir(mp).is_ok_and(|mut d| d.next().is_some()) {
+        eprintln!(
+            "modelfs: warning: {} is not empty; its files are hidden until the unmount",
+            mp.display()
+        );
+    }
+    Ok(created)
 }
 
 /// Refuses a missing, non-directory, dead or already-mounted mountpoint (exit 3).
@@ -157,9 +211,14 @@ fn serve(
     let mut session = match Session::new(ModelFs::new(tree.clone()), mountpoint, &cfg) {
         Ok(s) => s,
         Err(e) => {
+            let hint = if e.kind() == std::io::ErrorKind::PermissionDenied {
+                " (/dev/fuse: this user may not open it; check its mode, the fuse group, or the container's --device /dev/fuse)"
+            } else {
+                ""
+            };
             let f = Failure::new(
                 EXIT_MOUNT,
-                format!("cannot mount on {}: {e}", mountpoint.display()),
+                format!("cannot mount on {}: {e}{hint}", mountpoint.display()),
             );
             return Err(notifier.failed(f));
         }
@@ -168,9 +227,10 @@ fn serve(
     let sizes = start_size_pass(&tree, session.notifier());
     log::info!("mounted on {}", mountpoint.display());
     let daemon = notifier.is_daemon();
+    let log_file = notifier.log_file();
     notifier.ready();
     if daemon {
-        daemon::detach_stdio();
+        daemon::detach_stdio(log_file.as_deref());
     }
     let ran = session.run();
     sizes.stop();

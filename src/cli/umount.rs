@@ -56,7 +56,7 @@ fn fusermount(mp: &Path, lazy: bool) -> Result<(), Failure> {
     ))
 }
 
-pub(crate) fn umount(mountpoint: &Path) -> Result<(), Failure> {
+pub(crate) fn umount(mountpoint: &Path, lazy: bool) -> Result<(), Failure> {
     let mp = mounts::normalize(mountpoint);
     let entry = mounts::mount_at(&mp)
         .ok_or_else(|| Failure::new(EXIT_MOUNT, format!("{} is not mounted", mp.display())))?;
@@ -69,6 +69,9 @@ pub(crate) fn umount(mountpoint: &Path) -> Result<(), Failure> {
                 entry.fstype
             ),
         ));
+    }
+    if lazy {
+        return lazy_detach(&mp);
     }
     if is_root() {
         umount2(&mp, 0)

@@ -123,8 +123,18 @@ pub(crate) fn mount_config(opts: &Options, fsname: &str) -> Config {
         MountOption::NoSuid,
         MountOption::DefaultPermissions,
         MountOption::FSName(fsname.to_string()),
-        MountOption::Subtype("modelfs".into()),
     ];
+    // The type `fuse.modelfs` (`findmnt -t fuse.modelfs`, fstab): fusermount3 makes it from
+    // `subtype=`, but as root fuser mounts directly with type `fuse`, so the kernel is given
+    // the subtype itself.
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } == 0 {
+        cfg.mount_options
+            .push(MountOption::CUSTOM("subtype=modelfs".into()));
+    } else {
+        cfg.mount_options
+            .push(MountOption::Subtype("modelfs".into()));
+    }
     cfg.acl = if opts.allow_other {
         SessionACL::All
     } else {
