@@ -356,3 +356,44 @@ fn help_man_and_completions() {
     let comp = run(&["completions".as_ref(), "bash".as_ref()]);
     assert!(comp.status.success() && text(&comp).contains("modelfs"));
 }
+
+#[test]
+fn the_cache_stays_under_its_cap_and_cleans() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("cache");
+    let opt = format!("cache_dir={},cache_max=3k,layouts=all", dir.display());
+    let used = || -> u64 {
+        let o = run(&["cache".as_ref(), "du".as_ref(), "-o".as_ref(), opt.as_ref()]);
+        assert!(o.status.success());
+        text(&o).split_whitespace().next().unwrap().parse().unwrap()
+    };
+    // Each fixture's text indexes alone are more than 3 KiB.
+    for case in ["dtypes/ckpt", "partitioned/ckpt", "many_keys"] {
+        let src = fixture(case);
+        let o = run(&[
+            "index".as_ref(),
+            "-o".as_ref(),
+            opt.as_ref(),
+            src.as_os_str(),
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert!(used() <= 3 << 10, "cache over its cap: {}", used());
+    }
+    assert!(used() > 0);
+    let o = run(&[
+        "cache".as_ref(),
+        "clean".as_ref(),
+        "-o".as_ref(),
+        opt.as_ref(),
+    ]);
+    assert!(o.status.success());
+    assert_eq!(used(), 0);
+    // index says so when it cannot save.
+    let o = run(&[
+        "index".as_ref(),
+        "-o".as_ref(),
+        "cache_dir=/proc/nope".as_ref(),
+        fixture("dtypes/ckpt").as_os_str(),
+    ]);
+    assert_ne!(o.status.code(), Some(0));
+}

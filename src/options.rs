@@ -112,7 +112,8 @@ impl Options {
         let verify = self.verify == Verify::Crc;
         let verdicts = match (&self.cache_dir, verify) {
             (Some(dir), true) => {
-                Some(Arc::new(DiskStore::new(dir.clone())) as Arc<dyn VerdictStore>)
+                Some(Arc::new(DiskStore::with_cap(dir.clone(), self.cache_max))
+                    as Arc<dyn VerdictStore>)
             }
             _ => None,
         };

@@ -36,6 +36,14 @@ pub(crate) fn index(source: &Path, opts: &Options) -> Result<(), Failure> {
             "index needs a cache directory (cache_dir=none was given)",
         ));
     }
+    if let Some(dir) = &opts.cache_dir {
+        std::fs::create_dir_all(dir).map_err(|e| {
+            Failure::new(
+                EXIT_SOURCE,
+                format!("cache directory {}: {e}", dir.display()),
+            )
+        })?;
+    }
     let model = open_model(source, opts)?;
     let mut cfg = TreeConfig::for_user(opts.uid, opts.gid, source_mtime(source));
     cfg.text_size = crate::options::TextSize::Exact;
@@ -57,6 +65,13 @@ pub(crate) fn index(source: &Path, opts: &Options) -> Result<(), Failure> {
     );
     if report.failed > 0 && report.failed == report.files {
         return Err(Failure::new(EXIT_SOURCE, "no file could be read"));
+    }
+    let unsaved = ctx.cache.offset_store().map_or(0, |s| s.failures());
+    if unsaved > 0 {
+        return Err(Failure::new(
+            EXIT_SOURCE,
+            format!("{unsaved} text sizes could not be saved in the cache directory (see above)"),
+        ));
     }
     Ok(())
 }

@@ -17,6 +17,7 @@ use crate::options::Options;
 use crate::source::remote;
 
 mod browse;
+mod cache;
 mod daemon;
 pub(crate) mod index;
 #[cfg(test)]
@@ -108,6 +109,13 @@ enum Command {
         #[arg(short = 'z', long)]
         lazy: bool,
         mountpoint: PathBuf,
+    },
+    /// The persistent cache (cache_dir): `du` (what it holds) or `clean` (empty it).
+    Cache {
+        #[command(subcommand)]
+        action: cache::CacheAction,
+        #[arg(short = 'o', value_name = "OPT,OPT…", global = true)]
+        options: Vec<String>,
     },
     /// Print the man page (roff) on stdout: `modelfs man > /usr/local/share/man/man1/modelfs.1`.
     Man,
@@ -233,6 +241,9 @@ pub fn main() -> i32 {
         }),
         Command::Umount { lazy, mountpoint } => umount::umount(&mountpoint, lazy),
         Command::Man => man(),
+        Command::Cache { action, options } => {
+            parse_options(&options).and_then(|opts| cache::cache(&action, &opts))
+        }
         Command::Completions { shell } => {
             let mut cmd = <Cli as clap::CommandFactory>::command();
             clap_complete::generate(shell, &mut cmd, "modelfs", &mut std::io::stdout());

@@ -35,7 +35,7 @@ pub(crate) use tree::{FileKind, Ino, Tree, TreeConfig, ROOT_INO};
 pub(crate) fn layout_ctx(opts: &Options) -> Arc<LayoutCtx> {
     let cache = ChunkCache::new(opts.cache_bytes);
     if let Some(dir) = &opts.cache_dir {
-        cache.set_offset_store(Arc::new(DiskStore::new(dir.clone())));
+        cache.set_offset_store(Arc::new(DiskStore::with_cap(dir.clone(), opts.cache_max)));
     }
     Arc::new(LayoutCtx {
         sep: opts.sep.clone(),

@@ -11,6 +11,8 @@
 
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 
 use super::{fnv1a64, OffsetStore, VerdictStore};
 
@@ -18,11 +20,53 @@ const MAGIC: &[u8] = b"MFIDX2\n";
 
 pub struct DiskStore {
     dir: PathBuf,
+    /// Most bytes of the whole cache directory (`cache_max=`).
+    cap: u64,
+    /// Bytes in the directory as last counted (`None`: not counted yet).
+    used: Mutex<Option<u64>>,
+    failed: AtomicU64,
 }
 
 impl DiskStore {
     pub fn new(dir: impl Into<PathBuf>) -> Self {
-        DiskStore { dir: dir.into() }
+        DiskStore::with_cap(dir, u64::MAX)
+    }
+
+    /// A store whose directory is kept under `cap` bytes (least recently used files go).
+    pub fn with_cap(dir: impl Into<PathBuf>, cap: u64) -> Self {
+        DiskStore {
+            dir: dir.into(),
+            cap,
+            used: Mutex::new(None),
+            failed: AtomicU64::new(0),
+        }
+    }
+
+    /// Counts `n` more bytes written; evicts down to 90% of the cap when over it.
+    fn account(&self, n: u64) {
+        if self.cap == u64::MAX {
+            return;
+        }
+        let mut used = self.used.lock().unwrap_or_else(|e| e.into_inner());
+        let total = match *used {
+            Some(u) => u.saturating_add(n),
+            None => super::lru::scan(&self.dir).iter().map(|f| f.1).sum(),
+        };
+        *used = Some(if total > self.cap {
+            super::lru::evict(&self.dir, self.cap / 10 * 9)
+        } else {
+            total
+        });
+    }
+
+    fn saved(&self, result: std::io::Result<u64>, what: &str) {
+        match result {
+            Ok(n) => self.account(n),
+            Err(e) => {
+                self.failed.fetch_add(1, Ordering::Relaxed);
+                log::warn!("{what} cache {}: {e}", self.dir.display());
+            }
+        }
     }
 
     fn path(&self, key: &str) -> PathBuf {
@@ -39,14 +83,18 @@ impl DiskStore {
 
 impl VerdictStore for DiskStore {
     fn is_verified(&self, identity: &str) -> bool {
-        std::fs::read(self.verdict_path(identity)).is_ok_and(|k| k == identity.as_bytes())
+        let path = self.verdict_path(identity);
+        let ok = std::fs::read(&path).is_ok_and(|k| k == identity.as_bytes());
+        if ok {
+            super::lru::touch(&path);
+        }
+        ok
     }
 
     fn mark_verified(&self, identity: &str) {
         let path = self.verdict_path(identity);
-        if let Err(e) = write_atomically(&path, identity.as_bytes()) {
-            log::debug!("verdict cache {}: {e}", self.dir.display());
-        }
+        let r = write_atomically(&path, identity.as_bytes()).map(|()| identity.len() as u64);
+        self.saved(r, "verdict");
     }
 }
 
@@ -64,7 +112,9 @@ fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()>
 
 impl OffsetStore for DiskStore {
     fn load(&self, key: &str) -> Option<Vec<u64>> {
-        let file = std::fs::read(self.path(key)).ok()?;
+        let path = self.path(key);
+        let file = std::fs::read(&path).ok()?;
+        super::lru::touch(&path);
         let (data, crc) = file.split_at_checked(file.len().checked_sub(4)?)?;
         if crc32c::crc32c(data).to_le_bytes() != crc {
             return None;
@@ -89,7 +139,7 @@ impl OffsetStore for DiskStore {
     }
 
     fn save(&self, key: &str, offsets: &[u64]) {
-        let write = || -> std::io::Result<()> {
+        let write = || -> std::io::Result<u64> {
             let mut buf = Vec::with_capacity(MAGIC.len() + 12 + key.len() + offsets.len() * 8);
             buf.extend_from_slice(MAGIC);
             buf.extend_from_slice(&(key.len() as u32).to_le_bytes());
@@ -100,11 +150,13 @@ impl OffsetStore for DiskStore {
             }
             let crc = crc32c::crc32c(&buf);
             buf.extend_from_slice(&crc.to_le_bytes());
-            write_atomically(&self.path(key), &buf)
+            write_atomically(&self.path(key), &buf).map(|()| buf.len() as u64)
         };
-        if let Err(e) = write() {
-            log::debug!("chunk index cache {}: {e}", self.dir.display());
-        }
+        self.saved(write(), "chunk index");
+    }
+
+    fn failures(&self) -> u64 {
+        self.failed.load(Ordering::Relaxed)
     }
 }
 
@@ -135,6 +187,28 @@ mod tests {
         // Offsets out of order are refused even with a valid checksum.
         s.save("k", &[0, 9, 5]);
         assert!(s.load("k").is_none());
+    }
+
+    #[test]
+    fn the_directory_stays_under_its_cap() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = DiskStore::with_cap(dir.path(), 20_000);
+        let offsets: Vec<u64> = (0..500).collect(); // about 4 KB per file
+        for i in 0..40 {
+            s.save(&format!("k{i}"), &offsets);
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        let used: u64 = crate::store::lru::scan(dir.path())
+            .iter()
+            .map(|f| f.1)
+            .sum();
+        assert!(used <= 20_000, "{used}");
+        assert!(s.load("k39").is_some(), "the newest is kept");
+        assert!(s.load("k0").is_none(), "the oldest went");
+        assert_eq!(s.failures(), 0);
+        let bad = DiskStore::new("/proc/nope");
+        bad.save("k", &[0, 1]);
+        assert_eq!(bad.failures(), 1);
     }
 
     #[test]

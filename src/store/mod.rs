@@ -4,6 +4,7 @@
 //! change (`source::identity_string`), so an entry is never served for other bytes.
 
 mod disk;
+pub mod lru;
 
 pub use crate::source::fnv1a64;
 pub use disk::DiskStore;
@@ -12,6 +13,10 @@ pub use disk::DiskStore;
 pub trait OffsetStore: Send + Sync {
     fn load(&self, key: &str) -> Option<Vec<u64>>;
     fn save(&self, key: &str, offsets: &[u64]);
+    /// Saves that failed so far (`modelfs index` fails when it could not save).
+    fn failures(&self) -> u64 {
+        0
+    }
 }
 
 /// Tensors whose checksum held, keyed by the identity of the exact bytes checked.

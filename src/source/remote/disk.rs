@@ -148,33 +148,11 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<u64> {
 
 /// Block files of `dir` with their sizes and modification times.
 fn scan(dir: &Path) -> Vec<(PathBuf, u64, SystemTime)> {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    entries
-        .flatten()
-        .filter(|e| e.path().extension().is_some_and(|x| x == "blk"))
-        .filter_map(|e| {
-            let m = e.metadata().ok()?;
-            Some((e.path(), m.len(), m.modified().ok()?))
-        })
-        .collect()
+    crate::store::lru::scan(dir)
 }
 
-/// Removes the least recently used files until at most `target` bytes remain; the bytes left.
 fn evict(dir: &Path, target: u64) -> u64 {
-    let mut files = scan(dir);
-    files.sort_by_key(|f| f.2);
-    let mut total: u64 = files.iter().map(|f| f.1).sum();
-    for (path, len, _) in files {
-        if total <= target {
-            break;
-        }
-        if std::fs::remove_file(&path).is_ok() {
-            total -= len;
-        }
-    }
-    total
+    crate::store::lru::evict(dir, target)
 }
 
 #[cfg(test)]
