@@ -205,30 +205,19 @@ fn open_serving_base(
     }
     versions.sort();
     let latest = versions.last().map(|(_, n)| n.clone());
-    let mut children: Vec<(Vec<u8>, Arc<dyn Model>)> = Vec::new();
-    let mut first_error = None;
-    for (_, name) in versions {
+    let opened = versions.into_iter().map(|(_, name)| {
         let sub = dir.join(OsStr::from_bytes(&name));
-        match saved_model_variables(fs, &sub)
+        let model = saved_model_variables(fs, &sub)
             .and_then(|v| {
                 v.ok_or_else(|| OpenError::NotRecognised {
                     path: sub.clone(),
                     looked_for: "a SavedModel".into(),
                 })
             })
-            .and_then(|v| open_prefix(&v, opts, Arc::clone(&cache)))
-        {
-            Ok(m) => children.push((name, m)),
-            Err(e) => {
-                log::warn!("skipped: {e}");
-                first_error.get_or_insert(e);
-            }
-        }
-    }
-    match first_error {
-        Some(e) if children.is_empty() => Err(e),
-        _ => Ok(Some(Arc::new(MultiModel::new(children, latest)))),
-    }
+            .and_then(|v| open_prefix(&v, opts, Arc::clone(&cache)));
+        (name, model)
+    });
+    several(opened, latest).map(Some)
 }
 
 const SAVED_MODEL_FILES: [&str; 3] = ["saved_model.pb", "saved_model.pbtxt", "saved_model.cpb"];
@@ -332,10 +321,23 @@ fn open_several(
     opts: &ReaderOptions,
     cache: Arc<BlockCache>,
 ) -> Result<Arc<dyn Model>, OpenError> {
+    let opened = found
+        .prefixes
+        .into_iter()
+        .map(|(name, prefix)| (name, open_prefix(&prefix, opts, Arc::clone(&cache))));
+    several(opened, found.latest)
+}
+
+/// One model of the checkpoints that opened (the others are skipped with a warning); the
+/// first failure when none did.
+fn several(
+    opened: impl Iterator<Item = (Vec<u8>, Result<Arc<dyn Model>, OpenError>)>,
+    latest: Option<Vec<u8>>,
+) -> Result<Arc<dyn Model>, OpenError> {
     let mut children: Vec<(Vec<u8>, Arc<dyn Model>)> = Vec::new();
     let mut first_error = None;
-    for (name, prefix) in found.prefixes {
-        match open_prefix(&prefix, opts, Arc::clone(&cache)) {
+    for (name, model) in opened {
+        match model {
             Ok(m) => children.push((name, m)),
             Err(e) => {
                 log::warn!("skipped: {e}");
@@ -345,7 +347,7 @@ fn open_several(
     }
     match first_error {
         Some(e) if children.is_empty() => Err(e),
-        _ => Ok(Arc::new(MultiModel::new(children, found.latest))),
+        _ => Ok(Arc::new(MultiModel::new(children, latest))),
     }
 }
 
