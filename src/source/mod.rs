@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 mod local;
+pub mod lru;
 pub mod remote;
 mod sigbus;
 

@@ -4,7 +4,7 @@
 //! change (`source::identity_string`), so an entry is never served for other bytes.
 
 mod disk;
-pub mod lru;
+pub use crate::source::lru;
 
 pub use crate::source::fnv1a64;
 pub use disk::DiskStore;

@@ -148,11 +148,11 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<u64> {
 
 /// Block files of `dir` with their sizes and modification times.
 fn scan(dir: &Path) -> Vec<(PathBuf, u64, SystemTime)> {
-    crate::store::lru::scan(dir)
+    crate::source::lru::scan(dir)
 }
 
 fn evict(dir: &Path, target: u64) -> u64 {
-    crate::store::lru::evict(dir, target)
+    crate::source::lru::evict(dir, target)
 }
 
 #[cfg(test)]

@@ -1,4 +1,4 @@
-//! The size bound of the whole cache directory (`cache_max=`): every file modelfs keeps there
+//! The size bound of a cache directory (`cache_max=`): every file modelfs keeps there
 //! (chunk indexes, checksum verdicts, remote blocks) counts, and the least recently used go
 //! first (use = modification time, refreshed on every hit).
 
