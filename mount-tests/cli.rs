@@ -365,25 +365,51 @@ fn help_man_and_completions() {
 fn the_cache_stays_under_its_cap_and_cleans() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("cache");
-    let opt = format!("cache_dir={},cache_max=3k,layouts=all", dir.display());
+    let opt = format!("cache_dir={},cache_max=100k,layouts=all", dir.display());
     let used = || -> u64 {
         let o = run(&["cache".as_ref(), "du".as_ref(), "-o".as_ref(), opt.as_ref()]);
         assert!(o.status.success());
         text(&o).split_whitespace().next().unwrap().parse().unwrap()
     };
-    // Each fixture's text indexes alone are more than 3 KiB.
-    for case in ["dtypes/ckpt", "partitioned/ckpt", "many_keys"] {
+    let index = |case: &str| {
         let src = fixture(case);
-        let o = run(&[
+        run(&[
             "index".as_ref(),
             "-o".as_ref(),
             opt.as_ref(),
             src.as_os_str(),
-        ]);
+        ])
+    };
+    let stores = || std::fs::read_dir(&dir).unwrap().count();
+    // Text indexes with layouts=all: dtypes 38 KB, partitioned 29 KB, odd_keys 51 KB,
+    // many_keys 16 MB. One store file per source, however many text files it has.
+    for (i, case) in ["dtypes/ckpt", "partitioned/ckpt"].iter().enumerate() {
+        let o = index(case);
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        assert!(used() <= 3 << 10, "cache over its cap: {}", used());
+        assert_eq!(stores(), i + 1);
     }
-    assert!(used() > 0);
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let dtypes_store = dir.join(format!(
+        "{:016x}.store",
+        modelfs::store::fnv1a64(fixture("dtypes/ckpt").to_string_lossy().as_bytes())
+    ));
+    assert!(dtypes_store.exists());
+    let o = index("odd_keys/ckpt");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(used() <= 100 << 10, "cache over its cap: {}", used());
+    assert!(
+        !dtypes_store.exists(),
+        "the least recently used source goes first"
+    );
+    assert_eq!(stores(), 2);
+    // A source whose indexes alone are over the cap is not kept, and index says so.
+    let o = index("many_keys");
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("cache_max"));
+    assert!(used() <= 100 << 10, "cache over its cap: {}", used());
+    // Its appends made the others least recently used: they went first, then itself.
+    assert!(stores() <= 2);
+    assert!(index("strings/ckpt").status.success());
     let o = run(&[
         "cache".as_ref(),
         "clean".as_ref(),

@@ -107,23 +107,31 @@ pub(crate) fn parse_size(s: &str) -> Result<u64, OptionError> {
 
 impl Options {
     /// What the readers take from these options: the TF index blocks get a quarter of
-    /// `cache=` (at least 4 MiB), checksum verdicts persist under `cache_dir`.
+    /// `cache=` (at least 4 MiB); nothing persists (see `reader_for`).
     pub fn reader(&self) -> ReaderOptions {
-        let verify = self.verify == Verify::Crc;
-        let verdicts = match (&self.cache_dir, verify) {
-            (Some(dir), true) => {
-                Some(Arc::new(DiskStore::with_cap(dir.clone(), self.cache_max))
-                    as Arc<dyn VerdictStore>)
-            }
-            _ => None,
-        };
         ReaderOptions {
-            verify,
+            verify: self.verify == Verify::Crc,
             sep: self.sep.clone(),
             block_cache_bytes: (self.cache_bytes / 4).max(4 << 20),
-            verdicts,
+            verdicts: None,
             storage: crate::source::local(),
         }
+    }
+
+    /// `reader()` for `source` (as shown: an absolute path or a URL), whose checksum
+    /// verdicts persist in its store under `cache_dir`.
+    pub fn reader_for(&self, source: &str) -> ReaderOptions {
+        let mut r = self.reader();
+        if r.verify {
+            r.verdicts = self.store(source).map(|s| s as Arc<dyn VerdictStore>);
+        }
+        r
+    }
+
+    /// The persistent store of `source` under `cache_dir` (one per source and process).
+    pub fn store(&self, source: &str) -> Option<Arc<DiskStore>> {
+        let dir = self.cache_dir.as_ref()?;
+        Some(DiskStore::shared(dir, source, self.cache_max))
     }
 
     /// Settings of a remote source: fetched blocks get half of `cache=`.

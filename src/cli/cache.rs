@@ -26,7 +26,7 @@ pub(crate) fn cache(action: &CacheAction, opts: &Options) -> Result<(), Failure>
     let files = lru::scan(dir);
     let text = match action {
         CacheAction::Du => {
-            let mut by_kind = [(0u64, 0u64); 3];
+            let mut by_kind = [(0u64, 0u64); 4];
             for (p, len, _) in &files {
                 let ext = p.extension().and_then(|x| x.to_str()).unwrap_or("");
                 if let Some(i) = lru::OURS.iter().position(|o| *o == ext) {
@@ -36,15 +36,15 @@ pub(crate) fn cache(action: &CacheAction, opts: &Options) -> Result<(), Failure>
             }
             let total: u64 = files.iter().map(|f| f.1).sum();
             format!(
-                "{}\t{}\n  text indexes: {} files, {} bytes\n  checksum verdicts: {} files, {} bytes\n  remote blocks: {} files, {} bytes\n  limit (cache_max): {} bytes\n",
+                "{}\t{}\n  sources (text indexes, checksum verdicts): {} files, {} bytes\n  remote blocks: {} files, {} bytes\n  older versions' files: {} files, {} bytes\n  limit (cache_max): {} bytes\n",
                 total,
                 dir.display(),
                 by_kind[0].0,
                 by_kind[0].1,
                 by_kind[1].0,
                 by_kind[1].1,
-                by_kind[2].0,
-                by_kind[2].1,
+                by_kind[2].0 + by_kind[3].0,
+                by_kind[2].1 + by_kind[3].1,
                 opts.cache_max
             )
         }

@@ -47,7 +47,7 @@ pub(crate) fn index(source: &Path, opts: &Options) -> Result<(), Failure> {
     let model = open_model(source, opts)?;
     let mut cfg = TreeConfig::for_user(opts.uid, opts.gid, source_mtime(source));
     cfg.text_size = crate::options::TextSize::Exact;
-    let ctx = crate::fs::layout_ctx(opts);
+    let ctx = crate::fs::layout_ctx(opts, &super::store_name(source));
     let tree = Tree::new(model.clone(), ctx.clone(), cfg);
     let started = Instant::now();
     let progress = std::io::stderr().is_terminal().then_some(&*ctx.cache);

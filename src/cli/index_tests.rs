@@ -22,8 +22,9 @@ fn opts(cache: &Path, layouts: &str) -> Options {
 
 /// A fresh mount of `source`: its tree and rendering context.
 fn mount(source: &Path, o: &Options) -> (Tree, Arc<LayoutCtx>) {
-    let model = crate::detect::model_at(source, &o.reader()).unwrap();
-    let ctx = layout_ctx(o);
+    let name = source.to_string_lossy();
+    let model = crate::detect::model_at(source, &o.reader_for(&name)).unwrap();
+    let ctx = layout_ctx(o, &name);
     let cfg = TreeConfig::for_user(None, None, SystemTime::UNIX_EPOCH);
     (Tree::new(model, ctx.clone(), cfg), ctx)
 }
@@ -215,7 +216,7 @@ fn angel_second_mount_renders_nothing_and_rewrite_invalidates() {
 /// same bytes does not re-verify, a rewritten data file is verified again (and fails here).
 #[test]
 fn large_tensor_checksum_verdict_persists_until_the_file_changes() {
-    use crate::store::{DiskStore, VerdictStore};
+    use crate::store::VerdictStore;
     let dir = tempfile::tempdir().unwrap();
     let cache = dir.path().join("cache");
     let n = (crate::tf::bundle::tensor::PERSIST_VERDICT_MIN / 4) as usize;
@@ -230,10 +231,11 @@ fn large_tensor_checksum_verdict_persists_until_the_file_changes() {
     }
     let prefix = dir.path().join("ckpt");
     let o = opts(&cache, "json,bin");
-    let model = crate::detect::model_at(&prefix, &o.reader()).unwrap();
+    let name = prefix.to_string_lossy();
+    let model = crate::detect::model_at(&prefix, &o.reader_for(&name)).unwrap();
     let t = model.tensor(&[b"big".to_vec()]).unwrap();
     let key = format!("crc32c {}", t.cache_identity().unwrap());
-    let store = DiskStore::new(&cache);
+    let store = o.store(&name).unwrap();
     assert!(!store.is_verified(&key));
     let mut four = [0u8; 4];
     t.read_elements(1, &mut four).unwrap();
@@ -245,7 +247,7 @@ fn large_tensor_checksum_verdict_persists_until_the_file_changes() {
     bytes[4] ^= 0x40;
     std::fs::write(&data, &bytes).unwrap();
     bump_mtime(&data);
-    let model = crate::detect::model_at(&prefix, &o.reader()).unwrap();
+    let model = crate::detect::model_at(&prefix, &o.reader_for(&name)).unwrap();
     let t = model.tensor(&[b"big".to_vec()]).unwrap();
     assert!(t.read_elements(1, &mut four).is_err());
 }

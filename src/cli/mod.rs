@@ -347,6 +347,11 @@ pub(crate) fn absolute_source(source: &Path) -> PathBuf {
     std::path::absolute(source).unwrap_or_else(|_| source.to_path_buf())
 }
 
+/// The name of SOURCE's persistent store: as shown, lossy for paths that are not UTF-8.
+pub(crate) fn store_name(source: &Path) -> String {
+    absolute_source(source).to_string_lossy().into_owned()
+}
+
 fn remote_url(source: &Path) -> Option<&str> {
     source.to_str().filter(|s| remote::is_remote(s))
 }
@@ -354,7 +359,7 @@ fn remote_url(source: &Path) -> Option<&str> {
 /// Opens SOURCE (a local path or a URL); failures are exit status 2 with the reader's
 /// one-line reason.
 pub(crate) fn open_model(source: &Path, opts: &Options) -> Result<Arc<dyn Model>, Failure> {
-    let mut reader = opts.reader();
+    let mut reader = opts.reader_for(&store_name(source));
     let path = match remote_url(source) {
         Some(url) => {
             let (storage, key) = remote::open(url, &opts.remote())
@@ -387,7 +392,11 @@ pub(crate) fn build_tree(source: &Path, opts: &Options) -> Result<Arc<Tree>, Fai
     let model = open_model(source, opts)?;
     let mut cfg = TreeConfig::for_user(opts.uid, opts.gid, source_mtime(source));
     cfg.text_size = opts.text_size;
-    Ok(Arc::new(Tree::new(model, crate::fs::layout_ctx(opts), cfg)))
+    Ok(Arc::new(Tree::new(
+        model,
+        crate::fs::layout_ctx(opts, &store_name(source)),
+        cfg,
+    )))
 }
 
 #[cfg(test)]

@@ -9,7 +9,6 @@ use std::sync::Arc;
 
 use crate::layout::{cache::ChunkCache, LayoutCtx};
 use crate::options::Options;
-use crate::store::DiskStore;
 
 mod caller;
 pub(crate) mod error;
@@ -31,11 +30,12 @@ pub(crate) use error::FsError;
 pub(crate) use tree::{FileKind, Ino, Tree, TreeConfig, ROOT_INO};
 
 /// The rendering context of a mount (or of `ls`/`cat`) built from its options: `cache=`
-/// bounds the chunk cache, `cache_dir=` (unless `none`) keeps chunk indexes across mounts.
-pub(crate) fn layout_ctx(opts: &Options) -> Arc<LayoutCtx> {
+/// bounds the chunk cache, `cache_dir=` (unless `none`) keeps the chunk indexes of `source`
+/// (as shown: an absolute path or a URL) across mounts.
+pub(crate) fn layout_ctx(opts: &Options, source: &str) -> Arc<LayoutCtx> {
     let cache = ChunkCache::new(opts.cache_bytes);
-    if let Some(dir) = &opts.cache_dir {
-        cache.set_offset_store(Arc::new(DiskStore::with_cap(dir.clone(), opts.cache_max)));
+    if let Some(store) = opts.store(source) {
+        cache.set_offset_store(store);
     }
     Arc::new(LayoutCtx {
         sep: opts.sep.clone(),

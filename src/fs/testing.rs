@@ -6,9 +6,12 @@ use crate::layout::{Layout, LayoutCtx};
 
 /// A rendering context with the given layouts (default cache settings, no disk cache).
 pub(crate) fn ctx(layouts: &[Layout]) -> Arc<LayoutCtx> {
-    super::layout_ctx(&crate::options::Options {
-        layouts: layouts.to_vec(),
-        cache_dir: None,
-        ..Default::default()
-    })
+    super::layout_ctx(
+        &crate::options::Options {
+            layouts: layouts.to_vec(),
+            cache_dir: None,
+            ..Default::default()
+        },
+        "",
+    )
 }

@@ -535,7 +535,7 @@ mod tests {
     #[test]
     fn stable_identity_and_disk_store() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Arc::new(crate::store::DiskStore::new(dir.path()));
+        let store = Arc::new(crate::store::DiskStore::new(dir.path(), "test", u64::MAX));
         let mk = || -> Arc<dyn Tensor> { Arc::new(Stable(MemTensor::f32(&[1], &[0.0]))) };
         let cache = Arc::new(ChunkCache::new(1 << 20));
         cache.set_offset_store(store.clone());

@@ -1,12 +1,13 @@
 //! The size bound of a cache directory (`cache_max=`): every file modelfs keeps there
-//! (chunk indexes, checksum verdicts, remote blocks) counts, and the least recently used go
+//! (a store per source, remote blocks) counts, and the least recently used go
 //! first (use = modification time, refreshed on every hit).
 
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-/// The kinds of files modelfs keeps under a cache directory, by extension.
-pub const OURS: [&str; 3] = ["idx", "ok", "blk"];
+/// The kinds of files modelfs keeps under a cache directory, by extension: a store per
+/// source, remote blocks, and the per-file indexes and verdicts older versions kept.
+pub const OURS: [&str; 4] = ["store", "blk", "idx", "ok"];
 
 /// Every file of ours under `dir` (recursively): path, bytes, last use.
 pub fn scan(dir: &Path) -> Vec<(PathBuf, u64, SystemTime)> {
@@ -31,8 +32,14 @@ pub fn scan(dir: &Path) -> Vec<(PathBuf, u64, SystemTime)> {
 
 /// Removes the least recently used files until at most `target` bytes remain; the bytes left.
 pub fn evict(dir: &Path, target: u64) -> u64 {
+    evict_except(dir, target, None)
+}
+
+/// `evict`, sparing `keep` (the file its caller is writing) unless nothing else is left.
+pub fn evict_except(dir: &Path, target: u64, keep: Option<&Path>) -> u64 {
     let mut files = scan(dir);
-    files.sort_by_key(|f| f.2);
+    // Oldest first, the spared file last of all.
+    files.sort_by_key(|f| (Some(f.0.as_path()) == keep, f.2));
     let mut total: u64 = files.iter().map(|f| f.1).sum();
     for (path, len, _) in files {
         if total <= target {

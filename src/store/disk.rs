@@ -1,158 +1,404 @@
-//! The on-disk store under `cache_dir`: chunk offsets (one file per text file, so the exact
-//! sizes of text files survive remounts) and checksum verdicts (`verdicts/`, one empty-bodied
-//! file per verified tensor).
+//! The on-disk store under `cache_dir`: one file per mounted source (`<hash>.store`) holding
+//! the chunk offsets of its text files (their exact sizes survive remounts) and the checksum
+//! verdicts of its large tensors. It is read once, on first use, and grows by appends.
 //!
-//! File format (little-endian): `MFIDX2\n`, key length (u32), key bytes, offset count (u64),
-//! offsets (u64 each), then the masked-free CRC32C (u32) of everything before it. A file is
-//! used only when its checksum holds, its key equals the requested key exactly (file names are
-//! hashes; the stored key settles collisions), its length matches the count and its offsets
-//! start at 0 and never decrease: a damaged cache file is ignored (and rewritten), never
-//! trusted. Writes go to a temporary file renamed into place, so readers never see half a file.
+//! File format (little-endian): a header `MFSTORE1`, source length (u32), source bytes,
+//! CRC32C (u32) of what precedes it; then records, each `len` (u32), `body` (`len` bytes),
+//! CRC32C (u32) of `len` and `body`. A body is a kind byte, key length (u32), key bytes and,
+//! for kind `O` (chunk offsets), a count (u64) and that many u64 offsets; kind `V` (a verified
+//! checksum) has nothing more. The last record of a key wins.
+//!
+//! Invariants: nothing from the file is used unless its checksum holds and its lengths fit in
+//! the bytes that exist; offsets are used only when they start at 0 and never decrease; a
+//! header naming another source (a hash collision) leaves the store unused. Each record is
+//! appended with one `write` on an `O_APPEND` descriptor, so concurrent mounts of one source
+//! do not interleave. A damaged record ends the readable part of the file, so loading a file
+//! with one (a torn append), or with mostly superseded records, rewrites it (temporary file
+//! renamed into place): readers never see half a file. A writer whose file was replaced or
+//! evicted meanwhile notices (link count 0) and appends to the new one instead.
 
+use std::collections::{HashMap, HashSet};
+use std::fs::File;
 use std::io::Write;
-use std::path::PathBuf;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 
 use super::{fnv1a64, OffsetStore, VerdictStore};
 
-const MAGIC: &[u8] = b"MFIDX2\n";
+const MAGIC: &[u8] = b"MFSTORE1";
+const OFFSETS: u8 = b'O';
+const VERIFIED: u8 = b'V';
+/// Superseded records are dropped when they are the majority of a file bigger than this.
+const COMPACT_ABOVE: u64 = 256 << 10;
 
 pub struct DiskStore {
     dir: PathBuf,
+    source: String,
+    path: PathBuf,
     /// Most bytes of the whole cache directory (`cache_max=`).
     cap: u64,
     /// Bytes in the directory as last counted (`None`: not counted yet).
     used: Mutex<Option<u64>>,
     failed: AtomicU64,
+    loaded: OnceLock<Loaded>,
 }
 
-impl DiskStore {
-    pub fn new(dir: impl Into<PathBuf>) -> Self {
-        DiskStore::with_cap(dir, u64::MAX)
-    }
+#[derive(Default)]
+struct Loaded {
+    offsets: RwLock<HashMap<String, Vec<u64>>>,
+    verified: RwLock<HashSet<String>>,
+    /// Where records are appended: opened on the first save (`None` once that failed, or when
+    /// the file belongs to another source).
+    appender: Mutex<Option<Arc<File>>>,
+    usable: bool,
+    /// Over the cap on its own: nothing more is appended.
+    stopped: std::sync::atomic::AtomicBool,
+}
 
-    /// A store whose directory is kept under `cap` bytes (least recently used files go).
-    pub fn with_cap(dir: impl Into<PathBuf>, cap: u64) -> Self {
+/// Stores shared by every user in this process, so that the readers (verdicts) and the
+/// layouts (offsets) of a mount load and append to one file.
+static SHARED: Mutex<Vec<(PathBuf, String, Weak<DiskStore>)>> = Mutex::new(Vec::new());
+
+impl DiskStore {
+    /// The store of `source` under `dir`, kept under `cap` bytes together with everything
+    /// else in `dir` (least recently used files go). Nothing is read until first use.
+    pub fn new(dir: impl Into<PathBuf>, source: &str, cap: u64) -> Self {
+        let dir = dir.into();
         DiskStore {
-            dir: dir.into(),
+            path: dir.join(format!("{:016x}.store", fnv1a64(source.as_bytes()))),
+            dir,
+            source: source.to_owned(),
             cap,
             used: Mutex::new(None),
             failed: AtomicU64::new(0),
+            loaded: OnceLock::new(),
         }
     }
 
-    /// Counts `n` more bytes written; evicts down to 90% of the cap when over it.
-    fn account(&self, n: u64) {
-        if self.cap == u64::MAX {
+    /// The one store of `source` under `dir` in this process.
+    pub fn shared(dir: &Path, source: &str, cap: u64) -> Arc<DiskStore> {
+        let mut all = SHARED.lock().unwrap_or_else(|e| e.into_inner());
+        all.retain(|e| e.2.strong_count() > 0);
+        if let Some(s) = all
+            .iter()
+            .find(|e| e.0 == dir && e.1 == source)
+            .and_then(|e| e.2.upgrade())
+        {
+            return s;
+        }
+        let s = Arc::new(DiskStore::new(dir, source, cap));
+        all.push((dir.to_path_buf(), source.to_owned(), Arc::downgrade(&s)));
+        s
+    }
+
+    /// The file this store keeps its records in.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn loaded(&self) -> &Loaded {
+        self.loaded.get_or_init(|| self.read_file())
+    }
+
+    fn read_file(&self) -> Loaded {
+        let Ok(bytes) = std::fs::read(&self.path) else {
+            return Loaded {
+                usable: true,
+                ..Loaded::default()
+            };
+        };
+        super::lru::touch(&self.path);
+        let Some(mut rest) = header(&bytes)
+            .filter(|s| *s == self.source.as_bytes())
+            .map(|s| &bytes[MAGIC.len() + 4 + s.len() + 4..])
+        else {
+            if bytes.starts_with(MAGIC) && bytes.len() > MAGIC.len() + 8 {
+                log::warn!(
+                    "{}: belongs to another source; not used",
+                    self.path.display()
+                );
+                return Loaded::default();
+            }
+            log::warn!("{}: damaged header; starting afresh", self.path.display());
+            let _ = std::fs::remove_file(&self.path);
+            return Loaded {
+                usable: true,
+                ..Loaded::default()
+            };
+        };
+        let mut out = Loaded {
+            usable: true,
+            ..Loaded::default()
+        };
+        let mut records = 0u64;
+        while !rest.is_empty() {
+            let Some((kind, key, offsets, tail)) = record(rest) else {
+                log::warn!("{}: damaged record; rewriting", self.path.display());
+                break;
+            };
+            rest = tail;
+            records += 1;
+            match kind {
+                OFFSETS => {
+                    out.offsets.get_mut().unwrap().insert(key, offsets);
+                }
+                _ => {
+                    out.verified.get_mut().unwrap().insert(key);
+                }
+            }
+        }
+        let live =
+            (out.offsets.get_mut().unwrap().len() + out.verified.get_mut().unwrap().len()) as u64;
+        let bloated = bytes.len() as u64 > COMPACT_ABOVE && records > live * 2;
+        if !rest.is_empty() || bloated {
+            self.rewrite(&mut out);
+        }
+        out
+    }
+
+    /// Replaces the file by its live records.
+    fn rewrite(&self, l: &mut Loaded) {
+        let mut buf = self.header_bytes();
+        for (k, o) in l.offsets.get_mut().unwrap().iter() {
+            encode(&mut buf, OFFSETS, k, o);
+        }
+        for k in l.verified.get_mut().unwrap().iter() {
+            encode(&mut buf, VERIFIED, k, &[]);
+        }
+        if let Err(e) = write_atomically(&self.path, &buf) {
+            log::warn!("{}: {e}", self.path.display());
+        }
+    }
+
+    fn header_bytes(&self) -> Vec<u8> {
+        let mut buf = Vec::with_capacity(MAGIC.len() + 8 + self.source.len());
+        buf.extend_from_slice(MAGIC);
+        buf.extend_from_slice(&(self.source.len() as u32).to_le_bytes());
+        buf.extend_from_slice(self.source.as_bytes());
+        let crc = crc32c::crc32c(&buf);
+        buf.extend_from_slice(&crc.to_le_bytes());
+        buf
+    }
+
+    /// An append handle on the store file, creating it (header first) if it does not exist.
+    fn open_appender(&self) -> std::io::Result<Arc<File>> {
+        let open = || File::options().append(true).open(&self.path);
+        match open() {
+            Ok(f) => return Ok(Arc::new(f)),
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            Err(_) => {}
+        }
+        // Linking a complete temporary file in place creates the file with its header
+        // exactly once even when several mounts race.
+        std::fs::create_dir_all(&self.dir)?;
+        let tmp = temporary(&self.path);
+        std::fs::write(&tmp, self.header_bytes())?;
+        let linked = std::fs::hard_link(&tmp, &self.path);
+        let _ = std::fs::remove_file(&tmp);
+        match linked {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+        Ok(Arc::new(open()?))
+    }
+
+    fn append(&self, kind: u8, key: &str, offsets: &[u64]) {
+        let l = self.loaded();
+        if !l.usable {
             return;
+        }
+        if l.stopped.load(Ordering::Relaxed) {
+            self.failed.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let mut rec = Vec::new();
+        encode(&mut rec, kind, key, offsets);
+        let write = || -> std::io::Result<()> {
+            for _ in 0..2 {
+                let current = l.appender.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                let file = match current {
+                    Some(f) => f,
+                    None => {
+                        let f = self.open_appender()?;
+                        *l.appender.lock().unwrap_or_else(|e| e.into_inner()) = Some(f.clone());
+                        f
+                    }
+                };
+                (&*file).write_all(&rec)?;
+                if file.metadata()?.nlink() > 0 {
+                    return Ok(());
+                }
+                // Evicted or rewritten meanwhile: the record went nowhere; once more.
+                *l.appender.lock().unwrap_or_else(|e| e.into_inner()) = None;
+            }
+            Err(std::io::Error::other("the store file keeps disappearing"))
+        };
+        match write().and_then(|()| self.account(rec.len() as u64)) {
+            Ok(()) => {}
+            Err(e) => {
+                self.failed.fetch_add(1, Ordering::Relaxed);
+                log::warn!("cache {}: {e}", self.path.display());
+            }
+        }
+    }
+
+    /// Counts `n` more bytes written; evicts other files, least recently used first, down to
+    /// 90% of the cap when over it. A store over the cap on its own is removed and persists
+    /// nothing more in this process (an error: `modelfs index` says it could not save).
+    fn account(&self, n: u64) -> std::io::Result<()> {
+        if self.cap == u64::MAX {
+            return Ok(());
         }
         let mut used = self.used.lock().unwrap_or_else(|e| e.into_inner());
         let total = match *used {
             Some(u) => u.saturating_add(n),
             None => super::lru::scan(&self.dir).iter().map(|f| f.1).sum(),
         };
-        *used = Some(if total > self.cap {
-            super::lru::evict(&self.dir, self.cap / 10 * 9)
-        } else {
-            total
-        });
+        if total <= self.cap {
+            *used = Some(total);
+            return Ok(());
+        }
+        let own = std::fs::metadata(&self.path).map_or(0, |m| m.len());
+        if own <= self.cap {
+            let target = self.cap / 10 * 9;
+            *used = Some(super::lru::evict_except(
+                &self.dir,
+                target,
+                Some(&self.path),
+            ));
+            return Ok(());
+        }
+        let _ = std::fs::remove_file(&self.path);
+        *used = Some(total.saturating_sub(own));
+        self.loaded().stopped.store(true, Ordering::Relaxed);
+        Err(std::io::Error::other(format!(
+            "this source's indexes alone are over cache_max ({} bytes); no more are kept",
+            self.cap
+        )))
     }
+}
 
-    fn saved(&self, result: std::io::Result<u64>, what: &str) {
-        match result {
-            Ok(n) => self.account(n),
-            Err(e) => {
-                self.failed.fetch_add(1, Ordering::Relaxed);
-                log::warn!("{what} cache {}: {e}", self.dir.display());
+/// The source named by a valid header.
+fn header(bytes: &[u8]) -> Option<&[u8]> {
+    let rest = bytes.strip_prefix(MAGIC)?;
+    let n = u32::from_le_bytes(rest.get(..4)?.try_into().ok()?) as usize;
+    let end = MAGIC.len().checked_add(4)?.checked_add(n)?;
+    let crc = bytes.get(end..end.checked_add(4)?)?;
+    (crc32c::crc32c(&bytes[..end]).to_le_bytes() == crc).then(|| &bytes[MAGIC.len() + 4..end])
+}
+
+/// One record: kind, key, offsets (empty for a verdict), and what follows it.
+fn record(bytes: &[u8]) -> Option<(u8, String, Vec<u64>, &[u8])> {
+    let len = u32::from_le_bytes(bytes.get(..4)?.try_into().ok()?) as usize;
+    let end = 4usize.checked_add(len)?;
+    let crc = bytes.get(end..end.checked_add(4)?)?;
+    if crc32c::crc32c(&bytes[..end]).to_le_bytes() != crc {
+        return None;
+    }
+    let body = &bytes[4..end];
+    let (&kind, body) = body.split_first()?;
+    let klen = u32::from_le_bytes(body.get(..4)?.try_into().ok()?) as usize;
+    let key = std::str::from_utf8(body.get(4..4usize.checked_add(klen)?)?).ok()?;
+    let body = &body[4 + klen..];
+    let offsets = match kind {
+        OFFSETS => {
+            let n = u64::from_le_bytes(body.get(..8)?.try_into().ok()?);
+            let body = &body[8..];
+            if Some(body.len() as u64) != n.checked_mul(8) {
+                return None;
             }
+            let o: Vec<u64> = body
+                .chunks_exact(8)
+                .map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])))
+                .collect();
+            super::starts_at_zero_ascending(&o).then_some(o)?
+        }
+        VERIFIED if body.is_empty() => Vec::new(),
+        _ => return None,
+    };
+    Some((kind, key.to_owned(), offsets, &bytes[end + 4..]))
+}
+
+fn encode(buf: &mut Vec<u8>, kind: u8, key: &str, offsets: &[u64]) {
+    let start = buf.len();
+    buf.extend_from_slice(&[0; 4]);
+    buf.push(kind);
+    buf.extend_from_slice(&(key.len() as u32).to_le_bytes());
+    buf.extend_from_slice(key.as_bytes());
+    if kind == OFFSETS {
+        buf.extend_from_slice(&(offsets.len() as u64).to_le_bytes());
+        for o in offsets {
+            buf.extend_from_slice(&o.to_le_bytes());
         }
     }
+    let len = (buf.len() - start - 4) as u32;
+    buf[start..start + 4].copy_from_slice(&len.to_le_bytes());
+    let crc = crc32c::crc32c(&buf[start..]);
+    buf.extend_from_slice(&crc.to_le_bytes());
+}
 
-    fn path(&self, key: &str) -> PathBuf {
-        self.dir
-            .join(format!("{:016x}.idx", fnv1a64(key.as_bytes())))
-    }
+/// A name beside `path` that no other writer uses.
+fn temporary(path: &Path) -> PathBuf {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    path.with_extension(format!("tmp{}.{n}", std::process::id()))
+}
 
-    fn verdict_path(&self, identity: &str) -> PathBuf {
-        self.dir
-            .join("verdicts")
-            .join(format!("{:016x}.ok", fnv1a64(identity.as_bytes())))
+/// Writes `bytes` to a temporary file renamed into place, so readers never see half a file.
+fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
     }
+    let tmp = temporary(path);
+    std::fs::write(&tmp, bytes)?;
+    std::fs::rename(&tmp, path)
 }
 
 impl VerdictStore for DiskStore {
     fn is_verified(&self, identity: &str) -> bool {
-        let path = self.verdict_path(identity);
-        let ok = std::fs::read(&path).is_ok_and(|k| k == identity.as_bytes());
-        if ok {
-            super::lru::touch(&path);
-        }
-        ok
+        let v = self
+            .loaded()
+            .verified
+            .read()
+            .unwrap_or_else(|e| e.into_inner());
+        v.contains(identity)
     }
 
     fn mark_verified(&self, identity: &str) {
-        let path = self.verdict_path(identity);
-        let r = write_atomically(&path, identity.as_bytes()).map(|()| identity.len() as u64);
-        self.saved(r, "verdict");
+        let fresh = {
+            let l = self.loaded();
+            let mut v = l.verified.write().unwrap_or_else(|e| e.into_inner());
+            v.insert(identity.to_owned())
+        };
+        if fresh {
+            self.append(VERIFIED, identity, &[]);
+        }
     }
-}
-
-/// Writes `bytes` to a temporary file renamed into place, so readers never see half a file.
-fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    let mut f = std::fs::File::create(&tmp)?;
-    f.write_all(bytes)?;
-    drop(f);
-    std::fs::rename(&tmp, path)
 }
 
 impl OffsetStore for DiskStore {
     fn load(&self, key: &str) -> Option<Vec<u64>> {
-        let path = self.path(key);
-        let file = std::fs::read(&path).ok()?;
-        super::lru::touch(&path);
-        let (data, crc) = file.split_at_checked(file.len().checked_sub(4)?)?;
-        if crc32c::crc32c(data).to_le_bytes() != crc {
-            return None;
-        }
-        let rest = data.strip_prefix(MAGIC)?;
-        let klen = u32::from_le_bytes(rest.get(..4)?.try_into().ok()?) as usize;
-        let stored_key = rest.get(4..4usize.checked_add(klen)?)?;
-        if stored_key != key.as_bytes() {
-            return None;
-        }
-        let rest = &rest[4 + klen..];
-        let n = u64::from_le_bytes(rest.get(..8)?.try_into().ok()?);
-        let body = &rest[8..];
-        if Some(body.len() as u64) != n.checked_mul(8) {
-            return None;
-        }
-        let offsets: Vec<u64> = body
-            .chunks_exact(8)
-            .map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])))
-            .collect();
-        super::starts_at_zero_ascending(&offsets).then_some(offsets)
+        let o = self
+            .loaded()
+            .offsets
+            .read()
+            .unwrap_or_else(|e| e.into_inner());
+        o.get(key).cloned()
     }
 
     fn save(&self, key: &str, offsets: &[u64]) {
-        let write = || -> std::io::Result<u64> {
-            let mut buf = Vec::with_capacity(MAGIC.len() + 12 + key.len() + offsets.len() * 8);
-            buf.extend_from_slice(MAGIC);
-            buf.extend_from_slice(&(key.len() as u32).to_le_bytes());
-            buf.extend_from_slice(key.as_bytes());
-            buf.extend_from_slice(&(offsets.len() as u64).to_le_bytes());
-            for o in offsets {
-                buf.extend_from_slice(&o.to_le_bytes());
+        {
+            let l = self.loaded();
+            let mut o = l.offsets.write().unwrap_or_else(|e| e.into_inner());
+            if o.get(key).is_some_and(|old| old == offsets) {
+                return;
             }
-            let crc = crc32c::crc32c(&buf);
-            buf.extend_from_slice(&crc.to_le_bytes());
-            write_atomically(&self.path(key), &buf).map(|()| buf.len() as u64)
-        };
-        self.saved(write(), "chunk index");
+            o.insert(key.to_owned(), offsets.to_vec());
+        }
+        self.append(OFFSETS, key, offsets);
     }
 
     fn failures(&self) -> u64 {
@@ -161,63 +407,5 @@ impl OffsetStore for DiskStore {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn round_trip_and_key_check() {
-        let dir = tempfile::tempdir().unwrap();
-        let s = DiskStore::new(dir.path().join("c"));
-        assert!(s.load("k").is_none());
-        s.save("k", &[0, 5, 9]);
-        assert_eq!(s.load("k"), Some(vec![0, 5, 9]));
-        assert!(s.load("other").is_none());
-        // A truncated file is ignored.
-        let p = s.path("k");
-        let data = std::fs::read(&p).unwrap();
-        std::fs::write(&p, &data[..data.len() - 3]).unwrap();
-        assert!(s.load("k").is_none());
-        // A flipped bit anywhere is caught by the checksum.
-        for i in 0..data.len() {
-            let mut bad = data.clone();
-            bad[i] ^= 0x10;
-            std::fs::write(&p, &bad).unwrap();
-            assert!(s.load("k").is_none(), "flip at byte {i} accepted");
-        }
-        // Offsets out of order are refused even with a valid checksum.
-        s.save("k", &[0, 9, 5]);
-        assert!(s.load("k").is_none());
-    }
-
-    #[test]
-    fn the_directory_stays_under_its_cap() {
-        let dir = tempfile::tempdir().unwrap();
-        let s = DiskStore::with_cap(dir.path(), 20_000);
-        let offsets: Vec<u64> = (0..500).collect(); // about 4 KB per file
-        for i in 0..40 {
-            s.save(&format!("k{i}"), &offsets);
-            std::thread::sleep(std::time::Duration::from_millis(2));
-        }
-        let used: u64 = crate::store::lru::scan(dir.path())
-            .iter()
-            .map(|f| f.1)
-            .sum();
-        assert!(used <= 20_000, "{used}");
-        assert!(s.load("k39").is_some(), "the newest is kept");
-        assert!(s.load("k0").is_none(), "the oldest went");
-        assert_eq!(s.failures(), 0);
-        let bad = DiskStore::new("/proc/nope");
-        bad.save("k", &[0, 1]);
-        assert_eq!(bad.failures(), 1);
-    }
-
-    #[test]
-    fn verdicts_are_kept_per_identity() {
-        let dir = tempfile::tempdir().unwrap();
-        let s = DiskStore::new(dir.path());
-        assert!(!s.is_verified("a:1:2:3"));
-        s.mark_verified("a:1:2:3");
-        assert!(s.is_verified("a:1:2:3"));
-        assert!(!s.is_verified("a:1:2:4"));
-    }
-}
+#[path = "disk_tests.rs"]
+mod tests;

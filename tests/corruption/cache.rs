@@ -63,7 +63,7 @@ fn tensors() -> Vec<Arc<dyn Tensor>> {
 
 fn ctx(store: &Path) -> Arc<LayoutCtx> {
     let cache = ChunkCache::new(8 << 20).with_threads(1);
-    cache.set_offset_store(Arc::new(DiskStore::new(store)));
+    cache.set_offset_store(Arc::new(DiskStore::new(store, "corruption", u64::MAX)));
     Arc::new(LayoutCtx {
         sep: ",".into(),
         max_dense: 1 << 30,
