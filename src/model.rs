@@ -115,6 +115,8 @@ impl DType {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SourceFormat {
     TfCheckpoint,
+    /// A constant of a TensorFlow graph (SPEC §6).
+    TfGraph,
     Angel,
 }
 
@@ -122,6 +124,7 @@ impl SourceFormat {
     pub(crate) fn name(self) -> &'static str {
         match self {
             SourceFormat::TfCheckpoint => "tf-checkpoint",
+            SourceFormat::TfGraph => "tf-graph",
             SourceFormat::Angel => "angel",
         }
     }

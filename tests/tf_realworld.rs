@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use common::npz::{read_npz, Npy};
 use modelfs::detect::model_at;
-use modelfs::model::{DType, DirEntry, Model, Tensor};
+use modelfs::model::{DType, DirEntry, Model, SourceFormat, Tensor};
 use modelfs::options::Options;
 use modelfs::testing::shared_dir;
 
@@ -28,6 +28,9 @@ fn walk(model: &dyn Model, dir: &mut Vec<Vec<u8>>, out: &mut BTreeMap<Vec<u8>, A
                 dir.push(name);
                 let t = model.tensor(dir).unwrap();
                 dir.pop();
+                if t.meta().format == SourceFormat::TfGraph {
+                    continue; // graph constants (SPEC §6) are not checkpoint variables
+                }
                 let prev = out.insert(t.meta().name.clone(), t);
                 assert!(prev.is_none(), "a key appears twice in the tree");
             }

@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use super::bundle::V1_MESSAGE;
 use super::checkpoint_state::{resolve_prefix, CheckpointState};
+use super::graph::{GraphKind, GraphModel};
 use super::model::{block_cache_for, TfModel};
 use super::multi::MultiModel;
 use super::table::footer::TABLE_MAGIC;
@@ -74,6 +75,11 @@ pub(crate) fn open(path: &Path, opts: &ReaderOptions) -> Result<Option<Arc<dyn M
     if fs.is_dir(path) {
         return open_dir(path, opts, cache);
     }
+    if let Some(kind) = graph_file_kind(path) {
+        if fs.is_file(path) {
+            return open_graph(path, kind, None, opts).map(Some);
+        }
+    }
     if is_v1_checkpoint(fs, &prefix) || is_v1_checkpoint(fs, path) {
         return Err(v1_refused(path));
     }
@@ -87,7 +93,23 @@ fn v1_refused(path: &Path) -> OpenError {
     }
 }
 
+/// A checkpoint, with the constants and signatures of its graph when `P.meta` is beside it.
 fn open_prefix(
+    prefix: &Path,
+    opts: &ReaderOptions,
+    cache: Arc<BlockCache>,
+) -> Result<Arc<dyn Model>, OpenError> {
+    let model = open_variables(prefix, opts, cache)?;
+    let mut meta = prefix.as_os_str().to_owned();
+    meta.push(".meta");
+    let meta = PathBuf::from(meta);
+    if opts.storage.is_file(&meta) {
+        return open_graph(&meta, GraphKind::MetaGraphDef, Some(model), opts);
+    }
+    Ok(model)
+}
+
+fn open_variables(
     prefix: &Path,
     opts: &ReaderOptions,
     cache: Arc<BlockCache>,
@@ -95,6 +117,52 @@ fn open_prefix(
     TfModel::open(prefix, opts, cache)
         .map(|m| Arc::new(m) as Arc<dyn Model>)
         .map_err(|e| OpenError::unreadable(&index_path(prefix), e))
+}
+
+/// What a graph file given by name holds: `X.pb` a frozen `GraphDef` (`saved_model.pb` names
+/// its directory, handled before), `X.meta` a `MetaGraphDef`.
+fn graph_file_kind(path: &Path) -> Option<GraphKind> {
+    match path.extension()?.as_bytes() {
+        b"pb" => Some(GraphKind::GraphDef),
+        b"meta" => Some(GraphKind::MetaGraphDef),
+        _ => None,
+    }
+}
+
+/// The graph file at `path` (opened now; scanned on first use) over `variables`.
+fn open_graph(
+    path: &Path,
+    kind: GraphKind,
+    variables: Option<Arc<dyn Model>>,
+    opts: &ReaderOptions,
+) -> Result<Arc<dyn Model>, OpenError> {
+    let file = opts
+        .storage
+        .open(path)
+        .map_err(|e| OpenError::unreadable(path, e))?;
+    // Refuse at once what cannot be the message: its first byte must be the tag of one of
+    // its length-delimited fields (GraphDef node/library/versions; MetaGraphDef 1..=7;
+    // SavedModel's version or meta graph). An empty file is an empty message.
+    let first = match file.size() {
+        0 => None,
+        _ => Some(
+            file.read_at(0, 1)
+                .map_err(|e| OpenError::unreadable(path, e))?[0],
+        ),
+    };
+    let plausible = match (kind, first) {
+        (_, None) => true,
+        (GraphKind::GraphDef, Some(b)) => matches!(b, 0x0a | 0x12 | 0x18 | 0x22),
+        (GraphKind::MetaGraphDef, Some(b)) => b & 7 == 2 && (1..=7).contains(&(b >> 3)),
+        (GraphKind::SavedModel, Some(b)) => matches!(b, 0x08 | 0x12),
+    };
+    if !plausible {
+        return Err(OpenError::NotRecognised {
+            path: path.to_path_buf(),
+            looked_for: format!("a binary {kind:?} protobuf"),
+        });
+    }
+    Ok(Arc::new(GraphModel::new(file, kind, variables)))
 }
 
 /// A V1 checkpoint: a table file `P` (or `P-00000-of-0000N`) without `P.index` (§12).
@@ -158,8 +226,8 @@ fn open_dir(
     cache: Arc<BlockCache>,
 ) -> Result<Option<Arc<dyn Model>>, OpenError> {
     let fs = &*opts.storage;
-    if let Some(variables) = saved_model_variables(fs, dir)? {
-        return open_prefix(&variables, opts, cache).map(Some);
+    if let Some(model) = open_saved_model(fs, dir, opts, Arc::clone(&cache))? {
+        return Ok(Some(model));
     }
     let found = Checkpoints::find(fs, dir);
     if found.prefixes.len() == 1 && !found.has_state {
@@ -172,7 +240,22 @@ fn open_dir(
     if found.v1_named || dir_has_v1(fs, dir) {
         return Err(v1_refused(dir));
     }
-    open_serving_base(fs, dir, opts, cache)
+    if let Some(model) = open_serving_base(fs, dir, opts, cache)? {
+        return Ok(Some(model));
+    }
+    // A directory holding one frozen graph.
+    let graphs: Vec<PathBuf> = fs
+        .list(dir)
+        .into_iter()
+        .flatten()
+        .filter(|(n, _)| n.as_bytes().ends_with(b".pb"))
+        .map(|(n, _)| dir.join(n))
+        .filter(|p| fs.is_file(p))
+        .collect();
+    match graphs.as_slice() {
+        [one] => open_graph(one, GraphKind::GraphDef, None, opts).map(Some),
+        _ => Ok(None),
+    }
 }
 
 /// A TF Serving base directory: numbered version sub-directories, each a SavedModel. Every
@@ -207,20 +290,41 @@ fn open_serving_base(
     let latest = versions.last().map(|(_, n)| n.clone());
     let opened = versions.into_iter().map(|(_, name)| {
         let sub = dir.join(OsStr::from_bytes(&name));
-        let model = saved_model_variables(fs, &sub)
-            .and_then(|v| {
-                v.ok_or_else(|| OpenError::NotRecognised {
-                    path: sub.clone(),
-                    looked_for: "a SavedModel".into(),
-                })
+        let model = open_saved_model(fs, &sub, opts, Arc::clone(&cache)).and_then(|m| {
+            m.ok_or_else(|| OpenError::NotRecognised {
+                path: sub.clone(),
+                looked_for: "a SavedModel".into(),
             })
-            .and_then(|v| open_prefix(&v, opts, Arc::clone(&cache)));
+        });
         (name, model)
     });
     several(opened, latest).map(Some)
 }
 
 const SAVED_MODEL_FILES: [&str; 3] = ["saved_model.pb", "saved_model.pbtxt", "saved_model.cpb"];
+
+/// A SavedModel directory: its variables, with the constants and signatures of its binary
+/// `saved_model.pb` (without variables, the graph alone).
+fn open_saved_model(
+    fs: &dyn Storage,
+    dir: &Path,
+    opts: &ReaderOptions,
+    cache: Arc<BlockCache>,
+) -> Result<Option<Arc<dyn Model>>, OpenError> {
+    let variables = saved_model_variables(fs, dir);
+    let pb = dir.join("saved_model.pb");
+    if !fs.is_file(&pb) {
+        return match variables? {
+            Some(v) => open_variables(&v, opts, cache).map(Some),
+            None => Ok(None),
+        };
+    }
+    let variables = match variables {
+        Ok(Some(v)) => Some(open_variables(&v, opts, cache)?),
+        _ => None,
+    };
+    open_graph(&pb, GraphKind::SavedModel, variables, opts).map(Some)
+}
 
 /// A SavedModel directory's variables prefix; an error for a SavedModel without variables.
 fn saved_model_variables(fs: &dyn Storage, dir: &Path) -> Result<Option<PathBuf>, OpenError> {

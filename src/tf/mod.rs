@@ -5,6 +5,7 @@ pub mod checkpoint_state;
 pub mod coding;
 pub(crate) mod detect;
 pub(crate) mod dtype;
+pub(crate) mod graph;
 pub(crate) mod keys;
 pub mod model;
 pub(crate) mod multi;

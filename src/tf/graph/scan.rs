@@ -1,0 +1,319 @@
+//! One pass over a graph file (a frozen `GraphDef`, a `MetaGraphDef` (`P.meta`) or a
+//! `SavedModel`), formats/tf-checkpoint.md §11: the `Const` nodes with where their values are,
+//! the signatures, and the number of nodes per op. Positions only: nothing is copied.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+
+use super::tensor_proto::{self, ProtoInfo};
+use super::wire::{text, Fields, Value, WireError};
+
+/// Which message the file holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum GraphKind {
+    GraphDef,
+    MetaGraphDef,
+    SavedModel,
+}
+
+/// A `Const` node: its name (qualified by its function for library nodes), op, and value.
+#[derive(Clone, Debug)]
+pub(crate) struct Const {
+    pub(crate) name: String,
+    pub(crate) op: String,
+    pub(crate) value: ProtoInfo,
+}
+
+/// An input or output of a signature.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Arg {
+    pub(crate) key: String,
+    /// `op:index`, or what a sparse/composite tensor is made of.
+    pub(crate) name: String,
+    pub(crate) dtype: i32,
+    /// `None`: unknown rank; -1 for an unknown dimension.
+    pub(crate) shape: Option<Vec<i64>>,
+    /// `dense`, `coo_sparse` or `composite`.
+    pub(crate) encoding: &'static str,
+}
+
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Signature {
+    pub(crate) key: String,
+    pub(crate) method: String,
+    pub(crate) inputs: Vec<Arg>,
+    pub(crate) outputs: Vec<Arg>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub(crate) struct MetaGraph {
+    pub(crate) tags: Vec<String>,
+    /// The `GraphDef`'s bytes in the file.
+    pub(crate) graph: Option<Range<u64>>,
+    pub(crate) signatures: Vec<Signature>,
+}
+
+/// Everything one scan learns.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct GraphScan {
+    pub(crate) metas: Vec<MetaGraph>,
+    /// Every `Const` of every meta graph (first of a name wins), graph then library.
+    pub(crate) consts: Vec<Const>,
+    pub(crate) ops: BTreeMap<String, u64>,
+    pub(crate) nodes: u64,
+}
+
+/// Scans `buf` (the whole file) as `kind`.
+pub(crate) fn scan(buf: &[u8], kind: GraphKind) -> Result<GraphScan, WireError> {
+    let mut out = GraphScan::default();
+    let mut seen = std::collections::HashSet::new();
+    match kind {
+        GraphKind::GraphDef => {
+            graph_def(buf, 0..buf.len(), &mut out, &mut seen)?;
+            out.metas.push(MetaGraph {
+                graph: Some(0..buf.len() as u64),
+                ..Default::default()
+            });
+        }
+        GraphKind::MetaGraphDef => {
+            let m = meta_graph(buf, 0..buf.len(), &mut out, &mut seen)?;
+            out.metas.push(m);
+        }
+        GraphKind::SavedModel => {
+            for f in Fields::new(buf) {
+                let f = f?;
+                if let (2, Some(r)) = (f.number, f.range()) {
+                    let m = meta_graph(buf, r, &mut out, &mut seen)?;
+                    out.metas.push(m);
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+type Seen = std::collections::HashSet<String>;
+
+fn meta_graph(
+    buf: &[u8],
+    range: Range<usize>,
+    out: &mut GraphScan,
+    seen: &mut Seen,
+) -> Result<MetaGraph, WireError> {
+    let mut m = MetaGraph::default();
+    for f in Fields::within(buf, range) {
+        let f = f?;
+        let Some(r) = f.range() else { continue };
+        match f.number {
+            1 => {
+                for g in Fields::within(buf, r) {
+                    let g = g?;
+                    if g.number == 4 {
+                        m.tags.push(text(buf, &g));
+                    }
+                }
+            }
+            2 => {
+                m.graph = Some(r.start as u64..r.end as u64);
+                graph_def(buf, r, out, seen)?;
+            }
+            5 => m.signatures.push(signature_entry(buf, r)?),
+            _ => {}
+        }
+    }
+    m.signatures.sort_by(|a, b| a.key.cmp(&b.key));
+    Ok(m)
+}
+
+fn graph_def(
+    buf: &[u8],
+    range: Range<usize>,
+    out: &mut GraphScan,
+    seen: &mut Seen,
+) -> Result<(), WireError> {
+    let mut library = Vec::new();
+    for f in Fields::within(buf, range) {
+        let f = f?;
+        match (f.number, f.range()) {
+            (1, Some(r)) => node(buf, r, "", out, seen)?,
+            (2, Some(r)) => library.push(r),
+            _ => {}
+        }
+    }
+    for lib in library {
+        for f in Fields::within(buf, lib) {
+            let f = f?;
+            let (1, Some(r)) = (f.number, f.range()) else {
+                continue;
+            };
+            let mut name = String::new();
+            let mut nodes = Vec::new();
+            for g in Fields::within(buf, r) {
+                let g = g?;
+                match (g.number, g.range()) {
+                    (1, Some(sig)) => {
+                        for s in Fields::within(buf, sig) {
+                            let s = s?;
+                            if s.number == 1 {
+                                name = text(buf, &s);
+                            }
+                        }
+                    }
+                    (3, Some(n)) => nodes.push(n),
+                    _ => {}
+                }
+            }
+            for n in nodes {
+                node(buf, n, &name, out, seen)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn node(
+    buf: &[u8],
+    range: Range<usize>,
+    function: &str,
+    out: &mut GraphScan,
+    seen: &mut Seen,
+) -> Result<(), WireError> {
+    let (mut name, mut op, mut value) = (String::new(), String::new(), None);
+    for f in Fields::within(buf, range) {
+        let f = f?;
+        match (f.number, f.range()) {
+            (1, _) => name = text(buf, &f),
+            (2, _) => op = text(buf, &f),
+            (5, Some(r)) => {
+                let (mut key, mut val) = (String::new(), None);
+                for e in Fields::within(buf, r) {
+                    let e = e?;
+                    match (e.number, e.range()) {
+                        (1, _) => key = text(buf, &e),
+                        (2, Some(v)) => val = Some(v),
+                        _ => {}
+                    }
+                }
+                if let (true, Some(v)) = (key == "value", val) {
+                    for a in Fields::within(buf, v) {
+                        let a = a?;
+                        if let (8, Value::Bytes { start, end }) = (a.number, a.value) {
+                            value = Some(start..end);
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    out.nodes += 1;
+    *out.ops.entry(op.clone()).or_default() += 1;
+    let (true, Some(v)) = (op == "Const", value) else {
+        return Ok(());
+    };
+    let name = match function {
+        "" => name,
+        f => format!("{f}/{name}"),
+    };
+    let value = match tensor_proto::scan(buf, v, 0) {
+        Ok(info) => info,
+        Err(e) => {
+            log::warn!("constant {name}: {e}");
+            return Ok(());
+        }
+    };
+    let empty = value.problem.is_none() && value.shape.contains(&0);
+    if !empty && seen.insert(name.clone()) {
+        out.consts.push(Const { name, op, value });
+    }
+    Ok(())
+}
+
+/// A `signature_def` map entry.
+fn signature_entry(buf: &[u8], range: Range<usize>) -> Result<Signature, WireError> {
+    let mut s = Signature::default();
+    for f in Fields::within(buf, range) {
+        let f = f?;
+        match (f.number, f.range()) {
+            (1, _) => s.key = text(buf, &f),
+            (2, Some(r)) => {
+                for g in Fields::within(buf, r) {
+                    let g = g?;
+                    match (g.number, g.range()) {
+                        (1, Some(e)) => s.inputs.push(arg_entry(buf, e)?),
+                        (2, Some(e)) => s.outputs.push(arg_entry(buf, e)?),
+                        (3, _) => s.method = text(buf, &g),
+                        _ => {}
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    s.inputs.sort_by(|a, b| a.key.cmp(&b.key));
+    s.outputs.sort_by(|a, b| a.key.cmp(&b.key));
+    Ok(s)
+}
+
+/// A `map<string, TensorInfo>` entry.
+fn arg_entry(buf: &[u8], range: Range<usize>) -> Result<Arg, WireError> {
+    let mut a = Arg {
+        encoding: "dense",
+        shape: None,
+        ..Default::default()
+    };
+    for f in Fields::within(buf, range) {
+        let f = f?;
+        match (f.number, f.range()) {
+            (1, _) => a.key = text(buf, &f),
+            (2, Some(r)) => tensor_info(buf, r, &mut a)?,
+            _ => {}
+        }
+    }
+    Ok(a)
+}
+
+fn tensor_info(buf: &[u8], range: Range<usize>, a: &mut Arg) -> Result<(), WireError> {
+    for f in Fields::within(buf, range) {
+        let f = f?;
+        match (f.number, f.value) {
+            (1, _) => a.name = text(buf, &f),
+            (2, Value::Varint(v)) => a.dtype = v as i32,
+            (3, Value::Bytes { start, end }) => a.shape = shape(buf, start..end)?,
+            (4, Value::Bytes { start, end }) => {
+                a.encoding = "coo_sparse";
+                let mut names = Vec::new();
+                for g in Fields::within(buf, start..end) {
+                    names.push(text(buf, &g?));
+                }
+                a.name = names.join(",");
+            }
+            (5, _) => a.encoding = "composite",
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// A `TensorShapeProto`: `None` for unknown rank.
+fn shape(buf: &[u8], range: Range<usize>) -> Result<Option<Vec<i64>>, WireError> {
+    let mut dims = Vec::new();
+    for f in Fields::within(buf, range) {
+        let f = f?;
+        match (f.number, f.value) {
+            (2, Value::Bytes { start, end }) => {
+                let mut size = 0i64;
+                for d in Fields::within(buf, start..end) {
+                    let d = d?;
+                    if let (1, Value::Varint(v)) = (d.number, d.value) {
+                        size = v as i64;
+                    }
+                }
+                dims.push(size);
+            }
+            (3, Value::Varint(v)) if v != 0 => return Ok(None),
+            _ => {}
+        }
+    }
+    Ok(Some(dims))
+}
