@@ -282,24 +282,136 @@ fn serving(shared: &Path) -> PathBuf {
     shared.join("realworld/tf/tensorflow+serving/tensorflow_serving")
 }
 
+/// V1 checkpoints (TF < 0.12) mount: the real `half_plus_two` (a = 0.5, b = 2.0, with its
+/// graph), its copy with a stale state file, and each form of naming them.
 #[test]
-fn v1_checkpoints_are_refused_clearly() {
+fn v1_checkpoints_mount() {
     let Some(shared) = shared_dir() else { return };
     let base = serving(&shared);
+    let half = base.join("session_bundle/testdata/half_plus_two/00000123");
     for p in [
-        base.join("session_bundle/testdata/half_plus_two/00000123"),
-        base.join("session_bundle/testdata/half_plus_two/00000123/export"),
-        base.join("session_bundle/testdata/half_plus_two/00000123/export-00000-of-00001"),
-        // A `checkpoint` file with a stale absolute path naming a V1 checkpoint.
-        base.join("servables/tensorflow/testdata/bad_half_plus_two/00000123"),
-        base.join("servables/tensorflow/testdata/bad_half_plus_two/00000123/export"),
+        half.clone(),
+        half.join("export"),
+        half.join("export-00000-of-00001"),
     ] {
-        let err = match model_at(&p, &Options::default().reader()) {
-            Ok(_) => panic!("{} opened", p.display()),
-            Err(e) => e.to_string(),
-        };
-        assert!(err.contains("V1 checkpoint"), "{}: {err}", p.display());
-        assert!(!err.contains('\n'));
+        let model = model_at(&p, &Options::default().reader())
+            .unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        for (name, want) in [("a", 0.5f32), ("b", 2.0)] {
+            let t = model.tensor(&[name.as_bytes().to_vec()]).unwrap();
+            assert_eq!(t.meta().shape, Vec::<u64>::new());
+            let mut four = [0u8; 4];
+            t.read_elements(0, &mut four).unwrap();
+            assert_eq!(f32::from_le_bytes(four), want, "{}: {name}", p.display());
+        }
+        // The graph beside it (export.meta) gives its constants.
+        let consts = model.list_dir(&[b"constants".to_vec()]).unwrap();
+        assert!(!consts.is_empty());
+    }
+    // A `checkpoint` file with a stale absolute path naming a V1 checkpoint.
+    let bad = base.join("servables/tensorflow/testdata/bad_half_plus_two/00000123");
+    let model = model_at(&bad, &Options::default().reader()).unwrap();
+    let t = model.tensor(&[b"Variable".to_vec()]).unwrap();
+    assert_eq!(t.meta().dtype, DType::F32);
+}
+
+/// The V1 checkpoint written by TF 2.21's `Saver(write_version=V1)` (whole, partitioned,
+/// int64 and string tensors) equals what TF's V1 reader returns.
+#[test]
+fn generated_v1_checkpoint_matches_tensorflow() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/tf/graphs/v1");
+    assert_eq!(
+        check_case(&dir.join("model.ckpt"), &dir.join("expected")),
+        4
+    );
+    assert_eq!(check_case(&dir, &dir.join("expected")), 4);
+}
+
+/// Every `Const` of every graph fixture (a `.meta` beside a Saver checkpoint, a SavedModel, a
+/// frozen graph, Consts using every typed TensorProto field) equals `tf.make_ndarray` of it.
+#[test]
+fn graph_constants_match_tensorflow() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/tf/graphs");
+    let cases = [
+        ("tf1/saver/model.ckpt.meta", "tf1/saver/model.ckpt", true),
+        ("tf1/savedmodel/saved_model.pb", "tf1/savedmodel", true),
+        ("tf1/frozen/frozen.pb", "tf1/frozen/frozen.pb", false),
+        ("tf1/frozen/frozen.pb", "tf1/frozen", false),
+        ("typed/graph.pb", "typed/graph.pb", false),
+    ];
+    for (file, source, beside_variables) in cases {
+        let exp_dir = root.join(format!("{file}.expected"));
+        let index: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(exp_dir.join("consts.json")).unwrap()).unwrap();
+        let npz = read_npz(&exp_dir.join("consts.npz"));
+        let model = model_at(&root.join(source), &Options::default().reader())
+            .unwrap_or_else(|e| panic!("{source}: {e}"));
+        let want = index["consts"].as_object().unwrap();
+        assert!(!want.is_empty());
+        let mut got = 0;
+        let mut all = BTreeMap::new();
+        walk_consts(&*model, &mut Vec::new(), &mut all);
+        assert_eq!(
+            all.keys().cloned().collect::<BTreeSet<_>>(),
+            want.keys().cloned().collect::<BTreeSet<_>>(),
+            "{source}: constants listed"
+        );
+        for (name, exp) in want {
+            let mut path: Vec<Vec<u8>> = Vec::new();
+            if beside_variables {
+                path.push(b"constants".to_vec());
+            }
+            path.extend(name.split('/').map(|c| c.as_bytes().to_vec()));
+            let t = model
+                .tensor(&path)
+                .unwrap_or_else(|e| panic!("{source}: {name}: {e}"));
+            let meta = t.meta();
+            assert!(meta.problem.is_none(), "{name}: {:?}", meta.problem);
+            assert_eq!(meta.format, SourceFormat::TfGraph);
+            assert_eq!(meta.dtype.name(), exp["dtype"].as_str().unwrap(), "{name}");
+            let shape: Vec<u64> = exp["shape"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_u64().unwrap())
+                .collect();
+            assert_eq!(meta.shape, shape, "{source}: {name}: shape");
+            let n = meta.num_elements().unwrap();
+            if let Some(strings) = exp.get("strings").and_then(|s| s.as_array()) {
+                let want: Vec<Vec<u8>> = strings
+                    .iter()
+                    .map(|s| latin1(s.as_str().unwrap()))
+                    .collect();
+                assert_eq!(read_strings(&*t, n), want, "{source}: {name}");
+            } else {
+                let arr: &Npy = &npz[exp["npz_key"].as_str().unwrap()];
+                let mut buf = vec![0u8; n as usize * meta.dtype.elem_size().unwrap()];
+                t.read_elements(0, &mut buf).unwrap();
+                assert!(buf == arr.data, "{source}: {name}: values differ");
+            }
+            got += 1;
+        }
+        assert_eq!(got, want.len());
+    }
+}
+
+fn walk_consts(model: &dyn Model, dir: &mut Vec<Vec<u8>>, out: &mut BTreeMap<String, ()>) {
+    for e in model.list_dir(dir).unwrap() {
+        match e {
+            DirEntry::Dir(name) => {
+                dir.push(name);
+                walk_consts(model, dir, out);
+                dir.pop();
+            }
+            DirEntry::Tensor(name) => {
+                dir.push(name);
+                let t = model.tensor(dir).unwrap();
+                dir.pop();
+                if t.meta().format == SourceFormat::TfGraph {
+                    out.insert(String::from_utf8(t.meta().name.clone()).unwrap(), ());
+                }
+            }
+            DirEntry::Symlink { .. } => {}
+        }
     }
 }
 

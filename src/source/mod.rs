@@ -183,17 +183,14 @@ pub fn local() -> Arc<dyn Storage> {
     Arc::new(LocalStorage)
 }
 
-/// An in-memory source (tests, synthesized data).
+/// An in-memory source (tests, synthesized data, values read out of a table).
 #[derive(Debug, Clone)]
-#[cfg(any(test, feature = "testkit"))]
 pub struct MemSource {
     name: String,
     data: Arc<[u8]>,
 }
 
-#[cfg(any(test, feature = "testkit"))]
 impl MemSource {
-    #[cfg(any(test, feature = "testkit"))]
     pub fn new(name: impl Into<String>, data: impl Into<Arc<[u8]>>) -> Self {
         MemSource {
             name: name.into(),
@@ -202,7 +199,6 @@ impl MemSource {
     }
 }
 
-#[cfg(any(test, feature = "testkit"))]
 impl ReadAt for MemSource {
     fn size(&self) -> u64 {
         self.data.len() as u64

@@ -1,7 +1,7 @@
 //! Which TensorFlow form a path is (SPEC §1) and the model that reads it: a checkpoint prefix,
 //! its `.index` or a `.data-…` file, a directory of one or several checkpoints (with its
-//! `checkpoint` state file), or a SavedModel directory. V1 checkpoints are recognised and
-//! refused with a reason.
+//! `checkpoint` state file), a SavedModel directory, a graph file (`X.pb`, `X.meta`), or a V1
+//! checkpoint (§12).
 
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
@@ -9,13 +9,13 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::bundle::V1_MESSAGE;
 use super::checkpoint_state::{resolve_prefix, CheckpointState};
 use super::graph::{GraphKind, GraphModel};
 use super::model::{block_cache_for, TfModel};
 use super::multi::MultiModel;
 use super::table::footer::TABLE_MAGIC;
-use super::table::BlockCache;
+use super::table::{BlockCache, Table};
+use super::v1::V1Model;
 use crate::model::{Model, OpenError, ReaderOptions};
 use crate::source::{EntryKind, Storage};
 
@@ -81,16 +81,75 @@ pub(crate) fn open(path: &Path, opts: &ReaderOptions) -> Result<Option<Arc<dyn M
         }
     }
     if is_v1_checkpoint(fs, &prefix) || is_v1_checkpoint(fs, path) {
-        return Err(v1_refused(path));
+        return open_v1(path, opts, cache).map(Some);
     }
     Ok(None)
 }
 
-fn v1_refused(path: &Path) -> OpenError {
-    OpenError::Unsupported {
-        path: path.to_path_buf(),
-        what: V1_MESSAGE.into(),
+/// `X-00000-of-00002` → `X`; anything else unchanged.
+fn strip_shard_suffix(path: &Path) -> PathBuf {
+    let b = path.as_os_str().as_bytes();
+    // "-" 5 digits "-of-" 5 digits
+    let is_shard = b.len() > 15 && {
+        let t = &b[b.len() - 15..];
+        t[0] == b'-'
+            && t[6..10] == *b"-of-"
+            && t[1..6].iter().chain(&t[10..]).all(u8::is_ascii_digit)
+    };
+    match is_shard {
+        true => PathBuf::from(OsStr::from_bytes(&b[..b.len() - 15])),
+        false => path.to_path_buf(),
     }
+}
+
+/// The V1 checkpoint at `path` (its prefix `P`, the file `P`, or a shard `P-0000i-of-0000N`),
+/// with its graph when `P.meta` is beside it.
+fn open_v1(
+    path: &Path,
+    opts: &ReaderOptions,
+    cache: Arc<BlockCache>,
+) -> Result<Arc<dyn Model>, OpenError> {
+    let fs = &*opts.storage;
+    let prefix = strip_shard_suffix(&strip_checkpoint_suffix(path));
+    let mut files = Vec::new();
+    if ends_with_table_magic(fs, &prefix) {
+        files.push(prefix.clone());
+    } else if let (Some(dir), Some(name)) = (prefix.parent(), prefix.file_name()) {
+        let mut want = name.as_bytes().to_vec();
+        want.push(b'-');
+        for (n, _) in fs.list(dir).into_iter().flatten() {
+            let p = dir.join(&n);
+            if n.as_bytes().starts_with(&want) && strip_shard_suffix(&p) == prefix {
+                files.push(p);
+            }
+        }
+        files.sort();
+    }
+    if files.is_empty() {
+        files.push(path.to_path_buf());
+    }
+    let mut shards = Vec::new();
+    let mut mtime = std::time::SystemTime::UNIX_EPOCH;
+    for f in &files {
+        let file = fs.open(f).map_err(|e| OpenError::unreadable(f, e))?;
+        mtime = mtime.max(file.mtime());
+        let table =
+            Table::open(file, Arc::clone(&cache)).map_err(|e| OpenError::unreadable(f, e))?;
+        let name = f
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        shards.push((name, table));
+    }
+    let model: Arc<dyn Model> =
+        Arc::new(V1Model::open(shards, mtime).map_err(|e| OpenError::unreadable(&prefix, e))?);
+    let mut meta = prefix.as_os_str().to_owned();
+    meta.push(".meta");
+    let meta = PathBuf::from(meta);
+    if fs.is_file(&meta) {
+        return open_graph(&meta, GraphKind::MetaGraphDef, Some(model), opts);
+    }
+    Ok(model)
 }
 
 /// A checkpoint, with the constants and signatures of its graph when `P.meta` is beside it.
@@ -207,16 +266,15 @@ fn ends_with_table_magic(fs: &dyn Storage, f: &Path) -> bool {
             .is_ok_and(|tail| *tail == TABLE_MAGIC)
 }
 
-/// Any V1 table file in `dir` (`P` with table magic, no `P.index`)?
-fn dir_has_v1(fs: &dyn Storage, dir: &Path) -> bool {
-    let Ok(entries) = fs.list(dir) else {
-        return false;
-    };
-    entries.iter().any(|(n, _)| {
+/// A V1 table file in `dir` (`P-0000i-of-0000N` with table magic, no `P.index`).
+fn dir_v1(fs: &dyn Storage, dir: &Path) -> Option<PathBuf> {
+    let entries = fs.list(dir).ok()?;
+    entries.iter().find_map(|(n, _)| {
         let n = n.as_bytes();
         let looks_like =
             n.windows(4).any(|w| w == b"-of-") && !n.windows(6).any(|w| w == b".data-");
-        looks_like && is_v1_checkpoint(fs, &dir.join(OsStr::from_bytes(n)))
+        let p = dir.join(OsStr::from_bytes(n));
+        (looks_like && is_v1_checkpoint(fs, &p)).then_some(p)
     })
 }
 
@@ -237,8 +295,8 @@ fn open_dir(
     if !found.prefixes.is_empty() {
         return open_several(found, opts, cache).map(Some);
     }
-    if found.v1_named || dir_has_v1(fs, dir) {
-        return Err(v1_refused(dir));
+    if let Some(v1) = found.v1_named.clone().or_else(|| dir_v1(fs, dir)) {
+        return open_v1(&v1, opts, cache).map(Some);
     }
     if let Some(model) = open_serving_base(fs, dir, opts, cache)? {
         return Ok(Some(model));
@@ -353,8 +411,8 @@ struct Checkpoints {
     has_state: bool,
     /// The base name the state file's `model_checkpoint_path` names.
     latest: Option<Vec<u8>>,
-    /// The state file names a V1 checkpoint.
-    v1_named: bool,
+    /// The V1 checkpoint the state file names.
+    v1_named: Option<PathBuf>,
 }
 
 impl Checkpoints {
@@ -402,7 +460,9 @@ impl Checkpoints {
                 }
                 None => {
                     // Listed but gone (CheckpointManager deletes old ones), or V1.
-                    self.v1_named |= resolve_prefix(dir, p, &|q| is_v1_checkpoint(fs, q)).is_some();
+                    if self.v1_named.is_none() {
+                        self.v1_named = resolve_prefix(dir, p, &|q| is_v1_checkpoint(fs, q));
+                    }
                     log::info!(
                         "{}: listed checkpoint {} not found",
                         state_path.display(),

@@ -12,5 +12,6 @@ pub(crate) mod multi;
 pub(crate) mod ordered_code;
 pub mod proto;
 pub mod table;
+pub(crate) mod v1;
 #[cfg(any(test, feature = "testkit"))]
 pub mod writer;

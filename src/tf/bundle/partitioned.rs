@@ -19,7 +19,7 @@ use crate::tf::table::TableError;
 struct Slice {
     /// `(start, length)` per dimension, lengths resolved against the full shape.
     extent: Vec<(u64, u64)>,
-    tensor: Option<Arc<TfTensor>>,
+    tensor: Option<Arc<dyn Tensor>>,
     /// Last dimension this slice does not cover entirely (`None`: covers the whole tensor).
     last_partial: Option<usize>,
 }
@@ -74,40 +74,88 @@ enum PartitionedFault {
     NoEntry(usize),
 }
 
+/// Called with (slice, first element in the slice, run length) for each run of a read.
+type RunFn<'a> = dyn FnMut(&dyn Tensor, u64, u64) -> Result<(), ModelError> + 'a;
+
+/// One slice as a reader found it: its extent, its tensor (or why there is none), and where
+/// it is stored (for the `.json`).
+pub(crate) struct SlicePart {
+    pub(crate) proto: crate::tf::proto::TensorSliceProto,
+    pub(crate) tensor: Result<Arc<dyn Tensor>, String>,
+    pub(crate) part: PartitionMeta,
+}
+
 impl PartitionedTensor {
     pub(crate) fn new(bundle: Arc<Bundle>, name: Vec<u8>, entry: &Entry) -> PartitionedTensor {
-        let shape = entry.shape.clone();
-        let mut problems: Vec<String> = entry.problem.iter().cloned().collect();
-        let mut slices = Vec::with_capacity(entry.slices.len());
-        let mut parts = Vec::with_capacity(entry.slices.len());
-        for (i, proto) in entry.slices.iter().enumerate() {
-            let extent = resolve_extent(proto, &shape).unwrap_or_else(|p| {
-                problems.push(format!("slice {i}: {p}"));
+        let parts = entry
+            .slices
+            .iter()
+            .map(|proto| {
+                let mut part = PartitionMeta {
+                    extent: Vec::new(),
+                    file: String::new(),
+                    offset: 0,
+                    length: 0,
+                    part_id: None,
+                    extra: Default::default(),
+                };
+                let tensor = resolve_extent(proto, &entry.shape)
+                    .and_then(|extent| slice_tensor(&bundle, &name, entry, proto, &extent))
+                    .map(|t| {
+                        if let Some(loc) = t.loc() {
+                            // The shard, not the prefix's file name: the same tensor in two
+                            // checkpoints then has the same `.json` (`diff -r` of two mounts).
+                            part.file = shard_file_name("", loc.shard, bundle.num_shards)
+                                .trim_start_matches('.')
+                                .to_string();
+                            part.offset = loc.offset;
+                            part.length = loc.size;
+                        }
+                        t as Arc<dyn Tensor>
+                    })
+                    .map_err(|p| p.to_string());
+                SlicePart {
+                    proto: proto.clone(),
+                    tensor,
+                    part,
+                }
+            })
+            .collect();
+        let meta = TensorMeta {
+            name,
+            dtype: entry.dtype,
+            shape: entry.shape.clone(),
+            format: SourceFormat::TfCheckpoint,
+            partitions: Vec::new(),
+            sparse: false,
+            extra: Default::default(),
+            problem: entry.problem.clone(),
+            mtime: bundle.mtime,
+        };
+        PartitionedTensor::assemble(meta, bundle.prefix_name.clone(), parts)
+    }
+
+    /// The tensor `meta` (name, dtype, full shape; partitions are filled here) made of `parts`;
+    /// bad extents, missing slices, gaps and overlaps become its problem.
+    pub(crate) fn assemble(
+        mut meta: TensorMeta,
+        prefix_name: String,
+        parts: Vec<SlicePart>,
+    ) -> PartitionedTensor {
+        let shape = meta.shape.clone();
+        let mut problems: Vec<String> = meta.problem.iter().cloned().collect();
+        let mut slices = Vec::with_capacity(parts.len());
+        for (i, p) in parts.into_iter().enumerate() {
+            let extent = resolve_extent(&p.proto, &shape).unwrap_or_else(|e| {
+                problems.push(format!("slice {i}: {e}"));
                 Vec::new()
             });
-            let mut part = PartitionMeta {
-                extent: extent.clone(),
-                file: String::new(),
-                offset: 0,
-                length: 0,
-                part_id: None,
-                extra: Default::default(),
-            };
-            let tensor = match slice_tensor(&bundle, &name, entry, proto, &extent) {
-                Ok(t) => {
-                    if let Some(loc) = t.loc() {
-                        // The shard, not the prefix's file name: the same tensor in two
-                        // checkpoints then has the same `.json` (`diff -r` of two mounts).
-                        part.file = shard_file_name("", loc.shard, bundle.num_shards)
-                            .trim_start_matches('.')
-                            .to_string();
-                        part.offset = loc.offset;
-                        part.length = loc.size;
+            let tensor = match p.tensor {
+                Ok(t) => Some(t),
+                Err(e) => {
+                    if !extent.is_empty() || shape.is_empty() {
+                        problems.push(format!("slice {i}: {e}"));
                     }
-                    Some(t)
-                }
-                Err(p) => {
-                    problems.push(format!("slice {i}: {p}"));
                     None
                 }
             };
@@ -115,32 +163,24 @@ impl PartitionedTensor {
                 .iter()
                 .zip(&shape)
                 .rposition(|(&(_, len), &dim)| len != dim);
+            let mut part = p.part;
+            part.extent = extent.clone();
+            meta.partitions.push(part);
             slices.push(Slice {
                 extent,
                 tensor,
                 last_partial,
             });
-            parts.push(part);
         }
         if problems.is_empty() {
             if let Err(p) = check_coverage(&slices, &shape) {
                 problems.push(p.to_string());
             }
         }
-        let meta = TensorMeta {
-            name,
-            dtype: entry.dtype,
-            shape,
-            format: SourceFormat::TfCheckpoint,
-            partitions: parts,
-            sparse: false,
-            extra: Default::default(),
-            problem: (!problems.is_empty()).then(|| problems.join("; ")),
-            mtime: bundle.mtime,
-        };
+        meta.problem = (!problems.is_empty()).then(|| problems.join("; "));
         PartitionedTensor {
             meta,
-            prefix_name: bundle.prefix_name.clone(),
+            prefix_name,
             slices,
         }
     }
@@ -157,12 +197,7 @@ impl PartitionedTensor {
     }
 
     /// Calls `f(slice, first_in_slice, run)` for consecutive runs covering `first..first+n`.
-    fn for_each_run(
-        &self,
-        first: u64,
-        n: u64,
-        f: &mut dyn FnMut(&TfTensor, u64, u64) -> Result<(), ModelError>,
-    ) -> Result<(), ModelError> {
+    fn for_each_run(&self, first: u64, n: u64, f: &mut RunFn<'_>) -> Result<(), ModelError> {
         if let Some(p) = &self.meta.problem {
             return Err(self.fail(PartitionedFault::Known(p.clone())));
         }
@@ -371,20 +406,15 @@ impl Tensor for PartitionedTensor {
         })
     }
 
-    /// Index file identity + key + every slice's location identity.
+    /// The key + every slice's own identity (index file, key, location).
     fn cache_identity(&self) -> Option<String> {
         if self.meta.problem.is_some() {
             return None;
         }
-        let first = self.slices.first()?.tensor.as_ref()?;
-        let mut id = format!(
-            "tfp\0{}\0{}",
-            first.index_identity()?,
-            self.meta.name.escape_ascii()
-        );
+        let mut id = format!("tfp\0{}", self.meta.name.escape_ascii());
         for s in &self.slices {
             id.push('\0');
-            id.push_str(&s.tensor.as_ref()?.location_identity()?);
+            id.push_str(&s.tensor.as_ref()?.cache_identity()?);
         }
         Some(id)
     }
@@ -395,7 +425,7 @@ impl Tensor for PartitionedTensor {
             .get(i)
             .ok_or_else(|| ModelError::NotFound(format!("partition {i}")))?;
         match &slice.tensor {
-            Some(t) => Ok(Arc::clone(t) as Arc<dyn Tensor>),
+            Some(t) => Ok(Arc::clone(t)),
             None => Err(self.fail(PartitionedFault::NoEntry(i))),
         }
     }

@@ -74,26 +74,8 @@ impl GraphModel {
 
     fn list_constants(&self, dir: &[Vec<u8>]) -> Result<Vec<DirEntry>, ModelError> {
         let s = self.scanned()?;
-        let start = s.paths.partition_point(|(p, _)| p.as_slice() < dir);
-        let mut out = BTreeSet::new();
-        for (p, _) in &s.paths[start..] {
-            if !p.starts_with(dir) {
-                break;
-            }
-            match p.len() - dir.len() {
-                0 => {}
-                1 => {
-                    out.insert(DirEntry::Tensor(p[dir.len()].clone()));
-                }
-                _ => {
-                    out.insert(DirEntry::Dir(p[dir.len()].clone()));
-                }
-            }
-        }
-        if out.is_empty() && !dir.is_empty() {
-            return Err(ModelError::NotFound(format!("no directory {}", show(dir))));
-        }
-        Ok(out.into_iter().collect())
+        let paths: Vec<&Vec<Vec<u8>>> = s.paths.iter().map(|(p, _)| p).collect();
+        list_paths(&paths, dir)
     }
 
     fn constant(&self, path: &[Vec<u8>]) -> Result<Arc<dyn Tensor>, ModelError> {
@@ -110,6 +92,34 @@ impl GraphModel {
             meta,
         )))
     }
+}
+
+/// The entries of `dir` among sorted tensor `paths` (each a list of components).
+pub(crate) fn list_paths<P: AsRef<[Vec<u8>]>>(
+    paths: &[P],
+    dir: &[Vec<u8>],
+) -> Result<Vec<DirEntry>, ModelError> {
+    let start = paths.partition_point(|p| p.as_ref() < dir);
+    let mut out = BTreeSet::new();
+    for p in &paths[start..] {
+        let p = p.as_ref();
+        if !p.starts_with(dir) {
+            break;
+        }
+        match p.len() - dir.len() {
+            0 => {}
+            1 => {
+                out.insert(DirEntry::Tensor(p[dir.len()].clone()));
+            }
+            _ => {
+                out.insert(DirEntry::Dir(p[dir.len()].clone()));
+            }
+        }
+    }
+    if out.is_empty() && !dir.is_empty() {
+        return Err(ModelError::NotFound(format!("no directory {}", show(dir))));
+    }
+    Ok(out.into_iter().collect())
 }
 
 fn split(name: &str) -> Vec<Vec<u8>> {

@@ -77,7 +77,13 @@ pub(crate) fn scan(buf: &[u8], range: Range<usize>, base: u64) -> Result<ProtoIn
             _ => {}
         }
     }
-    let dtype = from_tf(dtype);
+    let mut info = ProtoInfo {
+        dtype: from_tf(dtype),
+        shape: Vec::new(),
+        content,
+        proto: abs(range),
+        problem: None,
+    };
     let mut problem = None;
     if unknown_rank {
         problem = Some("shape of unknown rank".to_string());
@@ -91,31 +97,37 @@ pub(crate) fn scan(buf: &[u8], range: Range<usize>, base: u64) -> Result<ProtoIn
             })
         })
         .collect();
-    let n = shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d));
-    match (n, &content, dtype.elem_size()) {
-        (None, _, _) => {
-            problem.get_or_insert_with(|| format!("shape {dims:?} overflows"));
+    info.shape = shape;
+    info.problem = problem;
+    info.validate();
+    Ok(info)
+}
+
+impl ProtoInfo {
+    /// Sets `problem` if the dtype cannot be decoded, the shape overflows, or
+    /// `tensor_content` does not hold exactly the shape's elements.
+    pub(crate) fn validate(&mut self) {
+        let (dtype, shape, content) = (self.dtype, &self.shape, &self.content);
+        let problem = &mut self.problem;
+        let n = shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d));
+        match (n, content, dtype.elem_size()) {
+            (None, _, _) => {
+                problem.get_or_insert_with(|| format!("shape {shape:?} overflows"));
+            }
+            (Some(n), Some(c), Some(w)) if Some(c.end - c.start) != n.checked_mul(w as u64) => {
+                problem.get_or_insert_with(|| {
+                    format!(
+                        "tensor_content holds {} bytes, the shape needs {n} × {w}",
+                        c.end - c.start
+                    )
+                });
+            }
+            _ => {}
         }
-        (Some(n), Some(c), Some(w)) if Some(c.end - c.start) != n.checked_mul(w as u64) => {
-            problem.get_or_insert_with(|| {
-                format!(
-                    "tensor_content holds {} bytes, the shape needs {n} × {w}",
-                    c.end - c.start
-                )
-            });
+        if matches!(dtype, DType::Variant | DType::Opaque(_)) {
+            problem.get_or_insert_with(|| format!("{} values are not decoded", dtype.name()));
         }
-        _ => {}
     }
-    if matches!(dtype, DType::Variant | DType::Opaque(_)) {
-        problem.get_or_insert_with(|| format!("{} values are not decoded", dtype.name()));
-    }
-    Ok(ProtoInfo {
-        dtype,
-        shape,
-        content,
-        proto: abs(range),
-        problem,
-    })
 }
 
 /// Values stored in the typed fields, before the repeat-last rule.
@@ -140,6 +152,25 @@ impl ProtoTensor {
         if meta.problem.is_none() {
             meta.problem = info.problem.clone();
         }
+        ProtoTensor {
+            file,
+            info,
+            meta,
+            stored: OnceLock::new(),
+        }
+    }
+
+    /// A tensor of `meta` (its dtype and shape win over the proto's: V1 slices store values
+    /// only) whose value is `info`'s proto.
+    pub(crate) fn with_meta(file: Arc<dyn ReadAt>, mut info: ProtoInfo, meta: TensorMeta) -> Self {
+        info.dtype = meta.dtype;
+        info.shape = meta.shape.clone();
+        info.problem = None;
+        info.validate();
+        let meta = TensorMeta {
+            problem: meta.problem.clone().or_else(|| info.problem.clone()),
+            ..meta
+        };
         ProtoTensor {
             file,
             info,
