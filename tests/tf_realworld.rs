@@ -16,19 +16,25 @@ use modelfs::model::{DType, DirEntry, Model, SourceFormat, Tensor};
 use modelfs::options::Options;
 use modelfs::testing::shared_dir;
 
-fn walk(model: &dyn Model, dir: &mut Vec<Vec<u8>>, out: &mut BTreeMap<Vec<u8>, Arc<dyn Tensor>>) {
+/// Every tensor of `format` under `dir`, by name.
+fn walk(
+    model: &dyn Model,
+    format: SourceFormat,
+    dir: &mut Vec<Vec<u8>>,
+    out: &mut BTreeMap<Vec<u8>, Arc<dyn Tensor>>,
+) {
     for e in model.list_dir(dir).unwrap() {
         match e {
             DirEntry::Dir(name) => {
                 dir.push(name);
-                walk(model, dir, out);
+                walk(model, format, dir, out);
                 dir.pop();
             }
             DirEntry::Tensor(name) => {
                 dir.push(name);
                 let t = model.tensor(dir).unwrap();
                 dir.pop();
-                if t.meta().format == SourceFormat::TfGraph {
+                if t.meta().format != format {
                     continue; // graph constants (SPEC §6) are not checkpoint variables
                 }
                 let prev = out.insert(t.meta().name.clone(), t);
@@ -41,7 +47,7 @@ fn walk(model: &dyn Model, dir: &mut Vec<Vec<u8>>, out: &mut BTreeMap<Vec<u8>, A
 
 fn tensors_of(model: &dyn Model) -> BTreeMap<Vec<u8>, Arc<dyn Tensor>> {
     let mut out = BTreeMap::new();
-    walk(model, &mut Vec::new(), &mut out);
+    walk(model, SourceFormat::TfCheckpoint, &mut Vec::new(), &mut out);
     out
 }
 
@@ -349,10 +355,12 @@ fn graph_constants_match_tensorflow() {
         assert!(!want.is_empty());
         let mut got = 0;
         let mut all = BTreeMap::new();
-        walk_consts(&*model, &mut Vec::new(), &mut all);
+        walk(&*model, SourceFormat::TfGraph, &mut Vec::new(), &mut all);
         assert_eq!(
             all.keys().cloned().collect::<BTreeSet<_>>(),
-            want.keys().cloned().collect::<BTreeSet<_>>(),
+            want.keys()
+                .map(|k| k.as_bytes().to_vec())
+                .collect::<BTreeSet<_>>(),
             "{source}: constants listed"
         );
         for (name, exp) in want {
@@ -391,27 +399,6 @@ fn graph_constants_match_tensorflow() {
             got += 1;
         }
         assert_eq!(got, want.len());
-    }
-}
-
-fn walk_consts(model: &dyn Model, dir: &mut Vec<Vec<u8>>, out: &mut BTreeMap<String, ()>) {
-    for e in model.list_dir(dir).unwrap() {
-        match e {
-            DirEntry::Dir(name) => {
-                dir.push(name);
-                walk_consts(model, dir, out);
-                dir.pop();
-            }
-            DirEntry::Tensor(name) => {
-                dir.push(name);
-                let t = model.tensor(dir).unwrap();
-                dir.pop();
-                if t.meta().format == SourceFormat::TfGraph {
-                    out.insert(String::from_utf8(t.meta().name.clone()).unwrap(), ());
-                }
-            }
-            DirEntry::Symlink { .. } => {}
-        }
     }
 }
 
