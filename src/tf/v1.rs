@@ -5,7 +5,7 @@
 //! tensor checksum exists in V1; the tables' block CRCs are verified.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use super::bundle::partitioned::{PartitionedTensor, SlicePart};
 use super::dtype::from_tf;
@@ -27,9 +27,11 @@ struct V1Tensor {
     slices: Vec<(usize, TensorSliceProto)>,
 }
 
+/// Shard file names (for the `.json`) and their tables.
+struct Shards(Vec<(String, Table)>);
+
 pub(crate) struct V1Model {
-    /// Shard file names (for the `.json`) and their tables.
-    shards: Vec<(String, Table)>,
+    shards: Arc<Shards>,
     tensors: BTreeMap<Vec<u8>, V1Tensor>,
     /// Tensor paths (name split on `/`), sorted.
     paths: Vec<Vec<Vec<u8>>>,
@@ -83,13 +85,15 @@ impl V1Model {
             .collect();
         paths.sort();
         Ok(V1Model {
-            shards,
+            shards: Arc::new(Shards(shards)),
             tensors,
             paths,
             mtime,
         })
     }
 
+    /// The tensor of one slice: its meta now, its value (a table read) on first use, so that
+    /// listing never reads data.
     fn slice_tensor(
         &self,
         name: &[u8],
@@ -97,28 +101,14 @@ impl V1Model {
         slice: &TensorSliceProto,
         meta: TensorMeta,
     ) -> Result<Arc<dyn Tensor>, String> {
-        let (file, table) = &self.shards[shard];
-        let value = table
-            .get(&slice_key(name, slice))
-            .map_err(|e| e.to_string())?
-            .ok_or_else(|| format!("{file}: its slice entry is missing"))?;
-        // SavedTensorSlices.data (2) → SavedSlice.data (3): the TensorProto.
-        let mut proto = None;
-        for f in Fields::new(&value) {
-            let f = f.map_err(|e| e.to_string())?;
-            if let (2, Some(r)) = (f.number, f.range()) {
-                for g in Fields::within(&value, r) {
-                    let g = g.map_err(|e| e.to_string())?;
-                    if let (3, Value::Bytes { start, end }) = (g.number, g.value) {
-                        proto = Some(start..end);
-                    }
-                }
-            }
-        }
-        let proto = proto.ok_or_else(|| format!("{file}: the slice holds no data"))?;
-        let info = tensor_proto::scan(&value, proto, 0).map_err(|e| e.to_string())?;
-        let src: Arc<dyn ReadAt> = Arc::new(MemSource::new(file.clone(), value));
-        Ok(Arc::new(ProtoTensor::with_meta(src, info, meta)))
+        Ok(Arc::new(LazySlice {
+            shards: Arc::clone(&self.shards),
+            name: name.to_vec(),
+            shard,
+            slice: slice.clone(),
+            meta,
+            value: OnceLock::new(),
+        }))
     }
 
     fn meta(&self, name: &[u8], t: &V1Tensor) -> TensorMeta {
@@ -144,6 +134,85 @@ impl V1Model {
             problem,
             mtime: self.mtime,
         }
+    }
+}
+
+impl Shards {
+    fn load_slice(
+        &self,
+        name: &[u8],
+        shard: usize,
+        slice: &TensorSliceProto,
+        meta: TensorMeta,
+    ) -> Result<ProtoTensor, String> {
+        let (file, table) = &self.0[shard];
+        let value = table
+            .get(&slice_key(name, slice))
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| format!("{file}: its slice entry is missing"))?;
+        // SavedTensorSlices.data (2) → SavedSlice.data (3): the TensorProto.
+        let mut proto = None;
+        for f in Fields::new(&value) {
+            let f = f.map_err(|e| e.to_string())?;
+            if let (2, Some(r)) = (f.number, f.range()) {
+                for g in Fields::within(&value, r) {
+                    let g = g.map_err(|e| e.to_string())?;
+                    if let (3, Value::Bytes { start, end }) = (g.number, g.value) {
+                        proto = Some(start..end);
+                    }
+                }
+            }
+        }
+        let proto = proto.ok_or_else(|| format!("{file}: the slice holds no data"))?;
+        let info = tensor_proto::scan(&value, proto, 0).map_err(|e| e.to_string())?;
+        let src: Arc<dyn ReadAt> = Arc::new(MemSource::new(file.clone(), value));
+        Ok(ProtoTensor::with_meta(src, info, meta))
+    }
+}
+
+/// A slice whose value is read from its table on first use.
+struct LazySlice {
+    shards: Arc<Shards>,
+    name: Vec<u8>,
+    shard: usize,
+    slice: TensorSliceProto,
+    meta: TensorMeta,
+    value: OnceLock<Result<ProtoTensor, String>>,
+}
+
+impl LazySlice {
+    fn value(&self) -> Result<&ProtoTensor, ModelError> {
+        self.value
+            .get_or_init(|| {
+                self.shards
+                    .load_slice(&self.name, self.shard, &self.slice, self.meta.clone())
+            })
+            .as_ref()
+            .map_err(|e| ModelError::data(String::from_utf8_lossy(&self.name), e.clone()))
+    }
+}
+
+impl Tensor for LazySlice {
+    fn meta(&self) -> &TensorMeta {
+        &self.meta
+    }
+
+    fn read_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
+        self.value()?.read_elements(first, out)
+    }
+
+    fn for_each_string(
+        &self,
+        first: u64,
+        count: u64,
+        f: &mut dyn FnMut(&[u8]),
+    ) -> Result<(), ModelError> {
+        self.value()?.for_each_string(first, count, f)
+    }
+
+    /// None: V1 text indexes are kept per mount only (a V1 checkpoint is small and rare).
+    fn cache_identity(&self) -> Option<String> {
+        None
     }
 }
 
@@ -243,7 +312,7 @@ impl Model for V1Model {
                     tensor: self.slice_tensor(&name, *shard, s, slice_meta),
                     part: PartitionMeta {
                         extent: Vec::new(),
-                        file: self.shards[*shard].0.clone(),
+                        file: self.shards.0[*shard].0.clone(),
                         offset: 0,
                         length: 0,
                         part_id: None,
@@ -252,7 +321,12 @@ impl Model for V1Model {
                 }
             })
             .collect();
-        let file = self.shards.first().map(|s| s.0.clone()).unwrap_or_default();
+        let file = self
+            .shards
+            .0
+            .first()
+            .map(|s| s.0.clone())
+            .unwrap_or_default();
         Ok(Arc::new(PartitionedTensor::assemble(meta, file, parts)))
     }
 
