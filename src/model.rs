@@ -329,6 +329,44 @@ pub enum DirEntry {
         name: Vec<u8>,
         target: Vec<u8>,
     },
+    /// A file the reader renders itself (`Model::document`), shown under exactly this name.
+    Document(Vec<u8>),
+    /// A directory the reader adds (`constants/`, `signatures/`, `by-name/`): its name wins
+    /// over a key's (SPEC §6), which the file system then shows escaped.
+    Reserved(Vec<u8>),
+}
+
+/// The model path component of a reader's own entry (`DirEntry::Reserved`, `::Document`)
+/// named `name`: the name after a NUL byte. The file system shows `name`; the marker keeps the
+/// entry's path apart from a key's component of the same name (which it shows escaped), so
+/// `constants/x` of the reader and a variable `constants/x` stay two files. (A key component
+/// that itself starts with NUL and equals a marked name is the one case that would collide.)
+pub fn own_component(name: &[u8]) -> Vec<u8> {
+    let mut c = Vec::with_capacity(name.len() + 1);
+    c.push(0);
+    c.extend_from_slice(name);
+    c
+}
+
+/// A file that is not a layout of one tensor (a signature, the graph as text), rendered by its
+/// reader in independently renderable chunks, like a text layout.
+///
+/// Invariant: rendering is deterministic (the same chunk always gives the same bytes), and
+/// `chunks` is known without rendering anything.
+pub trait Document: Send + Sync {
+    fn chunks(&self) -> u64;
+    /// Appends chunk `chunk`'s bytes to `out`.
+    fn render(&self, chunk: u64, out: &mut Vec<u8>) -> Result<(), ModelError>;
+    /// The source file's modification time.
+    fn mtime(&self) -> SystemTime;
+    /// Small enough to render whole on first sight (its size is then exact at once).
+    fn small(&self) -> bool {
+        self.chunks() <= 1
+    }
+    /// Like `Tensor::cache_identity`: lets the size outlive the object and the mount.
+    fn cache_identity(&self) -> Option<String> {
+        None
+    }
 }
 
 /// What the readers take from the command line's options.
@@ -408,6 +446,11 @@ pub trait Model: Send + Sync {
 
     /// The tensor at `path`, `NotFound` if there is none.
     fn tensor(&self, path: &[Vec<u8>]) -> Result<Arc<dyn Tensor>, ModelError>;
+
+    /// The document listed as `DirEntry::Document` at `path`.
+    fn document(&self, path: &[Vec<u8>]) -> Result<Arc<dyn Document>, ModelError> {
+        Err(ModelError::NotFound(format!("{} documents", path.len())))
+    }
 
     /// Walks everything (for `info`); may be slow on huge models.
     fn summary(&self) -> Result<ModelSummary, ModelError>;

@@ -371,6 +371,9 @@ impl Model for CountingModel {
     fn tensor(&self, path: &[Vec<u8>]) -> Result<Arc<dyn Tensor>, ModelError> {
         Ok(CountingTensor::wrap(self.inner.tensor(path)?, &self.reads))
     }
+    fn document(&self, path: &[Vec<u8>]) -> Result<Arc<dyn crate::model::Document>, ModelError> {
+        self.inner.document(path)
+    }
     fn summary(&self) -> Result<ModelSummary, ModelError> {
         self.inner.summary()
     }

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use common::npz::{read_npz, Npy};
 use modelfs::detect::model_at;
-use modelfs::model::{DType, DirEntry, Model, SourceFormat, Tensor};
+use modelfs::model::{own_component, DType, DirEntry, Model, SourceFormat, Tensor};
 use modelfs::options::Options;
 use modelfs::testing::shared_dir;
 
@@ -30,6 +30,11 @@ fn walk(
                 walk(model, format, dir, out);
                 dir.pop();
             }
+            DirEntry::Reserved(name) => {
+                dir.push(own_component(&name));
+                walk(model, format, dir, out);
+                dir.pop();
+            }
             DirEntry::Tensor(name) => {
                 dir.push(name);
                 let t = model.tensor(dir).unwrap();
@@ -40,7 +45,7 @@ fn walk(
                 let prev = out.insert(t.meta().name.clone(), t);
                 assert!(prev.is_none(), "a key appears twice in the tree");
             }
-            DirEntry::Symlink { .. } => {}
+            DirEntry::Symlink { .. } | DirEntry::Document(_) => {}
         }
     }
 }
@@ -310,7 +315,7 @@ fn v1_checkpoints_mount() {
             assert_eq!(f32::from_le_bytes(four), want, "{}: {name}", p.display());
         }
         // The graph beside it (export.meta) gives its constants.
-        let consts = model.list_dir(&[b"constants".to_vec()]).unwrap();
+        let consts = model.list_dir(&[own_component(b"constants")]).unwrap();
         assert!(!consts.is_empty());
     }
     // A `checkpoint` file with a stale absolute path naming a V1 checkpoint.
@@ -366,7 +371,7 @@ fn graph_constants_match_tensorflow() {
         for (name, exp) in want {
             let mut path: Vec<Vec<u8>> = Vec::new();
             if beside_variables {
-                path.push(b"constants".to_vec());
+                path.push(own_component(b"constants"));
             }
             path.extend(name.split('/').map(|c| c.as_bytes().to_vec()));
             let t = model
@@ -490,4 +495,55 @@ fn snappy_index_blocks_are_read() {
         assert!(model.summary().unwrap().tensors >= 3, "{case}");
         assert!(model.summary().unwrap().problems.is_empty());
     }
+}
+
+/// `modelfs cat SOURCE PATH`: the bytes the mounted file gives.
+fn cli_cat(source: &Path, path: &str) -> Vec<u8> {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_modelfs"))
+        .arg("cat")
+        .arg(source)
+        .arg(path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "cat {} {path}: {}",
+        source.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+/// Every signature's `.json` gives what `saved_model_cli show --all` reports (recorded from TF),
+/// and `signatures.txt` names each in its form.
+#[test]
+fn signatures_match_saved_model_cli() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/tf/graphs/tf1/savedmodel");
+    let want: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(dir.join("saved_model.pb.expected/signatures.json")).unwrap(),
+    )
+    .unwrap();
+    let metas = want["meta_graphs"].as_array().unwrap();
+    assert_eq!(metas.len(), 1);
+    let sigs = metas[0]["signatures"].as_object().unwrap();
+    assert_eq!(sigs.len(), 2);
+    let summary = String::from_utf8(cli_cat(&dir, "signatures.txt")).unwrap();
+    for (key, exp) in sigs {
+        let got: serde_json::Value =
+            serde_json::from_slice(&cli_cat(&dir, &format!("signatures/{key}.json"))).unwrap();
+        assert_eq!(got["key"], serde_json::json!(key));
+        assert_eq!(got["tags"], metas[0]["tags"], "{key}");
+        for field in ["method_name", "inputs", "outputs"] {
+            assert_eq!(got[field], exp[field], "{key}: {field}");
+        }
+        assert!(
+            summary.contains(&format!("signature_def['{key}']:")),
+            "{summary}"
+        );
+        for (arg, info) in exp["inputs"].as_object().unwrap() {
+            assert!(summary.contains(&format!("inputs['{arg}'] tensor_info:")));
+            assert!(summary.contains(&format!("name: {}", info["name"].as_str().unwrap())));
+        }
+    }
+    assert!(summary.starts_with("MetaGraphDef with tag-set: 'serve' contains"));
 }

@@ -35,6 +35,11 @@ fn walk(model: &dyn Model) -> Result<Vec<Found>, ModelError> {
                     p.push(name);
                     subdirs.push(p);
                 }
+                DirEntry::Reserved(name) => {
+                    let mut p = dir.clone();
+                    p.push(crate::model::own_component(&name));
+                    subdirs.push(p);
+                }
                 DirEntry::Tensor(name) => {
                     let mut p = dir.clone();
                     p.push(name);
@@ -46,7 +51,7 @@ fn walk(model: &dyn Model) -> Result<Vec<Found>, ModelError> {
                         .join("/");
                     out.push(Found { path, tensor });
                 }
-                DirEntry::Symlink { .. } => {}
+                DirEntry::Symlink { .. } | DirEntry::Document(_) => {}
             }
         }
         stack.extend(subdirs.into_iter().rev());

@@ -17,7 +17,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use crate::layout::{self, Layout, LayoutCtx};
-use crate::model::{DirEntry, Model, Tensor};
+use crate::model::{own_component, DirEntry, Model, Tensor};
 
 use super::error::FsError;
 use super::names;
@@ -39,6 +39,8 @@ pub(crate) enum NodeKind {
     },
     /// A symlink; `target` is already escaped for the file system.
     Symlink { target: Vec<u8> },
+    /// A file the reader renders itself (`Model::document`).
+    Doc { path: ModelPath },
 }
 
 impl NodeKind {
@@ -124,6 +126,24 @@ pub(crate) fn list_model_dir(
     path: &[Vec<u8>],
 ) -> Result<Listing, FsError> {
     let entries = model.list_dir(path)?;
+    // Names the reader itself adds (SPEC §6: they win over a key's, which is shown escaped).
+    let own: HashSet<String> = entries
+        .iter()
+        .filter_map(|e| match e {
+            DirEntry::Document(n) | DirEntry::Reserved(n) => {
+                Some(names::component_name(&key_of(path, n)))
+            }
+            _ => None,
+        })
+        .collect();
+    let base_of = |key: &[Vec<u8>], names_of: &dyn Fn(&str) -> Vec<String>| {
+        let base = names::component_name(key);
+        if names_of(&base).iter().any(|n| own.contains(n)) {
+            names::escape_first_byte(&base)
+        } else {
+            base
+        }
+    };
     let mut plain = Vec::new();
     let mut derived = Vec::new();
     for entry in entries {
@@ -131,14 +151,30 @@ pub(crate) fn list_model_dir(
             DirEntry::Dir(name) => {
                 let key = key_of(path, &name);
                 plain.push(Child {
-                    name: names::component_name(&key),
+                    name: base_of(&key, &|b| vec![b.to_string()]),
                     kind: NodeKind::Dir { path: key },
+                });
+            }
+            DirEntry::Reserved(name) => {
+                plain.push(Child {
+                    name: names::component_name(&key_of(path, &name)),
+                    kind: NodeKind::Dir {
+                        path: key_of(path, &own_component(&name)),
+                    },
+                });
+            }
+            DirEntry::Document(name) => {
+                plain.push(Child {
+                    name: names::component_name(&key_of(path, &name)),
+                    kind: NodeKind::Doc {
+                        path: key_of(path, &own_component(&name)),
+                    },
                 });
             }
             DirEntry::Symlink { name, target } => {
                 let key = key_of(path, &name);
                 plain.push(Child {
-                    name: names::component_name(&key),
+                    name: base_of(&key, &|b| vec![b.to_string()]),
                     kind: NodeKind::Symlink {
                         target: escape_target(&target),
                     },
@@ -153,8 +189,17 @@ pub(crate) fn list_model_dir(
                         continue;
                     }
                 };
-                let base = names::component_name(&key);
-                for layout in layout::shown(tensor.meta(), ctx) {
+                let shown = layout::shown(tensor.meta(), ctx);
+                let parted = !tensor.meta().partitions.is_empty();
+                let base = base_of(&key, &|b| {
+                    let mut n: Vec<String> =
+                        shown.iter().map(|&l| names::file_name(b, l)).collect();
+                    if parted {
+                        n.push(names::parts_dir_name(b));
+                    }
+                    n
+                });
+                for layout in shown.iter().copied() {
                     derived.push(Child {
                         name: names::file_name(&base, layout),
                         kind: NodeKind::File {
@@ -164,7 +209,7 @@ pub(crate) fn list_model_dir(
                         },
                     });
                 }
-                if !tensor.meta().partitions.is_empty() {
+                if parted {
                     derived.push(Child {
                         name: names::parts_dir_name(&base),
                         kind: NodeKind::Parts { tensor: key },

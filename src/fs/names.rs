@@ -108,6 +108,22 @@ pub(crate) fn component_name(key: &[Vec<u8>]) -> String {
     format!("{}~{:016x}", &escaped[..cut], fnv1a64(&key.join(&b'/')))
 }
 
+/// `name` with its first byte `%XX`-escaped: a key's name that a reader's own entry
+/// (`constants/`, `signatures.txt`, …) takes (SPEC §6). Stays unique: `escape_component`
+/// never escapes a printable ASCII byte other than `%`, so no other key's name is this one.
+pub(crate) fn escape_first_byte(name: &str) -> String {
+    let mut out = String::with_capacity(name.len() + 2);
+    match name.as_bytes().first() {
+        Some(&b) if b.is_ascii() && b != b'%' => {
+            push_hex(&mut out, b);
+            out.push_str(&name[1..]);
+        }
+        // Already starts with an escape (or non-ASCII, which no reserved name has).
+        _ => out.push_str(name),
+    }
+    out
+}
+
 /// `NAME.suffix` for a tensor file.
 pub(crate) fn file_name(base: &str, layout: Layout) -> String {
     format!("{base}.{}", layout.suffix())

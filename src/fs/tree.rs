@@ -114,8 +114,12 @@ pub(crate) struct DirItem {
 }
 
 struct Opened {
-    tensor: Arc<dyn Tensor>,
+    /// The tensor shown (`None` for a document).
+    tensor: Option<Arc<dyn Tensor>>,
     content: Arc<dyn FileContent>,
+    mtime: SystemTime,
+    /// Cheap enough to size on first sight.
+    cheap: bool,
     /// `UNKNOWN` until known; then never changes.
     size: AtomicU64,
     /// A placeholder size was reported for this file.
@@ -152,7 +156,7 @@ impl Node {
     pub(crate) fn file_kind(&self) -> FileKind {
         match self.kind {
             NodeKind::Dir { .. } | NodeKind::Parts { .. } => FileKind::Dir,
-            NodeKind::File { .. } => FileKind::File,
+            NodeKind::File { .. } | NodeKind::Doc { .. } => FileKind::File,
             NodeKind::Symlink { .. } => FileKind::Symlink,
         }
     }
@@ -300,18 +304,14 @@ impl Tree {
             None => self.open_node(node)?,
         };
         if o.size().is_none() {
-            let NodeKind::File { layout, .. } = &node.kind else {
-                return Err(FsError::Invalid);
-            };
-            let learn_now = !layout.is_text()
-                || self.cfg.text_size == TextSize::Exact
-                || is_cheap(o.tensor.meta());
+            let suffix = node_suffix(node);
+            let learn_now = o.cheap || self.cfg.text_size == TextSize::Exact;
             let size = match o.content.known_size() {
                 Some(s) => Some(s),
                 None if learn_now => Some(o.content.size_for(req).map_err(|e| {
                     let e = FsError::from(e);
                     if !matches!(e, FsError::Interrupted) {
-                        log::error!("{} ({}): {e}", self.path_of(node.ino), layout.suffix());
+                        log::error!("{} ({suffix}): {e}", self.path_of(node.ino));
                     }
                     e
                 })?),
@@ -334,39 +334,48 @@ impl Tree {
     }
 
     fn open_node(&self, node: &Node) -> Result<Arc<Opened>, FsError> {
-        let NodeKind::File {
-            tensor,
-            layout,
-            partition,
-        } = &node.kind
-        else {
-            return Err(if node.kind.is_dir() {
-                FsError::IsDir
-            } else {
-                FsError::Invalid
-            });
+        let result = match &node.kind {
+            NodeKind::File {
+                tensor,
+                layout,
+                partition,
+            } => (|| {
+                let mut t = self.model.tensor(tensor)?;
+                if let Some(i) = partition {
+                    t = t.partition(*i)?;
+                }
+                let content = layout::content(*layout, t.clone(), &self.ctx)
+                    .map_err(|e| FsError::Io(e.to_string()))?;
+                Ok(Opened {
+                    mtime: t.meta().mtime,
+                    cheap: !layout.is_text() || is_cheap(t.meta()),
+                    tensor: Some(t),
+                    content,
+                    size: AtomicU64::new(UNKNOWN),
+                    placeholder: AtomicBool::new(false),
+                })
+            })(),
+            NodeKind::Doc { path } => (|| {
+                let doc = self.model.document(path)?;
+                Ok(Opened {
+                    mtime: doc.mtime(),
+                    cheap: doc.small(),
+                    tensor: None,
+                    content: layout::document(doc, &self.ctx),
+                    size: AtomicU64::new(UNKNOWN),
+                    placeholder: AtomicBool::new(false),
+                })
+            })(),
+            k if k.is_dir() => return Err(FsError::IsDir),
+            _ => return Err(FsError::Invalid),
         };
-        let result = (|| {
-            let mut t = self.model.tensor(tensor)?;
-            if let Some(i) = partition {
-                t = t.partition(*i)?;
-            }
-            let content = layout::content(*layout, t.clone(), &self.ctx)
-                .map_err(|e| FsError::Io(e.to_string()))?;
-            Ok(Opened {
-                tensor: t,
-                content,
-                size: AtomicU64::new(UNKNOWN),
-                placeholder: AtomicBool::new(false),
-            })
-        })();
         match result {
             Ok(o) => {
                 let _ = node.opened.set(Arc::new(o));
                 node.opened.get().cloned().ok_or(FsError::Invalid)
             }
             Err(e) => {
-                log::error!("{} ({}): {e}", self.path_of(node.ino), layout.suffix());
+                log::error!("{} ({}): {e}", self.path_of(node.ino), node_suffix(node));
                 Err(e)
             }
         }
@@ -408,10 +417,10 @@ impl Tree {
                 let subdirs = self.listing(&node)?.subdirs();
                 attr.nlink = u32::try_from(subdirs.saturating_add(2)).unwrap_or(u32::MAX);
             }
-            NodeKind::File { .. } => {
+            NodeKind::File { .. } | NodeKind::Doc { .. } => {
                 let opened = self.opened(&node, req)?;
                 attr.perm = 0o444;
-                attr.mtime = opened.tensor.meta().mtime;
+                attr.mtime = opened.mtime;
                 match opened.size() {
                     Some(s) => attr.size = s,
                     None => {
@@ -446,7 +455,7 @@ impl Tree {
                 ino: self.child_ino(ino, child)?,
                 kind: match child.kind {
                     NodeKind::Dir { .. } | NodeKind::Parts { .. } => FileKind::Dir,
-                    NodeKind::File { .. } => FileKind::File,
+                    NodeKind::File { .. } | NodeKind::Doc { .. } => FileKind::File,
                     NodeKind::Symlink { .. } => FileKind::Symlink,
                 },
                 name: child.name.clone(),
@@ -554,8 +563,8 @@ impl Tree {
         else {
             return Ok(None);
         };
-        if let Some(o) = node.opened.get() {
-            return Ok(Some(o.tensor.clone()));
+        if let Some(t) = node.opened.get().and_then(|o| o.tensor.clone()) {
+            return Ok(Some(t));
         }
         // Metadata only: do not require the content (size) to be computable.
         let mut t = self.model.tensor(tensor)?;
@@ -674,6 +683,14 @@ impl Tree {
             }
         }
         Ok(())
+    }
+}
+
+/// What a file's log lines name besides its path: its layout, or `document`.
+fn node_suffix(node: &Node) -> &'static str {
+    match &node.kind {
+        NodeKind::File { layout, .. } => layout.suffix(),
+        _ => "document",
     }
 }
 

@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use lru::LruCache;
 
-use crate::model::Tensor;
+use crate::model::{Document, Tensor};
 use crate::store::OffsetStore;
 
 /// Chunk-offset index of one text file: `offsets[i]..offsets[i + 1]` are the bytes of chunk
@@ -66,8 +66,64 @@ enum MapKey {
 }
 
 struct OffsetsEntry {
-    owner: Option<Weak<dyn Tensor>>,
+    owner: Option<WeakOwner>,
     index: Arc<ChunkOffsets>,
+}
+
+/// What a text file renders: a tensor's layout, or a reader's document.
+#[derive(Clone)]
+pub(crate) enum Owner {
+    Tensor(Arc<dyn Tensor>),
+    Doc(Arc<dyn Document>),
+}
+
+enum WeakOwner {
+    Tensor(Weak<dyn Tensor>),
+    Doc(Weak<dyn Document>),
+}
+
+impl Owner {
+    pub(crate) fn addr(&self) -> usize {
+        match self {
+            Owner::Tensor(t) => Arc::as_ptr(t) as *const u8 as usize,
+            Owner::Doc(d) => Arc::as_ptr(d) as *const u8 as usize,
+        }
+    }
+
+    pub(crate) fn cache_identity(&self) -> Option<String> {
+        match self {
+            Owner::Tensor(t) => t.cache_identity(),
+            Owner::Doc(d) => d.cache_identity(),
+        }
+    }
+
+    fn downgrade(&self) -> WeakOwner {
+        match self {
+            Owner::Tensor(t) => WeakOwner::Tensor(Arc::downgrade(t)),
+            Owner::Doc(d) => WeakOwner::Doc(Arc::downgrade(d)),
+        }
+    }
+}
+
+impl From<Arc<dyn Tensor>> for Owner {
+    fn from(t: Arc<dyn Tensor>) -> Owner {
+        Owner::Tensor(t)
+    }
+}
+
+impl WeakOwner {
+    /// Still alive and the very object `owner` is.
+    fn is(&self, owner: &Owner) -> bool {
+        match (self, owner) {
+            (WeakOwner::Tensor(w), Owner::Tensor(t)) => w
+                .upgrade()
+                .is_some_and(|u| std::ptr::addr_eq(Arc::as_ptr(&u), Arc::as_ptr(t))),
+            (WeakOwner::Doc(w), Owner::Doc(d)) => w
+                .upgrade()
+                .is_some_and(|u| std::ptr::addr_eq(Arc::as_ptr(&u), Arc::as_ptr(d))),
+            _ => false,
+        }
+    }
 }
 
 struct BlockLru {
@@ -208,34 +264,25 @@ impl ChunkCache {
     pub(crate) fn lookup_offsets(
         &self,
         key: &OffsetsKey,
-        owner: &Arc<dyn Tensor>,
+        owner: &Owner,
     ) -> Option<Arc<ChunkOffsets>> {
         let mk = map_key(key);
         let mut m = self.indexes.lock().unwrap_or_else(|e| e.into_inner());
         let e = m.get(&mk)?;
         match &e.owner {
-            Some(w) => match w.upgrade() {
-                Some(t) if std::ptr::addr_eq(Arc::as_ptr(&t), Arc::as_ptr(owner)) => {
-                    Some(e.index.clone())
-                }
-                _ => {
-                    m.pop(&mk);
-                    None
-                }
-            },
+            Some(w) if w.is(owner) => Some(e.index.clone()),
+            Some(_) => {
+                m.pop(&mk);
+                None
+            }
             None => Some(e.index.clone()),
         }
     }
 
-    pub(crate) fn keep_offsets(
-        &self,
-        key: &OffsetsKey,
-        owner: &Arc<dyn Tensor>,
-        index: Arc<ChunkOffsets>,
-    ) {
+    pub(crate) fn keep_offsets(&self, key: &OffsetsKey, owner: &Owner, index: Arc<ChunkOffsets>) {
         let owner = match key {
             OffsetsKey::Stable(_) => None,
-            OffsetsKey::Object { .. } => Some(Arc::downgrade(owner)),
+            OffsetsKey::Object { .. } => Some(owner.downgrade()),
         };
         let mut m = self.indexes.lock().unwrap_or_else(|e| e.into_inner());
         m.put(map_key(key), OffsetsEntry { owner, index });

@@ -246,6 +246,7 @@ pub(crate) mod angel;
 pub(crate) mod binary;
 pub mod cache;
 pub(crate) mod dense;
+mod document;
 pub(crate) mod elements;
 pub(crate) mod generic;
 pub(crate) mod gentext;
@@ -308,4 +309,12 @@ pub fn content(
         Layout::Npy => generic::npy(tensor, ctx),
         Layout::Libsvm => generic::libsvm(tensor, ctx),
     }
+}
+
+/// The content of a reader's document (`Model::document`). Renders nothing yet.
+pub(crate) fn document(
+    doc: Arc<dyn crate::model::Document>,
+    ctx: &Arc<LayoutCtx>,
+) -> Arc<dyn FileContent> {
+    document::content(doc, ctx)
 }

@@ -12,10 +12,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
-use super::cache::{ChunkCache, ChunkOffsets, OffsetsKey};
+use super::cache::{ChunkCache, ChunkOffsets, OffsetsKey, Owner};
 use super::readahead::{render_checked, ReadAhead};
 use super::{FileContent, LayoutError, Requester};
-use crate::model::Tensor;
 
 /// Elements per chunk for element-per-record text layouts: small enough that a random read
 /// renders well under a megabyte, large enough that the index stays tiny (8 bytes per chunk).
@@ -64,7 +63,7 @@ enum Need {
 pub(crate) struct ChunkedText {
     source: Arc<dyn ChunkSource>,
     cache: Arc<ChunkCache>,
-    owner: Arc<dyn Tensor>,
+    owner: Owner,
     key: OffsetsKey,
     /// Cache namespace of chunks rendered while the index is partial (and of the index built here).
     namespace: u64,
@@ -78,14 +77,15 @@ impl ChunkedText {
     /// files of one tensor with different tags never share an index.
     pub(crate) fn new(
         source: Arc<dyn ChunkSource>,
-        owner: Arc<dyn Tensor>,
+        owner: impl Into<Owner>,
         tag: &str,
         cache: Arc<ChunkCache>,
     ) -> Self {
+        let owner = owner.into();
         let key = match owner.cache_identity() {
             Some(id) => OffsetsKey::Stable(format!("{id}\u{0}{tag}\u{0}v1")),
             None => OffsetsKey::Object {
-                addr: Arc::as_ptr(&owner) as *const u8 as usize,
+                addr: owner.addr(),
                 tag: tag.to_string(),
             },
         };
@@ -469,6 +469,7 @@ impl FileContent for ChunkedText {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::Tensor;
     use crate::testing::MemTensor;
 
     /// Chunk i is i copies of the byte b'a' + i % 26 (chunk 0 empty).

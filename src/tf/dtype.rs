@@ -38,6 +38,60 @@ pub(crate) fn from_tf(code: i32) -> DType {
     }
 }
 
+/// TF's `DataType` enum names by code (`types.proto`), the `_REF` variants at code + 100.
+const ENUM_NAMES: [&str; 34] = [
+    "DT_INVALID",
+    "DT_FLOAT",
+    "DT_DOUBLE",
+    "DT_INT32",
+    "DT_UINT8",
+    "DT_INT16",
+    "DT_INT8",
+    "DT_STRING",
+    "DT_COMPLEX64",
+    "DT_INT64",
+    "DT_BOOL",
+    "DT_QINT8",
+    "DT_QUINT8",
+    "DT_QINT32",
+    "DT_BFLOAT16",
+    "DT_QINT16",
+    "DT_QUINT16",
+    "DT_UINT16",
+    "DT_COMPLEX128",
+    "DT_HALF",
+    "DT_RESOURCE",
+    "DT_VARIANT",
+    "DT_UINT32",
+    "DT_UINT64",
+    "DT_FLOAT8_E5M2",
+    "DT_FLOAT8_E4M3FN",
+    "DT_FLOAT8_E4M3FNUZ",
+    "DT_FLOAT8_E4M3B11FNUZ",
+    "DT_FLOAT8_E5M2FNUZ",
+    "DT_INT4",
+    "DT_UINT4",
+    "DT_INT2",
+    "DT_UINT2",
+    "DT_FLOAT4_E2M1FN",
+];
+
+/// The enum name of a `DataType` code (`DT_FLOAT`, `DT_FLOAT_REF`), `None` for codes TF does
+/// not name (printed as numbers).
+pub(crate) fn enum_name(code: i64) -> Option<std::borrow::Cow<'static, str>> {
+    let (base, is_ref) = match code {
+        0..=33 => (code, false),
+        101..=133 => (code - 100, true),
+        _ => return None,
+    };
+    let name = ENUM_NAMES[usize::try_from(base).ok()?];
+    Some(if is_ref {
+        format!("{name}_REF").into()
+    } else {
+        name.into()
+    })
+}
+
 /// Width of the units to byte-swap when the bundle's endianness differs from little-endian:
 /// the element size, or each half of a complex; 1 = nothing to swap.
 pub(crate) fn swap_width(dtype: DType) -> usize {

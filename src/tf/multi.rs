@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use crate::model::{DirEntry, Model, ModelError, ModelSummary, Tensor};
+use crate::model::{DirEntry, Document, Model, ModelError, ModelSummary, Tensor};
 
 pub(crate) struct MultiModel {
     /// `(base name, model)`, sorted by name, names unique.
@@ -75,6 +75,11 @@ impl Model for MultiModel {
     fn tensor(&self, path: &[Vec<u8>]) -> Result<Arc<dyn Tensor>, ModelError> {
         let (model, rest) = self.route(path)?;
         model.tensor(rest)
+    }
+
+    fn document(&self, path: &[Vec<u8>]) -> Result<Arc<dyn Document>, ModelError> {
+        let (model, rest) = self.route(path)?;
+        model.document(rest)
     }
 
     fn summary(&self) -> Result<ModelSummary, ModelError> {

@@ -314,6 +314,23 @@ fn walk(
                 walk(model, ctx, dir, snap, depth + 1);
                 dir.pop();
             }
+            DirEntry::Reserved(name) => {
+                dir.push(modelfs::model::own_component(&name));
+                walk(model, ctx, dir, snap, depth + 1);
+                dir.pop();
+            }
+            DirEntry::Document(name) => {
+                dir.push(modelfs::model::own_component(&name));
+                let outcome = document_bytes(model, dir);
+                snap.tensors.insert(
+                    dir.clone(),
+                    TensorOutcome {
+                        model: outcome.clone(),
+                        layouts: outcome,
+                    },
+                );
+                dir.pop();
+            }
             DirEntry::Tensor(name) => {
                 dir.push(name);
                 let outcome = match model.tensor(dir) {
@@ -335,6 +352,19 @@ fn walk(
             DirEntry::Symlink { .. } => {}
         }
     }
+}
+
+/// A reader's document rendered whole (at most `READ_CAP` bytes' worth of chunks).
+fn document_bytes(model: &dyn Model, path: &[Vec<u8>]) -> Outcome {
+    let doc = model.document(path).map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    for i in 0..doc.chunks() {
+        doc.render(i, &mut out).map_err(|e| e.to_string())?;
+        if out.len() as u64 > READ_CAP {
+            break;
+        }
+    }
+    Ok(out)
 }
 
 /// How a corrupted snapshot relates to the pristine one.

@@ -4,6 +4,7 @@
 
 pub(crate) mod model;
 pub(crate) mod scan;
+mod signatures;
 pub(crate) mod tensor_proto;
 pub(crate) mod wire;
 

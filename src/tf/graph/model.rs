@@ -7,12 +7,15 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, OnceLock};
 
 use super::scan::{self, GraphKind, GraphScan};
+use super::signatures;
 use super::tensor_proto::ProtoTensor;
-use crate::model::{DirEntry, Model, ModelError, ModelSummary, Tensor};
+use crate::model::{DirEntry, Document, Model, ModelError, ModelSummary, Tensor};
 use crate::source::ReadAt;
 
 /// The directory of the constants when there are variables beside them.
 pub(crate) const CONSTANTS: &[u8] = b"constants";
+const SIGNATURES: &[u8] = b"signatures";
+const SIGNATURES_TXT: &[u8] = b"signatures.txt";
 
 pub(crate) struct GraphModel {
     file: Arc<dyn ReadAt>,
@@ -25,6 +28,29 @@ struct Scanned {
     scan: GraphScan,
     /// Constant paths (the node name split on `/`), sorted, with their index in `scan.consts`.
     paths: Vec<(Vec<Vec<u8>>, usize)>,
+    /// `signatures/` file names (sorted) with their meta graph and signature index.
+    signatures: Vec<(Vec<u8>, usize, usize)>,
+    /// The name of each meta graph's `graph*.pbtxt`, in meta graph order (none if no graph).
+    graphs: Vec<Option<Vec<u8>>>,
+}
+
+/// A small document rendered whole (a signature, the signatures' summary).
+struct TextDoc {
+    bytes: Vec<u8>,
+    mtime: std::time::SystemTime,
+}
+
+impl Document for TextDoc {
+    fn chunks(&self) -> u64 {
+        1
+    }
+    fn render(&self, _chunk: u64, out: &mut Vec<u8>) -> Result<(), ModelError> {
+        out.extend_from_slice(&self.bytes);
+        Ok(())
+    }
+    fn mtime(&self) -> std::time::SystemTime {
+        self.mtime
+    }
 }
 
 impl GraphModel {
@@ -55,7 +81,17 @@ impl GraphModel {
                 .map(|(i, c)| (split(&c.name), i))
                 .collect();
             paths.sort();
-            Ok(Scanned { scan, paths })
+            let signatures = signatures::names(&scan.metas)
+                .into_iter()
+                .map(|(n, m, s)| (format!("{n}.json").into_bytes(), m, s))
+                .collect();
+            let graphs = graph_names(&scan.metas);
+            Ok(Scanned {
+                scan,
+                paths,
+                signatures,
+                graphs,
+            })
         });
         r.as_ref()
             .map_err(|e| ModelError::data(self.file.name(), e.clone()))
@@ -66,7 +102,7 @@ impl GraphModel {
         match &self.variables {
             None => Some(path),
             Some(_) => match path.split_first() {
-                Some((first, rest)) if first == CONSTANTS => Some(rest),
+                Some((first, rest)) if is_own(first, CONSTANTS) => Some(rest),
                 _ => None,
             },
         }
@@ -92,6 +128,29 @@ impl GraphModel {
             meta,
         )))
     }
+}
+
+/// `graph.pbtxt`, or with several meta graphs `graph.<tags>.pbtxt` (`graph.<index>.pbtxt`
+/// where the tags do not tell them apart).
+fn graph_names(metas: &[super::scan::MetaGraph]) -> Vec<Option<Vec<u8>>> {
+    let with_graph = metas.iter().filter(|m| m.graph.is_some()).count();
+    let tags: Vec<String> = metas.iter().map(|m| m.tags.join(",")).collect();
+    metas
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            m.graph.as_ref()?;
+            let t = &tags[i];
+            let name = if with_graph == 1 {
+                "graph.pbtxt".to_string()
+            } else if !t.is_empty() && tags.iter().filter(|x| *x == t).count() == 1 {
+                format!("graph.{t}.pbtxt")
+            } else {
+                format!("graph.{i}.pbtxt")
+            };
+            Some(name.into_bytes())
+        })
+        .collect()
 }
 
 /// The entries of `dir` among sorted tensor `paths` (each a list of components).
@@ -122,6 +181,11 @@ pub(crate) fn list_paths<P: AsRef<[Vec<u8>]>>(
     Ok(out.into_iter().collect())
 }
 
+/// Whether model path component `c` is the reader's own entry `name` (`own_component`).
+fn is_own(c: &[u8], name: &[u8]) -> bool {
+    c.split_first() == Some((&0, name))
+}
+
 fn split(name: &str) -> Vec<Vec<u8>> {
     name.split('/').map(|c| c.as_bytes().to_vec()).collect()
 }
@@ -133,22 +197,88 @@ fn show(path: &[Vec<u8>]) -> String {
         .join("/")
 }
 
+impl GraphModel {
+    /// The reader's own entries at the root: `signatures/`, `signatures.txt`, `graph*.pbtxt`
+    /// (none while the graph cannot be scanned: the variables still show).
+    fn own_entries(&self) -> Vec<DirEntry> {
+        let s = match self.scanned() {
+            Ok(s) => s,
+            Err(e) => {
+                log::error!("{e}");
+                return Vec::new();
+            }
+        };
+        let mut out = Vec::new();
+        if !s.signatures.is_empty() {
+            out.push(DirEntry::Reserved(SIGNATURES.to_vec()));
+            out.push(DirEntry::Document(SIGNATURES_TXT.to_vec()));
+        }
+        out.extend(s.graphs.iter().flatten().cloned().map(DirEntry::Document));
+        out
+    }
+
+    fn mtime(&self) -> std::time::SystemTime {
+        self.file.mtime()
+    }
+}
+
 impl Model for GraphModel {
     fn list_dir(&self, dir: &[Vec<u8>]) -> Result<Vec<DirEntry>, ModelError> {
-        if let Some(rest) = self.in_constants(dir) {
-            return self.list_constants(rest);
+        if let [first] = dir {
+            if is_own(first, SIGNATURES) {
+                let s = self.scanned()?;
+                if !s.signatures.is_empty() {
+                    return Ok(s
+                        .signatures
+                        .iter()
+                        .map(|(n, _, _)| DirEntry::Document(n.clone()))
+                        .collect());
+                }
+            }
         }
-        let vars = self
-            .variables
-            .as_ref()
-            .ok_or_else(|| ModelError::NotFound(format!("no directory {}", show(dir))))?;
-        let mut out = vars.list_dir(dir)?;
+        let mut out = if let Some(rest) = self.in_constants(dir) {
+            self.list_constants(rest)?
+        } else {
+            let vars = self
+                .variables
+                .as_ref()
+                .ok_or_else(|| ModelError::NotFound(format!("no directory {}", show(dir))))?;
+            vars.list_dir(dir)?
+        };
         if dir.is_empty() {
-            out.push(DirEntry::Dir(CONSTANTS.to_vec()));
+            if self.variables.is_some() {
+                out.push(DirEntry::Reserved(CONSTANTS.to_vec()));
+            }
+            out.extend(self.own_entries());
             out.sort();
             out.dedup();
         }
         Ok(out)
+    }
+
+    fn document(&self, path: &[Vec<u8>]) -> Result<Arc<dyn Document>, ModelError> {
+        let missing = || ModelError::NotFound(format!("no document {}", show(path)));
+        let s = self.scanned()?;
+        let bytes = match path {
+            [name] if is_own(name, SIGNATURES_TXT) && !s.signatures.is_empty() => {
+                signatures::text(&s.scan.metas)
+            }
+            [dir, name] if is_own(dir, SIGNATURES) && name.first() == Some(&0) => {
+                let name = &name[1..];
+                let &(_, m, i) = s
+                    .signatures
+                    .iter()
+                    .find(|(n, _, _)| n == name)
+                    .ok_or_else(missing)?;
+                let meta = &s.scan.metas[m];
+                signatures::json(meta, &meta.signatures[i])
+            }
+            _ => return Err(missing()),
+        };
+        Ok(Arc::new(TextDoc {
+            bytes,
+            mtime: self.mtime(),
+        }))
     }
 
     fn tensor(&self, path: &[Vec<u8>]) -> Result<Arc<dyn Tensor>, ModelError> {

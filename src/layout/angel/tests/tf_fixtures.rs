@@ -32,7 +32,12 @@ pub(super) fn all_tensors(m: &dyn Model) -> Vec<(String, Arc<dyn Tensor>)> {
                     out.push((name, t));
                     dir.pop();
                 }
-                DirEntry::Symlink { .. } => {}
+                DirEntry::Reserved(n) => {
+                    dir.push(crate::model::own_component(&n));
+                    walk(m, dir, out);
+                    dir.pop();
+                }
+                DirEntry::Symlink { .. } | DirEntry::Document(_) => {}
             }
         }
     }
