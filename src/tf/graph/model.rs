@@ -7,8 +7,8 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, OnceLock};
 
 use super::scan::{self, GraphKind, GraphScan};
-use super::signatures;
 use super::tensor_proto::ProtoTensor;
+use super::{pbtxt, signatures};
 use crate::model::{DirEntry, Document, Model, ModelError, ModelSummary, Tensor};
 use crate::source::ReadAt;
 
@@ -197,6 +197,56 @@ fn show(path: &[Vec<u8>]) -> String {
         .join("/")
 }
 
+/// `graph*.pbtxt`: one meta graph's `GraphDef` as text, cut into chunks on first use.
+struct GraphText {
+    file: Arc<dyn ReadAt>,
+    graph: std::ops::Range<usize>,
+    chunking: OnceLock<Result<pbtxt::Chunking, String>>,
+}
+
+impl GraphText {
+    fn chunking(&self, buf: &[u8]) -> Result<&pbtxt::Chunking, ModelError> {
+        self.chunking
+            .get_or_init(|| {
+                pbtxt::Chunking::new(buf, self.graph.clone(), pbtxt::CHUNK_INPUT)
+                    .map_err(|e| e.to_string())
+            })
+            .as_ref()
+            .map_err(|e| ModelError::data(self.file.name(), e.clone()))
+    }
+
+    fn whole(&self) -> Result<std::borrow::Cow<'_, [u8]>, ModelError> {
+        let size =
+            usize::try_from(self.file.size()).map_err(|e| ModelError::data(self.file.name(), e))?;
+        Ok(self.file.read_at(0, size)?)
+    }
+}
+
+impl Document for GraphText {
+    fn chunks(&self) -> u64 {
+        // Known without reading: the cut is by input position.
+        ((self.graph.end - self.graph.start) / pbtxt::CHUNK_INPUT) as u64 + 1
+    }
+
+    fn render(&self, chunk: u64, out: &mut Vec<u8>) -> Result<(), ModelError> {
+        let buf = self.whole()?;
+        let c = self.chunking(&buf)?;
+        c.render(&buf, chunk, out)
+            .map_err(|e| ModelError::data(self.file.name(), e))?;
+        self.file.check_consistent()?;
+        Ok(())
+    }
+
+    fn mtime(&self) -> std::time::SystemTime {
+        self.file.mtime()
+    }
+
+    fn cache_identity(&self) -> Option<String> {
+        let id = crate::source::identity_string(&*self.file)?;
+        Some(format!("{id}\u{0}graph@{}", self.graph.start))
+    }
+}
+
 impl GraphModel {
     /// The reader's own entries at the root: `signatures/`, `signatures.txt`, `graph*.pbtxt`
     /// (none while the graph cannot be scanned: the variables still show).
@@ -272,6 +322,21 @@ impl Model for GraphModel {
                     .ok_or_else(missing)?;
                 let meta = &s.scan.metas[m];
                 signatures::json(meta, &meta.signatures[i])
+            }
+            [name] => {
+                let i = s
+                    .graphs
+                    .iter()
+                    .position(|g| g.as_deref().is_some_and(|g| is_own(name, g)))
+                    .ok_or_else(missing)?;
+                let r = s.scan.metas[i].graph.clone().ok_or_else(missing)?;
+                let graph = usize::try_from(r.start).unwrap_or(usize::MAX)
+                    ..usize::try_from(r.end).unwrap_or(usize::MAX);
+                return Ok(Arc::new(GraphText {
+                    file: self.file.clone(),
+                    graph,
+                    chunking: OnceLock::new(),
+                }));
             }
             _ => return Err(missing()),
         };

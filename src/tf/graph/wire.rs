@@ -68,6 +68,11 @@ impl<'a> Fields<'a> {
         }
     }
 
+    /// Where the next field starts (the end of the last one read).
+    pub(crate) fn position(&self) -> usize {
+        self.pos
+    }
+
     fn varint(&mut self) -> Result<u64, WireError> {
         let (v, n) =
             decode_varint64(&self.buf[self.pos..self.end]).ok_or(WireError::Malformed(self.pos))?;
