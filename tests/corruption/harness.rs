@@ -325,8 +325,11 @@ fn walk(
                 snap.tensors.insert(
                     dir.clone(),
                     TensorOutcome {
-                        model: outcome.clone(),
-                        layouts: outcome,
+                        layouts: match ctx {
+                            Some(_) => outcome.clone(),
+                            None => outcome.clone().map(|_| Vec::new()),
+                        },
+                        model: outcome,
                     },
                 );
                 dir.pop();
