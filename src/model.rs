@@ -111,6 +111,39 @@ impl DType {
     }
 }
 
+/// A tensor with other metadata (names a reader learnt besides the tensor's own: TF2 full
+/// names); everything else is the inner tensor's.
+pub(crate) struct WithMeta {
+    pub(crate) inner: Arc<dyn Tensor>,
+    pub(crate) meta: TensorMeta,
+}
+
+impl Tensor for WithMeta {
+    fn meta(&self) -> &TensorMeta {
+        &self.meta
+    }
+    fn read_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
+        self.inner.read_elements(first, out)
+    }
+    fn for_each_string(
+        &self,
+        first: u64,
+        count: u64,
+        f: &mut dyn FnMut(&[u8]),
+    ) -> Result<(), ModelError> {
+        self.inner.for_each_string(first, count, f)
+    }
+    fn sparse(&self) -> Result<Arc<SparseRows>, ModelError> {
+        self.inner.sparse()
+    }
+    fn cache_identity(&self) -> Option<String> {
+        self.inner.cache_identity()
+    }
+    fn partition(&self, i: usize) -> Result<Arc<dyn Tensor>, ModelError> {
+        self.inner.partition(i)
+    }
+}
+
 /// Which reader produced a tensor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SourceFormat {
@@ -331,6 +364,12 @@ pub enum DirEntry {
     },
     /// A file the reader renders itself (`Model::document`), shown under exactly this name.
     Document(Vec<u8>),
+    /// Another name for the tensor at `target` (a path relative to this directory; `..`
+    /// goes up): the file system shows a symbolic link per file of that tensor.
+    Alias {
+        name: Vec<u8>,
+        target: Vec<Vec<u8>>,
+    },
     /// A directory the reader adds (`constants/`, `signatures/`, `by-name/`): its name wins
     /// over a key's (SPEC §6), which the file system then shows escaped.
     Reserved(Vec<u8>),

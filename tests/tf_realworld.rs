@@ -45,7 +45,7 @@ fn walk(
                 let prev = out.insert(t.meta().name.clone(), t);
                 assert!(prev.is_none(), "a key appears twice in the tree");
             }
-            DirEntry::Symlink { .. } | DirEntry::Document(_) => {}
+            DirEntry::Symlink { .. } | DirEntry::Document(_) | DirEntry::Alias { .. } => {}
         }
     }
 }
@@ -546,4 +546,56 @@ fn signatures_match_saved_model_cli() {
         }
     }
     assert!(summary.starts_with("MetaGraphDef with tag-set: 'serve' contains"));
+}
+
+/// TF2 names: every variable of the Keras checkpoint, its SavedModel and a checkpoint with TF's
+/// slot variables equals TF's values; each unique full name from the object graph (recorded by
+/// TF) is a `by-name/` link to that variable's files, its `.json` gives the `full_name`, and
+/// each optimizer slot is `by-name/<variable>/<slot>`.
+#[test]
+fn tf2_names_from_the_object_graph() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/tf/graphs/tf2");
+    for (source, prefix, exp) in [
+        ("ckpt", "ckpt/model", "ckpt/expected"),
+        ("slots", "slots/model", "slots/expected"),
+        (
+            "savedmodel",
+            "savedmodel/variables/variables",
+            "savedmodel/expected",
+        ),
+    ] {
+        let (src, exp) = (root.join(source), root.join(exp));
+        assert!(check_case(&root.join(prefix), &exp) > 3, "{source}");
+        let names: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(exp.join("names.json")).unwrap()).unwrap();
+        let full = names["full_names"].as_object().unwrap();
+        let slots = names["slots"].as_object().unwrap();
+        let link_of = |key: &str| match slots.get(key) {
+            Some(s) => format!(
+                "{}/{}",
+                s["variable"].as_str().unwrap(),
+                s["slot"].as_str().unwrap()
+            ),
+            None => full[key].as_str().unwrap().to_string(),
+        };
+        let mut count = BTreeMap::<String, usize>::new();
+        for key in full.keys() {
+            *count.entry(link_of(key)).or_default() += 1;
+        }
+        let mut linked = 0;
+        for (key, name) in full {
+            let display = key.strip_suffix("/.ATTRIBUTES/VARIABLE_VALUE").unwrap();
+            let own = cli_cat(&src, &format!("{display}.npy"));
+            let json: serde_json::Value =
+                serde_json::from_slice(&cli_cat(&src, &format!("{display}.json"))).unwrap();
+            assert_eq!(json["full_name"], *name, "{source}: {key}");
+            assert_eq!(json["object_path"], display, "{source}: {key}");
+            let link = link_of(key);
+            if count[&link] == 1 {
+                assert_eq!(cli_cat(&src, &format!("by-name/{link}.npy")), own, "{link}");
+                linked += 1;
+            }
+        }
+        assert!(linked >= 4, "{source}: {linked} links");
+    }
 }

@@ -51,7 +51,7 @@ fn walk(model: &dyn Model) -> Result<Vec<Found>, ModelError> {
                         .join("/");
                     out.push(Found { path, tensor });
                 }
-                DirEntry::Symlink { .. } | DirEntry::Document(_) => {}
+                DirEntry::Symlink { .. } | DirEntry::Document(_) | DirEntry::Alias { .. } => {}
             }
         }
         stack.extend(subdirs.into_iter().rev());

@@ -102,6 +102,19 @@ fn display(path: &[Vec<u8>]) -> String {
     format!("/{}", parts.join("/"))
 }
 
+/// The model path `target` (relative to directory `dir`, `..` going up) names.
+fn resolve(dir: &[Vec<u8>], target: &[Vec<u8>]) -> Option<Vec<Vec<u8>>> {
+    let mut p = dir.to_vec();
+    for c in target {
+        if c == b".." {
+            p.pop()?;
+        } else {
+            p.push(c.clone());
+        }
+    }
+    Some(p)
+}
+
 /// Escapes a symlink target given as a raw `/`-separated path: each component like a name.
 pub(crate) fn escape_target(target: &[u8]) -> Vec<u8> {
     let absolute = target.first() == Some(&b'/');
@@ -170,6 +183,50 @@ pub(crate) fn list_model_dir(
                         path: key_of(path, &own_component(&name)),
                     },
                 });
+            }
+            DirEntry::Alias { name, target } => {
+                let Some(real) = resolve(path, &target) else {
+                    log::warn!("{}: alias target leaves the tree", display(path));
+                    continue;
+                };
+                let tensor = match model.tensor(&real) {
+                    Ok(t) => t,
+                    Err(e) => {
+                        log::warn!("{}: alias target cannot be opened: {e}", display(&real));
+                        continue;
+                    }
+                };
+                // Each link points at the file the tensor's own directory shows.
+                let mut to: Vec<String> = target
+                    .iter()
+                    .map(|c| match c.as_slice() {
+                        b".." => "..".to_string(),
+                        _ => names::escape_component(c),
+                    })
+                    .collect();
+                to.pop(); // the tensor's own name: `target_base` below, cut like a listing's
+                let dir = to.iter().map(|c| format!("{c}/")).collect::<String>();
+                let base = names::component_name(&key_of(path, &name));
+                let target_base = names::component_name(&real);
+                let shown = layout::shown(tensor.meta(), ctx);
+                for layout in shown {
+                    plain.push(Child {
+                        name: names::file_name(&base, layout),
+                        kind: NodeKind::Symlink {
+                            target: format!("{dir}{}", names::file_name(&target_base, layout))
+                                .into_bytes(),
+                        },
+                    });
+                }
+                if !tensor.meta().partitions.is_empty() {
+                    plain.push(Child {
+                        name: names::parts_dir_name(&base),
+                        kind: NodeKind::Symlink {
+                            target: format!("{dir}{}", names::parts_dir_name(&target_base))
+                                .into_bytes(),
+                        },
+                    });
+                }
             }
             DirEntry::Symlink { name, target } => {
                 let key = key_of(path, &name);

@@ -106,7 +106,6 @@ pub(crate) fn strip_variable(style: KeyStyle, key: &[u8]) -> &[u8] {
 }
 
 /// The display path of a (non-hidden) key.
-#[cfg(test)]
 pub(crate) fn display_path(style: KeyStyle, key: &[u8]) -> Vec<Vec<u8>> {
     strip_variable(style, key)
         .split(|&b| b == b'/')

@@ -9,6 +9,7 @@ pub(crate) mod graph;
 pub(crate) mod keys;
 pub mod model;
 pub(crate) mod multi;
+pub(crate) mod object_graph;
 pub(crate) mod ordered_code;
 pub mod proto;
 pub mod table;

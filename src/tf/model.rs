@@ -8,21 +8,27 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
-use crate::model::{DirEntry, Model, ModelError, ModelSummary, ReaderOptions, Tensor};
+use crate::model::{DirEntry, Model, ModelError, ModelSummary, ReaderOptions, Tensor, WithMeta};
 use crate::tf::bundle::entry::parse_entry;
 use crate::tf::bundle::{
     tensor_for_key, tensor_from_value, Bundle, BundleError, DirShards, ShardOpener,
 };
 use crate::tf::keys::{self, KeyStyle, GRAPH_KEY};
+use crate::tf::object_graph::{self, ObjectNames};
 use crate::tf::ordered_code::{slice_key, slice_key_name};
 use crate::tf::table::{BlockCache, Table, TableError};
 
 pub struct TfModel {
     bundle: Arc<Bundle>,
     style: KeyStyle,
+    /// TF2 names from the object graph, read on first use (`None`: no graph, or unreadable).
+    names: OnceLock<Option<Arc<ObjectNames>>>,
 }
+
+/// The directory of links by TF1-style full name (SPEC §6).
+const BY_NAME: &[u8] = b"by-name";
 
 /// The block cache the checkpoints of one mount share.
 pub fn block_cache_for(opts: &ReaderOptions) -> Arc<BlockCache> {
@@ -70,7 +76,96 @@ impl TfModel {
         } else {
             KeyStyle::Plain
         };
-        Ok(TfModel { bundle, style })
+        Ok(TfModel {
+            bundle,
+            style,
+            names: OnceLock::new(),
+        })
+    }
+
+    /// The object graph's names, read and parsed once.
+    fn names(&self) -> Option<&ObjectNames> {
+        if self.style != KeyStyle::Object {
+            return None;
+        }
+        self.names
+            .get_or_init(|| {
+                let read = || -> Result<ObjectNames, String> {
+                    let t = tensor_for_key(&self.bundle, GRAPH_KEY)
+                        .map_err(|e| e.to_string())?
+                        .ok_or("no object graph")?;
+                    let mut bytes = Vec::new();
+                    t.for_each_string(0, 1, &mut |b| bytes.extend_from_slice(b))
+                        .map_err(|e| e.to_string())?;
+                    object_graph::parse(&bytes).map_err(|e| e.to_string())
+                };
+                match read() {
+                    Ok(n) => Some(Arc::new(n)),
+                    Err(e) => {
+                        log::warn!(
+                            "{}: object graph unreadable, no TF2 names: {e}",
+                            self.bundle.prefix_name
+                        );
+                        None
+                    }
+                }
+            })
+            .as_deref()
+    }
+
+    /// `by-name/…` entries: sub-directories and aliases of the tensors named there.
+    fn list_by_name(&self, dir: &[Vec<u8>]) -> Result<Vec<DirEntry>, ModelError> {
+        let names = self
+            .names()
+            .ok_or_else(|| ModelError::NotFound("by-name".into()))?;
+        let within = &dir[1..];
+        let mut out = BTreeSet::new();
+        for (path, key) in names.links.range(within.to_vec()..) {
+            if !path.starts_with(within) {
+                break;
+            }
+            match path.len() - within.len() {
+                0 => {}
+                1 => {
+                    let mut target = vec![b"..".to_vec(); dir.len()];
+                    target.extend(keys::display_path(self.style, key));
+                    out.insert(DirEntry::Alias {
+                        name: path[within.len()].clone(),
+                        target,
+                    });
+                }
+                _ => {
+                    out.insert(DirEntry::Dir(path[within.len()].clone()));
+                }
+            }
+        }
+        if out.is_empty() && !within.is_empty() {
+            return Err(ModelError::NotFound("no such by-name directory".into()));
+        }
+        Ok(out.into_iter().collect())
+    }
+
+    /// `tensor` with the object graph's names in its `.json`.
+    fn named(&self, key: &[u8], t: Arc<dyn Tensor>) -> Arc<dyn Tensor> {
+        let Some(n) = self.names().and_then(|n| n.by_key.get(key)) else {
+            return t;
+        };
+        let mut meta = t.meta().clone();
+        let path: Vec<String> = keys::display_path(self.style, key)
+            .iter()
+            .map(|c| String::from_utf8_lossy(c).into_owned())
+            .collect();
+        meta.extra
+            .insert("full_name".into(), serde_json::json!(n.full_name));
+        meta.extra
+            .insert("object_path".into(), serde_json::json!(path.join("/")));
+        if let Some((var, slot)) = &n.slot {
+            meta.extra.insert(
+                "slot".into(),
+                serde_json::json!({"variable": var, "name": slot}),
+            );
+        }
+        Arc::new(WithMeta { inner: t, meta })
     }
 
     pub fn bundle(&self) -> &Arc<Bundle> {
@@ -164,9 +259,19 @@ impl HiddenKeys {
     }
 }
 
+fn is_by_name(c: &[u8]) -> bool {
+    c.split_first() == Some((&0, BY_NAME))
+}
+
 impl Model for TfModel {
     fn list_dir(&self, dir: &[Vec<u8>]) -> Result<Vec<DirEntry>, ModelError> {
+        if dir.first().is_some_and(|c| is_by_name(c)) {
+            return self.list_by_name(dir);
+        }
         let mut out = BTreeSet::new();
+        if dir.is_empty() && self.names().is_some_and(|n| !n.links.is_empty()) {
+            out.insert(DirEntry::Reserved(BY_NAME.to_vec()));
+        }
         let mut hidden = HiddenKeys::default();
         for prefix in keys::dir_prefixes(self.style, dir) {
             self.scan(&prefix, &mut hidden, &mut out)?;
@@ -190,7 +295,7 @@ impl Model for TfModel {
                 continue;
             }
             if let Some(t) = tensor_for_key(&self.bundle, &key)? {
-                return Ok(t);
+                return Ok(self.named(&key, t));
             }
         }
         Err(ModelError::NotFound(format!(

@@ -352,7 +352,7 @@ fn walk(
                 snap.tensors.insert(dir.clone(), outcome);
                 dir.pop();
             }
-            DirEntry::Symlink { .. } => {}
+            DirEntry::Symlink { .. } | DirEntry::Alias { .. } => {}
         }
     }
 }

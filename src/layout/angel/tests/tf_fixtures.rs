@@ -37,7 +37,7 @@ pub(super) fn all_tensors(m: &dyn Model) -> Vec<(String, Arc<dyn Tensor>)> {
                     walk(m, dir, out);
                     dir.pop();
                 }
-                DirEntry::Symlink { .. } | DirEntry::Document(_) => {}
+                DirEntry::Symlink { .. } | DirEntry::Document(_) | DirEntry::Alias { .. } => {}
             }
         }
     }
