@@ -89,6 +89,12 @@ for p in files():
         for k, v in table_entries(data)[:300]:
             put("bundle_entry", b"\x01" + v)
             put("bundle_entry", b"\x03" + v)
+    elif name.endswith((".pb", ".meta")):
+        put("graph", data)
+    elif data[-8:] == bytes.fromhex("57fb808b247547db"):
+        put("v1", data)  # an SSTable that is not a bundle index: a V1 checkpoint
+    elif ".data-" in name:
+        put("object_graph", data[-2048:])
     elif name == "checkpoint":
         put("checkpoint_state", data)
     elif name in ("_meta", "meta"):
@@ -106,6 +112,9 @@ for p in files():
             body = open(fp, "rb").read() if os.path.isfile(fp) else b""
             for sel in (0x08, 0x18):
                 put("angel_decode", bytes([sel]) + struct.pack("<I", len(js)) + js + body)
+# tensor_proto: dtype float, shape [3], float_val 1.5; dtype string, shape [2], string_val "a".
+put("tensor_proto", bytes([0x08, 1, 0x12, 4, 0x12, 2, 0x08, 3, 0x2a, 4]) + struct.pack("<f", 1.5))
+put("tensor_proto", bytes([0x08, 7, 0x12, 4, 0x12, 2, 0x08, 2, 0x42, 1]) + b"a")
 # text_render: kind/dtype ‖ rank ‖ dims ‖ separator ‖ flags ‖ payload (see the target).
 payload = bytes(range(256)) * 4
 for kind in list(range(22)) + [0xC0, 0xC1, 0xC2, 0xC3]:

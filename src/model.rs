@@ -474,6 +474,8 @@ pub struct ModelSummary {
     pub problems: Vec<String>,
     /// A directory of several checkpoints: each one's own summary, by name.
     pub parts: Vec<(String, ModelSummary)>,
+    /// More the reader tells (a graph's nodes by op, constants, signatures), line by line.
+    pub details: Vec<String>,
 }
 
 /// A mounted source: a tree of directories and tensors.

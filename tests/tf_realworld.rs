@@ -599,3 +599,143 @@ fn tf2_names_from_the_object_graph() {
         assert!(linked >= 4, "{source}: {linked} links");
     }
 }
+
+/// `modelfs info` on a graph source: nodes by op, constants, and the signatures.
+#[test]
+fn info_on_a_saved_model_gives_ops_constants_and_signatures() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/tf/graphs/tf1/savedmodel");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_modelfs"))
+        .arg("info")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    for want in [
+        "format: tf-savedmodel",
+        "graph: 52 nodes in 1 meta graph(s); by op: Const 18, Identity 5,",
+        "constants: 18,",
+        "signatures [serve]:",
+        "  serving_default: (x: float32 [-1,3]) -> (y: float32 [-1,2])",
+        "  scaled: (x: float32 [-1,3]) -> (vocab: string [3], y2: float32 [-1,2])",
+    ] {
+        assert!(text.contains(want), "{want:?} not in\n{text}");
+    }
+}
+
+/// Local storage that counts the bytes read through it.
+#[derive(Debug)]
+struct Counting(Arc<std::sync::atomic::AtomicU64>, Arc<dyn modelfs::source::Storage>);
+
+#[derive(Debug)]
+struct CountingFile(Arc<std::sync::atomic::AtomicU64>, Arc<dyn modelfs::source::ReadAt>);
+
+impl modelfs::source::ReadAt for CountingFile {
+    fn size(&self) -> u64 {
+        self.1.size()
+    }
+    fn name(&self) -> &str {
+        self.1.name()
+    }
+    fn read_at(
+        &self,
+        offset: u64,
+        len: usize,
+    ) -> Result<std::borrow::Cow<'_, [u8]>, modelfs::source::SourceError> {
+        self.0
+            .fetch_add(len as u64, std::sync::atomic::Ordering::Relaxed);
+        self.1.read_at(offset, len)
+    }
+}
+
+impl modelfs::source::Storage for Counting {
+    fn open(
+        &self,
+        path: &Path,
+    ) -> Result<Arc<dyn modelfs::source::ReadAt>, modelfs::source::SourceError> {
+        Ok(Arc::new(CountingFile(self.0.clone(), self.1.open(path)?)))
+    }
+    fn kind(
+        &self,
+        path: &Path,
+    ) -> Result<Option<modelfs::source::EntryKind>, modelfs::source::SourceError> {
+        self.1.kind(path)
+    }
+    fn list(
+        &self,
+        dir: &Path,
+    ) -> Result<Vec<(std::ffi::OsString, modelfs::source::EntryKind)>, modelfs::source::SourceError>
+    {
+        self.1.list(dir)
+    }
+}
+
+fn varint(mut v: u64, out: &mut Vec<u8>) {
+    while v >= 0x80 {
+        out.push(v as u8 | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn field(number: u32, payload: &[u8], out: &mut Vec<u8>) {
+    varint(u64::from(number) << 3 | 2, out);
+    varint(payload.len() as u64, out);
+    out.extend_from_slice(payload);
+}
+
+/// A SavedModel (`saved_model.pb` only) whose graph has `nodes` Const nodes of 16 floats.
+fn synthetic_saved_model(dir: &Path, nodes: usize) {
+    let mut graph = Vec::new();
+    for i in 0..nodes {
+        let mut tensor = vec![0x08, 1]; // dtype float
+        field(2, &[0x12, 2, 0x08, 16], &mut tensor); // shape [16]
+        field(4, &[0u8; 64], &mut tensor);
+        let mut value = Vec::new();
+        field(8, &tensor, &mut value);
+        let mut entry = Vec::new();
+        field(1, b"value", &mut entry);
+        field(2, &value, &mut entry);
+        let mut node = Vec::new();
+        field(1, format!("layer{}/c{i}", i % 100).as_bytes(), &mut node);
+        field(2, b"Const", &mut node);
+        field(5, &entry, &mut node);
+        field(1, &node, &mut graph);
+    }
+    let mut meta_info = Vec::new();
+    field(4, b"serve", &mut meta_info);
+    let mut meta = Vec::new();
+    field(1, &meta_info, &mut meta);
+    field(2, &graph, &mut meta);
+    let mut sm = vec![0x08, 1];
+    field(2, &meta, &mut sm);
+    std::fs::write(dir.join("saved_model.pb"), sm).unwrap();
+}
+
+/// Opening a SavedModel (what a mount does before it answers) reads the same few bytes
+/// whatever the size of its graph: the graph is scanned on the first look at its entries.
+#[test]
+fn opening_a_saved_model_does_not_grow_with_its_graph() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut read = Vec::new();
+    for nodes in [100, 100_000] {
+        let dir = tmp.path().join(nodes.to_string());
+        std::fs::create_dir(&dir).unwrap();
+        synthetic_saved_model(&dir, nodes);
+        let bytes = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let mut opts = Options::default().reader();
+        opts.storage = Arc::new(Counting(bytes.clone(), opts.storage.clone()));
+        let model = model_at(&dir, &opts).unwrap();
+        let at_open = bytes.load(std::sync::atomic::Ordering::Relaxed);
+        // The first look scans it all, once.
+        let root = model.list_dir(&[]).unwrap();
+        assert!(root.contains(&DirEntry::Dir(b"layer7".to_vec())), "{root:?}");
+        let size = std::fs::metadata(dir.join("saved_model.pb")).unwrap().len();
+        assert!(bytes.load(std::sync::atomic::Ordering::Relaxed) >= size);
+        read.push((size, at_open));
+    }
+    eprintln!("(graph size, bytes read at open): {read:?}");
+    let (small, large) = (read[0], read[1]);
+    assert!(large.0 > 1000 * small.0 / 2, "{read:?}");
+    assert!(large.1 <= small.1.max(4096), "open read {read:?} (size, bytes read)");
+}

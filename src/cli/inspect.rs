@@ -211,6 +211,10 @@ pub(crate) fn info(source: &Path) -> Result<(), Failure> {
             ));
         }
     }
+    for line in &s.details {
+        text.push_str(line);
+        text.push('\n');
+    }
     if s.problems.is_empty() {
         text.push_str("problems: none in the metadata; data not verified (run `modelfs verify`)\n");
     } else {

@@ -5,6 +5,8 @@ pub mod checkpoint_state;
 pub mod coding;
 pub(crate) mod detect;
 pub(crate) mod dtype;
+#[cfg(any(test, feature = "testkit"))]
+pub mod fuzz;
 pub(crate) mod graph;
 pub(crate) mod keys;
 pub mod model;

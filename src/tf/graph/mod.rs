@@ -3,7 +3,7 @@
 //! for its constants and signatures (`scan`), and the model that shows them (`model`).
 
 pub(crate) mod model;
-mod pbtxt;
+pub(crate) mod pbtxt;
 pub(crate) mod scan;
 mod signatures;
 pub(crate) mod tensor_proto;

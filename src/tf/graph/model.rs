@@ -130,6 +130,57 @@ impl GraphModel {
     }
 }
 
+/// `modelfs info` lines: nodes by op, constants, and each meta graph's signatures.
+fn graph_details(scan: &GraphScan, const_bytes: u64) -> Vec<String> {
+    let mut ops: Vec<(&String, &u64)> = scan.ops.iter().collect();
+    ops.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    let ops: Vec<String> = ops.iter().map(|(op, n)| format!("{op} {n}")).collect();
+    let mut out = vec![
+        format!(
+            "graph: {} nodes in {} meta graph(s); by op: {}",
+            scan.nodes,
+            scan.metas.len(),
+            if ops.is_empty() { "-".into() } else { ops.join(", ") }
+        ),
+        format!(
+            "constants: {}, {} bytes",
+            scan.consts.len(),
+            const_bytes
+        ),
+    ];
+    for m in &scan.metas {
+        if m.signatures.is_empty() {
+            continue;
+        }
+        out.push(format!("signatures [{}]:", m.tags.join(", ")));
+        for sig in &m.signatures {
+            let args = |a: &[super::scan::Arg]| {
+                a.iter()
+                    .map(|a| {
+                        let shape = a.shape.as_ref().map_or("?".to_string(), |d| {
+                            let d: Vec<String> = d.iter().map(i64::to_string).collect();
+                            format!("[{}]", d.join(","))
+                        });
+                        format!(
+                            "{}: {} {shape}",
+                            a.key,
+                            crate::tf::dtype::from_tf(a.dtype).name()
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            out.push(format!(
+                "  {}: ({}) -> ({})",
+                sig.key,
+                args(&sig.inputs),
+                args(&sig.outputs)
+            ));
+        }
+    }
+    out
+}
+
 /// `graph.pbtxt`, or with several meta graphs `graph.<tags>.pbtxt` (`graph.<index>.pbtxt`
 /// where the tags do not tell them apart).
 fn graph_names(metas: &[super::scan::MetaGraph]) -> Vec<Option<Vec<u8>>> {
@@ -368,18 +419,29 @@ impl Model for GraphModel {
         .into();
         match self.scanned() {
             Ok(g) => {
+                let mut const_bytes = 0u64;
                 for c in &g.scan.consts {
                     s.tensors += 1;
                     *s.dtypes
                         .entry(c.value.dtype.name().into_owned())
                         .or_default() += 1;
-                    s.total_bytes = s
-                        .total_bytes
-                        .saturating_add(c.value.content.as_ref().map_or(0, |r| r.end - r.start));
+                    // The value's dense size (a repeat-last field stores far less).
+                    let bytes = match c.value.dtype.elem_size() {
+                        Some(w) => c
+                            .value
+                            .shape
+                            .iter()
+                            .try_fold(w as u64, |a, &d| a.checked_mul(d))
+                            .unwrap_or(u64::MAX),
+                        None => c.value.proto.end - c.value.proto.start,
+                    };
+                    const_bytes = const_bytes.saturating_add(bytes);
                     if let Some(p) = &c.value.problem {
                         s.problems.push(format!("constant {}: {p}", c.name));
                     }
                 }
+                s.total_bytes = s.total_bytes.saturating_add(const_bytes);
+                s.details = graph_details(&g.scan, const_bytes);
             }
             Err(e) => s.problems.push(e.to_string()),
         }

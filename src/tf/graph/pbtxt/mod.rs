@@ -71,7 +71,7 @@ impl Chunking {
         })
     }
 
-    #[cfg(test)]
+    #[cfg(any(test, feature = "testkit"))]
     pub(crate) fn chunks(&self) -> u64 {
         self.resume.len() as u64
     }
