@@ -14,6 +14,7 @@
 mod cli;
 mod faults;
 mod firstlook;
+mod graphs;
 mod proxy;
 mod remote;
 mod robustness;

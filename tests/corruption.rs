@@ -10,6 +10,8 @@
 mod angel;
 #[path = "corruption/cache.rs"]
 mod cache;
+#[path = "corruption/graphs.rs"]
+mod graphs;
 #[path = "corruption/harness.rs"]
 mod harness;
 #[path = "corruption/tf.rs"]

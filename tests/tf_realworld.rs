@@ -625,10 +625,16 @@ fn info_on_a_saved_model_gives_ops_constants_and_signatures() {
 
 /// Local storage that counts the bytes read through it.
 #[derive(Debug)]
-struct Counting(Arc<std::sync::atomic::AtomicU64>, Arc<dyn modelfs::source::Storage>);
+struct Counting(
+    Arc<std::sync::atomic::AtomicU64>,
+    Arc<dyn modelfs::source::Storage>,
+);
 
 #[derive(Debug)]
-struct CountingFile(Arc<std::sync::atomic::AtomicU64>, Arc<dyn modelfs::source::ReadAt>);
+struct CountingFile(
+    Arc<std::sync::atomic::AtomicU64>,
+    Arc<dyn modelfs::source::ReadAt>,
+);
 
 impl modelfs::source::ReadAt for CountingFile {
     fn size(&self) -> u64 {
@@ -729,7 +735,10 @@ fn opening_a_saved_model_does_not_grow_with_its_graph() {
         let at_open = bytes.load(std::sync::atomic::Ordering::Relaxed);
         // The first look scans it all, once.
         let root = model.list_dir(&[]).unwrap();
-        assert!(root.contains(&DirEntry::Dir(b"layer7".to_vec())), "{root:?}");
+        assert!(
+            root.contains(&DirEntry::Dir(b"layer7".to_vec())),
+            "{root:?}"
+        );
         let size = std::fs::metadata(dir.join("saved_model.pb")).unwrap().len();
         assert!(bytes.load(std::sync::atomic::Ordering::Relaxed) >= size);
         read.push((size, at_open));
@@ -737,5 +746,8 @@ fn opening_a_saved_model_does_not_grow_with_its_graph() {
     eprintln!("(graph size, bytes read at open): {read:?}");
     let (small, large) = (read[0], read[1]);
     assert!(large.0 > 1000 * small.0 / 2, "{read:?}");
-    assert!(large.1 <= small.1.max(4096), "open read {read:?} (size, bytes read)");
+    assert!(
+        large.1 <= small.1.max(4096),
+        "open read {read:?} (size, bytes read)"
+    );
 }

@@ -32,7 +32,11 @@ fn touch(t: &dyn Tensor) {
 /// A graph file as each of the three messages: scan, signatures, constants, `graph.pbtxt`.
 pub fn graph(data: &[u8]) {
     let file: Arc<dyn ReadAt> = Arc::new(MemSource::new("fuzz.pb", data.to_vec()));
-    for kind in [GraphKind::GraphDef, GraphKind::MetaGraphDef, GraphKind::SavedModel] {
+    for kind in [
+        GraphKind::GraphDef,
+        GraphKind::MetaGraphDef,
+        GraphKind::SavedModel,
+    ] {
         let model = crate::tf::graph::GraphModel::new(file.clone(), kind, None);
         let _ = model.summary();
         walk(&model, &mut Vec::new(), 0);

@@ -140,13 +140,13 @@ fn graph_details(scan: &GraphScan, const_bytes: u64) -> Vec<String> {
             "graph: {} nodes in {} meta graph(s); by op: {}",
             scan.nodes,
             scan.metas.len(),
-            if ops.is_empty() { "-".into() } else { ops.join(", ") }
+            if ops.is_empty() {
+                "-".into()
+            } else {
+                ops.join(", ")
+            }
         ),
-        format!(
-            "constants: {}, {} bytes",
-            scan.consts.len(),
-            const_bytes
-        ),
+        format!("constants: {}, {} bytes", scan.consts.len(), const_bytes),
     ];
     for m in &scan.metas {
         if m.signatures.is_empty() {
