@@ -41,11 +41,16 @@ pub(crate) enum NodeKind {
     Symlink { target: Vec<u8> },
     /// A file the reader renders itself (`Model::document`).
     Doc { path: ModelPath },
+    /// A hidden view directory at the root (`layout::views::NAMES[view]`), or its file `file`.
+    View { view: usize, file: Option<usize> },
 }
 
 impl NodeKind {
     pub(crate) fn is_dir(&self) -> bool {
-        matches!(self, NodeKind::Dir { .. } | NodeKind::Parts { .. })
+        matches!(
+            self,
+            NodeKind::Dir { .. } | NodeKind::Parts { .. } | NodeKind::View { file: None, .. }
+        )
     }
 }
 

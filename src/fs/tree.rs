@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
 use std::time::SystemTime;
 
-use crate::layout::{self, FileContent, Layout, LayoutCtx, Patient, Requester};
+use crate::layout::{self, views, FileContent, Layout, LayoutCtx, Patient, Requester};
 use crate::model::{Model, Tensor};
 pub(crate) use crate::options::TextSize;
 
@@ -154,11 +154,7 @@ impl Node {
     }
 
     pub(crate) fn file_kind(&self) -> FileKind {
-        match self.kind {
-            NodeKind::Dir { .. } | NodeKind::Parts { .. } => FileKind::Dir,
-            NodeKind::File { .. } | NodeKind::Doc { .. } => FileKind::File,
-            NodeKind::Symlink { .. } => FileKind::Symlink,
-        }
+        kind_of(&self.kind)
     }
 }
 
@@ -177,6 +173,8 @@ pub(crate) struct Tree {
     ctx: Arc<LayoutCtx>,
     cfg: TreeConfig,
     inodes: RwLock<Inodes>,
+    /// The hidden views (`layout::views::NAMES`), built on first lookup.
+    views: [OnceLock<Result<Arc<views::View>, String>>; views::NAMES.len()],
     /// Files reported with a placeholder size go here (the background size pass).
     on_unknown: OnceLock<SizeListener>,
     /// Files whose size became known after a placeholder was reported (kernel invalidation).
@@ -202,6 +200,7 @@ impl Tree {
             ctx,
             cfg,
             inodes: RwLock::new(inodes),
+            views: Default::default(),
             on_unknown: OnceLock::new(),
             on_learnt: OnceLock::new(),
         }
@@ -247,6 +246,23 @@ impl Tree {
             NodeKind::Parts { tensor } => {
                 listing::list_parts_dir(self.model.as_ref(), &self.ctx, tensor)?
             }
+            NodeKind::View { view, file: None } => {
+                let v = self.view(*view)?;
+                Listing {
+                    children: v
+                        .files
+                        .iter()
+                        .enumerate()
+                        .map(|(i, (name, _))| listing::Child {
+                            name: name.clone(),
+                            kind: NodeKind::View {
+                                view: *view,
+                                file: Some(i),
+                            },
+                        })
+                        .collect(),
+                }
+            }
             _ => return Err(FsError::NotDir),
         };
         // Another thread may have won the race; both listings are equal (immutable source).
@@ -291,9 +307,36 @@ impl Tree {
             b".." => return Ok(dir.parent),
             _ => {}
         }
+        if parent == ROOT_INO {
+            // The hidden views: found by name, never listed.
+            if let Some(i) = views::NAMES.iter().position(|v| v.as_bytes() == name) {
+                let child = listing::Child {
+                    name: views::NAMES[i].to_string(),
+                    kind: NodeKind::View {
+                        view: i,
+                        file: None,
+                    },
+                };
+                return self.child_ino(parent, &child);
+            }
+        }
         let listing = self.listing(&dir)?;
         let child = listing.find(name).ok_or(FsError::NotFound)?;
         self.child_ino(parent, child)
+    }
+
+    /// View `i` of the mount, built (metadata only) on first use.
+    fn view(&self, i: usize) -> Result<Arc<views::View>, FsError> {
+        let slot = self.views.get(i).ok_or(FsError::NotFound)?;
+        let r = slot.get_or_init(|| {
+            views::build(views::NAMES[i], self.model.as_ref(), &self.ctx)
+                .map(Arc::new)
+                .map_err(|e| {
+                    log::error!("{}: {e}", views::NAMES[i]);
+                    e.to_string()
+                })
+        });
+        r.clone().map_err(FsError::Io)
     }
 
     /// The node's content object with its size if known, opening it on first use. A text
@@ -351,6 +394,21 @@ impl Tree {
                     cheap: !layout.is_text() || is_cheap(t.meta()),
                     tensor: Some(t),
                     content,
+                    size: AtomicU64::new(UNKNOWN),
+                    placeholder: AtomicBool::new(false),
+                })
+            })(),
+            NodeKind::View {
+                view,
+                file: Some(f),
+            } => (|| {
+                let v = self.view(*view)?;
+                let (_, content) = v.files.get(*f).ok_or(FsError::NotFound)?;
+                Ok(Opened {
+                    mtime: self.cfg.mtime,
+                    cheap: true,
+                    tensor: None,
+                    content: content.clone(),
                     size: AtomicU64::new(UNKNOWN),
                     placeholder: AtomicBool::new(false),
                 })
@@ -413,11 +471,11 @@ impl Tree {
             exact: true,
         };
         match &node.kind {
-            NodeKind::Dir { .. } | NodeKind::Parts { .. } => {
+            k if k.is_dir() => {
                 let subdirs = self.listing(&node)?.subdirs();
                 attr.nlink = u32::try_from(subdirs.saturating_add(2)).unwrap_or(u32::MAX);
             }
-            NodeKind::File { .. } | NodeKind::Doc { .. } => {
+            NodeKind::File { .. } | NodeKind::Doc { .. } | NodeKind::View { .. } => {
                 let opened = self.opened(&node, req)?;
                 attr.perm = 0o444;
                 attr.mtime = opened.mtime;
@@ -436,6 +494,7 @@ impl Tree {
                 attr.perm = 0o777;
                 attr.size = target.len() as u64;
             }
+            NodeKind::Dir { .. } | NodeKind::Parts { .. } => {}
         }
         Ok(attr)
     }
@@ -453,11 +512,7 @@ impl Tree {
         for child in listing.children.iter().skip(offset) {
             let item = DirItem {
                 ino: self.child_ino(ino, child)?,
-                kind: match child.kind {
-                    NodeKind::Dir { .. } | NodeKind::Parts { .. } => FileKind::Dir,
-                    NodeKind::File { .. } | NodeKind::Doc { .. } => FileKind::File,
-                    NodeKind::Symlink { .. } => FileKind::Symlink,
-                },
+                kind: kind_of(&child.kind),
                 name: child.name.clone(),
             };
             if !emit(item) {
@@ -683,6 +738,14 @@ impl Tree {
             }
         }
         Ok(())
+    }
+}
+
+fn kind_of(kind: &NodeKind) -> FileKind {
+    match kind {
+        k if k.is_dir() => FileKind::Dir,
+        NodeKind::Symlink { .. } => FileKind::Symlink,
+        _ => FileKind::File,
     }
 }
 

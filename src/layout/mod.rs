@@ -255,6 +255,7 @@ mod lazy;
 pub mod num;
 pub(crate) mod readahead;
 pub(crate) mod text;
+pub(crate) mod views;
 
 #[cfg(test)]
 mod tests;

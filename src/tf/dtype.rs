@@ -92,6 +92,41 @@ pub(crate) fn enum_name(code: i64) -> Option<std::borrow::Cow<'static, str>> {
     })
 }
 
+/// The TF `DataType` code of `dtype` (inverse of `from_tf`); `None` for types TF cannot
+/// store in a bundle as they are here.
+pub fn to_tf(dtype: DType) -> Option<i32> {
+    use DType::*;
+    Some(match dtype {
+        F32 => 1,
+        F64 => 2,
+        I32 => 3,
+        U8 => 4,
+        I16 => 5,
+        I8 => 6,
+        Str => 7,
+        C64 => 8,
+        I64 => 9,
+        Bool => 10,
+        QInt8 => 11,
+        QUInt8 => 12,
+        QInt32 => 13,
+        BF16 => 14,
+        QInt16 => 15,
+        QUInt16 => 16,
+        U16 => 17,
+        C128 => 18,
+        F16 => 19,
+        U32 => 22,
+        U64 => 23,
+        Float8(c) => i32::from(c),
+        Int4 => 29,
+        UInt4 => 30,
+        Int2 => 31,
+        UInt2 => 32,
+        Variant | Opaque(_) => return None,
+    })
+}
+
 /// Width of the units to byte-swap when the bundle's endianness differs from little-endian:
 /// the element size, or each half of a complex; 1 = nothing to swap.
 pub(crate) fn swap_width(dtype: DType) -> usize {

@@ -16,5 +16,4 @@ pub(crate) mod ordered_code;
 pub mod proto;
 pub mod table;
 pub(crate) mod v1;
-#[cfg(any(test, feature = "testkit"))]
 pub mod writer;

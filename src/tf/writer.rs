@@ -1,7 +1,7 @@
 //! Writers for tables and tensor bundles, the way LevelDB's `TableBuilder` and TF's
 //! `BundleWriter` write them, plus options TF lacks (big-endian, Snappy blocks, small blocks,
-//! hand-made entries). Not part of the reader: used by unit tests, the integration tests
-//! (corruption, lifecycle), the fuzz seeds and benchmark generators to build checkpoints.
+//! hand-made entries). Not part of the reader: the `.tf/` view encodes its index with it, and
+//! tests, fuzz seeds and benchmark generators build checkpoints with it.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -406,7 +406,6 @@ impl BundleBuilder {
     }
 
     /// (index bytes, shard files by base name).
-    #[cfg(any(test, feature = "testkit"))]
     pub fn finish(self) -> (Vec<u8>, HashMap<String, Arc<dyn ReadAt>>) {
         let (index, data) = self.finish_bytes();
         let files = data

@@ -1,0 +1,95 @@
+//! Whole-model views for legacy consumers (SPEC §7): hidden directories at the root whose files
+//! are another system's own format, produced from the mount's tensors on demand. A view is
+//! built (metadata only) on its first lookup; its files have exact sizes from metadata.
+
+use std::sync::Arc;
+
+use super::{FileContent, LayoutCtx, LayoutError, Requester};
+use crate::model::{own_component, DirEntry, Model, ModelError, Tensor};
+
+pub(crate) mod tf;
+
+/// The files of one view, in name order.
+pub(crate) struct View {
+    pub(crate) files: Vec<(String, Arc<dyn FileContent>)>,
+}
+
+/// The hidden directories at the root and how to build each.
+pub(crate) const NAMES: [&str; 1] = [tf::DIR];
+
+/// Builds the view named `name` (one of `NAMES`) of `model`.
+pub(crate) fn build(
+    name: &str,
+    model: &dyn Model,
+    ctx: &Arc<LayoutCtx>,
+) -> Result<View, ModelError> {
+    match name {
+        tf::DIR => tf::view(model, ctx),
+        _ => Err(ModelError::NotFound(name.to_string())),
+    }
+}
+
+/// Every tensor of `model` with its original key (metadata only), first of a key wins.
+fn tensors(model: &dyn Model) -> Result<Vec<Arc<dyn Tensor>>, ModelError> {
+    let mut out = Vec::new();
+    let mut stack: Vec<Vec<Vec<u8>>> = vec![Vec::new()];
+    while let Some(dir) = stack.pop() {
+        let entries = match model.list_dir(&dir) {
+            Ok(e) => e,
+            Err(e) if dir.is_empty() => return Err(e),
+            Err(e) => {
+                log::warn!("view: a directory cannot be listed: {e}");
+                continue;
+            }
+        };
+        for e in entries {
+            let mut p = dir.clone();
+            match e {
+                DirEntry::Dir(n) => {
+                    p.push(n);
+                    stack.push(p);
+                }
+                DirEntry::Reserved(n) => {
+                    p.push(own_component(&n));
+                    stack.push(p);
+                }
+                DirEntry::Tensor(n) => {
+                    p.push(n);
+                    match model.tensor(&p) {
+                        Ok(t) => out.push(t),
+                        Err(e) => log::warn!("view: a tensor cannot be opened: {e}"),
+                    }
+                }
+                DirEntry::Symlink { .. } | DirEntry::Document(_) | DirEntry::Alias { .. } => {}
+            }
+        }
+    }
+    out.sort_by(|a, b| a.meta().name.cmp(&b.meta().name));
+    out.dedup_by(|a, b| a.meta().name == b.meta().name);
+    Ok(out)
+}
+
+/// A small file held whole.
+pub(crate) struct Bytes(pub(crate) Vec<u8>);
+
+impl FileContent for Bytes {
+    fn known_size(&self) -> Option<u64> {
+        Some(self.0.len() as u64)
+    }
+    fn size_for(&self, _req: &dyn Requester) -> Result<u64, LayoutError> {
+        Ok(self.0.len() as u64)
+    }
+    fn read_for(
+        &self,
+        offset: u64,
+        buf: &mut [u8],
+        _req: &dyn Requester,
+    ) -> Result<usize, LayoutError> {
+        let from = usize::try_from(offset)
+            .unwrap_or(usize::MAX)
+            .min(self.0.len());
+        let n = buf.len().min(self.0.len() - from);
+        buf[..n].copy_from_slice(&self.0[from..from + n]);
+        Ok(n)
+    }
+}

@@ -1,0 +1,326 @@
+//! `.tf/`: every tensor of the mount as one TensorFlow V2 checkpoint (formats/tf-checkpoint.md
+//! §3–§5): `checkpoint`, `model.index`, `model.data-00000-of-00001`.
+//!
+//! The data file is every tensor's raw little-endian elements, in key order, back to back;
+//! the index is an SSTable of the bundle header and one `BundleEntryProto` per tensor. Sizes
+//! are exact from metadata: an entry's CRC is a fixed32, so the index has the same length
+//! before and after its checksums are known. The checksums are computed when the index is
+//! first read (every tensor's bytes, on all cores), once per view.
+//!
+//! Sparse matrices are written dense (within `max_dense`); string tensors are encoded when the
+//! view is built (their length needs every string's). Left out (logged, and absent from the
+//! view): variant and opaque tensors, sparse ones beyond `max_dense`, tensors whose metadata
+//! already names a problem, and string tensors that cannot be read.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use super::{Bytes, View};
+use crate::layout::binary::{ElemMap, RawElements};
+use crate::layout::dense::dense_tensor;
+use crate::layout::{FileContent, LayoutCtx, LayoutError, Requester};
+use crate::model::{DType, Model, ModelError};
+use crate::tf::coding::{crc32c_extend, mask_crc};
+use crate::tf::dtype::to_tf;
+use crate::tf::writer::{encode_strings, entry_proto, TableBuilder};
+
+pub(crate) const DIR: &str = ".tf";
+const PREFIX: &str = "model";
+const DATA: &str = "model.data-00000-of-00001";
+/// Index block size TF's `BundleWriter` uses.
+const BLOCK_SIZE: usize = 256 << 10;
+/// Bytes per read while computing a checksum.
+const CRC_CHUNK: usize = 4 << 20;
+
+struct Entry {
+    key: Vec<u8>,
+    dtype: i32,
+    shape: Vec<u64>,
+    body: Body,
+    offset: u64,
+    size: u64,
+}
+
+enum Body {
+    /// Fixed-width elements, read from the tensor when asked.
+    Elements(RawElements),
+    /// A string tensor in the bundle's string encoding (§6.1), encoded when the view is built
+    /// (its length needs every string's), with its checksum.
+    Encoded(Vec<u8>, u32),
+}
+
+impl Body {
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize, LayoutError> {
+        match self {
+            Body::Elements(e) => e.read_at(offset, buf),
+            Body::Encoded(b, _) => {
+                let from = usize::try_from(offset).unwrap_or(usize::MAX).min(b.len());
+                let n = buf.len().min(b.len() - from);
+                buf[..n].copy_from_slice(&b[from..from + n]);
+                Ok(n)
+            }
+        }
+    }
+}
+
+struct Layout {
+    entries: Vec<Entry>,
+    data_size: u64,
+    index_size: u64,
+}
+
+pub(crate) fn view(model: &dyn Model, ctx: &Arc<LayoutCtx>) -> Result<View, ModelError> {
+    let mut entries = Vec::new();
+    let mut offset = 0u64;
+    for t in super::tensors(model)? {
+        let meta = t.meta();
+        let name = String::from_utf8_lossy(&meta.name).into_owned();
+        let why = match (to_tf(meta.dtype), meta.dtype.elem_size()) {
+            _ if meta.problem.is_some() => Some("it has a problem".to_string()),
+            (Some(_), None) if meta.dtype == DType::Str => match strings(&*t) {
+                Ok(body) => {
+                    push(&mut entries, &mut offset, t.meta(), body)?;
+                    continue;
+                }
+                Err(e) => Some(e.to_string()),
+            },
+            (None, _) | (_, None) => Some("its dtype has no fixed-size form here".to_string()),
+            _ => None,
+        };
+        // A sparse matrix is written dense, within `max_dense`.
+        let dense = match why {
+            Some(why) => Err(why),
+            None => dense_tensor(&t, ctx.max_dense).map_err(|e| e.to_string()),
+        };
+        let t = match dense {
+            Ok(d) => d,
+            Err(why) => {
+                log::info!(".tf/: {name} left out: {why}");
+                continue;
+            }
+        };
+        let meta = t.meta();
+        let map = if meta.dtype == DType::Bool {
+            ElemMap::Bool
+        } else {
+            ElemMap::Same
+        };
+        let Some(elements) = RawElements::new(t.clone(), map) else {
+            continue;
+        };
+        push(&mut entries, &mut offset, meta, Body::Elements(elements))?;
+    }
+    let mut layout = Layout {
+        entries,
+        data_size: offset,
+        index_size: 0,
+    };
+    layout.index_size = index_bytes(&layout, None).len() as u64;
+    let layout = Arc::new(layout);
+    let checkpoint =
+        format!("model_checkpoint_path: \"{PREFIX}\"\nall_model_checkpoint_paths: \"{PREFIX}\"\n");
+    Ok(View {
+        files: vec![
+            (
+                "checkpoint".into(),
+                Arc::new(Bytes(checkpoint.into_bytes())),
+            ),
+            (
+                DATA.into(),
+                Arc::new(Data {
+                    layout: layout.clone(),
+                }),
+            ),
+            (
+                format!("{PREFIX}.index"),
+                Arc::new(Index {
+                    layout,
+                    bytes: OnceLock::new(),
+                }),
+            ),
+        ],
+    })
+}
+
+fn push(
+    entries: &mut Vec<Entry>,
+    offset: &mut u64,
+    meta: &crate::model::TensorMeta,
+    body: Body,
+) -> Result<(), ModelError> {
+    let size = match &body {
+        Body::Elements(e) => e.size(),
+        Body::Encoded(b, _) => Some(b.len() as u64),
+    };
+    let size = size.ok_or_else(|| ModelError::data(DIR, "a tensor's size overflows"))?;
+    entries.push(Entry {
+        key: meta.name.clone(),
+        dtype: to_tf(meta.dtype).unwrap_or(0),
+        shape: meta.shape.clone(),
+        body,
+        offset: *offset,
+        size,
+    });
+    *offset = offset
+        .checked_add(size)
+        .ok_or_else(|| ModelError::data(DIR, "the view's data size overflows"))?;
+    Ok(())
+}
+
+/// A string tensor's elements, encoded as a bundle stores them.
+fn strings(t: &dyn crate::model::Tensor) -> Result<Body, ModelError> {
+    let n = t.meta().num_elements().unwrap_or(0);
+    let mut items: Vec<Vec<u8>> = Vec::new();
+    t.for_each_string(0, n, &mut |s| items.push(s.to_vec()))?;
+    let refs: Vec<&[u8]> = items.iter().map(Vec::as_slice).collect();
+    let (data, crc) = encode_strings(&refs, false);
+    Ok(Body::Encoded(data, crc))
+}
+
+/// The index with `crcs` (zeros while unknown: the length is the same).
+fn index_bytes(layout: &Layout, crcs: Option<&[u32]>) -> Vec<u8> {
+    let mut t = TableBuilder::new(BLOCK_SIZE, false);
+    // BundleHeaderProto: num_shards 1, little-endian, version { producer: 1 }.
+    t.add(b"", &[0x08, 0x01, 0x1a, 0x02, 0x08, 0x01]);
+    for (i, e) in layout.entries.iter().enumerate() {
+        let crc = crcs.map_or(0, |c| c[i]);
+        t.add(
+            &e.key,
+            &entry_proto(e.dtype, &e.shape, 0, e.offset, e.size, crc),
+        );
+    }
+    t.finish()
+}
+
+struct Data {
+    layout: Arc<Layout>,
+}
+
+impl FileContent for Data {
+    fn known_size(&self) -> Option<u64> {
+        Some(self.layout.data_size)
+    }
+    fn size_for(&self, _req: &dyn Requester) -> Result<u64, LayoutError> {
+        Ok(self.layout.data_size)
+    }
+    fn read_for(
+        &self,
+        offset: u64,
+        buf: &mut [u8],
+        req: &dyn Requester,
+    ) -> Result<usize, LayoutError> {
+        let entries = &self.layout.entries;
+        let mut i = entries.partition_point(|e| e.offset + e.size <= offset);
+        let mut done = 0;
+        while done < buf.len() && i < entries.len() {
+            if req.gone() {
+                return Err(LayoutError::Interrupted);
+            }
+            let e = &entries[i];
+            let at = offset + done as u64;
+            let n = e.body.read_at(at - e.offset, &mut buf[done..])?;
+            done += n;
+            if at + n as u64 >= e.offset + e.size {
+                i += 1;
+            } else if n == 0 {
+                break;
+            }
+        }
+        Ok(done)
+    }
+}
+
+struct Index {
+    layout: Arc<Layout>,
+    bytes: OnceLock<Vec<u8>>,
+}
+
+impl Index {
+    /// The index with every checksum, computed once (tensors shared out over all cores).
+    fn bytes(&self, req: &dyn Requester) -> Result<&[u8], LayoutError> {
+        if let Some(b) = self.bytes.get() {
+            return Ok(b);
+        }
+        let entries = &self.layout.entries;
+        let next = AtomicUsize::new(0);
+        let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let results: Vec<Result<Vec<(usize, u32)>, LayoutError>> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..workers.min(entries.len().max(1)))
+                .map(|_| {
+                    s.spawn(|| {
+                        let mut out = Vec::new();
+                        let mut buf = vec![0u8; CRC_CHUNK];
+                        loop {
+                            let i = next.fetch_add(1, Ordering::Relaxed);
+                            let Some(e) = entries.get(i) else { break };
+                            if let Body::Encoded(_, crc) = e.body {
+                                out.push((i, crc));
+                                continue;
+                            }
+                            let mut crc = 0u32;
+                            let mut at = 0u64;
+                            while at < e.size {
+                                if req.gone() {
+                                    return Err(LayoutError::Interrupted);
+                                }
+                                let want = (e.size - at).min(CRC_CHUNK as u64) as usize;
+                                let n = e.body.read_at(at, &mut buf[..want])?;
+                                if n == 0 {
+                                    return Err(LayoutError::Internal("short tensor read"));
+                                }
+                                crc = crc32c_extend(crc, &buf[..n]);
+                                at += n as u64;
+                            }
+                            out.push((i, mask_crc(crc)));
+                        }
+                        Ok(out)
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or(Err(LayoutError::WorkerPanicked)))
+                .collect()
+        });
+        let mut crcs = vec![0u32; entries.len()];
+        for r in results {
+            for (i, c) in r? {
+                crcs[i] = c;
+            }
+        }
+        let bytes = index_bytes(&self.layout, Some(&crcs));
+        if bytes.len() as u64 != self.layout.index_size {
+            return Err(LayoutError::Mismatch {
+                what: ".tf/model.index length",
+                got: bytes.len() as u64,
+                want: self.layout.index_size,
+            });
+        }
+        let _ = self.bytes.set(bytes);
+        self.bytes
+            .get()
+            .map(Vec::as_slice)
+            .ok_or(LayoutError::Internal("index lost"))
+    }
+}
+
+impl FileContent for Index {
+    fn known_size(&self) -> Option<u64> {
+        Some(self.layout.index_size)
+    }
+    fn size_for(&self, _req: &dyn Requester) -> Result<u64, LayoutError> {
+        Ok(self.layout.index_size)
+    }
+    fn read_for(
+        &self,
+        offset: u64,
+        buf: &mut [u8],
+        req: &dyn Requester,
+    ) -> Result<usize, LayoutError> {
+        let b = self.bytes(req)?;
+        let from = usize::try_from(offset).unwrap_or(usize::MAX).min(b.len());
+        let n = buf.len().min(b.len() - from);
+        buf[..n].copy_from_slice(&b[from..from + n]);
+        Ok(n)
+    }
+}
