@@ -142,6 +142,9 @@ impl Tensor for WithMeta {
     fn partition(&self, i: usize) -> Result<Arc<dyn Tensor>, ModelError> {
         self.inner.partition(i)
     }
+    fn stored_crc32c(&self) -> Option<u32> {
+        self.inner.stored_crc32c()
+    }
 }
 
 /// Which reader produced a tensor.
@@ -350,6 +353,13 @@ pub trait Tensor: Send + Sync {
     fn partition(&self, i: usize) -> Result<Arc<dyn Tensor>, ModelError> {
         Err(ModelError::NotFound(format!("partition {i}")))
     }
+
+    /// TF's masked CRC32C of exactly the bytes `read_elements` gives, when the source stores
+    /// it (a little-endian TF bundle entry): a `.tf/` view's index then needs no data read.
+    /// Reads still verify the stored bytes against it.
+    fn stored_crc32c(&self) -> Option<u32> {
+        None
+    }
 }
 
 /// One child of a directory in the model tree.
@@ -495,4 +505,10 @@ pub trait Model: Send + Sync {
 
     /// Walks everything (for `info`); may be slow on huge models.
     fn summary(&self) -> Result<ModelSummary, ModelError>;
+
+    /// The directories that are whole models of their own, each with its own views (SPEC §7):
+    /// the root, or each checkpoint of a directory of several.
+    fn model_roots(&self) -> Vec<Vec<Vec<u8>>> {
+        vec![Vec::new()]
+    }
 }

@@ -362,6 +362,9 @@ impl Tensor for CountingTensor {
     fn partition(&self, i: usize) -> Result<Arc<dyn Tensor>, ModelError> {
         Ok(CountingTensor::wrap(self.inner.partition(i)?, &self.reads))
     }
+    fn stored_crc32c(&self) -> Option<u32> {
+        self.inner.stored_crc32c()
+    }
 }
 
 impl Model for CountingModel {
@@ -376,6 +379,9 @@ impl Model for CountingModel {
     }
     fn summary(&self) -> Result<ModelSummary, ModelError> {
         self.inner.summary()
+    }
+    fn model_roots(&self) -> Vec<Vec<Vec<u8>>> {
+        self.inner.model_roots()
     }
 }
 

@@ -12,10 +12,10 @@ use modelfs::detect::model_at;
 use modelfs::model::{own_component, DType, DirEntry, Model, Tensor};
 use modelfs::options::Options;
 
-/// Every tensor of `model` by its original key (first of a key wins).
-fn by_key(model: &dyn Model) -> BTreeMap<Vec<u8>, Arc<dyn Tensor>> {
+/// Every tensor under `root` of `model` by its original key (first of a key wins).
+fn by_key(model: &dyn Model, root: &[Vec<u8>]) -> BTreeMap<Vec<u8>, Arc<dyn Tensor>> {
     let mut out = BTreeMap::new();
-    let mut stack = vec![Vec::<Vec<u8>>::new()];
+    let mut stack = vec![root.to_vec()];
     while let Some(dir) = stack.pop() {
         let Ok(entries) = model.list_dir(&dir) else {
             continue;
@@ -115,13 +115,29 @@ fn sources() -> Vec<PathBuf> {
     out
 }
 
-/// The `.tf/` view of `source` written to `dir` through `modelfs cat`.
-fn view_of(source: &Path, dir: &Path) -> bool {
+/// Each model root of `source` (`""`, or `ckpt-3/` in a directory of several checkpoints).
+fn roots(source: PathBuf) -> Vec<(PathBuf, String)> {
+    let model = model_at(&source, &Options::default().reader()).unwrap();
+    model
+        .model_roots()
+        .into_iter()
+        .map(|r| {
+            let r: String = r
+                .iter()
+                .map(|c| format!("{}/", String::from_utf8_lossy(c)))
+                .collect();
+            (source.clone(), r)
+        })
+        .collect()
+}
+
+/// The `.tf/` view of the model at `root` of `source` written to `dir` through `modelfs cat`.
+fn view_of(source: &Path, root: &str, dir: &Path) -> bool {
     for f in ["checkpoint", "model.index", "model.data-00000-of-00001"] {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_modelfs"))
             .arg("cat")
             .arg(source)
-            .arg(format!(".tf/{f}"))
+            .arg(format!("{root}.tf/{f}"))
             .output()
             .unwrap();
         if !out.status.success() {
@@ -135,12 +151,17 @@ fn view_of(source: &Path, dir: &Path) -> bool {
 #[test]
 fn the_tf_view_reads_back_as_the_source() {
     let (mut checked, mut opened) = (0, 0);
-    for source in sources() {
+    for (source, root) in sources().into_iter().flat_map(roots) {
         let model = model_at(&source, &Options::default().reader()).unwrap();
         let tmp = tempfile::tempdir().unwrap();
-        if !view_of(&source, tmp.path()) {
+        let root_path: Vec<Vec<u8>> = root
+            .split('/')
+            .filter(|c| !c.is_empty())
+            .map(|c| c.as_bytes().to_vec())
+            .collect();
+        if !view_of(&source, &root, tmp.path()) {
             // Only a source with a tensor whose data cannot be read has no index (its CRC).
-            let unreadable = by_key(&*model).values().any(|t| {
+            let unreadable = by_key(&*model, &root_path).values().any(|t| {
                 let m = t.meta();
                 m.problem.is_none() && bytes_of(&**t).is_none()
             });
@@ -149,9 +170,9 @@ fn the_tf_view_reads_back_as_the_source() {
         }
         let view = model_at(&tmp.path().join("model"), &Options::default().reader())
             .unwrap_or_else(|e| panic!("{}: the view does not open: {e}", source.display()));
-        let got = by_key(&*view);
+        let got = by_key(&*view, &[]);
         let mut n = 0;
-        for (key, t) in by_key(&*model) {
+        for (key, t) in by_key(&*model, &root_path) {
             let Some(want) = bytes_of(&*t) else { continue };
             let v = got.get(&key).unwrap_or_else(|| {
                 panic!(
@@ -176,7 +197,7 @@ fn the_tf_view_reads_back_as_the_source() {
             "{}: the view has other tensors",
             source.display()
         );
-        eprintln!("{}: {n}", source.display());
+        eprintln!("{}:{root} {n}", source.display());
         checked += n;
         opened += 1;
     }
@@ -201,9 +222,10 @@ fn tensorflow_read_the_same_view() {
     let mut checked = 0;
     for (rel, keys) in sources {
         let tmp = tempfile::tempdir().unwrap();
-        assert!(view_of(&root.join(rel), tmp.path()), "{rel}: no view");
+        let (src, sub) = rel.split_once("::").unwrap_or((rel, ""));
+        assert!(view_of(&root.join(src), sub, tmp.path()), "{rel}: no view");
         let view = model_at(&tmp.path().join("model"), &Options::default().reader()).unwrap();
-        let got = by_key(&*view);
+        let got = by_key(&*view, &[]);
         let keys = keys.as_object().unwrap();
         assert_eq!(got.len(), keys.len(), "{rel}: keys");
         for (key, want) in keys {

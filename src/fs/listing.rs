@@ -41,8 +41,13 @@ pub(crate) enum NodeKind {
     Symlink { target: Vec<u8> },
     /// A file the reader renders itself (`Model::document`).
     Doc { path: ModelPath },
-    /// A hidden view directory at the root (`layout::views::NAMES[view]`), or its file `file`.
-    View { view: usize, file: Option<usize> },
+    /// A hidden view directory (`layout::views::NAMES[view]`) of the model at `root` (a
+    /// model root: `Model::model_roots`), or its file `file`.
+    View {
+        view: usize,
+        root: ModelPath,
+        file: Option<usize>,
+    },
 }
 
 impl NodeKind {

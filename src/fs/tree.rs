@@ -16,7 +16,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::SystemTime;
 
 use crate::layout::{self, views, FileContent, Layout, LayoutCtx, Patient, Requester};
@@ -24,7 +24,7 @@ use crate::model::{Model, Tensor};
 pub(crate) use crate::options::TextSize;
 
 use super::error::FsError;
-use super::listing::{self, Listing, NodeKind};
+use super::listing::{self, Listing, ModelPath, NodeKind};
 
 pub(crate) type Ino = u64;
 pub(crate) const ROOT_INO: Ino = 1;
@@ -165,6 +165,8 @@ struct Inodes {
     by_name: HashMap<(Ino, String), Ino>,
 }
 
+type ViewSlot = Arc<OnceLock<Result<Arc<views::View>, String>>>;
+
 /// Told about files whose size became known after a placeholder was reported.
 pub(crate) type SizeListener = Box<dyn Fn(Ino) + Send + Sync>;
 
@@ -173,8 +175,9 @@ pub(crate) struct Tree {
     ctx: Arc<LayoutCtx>,
     cfg: TreeConfig,
     inodes: RwLock<Inodes>,
-    /// The hidden views (`layout::views::NAMES`), built on first lookup.
-    views: [OnceLock<Result<Arc<views::View>, String>>; views::NAMES.len()],
+    /// The hidden views by model root and view, each built on its first lookup (the map's
+    /// lock is held only to find or add a slot, never while building).
+    views: Mutex<HashMap<(ModelPath, usize), ViewSlot>>,
     /// Files reported with a placeholder size go here (the background size pass).
     on_unknown: OnceLock<SizeListener>,
     /// Files whose size became known after a placeholder was reported (kernel invalidation).
@@ -246,8 +249,12 @@ impl Tree {
             NodeKind::Parts { tensor } => {
                 listing::list_parts_dir(self.model.as_ref(), &self.ctx, tensor)?
             }
-            NodeKind::View { view, file: None } => {
-                let v = self.view(*view)?;
+            NodeKind::View {
+                view,
+                root,
+                file: None,
+            } => {
+                let v = self.view(*view, root)?;
                 Listing {
                     children: v
                         .files
@@ -257,6 +264,7 @@ impl Tree {
                             name: name.clone(),
                             kind: NodeKind::View {
                                 view: *view,
+                                root: root.clone(),
                                 file: Some(i),
                             },
                         })
@@ -307,13 +315,17 @@ impl Tree {
             b".." => return Ok(dir.parent),
             _ => {}
         }
-        if parent == ROOT_INO {
-            // The hidden views: found by name, never listed.
-            if let Some(i) = views::NAMES.iter().position(|v| v.as_bytes() == name) {
+        // The hidden views of a model root: found by name, never listed.
+        if let (Some(i), NodeKind::Dir { path }) = (
+            views::NAMES.iter().position(|v| v.as_bytes() == name),
+            &dir.kind,
+        ) {
+            if self.model.model_roots().iter().any(|r| r[..] == path[..]) {
                 let child = listing::Child {
                     name: views::NAMES[i].to_string(),
                     kind: NodeKind::View {
                         view: i,
+                        root: path.clone(),
                         file: None,
                     },
                 };
@@ -325,14 +337,21 @@ impl Tree {
         self.child_ino(parent, child)
     }
 
-    /// View `i` of the mount, built (metadata only) on first use.
-    fn view(&self, i: usize) -> Result<Arc<views::View>, FsError> {
-        let slot = self.views.get(i).ok_or(FsError::NotFound)?;
+    /// View `i` of the model at `root`, built (metadata only) on first use.
+    fn view(&self, i: usize, root: &ModelPath) -> Result<Arc<views::View>, FsError> {
+        let name = views::NAMES.get(i).ok_or(FsError::NotFound)?;
+        let slot = {
+            let mut map = self
+                .views
+                .lock()
+                .map_err(|_| FsError::Io("view table poisoned".into()))?;
+            map.entry((root.clone(), i)).or_default().clone()
+        };
         let r = slot.get_or_init(|| {
-            views::build(views::NAMES[i], self.model.as_ref(), &self.ctx)
+            views::build(name, self.model.as_ref(), root, &self.ctx)
                 .map(Arc::new)
                 .map_err(|e| {
-                    log::error!("{}: {e}", views::NAMES[i]);
+                    log::error!("{name}: {e}");
                     e.to_string()
                 })
         });
@@ -400,9 +419,10 @@ impl Tree {
             })(),
             NodeKind::View {
                 view,
+                root,
                 file: Some(f),
             } => (|| {
-                let v = self.view(*view)?;
+                let v = self.view(*view, root)?;
                 let (_, content) = v.files.get(*f).ok_or(FsError::NotFound)?;
                 Ok(Opened {
                     mtime: self.cfg.mtime,

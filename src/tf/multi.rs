@@ -77,6 +77,10 @@ impl Model for MultiModel {
         model.tensor(rest)
     }
 
+    fn model_roots(&self) -> Vec<Vec<Vec<u8>>> {
+        self.children.iter().map(|(n, _)| vec![n.clone()]).collect()
+    }
+
     fn document(&self, path: &[Vec<u8>]) -> Result<Arc<dyn Document>, ModelError> {
         let (model, rest) = self.route(path)?;
         model.document(rest)

@@ -17,26 +17,28 @@ pub(crate) struct View {
 /// The hidden directories at the root and how to build each.
 pub(crate) const NAMES: [&str; 1] = [tf::DIR];
 
-/// Builds the view named `name` (one of `NAMES`) of `model`.
+/// Builds the view named `name` (one of `NAMES`) of the model at directory `root` of `model`.
 pub(crate) fn build(
     name: &str,
     model: &dyn Model,
+    root: &[Vec<u8>],
     ctx: &Arc<LayoutCtx>,
 ) -> Result<View, ModelError> {
+    let tensors = tensors(model, root)?;
     match name {
-        tf::DIR => tf::view(model, ctx),
+        tf::DIR => tf::view(tensors, ctx),
         _ => Err(ModelError::NotFound(name.to_string())),
     }
 }
 
-/// Every tensor of `model` with its original key (metadata only), first of a key wins.
-fn tensors(model: &dyn Model) -> Result<Vec<Arc<dyn Tensor>>, ModelError> {
+/// Every tensor under `root` with its original key (metadata only), first of a key wins.
+fn tensors(model: &dyn Model, root: &[Vec<u8>]) -> Result<Vec<Arc<dyn Tensor>>, ModelError> {
     let mut out = Vec::new();
-    let mut stack: Vec<Vec<Vec<u8>>> = vec![Vec::new()];
+    let mut stack: Vec<Vec<Vec<u8>>> = vec![root.to_vec()];
     while let Some(dir) = stack.pop() {
         let entries = match model.list_dir(&dir) {
             Ok(e) => e,
-            Err(e) if dir.is_empty() => return Err(e),
+            Err(e) if dir == root => return Err(e),
             Err(e) => {
                 log::warn!("view: a directory cannot be listed: {e}");
                 continue;

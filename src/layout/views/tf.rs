@@ -4,8 +4,9 @@
 //! The data file is every tensor's raw little-endian elements, in key order, back to back;
 //! the index is an SSTable of the bundle header and one `BundleEntryProto` per tensor. Sizes
 //! are exact from metadata: an entry's CRC is a fixed32, so the index has the same length
-//! before and after its checksums are known. The checksums are computed when the index is
-//! first read (every tensor's bytes, on all cores), once per view.
+//! before and after its checksums are known. The checksums are known when the index is first
+//! read: a TF source's own (`Tensor::stored_crc32c`, the same bytes), else computed from the
+//! tensor's bytes on all cores, once per view.
 //!
 //! Sparse matrices are written dense (within `max_dense`); string tensors are encoded when the
 //! view is built (their length needs every string's). Left out (logged, and absent from the
@@ -19,7 +20,7 @@ use super::{Bytes, View};
 use crate::layout::binary::{ElemMap, RawElements};
 use crate::layout::dense::dense_tensor;
 use crate::layout::{FileContent, LayoutCtx, LayoutError, Requester};
-use crate::model::{DType, Model, ModelError};
+use crate::model::{DType, ModelError};
 use crate::tf::coding::{crc32c_extend, mask_crc};
 use crate::tf::dtype::to_tf;
 use crate::tf::writer::{encode_strings, entry_proto, TableBuilder};
@@ -69,10 +70,13 @@ struct Layout {
     index_size: u64,
 }
 
-pub(crate) fn view(model: &dyn Model, ctx: &Arc<LayoutCtx>) -> Result<View, ModelError> {
+pub(crate) fn view(
+    tensors: Vec<Arc<dyn crate::model::Tensor>>,
+    ctx: &Arc<LayoutCtx>,
+) -> Result<View, ModelError> {
     let mut entries = Vec::new();
     let mut offset = 0u64;
-    for t in super::tensors(model)? {
+    for t in tensors {
         let meta = t.meta();
         let name = String::from_utf8_lossy(&meta.name).into_owned();
         let why = match (to_tf(meta.dtype), meta.dtype.elem_size()) {
@@ -253,7 +257,14 @@ impl Index {
                         loop {
                             let i = next.fetch_add(1, Ordering::Relaxed);
                             let Some(e) = entries.get(i) else { break };
-                            if let Body::Encoded(_, crc) = e.body {
+                            let stored = match &e.body {
+                                Body::Encoded(_, crc) => Some(*crc),
+                                Body::Elements(r) if r.map == ElemMap::Same => {
+                                    r.tensor.stored_crc32c()
+                                }
+                                Body::Elements(_) => None,
+                            };
+                            if let Some(crc) = stored {
                                 out.push((i, crc));
                                 continue;
                             }

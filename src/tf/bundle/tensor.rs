@@ -203,6 +203,13 @@ impl Tensor for TfTensor {
         &self.meta
     }
 
+    /// The entry's checksum covers exactly the bytes served when they are stored
+    /// little-endian with a fixed width (strings and byte-swapped data differ).
+    fn stored_crc32c(&self) -> Option<u32> {
+        let fixed = self.meta.dtype.elem_size().is_some() && self.meta.dtype != DType::Bool;
+        (fixed && !self.bundle.big_endian && self.meta.problem.is_none()).then_some(self.loc?.crc)
+    }
+
     /// Index file identity + data file identity + location + key: any rewrite of either file
     /// changes it, so a stored text index is never used for other bytes.
     fn cache_identity(&self) -> Option<String> {
