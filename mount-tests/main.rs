@@ -19,6 +19,7 @@ mod proxy;
 mod remote;
 mod robustness;
 mod support;
+mod views;
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::FileExt;
