@@ -83,7 +83,8 @@ fn bytes_of(t: &dyn Tensor) -> Option<Vec<u8>> {
     Some(buf)
 }
 
-/// The sources: every directory of fixtures/ that opens as a model (not descending into it).
+/// The sources: every directory of fixtures/ and ../shared/realworld that opens as a model
+/// (not descending into it).
 fn sources() -> Vec<PathBuf> {
     fn find(dir: &Path, out: &mut Vec<PathBuf>) {
         let Ok(rd) = std::fs::read_dir(dir) else {
@@ -112,6 +113,9 @@ fn sources() -> Vec<PathBuf> {
         &Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures"),
         &mut out,
     );
+    if let Some(shared) = modelfs::testing::shared_dir() {
+        find(&shared.join("realworld"), &mut out);
+    }
     out
 }
 
@@ -202,14 +206,21 @@ fn the_tf_view_reads_back_as_the_source() {
         opened += 1;
     }
     assert!(
-        opened >= 18 && checked > 1000,
+        opened
+            >= if modelfs::testing::shared_dir().is_some() {
+                45
+            } else {
+                30
+            }
+            && checked > 8000,
         "{opened} sources, {checked} tensors"
     );
     eprintln!("{opened} sources, {checked} tensors");
 }
 
-/// TensorFlow's `load_checkpoint` of each fixture's view (recorded by scripts/check-tf-view)
-/// read the same keys, dtypes, shapes and bytes that modelfs's view holds now.
+/// TensorFlow's `load_checkpoint` of each fixture's and each ../shared/realworld model's view
+/// (recorded by scripts/check-tf-view) read the same keys, dtypes, shapes and bytes that
+/// modelfs's view holds now.
 #[test]
 fn tensorflow_read_the_same_view() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -220,10 +231,18 @@ fn tensorflow_read_the_same_view() {
     let sources = rec["sources"].as_object().unwrap();
     assert!(sources.len() >= 30, "{} sources recorded", sources.len());
     let mut checked = 0;
+    let shared = modelfs::testing::shared_dir();
     for (rel, keys) in sources {
         let tmp = tempfile::tempdir().unwrap();
         let (src, sub) = rel.split_once("::").unwrap_or((rel, ""));
-        assert!(view_of(&root.join(src), sub, tmp.path()), "{rel}: no view");
+        let src = match src.strip_prefix("shared:") {
+            Some(s) => match &shared {
+                Some(dir) => dir.join(s),
+                None => continue, // shared_dir() already failed the run where it must exist
+            },
+            None => root.join(src),
+        };
+        assert!(view_of(&src, sub, tmp.path()), "{rel}: no view");
         let view = model_at(&tmp.path().join("model"), &Options::default().reader()).unwrap();
         let got = by_key(&*view, &[]);
         let keys = keys.as_object().unwrap();
