@@ -506,6 +506,14 @@ pub trait Model: Send + Sync {
     /// Walks everything (for `info`); may be slow on huge models.
     fn summary(&self) -> Result<ModelSummary, ModelError>;
 
+    /// Tensors of the model at `root` (a model root) that its tree does not show but a
+    /// whole-model copy must carry: a TF2 checkpoint's object graph, without which
+    /// `tf.train.Checkpoint.restore` cannot match objects.
+    fn hidden_tensors(&self, root: &[Vec<u8>]) -> Vec<Arc<dyn Tensor>> {
+        let _ = root;
+        Vec::new()
+    }
+
     /// The directories that are whole models of their own, each with its own views (SPEC §7):
     /// the root, or each checkpoint of a directory of several.
     fn model_roots(&self) -> Vec<Vec<Vec<u8>>> {

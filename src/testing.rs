@@ -383,6 +383,9 @@ impl Model for CountingModel {
     fn model_roots(&self) -> Vec<Vec<Vec<u8>>> {
         self.inner.model_roots()
     }
+    fn hidden_tensors(&self, root: &[Vec<u8>]) -> Vec<Arc<dyn Tensor>> {
+        self.inner.hidden_tensors(root)
+    }
 }
 
 /// The repository's `fixtures/` directory.

@@ -307,6 +307,20 @@ impl Model for TfModel {
         )))
     }
 
+    fn hidden_tensors(&self, root: &[Vec<u8>]) -> Vec<Arc<dyn Tensor>> {
+        if !root.is_empty() || self.style != KeyStyle::Object {
+            return Vec::new();
+        }
+        match tensor_for_key(&self.bundle, GRAPH_KEY) {
+            Ok(Some(t)) => vec![t],
+            Ok(None) => Vec::new(),
+            Err(e) => {
+                log::warn!("{}: object graph: {e}", self.bundle.prefix_name);
+                Vec::new()
+            }
+        }
+    }
+
     fn summary(&self) -> Result<ModelSummary, ModelError> {
         let mut s = ModelSummary {
             format: "tf-checkpoint".into(),

@@ -77,6 +77,13 @@ impl Model for MultiModel {
         model.tensor(rest)
     }
 
+    fn hidden_tensors(&self, root: &[Vec<u8>]) -> Vec<Arc<dyn Tensor>> {
+        match self.route(root) {
+            Ok((model, rest)) => model.hidden_tensors(rest),
+            Err(_) => Vec::new(),
+        }
+    }
+
     fn model_roots(&self) -> Vec<Vec<Vec<u8>>> {
         self.children.iter().map(|(n, _)| vec![n.clone()]).collect()
     }

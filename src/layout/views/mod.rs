@@ -24,7 +24,10 @@ pub(crate) fn build(
     root: &[Vec<u8>],
     ctx: &Arc<LayoutCtx>,
 ) -> Result<View, ModelError> {
-    let tensors = tensors(model, root)?;
+    let mut tensors = tensors(model, root)?;
+    tensors.extend(model.hidden_tensors(root));
+    tensors.sort_by(|a, b| a.meta().name.cmp(&b.meta().name));
+    tensors.dedup_by(|a, b| a.meta().name == b.meta().name);
     match name {
         tf::DIR => tf::view(tensors, ctx),
         _ => Err(ModelError::NotFound(name.to_string())),

@@ -357,6 +357,12 @@ impl Model for GraphModel {
         Ok(out)
     }
 
+    fn hidden_tensors(&self, root: &[Vec<u8>]) -> Vec<Arc<dyn Tensor>> {
+        self.variables
+            .as_ref()
+            .map_or_else(Vec::new, |v| v.hidden_tensors(root))
+    }
+
     fn document(&self, path: &[Vec<u8>]) -> Result<Arc<dyn Document>, ModelError> {
         let missing = || ModelError::NotFound(format!("no document {}", show(path)));
         let s = self.scanned()?;
