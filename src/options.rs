@@ -41,6 +41,8 @@ pub struct Options {
     pub region: Option<String>,
     pub profile: Option<String>,
     pub text_size: TextSize,
+    /// `angel_format=`: the `.angel/` view's format (Angel's class name or layout name).
+    pub angel_format: Option<crate::angel::AngelFormat>,
     /// `log=FILE`: where the daemon's log goes (else `$MODELFS_LOG`, else nowhere).
     pub log_file: Option<std::path::PathBuf>,
 }
@@ -69,6 +71,7 @@ impl Default for Options {
             region: None,
             profile: None,
             text_size: TextSize::Auto,
+            angel_format: None,
             log_file: None,
         }
     }
@@ -169,6 +172,21 @@ impl Options {
                     }
                 }
                 "max_dense" => self.max_dense = parse_size(&need(value)?)?,
+                "angel_format" => {
+                    let v = need(value)?;
+                    let simple = v.rsplit('.').next().unwrap_or(&v);
+                    self.angel_format = Some(
+                        crate::angel::AngelFormat::ALL
+                            .into_iter()
+                            .find(|f| f.class_name() == simple || f.name() == simple)
+                            .ok_or_else(|| {
+                                OptionError(format!(
+                                    "angel_format= takes one of Angel's eight formats \
+                                     (e.g. ColIdValueBinaryRowFormat), not '{v}'"
+                                ))
+                            })?,
+                    )
+                }
                 "threads" => {
                     self.threads = need(value)?
                         .parse()

@@ -41,12 +41,14 @@ pub(crate) enum NodeKind {
     Symlink { target: Vec<u8> },
     /// A file the reader renders itself (`Model::document`).
     Doc { path: ModelPath },
-    /// A hidden view directory (`layout::views::NAMES[view]`) of the model at `root` (a
-    /// model root: `Model::model_roots`), or its file `file`.
+    /// An entry of hidden view `layout::views::NAMES[view]` of the model at `root` (a
+    /// model root: `Model::model_roots`): the entry reached from the view's directory by
+    /// taking entry `at[0]`, then `at[1]` of that directory, … (`[]`: the view's directory).
     View {
         view: usize,
         root: ModelPath,
-        file: Option<usize>,
+        at: Arc<[usize]>,
+        dir: bool,
     },
 }
 
@@ -54,7 +56,7 @@ impl NodeKind {
     pub(crate) fn is_dir(&self) -> bool {
         matches!(
             self,
-            NodeKind::Dir { .. } | NodeKind::Parts { .. } | NodeKind::View { file: None, .. }
+            NodeKind::Dir { .. } | NodeKind::Parts { .. } | NodeKind::View { dir: true, .. }
         )
     }
 }

@@ -42,5 +42,6 @@ pub(crate) fn layout_ctx(opts: &Options, source: &str) -> Arc<LayoutCtx> {
         max_dense: opts.max_dense,
         layouts: opts.layouts.clone(),
         cache: Arc::new(cache),
+        angel_format: opts.angel_format,
     })
 }

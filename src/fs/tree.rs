@@ -19,12 +19,14 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::SystemTime;
 
-use crate::layout::{self, views, FileContent, Layout, LayoutCtx, Patient, Requester};
+use crate::layout::views::{self, ViewEntry};
+use crate::layout::{self, FileContent, Layout, LayoutCtx, Patient, Requester};
 use crate::model::{Model, Tensor};
 pub(crate) use crate::options::TextSize;
 
 use super::error::FsError;
 use super::listing::{self, Listing, ModelPath, NodeKind};
+use super::names;
 
 pub(crate) type Ino = u64;
 pub(crate) const ROOT_INO: Ino = 1;
@@ -252,24 +254,32 @@ impl Tree {
             NodeKind::View {
                 view,
                 root,
-                file: None,
+                at,
+                dir: true,
             } => {
-                let v = self.view(*view, root)?;
-                Listing {
-                    children: v
-                        .files
-                        .iter()
-                        .enumerate()
-                        .map(|(i, (name, _))| listing::Child {
-                            name: name.clone(),
-                            kind: NodeKind::View {
-                                view: *view,
-                                root: root.clone(),
-                                file: Some(i),
-                            },
-                        })
-                        .collect(),
-                }
+                let ViewEntry::Dir(d) = self.view_entry(*view, root, at)? else {
+                    return Err(FsError::NotDir);
+                };
+                let entries = d.entries().map_err(|e| {
+                    let e = FsError::from(e);
+                    log::error!("{}: {e}", self.path_of(node.ino));
+                    e
+                })?;
+                let mut children: Vec<listing::Child> = entries
+                    .iter()
+                    .enumerate()
+                    .map(|(i, (name, e))| listing::Child {
+                        name: names::component_name(std::slice::from_ref(name)),
+                        kind: NodeKind::View {
+                            view: *view,
+                            root: root.clone(),
+                            at: at.iter().copied().chain([i]).collect(),
+                            dir: matches!(e, ViewEntry::Dir(_)),
+                        },
+                    })
+                    .collect();
+                children.sort_by(|a, b| a.name.cmp(&b.name));
+                Listing { children }
             }
             _ => return Err(FsError::NotDir),
         };
@@ -326,7 +336,8 @@ impl Tree {
                     kind: NodeKind::View {
                         view: i,
                         root: path.clone(),
-                        file: None,
+                        at: Arc::from([]),
+                        dir: true,
                     },
                 };
                 return self.child_ino(parent, &child);
@@ -356,6 +367,19 @@ impl Tree {
                 })
         });
         r.clone().map_err(FsError::Io)
+    }
+
+    /// The entry at `at` of view `i` of the model at `root`.
+    fn view_entry(&self, i: usize, root: &ModelPath, at: &[usize]) -> Result<ViewEntry, FsError> {
+        let mut e = ViewEntry::Dir(self.view(i, root)?.root.clone());
+        for &k in at {
+            let ViewEntry::Dir(d) = &e else {
+                return Err(FsError::NotDir);
+            };
+            let entries = d.entries()?;
+            e = entries.get(k).ok_or(FsError::NotFound)?.1.clone();
+        }
+        Ok(e)
     }
 
     /// The node's content object with its size if known, opening it on first use. A text
@@ -420,13 +444,17 @@ impl Tree {
             NodeKind::View {
                 view,
                 root,
-                file: Some(f),
+                at,
+                dir: false,
             } => (|| {
-                let v = self.view(*view, root)?;
-                let (_, content) = v.files.get(*f).ok_or(FsError::NotFound)?;
+                let ViewEntry::File(content) = self.view_entry(*view, root, at)? else {
+                    return Err(FsError::IsDir);
+                };
                 Ok(Opened {
                     mtime: self.cfg.mtime,
-                    cheap: true,
+                    // A size that needs rendering (an `.angel/` text partition) is learnt
+                    // like a text file's.
+                    cheap: content.known_size().is_some(),
                     tensor: None,
                     content: content.clone(),
                     size: AtomicU64::new(UNKNOWN),

@@ -27,14 +27,14 @@ use super::dense::check_dense;
 use super::lazy::Lazy;
 use super::text::ChunkedText;
 use super::{AngelFormat, FileContent, LayoutCtx, LayoutError, Unavailable};
-use crate::model::{Tensor, TensorMeta};
+use crate::model::{DType, SparseRows, Tensor, TensorMeta};
 use binary::AngelBinary;
 use records::Records;
 use text::AngelText;
 pub(crate) use value::AngelValue;
 
 /// The matrix an Angel file shows: a sparse tensor's own rows × cols, else SPEC §3's 2-D view.
-fn rows_cols(meta: &TensorMeta) -> Result<(u64, u64), Unavailable> {
+pub(crate) fn rows_cols(meta: &TensorMeta) -> Result<(u64, u64), Unavailable> {
     match (meta.sparse, &meta.shape[..]) {
         (true, &[r, c]) => Ok((r, c)),
         (true, s) => Err(Unavailable::SparseRank(s.len())),
@@ -95,6 +95,60 @@ pub(crate) fn content(
     }
     file.content(Records::dense(file.tensor.clone(), value, cols))
         .map_err(|_| Unavailable::Overflow)
+}
+
+/// The records of one partition of an `.angel/` view.
+pub(crate) enum Part {
+    /// A dense window (`cols` wide) whose first element is at (`row_base`, `col_base`).
+    Dense {
+        window: Arc<dyn Tensor>,
+        cols: u64,
+        row_base: u64,
+        col_base: i64,
+    },
+    /// The entries of the partition's rows and columns, with global ids.
+    Sparse {
+        rows: Arc<SparseRows>,
+        dtype: DType,
+        cols: u64,
+    },
+}
+
+/// One partition's bytes in `format` (which the caller checked fits the tensor). `tensor`
+/// and `tag` key its text index in the chunk cache: `tag` must name the partition.
+pub(crate) fn part_content(
+    format: AngelFormat,
+    part: Part,
+    tensor: Arc<dyn Tensor>,
+    tag: &str,
+    key_width: usize,
+    ctx: &Arc<LayoutCtx>,
+) -> Result<Arc<dyn FileContent>, LayoutError> {
+    let value = AngelValue::of(tensor.meta().dtype)
+        .ok_or_else(|| Unavailable::NoAngelValue(tensor.meta().dtype.name().into()))?;
+    let records = match part {
+        Part::Dense {
+            window,
+            cols,
+            row_base,
+            col_base,
+        } => Records::dense_at(window, value, cols, row_base, col_base),
+        Part::Sparse { rows, dtype, cols } => {
+            Records::sparse(rows, dtype, value, cols, format.is_column())?
+        }
+    };
+    if !format.is_text() {
+        let b = AngelBinary::new(format, records, key_width).ok_or_else(too_big)?;
+        return Ok(Arc::new(b));
+    }
+    let source = AngelText::new(format, records, &ctx.sep).ok_or_else(too_big)?;
+    let tag = format!("angel-view:{}:sep={}:{tag}:v1", format.name(), ctx.sep);
+    Ok(Arc::new(ChunkedText::new(
+        Arc::new(source),
+        tensor,
+        &tag,
+        ctx.cache.clone(),
+    )))
 }
 
 /// What is needed to build one Angel file's content.

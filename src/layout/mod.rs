@@ -148,6 +148,8 @@ pub struct LayoutCtx {
     /// The layouts of this mount (the `.json` lists each available one with its size).
     pub layouts: Vec<Layout>,
     pub cache: Arc<cache::ChunkCache>,
+    /// `angel_format=`: the format of the `.angel/` view (else its default).
+    pub angel_format: Option<AngelFormat>,
 }
 
 /// Why a layout does not show a tensor (the `.json` gives the reason).

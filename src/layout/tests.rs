@@ -18,6 +18,7 @@ fn ctx_with(layouts: Vec<Layout>, max_dense: u64) -> Arc<LayoutCtx> {
         max_dense,
         layouts,
         cache: Arc::new(ChunkCache::new(64 << 20).with_threads(2)),
+        angel_format: None,
     })
 }
 

@@ -69,6 +69,7 @@ fn ctx(store: &Path) -> Arc<LayoutCtx> {
         max_dense: 1 << 30,
         layouts: LAYOUTS.to_vec(),
         cache: Arc::new(cache),
+        angel_format: None,
     })
 }
 

@@ -177,6 +177,7 @@ pub fn layout_ctx(layouts: Vec<Layout>) -> Arc<LayoutCtx> {
         max_dense: 1 << 30,
         layouts,
         cache: Arc::new(ChunkCache::new(16 << 20).with_threads(1)),
+        angel_format: None,
     })
 }
 

@@ -82,6 +82,11 @@ pub(crate) struct Records {
     pub(crate) value: AngelValue,
     pub(crate) cols: u64,
     pub(crate) data: Data,
+    /// Added to a dense tensor's row and column ids: the tensor is a window of a bigger
+    /// matrix (one partition of an `.angel/` view), whose ids are global. Sparse entries
+    /// carry global ids already.
+    row_base: u64,
+    col_base: i64,
 }
 
 impl Records {
@@ -90,6 +95,23 @@ impl Records {
             value,
             cols,
             data: Data::Dense(tensor),
+            row_base: 0,
+            col_base: 0,
+        }
+    }
+
+    /// A dense window whose first element is at (`row_base`, `col_base`) of its matrix.
+    pub(crate) fn dense_at(
+        tensor: Arc<dyn Tensor>,
+        value: AngelValue,
+        cols: u64,
+        row_base: u64,
+        col_base: i64,
+    ) -> Records {
+        Records {
+            row_base,
+            col_base,
+            ..Records::dense(tensor, value, cols)
         }
     }
 
@@ -116,6 +138,8 @@ impl Records {
                 dtype,
                 columns,
             },
+            row_base: 0,
+            col_base: 0,
         })
     }
 
@@ -163,7 +187,7 @@ impl Records {
                 let (mut row, mut col) = (first / cols, first % cols);
                 let mut scratch = Vec::new();
                 for_each_value(&**t, first, count, &mut scratch, |_, v| {
-                    f(row, col as i64, vt.num(v));
+                    f(row + self.row_base, col as i64 + self.col_base, vt.num(v));
                     col += 1;
                     if col == cols {
                         col = 0;
@@ -218,7 +242,7 @@ impl Records {
                     let width = (j1 - j0) as usize;
                     for j in j0..j1 {
                         if s0 == 0 {
-                            f(Item::Key(j as i64));
+                            f(Item::Key(j as i64 + self.col_base));
                         }
                         for r in r0..r1 {
                             let v = rect[(r - r0) as usize * width + (j - j0) as usize];

@@ -34,6 +34,7 @@ fn ctx_with(sep: &str, max_dense: u64) -> Arc<LayoutCtx> {
         max_dense,
         layouts: vec![],
         cache: Arc::new(ChunkCache::new(64 << 20)),
+        angel_format: None,
     })
 }
 
@@ -494,6 +495,7 @@ fn reads_touch_only_what_they_need() {
         max_dense: 1 << 30,
         layouts: vec![],
         cache: c.cache.clone(),
+        angel_format: None,
     });
     let f = open(AngelFormat::TextColumn, t, &tab).unwrap();
     assert_eq!(f.size().unwrap(), size);

@@ -1,21 +1,49 @@
 //! Whole-model views for legacy consumers (SPEC §7): hidden directories at the root whose files
 //! are another system's own format, produced from the mount's tensors on demand. A view is
-//! built (metadata only) on its first lookup; its files have exact sizes from metadata.
+//! built (metadata only) on its first lookup; a directory inside it lists its entries on
+//! first use (an `.angel/` tensor folder decides its partitions then).
 
 use std::sync::Arc;
 
 use super::{FileContent, LayoutCtx, LayoutError, Requester};
 use crate::model::{own_component, DirEntry, Model, ModelError, Tensor};
 
+pub(crate) mod angel;
+mod angel_meta;
+mod angel_parts;
 pub(crate) mod tf;
 
-/// The files of one view, in name order.
+/// One view: the hidden directory's content.
 pub(crate) struct View {
-    pub(crate) files: Vec<(String, Arc<dyn FileContent>)>,
+    pub(crate) root: Arc<dyn ViewDir>,
+}
+
+/// An entry of a view directory.
+#[derive(Clone)]
+pub(crate) enum ViewEntry {
+    File(Arc<dyn FileContent>),
+    Dir(Arc<dyn ViewDir>),
+}
+
+/// Entries by raw name (the file system escapes them like key components).
+pub(crate) type Entries = Arc<[(Vec<u8>, ViewEntry)]>;
+
+/// A directory of a view. Invariant: `entries` gives the same list every time it succeeds.
+pub(crate) trait ViewDir: Send + Sync {
+    fn entries(&self) -> Result<Entries, LayoutError>;
+}
+
+/// A directory whose entries are known when it is made.
+pub(crate) struct FixedDir(pub(crate) Entries);
+
+impl ViewDir for FixedDir {
+    fn entries(&self) -> Result<Entries, LayoutError> {
+        Ok(self.0.clone())
+    }
 }
 
 /// The hidden directories at the root and how to build each.
-pub(crate) const NAMES: [&str; 1] = [tf::DIR];
+pub(crate) const NAMES: [&str; 2] = [tf::DIR, angel::DIR];
 
 /// Builds the view named `name` (one of `NAMES`) of the model at directory `root` of `model`.
 pub(crate) fn build(
@@ -30,6 +58,7 @@ pub(crate) fn build(
     tensors.dedup_by(|a, b| a.meta().name == b.meta().name);
     match name {
         tf::DIR => tf::view(tensors, ctx),
+        angel::DIR => angel::view(tensors, ctx),
         _ => Err(ModelError::NotFound(name.to_string())),
     }
 }

@@ -16,7 +16,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use super::{Bytes, View};
+use super::{Bytes, FixedDir, View, ViewEntry};
 use crate::layout::binary::{ElemMap, RawElements};
 use crate::layout::dense::dense_tensor;
 use crate::layout::{FileContent, LayoutCtx, LayoutError, Requester};
@@ -123,26 +123,31 @@ pub(crate) fn view(
     let layout = Arc::new(layout);
     let checkpoint =
         format!("model_checkpoint_path: \"{PREFIX}\"\nall_model_checkpoint_paths: \"{PREFIX}\"\n");
+    let files: Vec<(Vec<u8>, Arc<dyn FileContent>)> = vec![
+        (
+            b"checkpoint".to_vec(),
+            Arc::new(Bytes(checkpoint.into_bytes())),
+        ),
+        (
+            DATA.into(),
+            Arc::new(Data {
+                layout: layout.clone(),
+            }),
+        ),
+        (
+            format!("{PREFIX}.index").into_bytes(),
+            Arc::new(Index {
+                layout,
+                bytes: OnceLock::new(),
+            }),
+        ),
+    ];
+    let entries = files
+        .into_iter()
+        .map(|(n, f)| (n, ViewEntry::File(f)))
+        .collect();
     Ok(View {
-        files: vec![
-            (
-                "checkpoint".into(),
-                Arc::new(Bytes(checkpoint.into_bytes())),
-            ),
-            (
-                DATA.into(),
-                Arc::new(Data {
-                    layout: layout.clone(),
-                }),
-            ),
-            (
-                format!("{PREFIX}.index"),
-                Arc::new(Index {
-                    layout,
-                    bytes: OnceLock::new(),
-                }),
-            ),
-        ],
+        root: Arc::new(FixedDir(entries)),
     })
 }
 
