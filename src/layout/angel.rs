@@ -142,7 +142,7 @@ pub(crate) fn part_content(
         return Ok(Arc::new(b));
     }
     let source = AngelText::new(format, records, &ctx.sep).ok_or_else(too_big)?;
-    let tag = format!("angel-view:{}:sep={}:{tag}:v1", format.name(), ctx.sep);
+    let tag = format!("angel-view:{}:sep={}:{tag}:v2", format.name(), ctx.sep);
     Ok(Arc::new(ChunkedText::new(
         Arc::new(source),
         tensor,

@@ -135,8 +135,9 @@ fn count_in(s: &SparseRows, c: &Cell) -> u64 {
         .sum()
 }
 
-/// The entries of `s` (checked CSR, `es` bytes per value) in `cell`; rows without an entry
-/// there are left out.
+/// The entries of `s` (checked CSR, `es` bytes per value) in `cell`. Every saved row of the
+/// cell's rows stays, with no entries if it has none there (as Angel writes an absent row),
+/// so a saved row without entries survives the round trip.
 pub(crate) fn sub_rows(s: &SparseRows, es: usize, cell: &Cell) -> SparseRows {
     let mut out = SparseRows {
         rows: Vec::new(),
@@ -146,9 +147,6 @@ pub(crate) fn sub_rows(s: &SparseRows, es: usize, cell: &Cell) -> SparseRows {
     };
     for i in rows_in(s, cell.r0, cell.r1) {
         let e = entries_in(s, i, cell.c0, cell.c1);
-        if e.is_empty() {
-            continue;
-        }
         out.rows.push(s.rows[i]);
         out.cols.extend_from_slice(&s.cols[e.clone()]);
         out.values
