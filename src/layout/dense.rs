@@ -79,6 +79,10 @@ impl Tensor for DenseView {
         &self.meta
     }
 
+    fn cache_identity(&self) -> Option<String> {
+        self.inner.cache_identity().map(|id| format!("{id}\0dense"))
+    }
+
     fn read_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
         let es = self.meta.dtype.elem_size().unwrap_or(1) as u64;
         let count = out.len() as u64 / es;

@@ -5,8 +5,9 @@
 //! the index is an SSTable of the bundle header and one `BundleEntryProto` per tensor. Sizes
 //! are exact from metadata: an entry's CRC is a fixed32, so the index has the same length
 //! before and after its checksums are known. The checksums are known when the index is first
-//! read: a TF source's own (`Tensor::stored_crc32c`, the same bytes), else computed from the
-//! tensor's bytes on all cores, once per view.
+//! read: a TF source's own (`Tensor::stored_crc32c`, the same bytes), else remembered from an
+//! earlier mount (the persistent store under `cache_dir`, keyed by the tensor's identity), else
+//! computed from the tensor's bytes on all cores and remembered.
 //!
 //! Sparse matrices are written dense (within `max_dense`); string tensors are encoded when the
 //! view is built (their length needs every string's). Left out (logged, and absent from the
@@ -21,6 +22,7 @@ use crate::layout::binary::{ElemMap, RawElements};
 use crate::layout::dense::dense_tensor;
 use crate::layout::{FileContent, LayoutCtx, LayoutError, Requester};
 use crate::model::{DType, ModelError};
+use crate::store::OffsetStore;
 use crate::tf::coding::{crc32c_extend, mask_crc};
 use crate::tf::dtype::to_tf;
 use crate::tf::writer::{encode_strings, entry_proto, TableBuilder};
@@ -138,6 +140,7 @@ pub(crate) fn view(
             format!("{PREFIX}.index").into_bytes(),
             Arc::new(Index {
                 layout,
+                store: ctx.cache.offset_store().cloned(),
                 bytes: OnceLock::new(),
             }),
         ),
@@ -241,7 +244,16 @@ impl FileContent for Data {
 
 struct Index {
     layout: Arc<Layout>,
+    /// Where computed checksums outlive the mount (`cache_dir`), keyed by tensor identity.
+    store: Option<Arc<dyn OffsetStore>>,
     bytes: OnceLock<Vec<u8>>,
+}
+
+/// The store key of the checksum of a tensor's view bytes, when the tensor has a stable
+/// identity. Stored as the offsets `[0, crc]` (the store keeps only ascending lists).
+fn crc_key(r: &RawElements) -> Option<String> {
+    let id = r.tensor.cache_identity()?;
+    Some(format!("{id}\0tf-view-crc:{:?}:v1", r.map))
 }
 
 impl Index {
@@ -273,6 +285,21 @@ impl Index {
                                 out.push((i, crc));
                                 continue;
                             }
+                            let key = match (&e.body, &self.store) {
+                                (Body::Elements(r), Some(_)) => crc_key(r),
+                                _ => None,
+                            };
+                            let remembered =
+                                key.as_ref().and_then(
+                                    |k| match self.store.as_ref()?.load(k)?[..] {
+                                        [0, crc] => u32::try_from(crc).ok(),
+                                        _ => None,
+                                    },
+                                );
+                            if let Some(crc) = remembered {
+                                out.push((i, crc));
+                                continue;
+                            }
                             let mut crc = 0u32;
                             let mut at = 0u64;
                             while at < e.size {
@@ -287,7 +314,11 @@ impl Index {
                                 crc = crc32c_extend(crc, &buf[..n]);
                                 at += n as u64;
                             }
-                            out.push((i, mask_crc(crc)));
+                            let crc = mask_crc(crc);
+                            if let (Some(k), Some(store)) = (&key, &self.store) {
+                                store.save(k, &[0, u64::from(crc)]);
+                            }
+                            out.push((i, crc));
                         }
                         Ok(out)
                     })
@@ -338,5 +369,69 @@ impl FileContent for Index {
         let n = buf.len().min(b.len() - from);
         buf[..n].copy_from_slice(&b[from..from + n]);
         Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::detect::model_at;
+    use crate::layout::cache::ChunkCache;
+    use crate::layout::Patient;
+    use crate::model::Model;
+    use crate::options::Options;
+    use crate::store::DiskStore;
+    use crate::testing::CountingModel;
+
+    /// The index of a mount whose tensors store no checksum (an Angel model), read with a
+    /// fresh context over one persistent store: `(data reads, index bytes)`.
+    fn read_index(model: &CountingModel, store: &Arc<DiskStore>) -> (u64, Vec<u8>) {
+        let cache = ChunkCache::new(1 << 20);
+        cache.set_offset_store(store.clone());
+        let ctx = Arc::new(LayoutCtx {
+            sep: ",".into(),
+            max_dense: 1 << 30,
+            layouts: vec![],
+            cache: Arc::new(cache),
+            angel_format: None,
+        });
+        let before = model.reads();
+        let v = super::super::build(DIR, model, &[], &ctx).unwrap();
+        let entries = v.root.entries().unwrap();
+        let (_, ViewEntry::File(index)) =
+            entries.iter().find(|(n, _)| n == b"model.index").unwrap()
+        else {
+            panic!("no index")
+        };
+        let size = index.size_for(&Patient).unwrap() as usize;
+        let mut bytes = vec![0u8; size];
+        assert_eq!(index.read_for(0, &mut bytes, &Patient).unwrap(), size);
+        (model.reads() - before, bytes)
+    }
+
+    #[test]
+    fn checksums_are_computed_once_per_source_identity() {
+        let source = crate::testing::fixtures_dir().join("angel/formats/model");
+        let inner: Arc<dyn Model> = model_at(&source, &Options::default().reader())
+            .unwrap()
+            .into();
+        let model = CountingModel::new(inner);
+        let dir = tempfile::tempdir().unwrap();
+        let store = |tag| {
+            Arc::new(DiskStore::new(
+                dir.path(),
+                &format!("{}{tag}", source.display()),
+                1 << 30,
+            ))
+        };
+        let (first, index) = read_index(&model, &store(""));
+        assert!(first > 0, "the first index read computes checksums");
+        // Another mount of the same source: remembered, not a byte of data read.
+        let (again, same) = read_index(&model, &store(""));
+        assert_eq!(again, 0);
+        assert!(same == index);
+        // Another source's store knows nothing of them.
+        let (other, _) = read_index(&model, &store("-other"));
+        assert_eq!(other, first);
     }
 }
