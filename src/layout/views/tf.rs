@@ -412,9 +412,7 @@ mod tests {
     #[test]
     fn checksums_are_computed_once_per_source_identity() {
         let source = crate::testing::fixtures_dir().join("angel/formats/model");
-        let inner: Arc<dyn Model> = model_at(&source, &Options::default().reader())
-            .unwrap()
-            .into();
+        let inner: Arc<dyn Model> = model_at(&source, &Options::default().reader()).unwrap();
         let model = CountingModel::new(inner);
         let dir = tempfile::tempdir().unwrap();
         let store = |tag| {
