@@ -9,7 +9,8 @@
 #   RUNS=5                         median of RUNS runs for every figure (LS_RUNS for target 2)
 #   ONLY=1,3                       run only these targets (1 mount, 2 ls -lR, 3 bin/npy,
 #                                  4 txt throughput, 5 tail/stat, 6 peak RSS,
-#                                  7 S3: GETs per mount / tail / second cat, cat vs plain GET)
+#                                  7 S3: GETs per mount / tail / second cat, cat vs plain GET,
+#                                  8 views: .tf/model.index checksums)
 #   SAVETXT_VALUES=2000000         values numpy.savetxt formats for its rate
 # Needs: cargo, python3 with numpy (tensorflow-cpu for the TF baselines), fusermount3;
 # target 7: moto_server and boto3 (pip install 'moto[server]'), curl.
@@ -27,8 +28,9 @@ if [[ "${1:-}" == "--clean" ]]; then
     exit 0
 fi
 
-cargo build --release --quiet --bin modelfs --example gen_bench_ckpt --example format_rate
+cargo build --release --quiet --bin modelfs --example gen_bench_ckpt --example format_rate --example crc_rate
 export MODELFS="$PWD/target/release/modelfs"
 export GEN="$PWD/target/release/examples/gen_bench_ckpt"
 export FORMAT_RATE="$PWD/target/release/examples/format_rate"
+export CRC_RATE="$PWD/target/release/examples/crc_rate"
 exec python3 scripts/bench/bench.py
