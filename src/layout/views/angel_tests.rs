@@ -10,8 +10,8 @@ use crate::detect::model_at;
 use crate::layout::cache::ChunkCache;
 use crate::layout::elements::for_each_value;
 use crate::layout::views::{build, NAMES};
+use crate::model::ReaderOptions;
 use crate::model::{DType, Model};
-use crate::options::Options;
 use crate::testing::{key, MemModel, MemTensor};
 
 fn ctx(format: Option<AngelFormat>) -> Arc<LayoutCtx> {
@@ -132,7 +132,7 @@ fn round_trip(
     if written.is_empty() {
         return (0, 0);
     }
-    let back = model_at(tmp.path(), &Options::default().reader()).unwrap();
+    let back = model_at(tmp.path(), &ReaderOptions::default()).unwrap();
     for (f, name, class) in &written {
         let src = sources.iter().find(|t| &t.meta().name == name).unwrap();
         let got = back.tensor(&[f.as_bytes().to_vec()]).unwrap();
@@ -173,7 +173,7 @@ fn sources() -> Vec<std::path::PathBuf> {
             if name.starts_with("expected") || name.ends_with(".expected") {
                 continue;
             }
-            if model_at(&p, &Options::default().reader()).is_ok() {
+            if model_at(&p, &ReaderOptions::default()).is_ok() {
                 out.push(p);
             } else {
                 find(&p, out);
@@ -193,7 +193,7 @@ fn every_fixture_reads_back_from_the_angel_view() {
     let ctx = ctx(None);
     let (mut matrices, mut files, mut models) = (0, 0, 0);
     for source in sources() {
-        let model = model_at(&source, &Options::default().reader()).unwrap();
+        let model = model_at(&source, &ReaderOptions::default()).unwrap();
         for root in model.model_roots() {
             // Small partitions: every multi-partition and multi-file path is taken.
             let (m, f) = round_trip(&*model, &root, &ctx, 4096);

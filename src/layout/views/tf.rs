@@ -379,7 +379,7 @@ mod tests {
     use crate::layout::cache::ChunkCache;
     use crate::layout::Patient;
     use crate::model::Model;
-    use crate::options::Options;
+    use crate::model::ReaderOptions;
     use crate::store::DiskStore;
     use crate::testing::CountingModel;
 
@@ -412,7 +412,7 @@ mod tests {
     #[test]
     fn checksums_are_computed_once_per_source_identity() {
         let source = crate::testing::fixtures_dir().join("angel/formats/model");
-        let inner: Arc<dyn Model> = model_at(&source, &Options::default().reader()).unwrap();
+        let inner: Arc<dyn Model> = model_at(&source, &ReaderOptions::default()).unwrap();
         let model = CountingModel::new(inner);
         let dir = tempfile::tempdir().unwrap();
         let store = |tag| {
