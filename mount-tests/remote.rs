@@ -242,7 +242,11 @@ fn assert_same_mounts(
     (local_root, url_root): (&Path, &str),
 ) -> usize {
     let (a, b) = (walk_all(local), walk_all(remote));
-    assert_eq!(a, b, "{what}: the trees differ");
+    if a != b {
+        let only_a: Vec<_> = a.iter().filter(|x| !b.contains(x)).take(10).collect();
+        let only_b: Vec<_> = b.iter().filter(|x| !a.contains(x)).take(10).collect();
+        panic!("{what}: the trees differ: local only {only_a:?}, remote only {only_b:?}");
+    }
     let mut files = 0;
     for (rel, kind) in &a {
         let (pa, pb) = (local.join(rel), remote.join(rel));
