@@ -202,6 +202,7 @@ fn every_fixture_reads_back_from_the_angel_view() {
             models += 1;
         }
     }
+    eprintln!("{models} models, {matrices} matrices, {files} data files");
     assert!(models >= 40, "only {models} models found");
     assert!(matrices >= 300, "only {matrices} matrices");
     assert!(
