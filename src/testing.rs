@@ -419,3 +419,44 @@ pub fn shared_dir() -> Option<std::path::PathBuf> {
     eprintln!("{}: shared/realworld not found; skipped", dir.display());
     None
 }
+
+/// The model directories of fixtures/ and ../shared/realworld: every directory `is_model`
+/// accepts, not descended into, skipping recorded expectations (`expected*`, `*.expected`).
+pub fn model_dirs(is_model: impl Fn(&std::path::Path) -> bool) -> Vec<std::path::PathBuf> {
+    fn find(
+        dir: &std::path::Path,
+        is_model: &dyn Fn(&std::path::Path) -> bool,
+        out: &mut Vec<std::path::PathBuf>,
+    ) {
+        let Ok(rd) = std::fs::read_dir(dir) else {
+            return;
+        };
+        let mut subs: Vec<_> = rd
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.is_dir())
+            .collect();
+        subs.sort();
+        for p in subs {
+            let name = p
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned();
+            if name.starts_with("expected") || name.ends_with(".expected") {
+                continue;
+            }
+            if is_model(&p) {
+                out.push(p);
+            } else {
+                find(&p, is_model, out);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    find(&fixtures_dir(), &is_model, &mut out);
+    if let Some(shared) = shared_dir() {
+        find(&shared.join("realworld"), &is_model, &mut out);
+    }
+    out
+}

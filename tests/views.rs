@@ -86,37 +86,7 @@ fn bytes_of(t: &dyn Tensor) -> Option<Vec<u8>> {
 /// The sources: every directory of fixtures/ and ../shared/realworld that opens as a model
 /// (not descending into it).
 fn sources() -> Vec<PathBuf> {
-    fn find(dir: &Path, out: &mut Vec<PathBuf>) {
-        let Ok(rd) = std::fs::read_dir(dir) else {
-            return;
-        };
-        let mut subs: Vec<PathBuf> = rd
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| p.is_dir())
-            .collect();
-        subs.sort();
-        for p in subs {
-            let name = p.file_name().unwrap().to_string_lossy().into_owned();
-            if name.starts_with("expected") || name.ends_with(".expected") {
-                continue;
-            }
-            if model_at(&p, &Options::default().reader()).is_ok() {
-                out.push(p);
-            } else {
-                find(&p, out);
-            }
-        }
-    }
-    let mut out = Vec::new();
-    find(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures"),
-        &mut out,
-    );
-    if let Some(shared) = modelfs::testing::shared_dir() {
-        find(&shared.join("realworld"), &mut out);
-    }
-    out
+    modelfs::testing::model_dirs(|p| model_at(p, &Options::default().reader()).is_ok())
 }
 
 /// Each model root of `source` (`""`, or `ckpt-3/` in a directory of several checkpoints).

@@ -122,7 +122,8 @@ impl Requester for Background<'_> {
     }
 }
 
-/// True when thread `tid` has a signal pending that it does not block, or no longer exists.
+/// True when thread `tid` has a signal pending that will end or stop what it waits for, or no
+/// longer exists.
 fn signalled(tid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{tid}/status")) {
         Ok(status) => pending_unblocked(&status),
@@ -130,7 +131,21 @@ fn signalled(tid: u32) -> bool {
     }
 }
 
-/// Parses `SigPnd`, `ShdPnd` and `SigBlk` of a `/proc/<tid>/status` text.
+/// `1 << (n - 1)` for signal `n`.
+const fn bit(n: u32) -> u64 {
+    1 << (n - 1)
+}
+
+/// Signals whose default action is to ignore or to stop: pending, they say nothing about the
+/// caller giving up. (A process that blocks SIGCHLD while spawning leaves it pending on the
+/// whole group for a moment; answering EINTR then fails a `stat` no one interrupted.)
+const HARMLESS: u64 = bit(17) | bit(18) | bit(19) | bit(20) | bit(21) | bit(22) | bit(23) | bit(28);
+/// Caught signals that still mean "stop" (Python's KeyboardInterrupt, a shell's trap).
+const STOP_REQUESTS: u64 = bit(1) | bit(2) | bit(3) | bit(15);
+
+/// Parses a `/proc/<tid>/status` text: a pending (`SigPnd`, `ShdPnd`), unblocked (`SigBlk`),
+/// not ignored (`SigIgn`) signal that is fatal by default and not caught (`SigCgt`), or is a
+/// caught stop request.
 fn pending_unblocked(status: &str) -> bool {
     let field = |name: &str| {
         status
@@ -139,8 +154,9 @@ fn pending_unblocked(status: &str) -> bool {
             .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
             .unwrap_or(0)
     };
-    let pending = field("SigPnd:") | field("ShdPnd:");
-    pending & !field("SigBlk:") != 0
+    let live = (field("SigPnd:") | field("ShdPnd:")) & !field("SigBlk:") & !field("SigIgn:");
+    let caught = field("SigCgt:");
+    live & ((!caught & !HARMLESS) | (caught & STOP_REQUESTS)) != 0
 }
 
 #[cfg(test)]
@@ -157,6 +173,21 @@ mod tests {
         assert!(!pending_unblocked(&blocked));
         let kill = quiet.replace("SigPnd:\t0000000000000000", "SigPnd:\t0000000000000100");
         assert!(pending_unblocked(&kill));
+        // SIGCHLD left pending on the group by a spawning thread: nobody gave up.
+        let chld = quiet.replace("ShdPnd:\t0000000000000000", "ShdPnd:\t0000000000010000");
+        assert!(!pending_unblocked(&chld));
+        let caught_chld = format!("{chld}SigCgt:\t0000000000010000\n");
+        assert!(!pending_unblocked(&caught_chld));
+        // A caught SIGINT (Python) is a stop request; an ignored one is not.
+        let caught_int = format!("{int}SigCgt:\t0000000000000002\n");
+        assert!(pending_unblocked(&caught_int));
+        let ignored_int = format!("{int}SigIgn:\t0000000000000002\n");
+        assert!(!pending_unblocked(&ignored_int));
+        // A caught SIGUSR1 is the caller's own business.
+        let usr1 = quiet.replace("SigPnd:\t0000000000000000", "SigPnd:\t0000000000000200");
+        assert!(!pending_unblocked(&format!(
+            "{usr1}SigCgt:\t0000000000000200\n"
+        )));
     }
 
     #[test]

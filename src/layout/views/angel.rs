@@ -413,11 +413,7 @@ impl FileContent for MetaFile {
         buf: &mut [u8],
         req: &dyn Requester,
     ) -> Result<usize, LayoutError> {
-        let b = self.bytes(req)?;
-        let from = usize::try_from(offset).unwrap_or(usize::MAX).min(b.len());
-        let n = buf.len().min(b.len() - from);
-        buf[..n].copy_from_slice(&b[from..from + n]);
-        Ok(n)
+        Ok(super::copy_at(self.bytes(req)?, offset, buf))
     }
 }
 

@@ -158,34 +158,7 @@ fn round_trip(
 
 /// Every directory of fixtures/ and ../shared/realworld that opens as a model.
 fn sources() -> Vec<std::path::PathBuf> {
-    fn find(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
-        let Ok(rd) = std::fs::read_dir(dir) else {
-            return;
-        };
-        let mut subs: Vec<_> = rd
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| p.is_dir())
-            .collect();
-        subs.sort();
-        for p in subs {
-            let name = p.file_name().unwrap().to_string_lossy().into_owned();
-            if name.starts_with("expected") || name.ends_with(".expected") {
-                continue;
-            }
-            if model_at(&p, &ReaderOptions::default()).is_ok() {
-                out.push(p);
-            } else {
-                find(&p, out);
-            }
-        }
-    }
-    let mut out = Vec::new();
-    find(&crate::testing::fixtures_dir(), &mut out);
-    if let Some(shared) = crate::testing::shared_dir() {
-        find(&shared.join("realworld"), &mut out);
-    }
-    out
+    crate::testing::model_dirs(|p| model_at(p, &ReaderOptions::default()).is_ok())
 }
 
 #[test]

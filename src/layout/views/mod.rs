@@ -119,11 +119,14 @@ impl FileContent for Bytes {
         buf: &mut [u8],
         _req: &dyn Requester,
     ) -> Result<usize, LayoutError> {
-        let from = usize::try_from(offset)
-            .unwrap_or(usize::MAX)
-            .min(self.0.len());
-        let n = buf.len().min(self.0.len() - from);
-        buf[..n].copy_from_slice(&self.0[from..from + n]);
-        Ok(n)
+        Ok(copy_at(&self.0, offset, buf))
     }
+}
+
+/// Copies the bytes of `b` from `offset` into `buf`; returns how many (0 at or past the end).
+pub(crate) fn copy_at(b: &[u8], offset: u64, buf: &mut [u8]) -> usize {
+    let from = usize::try_from(offset).unwrap_or(usize::MAX).min(b.len());
+    let n = buf.len().min(b.len() - from);
+    buf[..n].copy_from_slice(&b[from..from + n]);
+    n
 }

@@ -56,12 +56,7 @@ impl Body {
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize, LayoutError> {
         match self {
             Body::Elements(e) => e.read_at(offset, buf),
-            Body::Encoded(b, _) => {
-                let from = usize::try_from(offset).unwrap_or(usize::MAX).min(b.len());
-                let n = buf.len().min(b.len() - from);
-                buf[..n].copy_from_slice(&b[from..from + n]);
-                Ok(n)
-            }
+            Body::Encoded(b, _) => Ok(super::copy_at(b, offset, buf)),
         }
     }
 }
@@ -364,11 +359,7 @@ impl FileContent for Index {
         buf: &mut [u8],
         req: &dyn Requester,
     ) -> Result<usize, LayoutError> {
-        let b = self.bytes(req)?;
-        let from = usize::try_from(offset).unwrap_or(usize::MAX).min(b.len());
-        let n = buf.len().min(b.len() - from);
-        buf[..n].copy_from_slice(&b[from..from + n]);
-        Ok(n)
+        Ok(super::copy_at(self.bytes(req)?, offset, buf))
     }
 }
 
