@@ -5,7 +5,9 @@
 //! (merged) as `Arc<SparseRows>`. Memory trade-off: a decoded matrix costs about
 //! `nnz × (8 + value width)` bytes, kept for the life of the mount (twice while both the
 //! partition and merged forms are alive); dense reads are served from this CSR, so nothing of
-//! size `rows × cols` is ever allocated because the meta claims it.
+//! size `rows × cols` is ever allocated because the meta claims it. The exception: a dense
+//! matrix in a binary row format whose meta fixes every record's position is read by
+//! arithmetic (`direct`), never decoded whole.
 //!
 //! Shapes: a matrix is `[row, col]`; `col ≤ 0` (unbounded long keys) is shown as
 //! `i64::MAX` columns, the largest non-negative column id range (negative long keys appear only
@@ -28,6 +30,7 @@ use serde_json::{json, Map, Value};
 
 use super::decode::{self, PartInput};
 use super::dir::MatrixDir;
+use super::direct::Plan;
 use super::merge;
 use super::meta::{self, MatrixMeta, PartMeta};
 use crate::model::{
@@ -82,6 +85,8 @@ struct Inner {
     cols: u64,
     parts: Vec<Cached>,
     merged: Cached,
+    /// Dense reads by arithmetic, when the meta allows them (`direct`), made on first read.
+    direct: OnceLock<Option<Plan>>,
 }
 
 pub(crate) struct AngelMatrix {
@@ -237,6 +242,7 @@ impl AngelMatrix {
                 cols,
                 parts: (0..n).map(|_| OnceLock::new()).collect(),
                 merged: OnceLock::new(),
+                direct: OnceLock::new(),
             })),
         };
         (matrix, transient)
@@ -490,6 +496,17 @@ impl Tensor for AngelMatrix {
 
     fn read_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
         let inner = self.inner()?;
+        let direct = inner.direct.get_or_init(|| {
+            let files = |p: &PartMeta| inner.files.get(&p.file_name)?.as_ref().ok().cloned();
+            let what = format!("Angel matrix {}", String::from_utf8_lossy(&self.tmeta.name));
+            Plan::new(&inner.meta, &files, &what)
+        });
+        if let Some(plan) = direct {
+            return plan.read(first, out).map_err(|e| {
+                log::warn!("{e}");
+                e
+            });
+        }
         let e = self.entries()?;
         fill_dense(
             &e,

@@ -14,6 +14,7 @@
 
 pub mod decode;
 mod dir;
+mod direct;
 mod format;
 mod matrix;
 pub mod merge;
