@@ -4,7 +4,6 @@
 
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use super::support::*;
 
@@ -12,17 +11,6 @@ fn fixture(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("fixtures/tf/graphs")
         .join(rel)
-}
-
-fn cli_cat(source: &Path, path: &str) -> Vec<u8> {
-    let out = Command::new(modelfs())
-        .arg("cat")
-        .arg(source)
-        .arg(path)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "cat {path}");
-    out.stdout
 }
 
 #[test]

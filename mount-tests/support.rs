@@ -133,6 +133,18 @@ pub fn cli_ls(source: &Path) -> Option<Vec<String>> {
     )
 }
 
+/// `modelfs cat SOURCE PATH`'s output (the CLI, no mount); the command must succeed.
+pub fn cli_cat(source: &Path, path: &str) -> Vec<u8> {
+    let out = Command::new(modelfs())
+        .arg("cat")
+        .arg(source)
+        .arg(path)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "cat {path}");
+    out.stdout
+}
+
 /// Every path under `root` like `modelfs ls`: depth-first, names sorted by bytes, directories
 /// ending in `/`, symlinks not followed.
 pub fn walk(root: &Path) -> Vec<String> {

@@ -7,17 +7,6 @@ use std::process::Command;
 
 use super::support::*;
 
-fn cli_cat(source: &Path, path: &str) -> Vec<u8> {
-    let out = Command::new(modelfs())
-        .arg("cat")
-        .arg(source)
-        .arg(path)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "cat {path}");
-    out.stdout
-}
-
 #[test]
 fn the_tf_view_is_hidden_and_reads_like_the_cli() {
     let Some(fuse) = Fuse::check() else { return };
