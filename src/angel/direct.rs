@@ -17,6 +17,14 @@ use super::AngelFormat;
 use crate::model::{ModelError, RequestError};
 use crate::source::ReadAt;
 
+/// `len` bytes hold whole elements of `w` bytes.
+pub(crate) fn whole_elements(len: usize, w: usize) -> Result<(), ModelError> {
+    if len % w != 0 {
+        return Err(RequestError::PartialElement { len, elem: w }.into());
+    }
+    Ok(())
+}
+
 /// One partition as the plan reads it.
 struct Part {
     file: Arc<dyn ReadAt>,
@@ -149,13 +157,7 @@ impl Plan {
     /// partition saved a value).
     pub(crate) fn read(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
         let w = self.value_width;
-        if out.len() % w != 0 {
-            return Err(RequestError::PartialElement {
-                len: out.len(),
-                elem: w,
-            }
-            .into());
-        }
+        whole_elements(out.len(), w)?;
         out.fill(0);
         let n = (out.len() / w) as u64;
         let mut done = 0u64;

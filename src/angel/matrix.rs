@@ -30,7 +30,7 @@ use serde_json::{json, Map, Value};
 
 use super::decode::{self, PartInput};
 use super::dir::MatrixDir;
-use super::direct::Plan;
+use super::direct::{whole_elements, Plan};
 use super::merge;
 use super::meta::{self, MatrixMeta, PartMeta};
 use crate::model::{
@@ -446,13 +446,7 @@ fn fill_dense(
     first: u64,
     out: &mut [u8],
 ) -> Result<(), ModelError> {
-    if out.len() % w != 0 {
-        return Err(RequestError::PartialElement {
-            len: out.len(),
-            elem: w,
-        }
-        .into());
-    }
+    whole_elements(out.len(), w)?;
     out.fill(0);
     let n = (out.len() / w) as u64;
     if n == 0 || cols == 0 {

@@ -23,7 +23,7 @@ use std::sync::{Arc, OnceLock};
 
 use super::angel_meta::{self, RowMetas};
 use super::angel_parts::{file_groups, sub_rows, Cell, Concat, Grid, Window};
-use super::{Bytes, Entries, FixedDir, View, ViewDir, ViewEntry};
+use super::{Bytes, Entries, FixedDir, Made, Make, View, ViewDir, ViewEntry};
 use crate::angel::AngelFormat;
 use crate::layout::angel::{check, part_content, rows_cols, AngelValue, Part};
 use crate::layout::elements::check_sparse;
@@ -273,14 +273,13 @@ impl MatrixDir {
             parts,
             contents,
             groups,
-            bytes: OnceLock::new(),
         };
         // Known sizes (binary formats): the meta is made now, so its size is exact at once.
         let meta_file: Arc<dyn FileContent> =
             if meta_file.contents.iter().all(|c| c.known_size().is_some()) {
-                Arc::new(Bytes(meta_file.encode(&Patient)?))
+                Arc::new(Bytes(meta_file.make(&Patient)?))
             } else {
-                Arc::new(meta_file)
+                Arc::new(Made::new(meta_file))
             };
         entries.push((b"meta".to_vec(), ViewEntry::File(meta_file)));
         Ok(entries.into())
@@ -355,11 +354,10 @@ struct MetaFile {
     parts: Vec<angel_meta::Part>,
     contents: Vec<Arc<dyn FileContent>>,
     groups: Vec<Range<usize>>,
-    bytes: OnceLock<Vec<u8>>,
 }
 
-impl MetaFile {
-    fn encode(&self, req: &dyn Requester) -> Result<Vec<u8>, LayoutError> {
+impl Make for MetaFile {
+    fn make(&self, req: &dyn Requester) -> Result<Vec<u8>, LayoutError> {
         let mut parts = Vec::with_capacity(self.parts.len());
         for g in &self.groups {
             let mut offset = 0u64;
@@ -389,31 +387,6 @@ impl MetaFile {
             range: self.range,
         };
         Ok(angel_meta::encode(&m, &parts))
-    }
-
-    fn bytes(&self, req: &dyn Requester) -> Result<&[u8], LayoutError> {
-        if let Some(b) = self.bytes.get() {
-            return Ok(b);
-        }
-        let b = self.encode(req)?;
-        Ok(self.bytes.get_or_init(|| b))
-    }
-}
-
-impl FileContent for MetaFile {
-    fn known_size(&self) -> Option<u64> {
-        self.bytes.get().map(|b| b.len() as u64)
-    }
-    fn size_for(&self, req: &dyn Requester) -> Result<u64, LayoutError> {
-        Ok(self.bytes(req)?.len() as u64)
-    }
-    fn read_for(
-        &self,
-        offset: u64,
-        buf: &mut [u8],
-        req: &dyn Requester,
-    ) -> Result<usize, LayoutError> {
-        Ok(super::copy_at(self.bytes(req)?, offset, buf))
     }
 }
 

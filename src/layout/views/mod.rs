@@ -3,7 +3,7 @@
 //! built (metadata only) on its first lookup; a directory inside it lists its entries on
 //! first use (an `.angel/` tensor folder decides its partitions then).
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use super::{FileContent, LayoutCtx, LayoutError, Requester};
 use crate::model::{own_component, DirEntry, Model, ModelError, Tensor};
@@ -120,6 +120,70 @@ impl FileContent for Bytes {
         _req: &dyn Requester,
     ) -> Result<usize, LayoutError> {
         Ok(copy_at(&self.0, offset, buf))
+    }
+}
+
+/// How a small file's bytes are made whole (an index that needs every checksum, a meta that
+/// needs every partition's length).
+pub(crate) trait Make: Send + Sync {
+    /// The bytes, for `req` (whose interruption stops the work).
+    fn make(&self, req: &dyn Requester) -> Result<Vec<u8>, LayoutError>;
+    /// Their length before they are made, when metadata fixes it.
+    fn size(&self) -> Option<u64> {
+        None
+    }
+}
+
+/// A file made by `M` on first need and kept.
+pub(crate) struct Made<M> {
+    make: M,
+    bytes: OnceLock<Vec<u8>>,
+}
+
+impl<M: Make> Made<M> {
+    pub(crate) fn new(make: M) -> Self {
+        Made {
+            make,
+            bytes: OnceLock::new(),
+        }
+    }
+
+    fn bytes(&self, req: &dyn Requester) -> Result<&[u8], LayoutError> {
+        if let Some(b) = self.bytes.get() {
+            return Ok(b);
+        }
+        let b = self.make.make(req)?;
+        if let Some(want) = self.make.size().filter(|&s| s != b.len() as u64) {
+            return Err(LayoutError::Mismatch {
+                what: "view file length",
+                got: b.len() as u64,
+                want,
+            });
+        }
+        Ok(self.bytes.get_or_init(|| b))
+    }
+}
+
+impl<M: Make> FileContent for Made<M> {
+    fn known_size(&self) -> Option<u64> {
+        self.bytes
+            .get()
+            .map(|b| b.len() as u64)
+            .or_else(|| self.make.size())
+    }
+    fn size_for(&self, req: &dyn Requester) -> Result<u64, LayoutError> {
+        match self.known_size() {
+            Some(s) => Ok(s),
+            None => Ok(self.bytes(req)?.len() as u64),
+        }
+    }
+    fn read_for(
+        &self,
+        offset: u64,
+        buf: &mut [u8],
+        req: &dyn Requester,
+    ) -> Result<usize, LayoutError> {
+        Ok(copy_at(self.bytes(req)?, offset, buf))
     }
 }
 

@@ -15,9 +15,9 @@
 //! already names a problem, and string tensors that cannot be read.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
-use super::{Bytes, FixedDir, View, ViewEntry};
+use super::{Bytes, FixedDir, Made, Make, View, ViewEntry};
 use crate::layout::binary::{ElemMap, RawElements};
 use crate::layout::dense::dense_tensor;
 use crate::layout::{FileContent, LayoutCtx, LayoutError, Requester};
@@ -133,11 +133,10 @@ pub(crate) fn view(
         ),
         (
             format!("{PREFIX}.index").into_bytes(),
-            Arc::new(Index {
+            Arc::new(Made::new(Index {
                 layout,
                 store: ctx.cache.offset_store().cloned(),
-                bytes: OnceLock::new(),
-            }),
+            })),
         ),
     ];
     let entries = files
@@ -241,7 +240,6 @@ struct Index {
     layout: Arc<Layout>,
     /// Where computed checksums outlive the mount (`cache_dir`), keyed by tensor identity.
     store: Option<Arc<dyn OffsetStore>>,
-    bytes: OnceLock<Vec<u8>>,
 }
 
 /// The store key of the checksum of a tensor's view bytes, when the tensor has a stable
@@ -251,12 +249,13 @@ fn crc_key(r: &RawElements) -> Option<String> {
     Some(format!("{id}\0tf-view-crc:{:?}:v1", r.map))
 }
 
-impl Index {
-    /// The index with every checksum, computed once (tensors shared out over all cores).
-    fn bytes(&self, req: &dyn Requester) -> Result<&[u8], LayoutError> {
-        if let Some(b) = self.bytes.get() {
-            return Ok(b);
-        }
+impl Make for Index {
+    fn size(&self) -> Option<u64> {
+        Some(self.layout.index_size)
+    }
+
+    /// The index with every checksum (tensors shared out over all cores).
+    fn make(&self, req: &dyn Requester) -> Result<Vec<u8>, LayoutError> {
         let entries = &self.layout.entries;
         let next = AtomicUsize::new(0);
         let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -330,36 +329,7 @@ impl Index {
                 crcs[i] = c;
             }
         }
-        let bytes = index_bytes(&self.layout, Some(&crcs));
-        if bytes.len() as u64 != self.layout.index_size {
-            return Err(LayoutError::Mismatch {
-                what: ".tf/model.index length",
-                got: bytes.len() as u64,
-                want: self.layout.index_size,
-            });
-        }
-        let _ = self.bytes.set(bytes);
-        self.bytes
-            .get()
-            .map(Vec::as_slice)
-            .ok_or(LayoutError::Internal("index lost"))
-    }
-}
-
-impl FileContent for Index {
-    fn known_size(&self) -> Option<u64> {
-        Some(self.layout.index_size)
-    }
-    fn size_for(&self, _req: &dyn Requester) -> Result<u64, LayoutError> {
-        Ok(self.layout.index_size)
-    }
-    fn read_for(
-        &self,
-        offset: u64,
-        buf: &mut [u8],
-        req: &dyn Requester,
-    ) -> Result<usize, LayoutError> {
-        Ok(super::copy_at(self.bytes(req)?, offset, buf))
+        Ok(index_bytes(&self.layout, Some(&crcs)))
     }
 }
 
