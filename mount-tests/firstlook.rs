@@ -229,3 +229,39 @@ print(r, ctypes.get_errno(), round((end - sent[0]) * 1000) if sent else -1)
     );
     m.unmount_and_check();
 }
+
+/// A second `cat` of a binary file is the kernel's page cache at work: not one READ request
+/// reaches the daemon (FOPEN_KEEP_CACHE, long attribute TTLs, no invalidation on open).
+#[test]
+fn a_second_read_never_reaches_the_daemon() {
+    let Some(fuse) = Fuse::check() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let src = checkpoint(tmp.path(), 2048, 4096); // 32 MiB
+    let log = tmp.path().join("daemon.log");
+    let m = fuse.mount_env(
+        &src,
+        &format!("layouts=bin,npy,log={}", log.display()),
+        &[("RUST_LOG", "modelfs::fs::fuse=trace")],
+    );
+    let reads = || {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains("read ino "))
+            .count()
+    };
+    for f in ["W.bin", "W.npy"] {
+        let p = m.path().join(f);
+        let first = std::fs::read(&p).unwrap();
+        let after_first = reads();
+        assert!(after_first > 0, "the first read of {f} logged no READ");
+        for _ in 0..2 {
+            assert!(std::fs::read(&p).unwrap() == first, "{f} changed");
+        }
+        assert_eq!(
+            reads(),
+            after_first,
+            "a second read of {f} reached the daemon"
+        );
+    }
+}

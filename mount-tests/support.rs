@@ -194,6 +194,11 @@ impl Fuse {
     }
 
     pub fn mount(&self, source: &Path, opts: &str) -> MountGuard {
+        self.mount_env(source, opts, &[])
+    }
+
+    /// `mount` with extra environment variables for the daemon (`RUST_LOG`, say).
+    pub fn mount_env(&self, source: &Path, opts: &str, env: &[(&str, &str)]) -> MountGuard {
         let tmp = tempfile::Builder::new()
             .prefix("modelfs-mt-")
             .tempdir()
@@ -203,6 +208,7 @@ impl Fuse {
         if !opts.is_empty() {
             cmd.args(["-o", opts]);
         }
+        cmd.envs(env.iter().copied());
         let out = cmd.arg(source).arg(tmp.path()).output().unwrap();
         let guard = MountGuard {
             dir: tmp.path().to_path_buf(),

@@ -91,6 +91,13 @@ pub trait ReadAt: Send + Sync + fmt::Debug {
     fn name(&self) -> &str;
     /// Exactly `len` bytes at `offset`; borrowed where the source is mapped.
     fn read_at(&self, offset: u64, len: usize) -> Result<Cow<'_, [u8]>, SourceError>;
+    /// Copies exactly `out.len()` bytes at `offset` into `out`: for readers that copy anyway
+    /// (a mapped file is then read with `pread`, which is faster than copying out of the
+    /// mapping). Callers still call `check_consistent` after it.
+    fn read_into(&self, offset: u64, out: &mut [u8]) -> Result<(), SourceError> {
+        out.copy_from_slice(&self.read_at(offset, out.len())?);
+        Ok(())
+    }
     /// The source's modification time (shown as the mtime of files derived from it).
     fn mtime(&self) -> SystemTime {
         SystemTime::UNIX_EPOCH

@@ -251,8 +251,7 @@ impl Tensor for TfTensor {
         if out.is_empty() {
             return Ok(());
         }
-        let bytes = file.read_at(loc.offset + start, out.len())?;
-        out.copy_from_slice(&bytes);
+        file.read_into(loc.offset + start, out)?;
         // A file rewritten in place during the copy must not yield a mix (source.rs).
         file.check_consistent()?;
         if self.bundle.big_endian {

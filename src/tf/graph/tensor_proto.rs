@@ -290,9 +290,7 @@ impl Tensor for ProtoTensor {
         }
         if let Some(c) = &self.info.content {
             let at = c.start + first * elem as u64;
-            let bytes = self.file.read_at(at, out.len())?;
-            out.copy_from_slice(&bytes);
-            drop(bytes);
+            self.file.read_into(at, out)?;
             self.file.check_consistent()?;
             return Ok(());
         }
