@@ -7,12 +7,12 @@
 # Environment:
 #   BENCH_DIR=/tmp/modelfs-bench   work directory (about 5.2 GiB of fixtures)
 #   RUNS=5                         median of RUNS runs for every figure (LS_RUNS for target 2)
-#   ONLY=1,3                       run only these targets (1 mount, 2 ls -lR, 3 bin/npy,
+#   ONLY=1,3                       run only these targets (1 mount, 2 ls -lR, 3 bin/npy vs bindfs + fio,
 #                                  4 txt throughput, 5 tail/stat, 6 peak RSS,
 #                                  7 S3: GETs per mount / tail / second cat, cat vs plain GET,
 #                                  8 views: .tf/model.index checksums)
 #   SAVETXT_VALUES=2000000         values numpy.savetxt formats for its rate
-# Needs: cargo, python3 with numpy (tensorflow-cpu for the TF baselines), fusermount3;
+# Needs: cargo, python3 with numpy (tensorflow-cpu for the TF baselines), fusermount3; target 3: bindfs and fio (installed from Debian when run as root);
 # target 7: moto_server and boto3 (pip install 'moto[server]'), curl.
 # Fixtures are written by examples/gen_bench_ckpt.rs (streaming; TF reads them too).
 set -euo pipefail
@@ -28,6 +28,12 @@ if [[ "${1:-}" == "--clean" ]]; then
     exit 0
 fi
 
+# Target 3's anchors: a plain FUSE passthrough and fio, from Debian when we may install them.
+if ! command -v bindfs > /dev/null || ! command -v fio > /dev/null; then
+    if [[ $(id -u) == 0 ]] && command -v apt-get > /dev/null; then
+        apt-get install -y -qq bindfs fio > /dev/null 2>&1 || echo "bench: could not install bindfs/fio" >&2
+    fi
+fi
 cargo build --release --quiet --bin modelfs --example gen_bench_ckpt --example format_rate --example crc_rate
 export MODELFS="$PWD/target/release/modelfs"
 export GEN="$PWD/target/release/examples/gen_bench_ckpt"
