@@ -14,12 +14,14 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
+use futures::StreamExt;
 use lru::LruCache;
 use object_store::path::Path as ObjectPath;
 use object_store::{GetOptions, GetRange, ObjectStore};
 use tokio::sync::watch;
 
 use super::disk::DiskBlocks;
+use super::pool::BufPool;
 use crate::source::SourceError;
 
 /// One object as opened: what every block request of it is pinned to.
@@ -55,7 +57,12 @@ pub(crate) struct Blocks {
     inflight: Mutex<HashMap<Key, watch::Receiver<Answer>>>,
     /// Blocks kept across mounts (`cache_dir`), for objects with an ETag.
     disk: Option<Arc<DiskBlocks>>,
+    /// Buffers of evicted blocks, filled again by the next fetch.
+    pub(crate) pool: Arc<BufPool>,
 }
+
+/// Free block buffers kept for reuse: a stream's window turns over a few at a time.
+const POOL_KEEP: usize = 4;
 
 struct Cached {
     lru: LruCache<Key, Bytes>,
@@ -79,6 +86,7 @@ impl Blocks {
                 bytes: 0,
             }),
             inflight: Mutex::new(HashMap::new()),
+            pool: BufPool::new(usize::try_from(block_size).unwrap_or(usize::MAX), POOL_KEEP),
         }
     }
 
@@ -218,8 +226,20 @@ impl Blocks {
         if want == 0 {
             return Ok(Bytes::new());
         }
-        let got = self.request(obj, range.clone()).await?;
-        let got = got.bytes().await.map_err(|e| remote_error(obj, e))?;
+        let mut body = self.request(obj, range.clone()).await?.into_stream();
+        let mut got = self.pool.take();
+        while let Some(chunk) = body.next().await {
+            let chunk = chunk.map_err(|e| remote_error(obj, e))?;
+            // More than asked for is an error below; never grow the buffer for it.
+            let room = (want as usize).saturating_sub(got.len());
+            got.extend_from_slice(&chunk[..chunk.len().min(room)]);
+            if chunk.len() > room {
+                return Err(SourceError::Remote {
+                    url: obj.url.clone(),
+                    cause: format!("asked for bytes {}..{}, got more", range.start, range.end),
+                });
+            }
+        }
         if got.len() as u64 != want {
             return Err(SourceError::Remote {
                 url: obj.url.clone(),
@@ -231,7 +251,7 @@ impl Blocks {
                 ),
             });
         }
-        Ok(got)
+        Ok(self.pool.freeze(got))
     }
 }
 

@@ -117,27 +117,40 @@ impl ReadAt for RemoteFile {
 
     fn read_at(&self, offset: u64, len: usize) -> Result<Cow<'_, [u8]>, SourceError> {
         checked_range(&self.obj.url, offset, len, self.obj.size)?;
-        if len == 0 {
-            return Ok(Cow::Borrowed(&[]));
+        let mut out = vec![0u8; len];
+        self.read_into(offset, &mut out)?;
+        Ok(Cow::Owned(out))
+    }
+
+    fn read_into(&self, offset: u64, out: &mut [u8]) -> Result<(), SourceError> {
+        checked_range(&self.obj.url, offset, out.len(), self.obj.size)?;
+        if out.is_empty() {
+            return Ok(());
         }
-        let end = offset + len as u64;
+        let end = offset + out.len() as u64;
         let bs = self.blocks.block_size;
         let (first, last) = (offset / bs, (end - 1) / bs);
         self.read_ahead(offset, end, last);
-        let mut out = Vec::with_capacity(len);
-        // Up to `PARALLEL` blocks of one read in flight, copied in order as they arrive.
+        // Up to `PARALLEL` blocks of one read in flight, copied in order as they arrive,
+        // straight from the block into the caller's buffer.
         runtime().block_on(async {
             let mut fetched = futures::stream::iter(first..=last)
                 .map(|i| async move { self.blocks.get(&self.obj, i).await.map(|b| (i, b)) })
                 .buffered(PARALLEL);
             while let Some((i, block)) = fetched.try_next().await? {
                 let start = self.blocks.range(&self.obj, i).start;
-                let from = offset.max(start) - start;
-                let to = end.min(start + block.len() as u64) - start;
-                out.extend_from_slice(&block[from as usize..to as usize]);
+                let from = offset.max(start);
+                let to = end.min(start + block.len() as u64);
+                if to <= from {
+                    return Err(SourceError::Remote {
+                        url: self.obj.url.clone(),
+                        cause: format!("block {i} is short"),
+                    });
+                }
+                out[(from - offset) as usize..(to - offset) as usize]
+                    .copy_from_slice(&block[(from - start) as usize..(to - start) as usize]);
             }
             Ok::<(), SourceError>(())
-        })?;
-        Ok(Cow::Owned(out))
+        })
     }
 }

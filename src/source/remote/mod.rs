@@ -14,6 +14,7 @@ mod blocks;
 mod credentials;
 mod disk;
 mod file;
+mod pool;
 mod stream;
 
 use std::collections::HashMap;

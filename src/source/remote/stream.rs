@@ -12,7 +12,6 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use bytes::BytesMut;
 use futures::StreamExt;
 use tokio::sync::watch;
 
@@ -108,8 +107,8 @@ async fn run(
         claim_up_to(at.saturating_add(window), &mut held);
         let r = blocks.range(&obj, i);
         let want = (r.end - r.start) as usize;
-        // One allocation per block, filled straight from the body's chunks.
-        let mut buf = BytesMut::with_capacity(want);
+        // A recycled buffer per block, filled straight from the body's chunks.
+        let mut buf = blocks.pool.take();
         loop {
             let take = rest.len().min(want - buf.len());
             buf.extend_from_slice(&rest.split_to(take));
@@ -128,7 +127,7 @@ async fn run(
                 }
             }
         }
-        let block = buf.freeze();
+        let block = blocks.pool.freeze(buf);
         if let Some(tx) = held.remove(&i) {
             blocks.keep_on_disk(&obj, i, block.clone()).await;
             let _ = blocks.publish(&obj, i, &tx, Ok(block));
