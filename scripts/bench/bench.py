@@ -188,12 +188,12 @@ def bench_binary(w, env):
                 cat_time(shm)
                 r["shm"].append(cat_time(shm))
             mnt = mountpoint()
-            mount(w, mnt, env.env, "layouts=json,bin,npy")
-            for lay in ("bin", "npy"):
+            for lay in ("bin", "npy"):  # each first read on a fresh mount
+                mount(w, mnt, env.env, "layouts=json," + lay)
                 p = os.path.join(mnt, "W." + lay)
                 r[lay + "1"].append(cat_time(p))
                 r[lay + "2"].append(cat_time(p))
-            umount(mnt)
+                umount(mnt)
             if have["fio"]:
                 mount(w, mnt, env.env, "layouts=json,bin")
                 r["fio"].append(fio_iops(os.path.join(mnt, "W.bin")))
@@ -211,6 +211,8 @@ def bench_binary(w, env):
         if shm:
             os.remove(shm)
     gbs = lambda t: f"{size / t / 2**30:.2f} GiB/s"
+    log("raw seconds: " + ", ".join(f"{k} {[round(x, 3) for x in v]}" for k, v in r.items()
+                                     if not k.startswith("fio")))
     if r["bindfs"]:
         b = median(r["bindfs"])
         for lay in ("bin", "npy"):
@@ -388,6 +390,18 @@ def bench_views(big, env):
         "checksums remembered", again < t / 4)
 
 
+def damon_active():
+    import glob
+    for state in glob.glob("/sys/kernel/mm/damon/admin/kdamonds/*/state"):
+        try:
+            with open(state) as f:
+                if f.read().strip() == "on":
+                    return True
+        except OSError:
+            pass
+    return False
+
+
 def main():
     os.makedirs(WORK, exist_ok=True)
     started = time.perf_counter()
@@ -424,7 +438,10 @@ def main():
         bench_remote(w1g, w256, ctx)
     cores = os.cpu_count()
     print(f"\nmodelfs benchmark — {cores} cores, median of {RUNS} runs "
-          f"(ls: {LS_RUNS}), {time.perf_counter() - started:.0f} s total\n")
+          f"(ls: {LS_RUNS}), {time.perf_counter() - started:.0f} s total")
+    if damon_active():
+        print("DAMON page-out was active: page-cache figures vary (QUIET=1 pauses it)")
+    print()
     w0 = max(len(r[1]) for r in ROWS)
     w1 = max(len(r[2]) for r in ROWS)
     w2 = max(len(r[3]) for r in ROWS)
