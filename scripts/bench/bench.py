@@ -242,10 +242,11 @@ def format_rate(w, env):
 
 
 def savetxt_rate(w):
+    # The tensor's first values, straight from the data file (the fixture's one tensor starts
+    # at offset 0, little-endian float32): numpy's own formatter, no TensorFlow needed.
     code = f"""
-import time, numpy as np, tensorflow as tf
-r = tf.train.load_checkpoint({w!r})
-v = r.get_tensor('W').reshape(-1)[:{SAVETXT_VALUES}]
+import time, numpy as np
+v = np.fromfile({w + ".data-00000-of-00001"!r}, dtype='<f4', count={SAVETXT_VALUES})
 t = time.perf_counter()
 with open('/dev/null', 'w') as f:
     np.savetxt(f, v)
@@ -277,7 +278,8 @@ def bench_text(w, env, do4, do5):
             umount(mnt)
             os.rmdir(mnt)
             mnt = mountpoint()
-            mount(w, mnt, env.env, "layouts=json,txt,cache_dir=none")
+            # The size pass itself: exact sizes on first use, nothing cached.
+            mount(w, mnt, env.env, "layouts=json,txt,cache_dir=none,text_size=exact")
             t = time.perf_counter()
             os.stat(os.path.join(mnt, "W.txt"))
             stats.append(time.perf_counter() - t)
@@ -294,16 +296,16 @@ def bench_text(w, env, do4, do5):
         add("4", "cat W.txt (first read) vs numpy.savetxt",
             f"{mv(fr)} vs {mv(sr)} = {fr / sr:.1f}x", ">= 30x", fr / sr >= 30)
         add("4", "cat W.txt vs 1-thread in-process loop",
-            f"{mv(fr)} vs {mv(loop_rate)} = {fr / loop_rate:.2f}x", ">= 0.8x (> 1x on 2 cores)",
-            fr / loop_rate >= 0.8)
+            f"{mv(fr)} vs {mv(loop_rate)} = {fr / loop_rate:.2f}x", ">= 1.6x",
+            fr / loop_rate >= 1.6)
     if do5:
         t = median(tails)
         add("5", "tail -c 100 W.txt, fresh mount, cached sizes", f"{t * 1e3:.1f} ms", "< 20 ms",
             t < 0.020)
         sr = n / median(stats)
-        add("5", "first stat W.txt without cache vs 1-thread loop",
-            f"{mv(sr)} vs {mv(loop_rate)} = {sr / loop_rate:.2f}x", ">= 1.5x",
-            sr / loop_rate >= 1.5)
+        add("5", "size pass (stat, text_size=exact, no cache) vs 1-thread loop",
+            f"{mv(sr)} vs {mv(loop_rate)} = {sr / loop_rate:.2f}x", ">= 1.8x",
+            sr / loop_rate >= 1.8)
 
 
 def status_kib(pid, field):

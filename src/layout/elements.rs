@@ -141,13 +141,31 @@ pub(crate) fn check_sparse(rows: &SparseRows, dtype: DType) -> Result<usize, Lay
 const BLOCK_ELEMENTS: u64 = 64 * 1024;
 
 /// Calls `f(index, value)` for elements `first..first + count` of a dense tensor, reading them
-/// in blocks into `scratch`.
+/// in blocks into the thread's scratch buffer.
 pub(crate) fn for_each_value<F: FnMut(u64, Value)>(
     tensor: &dyn Tensor,
     first: u64,
     count: u64,
-    scratch: &mut Vec<u8>,
     mut f: F,
+) -> Result<(), ModelError> {
+    // One buffer per thread, kept between calls: a fresh one per chunk cost a mapping, its
+    // page faults and a memset every time. Taken out while in use, so a nested call (none
+    // today) would get a buffer of its own rather than a borrow error.
+    thread_local! {
+        static SCRATCH: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+    }
+    let mut scratch = SCRATCH.take();
+    let result = values_with(tensor, first, count, &mut scratch, &mut f);
+    SCRATCH.set(scratch);
+    result
+}
+
+fn values_with<F: FnMut(u64, Value)>(
+    tensor: &dyn Tensor,
+    first: u64,
+    count: u64,
+    scratch: &mut Vec<u8>,
+    f: &mut F,
 ) -> Result<(), ModelError> {
     let dtype = tensor.meta().dtype;
     let es = match dtype.elem_size() {
@@ -162,8 +180,11 @@ pub(crate) fn for_each_value<F: FnMut(u64, Value)>(
     let mut at = first;
     while at < end {
         let n = (end - at).min(BLOCK_ELEMENTS);
-        scratch.clear();
-        scratch.resize(n as usize * es, 0);
+        let need = n as usize * es;
+        if scratch.len() < need {
+            scratch.resize(need, 0);
+        }
+        let scratch = &mut scratch[..need];
         tensor.read_elements(at, scratch)?;
         macro_rules! each {
             ($w:expr, $conv:expr) => {
@@ -198,12 +219,11 @@ mod tests {
         let vals: Vec<f32> = (0..n).map(|i| i as f32).collect();
         let t = MemTensor::f32(&[n], &vals);
         let mut got = Vec::new();
-        let mut scratch = Vec::new();
-        for_each_value(&t, 60_000, 80_000, &mut scratch, |i, v| got.push((i, v))).unwrap();
+        for_each_value(&t, 60_000, 80_000, |i, v| got.push((i, v))).unwrap();
         assert_eq!(got.len(), 80_000);
         assert_eq!(got[0], (60_000, Value::F32(60_000.0)));
         assert_eq!(got[79_999], (139_999, Value::F32(139_999.0)));
-        assert!(for_each_value(&t, n - 1, 2, &mut scratch, |_, _| {}).is_err());
+        assert!(for_each_value(&t, n - 1, 2, |_, _| {}).is_err());
     }
 
     #[test]

@@ -52,14 +52,13 @@ impl ChunkSource for ElementLines {
             return Ok(());
         }
         out.reserve(count as usize * 12);
-        let mut scratch = Vec::new();
         if cols == 1 {
-            for_each_value(&*self.tensor, first, count, &mut scratch, |_, v| {
+            for_each_value(&*self.tensor, first, count, |_, v| {
                 v.write_py(out);
                 out.push(b'\n');
             })?;
         } else {
-            for_each_value(&*self.tensor, first, count, &mut scratch, |i, v| {
+            for_each_value(&*self.tensor, first, count, |i, v| {
                 v.write_py(out);
                 out.push(sep(i));
             })?;
@@ -106,8 +105,7 @@ impl ChunkSource for LibsvmDense {
         let first = chunk * CHUNK_ELEMENTS;
         let count = (total - first).min(CHUNK_ELEMENTS);
         let cols = self.cols;
-        let mut scratch = Vec::new();
-        for_each_value(&*self.tensor, first, count, &mut scratch, |i, v| {
+        for_each_value(&*self.tensor, first, count, |i, v| {
             let (r, c) = (i / cols, i % cols);
             if c == 0 {
                 write_u64(r, out);

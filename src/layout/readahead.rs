@@ -54,7 +54,7 @@ pub(crate) fn render_checked(
 ) -> Result<Vec<u8>, super::LayoutError> {
     // `want` may come from a persistent index file, which can be corrupt: reserve at most a
     // few chunks' worth; rendering grows the buffer if it really needs more.
-    let mut v = Vec::with_capacity(usize::try_from(want.min(4 << 20)).unwrap_or(0));
+    let mut v = cache.buffer(usize::try_from(want.min(4 << 20)).unwrap_or(0));
     source.render(i, &mut v)?;
     cache.count_rendered(1);
     if v.len() as u64 != want {

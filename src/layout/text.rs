@@ -29,6 +29,10 @@ const MAX_CHUNKS: u64 = 1 << 32;
 /// how long an interrupted request takes to stop. Batches start at one chunk per worker and
 /// double, so that a first read near the start renders little.
 const BATCH_PER_WORKER: u64 = 8;
+/// The same for a pass that wants the whole index (a size): larger batches keep the workers
+/// busy (each batch ends with a wait for its slowest chunk and starts new threads) while an
+/// interruption still lands within about 30 ms of 1 ms chunks.
+const BATCH_PER_WORKER_ALL: u64 = 64;
 
 /// A text file as independently renderable chunks. Rendering must be deterministic: the same
 /// chunk always gives the same bytes.
@@ -173,12 +177,16 @@ impl ChunkedText {
                 (self.cache.threads() as u64).max(1)
             };
             let last = first.saturating_add(workers * st.batch).min(chunks);
-            st.batch = (st.batch * 2).min(BATCH_PER_WORKER);
+            let cap = match need {
+                Need::Past(_) => BATCH_PER_WORKER,
+                Need::All => BATCH_PER_WORKER_ALL,
+            };
+            st.batch = (st.batch * 2).min(cap);
             // Chunks rendered for a waiting reader are the ones it reads next: keep them.
             let keep = matches!(need, Need::Past(_)) && !req.background();
             st.busy = true;
             drop(st);
-            let lens = self.render_batch(first, last, workers, keep);
+            let lens = self.render_batch(first, last, workers, keep, req);
             st = self.lock();
             st.busy = false;
             self.learnt.notify_all();
@@ -238,16 +246,24 @@ impl ChunkedText {
         last: u64,
         workers: u64,
         keep: bool,
+        req: &dyn Requester,
     ) -> Result<Vec<u64>, LayoutError> {
         let count = last - first;
         let workers = workers.min(count).max(1) as usize;
         let next = AtomicU64::new(first);
         let failed = AtomicBool::new(false);
+        let stopped = AtomicBool::new(false);
         let first_error: Mutex<Option<LayoutError>> = Mutex::new(None);
         let work = |out: &mut Vec<(u64, u64)>| {
             let mut scratch = Vec::new();
             loop {
-                if failed.load(Ordering::Relaxed) {
+                if failed.load(Ordering::Relaxed) || stopped.load(Ordering::Relaxed) {
+                    return;
+                }
+                // An interrupted requester stops the batch between chunks (the caller then
+                // answers EINTR), not only between batches.
+                if req.gone() {
+                    stopped.store(true, Ordering::Relaxed);
                     return;
                 }
                 let i = next.fetch_add(1, Ordering::Relaxed);
@@ -255,7 +271,7 @@ impl ChunkedText {
                     return;
                 }
                 let mut buf = if keep {
-                    Vec::new()
+                    self.cache.buffer(0)
                 } else {
                     std::mem::take(&mut scratch)
                 };
@@ -308,6 +324,9 @@ impl ChunkedText {
             return Err(LayoutError::WorkerPanicked);
         }
         let mut lens: Vec<(u64, u64)> = results.into_iter().flatten().collect();
+        if stopped.load(Ordering::Relaxed) {
+            return Err(LayoutError::Interrupted);
+        }
         lens.sort_unstable_by_key(|&(i, _)| i);
         if lens.len() as u64 != count {
             return Err(LayoutError::Mismatch {
@@ -561,10 +580,13 @@ mod tests {
     }
 
     /// A requester that gives up after `n` questions.
+    /// Gone from its `n`th look on (and for good, like a real caller).
     struct GoneAfter(std::sync::atomic::AtomicU64);
     impl Requester for GoneAfter {
         fn gone(&self) -> bool {
-            self.0.fetch_sub(1, Ordering::Relaxed) == 0
+            self.0
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+                .is_err()
         }
     }
 
@@ -607,13 +629,16 @@ mod tests {
         let cache = Arc::new(ChunkCache::new(1 << 20).with_threads(2));
         let owner: Arc<dyn Tensor> = Arc::new(MemTensor::f32(&[1], &[0.0]));
         let t = ChunkedText::new(Arc::new(Steps(5000)), owner, "steps", cache.clone());
-        let err = t.size_for(&GoneAfter(3.into())).unwrap_err();
+        let err = t.size_for(&GoneAfter(50.into())).unwrap_err();
         assert!(matches!(err, LayoutError::Interrupted), "{err}");
         assert!(cache.rendered_chunks() < 5000);
-        // What was learnt is kept and the next caller finishes the job.
+        // What was learnt is kept and the next caller finishes the job (chunks of the batch
+        // that was cut short are rendered again).
+        let (learnt, _) = t.size_progress().unwrap();
+        assert!(learnt > 0 && learnt < 5000, "{learnt}");
         let before = cache.rendered_chunks();
         assert_eq!(t.size().unwrap(), full(5000).len() as u64);
-        assert_eq!(cache.rendered_chunks() - before, 5000 - before);
+        assert_eq!(cache.rendered_chunks() - before, 5000 - learnt);
     }
 
     #[test]

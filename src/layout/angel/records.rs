@@ -185,8 +185,7 @@ impl Records {
             Data::Dense(t) => {
                 let cols = self.cols.max(1);
                 let (mut row, mut col) = (first / cols, first % cols);
-                let mut scratch = Vec::new();
-                for_each_value(&**t, first, count, &mut scratch, |_, v| {
+                        for_each_value(&**t, first, count, |_, v| {
                     f(row + self.row_base, col as i64 + self.col_base, vt.num(v));
                     col += 1;
                     if col == cols {
@@ -299,10 +298,9 @@ impl Records {
         out: &mut Vec<Value>,
     ) -> Result<(), LayoutError> {
         out.clear();
-        let mut scratch = Vec::new();
         for r in rows {
             let first = r * self.cols + cols.start;
-            for_each_value(t, first, cols.end - cols.start, &mut scratch, |_, v| {
+            for_each_value(t, first, cols.end - cols.start, |_, v| {
                 out.push(v)
             })?;
         }

@@ -85,8 +85,7 @@ fn angel_bytes(t: &dyn Tensor) -> Vec<u8> {
     let meta = t.meta();
     let value = AngelValue::of(meta.dtype).unwrap();
     let mut out = Vec::new();
-    let mut scratch = Vec::new();
-    for_each_value(t, 0, meta.num_elements().unwrap(), &mut scratch, |_, v| {
+    for_each_value(t, 0, meta.num_elements().unwrap(), |_, v| {
         value.num(v).write_binary(&mut out)
     })
     .unwrap();
