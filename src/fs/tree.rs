@@ -642,6 +642,34 @@ impl Tree {
         Ok(n.min(want))
     }
 
+    /// `read_for` as a view of a buffer the file's content holds (see
+    /// `FileContent::read_shared`), for a reply without a copy; `None`: use `read_for`.
+    pub(crate) fn read_shared_for(
+        &self,
+        ino: Ino,
+        offset: u64,
+        len: usize,
+        req: &dyn Requester,
+    ) -> Option<Result<bytes::Bytes, FsError>> {
+        let node = self.node(ino).ok()?;
+        let o = node.opened.get()?.clone();
+        // Only once the size is known: a read that finds the end of a file of unknown size
+        // must go through `read_for`, which records it.
+        let size = o.size()?;
+        if offset >= size {
+            return Some(Ok(bytes::Bytes::new()));
+        }
+        let want = usize::try_from(size - offset).map_or(len, |left| left.min(len));
+        let got = o.content.read_shared(offset, want, req)?;
+        Some(got.map_err(|e| {
+            let e = FsError::from(e);
+            if !matches!(e, FsError::Interrupted) {
+                log::error!("{}: read at {offset}: {e}", self.path_of(ino));
+            }
+            e
+        }))
+    }
+
     pub(crate) fn readlink(&self, ino: Ino) -> Result<Vec<u8>, FsError> {
         match &self.node(ino)?.kind {
             NodeKind::Symlink { target } => Ok(target.clone()),

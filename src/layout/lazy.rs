@@ -52,4 +52,12 @@ impl FileContent for Lazy {
     fn size_progress(&self) -> Option<(u64, u64)> {
         self.built.get()?.size_progress()
     }
+    fn read_shared(
+        &self,
+        offset: u64,
+        len: usize,
+        req: &dyn Requester,
+    ) -> Option<Result<bytes::Bytes, LayoutError>> {
+        self.built.get()?.read_shared(offset, len, req)
+    }
 }

@@ -242,6 +242,18 @@ pub trait FileContent: Send + Sync {
     fn size_progress(&self) -> Option<(u64, u64)> {
         None
     }
+    /// What `read_for` of `len` bytes at `offset` would give, as a view of a buffer the
+    /// content holds anyway (a rendered chunk), so that it is replied without a copy. `None`
+    /// when the bytes are not in one such buffer: the caller uses `read_for`.
+    fn read_shared(
+        &self,
+        offset: u64,
+        len: usize,
+        req: &dyn Requester,
+    ) -> Option<Result<bytes::Bytes, LayoutError>> {
+        let _ = (offset, len, req);
+        None
+    }
 }
 
 pub(crate) mod angel;

@@ -393,6 +393,15 @@ impl ChunkedText {
     }
 }
 
+/// A rendered chunk lent to a reply (`read_shared`).
+struct SharedChunk(Arc<Vec<u8>>);
+
+impl AsRef<[u8]> for SharedChunk {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
 /// The chunks of `offsets` (prefix sums) overlapping `offset..offset + len`.
 fn spans(offsets: &[u64], offset: u64, len: usize) -> Vec<(u64, u64, u64)> {
     let chunks = offsets.len().saturating_sub(1);
@@ -475,6 +484,43 @@ impl FileContent for ChunkedText {
         Ok(self.copy_out(self.namespace, &spans, offset, buf)?.0)
     }
 
+    fn read_shared(
+        &self,
+        offset: u64,
+        len: usize,
+        _req: &dyn Requester,
+    ) -> Option<Result<bytes::Bytes, LayoutError>> {
+        // Only with the whole index at hand (no learning here) and within one chunk.
+        let index = self.lock().full.clone()?;
+        if offset >= index.size() || len == 0 {
+            return Some(Ok(bytes::Bytes::new()));
+        }
+        let span = spans(&index.offsets, offset, len);
+        let &[(i, start, end)] = &span[..] else {
+            return None;
+        };
+        let chunk = match self.chunk(index.namespace, i, end - start) {
+            Ok(c) => c,
+            Err(e) => return Some(Err(e)),
+        };
+        let from = usize::try_from(offset - start).ok()?;
+        let to = chunk.len().min(from.saturating_add(len));
+        if from > to {
+            return None;
+        }
+        self.readahead.after_read(
+            offset,
+            offset + (to - from) as u64,
+            i,
+            &self.source,
+            &self.cache,
+            &index,
+        );
+        Some(Ok(
+            bytes::Bytes::from_owner(SharedChunk(chunk)).slice(from..to)
+        ))
+    }
+
     fn size_progress(&self) -> Option<(u64, u64)> {
         let st = self.lock();
         let total = self.source.num_chunks();
@@ -535,6 +581,39 @@ mod tests {
         let t2 = ChunkedText::new(Arc::new(Steps(100)), owner, "steps", cache.clone());
         assert_eq!(t2.size().unwrap(), want.len() as u64);
         assert_eq!(cache.rendered_chunks(), before);
+    }
+
+    #[test]
+    fn shared_reads_are_the_bytes_of_one_chunk() {
+        let cache = Arc::new(ChunkCache::new(1 << 20).with_threads(2));
+        let owner: Arc<dyn Tensor> = Arc::new(MemTensor::f32(&[1], &[0.0]));
+        let t = ChunkedText::new(Arc::new(Steps(100)), owner, "steps", cache);
+        let want = full(100);
+        // Not before the index is complete.
+        assert!(t.read_shared(0, 1, &super::super::Patient).is_none());
+        assert_eq!(t.size().unwrap(), want.len() as u64);
+        // Chunk i holds i bytes from i(i-1)/2 on.
+        let (mut shared, mut other) = (0, 0);
+        for off in (0..want.len() as u64 + 3).step_by(7) {
+            for len in [1usize, 5, 40, 99, 300] {
+                match t.read_shared(off, len, &super::super::Patient) {
+                    Some(got) => {
+                        let got = got.unwrap();
+                        let end = (off as usize + len).min(want.len());
+                        let from = (off as usize).min(end);
+                        assert_eq!(&got[..], &want[from..end], "at {off}+{len}");
+                        shared += 1;
+                    }
+                    None => {
+                        // Only a range over two chunks or more falls back to copying.
+                        let first = (0..100u64).find(|&i| i * (i + 1) / 2 > off).unwrap();
+                        assert!(off + len as u64 > first * (first + 1) / 2, "at {off}+{len}");
+                        other += 1;
+                    }
+                }
+            }
+        }
+        assert!(shared > 100 && other > 100, "{shared} {other}");
     }
 
     /// A tensor with a stable identity: a second tensor object (even with a fresh cache, via

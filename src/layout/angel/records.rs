@@ -185,7 +185,7 @@ impl Records {
             Data::Dense(t) => {
                 let cols = self.cols.max(1);
                 let (mut row, mut col) = (first / cols, first % cols);
-                        for_each_value(&**t, first, count, |_, v| {
+                for_each_value(&**t, first, count, |_, v| {
                     f(row + self.row_base, col as i64 + self.col_base, vt.num(v));
                     col += 1;
                     if col == cols {
@@ -300,9 +300,7 @@ impl Records {
         out.clear();
         for r in rows {
             let first = r * self.cols + cols.start;
-            for_each_value(t, first, cols.end - cols.start, |_, v| {
-                out.push(v)
-            })?;
+            for_each_value(t, first, cols.end - cols.start, |_, v| out.push(v))?;
         }
         Ok(())
     }
