@@ -213,21 +213,22 @@ def bench_binary(w, env):
     gbs = lambda t: f"{size / t / 2**30:.2f} GiB/s"
     log("raw seconds: " + ", ".join(f"{k} {[round(x, 3) for x in v]}" for k, v in r.items()
                                      if not k.startswith("fio")))
-    if r["bindfs"]:
-        b = median(r["bindfs"])
+
+    def per_layout(read, base, versus, goal):
+        b = median(r[base])
         for lay in ("bin", "npy"):
-            t = median(r[lay + "1"])
-            add("3", f"cat W.{lay} (first read) vs bindfs -r",
-                f"{gbs(t)} vs {gbs(b)} = {b / t:.2f}x", ">= 1.2x", b / t >= 1.2)
+            t = median(r[lay + read])
+            what = "first" if read == "1" else "second"
+            add("3", f"cat W.{lay} ({what} read) vs {versus}",
+                f"{gbs(t)} vs {gbs(b)} = {b / t:.2f}x", f">= {goal}x", b / t >= goal)
+
+    if r["bindfs"]:
+        per_layout("1", "bindfs", "bindfs -r", 1.2)
     if r["fio_bindfs"]:
         a, b = median(r["fio"]), median(r["fio_bindfs"])
         add("3", "fio randread 4k x4 IOPS vs bindfs -r", f"{a / 1e3:.0f}k vs {b / 1e3:.0f}k = "
             f"{a / b:.2f}x", ">= 1.0x", a / b >= 1.0)
-    s = median(r["src"])
-    for lay in ("bin", "npy"):
-        t = median(r[lay + "2"])
-        add("3", f"cat W.{lay} (second read) vs cat data file",
-            f"{gbs(t)} vs {gbs(s)} = {s / t:.2f}x", ">= 0.95x", s / t >= 0.95)
+    per_layout("2", "src", "cat data file", 0.95)
     if r["shm"]:
         m = median(r["shm"])
         t = median(r["bin2"])
