@@ -145,6 +145,9 @@ impl Tensor for WithMeta {
     fn stored_crc32c(&self) -> Option<u32> {
         self.inner.stored_crc32c()
     }
+    fn read_shared(&self, first: u64, len: usize) -> Option<Result<bytes::Bytes, ModelError>> {
+        self.inner.read_shared(first, len)
+    }
 }
 
 /// Which reader produced a tensor.
@@ -358,6 +361,14 @@ pub trait Tensor: Send + Sync {
     /// it (a little-endian TF bundle entry): a `.tf/` view's index then needs no data read.
     /// Reads still verify the stored bytes against it.
     fn stored_crc32c(&self) -> Option<u32> {
+        None
+    }
+
+    /// What `read_elements` would give for `len` bytes from element `first`, as a view of a
+    /// buffer the source holds anyway (see `ReadAt::read_shared`); `None`: use
+    /// `read_elements`.
+    fn read_shared(&self, first: u64, len: usize) -> Option<Result<bytes::Bytes, ModelError>> {
+        let _ = (first, len);
         None
     }
 }

@@ -48,6 +48,25 @@ impl RawElements {
         self.elements.checked_mul(self.width() as u64)
     }
 
+    /// `read_at` of `len` bytes at `offset` as a view of the source's own buffer, when the
+    /// elements are served as stored and whole (see `Tensor::read_shared`).
+    pub(crate) fn read_shared(
+        &self,
+        offset: u64,
+        len: usize,
+    ) -> Option<Result<bytes::Bytes, LayoutError>> {
+        let size = self.size()?;
+        let w = self.width() as u64;
+        let len = (len as u64).min(size.checked_sub(offset)?);
+        if self.map != ElemMap::Same || offset % w != 0 || len % w != 0 || len == 0 {
+            return None;
+        }
+        let got = self
+            .tensor
+            .read_shared(offset / w, usize::try_from(len).ok()?)?;
+        Some(got.map_err(LayoutError::from))
+    }
+
     /// Fills `buf` from byte `offset` of the element data; short only at the end.
     pub(crate) fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize, LayoutError> {
         let size = self.size().ok_or(LayoutError::Overflow("element count"))?;
@@ -102,6 +121,14 @@ impl FileContent for BinContent {
         _req: &dyn Requester,
     ) -> Result<usize, LayoutError> {
         self.0.read_at(offset, buf)
+    }
+    fn read_shared(
+        &self,
+        offset: u64,
+        len: usize,
+        _req: &dyn Requester,
+    ) -> Option<Result<bytes::Bytes, LayoutError>> {
+        self.0.read_shared(offset, len)
     }
 }
 
@@ -233,5 +260,16 @@ impl FileContent for NpyContent {
             .raw
             .read_at(pos - h.len() as u64, &mut buf[written..])?;
         Ok(written + n)
+    }
+
+    fn read_shared(
+        &self,
+        offset: u64,
+        len: usize,
+        _req: &dyn Requester,
+    ) -> Option<Result<bytes::Bytes, LayoutError>> {
+        // The header is ours: only reads wholly in the element data.
+        let at = offset.checked_sub(self.header.len() as u64)?;
+        self.raw.read_shared(at, len)
     }
 }

@@ -102,6 +102,13 @@ pub trait ReadAt: Send + Sync + fmt::Debug {
     fn mtime(&self) -> SystemTime {
         SystemTime::UNIX_EPOCH
     }
+    /// Exactly `len` bytes at `offset` as a view of a buffer the source holds anyway (a
+    /// remote object's cached block), to be replied without a copy; `None` when they are not
+    /// in one such buffer (or the source has none): use `read_into`.
+    fn read_shared(&self, offset: u64, len: usize) -> Option<Result<bytes::Bytes, SourceError>> {
+        let _ = (offset, len);
+        None
+    }
     /// Checks that the underlying file is unchanged; sources that cannot change return Ok.
     fn check_unchanged(&self) -> Result<(), SourceError> {
         Ok(())

@@ -122,6 +122,31 @@ impl ReadAt for RemoteFile {
         Ok(Cow::Owned(out))
     }
 
+    fn read_shared(&self, offset: u64, len: usize) -> Option<Result<bytes::Bytes, SourceError>> {
+        if let Err(e) = checked_range(&self.obj.url, offset, len, self.obj.size) {
+            return Some(Err(e));
+        }
+        let bs = self.blocks.block_size;
+        let end = offset + len as u64;
+        let i = offset / bs;
+        if len == 0 || (end - 1) / bs != i {
+            return None;
+        }
+        self.read_ahead(offset, end, i);
+        let got = runtime().block_on(self.blocks.get(&self.obj, i));
+        Some(got.and_then(|block| {
+            let from = (offset - self.blocks.range(&self.obj, i).start) as usize;
+            let to = from + len;
+            if to > block.len() {
+                return Err(SourceError::Remote {
+                    url: self.obj.url.clone(),
+                    cause: format!("block {i} is short"),
+                });
+            }
+            Ok(block.slice(from..to))
+        }))
+    }
+
     fn read_into(&self, offset: u64, out: &mut [u8]) -> Result<(), SourceError> {
         checked_range(&self.obj.url, offset, out.len(), self.obj.size)?;
         if out.is_empty() {
@@ -152,5 +177,62 @@ impl ReadAt for RemoteFile {
             }
             Ok::<(), SourceError>(())
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use object_store::memory::InMemory;
+    use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+
+    /// A remote file over an in-memory store with 64 KiB blocks.
+    fn remote(data: &[u8]) -> RemoteFile {
+        let store = Arc::new(InMemory::new());
+        let path = object_store::path::Path::from("m/data");
+        let put = runtime()
+            .block_on(store.put(&path, PutPayload::from(data.to_vec())))
+            .unwrap();
+        let obj = ObjectRef {
+            id: 1,
+            url: "mem://m/data".into(),
+            path,
+            size: data.len() as u64,
+            etag: put.e_tag,
+            last_modified: None,
+        };
+        let store: Arc<dyn ObjectStore> = store;
+        RemoteFile::new(obj, Arc::new(Blocks::new(store, 64 << 10, 1 << 20, None)))
+    }
+
+    #[test]
+    fn shared_reads_are_the_bytes_and_only_within_a_block() {
+        let data: Vec<u8> = (0..300_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        let f = remote(&data);
+        let bs = 64 << 10;
+        for (off, len) in [
+            (0usize, 10usize),
+            (5, bs - 5),
+            (bs, bs),
+            (bs - 1, 2),
+            (299_990, 10),
+        ] {
+            let within = off / bs == (off + len - 1) / bs;
+            match f.read_shared(off as u64, len) {
+                Some(got) => {
+                    assert!(within, "{off}+{len} spans blocks");
+                    assert_eq!(&got.unwrap()[..], &data[off..off + len], "{off}+{len}");
+                }
+                None => assert!(!within, "{off}+{len} lies in one block"),
+            }
+            let mut out = vec![0u8; len];
+            f.read_into(off as u64, &mut out).unwrap();
+            assert_eq!(out, &data[off..off + len]);
+        }
+        assert!(
+            matches!(f.read_shared(299_995, 10), Some(Err(_))),
+            "past the end"
+        );
+        assert!(f.read_into(299_995, &mut [0u8; 10]).is_err());
     }
 }

@@ -265,6 +265,31 @@ impl Tensor for TfTensor {
         Ok(())
     }
 
+    fn read_shared(&self, first: u64, len: usize) -> Option<Result<bytes::Bytes, ModelError>> {
+        let dtype = self.meta.dtype;
+        // Only bytes served as stored: no byte swap, no bool normalisation.
+        if self.bundle.big_endian || dtype == DType::Bool || self.meta.problem.is_some() {
+            return None;
+        }
+        let elem = dtype.elem_size()?;
+        let (file, loc) = self.data_file().ok()?;
+        if len % elem != 0 || len == 0 {
+            return None;
+        }
+        let total = loc.size / elem as u64;
+        let n = (len / elem) as u64;
+        let start = first
+            .checked_mul(elem as u64)
+            .filter(|_| first.checked_add(n).is_some_and(|e| e <= total))?;
+        let got = file.read_shared(loc.offset + start, len)?;
+        Some((|| {
+            self.verify_fixed(&*file, loc)?;
+            let bytes = got?;
+            file.check_consistent()?;
+            Ok(bytes)
+        })())
+    }
+
     fn for_each_string(
         &self,
         first: u64,
