@@ -658,7 +658,6 @@ mod tests {
         assert_eq!(fresh.rendered_chunks(), 1 + 50);
     }
 
-    /// A requester that gives up after `n` questions.
     /// Gone from its `n`th look on (and for good, like a real caller).
     struct GoneAfter(std::sync::atomic::AtomicU64);
     impl Requester for GoneAfter {

@@ -227,7 +227,7 @@ impl Blocks {
             return Ok(Bytes::new());
         }
         let mut body = self.request(obj, range.clone()).await?.into_stream();
-        let mut got = self.pool.take();
+        let mut got = self.pool.take(want as usize);
         while let Some(chunk) = body.next().await {
             let chunk = chunk.map_err(|e| remote_error(obj, e))?;
             // More than asked for is an error below; never grow the buffer for it.

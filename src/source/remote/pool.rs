@@ -4,8 +4,10 @@
 //! when it is freed — half the daemon's time in a remote `cat`). A block evicted from the
 //! cache returns its buffer here, and the next block is filled into it.
 //!
-//! Invariants: a buffer handed out is empty with capacity of at least `size`; at most `keep`
-//! free buffers are held; a buffer returns only when the last `Bytes` pointing into it drops.
+//! Invariants: a buffer handed out is empty with capacity of at least what was asked for, and
+//! no more than that for a short block (a small object's block must not hold a block-sized
+//! buffer: the cache counts blocks by length); at most `keep` free buffers are held; a buffer
+//! returns only when the last `Bytes` pointing into it drops.
 
 use std::sync::{Arc, Mutex, Weak};
 
@@ -26,8 +28,12 @@ impl BufPool {
         })
     }
 
-    /// An empty buffer with room for a block.
-    pub(crate) fn take(&self) -> Vec<u8> {
+    /// An empty buffer with room for `want` bytes: a recycled block buffer for a whole block,
+    /// a buffer of exactly `want` for a shorter one (never recycled).
+    pub(crate) fn take(&self, want: usize) -> Vec<u8> {
+        if want < self.size {
+            return Vec::with_capacity(want);
+        }
         let recycled = self.free.lock().unwrap_or_else(|e| e.into_inner()).pop();
         recycled.unwrap_or_else(|| fresh(self.size))
     }
@@ -104,7 +110,7 @@ mod tests {
     #[test]
     fn buffers_come_back_when_the_last_bytes_drop() {
         let pool = BufPool::new(1 << 20, 2);
-        let mut a = pool.take();
+        let mut a = pool.take(1 << 20);
         assert!(a.is_empty() && a.capacity() >= 1 << 20);
         a.extend_from_slice(&[7u8; 1000]);
         let ptr = a.as_ptr();
@@ -115,12 +121,17 @@ mod tests {
         assert_eq!(&slice[..], &[7u8; 10]);
         drop(slice);
         assert_eq!(pool.free_count(), 1);
-        let b = pool.take();
+        let b = pool.take(1 << 20);
         assert_eq!(b.as_ptr(), ptr, "the same buffer again");
         assert!(b.is_empty());
         // At most `keep` are held.
-        let bufs: Vec<_> = (0..4).map(|_| pool.freeze(pool.take())).collect();
+        let bufs: Vec<_> = (0..4).map(|_| pool.freeze(pool.take(1 << 20))).collect();
         drop(bufs);
+        assert_eq!(pool.free_count(), 2);
+        // A short block gets a buffer of its own size, which is not kept.
+        let small = pool.take(133);
+        assert!(small.capacity() < 4096);
+        drop(pool.freeze(small));
         assert_eq!(pool.free_count(), 2);
     }
 }

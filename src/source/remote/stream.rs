@@ -108,7 +108,7 @@ async fn run(
         let r = blocks.range(&obj, i);
         let want = (r.end - r.start) as usize;
         // A recycled buffer per block, filled straight from the body's chunks.
-        let mut buf = blocks.pool.take();
+        let mut buf = blocks.pool.take(want);
         loop {
             let take = rest.len().min(want - buf.len());
             buf.extend_from_slice(&rest.split_to(take));

@@ -268,7 +268,7 @@ impl Tensor for TfTensor {
     fn read_shared(&self, first: u64, len: usize) -> Option<Result<bytes::Bytes, ModelError>> {
         let dtype = self.meta.dtype;
         // Only bytes served as stored: no byte swap, no bool normalisation.
-        if self.bundle.big_endian || dtype == DType::Bool || self.meta.problem.is_some() {
+        if self.bundle.big_endian || dtype == DType::Bool {
             return None;
         }
         let elem = dtype.elem_size()?;
