@@ -27,6 +27,7 @@ use super::error::FsError;
 use super::sizing::SizePass;
 use super::tree::{self, Attr, FileKind, OpenMode, Tree, XattrReply};
 use crate::options::Options;
+use crate::source::aligned::AlignedBuf;
 
 /// How long the kernel may cache entries and attributes (the source never changes).
 const TTL: Duration = Duration::from_secs(24 * 3600);
@@ -315,9 +316,10 @@ impl Filesystem for ModelFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        // One buffer per FUSE thread, reused: no allocation or zeroing per request.
+        // One buffer per FUSE thread, reused: no allocation or zeroing per request; its
+        // contents start on a page, like the FUSE pages the kernel copies them into.
         thread_local! {
-            static READ_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+            static READ_BUF: std::cell::RefCell<AlignedBuf> = std::cell::RefCell::default();
         }
         // One line per READ at trace level: how tests count the requests that reach us.
         log::trace!("read ino {} offset {offset} size {size}", ino.0);
@@ -332,10 +334,13 @@ impl Filesystem for ModelFs {
         }
         READ_BUF.with(|b| {
             let mut b = b.borrow_mut();
-            if b.len() < len {
-                b.resize(len, 0);
+            if b.capacity() < len {
+                *b = AlignedBuf::with_capacity(len);
             }
-            let buf = &mut b[..len];
+            if b.len() < len {
+                b.resize(len);
+            }
+            let buf = &mut b.as_mut_slice()[..len];
             match self.tree.read_for(ino.0, offset, buf, &caller) {
                 Ok(n) => reply.data(&buf[..n]),
                 Err(e) => reply.error(errno(&e)),

@@ -14,6 +14,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::SystemTime;
 
+pub(crate) mod aligned;
 mod local;
 pub mod lru;
 pub mod remote;

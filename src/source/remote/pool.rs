@@ -7,16 +7,19 @@
 //! Invariants: a buffer handed out is empty with capacity of at least what was asked for, and
 //! no more than that for a short block (a small object's block must not hold a block-sized
 //! buffer: the cache counts blocks by length); at most `keep` free buffers are held; a buffer
-//! returns only when the last `Bytes` pointing into it drops.
+//! returns only when the last `Bytes` pointing into it drops. A block-sized buffer's contents
+//! start on a page boundary (see `source::aligned`), a short block's on a cache line.
 
 use std::sync::{Arc, Mutex, Weak};
 
 use bytes::Bytes;
 
+use crate::source::aligned::AlignedBuf;
+
 pub(crate) struct BufPool {
     size: usize,
     keep: usize,
-    free: Mutex<Vec<Vec<u8>>>,
+    free: Mutex<Vec<AlignedBuf>>,
 }
 
 impl BufPool {
@@ -30,23 +33,23 @@ impl BufPool {
 
     /// An empty buffer with room for `want` bytes: a recycled block buffer for a whole block,
     /// a buffer of exactly `want` for a shorter one (never recycled).
-    pub(crate) fn take(&self, want: usize) -> Vec<u8> {
+    pub(crate) fn take(&self, want: usize) -> AlignedBuf {
         if want < self.size {
-            return Vec::with_capacity(want);
+            return AlignedBuf::aligned_to(want, 64);
         }
         let recycled = self.free.lock().unwrap_or_else(|e| e.into_inner()).pop();
         recycled.unwrap_or_else(|| fresh(self.size))
     }
 
     /// `buf` as `Bytes` that give the buffer back to the pool when the last of them drops.
-    pub(crate) fn freeze(self: &Arc<Self>, buf: Vec<u8>) -> Bytes {
+    pub(crate) fn freeze(self: &Arc<Self>, buf: AlignedBuf) -> Bytes {
         Bytes::from_owner(Pooled {
             buf,
             pool: Arc::downgrade(self),
         })
     }
 
-    fn give(&self, mut buf: Vec<u8>) {
+    fn give(&self, mut buf: AlignedBuf) {
         if buf.capacity() < self.size {
             return;
         }
@@ -64,8 +67,8 @@ impl BufPool {
 }
 
 /// A new buffer whose pages are made present in one call rather than one fault per page.
-fn fresh(size: usize) -> Vec<u8> {
-    let buf = Vec::<u8>::with_capacity(size);
+fn fresh(size: usize) -> AlignedBuf {
+    let buf = AlignedBuf::with_capacity(size);
     let page = 4096usize;
     let start = (buf.as_ptr() as usize).next_multiple_of(page);
     let end = (buf.as_ptr() as usize + size) / page * page;
@@ -85,7 +88,7 @@ fn fresh(size: usize) -> Vec<u8> {
 }
 
 struct Pooled {
-    buf: Vec<u8>,
+    buf: AlignedBuf,
     pool: Weak<BufPool>,
 }
 
@@ -123,6 +126,7 @@ mod tests {
         assert_eq!(pool.free_count(), 1);
         let b = pool.take(1 << 20);
         assert_eq!(b.as_ptr(), ptr, "the same buffer again");
+        assert_eq!(b.as_ptr() as usize % 4096, 0, "page-aligned contents");
         assert!(b.is_empty());
         // At most `keep` are held.
         let bufs: Vec<_> = (0..4).map(|_| pool.freeze(pool.take(1 << 20))).collect();
@@ -131,6 +135,7 @@ mod tests {
         // A short block gets a buffer of its own size, which is not kept.
         let small = pool.take(133);
         assert!(small.capacity() < 4096);
+        assert_eq!(small.as_ptr() as usize % 64, 0);
         drop(pool.freeze(small));
         assert_eq!(pool.free_count(), 2);
     }
