@@ -16,7 +16,7 @@
 #                                  restored at exit): on machines that page cold page cache out
 #                                  proactively, warm-read and server figures otherwise vary 2-5x
 # Needs: cargo, python3 with numpy (tensorflow-cpu for the TF baselines), fusermount3; target 3: bindfs and fio (installed from Debian when run as root);
-# target 7: moto_server and boto3 (pip install 'moto[server]'), curl.
+# target 7: moto_server and boto3 (pip install 'moto[server]'), curl; s3s-fs and nginx when present (s3s-fs is built with cargo install when missing).
 # Fixtures are written by examples/gen_bench_ckpt.rs (streaming; TF reads them too).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,6 +36,12 @@ if ! command -v bindfs > /dev/null || ! command -v fio > /dev/null; then
     if [[ $(id -u) == 0 ]] && command -v apt-get > /dev/null; then
         apt-get install -y -qq bindfs fio > /dev/null 2>&1 || echo "bench: could not install bindfs/fio" >&2
     fi
+fi
+# Target 7's second S3 server (a seek per ranged GET, unlike moto): built once from crates.io.
+if [[ -z "${ONLY:-}" || ",$ONLY," == *,7,* ]] && ! command -v s3s-fs > /dev/null; then
+    echo "bench: building s3s-fs (cargo install s3s-fs, a few minutes, once)" >&2
+    cargo install --quiet --locked s3s-fs --version 0.14.1 --features binary > /dev/null 2>&1 \
+        || echo "bench: could not install s3s-fs; its row is skipped" >&2
 fi
 if [[ "${QUIET:-}" == 1 ]]; then
     paused=()

@@ -437,7 +437,7 @@ def main():
         w1g = fixture("w1g", 1, W_ROWS, W_COLS)
         ctx = types.SimpleNamespace(WORK=WORK, RUNS=RUNS, env=Env("remote").env,
                                     mountpoint=mountpoint, mount=mount, umount=umount,
-                                    timed=timed, median=median, add=add)
+                                    timed=timed, median=median, add=add, log=log)
         bench_remote(w1g, w256, ctx)
     cores = os.cpu_count()
     print(f"\nmodelfs benchmark — {cores} cores, median of {RUNS} runs "

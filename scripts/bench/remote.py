@@ -62,6 +62,45 @@ class Moto:
         self.proc.wait()
 
 
+class S3sFs:
+    """s3s-fs (the `s3s` project's file-system S3 server, Rust; `cargo install s3s-fs
+    --features binary`) on a free port, serving a directory of the work dir; None when not
+    installed. Its ranged GET is a seek, unlike moto's, which copies the object per range."""
+
+    def __init__(self, work):
+        import shutil
+        self.proc = None
+        if not shutil.which("s3s-fs"):
+            return
+        self.root = tempfile.mkdtemp(prefix="s3s-", dir=work)
+        self.port = free_port()
+        self.logf = open(os.path.join(work, "s3s-fs.log"), "w")
+        self.proc = subprocess.Popen(
+            ["s3s-fs", "--host", "127.0.0.1", "--port", str(self.port),
+             "--access-key", "bench", "--secret-key", "bench", self.root],
+            stdout=self.logf, stderr=self.logf)
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), 0.2).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.s3 = boto3.client("s3", endpoint_url=self.url, region_name="us-east-1",
+                               aws_access_key_id="bench", aws_secret_access_key="bench")
+
+    upload = Moto.upload
+
+    def stop(self):
+        if self.proc:
+            self.proc.kill()
+            self.proc.wait()
+            self.logf.close()
+            import shutil
+            shutil.rmtree(self.root, ignore_errors=True)
+
+
 def nginx(root, work):
     """nginx serving `root` on a free port (None when not installed); stop with .kill()."""
     import shutil
@@ -96,7 +135,7 @@ def cat_vs_get(ctx, source, plain_url, opts, env, size, label):
 
 
 def bench_remote(w1g, w256, ctx):
-    """`ctx` gives MODELFS, WORK, RUNS, env, mountpoint, mount, umount, timed, median, add."""
+    """`ctx` gives WORK, RUNS, env, mountpoint, mount, umount, timed, median, add, log."""
     m = Moto(ctx.WORK)
     try:
         m.upload("bench", w1g, "w1g/ckpt")
@@ -153,6 +192,23 @@ def bench_remote(w1g, w256, ctx):
         ctx.add("7", "second cat W.bin (S3): GETs", str(max(second)), "0", max(second) == 0)
     finally:
         m.stop()
+    s3s = S3sFs(ctx.WORK)
+    if s3s.proc:
+        try:
+            s3s.upload("bench", w256, "w256/ckpt")
+            env = dict(ctx.env, AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench",
+                       AWS_REGION="us-east-1")
+            key = "w256/ckpt.data-00000-of-00001"
+            url = s3s.s3.generate_presigned_url("get_object",
+                                                Params={"Bucket": "bench", "Key": key},
+                                                ExpiresIn=3600)
+            cat_vs_get(ctx, "s3://bench/w256/ckpt", url,
+                       f"layouts=bin,verify=none,cache_dir=none,endpoint={s3s.url}", env,
+                       os.path.getsize(w256 + ".data-00000-of-00001"), "S3, s3s-fs")
+        finally:
+            s3s.stop()
+    else:
+        ctx.log("s3s-fs not installed (cargo install s3s-fs --features binary): its row is skipped")
     proc, base = nginx(os.path.dirname(os.path.dirname(w256)), ctx.WORK)
     if proc:
         try:
