@@ -23,6 +23,21 @@ def free_port():
         return s.getsockname()[1]
 
 
+def connect(port, wait):
+    """The URL of an S3 server starting on `port` and a client of it, once it accepts
+    connections (at most `wait` seconds)."""
+    deadline = time.time() + wait
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            break
+        except OSError:
+            time.sleep(0.1)
+    url = f"http://127.0.0.1:{port}"
+    return url, boto3.client("s3", endpoint_url=url, region_name="us-east-1",
+                             aws_access_key_id="bench", aws_secret_access_key="bench")
+
+
 class Moto:
     def __init__(self, work):
         self.port = free_port()
@@ -31,16 +46,7 @@ class Moto:
         self.proc = subprocess.Popen(
             ["moto_server", "-H", "127.0.0.1", "-p", str(self.port)],
             stdout=self.logf, stderr=self.logf)
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), 0.2).close()
-                break
-            except OSError:
-                time.sleep(0.1)
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.s3 = boto3.client("s3", endpoint_url=self.url, region_name="us-east-1",
-                               aws_access_key_id="bench", aws_secret_access_key="bench")
+        self.url, self.s3 = connect(self.port, 60)
 
     def upload(self, bucket, prefix, key_prefix):
         self.s3.create_bucket(Bucket=bucket)
@@ -79,16 +85,7 @@ class S3sFs:
             ["s3s-fs", "--host", "127.0.0.1", "--port", str(self.port),
              "--access-key", "bench", "--secret-key", "bench", self.root],
             stdout=self.logf, stderr=self.logf)
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), 0.2).close()
-                break
-            except OSError:
-                time.sleep(0.1)
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.s3 = boto3.client("s3", endpoint_url=self.url, region_name="us-east-1",
-                               aws_access_key_id="bench", aws_secret_access_key="bench")
+        self.url, self.s3 = connect(self.port, 30)
 
     upload = Moto.upload
 
