@@ -417,6 +417,36 @@ fn unrepresentable_dtypes_are_not_shown() {
     assert!(open(Layout::Json, t, &ctx()).is_some());
 }
 
+/// Lines break after every `cols` values also where a chunk starts mid-line (32 Ki elements
+/// per chunk is not a multiple of 7 or 5000).
+#[test]
+fn element_lines_break_rows_across_chunks() {
+    for cols in [1u64, 2, 7, 5000, 32768, 40000] {
+        let n = 3 * text::CHUNK_ELEMENTS + 11;
+        let vals = crate::testing::pseudo_random_f32(n);
+        let t = MemTensor::f32(&[n], &vals).arc();
+        let src = gentext::ElementLines {
+            tensor: t,
+            elements: n,
+            cols,
+        };
+        let mut got = Vec::new();
+        for i in 0..text::ChunkSource::num_chunks(&src) {
+            text::ChunkSource::render(&src, i, &mut got).unwrap();
+        }
+        let mut want = Vec::new();
+        for (i, v) in vals.iter().enumerate() {
+            num::write_f32_py(*v, &mut want);
+            want.push(if (i as u64 + 1) % cols == 0 {
+                b'\n'
+            } else {
+                b','
+            });
+        }
+        assert!(got == want, "cols {cols}");
+    }
+}
+
 /// `cargo test --release --lib layout::tests::txt_throughput -- --ignored --nocapture`
 #[test]
 #[ignore]
