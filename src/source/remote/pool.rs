@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, Weak};
 
 use bytes::Bytes;
 
-use crate::source::aligned::AlignedBuf;
+use crate::source::aligned::{AlignedBuf, PAGE};
 
 pub(crate) struct BufPool {
     size: usize,
@@ -69,17 +69,16 @@ impl BufPool {
 /// A new buffer whose pages are made present in one call rather than one fault per page.
 fn fresh(size: usize) -> AlignedBuf {
     let buf = AlignedBuf::with_capacity(size);
-    let page = 4096usize;
-    let start = (buf.as_ptr() as usize).next_multiple_of(page);
-    let end = (buf.as_ptr() as usize + size) / page * page;
-    if end > start {
+    // The contents start on a page (`AlignedBuf`): whole pages from there.
+    let pages = size / PAGE * PAGE;
+    if pages > 0 {
         // SAFETY: the range lies inside the allocation just made; MADV_POPULATE_WRITE only
-        // faults its pages in (their contents stay undefined until written, and the Vec is
+        // faults its pages in (their contents stay undefined until written, and the buffer is
         // empty). Failure (an older kernel) leaves the faults to happen on first write.
         unsafe {
             libc::madvise(
-                start as *mut libc::c_void,
-                end - start,
+                buf.as_ptr() as *mut libc::c_void,
+                pages,
                 libc::MADV_POPULATE_WRITE,
             );
         }
