@@ -267,7 +267,6 @@ pub(crate) mod gentext;
 pub(crate) mod json;
 mod lazy;
 pub mod num;
-pub(crate) mod readahead;
 pub(crate) mod text;
 pub(crate) mod views;
 
