@@ -86,6 +86,9 @@ pub(super) struct Job {
     want: Option<u64>,
 }
 
+/// A rendered chunk's length, and its bytes when kept.
+type Rendered = (u64, Option<Arc<Vec<u8>>>);
+
 /// Workers to start (foreground, background).
 pub(super) type Hire = (usize, usize);
 
@@ -249,7 +252,14 @@ impl Crew {
             let background = i >= fg;
             let me = self.clone();
             let started = std::thread::Builder::new()
-                .name(if background { "modelfs-size" } else { "modelfs-render" }.into())
+                .name(
+                    if background {
+                        "modelfs-size"
+                    } else {
+                        "modelfs-render"
+                    }
+                    .into(),
+                )
                 .spawn(move || me.work(background));
             if started.is_err() {
                 let mut st = self.lock();
@@ -372,7 +382,8 @@ impl Crew {
             SCRATCH.with(|s| {
                 let mut s = s.borrow_mut();
                 s.clear();
-                self.render_into(job, &mut s).map(|()| (s.len() as u64, None))
+                self.render_into(job, &mut s)
+                    .map(|()| (s.len() as u64, None))
             })
         };
         unclaim.2 = true;
@@ -388,7 +399,7 @@ impl Crew {
         result.map(|(_, kept)| kept)
     }
 
-    fn render_kept(&self, job: Job) -> Result<(u64, Option<Arc<Vec<u8>>>), LayoutError> {
+    fn render_kept(&self, job: Job) -> Result<Rendered, LayoutError> {
         if let Some(v) = self.cache.get(job.namespace, job.chunk) {
             return Ok((v.len() as u64, Some(v)));
         }
@@ -437,7 +448,12 @@ impl Crew {
 
     /// Chunk `i` of `want` bytes in `namespace` for a reader: from the cache (rendered by
     /// read-ahead), after waiting for whoever renders it now, or rendered here.
-    pub(super) fn chunk(&self, namespace: u64, i: u64, want: u64) -> Result<Arc<Vec<u8>>, LayoutError> {
+    pub(super) fn chunk(
+        &self,
+        namespace: u64,
+        i: u64,
+        want: u64,
+    ) -> Result<Arc<Vec<u8>>, LayoutError> {
         if let Some(c) = self.cache.get(namespace, i) {
             return Ok(c);
         }

@@ -169,9 +169,10 @@ impl ChunkedText {
             // A read starting within a read-ahead window of the frontier reads the chunks
             // there next: they are rendered for it and kept.
             let near = from.is_some_and(|from| {
-                let reach = st.learnt.average().map_or(u64::MAX, |avg| {
-                    avg.saturating_mul(crew.window())
-                });
+                let reach = st
+                    .learnt
+                    .average()
+                    .map_or(u64::MAX, |avg| avg.saturating_mul(crew.window()));
                 !background && from.saturating_sub(st.learnt.end()) < reach
             });
             if near {

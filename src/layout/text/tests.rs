@@ -12,8 +12,6 @@ use crate::layout::{FileContent, LayoutError, Patient, Requester};
 use crate::model::Tensor;
 use crate::testing::MemTensor;
 
-
-
 /// Chunk i is i copies of the byte b'a' + i % 26 (chunk 0 empty).
 struct Steps(u64);
 impl ChunkSource for Steps {
@@ -206,9 +204,6 @@ fn empty_source() {
     assert_eq!(t.size().unwrap(), 0);
     assert_eq!(t.read_at(0, &mut [0u8; 4]).unwrap(), 0);
 }
-
-
-
 
 /// Chunk i is 1000 + i % 7 bytes of a letter depending on i; counts renders per chunk.
 struct Counted {
@@ -448,7 +443,11 @@ fn a_far_read_measures_the_way_and_keeps_little() {
     assert_eq!(f.read_at(off, &mut buf).unwrap(), 50);
     assert_eq!(&buf[..], &want[off as usize..off as usize + 50]);
     wait_idle(&cache);
-    assert!(cache.used_bytes() < 20 * 1010, "{} bytes kept", cache.used_bytes());
+    assert!(
+        cache.used_bytes() < 20 * 1010,
+        "{} bytes kept",
+        cache.used_bytes()
+    );
     let total: u32 = src.renders.iter().map(|r| r.load(Relaxed)).sum();
     assert!(total <= n as u32 + 10, "{total} renders for {n} chunks");
 }
@@ -470,7 +469,12 @@ fn the_background_pass_renders_on_several_threads() {
     let src = watched(80, 2);
     let cache = Arc::new(ChunkCache::new(64 << 20).with_threads(4));
     let owner: Arc<dyn Tensor> = Arc::new(MemTensor::f32(&[1], &[0.0]));
-    let f = Arc::new(ChunkedText::new(src.clone(), owner, "watched", cache.clone()));
+    let f = Arc::new(ChunkedText::new(
+        src.clone(),
+        owner,
+        "watched",
+        cache.clone(),
+    ));
     let most = AtomicU32::new(0);
     let done = std::sync::atomic::AtomicBool::new(false);
     std::thread::scope(|s| {
@@ -483,7 +487,11 @@ fn the_background_pass_renders_on_several_threads() {
         assert_eq!(f.size_for(&Quiet).unwrap(), expected(80).len() as u64);
         done.store(true, Relaxed);
     });
-    assert!(most.load(Relaxed) >= 2, "at most {} at once", most.load(Relaxed));
+    assert!(
+        most.load(Relaxed) >= 2,
+        "at most {} at once",
+        most.load(Relaxed)
+    );
     // Nothing measured in the background is kept.
     wait_idle(&cache);
     assert_eq!(cache.used_bytes(), 0);
