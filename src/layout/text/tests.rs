@@ -1,7 +1,7 @@
 //! Tests of chunked text files: any offset, shared reads, the persistent index, learning only
 //! what is needed, read-ahead, and the render crew on size-unknown files.
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU32, Ordering, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
