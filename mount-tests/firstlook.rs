@@ -162,6 +162,36 @@ fn unknown_sizes_read_to_the_end_then_become_exact() {
     m.unmount_and_check();
 }
 
+/// `lseek(SEEK_END)` on an open text file of unknown size (python's `seek(0, 2)`) reaches us as
+/// a GETATTR with a file handle: it gets the exact size, learnt there and then on every core,
+/// not the placeholder 0 (which would send the reader back to the start).
+#[test]
+fn seek_to_end_learns_the_size() {
+    use std::io::{Read, Seek, SeekFrom};
+    let Some(fuse) = Fuse::check() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    // 8 Mi values: the background pass cannot have sized it by the time we seek.
+    let src = checkpoint(tmp.path(), 2048, 4096);
+    let exact = fuse.mount(&src, "cache_dir=none,text_size=exact");
+    let want = std::fs::read(exact.path().join("W.txt")).unwrap();
+    exact.unmount_and_check();
+
+    let m = fuse.mount(&src, "cache_dir=none");
+    let txt = m.path().join("W.txt");
+    let mut f = std::fs::File::open(&txt).unwrap();
+    // The kernel trusts attributes with no time to live for the rest of the clock tick they
+    // came in (up to 4 ms): a seek in the same tick as the open sees the placeholder.
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    assert_eq!(f.seek(SeekFrom::End(0)).unwrap(), want.len() as u64);
+    f.seek(SeekFrom::End(-100)).unwrap();
+    let mut tail = Vec::new();
+    f.read_to_end(&mut tail).unwrap();
+    assert_eq!(tail, want[want.len() - 100..]);
+    drop(f);
+    assert_eq!(std::fs::metadata(&txt).unwrap().len(), want.len() as u64);
+    m.unmount_and_check();
+}
+
 #[test]
 fn background_pass_learns_sizes_nobody_reads() {
     let Some(fuse) = Fuse::check() else { return };

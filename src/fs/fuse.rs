@@ -191,9 +191,17 @@ impl Filesystem for ModelFs {
         }
     }
 
-    fn getattr(&self, req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+    fn getattr(&self, req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
         let caller = Caller::new(&self.tree, ino.0, req.pid());
-        match self.tree.getattr_for(ino.0, &caller) {
+        // With a file handle, the kernel asks for the size of an open file on the caller's
+        // behalf: `lseek(SEEK_END)` (python's `seek(0, 2)`, `tail` of a file whose size is
+        // known). A placeholder would send that reader to offset 0, so the size is learnt now,
+        // on every core (the caller can Ctrl-C it). `stat`, `fstat` and `ls` never carry one.
+        let attr = match fh {
+            Some(_) => self.tree.attr_of_open_file(ino.0, &caller),
+            None => self.tree.getattr_for(ino.0, &caller),
+        };
+        match attr {
             Ok(a) => reply.attr(&attr_ttl(&a), &to_fuse(&a)),
             Err(e) => reply.error(errno(&e)),
         }

@@ -15,7 +15,7 @@
 //!   the table itself.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::SystemTime;
 
@@ -126,6 +126,9 @@ struct Opened {
     size: AtomicU64,
     /// A placeholder size was reported for this file.
     placeholder: AtomicBool,
+    /// GETATTRs of an open file under way (`attr_of_open_file`): their replies carry the size,
+    /// and an invalidation sent meanwhile would make the kernel drop those replies.
+    seeking: AtomicU32,
 }
 
 impl Opened {
@@ -412,7 +415,10 @@ impl Tree {
 
     /// Records the size of `o` (file `ino`); tells `on_learnt` if a placeholder was reported.
     fn set_size(&self, ino: Ino, o: &Opened, size: u64) {
-        if o.size.swap(size, Ordering::AcqRel) == UNKNOWN && o.placeholder.load(Ordering::Acquire) {
+        if o.size.swap(size, Ordering::AcqRel) == UNKNOWN
+            && o.placeholder.load(Ordering::Acquire)
+            && o.seeking.load(Ordering::Acquire) == 0
+        {
             if let Some(f) = self.on_learnt.get() {
                 f(ino);
             }
@@ -439,6 +445,7 @@ impl Tree {
                     content,
                     size: AtomicU64::new(UNKNOWN),
                     placeholder: AtomicBool::new(false),
+                    seeking: AtomicU32::new(0),
                 })
             })(),
             NodeKind::View {
@@ -459,6 +466,7 @@ impl Tree {
                     content: content.clone(),
                     size: AtomicU64::new(UNKNOWN),
                     placeholder: AtomicBool::new(false),
+                    seeking: AtomicU32::new(0),
                 })
             })(),
             NodeKind::Doc { path } => (|| {
@@ -470,6 +478,7 @@ impl Tree {
                     content: layout::document(doc, &self.ctx),
                     size: AtomicU64::new(UNKNOWN),
                     placeholder: AtomicBool::new(false),
+                    seeking: AtomicU32::new(0),
                 })
             })(),
             k if k.is_dir() => return Err(FsError::IsDir),
@@ -487,10 +496,13 @@ impl Tree {
         }
     }
 
-    /// Learns the size of file `ino` if it is not known yet (the background size pass).
-    /// Returns whether it was unknown before.
+    /// Learns the size of file `ino` if it is not known yet (the background size pass, or a
+    /// reader seeking to the end). Returns whether it was unknown before.
     pub(crate) fn learn_size(&self, ino: Ino, req: &dyn Requester) -> Result<bool, FsError> {
         let node = self.node(ino)?;
+        if node.kind.is_dir() || matches!(node.kind, NodeKind::Symlink { .. }) {
+            return Ok(false);
+        }
         let o = self.opened(&node, req)?;
         if o.size().is_some() {
             return Ok(false);
@@ -498,6 +510,20 @@ impl Tree {
         let s = o.content.size_for(req)?;
         self.set_size(ino, &o, s);
         Ok(true)
+    }
+
+    /// Attributes of file `ino` asked for on behalf of a reader that has it open (the
+    /// kernel's `lseek(SEEK_END)`): a size not known yet is learnt first, on every core.
+    pub(crate) fn attr_of_open_file(&self, ino: Ino, req: &dyn Requester) -> Result<Attr, FsError> {
+        let node = self.node(ino)?;
+        let Some(o) = node.opened.get().cloned() else {
+            return self.getattr_for(ino, req);
+        };
+        o.seeking.fetch_add(1, Ordering::AcqRel);
+        let learnt = self.learn_size(ino, req);
+        o.seeking.fetch_sub(1, Ordering::AcqRel);
+        learnt?;
+        self.getattr_for(ino, req)
     }
 
     pub(crate) fn getattr(&self, ino: Ino) -> Result<Attr, FsError> {
