@@ -8,7 +8,7 @@
 #   BENCH_DIR=/tmp/modelfs-bench   work directory (about 5.2 GiB of fixtures)
 #   RUNS=5                         median of RUNS runs for every figure (LS_RUNS for target 2)
 #   ONLY=1,3                       run only these targets (1 mount, 2 ls -lR, 3 bin/npy vs bindfs + fio,
-#                                  4 txt throughput, 5 tail/stat, 6 peak RSS,
+#                                  4 txt first reads (fresh cat/tail/wc vs sizes known and index), 5 tail/stat, 6 peak RSS,
 #                                  7 S3: GETs per mount / tail / second cat, cat vs plain GET,
 #                                  8 views: .tf/model.index checksums)
 #   SAVETXT_VALUES=2000000         values numpy.savetxt formats for its rate

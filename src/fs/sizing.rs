@@ -1,7 +1,8 @@
 //! The background size pass: text files reported with a placeholder size are sized one at a
-//! time, in the order they were first seen, on one low-priority thread, so that they soon
-//! become ordinary exact-size, page-cached files. Readers never wait for it (they read to end
-//! of file meanwhile) and it never waits for them: both extend the same chunk index.
+//! time, in the order they were first seen, so that they soon become ordinary exact-size,
+//! page-cached files. Each file is rendered on every core by niced workers (the file's render
+//! crew), so the pass takes the cores nobody else wants; it leaves a file alone while a reader
+//! reads it (the reader teaches the index the same lengths). Readers never wait for it.
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};

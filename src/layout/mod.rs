@@ -197,8 +197,8 @@ fn human_bytes(n: u64) -> String {
 pub trait Requester: Sync {
     /// True once the result is no longer wanted (the request was interrupted, unmount).
     fn gone(&self) -> bool;
-    /// Background work (a size pass nobody waits for) renders on one thread and keeps no
-    /// rendered chunks in the cache.
+    /// Background work (a size pass nobody waits for) renders on niced threads, stands aside
+    /// while the file is being read, and keeps no rendered chunks in the cache.
     fn background(&self) -> bool {
         false
     }
