@@ -31,7 +31,7 @@ fn generator() -> PathBuf {
 }
 
 /// A checkpoint of one float32 tensor `W` of rows × cols, under `dir`.
-fn checkpoint(dir: &Path, rows: u64, cols: u64) -> PathBuf {
+pub(crate) fn checkpoint(dir: &Path, rows: u64, cols: u64) -> PathBuf {
     let prefix = dir.join("model");
     let st = Command::new(generator())
         .arg(&prefix)

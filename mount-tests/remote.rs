@@ -443,6 +443,49 @@ fn s3_reads_cost_one_block_and_repeat_for_free() {
     mount.unmount_and_check();
 }
 
+/// With `verify=crc` the first small read of a tensor that spans several blocks waits for its
+/// checksum, computed in one streamed pass (the first block, then one request for the rest);
+/// the reads that follow are served from the blocks that pass fetched.
+#[test]
+fn s3_checksum_pass_is_one_stream() {
+    use std::io::Read;
+    let Some(fuse) = Fuse::check() else { return };
+    let Some(s3) = moto() else { return };
+    set_s3_env();
+    let tmp = tempfile::tempdir().unwrap();
+    // 32 MiB of float32: four 8 MiB blocks. The tensor is the data file, from offset 0.
+    let prefix = crate::firstlook::checkpoint(tmp.path(), 2048, 4096);
+    let local = std::fs::read(prefix.with_extension("data-00000-of-00001")).unwrap();
+    assert_eq!(local.len(), 32 << 20);
+    upload(s3.port, "crc", tmp.path());
+    let opts = format!(
+        "layouts=bin,verify=crc,cache_dir=none,endpoint=http://127.0.0.1:{}",
+        s3.port
+    );
+    let mount = fuse.mount(Path::new("s3://crc/model"), &opts);
+    let data = "model.data-00000-of-00001";
+    let gets = || {
+        // moto logs a request once its body is sent.
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        s3.requests(data)
+            .iter()
+            .filter(|l| l.contains("\"GET "))
+            .count()
+    };
+    let bin = mount.path().join("W.bin");
+    let mut head = [0u8; 100];
+    std::fs::File::open(&bin)
+        .unwrap()
+        .read_exact(&mut head)
+        .unwrap();
+    assert_eq!(head[..], local[..100]);
+    let after_head = gets();
+    assert!(after_head <= 2, "{:#?}", s3.requests(data));
+    assert!(std::fs::read(&bin).unwrap() == local);
+    assert_eq!(gets(), after_head, "{:#?}", s3.requests(data));
+    mount.unmount_and_check();
+}
+
 /// Fetched blocks persist under `cache_dir`: a second mount reads them without a GET, and a
 /// changed object (new ETag) is fetched again, never served from the old blocks.
 #[test]

@@ -131,6 +131,33 @@ def cat_vs_get(ctx, source, plain_url, opts, env, size, label):
             f"{mbs(o)} vs {mbs(p)} = {p / o:.2f}x", ">= 0.8x", p / o >= 0.8)
 
 
+def crc_vs_none(ctx, source, opts, env, label, gets=None):
+    """First cat of W.bin with verify=crc against verify=none, each on a fresh mount with a
+    fresh cache_dir (the checksum pass keeps its blocks there for the read that follows).
+    `gets()`: the server's count of GETs of the data object, when it has one."""
+    times = {"crc": [], "none": []}
+    requests = []
+    for _ in range(ctx.RUNS):
+        for verify in ("none", "crc"):
+            cache = tempfile.mkdtemp(prefix="cache-", dir=ctx.WORK)
+            mnt = ctx.mountpoint()
+            ctx.mount(source, mnt, env, f"{opts},verify={verify},cache_dir={cache}")
+            g = gets() if gets else 0
+            times[verify].append(ctx.timed(["cat", os.path.join(mnt, "W.bin")]))
+            if gets and verify == "crc":
+                time.sleep(1)  # the server logs a request when its body is sent
+                requests.append(gets() - g)
+            ctx.umount(mnt)
+            os.rmdir(mnt)
+            subprocess.run(["rm", "-rf", cache])
+    c, n = ctx.median(times["crc"]), ctx.median(times["none"])
+    ctx.add("7", f"first cat W.bin (256 MiB, {label}): verify=crc vs verify=none",
+            f"{c:.2f} s vs {n:.2f} s = {n / c:.2f}x", ">= 0.9x", n / c >= 0.9)
+    if requests:
+        ctx.add("7", f"  GETs of the data file, verify=crc ({label})", str(max(requests)),
+                "<= 2", max(requests) <= 2)
+
+
 def bench_remote(w1g, w256, ctx):
     """`ctx` gives WORK, RUNS, env, mountpoint, mount, umount, timed, median, add, log."""
     m = Moto(ctx.WORK)
@@ -187,6 +214,8 @@ def bench_remote(w1g, w256, ctx):
                 f"{(size - (8 << 20)) / r / 2**20:.0f} MiB/s = {p / r * (size - (8 << 20)) / size:.2f}x",
                 "(the server's own range cost)", None)
         ctx.add("7", "second cat W.bin (S3): GETs", str(max(second)), "0", max(second) == 0)
+        crc_vs_none(ctx, "s3://bench/w256/ckpt", f"layouts=bin,endpoint={m.url}", env,
+                    "S3, moto", gets=lambda: m.gets(data))
     finally:
         m.stop()
     s3s = S3sFs(ctx.WORK)
@@ -202,6 +231,8 @@ def bench_remote(w1g, w256, ctx):
             cat_vs_get(ctx, "s3://bench/w256/ckpt", url,
                        f"layouts=bin,verify=none,cache_dir=none,endpoint={s3s.url}", env,
                        os.path.getsize(w256 + ".data-00000-of-00001"), "S3, s3s-fs")
+            crc_vs_none(ctx, "s3://bench/w256/ckpt", f"layouts=bin,endpoint={s3s.url}", env,
+                        "S3, s3s-fs")
         finally:
             s3s.stop()
     else:
@@ -213,6 +244,7 @@ def bench_remote(w1g, w256, ctx):
             cat_vs_get(ctx, f"{base}/{rel}", f"{base}/{rel}.data-00000-of-00001",
                        "layouts=bin,verify=none,cache_dir=none", ctx.env,
                        os.path.getsize(w256 + ".data-00000-of-00001"), "HTTP, nginx")
+            crc_vs_none(ctx, f"{base}/{rel}", "layouts=bin", ctx.env, "HTTP, nginx")
         finally:
             proc.kill()
             proc.wait()

@@ -110,6 +110,24 @@ pub trait ReadAt: Send + Sync + fmt::Debug {
         let _ = (offset, len);
         None
     }
+    /// Hands the bytes `offset..offset + len` to `visit` in order, in pieces that need not
+    /// all be in memory at once: for a pass over a whole tensor (its checksum). A remote
+    /// object gives its blocks as one sequential stream; the default, one piece (`read_at`).
+    fn for_each_piece(
+        &self,
+        offset: u64,
+        len: u64,
+        visit: &mut dyn FnMut(&[u8]),
+    ) -> Result<(), SourceError> {
+        let len = usize::try_from(len).map_err(|_| SourceError::OutOfBounds {
+            path: self.name().to_string(),
+            offset,
+            len,
+            size: self.size(),
+        })?;
+        visit(&self.read_at(offset, len)?);
+        Ok(())
+    }
     /// Checks that the underlying file is unchanged; sources that cannot change return Ok.
     fn check_unchanged(&self) -> Result<(), SourceError> {
         Ok(())

@@ -147,6 +147,45 @@ impl ReadAt for RemoteFile {
         }))
     }
 
+    /// Block by block, as a sequential reader: the first block by its own request, the rest by
+    /// one streamed request running ahead (2 GETs for a tensor of any size), each block
+    /// handed over as it arrives and kept in the block caches for the reads that follow.
+    fn for_each_piece(
+        &self,
+        offset: u64,
+        len: u64,
+        visit: &mut dyn FnMut(&[u8]),
+    ) -> Result<(), SourceError> {
+        let end = offset
+            .checked_add(len)
+            .filter(|&e| e <= self.obj.size)
+            .ok_or_else(|| SourceError::OutOfBounds {
+                path: self.obj.url.clone(),
+                offset,
+                len,
+                size: self.obj.size,
+            })?;
+        // Counts as continuing a read that ended here: the stream starts with the first piece.
+        self.reader.lock().unwrap_or_else(|e| e.into_inner()).end = offset;
+        let bs = self.blocks.block_size;
+        let mut at = offset;
+        while at < end {
+            let piece_end = end.min((at / bs + 1) * bs);
+            let piece = match self.read_shared(at, (piece_end - at) as usize) {
+                Some(got) => got?,
+                None => {
+                    return Err(SourceError::Remote {
+                        url: self.obj.url.clone(),
+                        cause: format!("bytes {at}..{piece_end} are not one block"),
+                    })
+                }
+            };
+            visit(&piece);
+            at = piece_end;
+        }
+        Ok(())
+    }
+
     fn read_into(&self, offset: u64, out: &mut [u8]) -> Result<(), SourceError> {
         checked_range(&self.obj.url, offset, out.len(), self.obj.size)?;
         if out.is_empty() {
@@ -234,5 +273,37 @@ mod tests {
             "past the end"
         );
         assert!(f.read_into(299_995, &mut [0u8; 10]).is_err());
+    }
+
+    #[test]
+    fn pieces_are_the_bytes_block_by_block() {
+        let data: Vec<u8> = (0..300_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        let f = remote(&data);
+        let bs = 64 << 10;
+        for (off, len) in [(0usize, 300_000usize), (1000, 200_000), (bs - 1, 2), (5, 0)] {
+            let mut got = Vec::new();
+            let mut pieces = 0;
+            f.for_each_piece(off as u64, len as u64, &mut |p| {
+                let start = off + got.len();
+                assert_eq!(
+                    start / bs,
+                    (start + p.len() - 1) / bs,
+                    "a piece spans blocks"
+                );
+                got.extend_from_slice(p);
+                pieces += 1;
+            })
+            .unwrap();
+            assert_eq!(got, &data[off..off + len]);
+            assert_eq!(
+                pieces,
+                if len == 0 {
+                    0
+                } else {
+                    (off + len - 1) / bs - off / bs + 1
+                }
+            );
+        }
+        assert!(f.for_each_piece(299_000, 2000, &mut |_| {}).is_err());
     }
 }

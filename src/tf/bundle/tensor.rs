@@ -154,17 +154,27 @@ impl TfTensor {
                 return Ok(Ok(()));
             }
         }
-        let Ok(size) = usize::try_from(loc.size) else {
+        if usize::try_from(loc.size).is_err() {
             return Ok(Err(TensorFault::TooLarge(loc.size)));
-        };
-        let bytes = file.read_at(loc.offset, size)?;
-        // Large tensors are checksummed on every core (the first read waits for it).
-        let threads = if bytes.len() >= 2 * PARALLEL_CRC_MIN {
-            std::thread::available_parallelism().map_or(1, |n| n.get())
-        } else {
-            1
-        };
-        if mask_crc(crc32c_parallel(&bytes, threads)) != loc.crc {
+        }
+        // Piece by piece as the source hands them (a mapped file: one piece; a remote object:
+        // its blocks as they stream in, kept for the reads that follow); large pieces on
+        // every core.
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let mut crc = None;
+        file.for_each_piece(loc.offset, loc.size, &mut |piece| {
+            let threads = if piece.len() >= 2 * PARALLEL_CRC_MIN {
+                cores
+            } else {
+                1
+            };
+            let c = crc32c_parallel(piece, threads);
+            crc = Some(match crc {
+                None => c,
+                Some(acc) => crc32c::crc32c_combine(acc, c, piece.len()),
+            });
+        })?;
+        if mask_crc(crc.unwrap_or(0)) != loc.crc {
             let file = self.bundle.shard_name(loc.shard).to_string();
             return Ok(Err(TensorFault::Checksum(file)));
         }
