@@ -91,3 +91,43 @@ fn listing_and_json_do_no_work() {
     }
     assert!(checked > 1000, "only {checked} files looked at");
 }
+
+/// A sparse matrix with few stored entries and a wide shape (an Angel LR) keeps its dense
+/// text's size unknown: stating it renders nothing (it would render every column), and a
+/// partition's metadata, which says nothing of what it stores, is not taken as "nothing".
+#[test]
+fn a_wide_sparse_matrix_is_not_rendered_to_be_stated() {
+    use crate::model::{DType, SparseRows};
+    use crate::testing::{key, MemModel, MemTensor};
+    let rows = SparseRows {
+        rows: vec![0],
+        row_ptr: vec![0, 2],
+        cols: vec![3, 1 << 23],
+        values: [1.5f32, -2.0]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect(),
+    };
+    let mut m = MemModel::default();
+    m.add(
+        key("lr"),
+        MemTensor::sparse(DType::F32, 1, 1 << 24, rows).named(b"lr"),
+    );
+    let ctx = ctx(&[Layout::Json, Layout::Txt, Layout::Libsvm]);
+    let cfg = TreeConfig::for_user(None, None, std::time::SystemTime::UNIX_EPOCH);
+    let tree = Tree::new(Arc::new(m), ctx.clone(), cfg);
+    for f in ["lr.txt", "lr.libsvm", "lr.json"] {
+        let ino = tree.resolve(f.as_bytes()).unwrap();
+        let started = std::time::Instant::now();
+        let attr = tree.getattr(ino).unwrap();
+        assert!(
+            started.elapsed().as_millis() < 100,
+            "{f}: {:?}",
+            started.elapsed()
+        );
+        if f == "lr.txt" {
+            assert!(!attr.exact, "lr.txt has a size before it was rendered");
+        }
+    }
+    assert_eq!(ctx.cache.rendered_chunks(), 0, "stating rendered text");
+}

@@ -49,8 +49,8 @@ pub(crate) struct TreeConfig {
     pub(crate) text_size: TextSize,
 }
 
-/// A text file whose tensor has at most this many elements (or, sparse, this many stored
-/// bytes) has its size learnt on first sight: a few tens of milliseconds at most.
+/// A text file whose tensor has at most this many elements (and, sparse, at most this many
+/// stored bytes) has its size learnt on first sight: a few tens of milliseconds at most.
 const CHEAP_ELEMENTS: u64 = 1 << 20;
 const CHEAP_SPARSE_BYTES: u64 = 8 << 20;
 /// `Opened::size` while the size is not known.
@@ -440,7 +440,7 @@ impl Tree {
                     .map_err(|e| FsError::Io(e.to_string()))?;
                 Ok(Opened {
                     mtime: t.meta().mtime,
-                    cheap: !layout.is_text() || is_cheap(t.meta()),
+                    cheap: !layout.is_text() || is_cheap(t.meta(), *layout),
                     tensor: Some(t),
                     content,
                     size: AtomicU64::new(UNKNOWN),
@@ -860,15 +860,24 @@ fn node_suffix(node: &Node) -> &'static str {
 }
 
 /// Whether a text layout of `meta`'s tensor is cheap enough to size on first sight.
-fn is_cheap(meta: &crate::model::TensorMeta) -> bool {
-    if meta.sparse {
-        let stored = meta
-            .partitions
-            .iter()
-            .try_fold(0u64, |acc, p| acc.checked_add(p.length));
-        stored.is_some_and(|b| b <= CHEAP_SPARSE_BYTES)
-    } else {
-        meta.num_elements().is_some_and(|n| n <= CHEAP_ELEMENTS)
+fn is_cheap(meta: &crate::model::TensorMeta, layout: Layout) -> bool {
+    let small = meta.num_elements().is_some_and(|n| n <= CHEAP_ELEMENTS);
+    if !meta.sparse {
+        return small;
+    }
+    // What a sparse matrix's stored entries cost, when its metadata says (a partition's own
+    // metadata need not).
+    let stored = meta
+        .partitions
+        .iter()
+        .try_fold(0u64, |acc, p| acc.checked_add(p.length))
+        .filter(|_| !meta.partitions.is_empty());
+    let few_stored = stored.is_some_and(|b| b <= CHEAP_SPARSE_BYTES);
+    match layout {
+        // Renders the stored entries only.
+        Layout::Libsvm => few_stored,
+        // Dense forms render every element (an LR's 2^31 columns), whatever is stored.
+        _ => small && few_stored,
     }
 }
 
