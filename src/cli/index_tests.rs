@@ -29,17 +29,18 @@ fn mount(source: &Path, o: &Options) -> (Tree, Arc<LayoutCtx>) {
     (Tree::new(model, ctx.clone(), cfg), ctx)
 }
 
+/// The whole file, read to its end like any reader (its size may not be known yet).
 fn read_all(tree: &Tree, path: &str) -> Vec<u8> {
     let ino = tree.resolve(path.as_bytes()).unwrap();
-    let size = tree.getattr(ino).unwrap().size;
-    let mut buf = vec![0u8; size as usize];
-    let mut at = 0;
-    while at < buf.len() {
-        let n = tree.read(ino, at as u64, &mut buf[at..]).unwrap();
-        assert!(n > 0);
-        at += n;
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; 64 << 10];
+    loop {
+        let n = tree.read(ino, out.len() as u64, &mut buf).unwrap();
+        if n == 0 {
+            return out;
+        }
+        out.extend_from_slice(&buf[..n]);
     }
-    buf
 }
 
 fn size_of(tree: &Tree, path: &str) -> u64 {

@@ -865,19 +865,16 @@ fn is_cheap(meta: &crate::model::TensorMeta, layout: Layout) -> bool {
     if !meta.sparse {
         return small;
     }
-    // What a sparse matrix's stored entries cost, when its metadata says (a partition's own
-    // metadata need not).
-    let stored = meta
-        .partitions
-        .iter()
-        .try_fold(0u64, |acc, p| acc.checked_add(p.length))
-        .filter(|_| !meta.partitions.is_empty());
-    let few_stored = stored.is_some_and(|b| b <= CHEAP_SPARSE_BYTES);
     match layout {
-        // Renders the stored entries only.
-        Layout::Libsvm => few_stored,
-        // Dense forms render every element (an LR's 2^31 columns), whatever is stored.
-        _ => small && few_stored,
+        // Dense forms of a sparse matrix render every element (an LR's 2^31 columns),
+        // whatever is stored.
+        Layout::Txt | Layout::Csv => small,
+        // The sparse forms (libsvm, Angel's) render the stored entries.
+        _ => meta
+            .partitions
+            .iter()
+            .try_fold(0u64, |acc, p| acc.checked_add(p.length))
+            .is_some_and(|b| b <= CHEAP_SPARSE_BYTES),
     }
 }
 
