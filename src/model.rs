@@ -136,6 +136,18 @@ impl Tensor for WithMeta {
     fn sparse(&self) -> Result<Arc<SparseRows>, ModelError> {
         self.inner.sparse()
     }
+    fn sparse_shape(&self) -> Result<Arc<SparseShape>, ModelError> {
+        self.inner.sparse_shape()
+    }
+    fn sparse_shape_is_cheap(&self) -> bool {
+        self.inner.sparse_shape_is_cheap()
+    }
+    fn read_entries(&self, first: u64, count: u64, out: &mut Entries) -> Result<(), ModelError> {
+        self.inner.read_entries(first, count, out)
+    }
+    fn seek_col(&self, k: usize, col: i64) -> Result<u64, ModelError> {
+        self.inner.seek_col(k, col)
+    }
     fn cache_identity(&self) -> Option<String> {
         self.inner.cache_identity()
     }
@@ -319,6 +331,36 @@ impl SparseRows {
     }
 }
 
+/// The row structure of a sparse tensor without its entries: `SparseRows::rows` and
+/// `row_ptr`. Entries are numbered in CSR order (row by row, columns ascending).
+#[derive(Debug, Default, Clone)]
+pub struct SparseShape {
+    pub rows: Vec<u64>,
+    /// len = rows.len() + 1, non-decreasing; the last is the entry count.
+    pub row_ptr: Vec<u64>,
+}
+
+impl SparseShape {
+    pub(crate) fn nnz(&self) -> u64 {
+        self.row_ptr.last().copied().unwrap_or(0)
+    }
+}
+
+/// Entries of a sparse tensor read by range (`Tensor::read_entries`).
+#[derive(Debug, Default)]
+pub struct Entries {
+    pub cols: Vec<i64>,
+    /// Little-endian element bytes of the tensor's dtype.
+    pub values: Vec<u8>,
+}
+
+impl Entries {
+    pub(crate) fn clear(&mut self) {
+        self.cols.clear();
+        self.values.clear();
+    }
+}
+
 /// A tensor (or one partition of one) that can be read.
 pub trait Tensor: Send + Sync {
     fn meta(&self) -> &TensorMeta;
@@ -340,9 +382,62 @@ pub trait Tensor: Send + Sync {
         )))
     }
 
-    /// The stored entries of a sparse tensor (`meta().sparse`).
+    /// The stored entries of a sparse tensor (`meta().sparse`), all of them in memory.
     fn sparse(&self) -> Result<Arc<SparseRows>, ModelError> {
         Err(RequestError::NotSparse.into())
+    }
+
+    /// The row structure of a sparse tensor. Readers that know it without decoding entries
+    /// (Angel: from the meta) say so with `sparse_shape_is_cheap`.
+    fn sparse_shape(&self) -> Result<Arc<SparseShape>, ModelError> {
+        let s = self.sparse()?;
+        Ok(Arc::new(SparseShape {
+            rows: s.rows.clone(),
+            row_ptr: s.row_ptr.clone(),
+        }))
+    }
+
+    /// True when `sparse_shape` reads no data (metadata only).
+    fn sparse_shape_is_cheap(&self) -> bool {
+        false
+    }
+
+    /// Appends entries `first..first + count` (CSR order) to `out`. Readers that can decode a
+    /// range without the whole tensor override this (memory stays bounded).
+    fn read_entries(&self, first: u64, count: u64, out: &mut Entries) -> Result<(), ModelError> {
+        let s = self.sparse()?;
+        let es = self.meta().dtype.elem_size().unwrap_or(1);
+        let end = first.checked_add(count).filter(|&e| e <= s.nnz());
+        let Some(end) = end else {
+            return Err(RequestError::OutOfRange {
+                first,
+                count,
+                total: s.nnz(),
+            }
+            .into());
+        };
+        let (a, b) = (first as usize, end as usize);
+        out.cols.extend_from_slice(&s.cols[a..b]);
+        out.values.extend_from_slice(&s.values[a * es..b * es]);
+        Ok(())
+    }
+
+    /// The index of the first entry of stored row `k` (`sparse_shape().rows[k]`) whose column
+    /// is ≥ `col` (the row's end when none is).
+    fn seek_col(&self, k: usize, col: i64) -> Result<u64, ModelError> {
+        let s = self.sparse()?;
+        let (a, b) = match (s.row_ptr.get(k), s.row_ptr.get(k + 1)) {
+            (Some(&a), Some(&b)) if a <= b && b <= s.nnz() => (a as usize, b as usize),
+            _ => {
+                return Err(RequestError::OutOfRange {
+                    first: k as u64,
+                    count: 1,
+                    total: s.rows.len() as u64,
+                }
+                .into())
+            }
+        };
+        Ok((a + s.cols[a..b].partition_point(|&c| c < col)) as u64)
     }
 
     /// A stable string that changes whenever this tensor's bytes could change (e.g. data file

@@ -24,6 +24,8 @@ pub enum TextSize {
 #[derive(Clone, Debug)]
 pub struct Options {
     pub layouts: Vec<Layout>,
+    /// `layouts=` was given (else sparse matrices show `json,libsvm`: see `LayoutCtx`).
+    pub layouts_chosen: bool,
     pub sep: String,
     pub max_dense: u64,
     pub threads: usize,
@@ -55,6 +57,7 @@ impl Default for Options {
     fn default() -> Self {
         Options {
             layouts: vec![Layout::Json, Layout::Txt, Layout::Npy],
+            layouts_chosen: false,
             sep: ",".into(),
             max_dense: 16 << 30,
             threads: std::thread::available_parallelism()
@@ -162,7 +165,8 @@ impl Options {
             match key {
                 "layouts" => {
                     self.layouts =
-                        Layout::parse_list(&need(value)?).map_err(|e| OptionError(e.to_string()))?
+                        Layout::parse_list(&need(value)?).map_err(|e| OptionError(e.to_string()))?;
+                    self.layouts_chosen = true;
                 }
                 "sep" => {
                     let v = need(value)?;

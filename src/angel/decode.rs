@@ -177,7 +177,7 @@ fn slice<'a>(inp: &'a PartInput<'_>, offset: u64, length: u64) -> Res<Cow<'a, [u
 
 /// Value formats place the i-th record at `startCol + i`, which needs a real column range and
 /// full rows (§7.2).
-fn check_value_format(part: &PartMeta) -> Res<()> {
+pub(super) fn check_value_format(part: &PartMeta) -> Res<()> {
     if part.is_hash() {
         return Err(
             "a Value format cannot be placed in a hash-partitioned matrix \
@@ -198,11 +198,11 @@ fn check_value_format(part: &PartMeta) -> Res<()> {
     Ok(())
 }
 
-fn be_value_to_le(src: &[u8], out: &mut Vec<u8>) {
+pub(super) fn be_value_to_le(src: &[u8], out: &mut Vec<u8>) {
     out.extend(src.iter().rev());
 }
 
-fn be_i64(src: &[u8]) -> i64 {
+pub(super) fn be_i64(src: &[u8]) -> i64 {
     match src.len() {
         4 => i32::from_be_bytes([src[0], src[1], src[2], src[3]]) as i64,
         _ => i64::from_be_bytes(src[..8].try_into().unwrap_or([0; 8])),
@@ -309,7 +309,7 @@ fn with_text_slice<T>(inp: &PartInput<'_>, lines: u64, parse: impl Fn(&[u8]) -> 
 
 /// The separator to use for `data`: the configured one, or the detected one when the first
 /// line does not contain it.
-fn separator(inp: &PartInput<'_>, data: &[u8]) -> Vec<u8> {
+pub(super) fn separator(inp: &PartInput<'_>, data: &[u8]) -> Vec<u8> {
     let sep = inp.sep.as_bytes().to_vec();
     let Some(first) = text::lines(data).next() else {
         return sep;
@@ -332,7 +332,7 @@ fn separator(inp: &PartInput<'_>, data: &[u8]) -> Vec<u8> {
     }
 }
 
-fn parse_key(field: &[u8], key_width: usize) -> Res<i64> {
+pub(super) fn parse_key(field: &[u8], key_width: usize) -> Res<i64> {
     let v =
         text::parse_i64(field).ok_or_else(|| format!("bad column id '{}'", text::show(field)))?;
     if key_width == 4 && i32::try_from(v).is_err() {
@@ -341,7 +341,7 @@ fn parse_key(field: &[u8], key_width: usize) -> Res<i64> {
     Ok(v)
 }
 
-fn parse_value(field: &[u8], vt: ValueType, out: &mut Vec<u8>) -> Res<()> {
+pub(super) fn parse_value(field: &[u8], vt: ValueType, out: &mut Vec<u8>) -> Res<()> {
     if text::parse_value(field, vt, out) {
         Ok(())
     } else {

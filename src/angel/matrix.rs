@@ -23,7 +23,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::SystemTime;
 
 use serde_json::{json, Map, Value};
@@ -33,8 +33,11 @@ use super::dir::MatrixDir;
 use super::direct::{whole_elements, Plan};
 use super::merge;
 use super::meta::{self, MatrixMeta, PartMeta};
+use super::region::Region;
+use super::stream::{Parts, Segments, Stream};
 use crate::model::{
-    DType, ModelError, PartitionMeta, RequestError, SourceFormat, SparseRows, Tensor, TensorMeta,
+    DType, Entries, ModelError, PartitionMeta, RequestError, SourceFormat, SparseRows,
+    SparseShape, Tensor, TensorMeta,
 };
 use crate::source::{identity_string, ReadAt};
 
@@ -87,6 +90,13 @@ struct Inner {
     merged: Cached,
     /// Dense reads by arithmetic, when the meta allows them (`direct`), made on first read.
     direct: OnceLock<Option<Plan>>,
+    /// Entries by range across all partitions (`stream`), from the meta on first use; `None`
+    /// when the partitions must be merged (the matrix is then decoded whole).
+    segments: OnceLock<Option<Arc<Segments>>>,
+    /// Each partition located and its text lines indexed (`region`), on its first read.
+    regions: Vec<OnceLock<Arc<Region>>>,
+    /// Held while a partition is being located, so concurrent first readers index it once.
+    locating: Vec<Mutex<()>>,
 }
 
 pub(crate) struct AngelMatrix {
@@ -243,6 +253,9 @@ impl AngelMatrix {
                 parts: (0..n).map(|_| OnceLock::new()).collect(),
                 merged: OnceLock::new(),
                 direct: OnceLock::new(),
+                segments: OnceLock::new(),
+                regions: (0..n).map(|_| OnceLock::new()).collect(),
+                locating: (0..n).map(|_| Mutex::new(())).collect(),
             })),
         };
         (matrix, transient)
@@ -258,6 +271,18 @@ impl AngelMatrix {
             (_, Some(p)) => Err(self.fail(MatrixFault::Known(p.clone()).into())),
             (None, None) => Err(self.fail(MatrixFault::Known("matrix not loaded".into()).into())),
         }
+    }
+
+    /// The matrix's entries by range, when its partitions allow it (`stream`).
+    fn segments(&self) -> Result<Option<Arc<Segments>>, ModelError> {
+        let inner = self.inner()?;
+        Ok(inner
+            .segments
+            .get_or_init(|| {
+                let all: Vec<usize> = (0..inner.meta.parts.len()).collect();
+                inner.segments_of(&all)
+            })
+            .clone())
     }
 
     /// The merged stored entries of the whole matrix (global coordinates).
@@ -277,7 +302,53 @@ impl AngelMatrix {
     }
 }
 
+impl Parts for Inner {
+    fn part(&self, i: usize) -> &PartMeta {
+        &self.meta.parts[i]
+    }
+
+    fn region(&self, i: usize) -> Result<(Arc<Region>, Arc<dyn ReadAt>), Arc<MatrixFault>> {
+        let known = |p: &String| Arc::new(MatrixFault::Known(p.clone()));
+        if let Some(p) = &self.part_problem[i] {
+            return Err(known(p));
+        }
+        let part = &self.meta.parts[i];
+        let file = self.files[&part.file_name].as_ref().map_err(known)?;
+        if let Some(r) = self.regions[i].get() {
+            return Ok((r.clone(), file.clone()));
+        }
+        let _one = self.locating[i].lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(r) = self.regions[i].get() {
+            return Ok((r.clone(), file.clone()));
+        }
+        let inp = PartInput {
+            meta: &self.meta,
+            part,
+            file: &**file,
+            sep: &self.sep,
+            lines_before: self.lines_before[i],
+        };
+        // A transient fault is returned, not kept: the next read locates again.
+        let region = Region::locate(&inp).map_err(|fault| {
+            let e = decode::DecodeError {
+                file: file.name().to_string(),
+                part: part.part_id,
+                fault,
+            };
+            log::warn!("{e}");
+            Arc::new(MatrixFault::Decode(e))
+        })?;
+        let r = self.regions[i].get_or_init(|| Arc::new(region)).clone();
+        Ok((r, file.clone()))
+    }
+}
+
 impl Inner {
+    /// The entries of partitions `parts` by range, when their column ranges allow it.
+    fn segments_of(&self, parts: &[usize]) -> Option<Arc<Segments>> {
+        Segments::new(&self.meta, parts).map(Arc::new)
+    }
+
     fn part_entries(&self, i: usize) -> Result<Arc<SparseRows>, Arc<MatrixFault>> {
         cache_unless_transient(&self.parts[i], || {
             let known = |p: &String| Arc::new(MatrixFault::Known(p.clone()));
@@ -483,6 +554,60 @@ fn fill_dense(
     Ok(())
 }
 
+/// Like `fill_dense`, reading only the entries that land in `out` (`stream`).
+#[allow(clippy::too_many_arguments)]
+fn fill_dense_by_range(
+    stream: &Stream<'_>,
+    row_base: u64,
+    col_base: i64,
+    cols: u64,
+    w: usize,
+    first: u64,
+    out: &mut [u8],
+    fail: &dyn Fn(Arc<MatrixFault>) -> ModelError,
+) -> Result<(), ModelError> {
+    whole_elements(out.len(), w)?;
+    out.fill(0);
+    let n = (out.len() / w) as u64;
+    if n == 0 || cols == 0 {
+        return Ok(());
+    }
+    let end = first.checked_add(n).ok_or(RequestError::OutOfRange {
+        first,
+        count: n,
+        total: u64::MAX,
+    })?;
+    let shape = &stream.segs.shape;
+    let (r0, r1) = (first / cols, (end - 1) / cols);
+    let mut k = shape.rows.partition_point(|&r| r < r0 + row_base);
+    let mut got = Entries::default();
+    while k < shape.rows.len() && shape.rows[k] - row_base <= r1 {
+        let row = shape.rows[k] - row_base;
+        // Columns of this row in [first, end), local.
+        let lo = first.saturating_sub(row * cols);
+        let hi = (end - row * cols).min(cols);
+        let col = |c: u64| (c as i128 + col_base as i128).clamp(i64::MIN as i128, i64::MAX as i128) as i64;
+        let e0 = stream.seek_col(k, col(lo)).map_err(fail)?;
+        let e1 = if hi == cols {
+            shape.row_ptr[k + 1]
+        } else {
+            stream.seek_col(k, col(hi)).map_err(fail)?
+        };
+        got.clear();
+        stream.read_entries(e0, e1.saturating_sub(e0), &mut got).map_err(fail)?;
+        for (i, &c) in got.cols.iter().enumerate() {
+            let local = c as i128 - col_base as i128;
+            if local < lo as i128 || local >= hi as i128 {
+                continue;
+            }
+            let idx = (row * cols + local as u64 - first) as usize * w;
+            out[idx..idx + w].copy_from_slice(&got.values[i * w..(i + 1) * w]);
+        }
+        k += 1;
+    }
+    Ok(())
+}
+
 impl Tensor for AngelMatrix {
     fn meta(&self) -> &TensorMeta {
         &self.tmeta
@@ -501,6 +626,15 @@ impl Tensor for AngelMatrix {
                 e
             });
         }
+        let w = self.tmeta.dtype.elem_size().unwrap_or(1);
+        if let Some(segs) = self.segments()? {
+            let stream = Stream {
+                segs: &segs,
+                parts: &**inner,
+            };
+            let fail = |f| self.fail(f);
+            return fill_dense_by_range(&stream, 0, 0, inner.cols, w, first, out, &fail);
+        }
         let e = self.entries()?;
         fill_dense(
             &e,
@@ -515,6 +649,49 @@ impl Tensor for AngelMatrix {
 
     fn sparse(&self) -> Result<Arc<SparseRows>, ModelError> {
         self.entries()
+    }
+
+    fn sparse_shape(&self) -> Result<Arc<SparseShape>, ModelError> {
+        match self.segments()? {
+            Some(s) => Ok(s.shape.clone()),
+            None => {
+                let e = self.entries()?;
+                Ok(Arc::new(SparseShape {
+                    rows: e.rows.clone(),
+                    row_ptr: e.row_ptr.clone(),
+                }))
+            }
+        }
+    }
+
+    fn sparse_shape_is_cheap(&self) -> bool {
+        matches!(self.segments(), Ok(Some(_)))
+    }
+
+    fn read_entries(&self, first: u64, count: u64, out: &mut Entries) -> Result<(), ModelError> {
+        let inner = self.inner()?;
+        match self.segments()? {
+            Some(segs) => Stream {
+                segs: &segs,
+                parts: &**inner,
+            }
+            .read_entries(first, count, out)
+            .map_err(|f| self.fail(f)),
+            None => read_entries_of(&*self.entries()?, &self.tmeta, first, count, out),
+        }
+    }
+
+    fn seek_col(&self, k: usize, col: i64) -> Result<u64, ModelError> {
+        let inner = self.inner()?;
+        match self.segments()? {
+            Some(segs) if k < segs.shape.rows.len() => Stream {
+                segs: &segs,
+                parts: &**inner,
+            }
+            .seek_col(k, col)
+            .map_err(|f| self.fail(f)),
+            _ => seek_col_of(&*self.entries()?, k, col),
+        }
     }
 
     fn cache_identity(&self) -> Option<String> {
@@ -562,6 +739,7 @@ impl Tensor for AngelMatrix {
             index: i,
             row_base,
             col_base,
+            segments: OnceLock::new(),
         }))
     }
 }
@@ -583,6 +761,7 @@ pub(crate) struct AngelPartition {
     col_base: i64,
     /// The matrix's cache identity plus the partition index.
     identity: Option<String>,
+    segments: OnceLock<Option<Arc<Segments>>>,
 }
 
 impl AngelPartition {
@@ -590,6 +769,60 @@ impl AngelPartition {
         self.inner
             .part_entries(self.index)
             .map_err(|f| matrix_error(&self.tmeta, f))
+    }
+
+    fn segments(&self) -> Result<Option<Arc<Segments>>, ModelError> {
+        if let Some(p) = &self.tmeta.problem {
+            return Err(matrix_error(&self.tmeta, Arc::new(MatrixFault::Known(p.clone()))));
+        }
+        Ok(self
+            .segments
+            .get_or_init(|| self.inner.segments_of(&[self.index]))
+            .clone())
+    }
+
+    fn fail(&self, f: Arc<MatrixFault>) -> ModelError {
+        matrix_error(&self.tmeta, f)
+    }
+}
+
+/// `Tensor::read_entries` of decoded entries.
+fn read_entries_of(
+    s: &SparseRows,
+    meta: &TensorMeta,
+    first: u64,
+    count: u64,
+    out: &mut Entries,
+) -> Result<(), ModelError> {
+    let es = meta.dtype.elem_size().unwrap_or(1);
+    let end = first.checked_add(count).filter(|&e| e <= s.nnz());
+    let Some(end) = end else {
+        return Err(RequestError::OutOfRange {
+            first,
+            count,
+            total: s.nnz(),
+        }
+        .into());
+    };
+    let (a, b) = (first as usize, end as usize);
+    out.cols.extend_from_slice(&s.cols[a..b]);
+    out.values.extend_from_slice(&s.values[a * es..b * es]);
+    Ok(())
+}
+
+/// `Tensor::seek_col` of decoded entries.
+fn seek_col_of(s: &SparseRows, k: usize, col: i64) -> Result<u64, ModelError> {
+    match (s.row_ptr.get(k), s.row_ptr.get(k + 1)) {
+        (Some(&a), Some(&b)) if a <= b && b <= s.nnz() => {
+            let (a, b) = (a as usize, b as usize);
+            Ok((a + s.cols[a..b].partition_point(|&c| c < col)) as u64)
+        }
+        _ => Err(RequestError::OutOfRange {
+            first: k as u64,
+            count: 1,
+            total: s.rows.len() as u64,
+        }
+        .into()),
     }
 }
 
@@ -599,8 +832,25 @@ impl Tensor for AngelPartition {
     }
 
     fn read_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
-        let e = self.global()?;
         let w = self.tmeta.dtype.elem_size().unwrap_or(1);
+        if let Some(segs) = self.segments()? {
+            let stream = Stream {
+                segs: &segs,
+                parts: &*self.inner,
+            };
+            let fail = |f| self.fail(f);
+            return fill_dense_by_range(
+                &stream,
+                self.row_base,
+                self.col_base,
+                self.tmeta.shape[1],
+                w,
+                first,
+                out,
+                &fail,
+            );
+        }
+        let e = self.global()?;
         fill_dense(
             &e,
             self.row_base,
@@ -615,6 +865,47 @@ impl Tensor for AngelPartition {
     /// The partition's stored entries, in matrix coordinates (see the module comment).
     fn sparse(&self) -> Result<Arc<SparseRows>, ModelError> {
         self.global()
+    }
+
+    fn sparse_shape(&self) -> Result<Arc<SparseShape>, ModelError> {
+        match self.segments()? {
+            Some(s) => Ok(s.shape.clone()),
+            None => {
+                let e = self.global()?;
+                Ok(Arc::new(SparseShape {
+                    rows: e.rows.clone(),
+                    row_ptr: e.row_ptr.clone(),
+                }))
+            }
+        }
+    }
+
+    fn sparse_shape_is_cheap(&self) -> bool {
+        matches!(self.segments(), Ok(Some(_)))
+    }
+
+    fn read_entries(&self, first: u64, count: u64, out: &mut Entries) -> Result<(), ModelError> {
+        match self.segments()? {
+            Some(segs) => Stream {
+                segs: &segs,
+                parts: &*self.inner,
+            }
+            .read_entries(first, count, out)
+            .map_err(|f| self.fail(f)),
+            None => read_entries_of(&*self.global()?, &self.tmeta, first, count, out),
+        }
+    }
+
+    fn seek_col(&self, k: usize, col: i64) -> Result<u64, ModelError> {
+        match self.segments()? {
+            Some(segs) if k < segs.shape.rows.len() => Stream {
+                segs: &segs,
+                parts: &*self.inner,
+            }
+            .seek_col(k, col)
+            .map_err(|f| self.fail(f)),
+            _ => seek_col_of(&*self.global()?, k, col),
+        }
     }
 
     fn cache_identity(&self) -> Option<String> {

@@ -19,7 +19,9 @@ mod format;
 mod matrix;
 pub mod merge;
 mod meta;
+mod region;
 mod rowtype;
+mod stream;
 mod text;
 
 use std::collections::BTreeMap;

@@ -75,7 +75,10 @@ fn assert_fails(name: &str, t: &dyn Tensor, needle: &str) {
         err.contains(needle),
         "{name}: error '{err}' lacks '{needle}'"
     );
-    let mut buf = [0u8; 8];
+    // Reads by range find a fault where it is: read every element (fixtures are small).
+    let meta = t.meta();
+    let n = meta.num_elements().unwrap_or(2).clamp(2, 1 << 16);
+    let mut buf = vec![0u8; n as usize * meta.dtype.elem_size().unwrap_or(4)];
     assert!(
         t.read_elements(0, &mut buf).is_err(),
         "{name}: read_elements succeeded"
@@ -109,6 +112,11 @@ fn check_matrix(case: &str, name: &str, t: &Arc<dyn Tensor>, e: &Value) {
     assert_eq!(s.rows, rows, "{ctx}: saved rows");
     let want = expected_triples(e);
     assert_eq!(triples(&**t, &s), want, "{ctx}: entries");
+    check_ranges(&ctx, &**t, &s);
+    // Range partitions are read by range; overlapping (hash) ones are merged whole.
+    if case != "hash" {
+        assert!(t.sparse_shape_is_cheap(), "{ctx}: not read by range");
+    }
     // Partitions: each decodes on its own; together (shifted back) they hold every entry.
     let mut total = 0;
     for (i, pm) in meta.partitions.iter().enumerate() {
@@ -123,6 +131,7 @@ fn check_matrix(case: &str, name: &str, t: &Arc<dyn Tensor>, e: &Value) {
             pm.extent[0].1
         };
         assert_eq!(p.meta().shape[0], want_rows, "{ctx} part {i}");
+        check_ranges(&format!("{ctx} part {i}"), &*p, &ps);
     }
     assert_eq!(total, s.nnz(), "{ctx}: partition entries");
     // Dense reads agree with the entries (small matrices only).
@@ -142,6 +151,42 @@ fn check_matrix(case: &str, name: &str, t: &Arc<dyn Tensor>, e: &Value) {
             let mut part = vec![0u8; (n as usize - 3) * w];
             t.read_elements(2, &mut part).unwrap();
             assert_eq!(&part[..], &dense[2 * w..(n as usize - 1) * w], "{ctx}");
+        }
+    }
+}
+
+/// Reads by range (`sparse_shape`, `read_entries`, `seek_col`) agree with the whole decode.
+fn check_ranges(ctx: &str, t: &dyn Tensor, s: &SparseRows) {
+    let shape = t.sparse_shape().unwrap();
+    assert_eq!(shape.rows, s.rows, "{ctx}: shape rows");
+    assert_eq!(shape.row_ptr, s.row_ptr, "{ctx}: shape row_ptr");
+    let w = t.meta().dtype.elem_size().unwrap();
+    let nnz = s.nnz();
+    for step in [1u64, 2, 3, 7, nnz.max(1)] {
+        let mut got = crate::model::Entries::default();
+        let mut at = 0;
+        while at < nnz {
+            let n = step.min(nnz - at);
+            t.read_entries(at, n, &mut got)
+                .unwrap_or_else(|e| panic!("{ctx}: entries {at}+{n}: {e}"));
+            at += n;
+        }
+        assert_eq!(got.cols, s.cols, "{ctx}: columns read by {step}");
+        assert_eq!(got.values, s.values, "{ctx}: values read by {step}");
+        assert_eq!(got.values.len() as u64, nnz * w as u64);
+    }
+    let mut got = crate::model::Entries::default();
+    assert!(t.read_entries(nnz, 1, &mut got).is_err(), "{ctx}: past the end");
+    for k in 0..s.rows.len() {
+        let (a, b) = (s.row_ptr[k] as usize, s.row_ptr[k + 1] as usize);
+        let row = &s.cols[a..b];
+        let probes = row
+            .iter()
+            .flat_map(|&c| [c.saturating_sub(1), c, c.saturating_add(1)])
+            .chain([i64::MIN, -1, 0, i64::MAX]);
+        for c in probes {
+            let want = (a + row.partition_point(|&x| x < c)) as u64;
+            assert_eq!(t.seek_col(k, c).unwrap(), want, "{ctx}: row {k} seek {c}");
         }
     }
 }

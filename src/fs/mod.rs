@@ -41,6 +41,7 @@ pub(crate) fn layout_ctx(opts: &Options, source: &str) -> Arc<LayoutCtx> {
         sep: opts.sep.clone(),
         max_dense: opts.max_dense,
         layouts: opts.layouts.clone(),
+        sparse_default: !opts.layouts_chosen,
         cache: Arc::new(cache),
         angel_format: opts.angel_format,
     })

@@ -9,6 +9,7 @@ pub(crate) fn ctx(layouts: &[Layout]) -> Arc<LayoutCtx> {
     super::layout_ctx(
         &crate::options::Options {
             layouts: layouts.to_vec(),
+            layouts_chosen: true,
             cache_dir: None,
             ..Default::default()
         },

@@ -91,6 +91,13 @@ pub(crate) fn content(
         tensor,
     };
     if sparse {
+        // Row formats read entries by range: built now when the shape is metadata (so a stored
+        // text index is found without decoding), else on first use.
+        if !format.is_column() && file.tensor.sparse_shape_is_cheap() {
+            if let Ok(c) = file.sparse_content() {
+                return Ok(c);
+            }
+        }
         return Ok(Lazy::content(move || file.sparse_content()));
     }
     file.content(Records::dense(file.tensor.clone(), value, cols))
@@ -183,19 +190,24 @@ impl AngelFile {
         )))
     }
 
-    /// Decodes a sparse tensor's entries and builds its content.
+    /// A sparse tensor's content: row formats read entries by range; column formats need
+    /// every column of every saved row, so their entries are decoded whole.
     fn sparse_content(&self) -> Result<Arc<dyn FileContent>, LayoutError> {
-        let rows = self.tensor.sparse()?;
+        let records = if self.format.is_column() {
+            let rows = self.tensor.sparse()?;
+            let dtype = self.tensor.meta().dtype;
+            Records::sparse(rows, dtype, self.value, self.cols, true)?
+        } else {
+            Records::stream(self.tensor.clone(), self.value, self.cols)?
+        };
         if self.format == AngelFormat::RowIdColIdValueBinary
-            && rows.rows.iter().any(|&r| r > i32::MAX as u64)
+            && records
+                .stored_rows()
+                .is_some_and(|r| r.iter().any(|&r| r > i32::MAX as u64))
         {
             return Err(Unavailable::RowIdTooWide.into());
         }
-        let columns = self.format.is_column();
-        let dtype = self.tensor.meta().dtype;
-        self.content(Records::sparse(
-            rows, dtype, self.value, self.cols, columns,
-        )?)
+        self.content(records)
     }
 }
 

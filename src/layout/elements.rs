@@ -2,7 +2,7 @@
 //! elements by range in blocks (one scratch buffer, no per-element allocation) and hands each
 //! out as a `Value`.
 
-use crate::model::{DType, ModelError, RequestError, SparseRows, Tensor};
+use crate::model::{DType, Entries, ModelError, RequestError, SparseRows, SparseShape, Tensor};
 
 use super::{num, InconsistentRows, LayoutError};
 
@@ -135,6 +135,70 @@ pub(crate) fn check_sparse(rows: &SparseRows, dtype: DType) -> Result<usize, Lay
         return Err(InconsistentRows.into());
     }
     Ok(es)
+}
+
+/// Checks a sparse shape once, so traversals can index it without surprises.
+pub(crate) fn check_shape(shape: &SparseShape) -> Result<(), LayoutError> {
+    let ok = shape.row_ptr.len() == shape.rows.len() + 1
+        && shape.row_ptr.first() == Some(&0)
+        && shape.row_ptr.windows(2).all(|w| w[0] <= w[1])
+        && shape.rows.windows(2).all(|w| w[0] < w[1]);
+    if !ok {
+        return Err(InconsistentRows.into());
+    }
+    Ok(())
+}
+
+/// Stored rows whose first unit is before `unit`, where stored row `k` starts at unit
+/// `k + row_ptr[k]` (its id) and each of its entries is one more unit (`libsvm`, Angel's row
+/// formats: a row's id or an entry per unit).
+pub(crate) fn rows_before_unit(shape: &SparseShape, unit: u64) -> usize {
+    let (mut lo, mut hi) = (0usize, shape.rows.len());
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if mid as u64 + shape.row_ptr[mid] < unit {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
+/// Calls `f` with entries `first..first + count` of a sparse tensor (read by range; their
+/// count and value bytes checked) and the dtype's element size.
+pub(crate) fn with_entries<R>(
+    tensor: &dyn Tensor,
+    first: u64,
+    count: u64,
+    f: impl FnOnce(&Entries, usize) -> R,
+) -> Result<R, LayoutError> {
+    let dtype = tensor.meta().dtype;
+    let es = dtype
+        .elem_size()
+        .ok_or_else(|| RequestError::NoFixedSize(dtype.name().into_owned()))
+        .map_err(ModelError::from)?;
+    ENTRIES.with(|cell| {
+        let mut got = cell.take();
+        got.clear();
+        let res = tensor
+            .read_entries(first, count, &mut got)
+            .map_err(LayoutError::from)
+            .and_then(|()| {
+                let n = got.cols.len();
+                if n as u64 != count || Some(got.values.len()) != n.checked_mul(es) {
+                    return Err(LayoutError::from(InconsistentRows));
+                }
+                Ok(f(&got, es))
+            });
+        cell.set(got);
+        res
+    })
+}
+
+thread_local! {
+    /// Entries of the chunk being rendered, kept between calls like `for_each_value`'s buffer.
+    static ENTRIES: std::cell::Cell<Entries> = std::cell::Cell::new(Entries::default());
 }
 
 /// Elements per `read_elements` call: bounds the scratch buffer to ~1 MiB.

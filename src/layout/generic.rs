@@ -150,12 +150,19 @@ pub(crate) fn check_libsvm(meta: &TensorMeta) -> Result<(), Unavailable> {
 pub(crate) fn libsvm(tensor: Arc<dyn Tensor>, ctx: &Arc<LayoutCtx>) -> Built {
     let meta = tensor.meta();
     if meta.sparse {
+        // Built now when the shape is metadata (its chunk count keys the stored index, so a
+        // known size is found without decoding); else on first use.
         let (t, ctx) = (tensor.clone(), ctx.clone());
-        return Ok(Lazy::content(move || {
-            let rows = t.sparse()?;
-            let src = LibsvmSparse::new(rows, t.meta().dtype)?;
-            Ok(chunked(src, &t, "libsvm", &ctx))
-        }));
+        let build = move || {
+            let src = LibsvmSparse::new(t.clone())?;
+            Ok(chunked(src, &t, "libsvm:v2", &ctx))
+        };
+        if tensor.sparse_shape_is_cheap() {
+            if let Ok(c) = build() {
+                return Ok(c);
+            }
+        }
+        return Ok(Lazy::content(build));
     }
     let (rows, cols) = meta.rows_cols().ok_or(Unavailable::Overflow)?;
     if cols == 0 {

@@ -6,11 +6,11 @@
 
 use std::sync::Arc;
 
-use super::elements::{check_sparse, decode, for_each_value};
+use super::elements::{check_shape, decode, for_each_value, rows_before_unit, with_entries};
 use super::num::{write_escaped, write_i64, write_u64};
 use super::text::{ChunkSource, CHUNK_ELEMENTS};
 use super::LayoutError;
-use crate::model::{DType, SparseRows, Tensor};
+use crate::model::{DType, SparseShape, Tensor};
 
 fn chunks_for(n: u64, per: u64) -> u64 {
     n.div_ceil(per)
@@ -124,58 +124,68 @@ impl ChunkSource for LibsvmDense {
     }
 }
 
-/// `libsvm` of a sparse matrix: its stored rows and entries. Chunks are runs of stored rows
-/// holding about `CHUNK_ELEMENTS` entries (`starts[i]` = first row index of chunk i).
+/// `libsvm` of a sparse matrix: `<row>` then ` <col>:<value>` per stored entry, per stored
+/// row. A chunk is `CHUNK_ELEMENTS` units — a row's id or one entry (`rows_before_unit`) — so
+/// a row of any length spans chunks and each chunk reads only its own entries.
 pub(crate) struct LibsvmSparse {
-    pub(crate) rows: Arc<SparseRows>,
-    pub(crate) dtype: DType,
-    starts: Vec<usize>,
+    tensor: Arc<dyn Tensor>,
+    shape: Arc<SparseShape>,
+    units: u64,
 }
 
 impl LibsvmSparse {
-    /// Checks the CSR structure once so rendering can index without surprises.
-    pub(crate) fn new(rows: Arc<SparseRows>, dtype: DType) -> Result<Self, LayoutError> {
-        check_sparse(&rows, dtype)?;
-        let mut starts = Vec::new();
-        let mut acc = CHUNK_ELEMENTS;
-        for (k, w) in rows.row_ptr.windows(2).enumerate() {
-            if acc >= CHUNK_ELEMENTS {
-                starts.push(k);
-                acc = 0;
-            }
-            acc += 1 + (w[1] - w[0]);
-        }
+    /// Checks the shape once so rendering can index without surprises.
+    pub(crate) fn new(tensor: Arc<dyn Tensor>) -> Result<Self, LayoutError> {
+        let shape = tensor.sparse_shape()?;
+        check_shape(&shape)?;
+        let units = shape
+            .nnz()
+            .checked_add(shape.rows.len() as u64)
+            .ok_or(LayoutError::Overflow("libsvm units"))?;
         Ok(LibsvmSparse {
-            rows,
-            dtype,
-            starts,
+            tensor,
+            shape,
+            units,
         })
     }
 }
 
 impl ChunkSource for LibsvmSparse {
     fn num_chunks(&self) -> u64 {
-        self.starts.len() as u64
+        chunks_for(self.units, CHUNK_ELEMENTS)
     }
     fn render(&self, chunk: u64, out: &mut Vec<u8>) -> Result<(), LayoutError> {
-        let s = &*self.rows;
-        let es = self.dtype.elem_size().unwrap_or(1);
-        let a = self.starts[chunk as usize];
-        let b = self
-            .starts
-            .get(chunk as usize + 1)
-            .copied()
-            .unwrap_or(s.rows.len());
-        for k in a..b {
-            write_u64(s.rows[k], out);
-            for e in s.row_ptr[k] as usize..s.row_ptr[k + 1] as usize {
+        let s = &*self.shape;
+        let dtype = self.tensor.meta().dtype;
+        let u0 = chunk * CHUNK_ELEMENTS;
+        let u1 = (u0 + CHUNK_ELEMENTS).min(self.units);
+        // Entries among the units: every unit but the row ids.
+        let e0 = u0 - rows_before_unit(s, u0) as u64;
+        let e1 = u1 - rows_before_unit(s, u1) as u64;
+        with_entries(&*self.tensor, e0, e1 - e0, |got, es| {
+            // The row holding unit u0: the last whose id is at or before it.
+            let mut k = rows_before_unit(s, u0 + 1).saturating_sub(1);
+            for u in u0..u1 {
+                let (start, end) = (s.row_ptr[k], s.row_ptr[k + 1]);
+                if u == k as u64 + start {
+                    write_u64(s.rows[k], out);
+                    if start == end {
+                        out.push(b'\n');
+                        k += 1;
+                    }
+                    continue;
+                }
+                let e = u - k as u64 - 1;
+                let i = (e - e0) as usize;
                 out.push(b' ');
-                write_i64(s.cols[e], out);
+                write_i64(got.cols[i], out);
                 out.push(b':');
-                decode(self.dtype, &s.values[e * es..(e + 1) * es]).write_py(out);
+                decode(dtype, &got.values[i * es..(i + 1) * es]).write_py(out);
+                if e + 1 == end {
+                    out.push(b'\n');
+                    k += 1;
+                }
             }
-            out.push(b'\n');
-        }
-        Ok(())
+        })
     }
 }

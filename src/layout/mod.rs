@@ -147,6 +147,10 @@ pub struct LayoutCtx {
     pub max_dense: u64,
     /// The layouts of this mount (the `.json` lists each available one with its size).
     pub layouts: Vec<Layout>,
+    /// `layouts=` was not given: a sparse matrix then shows its stored entries (`json`,
+    /// `libsvm`), not dense forms of mostly zeros (an LR's 2^31 columns: 8 GiB of `0.0`
+    /// lines); `layouts=` names dense forms when they are wanted.
+    pub sparse_default: bool,
     pub cache: Arc<cache::ChunkCache>,
     /// `angel_format=`: the format of the `.angel/` view (else its default).
     pub angel_format: Option<AngelFormat>,
@@ -286,18 +290,28 @@ pub(crate) fn check(layout: Layout, meta: &TensorMeta, ctx: &LayoutCtx) -> Resul
     }
 }
 
+/// The layouts the mount asks of a tensor described by `meta` (see `sparse_default`).
+pub(crate) fn asked<'a>(meta: &TensorMeta, ctx: &'a LayoutCtx) -> &'a [Layout] {
+    const SPARSE: &[Layout] = &[Layout::Json, Layout::Libsvm];
+    if meta.sparse && ctx.sparse_default {
+        SPARSE
+    } else {
+        &ctx.layouts
+    }
+}
+
 /// The layouts that show a tensor described by `meta`: the mount's layouts that can, and,
 /// when none but `.json` can (a sparse model too big for any dense form), its sparse text
 /// layout `libsvm` anyway, so that every tensor's data can be seen (unless the mount asked
 /// for metadata only: `layouts=json`).
 pub(crate) fn shown(meta: &TensorMeta, ctx: &LayoutCtx) -> Vec<Layout> {
-    let mut out: Vec<Layout> = ctx
-        .layouts
+    let layouts = asked(meta, ctx);
+    let mut out: Vec<Layout> = layouts
         .iter()
         .copied()
         .filter(|&l| check(l, meta, ctx).is_ok())
         .collect();
-    let wants_data = ctx.layouts.iter().any(|&l| l != Layout::Json);
+    let wants_data = layouts.iter().any(|&l| l != Layout::Json);
     if wants_data
         && out.iter().all(|&l| l == Layout::Json)
         && check(Layout::Libsvm, meta, ctx).is_ok()

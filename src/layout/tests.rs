@@ -17,6 +17,7 @@ fn ctx_with(layouts: Vec<Layout>, max_dense: u64) -> Arc<LayoutCtx> {
         sep: ",".into(),
         max_dense,
         layouts,
+        sparse_default: false,
         cache: Arc::new(ChunkCache::new(64 << 20).with_threads(2)),
         angel_format: None,
     })

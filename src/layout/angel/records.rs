@@ -12,13 +12,19 @@
 use std::sync::Arc;
 
 use super::value::{AngelNum, AngelValue};
-use crate::layout::elements::{check_sparse, decode, for_each_value, Value};
+use crate::layout::elements::{check_shape, check_sparse, decode, for_each_value, with_entries, Value};
 use crate::layout::LayoutError;
-use crate::model::{DType, SparseRows, Tensor};
+use crate::model::{DType, SparseRows, SparseShape, Tensor};
 
 /// Where the values come from.
 pub(crate) enum Data {
     Dense(Arc<dyn Tensor>),
+    /// Stored entries read by range (row formats of a sparse tensor); the shape passed
+    /// `check_shape`.
+    Stream {
+        tensor: Arc<dyn Tensor>,
+        shape: Arc<SparseShape>,
+    },
     /// Stored entries (checked by `Records::sparse`) and, for column formats, their
     /// column-major index.
     Sparse {
@@ -115,6 +121,32 @@ impl Records {
         }
     }
 
+    /// A sparse tensor's stored entries, read by range (row formats).
+    pub(crate) fn stream(
+        tensor: Arc<dyn Tensor>,
+        value: AngelValue,
+        cols: u64,
+    ) -> Result<Records, LayoutError> {
+        let shape = tensor.sparse_shape()?;
+        check_shape(&shape)?;
+        Ok(Records {
+            value,
+            cols,
+            data: Data::Stream { tensor, shape },
+            row_base: 0,
+            col_base: 0,
+        })
+    }
+
+    /// The stored row ids (sparse tensors).
+    pub(crate) fn stored_rows(&self) -> Option<&[u64]> {
+        match &self.data {
+            Data::Dense(_) => None,
+            Data::Stream { shape, .. } => Some(&shape.rows),
+            Data::Sparse { rows, .. } => Some(&rows.rows),
+        }
+    }
+
     /// Checks the CSR structure once, so traversals can index without surprises, and builds
     /// the column index when `columns` is asked for.
     pub(crate) fn sparse(
@@ -147,6 +179,7 @@ impl Records {
     pub(crate) fn row_records(&self) -> u64 {
         match &self.data {
             Data::Dense(t) => t.meta().num_elements().unwrap_or(0),
+            Data::Stream { shape, .. } => shape.nnz(),
             Data::Sparse { rows, .. } => rows.nnz(),
         }
     }
@@ -155,6 +188,7 @@ impl Records {
     pub(crate) fn column_rows(&self) -> u64 {
         match &self.data {
             Data::Dense(t) => t.meta().num_elements().unwrap_or(0) / self.cols.max(1),
+            Data::Stream { shape, .. } => shape.rows.len() as u64,
             Data::Sparse { rows, .. } => rows.rows.len() as u64,
         }
     }
@@ -163,6 +197,7 @@ impl Records {
     pub(crate) fn column_records(&self) -> u64 {
         match &self.data {
             Data::Dense(_) => self.cols,
+            Data::Stream { .. } => 0,
             Data::Sparse { columns, .. } => columns.as_ref().map_or(0, |c| c.cols.len() as u64),
         }
     }
@@ -191,6 +226,20 @@ impl Records {
                     if col == cols {
                         col = 0;
                         row += 1;
+                    }
+                })?;
+            }
+            Data::Stream { tensor, shape } => {
+                let dtype = tensor.meta().dtype;
+                let end = first.saturating_add(count).min(shape.nnz());
+                with_entries(&**tensor, first, end.saturating_sub(first), |got, es| {
+                    let mut k = shape.row_ptr.partition_point(|&p| p <= first).saturating_sub(1);
+                    for (i, &col) in got.cols.iter().enumerate() {
+                        while shape.row_ptr[k + 1] <= first + i as u64 {
+                            k += 1;
+                        }
+                        let v = decode(dtype, &got.values[i * es..(i + 1) * es]);
+                        f(shape.rows[k], col, vt.num(v));
                     }
                 })?;
             }
@@ -251,6 +300,9 @@ impl Records {
                             });
                         }
                     }
+                }
+                Data::Stream { .. } => {
+                    return Err(LayoutError::Internal("column items of streamed entries"))
                 }
                 Data::Sparse {
                     rows: s,

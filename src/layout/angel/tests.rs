@@ -33,6 +33,7 @@ fn ctx_with(sep: &str, max_dense: u64) -> Arc<LayoutCtx> {
         sep: sep.into(),
         max_dense,
         layouts: vec![],
+        sparse_default: false,
         cache: Arc::new(ChunkCache::new(64 << 20)),
         angel_format: None,
     })
@@ -494,6 +495,7 @@ fn reads_touch_only_what_they_need() {
         sep: "\t".into(),
         max_dense: 1 << 30,
         layouts: vec![],
+        sparse_default: false,
         cache: c.cache.clone(),
         angel_format: None,
     });

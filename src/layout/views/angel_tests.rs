@@ -19,6 +19,7 @@ fn ctx(format: Option<AngelFormat>) -> Arc<LayoutCtx> {
         sep: ",".into(),
         max_dense: 64 << 20,
         layouts: vec![],
+        sparse_default: false,
         cache: Arc::new(ChunkCache::new(64 << 20)),
         angel_format: format,
     })

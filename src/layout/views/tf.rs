@@ -353,6 +353,7 @@ mod tests {
             sep: ",".into(),
             max_dense: 1 << 30,
             layouts: vec![],
+            sparse_default: false,
             cache: Arc::new(cache),
             angel_format: None,
         });

@@ -1,0 +1,509 @@
+//! One partition's data read by range (formats/angel.md §7–§8), so that a read decodes only
+//! the records it needs and nothing of a partition is kept but a sparse line index.
+//!
+//! `Region::locate` checks what can be checked without decoding — binary: `records ×
+//! recordSize == length`; text: exactly the expected number of LF-ended lines (strict, else the
+//! CRLF-copy position of §9.7) — and, for text, records the byte offset of every `STRIDE`-th
+//! line in one streaming pass. A record is then found by arithmetic (binary) or from the
+//! nearest indexed line (text: at most `STRIDE − 1` lines skipped).
+//!
+//! Field checks (counts, numbers, row ids, column order and ranges) are those of
+//! `decode`, made on the records a read decodes; column order is checked within a read.
+
+use std::borrow::Cow;
+
+use super::decode::{
+    be_i64, be_value_to_le, check_value_format, expected_records, parse_key, parse_value,
+    separator, DecodeFault, PartInput,
+};
+use super::rowtype::ValueType;
+use super::{text, AngelFormat};
+use crate::model::Entries;
+use crate::source::ReadAt;
+
+/// Lines between two indexed line offsets.
+pub(crate) const STRIDE: u64 = 1024;
+
+/// Bytes read at a time by the indexing pass.
+const PASS_PIECE: usize = 16 << 20;
+
+type Res<T> = Result<T, DecodeFault>;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Kind {
+    BinaryRows { has_row: bool, has_col: bool },
+    TextRows { nfields: usize },
+    BinaryColumns,
+    TextColumns,
+}
+
+/// A located partition: where its bytes are and how to find one record among them.
+pub(crate) struct Region {
+    kind: Kind,
+    start: u64,
+    len: u64,
+    /// Records (row formats) or column records (column formats).
+    records: u64,
+    /// Binary: bytes per record.
+    rec: u64,
+    key_width: usize,
+    value: ValueType,
+    /// Text: the separator (configured or detected from the first line).
+    sep: Vec<u8>,
+    /// Text: byte offset (from `start`) of line `i × STRIDE`, then `len`.
+    strides: Vec<u64>,
+    /// Column ids must lie in `[0, col)` when `col > 0`, and in the partition's range.
+    col: i64,
+    range: Option<(i64, i64)>,
+    /// Values per column record (column formats).
+    k: u64,
+}
+
+/// Where row-format records go: the row they belong to, and for Value formats the column of
+/// the first one (columns are implicit, §7.2).
+#[derive(Clone, Copy)]
+pub(crate) struct RowRun {
+    pub(crate) row: u32,
+    pub(crate) first_col: i64,
+}
+
+impl Region {
+    /// Locates partition `inp.part` (see the module comment).
+    pub(crate) fn locate(inp: &PartInput<'_>) -> Res<Region> {
+        let (meta, part) = (inp.meta, inp.part);
+        let vw = meta.row_type.value.width() as u64;
+        let kw = meta.row_type.key_width as u64;
+        let kind = match meta.format {
+            AngelFormat::ValueBinary => Kind::BinaryRows {
+                has_row: false,
+                has_col: false,
+            },
+            AngelFormat::ColIdValueBinary => Kind::BinaryRows {
+                has_row: false,
+                has_col: true,
+            },
+            AngelFormat::RowIdColIdValueBinary => Kind::BinaryRows {
+                has_row: true,
+                has_col: true,
+            },
+            AngelFormat::ValueText => Kind::TextRows { nfields: 1 },
+            AngelFormat::ColIdValueText => Kind::TextRows { nfields: 2 },
+            AngelFormat::RowIdColIdValueText => Kind::TextRows { nfields: 3 },
+            AngelFormat::BinaryColumn => Kind::BinaryColumns,
+            AngelFormat::TextColumn => Kind::TextColumns,
+        };
+        if matches!(
+            kind,
+            Kind::BinaryRows { has_col: false, .. } | Kind::TextRows { nfields: 1 }
+        ) {
+            check_value_format(part)?;
+        }
+        let records = expected_records(meta.format, part).ok_or("elementNum sum overflows")?;
+        let k = part.save_col_elem_num;
+        let mut r = Region {
+            kind,
+            start: part.offset,
+            len: part.length,
+            records,
+            rec: 0,
+            key_width: kw as usize,
+            value: meta.row_type.value,
+            sep: Vec::new(),
+            strides: Vec::new(),
+            col: meta.col,
+            range: (!part.is_hash()).then_some((part.start_col, part.end_col)),
+            k,
+        };
+        match kind {
+            Kind::BinaryRows { has_row, has_col } => {
+                r.rec = vw + if has_col { kw } else { 0 } + if has_row { 4 } else { 0 };
+                if records.checked_mul(r.rec) != Some(part.length) {
+                    return Err(format!(
+                        "{records} records of {} bytes do not match the partition length {}",
+                        r.rec, part.length
+                    )
+                    .into());
+                }
+                in_file(inp, part.offset, part.length)?;
+            }
+            Kind::BinaryColumns => {
+                r.rec = k
+                    .checked_mul(vw)
+                    .and_then(|v| v.checked_add(kw))
+                    .ok_or("record size overflows")?;
+                if records.checked_mul(r.rec) != Some(part.length) {
+                    return Err(format!(
+                        "saveColNum {records} × {}-byte records do not match the partition \
+                         length {}",
+                        r.rec, part.length
+                    )
+                    .into());
+                }
+                in_file(inp, part.offset, part.length)?;
+            }
+            Kind::TextRows { .. } | Kind::TextColumns => r.index_text(inp)?,
+        }
+        Ok(r)
+    }
+
+    /// The strict position, else the CRLF-copy one (§9.7, accepted with a warning); the
+    /// strict error is the one reported.
+    fn index_text(&mut self, inp: &PartInput<'_>) -> Res<()> {
+        let part = inp.part;
+        let lines = self.records;
+        // A window of the right line count that does not start a line is a CRLF copy's
+        // shifted partition, not this one.
+        let starts_line = part.offset == 0
+            || inp.file.read_at(part.offset - 1, 1).ok().and_then(|b| b.first().copied())
+                == Some(b'\n');
+        let strict = if starts_line || lines == 0 {
+            index_lines(inp.file, part.offset, part.length, lines, false)
+        } else {
+            Err("the partition does not start a line".into())
+        };
+        let (start, len, strides) = match strict {
+            Ok(s) => (part.offset, part.length, s),
+            Err(err) => {
+                let lenient = (|| {
+                    let off = part.offset.checked_add(inp.lines_before)?;
+                    let len = part.length.checked_add(lines)?;
+                    if lines == 0 {
+                        return None;
+                    }
+                    if off > 0 && inp.file.read_at(off - 1, 1).ok()?.first() != Some(&b'\n') {
+                        return None;
+                    }
+                    let s = index_lines(inp.file, off, len, lines, true).ok()?;
+                    Some((off, len, s))
+                })();
+                match lenient {
+                    Some(v) => {
+                        log::warn!(
+                            "{}: partition {}: CRLF line endings (not written by Angel); \
+                             offsets adjusted",
+                            inp.file.name(),
+                            part.part_id
+                        );
+                        v
+                    }
+                    None => return Err(err),
+                }
+            }
+        };
+        self.start = start;
+        self.len = len;
+        self.strides = strides;
+        if self.kind != (Kind::TextRows { nfields: 1 }) && len > 0 {
+            let end = self.strides.get(1).copied().unwrap_or(len).min(len);
+            let first = inp.file.read_at(start, end as usize)?;
+            self.sep = separator(inp, &first);
+        }
+        Ok(())
+    }
+
+    /// Lines `first..first + n` (without LF / CR LF), from the nearest indexed line.
+    fn with_lines<T>(
+        &self,
+        file: &dyn ReadAt,
+        first: u64,
+        n: u64,
+        mut f: impl FnMut(&[u8]) -> Res<T>,
+    ) -> Res<()> {
+        let end = first.checked_add(n).filter(|&e| e <= self.records);
+        let Some(end) = end else {
+            return Err(format!("lines {first}+{n} beyond the {} lines", self.records).into());
+        };
+        if n == 0 {
+            return Ok(());
+        }
+        let s0 = (first / STRIDE) as usize;
+        let s1 = end.div_ceil(STRIDE) as usize;
+        let (a, b) = (self.strides[s0], self.strides[s1.min(self.strides.len() - 1)]);
+        let data: Cow<'_, [u8]> = file.read_at(self.start + a, (b - a) as usize)?;
+        let mut pos = 0usize;
+        for _ in 0..first % STRIDE {
+            pos += memchr::memchr(b'\n', &data[pos..]).ok_or("fewer lines than indexed")? + 1;
+        }
+        for _ in 0..n {
+            let nl = memchr::memchr(b'\n', &data[pos..]).ok_or("fewer lines than indexed")?;
+            let line = &data[pos..pos + nl];
+            f(line.strip_suffix(b"\r").unwrap_or(line))?;
+            pos += nl + 1;
+        }
+        Ok(())
+    }
+
+    fn check_col(&self, col: i64, last: &mut Option<i64>) -> Res<()> {
+        if let Some(l) = *last {
+            if col <= l {
+                return Err(format!("column id {col} does not increase (after {l})").into());
+            }
+        }
+        if self.col > 0 && !(0..self.col).contains(&col) {
+            return Err(format!("column id {col} outside [0, {})", self.col).into());
+        }
+        if let Some((s, e)) = self.range {
+            if !(s..e).contains(&col) {
+                return Err(
+                    format!("column id {col} outside the partition's columns [{s}, {e})").into(),
+                );
+            }
+        }
+        *last = Some(col);
+        Ok(())
+    }
+
+    /// Appends row-format records `first..first + n`, all of row `run.row`, to `out`.
+    pub(crate) fn rows(
+        &self,
+        file: &dyn ReadAt,
+        first: u64,
+        n: u64,
+        run: RowRun,
+        out: &mut Entries,
+    ) -> Res<()> {
+        let mut last = None;
+        let row = run.row;
+        match self.kind {
+            Kind::BinaryRows { has_row, has_col } => {
+                let data = self.binary(file, first, n)?;
+                let (kw, vw) = (self.key_width, self.value.width());
+                for (i, r) in data.chunks_exact(self.rec as usize).enumerate() {
+                    let mut at = 0;
+                    if has_row {
+                        let rid = be_i64(&r[..4]);
+                        if rid != row as i64 {
+                            return Err(format!(
+                                "record row id {rid} where row {row} was expected"
+                            )
+                            .into());
+                        }
+                        at = 4;
+                    }
+                    let col = if has_col {
+                        at += kw;
+                        be_i64(&r[at - kw..at])
+                    } else {
+                        run.first_col + i as i64
+                    };
+                    self.check_col(col, &mut last)?;
+                    out.cols.push(col);
+                    be_value_to_le(&r[at..at + vw], &mut out.values);
+                }
+            }
+            Kind::TextRows { nfields } => {
+                let mut i = 0i64;
+                self.with_lines(file, first, n, |line| {
+                    let mut fields: [&[u8]; 3] = [&[]; 3];
+                    if nfields == 1 {
+                        fields[0] = line;
+                    } else {
+                        let mut it = text::fields(line, &self.sep);
+                        for f in fields.iter_mut().take(nfields) {
+                            *f = it.next().ok_or_else(|| {
+                                format!("row {row}: line '{}' has too few fields", text::show(line))
+                            })?;
+                        }
+                        if it.next().is_some() {
+                            return Err(format!(
+                                "row {row}: line '{}' has too many fields",
+                                text::show(line)
+                            )
+                            .into());
+                        }
+                    }
+                    if nfields == 3 {
+                        let rid = text::parse_i64(fields[0])
+                            .ok_or_else(|| format!("bad row id '{}'", text::show(fields[0])))?;
+                        if rid != row as i64 {
+                            return Err(format!(
+                                "record row id {rid} where row {row} was expected"
+                            )
+                            .into());
+                        }
+                    }
+                    let col = if nfields == 1 {
+                        run.first_col + i
+                    } else {
+                        parse_key(fields[nfields - 2], self.key_width)?
+                    };
+                    i += 1;
+                    self.check_col(col, &mut last)?;
+                    out.cols.push(col);
+                    parse_value(fields[nfields - 1], self.value, &mut out.values)
+                        .map_err(|e| format!("row {row}: {e}").into())
+                })?;
+            }
+            _ => return Err("row records asked of a column format".into()),
+        }
+        Ok(())
+    }
+
+    /// Appends the values at slot `slot` (the `slot`-th smallest saved row) of column records
+    /// `first..first + n` to `out`.
+    pub(crate) fn columns(
+        &self,
+        file: &dyn ReadAt,
+        first: u64,
+        n: u64,
+        slot: u64,
+        out: &mut Entries,
+    ) -> Res<()> {
+        if slot >= self.k {
+            return Err(format!("slot {slot} of {} saved rows", self.k).into());
+        }
+        let mut last = None;
+        match self.kind {
+            Kind::BinaryColumns => {
+                let data = self.binary(file, first, n)?;
+                let (kw, vw) = (self.key_width, self.value.width());
+                let at = kw + slot as usize * vw;
+                for r in data.chunks_exact(self.rec as usize) {
+                    let col = be_i64(&r[..kw]);
+                    self.check_col(col, &mut last)?;
+                    out.cols.push(col);
+                    be_value_to_le(&r[at..at + vw], &mut out.values);
+                }
+            }
+            Kind::TextColumns => {
+                self.with_lines(file, first, n, |line| {
+                    let mut it = text::fields(line, &self.sep);
+                    let col = parse_key(it.next().unwrap_or(&[]), self.key_width)?;
+                    self.check_col(col, &mut last)?;
+                    let f = it.nth(slot as usize).ok_or_else(|| {
+                        format!("column {col}: fewer values than {}", self.k)
+                    })?;
+                    let rest = it.count() as u64;
+                    if rest != self.k - 1 - slot {
+                        return Err(format!(
+                            "column {col}: {} values where {} were expected",
+                            slot + 1 + rest,
+                            self.k
+                        )
+                        .into());
+                    }
+                    out.cols.push(col);
+                    parse_value(f, self.value, &mut out.values)
+                        .map_err(|e| format!("column {col}: {e}").into())
+                })?;
+            }
+            _ => return Err("column records asked of a row format".into()),
+        }
+        Ok(())
+    }
+
+    /// The column id of record (row formats) or column record `i`; `value_col` is the column
+    /// of a Value format's record `i` (its id is implicit).
+    pub(crate) fn col_of(&self, file: &dyn ReadAt, i: u64, value_col: i64) -> Res<i64> {
+        match self.kind {
+            Kind::BinaryRows { has_col: false, .. } | Kind::TextRows { nfields: 1 } => {
+                Ok(value_col)
+            }
+            Kind::BinaryRows { has_row, .. } => {
+                let r = self.binary(file, i, 1)?;
+                let at = if has_row { 4 } else { 0 };
+                Ok(be_i64(&r[at..at + self.key_width]))
+            }
+            Kind::BinaryColumns => {
+                let r = self.binary(file, i, 1)?;
+                Ok(be_i64(&r[..self.key_width]))
+            }
+            Kind::TextRows { nfields } => {
+                let mut col = 0;
+                self.with_lines(file, i, 1, |line| {
+                    let f = text::fields(line, &self.sep).nth(nfields - 2);
+                    col = parse_key(f.unwrap_or(&[]), self.key_width)?;
+                    Ok(())
+                })?;
+                Ok(col)
+            }
+            Kind::TextColumns => {
+                let mut col = 0;
+                self.with_lines(file, i, 1, |line| {
+                    let f = text::fields(line, &self.sep).next();
+                    col = parse_key(f.unwrap_or(&[]), self.key_width)?;
+                    Ok(())
+                })?;
+                Ok(col)
+            }
+        }
+    }
+
+    /// Binary records `first..first + n`.
+    fn binary<'a>(&self, file: &'a dyn ReadAt, first: u64, n: u64) -> Res<Cow<'a, [u8]>> {
+        let end = first.checked_add(n).filter(|&e| e <= self.records);
+        if end.is_none() {
+            return Err(format!("records {first}+{n} beyond the {}", self.records).into());
+        }
+        let len = usize::try_from(n * self.rec).map_err(|_| "read too large")?;
+        Ok(file.read_at(self.start + first * self.rec, len)?)
+    }
+}
+
+fn in_file(inp: &PartInput<'_>, offset: u64, length: u64) -> Res<()> {
+    let size = inp.file.size();
+    match offset.checked_add(length) {
+        Some(end) if end <= size => Ok(()),
+        _ => Err(format!(
+            "offset {offset} + length {length} is beyond the end of the file ({size} bytes)"
+        )
+        .into()),
+    }
+}
+
+/// One pass over `file[offset..offset + length]`: checks it holds exactly `lines` LF-ended
+/// lines (and, with `crlf`, that every one ends CR LF) and returns the offset of every
+/// `STRIDE`-th line followed by `length`.
+fn index_lines(
+    file: &dyn ReadAt,
+    offset: u64,
+    length: u64,
+    lines: u64,
+    crlf: bool,
+) -> Res<Vec<u64>> {
+    let size = file.size();
+    match offset.checked_add(length) {
+        Some(end) if end <= size => {}
+        _ => {
+            return Err(format!(
+                "offset {offset} + length {length} is beyond the end of the file ({size} bytes)"
+            )
+            .into())
+        }
+    }
+    // Bounded by the bytes that exist: every line takes at least one.
+    let mut strides = Vec::with_capacity((lines.min(length) / STRIDE + 2) as usize);
+    strides.push(0);
+    let mut found = 0u64;
+    let mut at = 0u64;
+    let mut prev = 0u8;
+    while at < length {
+        let n = (length - at).min(PASS_PIECE as u64) as usize;
+        let data = file.read_at(offset + at, n)?;
+        for i in memchr::memchr_iter(b'\n', &data) {
+            if crlf {
+                let before = if i == 0 { prev } else { data[i - 1] };
+                if before != b'\r' {
+                    return Err("a line does not end CR LF".into());
+                }
+            }
+            found += 1;
+            if found % STRIDE == 0 && found < lines {
+                strides.push(at + i as u64 + 1);
+            }
+        }
+        prev = data[n - 1];
+        at += n as u64;
+    }
+    if length > 0 && prev != b'\n' {
+        return Err("text partition does not end with LF".into());
+    }
+    if found != lines {
+        return Err(format!("{found} lines where the meta says {lines}").into());
+    }
+    strides.push(length);
+    Ok(strides)
+}
+
+#[cfg(test)]
+mod tests;
