@@ -12,7 +12,7 @@ Usage:
   gen_angel.py DIR fc N [PARTS]           N x N double (rowType 0), RowIdColIdValueTextRowFormat
                                           with DecimalFormat("#.######") values
 
-Values are short decimals (k/1000; k/10^6 in the embedding), so the text is what a reader parses exactly. Each kind also
+Values are short decimals (k/10^6; k/1000 in the FC), so the text is what a reader parses exactly. Each kind also
 writes DIR/<matrix>.samples.json: (row, col, value) triples a test compares with modelfs."""
 import json
 import os
@@ -101,22 +101,22 @@ def lr(out, entries, nparts, binary):
                               else rng.permutation(ec - sc)[:n]) + sc
                 ids = np.unique(ids)
                 n = len(ids)
-                ks = values(rng, n)
+                ks = rng.integers(-999999999, 999999999, size=n)
                 length = 0
                 step = 1 << 20
                 for a in range(0, n, step):
                     ci, kv = ids[a:a + step], ks[a:a + step]
                     if binary:
                         rec = np.empty(len(ci), dtype=[("c", ">i8"), ("v", ">f4")])
-                        rec["c"], rec["v"] = ci, (kv / 1000).astype(np.float32)
+                        rec["c"], rec["v"] = ci, (kv / 1e6).astype(np.float32)
                         b = rec.tobytes()
                     else:
-                        b = "".join(f"{c},{text_of(k)}\n" for c, k in zip(ci.tolist(),
-                                                                        kv.tolist())).encode()
+                        b = "".join(f"{c},{text_of6(k)}\n" for c, k in zip(ci.tolist(),
+                                                                         kv.tolist())).encode()
                     f.write(b)
                     length += len(b)
                 for i in (0, n // 2, n - 1):
-                    samples.append([0, int(ids[i]), float(np.float32(ks[i] / 1000))])
+                    samples.append([0, int(ids[i]), float(np.float32(ks[i] / 1e6))])
                 rm = {"0": {"rowId": 0, "offset": offset, "elementNum": int(n), "saveType": 0}}
                 parts[str(p)] = part_meta(p, 0, 1, sc, ec, fname, offset, length, rm)
                 offset += length

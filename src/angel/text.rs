@@ -40,7 +40,11 @@ impl<'a> Iterator for Fields<'a> {
             self.rest = None;
             return Some(rest);
         }
-        match rest.windows(self.sep.len()).position(|w| w == self.sep) {
+        let at = match self.sep {
+            [b] => memchr::memchr(*b, rest),
+            sep => memchr::memmem::find(rest, sep),
+        };
+        match at {
             Some(i) => {
                 self.rest = Some(&rest[i + self.sep.len()..]);
                 Some(&rest[..i])
@@ -90,9 +94,31 @@ pub(crate) fn parse_value(field: &[u8], vt: ValueType, out: &mut Vec<u8>) -> boo
     true
 }
 
-/// Parses a decimal integer field.
+/// Parses a decimal integer field (what `str::parse::<i64>` accepts: an optional sign, then
+/// digits), without the UTF-8 check: ids are most of what a text partition holds.
 pub(crate) fn parse_i64(field: &[u8]) -> Option<i64> {
-    std::str::from_utf8(field).ok()?.parse().ok()
+    let (neg, digits) = match field {
+        [b'-', rest @ ..] => (true, rest),
+        [b'+', rest @ ..] => (false, rest),
+        _ => (false, field),
+    };
+    if digits.is_empty() {
+        return None;
+    }
+    // Accumulated negatively so that i64::MIN parses.
+    let mut v: i64 = 0;
+    for &b in digits {
+        let d = b.wrapping_sub(b'0');
+        if d > 9 {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_sub(d as i64)?;
+    }
+    if neg {
+        Some(v)
+    } else {
+        v.checked_neg()
+    }
 }
 
 /// A short printable form of a field for error messages.
@@ -119,6 +145,16 @@ mod tests {
         assert_eq!(f, vec![&b"7"[..], &b""[..]]);
         let f: Vec<&[u8]> = fields(b"1::2::3", b"::").collect();
         assert_eq!(f, vec![&b"1"[..], &b"2"[..], &b"3"[..]]);
+    }
+
+    #[test]
+    fn integers_parse_like_str_parse() {
+        for s in [
+            "0", "-0", "+7", "-", "+", "", "12a", "9223372036854775807", "9223372036854775808",
+            "-9223372036854775808", "-9223372036854775809", " 1", "1 ", "007", "--1",
+        ] {
+            assert_eq!(parse_i64(s.as_bytes()), s.parse::<i64>().ok(), "{s:?}");
+        }
     }
 
     #[test]
