@@ -222,15 +222,21 @@ impl Region {
         let data: Cow<'_, [u8]> = file.read_at(self.start + a, (b - a) as usize)?;
         let mut pos = 0usize;
         for _ in 0..first % STRIDE {
-            pos += memchr::memchr(b'\n', &data[pos..]).ok_or("fewer lines than indexed")? + 1;
+            let nl = memchr::memchr(b'\n', &data[pos..]);
+            pos += nl.ok_or("fewer lines than indexed")? + 1;
         }
-        for _ in 0..n {
-            let nl = memchr::memchr(b'\n', &data[pos..]).ok_or("fewer lines than indexed")?;
-            let line = &data[pos..pos + nl];
-            f(line.strip_suffix(b"\r").unwrap_or(line))?;
-            pos += nl + 1;
-        }
-        Ok(())
+        let res = (|| {
+            for _ in 0..n {
+                let nl = memchr::memchr(b'\n', &data[pos..]).ok_or("fewer lines than indexed")?;
+                let line = &data[pos..pos + nl];
+                f(line.strip_suffix(b"\r").unwrap_or(line))?;
+                pos += nl + 1;
+            }
+            Ok(())
+        })();
+        drop(data);
+        file.done_with(self.start + a, b - a);
+        res
     }
 
     fn check_col(&self, col: i64, last: &mut Option<i64>) -> Res<()> {
@@ -265,8 +271,7 @@ impl Region {
         let mut last = None;
         let row = run.row;
         match self.kind {
-            Kind::BinaryRows { has_row, has_col } => {
-                let data = self.binary(file, first, n)?;
+            Kind::BinaryRows { has_row, has_col } => self.with_binary(file, first, n, |data| {
                 let (kw, vw) = (self.key_width, self.value.width());
                 for (i, r) in data.chunks_exact(self.rec as usize).enumerate() {
                     let mut at = 0;
@@ -290,7 +295,8 @@ impl Region {
                     out.cols.push(col);
                     be_value_to_le(&r[at..at + vw], &mut out.values);
                 }
-            }
+                Ok(())
+            })?,
             Kind::TextRows { nfields } => {
                 let mut i = 0i64;
                 self.with_lines(file, first, n, |line| {
@@ -354,8 +360,7 @@ impl Region {
         }
         let mut last = None;
         match self.kind {
-            Kind::BinaryColumns => {
-                let data = self.binary(file, first, n)?;
+            Kind::BinaryColumns => self.with_binary(file, first, n, |data| {
                 let (kw, vw) = (self.key_width, self.value.width());
                 let at = kw + slot as usize * vw;
                 for r in data.chunks_exact(self.rec as usize) {
@@ -364,7 +369,8 @@ impl Region {
                     out.cols.push(col);
                     be_value_to_le(&r[at..at + vw], &mut out.values);
                 }
-            }
+                Ok(())
+            })?,
             Kind::TextColumns => {
                 self.with_lines(file, first, n, |line| {
                     let mut it = text::fields(line, &self.sep);
@@ -427,6 +433,21 @@ impl Region {
                 Ok(col)
             }
         }
+    }
+
+    /// Calls `f` with binary records `first..first + n`, then lets the file drop them.
+    fn with_binary<T>(
+        &self,
+        file: &dyn ReadAt,
+        first: u64,
+        n: u64,
+        f: impl FnOnce(&[u8]) -> Res<T>,
+    ) -> Res<T> {
+        let data = self.binary(file, first, n)?;
+        let res = f(&data);
+        drop(data);
+        file.done_with(self.start + first * self.rec, n * self.rec);
+        res
     }
 
     /// Binary records `first..first + n`.
@@ -493,6 +514,8 @@ fn index_lines(
             }
         }
         prev = data[n - 1];
+        drop(data);
+        file.done_with(offset + at, n as u64);
         at += n as u64;
     }
     if length > 0 && prev != b'\n' {

@@ -440,7 +440,7 @@ impl Tree {
                     .map_err(|e| FsError::Io(e.to_string()))?;
                 Ok(Opened {
                     mtime: t.meta().mtime,
-                    cheap: !layout.is_text() || is_cheap(t.meta(), *layout),
+                    cheap: !layout.is_text() || is_cheap(&*t, *layout),
                     tensor: Some(t),
                     content,
                     size: AtomicU64::new(UNKNOWN),
@@ -859,8 +859,10 @@ fn node_suffix(node: &Node) -> &'static str {
     }
 }
 
-/// Whether a text layout of `meta`'s tensor is cheap enough to size on first sight.
-fn is_cheap(meta: &crate::model::TensorMeta, layout: Layout) -> bool {
+/// Whether a text layout of tensor `t` is cheap enough to size on first sight: what it
+/// renders is known to be small from metadata alone.
+fn is_cheap(t: &dyn crate::model::Tensor, layout: Layout) -> bool {
+    let meta = t.meta();
     let small = meta.num_elements().is_some_and(|n| n <= CHEAP_ELEMENTS);
     if !meta.sparse {
         return small;
@@ -869,12 +871,16 @@ fn is_cheap(meta: &crate::model::TensorMeta, layout: Layout) -> bool {
         // Dense forms of a sparse matrix render every element (an LR's 2^31 columns),
         // whatever is stored.
         Layout::Txt | Layout::Csv => small,
-        // The sparse forms (libsvm, Angel's) render the stored entries.
+        // The sparse forms (libsvm, Angel's) render the stored entries: counted by the
+        // shape when it is metadata (entries read by range), else by the bytes to decode.
+        _ if t.sparse_shape_is_cheap() => t
+            .sparse_shape()
+            .is_ok_and(|s| s.nnz().saturating_add(s.rows.len() as u64) <= CHEAP_ELEMENTS),
         _ => meta
             .partitions
             .iter()
             .try_fold(0u64, |acc, p| acc.checked_add(p.length))
-            .is_some_and(|b| b <= CHEAP_SPARSE_BYTES),
+            .is_some_and(|b| b != 0 && b <= CHEAP_SPARSE_BYTES),
     }
 }
 

@@ -245,21 +245,23 @@ impl ChunkCache {
 
     /// Inserts a block, evicting least recently used ones to stay within `max_bytes`. A block
     /// larger than a quarter of the cache is not kept (it would flush everything else).
+    /// Blocks are counted by the memory they hold (their capacity: a recycled buffer may be
+    /// bigger than its bytes), so `max_bytes` bounds memory, not just content.
     pub(crate) fn insert(&self, namespace: u64, index: u64, block: Arc<Vec<u8>>) {
-        let len = block.len() as u64;
+        let len = block.capacity() as u64;
         if len > self.max_bytes / 4 {
             return;
         }
         let mut b = self.blocks.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(old) = b.map.put((namespace, index), block) {
-            b.bytes -= old.len() as u64;
+            b.bytes -= old.capacity() as u64;
         }
         b.bytes += len;
         let mut evicted = Vec::new();
         while b.bytes > self.max_bytes {
             match b.map.pop_lru() {
                 Some((_, old)) => {
-                    b.bytes -= old.len() as u64;
+                    b.bytes -= old.capacity() as u64;
                     evicted.push(old);
                 }
                 None => break,

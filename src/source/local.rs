@@ -152,6 +152,26 @@ impl ReadAt for MmapFile {
         }
         Ok(Cow::Borrowed(&map[range]))
     }
+    fn done_with(&self, offset: u64, len: u64) {
+        const PAGE: u64 = 4096;
+        let Some(map) = self.map.as_ref() else {
+            return;
+        };
+        // Whole pages inside the range: a page shared with bytes still in use stays.
+        let start = offset.div_ceil(PAGE) * PAGE;
+        let end = offset.saturating_add(len).min(self.size()) / PAGE * PAGE;
+        if end > start {
+            // SAFETY: as in `read_at`: a shared read-only mapping; dropped pages fault back in
+            // with the same bytes, so slices other threads hold stay valid.
+            let _ = unsafe {
+                map.unchecked_advise_range(
+                    memmap2::UncheckedAdvice::DontNeed,
+                    start as usize,
+                    (end - start) as usize,
+                )
+            };
+        }
+    }
     fn read_into(&self, offset: u64, out: &mut [u8]) -> Result<(), SourceError> {
         checked_range(&self.name, offset, out.len(), self.size())?;
         if out.is_empty() {

@@ -128,6 +128,13 @@ pub trait ReadAt: Send + Sync + fmt::Debug {
         visit(&self.read_at(offset, len)?);
         Ok(())
     }
+    /// The caller is done with the bytes `offset..offset + len` it read through `read_at`
+    /// and will not soon read them again (a decoded region): a mapped file unmaps those
+    /// pages from the process (they stay in the page cache), so reading a big file keeps
+    /// the resident set to what is in use. Slices other callers hold stay valid.
+    fn done_with(&self, offset: u64, len: u64) {
+        let _ = (offset, len);
+    }
     /// Checks that the underlying file is unchanged; sources that cannot change return Ok.
     fn check_unchanged(&self) -> Result<(), SourceError> {
         Ok(())
