@@ -164,8 +164,8 @@ impl Options {
             };
             match key {
                 "layouts" => {
-                    self.layouts =
-                        Layout::parse_list(&need(value)?).map_err(|e| OptionError(e.to_string()))?;
+                    self.layouts = Layout::parse_list(&need(value)?)
+                        .map_err(|e| OptionError(e.to_string()))?;
                     self.layouts_chosen = true;
                 }
                 "sep" => {

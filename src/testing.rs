@@ -356,6 +356,29 @@ impl Tensor for CountingTensor {
         self.count();
         self.inner.sparse()
     }
+    /// Data only when the shape is not metadata.
+    fn sparse_shape(&self) -> Result<Arc<crate::model::SparseShape>, ModelError> {
+        if !self.inner.sparse_shape_is_cheap() {
+            self.count();
+        }
+        self.inner.sparse_shape()
+    }
+    fn sparse_shape_is_cheap(&self) -> bool {
+        self.inner.sparse_shape_is_cheap()
+    }
+    fn read_entries(
+        &self,
+        first: u64,
+        count: u64,
+        out: &mut crate::model::Entries,
+    ) -> Result<(), ModelError> {
+        self.count();
+        self.inner.read_entries(first, count, out)
+    }
+    fn seek_col(&self, k: usize, col: i64) -> Result<u64, ModelError> {
+        self.count();
+        self.inner.seek_col(k, col)
+    }
     fn cache_identity(&self) -> Option<String> {
         self.inner.cache_identity()
     }

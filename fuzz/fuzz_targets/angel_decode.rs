@@ -3,12 +3,14 @@
 //! `format selector byte ‖ u32 LE meta length ‖ meta JSON ‖ data file bytes`.
 //! The meta must pass `parse_meta`; a selector < 8 then overrides its format, so one valid
 //! meta exercises every decoder. Every partition is decoded against the data bytes (all
-//! partitions share the one file), and the decoded partitions are merged.
+//! partitions share the one file), and the decoded partitions are merged. Reading a partition
+//! by range (`decode_by_range`, what reads use) gives the same entries whenever the whole
+//! decode succeeds.
 
 use libfuzzer_sys::fuzz_target;
 use modelfs::angel::decode::{decode_partition, expected_records, PartInput};
 use modelfs::angel::merge::merge;
-use modelfs::angel::parse_meta;
+use modelfs::angel::{decode_by_range, parse_meta};
 use modelfs::angel::AngelFormat;
 use modelfs::source::MemSource;
 
@@ -43,7 +45,11 @@ fuzz_target!(|input: &[u8]| {
             sep,
             lines_before,
         };
+        let by_range = decode_by_range(&inp);
         if let Ok(rows) = decode_partition(&inp) {
+            let r = by_range.expect("whole decode succeeded, by range failed");
+            assert_eq!((&r.rows, &r.row_ptr, &r.cols), (&rows.rows, &rows.row_ptr, &rows.cols));
+            assert_eq!(r.values, rows.values);
             // CSR invariants.
             assert_eq!(rows.row_ptr.len(), rows.rows.len() + 1);
             assert!(rows.rows.windows(2).all(|w| w[0] < w[1]));

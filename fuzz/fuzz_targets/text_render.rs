@@ -125,6 +125,7 @@ fuzz_target!(|input: &[u8]| {
         sep,
         max_dense: if flags & 0x20 != 0 { 1 << 10 } else { 1 << 24 },
         layouts: Layout::all(),
+        sparse_default: false,
         cache: Arc::new(ChunkCache::new(1 << 20).with_threads(1)),
     });
     let mut piece = 1 + usize::from(flags % 13) * 37;

@@ -34,10 +34,10 @@ use super::direct::{whole_elements, Plan};
 use super::merge;
 use super::meta::{self, MatrixMeta, PartMeta};
 use super::region::Region;
-use super::stream::{Parts, Segments, Stream};
+use super::stream::{Located, Parts, Segments, Stream};
 use crate::model::{
-    DType, Entries, ModelError, PartitionMeta, RequestError, SourceFormat, SparseRows,
-    SparseShape, Tensor, TensorMeta,
+    DType, Entries, ModelError, PartitionMeta, RequestError, SourceFormat, SparseRows, SparseShape,
+    Tensor, TensorMeta,
 };
 use crate::source::{identity_string, ReadAt};
 
@@ -307,7 +307,7 @@ impl Parts for Inner {
         &self.meta.parts[i]
     }
 
-    fn region(&self, i: usize) -> Result<(Arc<Region>, Arc<dyn ReadAt>), Arc<MatrixFault>> {
+    fn region(&self, i: usize) -> Result<Located, Arc<MatrixFault>> {
         let known = |p: &String| Arc::new(MatrixFault::Known(p.clone()));
         if let Some(p) = &self.part_problem[i] {
             return Err(known(p));
@@ -586,7 +586,9 @@ fn fill_dense_by_range(
         // Columns of this row in [first, end), local.
         let lo = first.saturating_sub(row * cols);
         let hi = (end - row * cols).min(cols);
-        let col = |c: u64| (c as i128 + col_base as i128).clamp(i64::MIN as i128, i64::MAX as i128) as i64;
+        let col = |c: u64| {
+            (c as i128 + col_base as i128).clamp(i64::MIN as i128, i64::MAX as i128) as i64
+        };
         let e0 = stream.seek_col(k, col(lo)).map_err(fail)?;
         let e1 = if hi == cols {
             shape.row_ptr[k + 1]
@@ -594,7 +596,9 @@ fn fill_dense_by_range(
             stream.seek_col(k, col(hi)).map_err(fail)?
         };
         got.clear();
-        stream.read_entries(e0, e1.saturating_sub(e0), &mut got).map_err(fail)?;
+        stream
+            .read_entries(e0, e1.saturating_sub(e0), &mut got)
+            .map_err(fail)?;
         for (i, &c) in got.cols.iter().enumerate() {
             let local = c as i128 - col_base as i128;
             if local < lo as i128 || local >= hi as i128 {
@@ -773,7 +777,10 @@ impl AngelPartition {
 
     fn segments(&self) -> Result<Option<Arc<Segments>>, ModelError> {
         if let Some(p) = &self.tmeta.problem {
-            return Err(matrix_error(&self.tmeta, Arc::new(MatrixFault::Known(p.clone()))));
+            return Err(matrix_error(
+                &self.tmeta,
+                Arc::new(MatrixFault::Known(p.clone())),
+            ));
         }
         Ok(self
             .segments

@@ -33,6 +33,8 @@ pub(crate) use dir::MatrixDir;
 pub use format::AngelFormat;
 pub(crate) use matrix::AngelMatrix;
 pub use meta::{parse_meta, read_envelope, MatrixMeta, MetaError, PartMeta};
+#[cfg(any(test, feature = "testkit"))]
+pub use region::decode_by_range;
 pub use rowtype::{RowType, ValueType};
 
 use crate::model::{DirEntry, Model, ModelError, ModelSummary, OpenError, ReaderOptions, Tensor};

@@ -154,7 +154,11 @@ impl Region {
         // A window of the right line count that does not start a line is a CRLF copy's
         // shifted partition, not this one.
         let starts_line = part.offset == 0
-            || inp.file.read_at(part.offset - 1, 1).ok().and_then(|b| b.first().copied())
+            || inp
+                .file
+                .read_at(part.offset - 1, 1)
+                .ok()
+                .and_then(|b| b.first().copied())
                 == Some(b'\n');
         let strict = if starts_line || lines == 0 {
             index_lines(inp.file, part.offset, part.length, lines, false)
@@ -218,7 +222,10 @@ impl Region {
         }
         let s0 = (first / STRIDE) as usize;
         let s1 = end.div_ceil(STRIDE) as usize;
-        let (a, b) = (self.strides[s0], self.strides[s1.min(self.strides.len() - 1)]);
+        let (a, b) = (
+            self.strides[s0],
+            self.strides[s1.min(self.strides.len() - 1)],
+        );
         let data: Cow<'_, [u8]> = file.read_at(self.start + a, (b - a) as usize)?;
         let mut pos = 0usize;
         for _ in 0..first % STRIDE {
@@ -376,9 +383,9 @@ impl Region {
                     let mut it = text::fields(line, &self.sep);
                     let col = parse_key(it.next().unwrap_or(&[]), self.key_width)?;
                     self.check_col(col, &mut last)?;
-                    let f = it.nth(slot as usize).ok_or_else(|| {
-                        format!("column {col}: fewer values than {}", self.k)
-                    })?;
+                    let f = it
+                        .nth(slot as usize)
+                        .ok_or_else(|| format!("column {col}: fewer values than {}", self.k))?;
                     let rest = it.count() as u64;
                     if rest != self.k - 1 - slot {
                         return Err(format!(
@@ -530,3 +537,37 @@ fn index_lines(
 
 #[cfg(test)]
 mod tests;
+
+/// A whole partition read through `Region` (one read per saved row, or per column slot),
+/// as `decode::decode_partition` would give it: for the fuzzer, which checks the two agree.
+#[cfg(any(test, feature = "testkit"))]
+pub fn decode_by_range(inp: &PartInput<'_>) -> Result<crate::model::SparseRows, DecodeFault> {
+    let r = Region::locate(inp)?;
+    let part = inp.part;
+    let mut out = crate::model::SparseRows {
+        row_ptr: vec![0],
+        ..Default::default()
+    };
+    let mut got = Entries::default();
+    let mut record = 0u64;
+    for (slot, &(row, n)) in part.rows.iter().enumerate() {
+        got.clear();
+        if inp.meta.format.is_column() {
+            if part.save_col_num > 0 {
+                r.columns(inp.file, 0, part.save_col_num, slot as u64, &mut got)?;
+            }
+        } else {
+            let run = RowRun {
+                row,
+                first_col: part.start_col,
+            };
+            r.rows(inp.file, record, n, run, &mut got)?;
+            record = record.checked_add(n).ok_or("record count overflows")?;
+        }
+        out.rows.push(row as u64);
+        out.cols.extend_from_slice(&got.cols);
+        out.values.extend_from_slice(&got.values);
+        out.row_ptr.push(out.cols.len() as u64);
+    }
+    Ok(out)
+}

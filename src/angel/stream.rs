@@ -110,10 +110,13 @@ impl Segments {
     }
 }
 
+/// A partition located, and the file its bytes are in.
+pub(crate) type Located = (Arc<Region>, Arc<dyn ReadAt>);
+
 /// What a stream needs of its matrix: a partition's meta and its located region.
 pub(crate) trait Parts {
     fn part(&self, i: usize) -> &PartMeta;
-    fn region(&self, i: usize) -> Result<(Arc<Region>, Arc<dyn ReadAt>), Arc<MatrixFault>>;
+    fn region(&self, i: usize) -> Result<Located, Arc<MatrixFault>>;
 }
 
 pub(crate) struct Stream<'a> {
@@ -211,7 +214,11 @@ impl Stream<'_> {
             let (mut lo, mut hi) = (0u64, seg.count);
             while lo < hi {
                 let mid = lo + (hi - lo) / 2;
-                let unit = if self.segs.columns { mid } else { seg.unit + mid };
+                let unit = if self.segs.columns {
+                    mid
+                } else {
+                    seg.unit + mid
+                };
                 let c = region
                     .col_of(&*file, unit, pm.start_col.saturating_add(mid as i64))
                     .map_err(|f| fault(&*file, pm, f))?;

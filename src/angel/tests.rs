@@ -176,7 +176,10 @@ fn check_ranges(ctx: &str, t: &dyn Tensor, s: &SparseRows) {
         assert_eq!(got.values.len() as u64, nnz * w as u64);
     }
     let mut got = crate::model::Entries::default();
-    assert!(t.read_entries(nnz, 1, &mut got).is_err(), "{ctx}: past the end");
+    assert!(
+        t.read_entries(nnz, 1, &mut got).is_err(),
+        "{ctx}: past the end"
+    );
     for k in 0..s.rows.len() {
         let (a, b) = (s.row_ptr[k] as usize, s.row_ptr[k + 1] as usize);
         let row = &s.cols[a..b];

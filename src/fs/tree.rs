@@ -53,6 +53,9 @@ pub(crate) struct TreeConfig {
 /// stored bytes) has its size learnt on first sight: a few tens of milliseconds at most.
 const CHEAP_ELEMENTS: u64 = 1 << 20;
 const CHEAP_SPARSE_BYTES: u64 = 8 << 20;
+/// Stored entries (plus rows) of a sparse matrix read by range whose text is sized on first
+/// sight: each is decoded from text as well as rendered (a few ms for this many).
+const CHEAP_SPARSE_UNITS: u64 = 1 << 16;
 /// `Opened::size` while the size is not known.
 const UNKNOWN: u64 = u64::MAX;
 
@@ -875,7 +878,7 @@ fn is_cheap(t: &dyn crate::model::Tensor, layout: Layout) -> bool {
         // shape when it is metadata (entries read by range), else by the bytes to decode.
         _ if t.sparse_shape_is_cheap() => t
             .sparse_shape()
-            .is_ok_and(|s| s.nnz().saturating_add(s.rows.len() as u64) <= CHEAP_ELEMENTS),
+            .is_ok_and(|s| s.nnz().saturating_add(s.rows.len() as u64) <= CHEAP_SPARSE_UNITS),
         _ => meta
             .partitions
             .iter()

@@ -103,7 +103,9 @@ fn render(tensor: &Arc<dyn Tensor>, ctx: &Arc<LayoutCtx>) -> Vec<u8> {
     let mut layouts = Vec::new();
     let mut unavailable = Vec::new();
     let shown = super::shown(meta, ctx);
-    let asked = super::asked(meta, ctx).iter().filter(|l| !shown.contains(l));
+    let asked = super::asked(meta, ctx)
+        .iter()
+        .filter(|l| !shown.contains(l));
     for &l in shown.iter().chain(asked) {
         if l == Layout::Json {
             continue;

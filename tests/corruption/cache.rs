@@ -68,6 +68,7 @@ fn ctx(store: &Path) -> Arc<LayoutCtx> {
         sep: ",".into(),
         max_dense: 1 << 30,
         layouts: LAYOUTS.to_vec(),
+        sparse_default: false,
         cache: Arc::new(cache),
         angel_format: None,
     })

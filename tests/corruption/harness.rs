@@ -176,6 +176,7 @@ pub fn layout_ctx(layouts: Vec<Layout>) -> Arc<LayoutCtx> {
         sep: ",".into(),
         max_dense: 1 << 30,
         layouts,
+        sparse_default: false,
         cache: Arc::new(ChunkCache::new(16 << 20).with_threads(1)),
         angel_format: None,
     })

@@ -12,7 +12,9 @@
 use std::sync::Arc;
 
 use super::value::{AngelNum, AngelValue};
-use crate::layout::elements::{check_shape, check_sparse, decode, for_each_value, with_entries, Value};
+use crate::layout::elements::{
+    check_shape, check_sparse, decode, for_each_value, with_entries, Value,
+};
 use crate::layout::LayoutError;
 use crate::model::{DType, SparseRows, SparseShape, Tensor};
 
@@ -233,7 +235,10 @@ impl Records {
                 let dtype = tensor.meta().dtype;
                 let end = first.saturating_add(count).min(shape.nnz());
                 with_entries(&**tensor, first, end.saturating_sub(first), |got, es| {
-                    let mut k = shape.row_ptr.partition_point(|&p| p <= first).saturating_sub(1);
+                    let mut k = shape
+                        .row_ptr
+                        .partition_point(|&p| p <= first)
+                        .saturating_sub(1);
                     for (i, &col) in got.cols.iter().enumerate() {
                         while shape.row_ptr[k + 1] <= first + i as u64 {
                             k += 1;
