@@ -96,7 +96,19 @@ fn a_sparse_model_too_big_for_dense_layouts_shows_libsvm() {
     let lr = shared.join("realworld/angel/angel_19608468/lr");
     let ls = text(&run(&["ls".as_ref(), lr.as_os_str()]));
     assert!(ls.lines().any(|l| l == "input_weight.libsvm"), "{ls}");
+    // By default a sparse matrix shows its stored entries, and nothing is "unavailable".
     let o = run(&["cat".as_ref(), lr.as_os_str(), "input_weight.json".as_ref()]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["layouts"][0]["layout"], "libsvm");
+    assert!(v.get("unavailable").is_none(), "{v}");
+    // Dense layouts asked by name: too big for max_dense, said so, libsvm shown anyway.
+    let o = run(&[
+        "cat".as_ref(),
+        "-o".as_ref(),
+        "layouts=json,txt,npy".as_ref(),
+        lr.as_os_str(),
+        "input_weight.json".as_ref(),
+    ]);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["layouts"][0]["layout"], "libsvm");
     let why = v["unavailable"][0]["why"].as_str().unwrap();

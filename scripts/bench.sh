@@ -10,7 +10,8 @@
 #   ONLY=1,3                       run only these targets (1 mount, 2 ls -lR, 3 bin/npy vs bindfs + fio,
 #                                  4 txt first reads (fresh cat/tail/wc vs sizes known and index), 5 tail/stat, 6 peak RSS,
 #                                  7 S3: GETs per mount / tail / second cat, cat vs plain GET,
-#                                  8 views: .tf/model.index checksums)
+#                                  8 views: .tf/model.index checksums, 9 Angel at production size:
+#                                  ls -lR, head, cat lr.libsvm vs raw files, peak RSS; ~4 GB generated)
 #   SAVETXT_VALUES=2000000         values numpy.savetxt formats for its rate
 #   QUIET=1                        pause the kernel's DAMON page-out schemes for the run (root;
 #                                  restored at exit): on machines that page cold page cache out

@@ -5,7 +5,8 @@ scripts/bench.sh and README "Performance"). Prints a table with pass/fail per ta
 Environment: MODELFS (binary), GEN (gen_bench_ckpt binary), BENCH_DIR (work dir),
 RUNS (median of, default 5), LS_RUNS (default RUNS), SAVETXT_VALUES (values for the
 numpy.savetxt rate, default 2,000,000), ONLY (comma list of target numbers to run;
-7, remote sources over S3, needs moto_server and boto3: `pip install 'moto[server]'`).
+7, remote sources over S3, needs moto_server and boto3: `pip install 'moto[server]'`;
+9, Angel models at production size, generated once under BENCH_DIR/angel: ~4 GB).
 """
 import os
 import shutil
@@ -476,6 +477,14 @@ def main():
         bench_rss(big, Env("rss"))
     if want(8):
         bench_views(big, Env("views"))
+    if want(9):
+        import types
+        from angel import bench_angel
+        ctx = types.SimpleNamespace(WORK=WORK, RUNS=RUNS, env=Env("angel").env, MODELFS=MODELFS,
+                                    mountpoint=mountpoint, mount=mount, umount=umount,
+                                    daemon_of=daemon_of, vm_hwm=vm_hwm, median=median,
+                                    add=add, log=log)
+        bench_angel(ctx)
     if want(7):
         # Imported here: boto3 comes with moto[server], needed by this target only.
         import types
