@@ -106,7 +106,10 @@ fn the_angel_view_copies_out_as_a_model() {
         let has_txt = cat(&source, &format!("{name}.txt")).status.success();
         let txt = format!("{name}.{}", if has_txt { "txt" } else { "libsvm" });
         let back = cat(&copied, &txt);
-        assert!(back.status.success() && back.stdout == cat(&source, &txt).stdout, "{txt}");
+        assert!(
+            back.status.success() && back.stdout == cat(&source, &txt).stdout,
+            "{txt}"
+        );
     }
     mount.unmount_and_check();
 }

@@ -16,6 +16,7 @@ pub mod decode;
 mod dir;
 mod direct;
 mod format;
+mod lines;
 mod matrix;
 pub mod merge;
 mod meta;

@@ -1,11 +1,11 @@
 //! One partition's data read by range (formats/angel.md §7–§8), so that a read decodes only
 //! the records it needs and nothing of a partition is kept but a sparse line index.
 //!
-//! `Region::locate` checks what can be checked without decoding — binary: `records ×
-//! recordSize == length`; text: exactly the expected number of LF-ended lines (strict, else the
-//! CRLF-copy position of §9.7) — and, for text, records the byte offset of every `STRIDE`-th
-//! line in one streaming pass. A record is then found by arithmetic (binary) or from the
-//! nearest indexed line (text: at most `STRIDE − 1` lines skipped).
+//! `Region::locate` checks what can be checked without decoding the data — binary: `records ×
+//! recordSize == length`; text: where the partition is (strict, else the CRLF-copy position of
+//! §9.7) and its separator. A record is then found by arithmetic (binary) or from the nearest
+//! indexed line (text, `lines`: at most `STRIDE − 1` lines skipped; the index is built as far
+//! as reads go, and the line count and final LF are checked when it reaches the end).
 //!
 //! Field checks (counts, numbers, row ids, column order and ranges) are those of
 //! `decode`, made on the records a read decodes; column order is checked within a read.
@@ -16,16 +16,11 @@ use super::decode::{
     be_i64, be_value_to_le, check_value_format, expected_records, parse_key, parse_value,
     separator, DecodeFault, PartInput,
 };
+use super::lines::{LineIndex, STRIDE};
 use super::rowtype::ValueType;
 use super::{text, AngelFormat};
 use crate::model::Entries;
 use crate::source::ReadAt;
-
-/// Lines between two indexed line offsets.
-pub(crate) const STRIDE: u64 = 1024;
-
-/// Bytes read at a time by the indexing pass.
-const PASS_PIECE: usize = 16 << 20;
 
 type Res<T> = Result<T, DecodeFault>;
 
@@ -50,8 +45,8 @@ pub(crate) struct Region {
     value: ValueType,
     /// Text: the separator (configured or detected from the first line).
     sep: Vec<u8>,
-    /// Text: byte offset (from `start`) of line `i × STRIDE`, then `len`.
-    strides: Vec<u64>,
+    /// Text: where lines are, found as far as reads need.
+    lines: Option<LineIndex>,
     /// Column ids must lie in `[0, col)` when `col > 0`, and in the partition's range.
     col: i64,
     range: Option<(i64, i64)>,
@@ -109,7 +104,7 @@ impl Region {
             key_width: kw as usize,
             value: meta.row_type.value,
             sep: Vec::new(),
-            strides: Vec::new(),
+            lines: None,
             col: meta.col,
             range: (!part.is_hash()).then_some((part.start_col, part.end_col)),
             k,
@@ -146,63 +141,72 @@ impl Region {
         Ok(r)
     }
 
-    /// The strict position, else the CRLF-copy one (§9.7, accepted with a warning); the
-    /// strict error is the one reported.
+    /// The strict position, else the CRLF-copy one (§9.7, accepted with a warning), told
+    /// apart by the first line: Angel never writes CR, so a first line ending CR LF is a CRLF
+    /// copy. The line count and the final LF are checked when the scan reaches the end.
     fn index_text(&mut self, inp: &PartInput<'_>) -> Res<()> {
         let part = inp.part;
         let lines = self.records;
-        // A window of the right line count that does not start a line is a CRLF copy's
-        // shifted partition, not this one.
-        let starts_line = part.offset == 0
-            || inp
-                .file
-                .read_at(part.offset - 1, 1)
-                .ok()
-                .and_then(|b| b.first().copied())
-                == Some(b'\n');
-        let strict = if starts_line || lines == 0 {
-            index_lines(inp.file, part.offset, part.length, lines, false)
-        } else {
-            Err("the partition does not start a line".into())
+        let file = inp.file;
+        // A window that does not start a line is a CRLF copy's shifted partition.
+        let starts_line = |off: u64| {
+            off == 0
+                || file
+                    .read_at(off - 1, 1)
+                    .ok()
+                    .and_then(|b| b.first().copied())
+                    == Some(b'\n')
         };
-        let (start, len, strides) = match strict {
-            Ok(s) => (part.offset, part.length, s),
-            Err(err) => {
-                let lenient = (|| {
-                    let off = part.offset.checked_add(inp.lines_before)?;
-                    let len = part.length.checked_add(lines)?;
-                    if lines == 0 {
-                        return None;
-                    }
-                    if off > 0 && inp.file.read_at(off - 1, 1).ok()?.first() != Some(&b'\n') {
-                        return None;
-                    }
-                    let s = index_lines(inp.file, off, len, lines, true).ok()?;
-                    Some((off, len, s))
-                })();
-                match lenient {
-                    Some(v) => {
-                        log::warn!(
-                            "{}: partition {}: CRLF line endings (not written by Angel); \
-                             offsets adjusted",
-                            inp.file.name(),
-                            part.part_id
-                        );
-                        v
-                    }
-                    None => return Err(err),
+        let first_line_crlf = |off: u64, len: u64| -> Res<Option<bool>> {
+            let n = len.min(1 << 20) as usize;
+            let data = file.read_at(off, n)?;
+            Ok(memchr::memchr(b'\n', &data).map(|i| i > 0 && data[i - 1] == b'\r'))
+        };
+        in_file(inp, part.offset, part.length)?;
+        let strict = lines == 0
+            || (starts_line(part.offset)
+                && first_line_crlf(part.offset, part.length)? != Some(true));
+        let (start, len, crlf) = if strict {
+            (part.offset, part.length, false)
+        } else {
+            let lenient = part
+                .offset
+                .checked_add(inp.lines_before)
+                .zip(part.length.checked_add(lines))
+                .filter(|&(off, len)| {
+                    off.checked_add(len).is_some_and(|end| end <= file.size())
+                        && starts_line(off)
+                        && first_line_crlf(off, len).ok().flatten() == Some(true)
+                });
+            match lenient {
+                Some((off, len)) => {
+                    log::warn!(
+                        "{}: partition {}: CRLF line endings (not written by Angel); \
+                         offsets adjusted",
+                        file.name(),
+                        part.part_id
+                    );
+                    (off, len, true)
                 }
+                None => return Err("the partition does not start a line".into()),
             }
         };
         self.start = start;
         self.len = len;
-        self.strides = strides;
+        self.lines = Some(LineIndex::new(start, len, lines, crlf));
         if self.kind != (Kind::TextRows { nfields: 1 }) && len > 0 {
-            let end = self.strides.get(1).copied().unwrap_or(len).min(len);
-            let first = inp.file.read_at(start, end as usize)?;
-            self.sep = separator(inp, &first);
+            let first = file.read_at(start, len.min(1 << 20) as usize)?;
+            let end = memchr::memchr(b'\n', &first).map_or(first.len(), |i| i + 1);
+            self.sep = separator(inp, &first[..end]);
         }
         Ok(())
+    }
+
+    /// Checks the whole of a text partition's lines (count, final LF); binary partitions
+    /// were checked when located.
+    #[cfg(any(test, feature = "testkit"))]
+    pub(crate) fn check_all(&self, file: &dyn ReadAt) -> Res<()> {
+        self.lines.as_ref().map_or(Ok(()), |l| l.finish(file))
     }
 
     /// Lines `first..first + n` (without LF / CR LF), from the nearest indexed line.
@@ -220,13 +224,14 @@ impl Region {
         if n == 0 {
             return Ok(());
         }
+        let index = self
+            .lines
+            .as_ref()
+            .ok_or("lines asked of a binary format")?;
         let s0 = (first / STRIDE) as usize;
         let s1 = end.div_ceil(STRIDE) as usize;
-        let (a, b) = (
-            self.strides[s0],
-            self.strides[s1.min(self.strides.len() - 1)],
-        );
-        let data: Cow<'_, [u8]> = file.read_at(self.start + a, (b - a) as usize)?;
+        let (a, b) = index.span(file, s0, s1)?;
+        let data: Cow<'_, [u8]> = file.read_at(index.start() + a, (b - a) as usize)?;
         let mut pos = 0usize;
         for _ in 0..first % STRIDE {
             let nl = memchr::memchr(b'\n', &data[pos..]);
@@ -479,62 +484,6 @@ fn in_file(inp: &PartInput<'_>, offset: u64, length: u64) -> Res<()> {
     }
 }
 
-/// One pass over `file[offset..offset + length]`: checks it holds exactly `lines` LF-ended
-/// lines (and, with `crlf`, that every one ends CR LF) and returns the offset of every
-/// `STRIDE`-th line followed by `length`.
-fn index_lines(
-    file: &dyn ReadAt,
-    offset: u64,
-    length: u64,
-    lines: u64,
-    crlf: bool,
-) -> Res<Vec<u64>> {
-    let size = file.size();
-    match offset.checked_add(length) {
-        Some(end) if end <= size => {}
-        _ => {
-            return Err(format!(
-                "offset {offset} + length {length} is beyond the end of the file ({size} bytes)"
-            )
-            .into())
-        }
-    }
-    // Bounded by the bytes that exist: every line takes at least one.
-    let mut strides = Vec::with_capacity((lines.min(length) / STRIDE + 2) as usize);
-    strides.push(0);
-    let mut found = 0u64;
-    let mut at = 0u64;
-    let mut prev = 0u8;
-    while at < length {
-        let n = (length - at).min(PASS_PIECE as u64) as usize;
-        let data = file.read_at(offset + at, n)?;
-        for i in memchr::memchr_iter(b'\n', &data) {
-            if crlf {
-                let before = if i == 0 { prev } else { data[i - 1] };
-                if before != b'\r' {
-                    return Err("a line does not end CR LF".into());
-                }
-            }
-            found += 1;
-            if found % STRIDE == 0 && found < lines {
-                strides.push(at + i as u64 + 1);
-            }
-        }
-        prev = data[n - 1];
-        drop(data);
-        file.done_with(offset + at, n as u64);
-        at += n as u64;
-    }
-    if length > 0 && prev != b'\n' {
-        return Err("text partition does not end with LF".into());
-    }
-    if found != lines {
-        return Err(format!("{found} lines where the meta says {lines}").into());
-    }
-    strides.push(length);
-    Ok(strides)
-}
-
 #[cfg(test)]
 mod tests;
 
@@ -569,5 +518,6 @@ pub fn decode_by_range(inp: &PartInput<'_>) -> Result<crate::model::SparseRows, 
         out.values.extend_from_slice(&got.values);
         out.row_ptr.push(out.cols.len() as u64);
     }
+    r.check_all(inp.file)?;
     Ok(out)
 }

@@ -135,8 +135,8 @@ fn text_columns_across_strides() {
     }
 }
 
-/// The index pass checks what the whole decoder checks without decoding: line count and the
-/// final LF.
+/// The line index checks what the whole decoder checks without decoding, when it reaches the
+/// end: line count and the final LF.
 #[test]
 fn miscounted_or_unterminated_text_is_refused() {
     for (data, n) in [(&b"0,1.0\n10,2.0"[..], 2u64), (&b"0,1.0\n"[..], 2)] {
@@ -149,10 +149,19 @@ fn miscounted_or_unterminated_text_is_refused() {
             sep: ",",
             lines_before: 0,
         };
+        let r = Region::locate(&inp).unwrap();
+        let mut got = Entries::default();
+        let run = RowRun {
+            row: 0,
+            first_col: 0,
+        };
+        // (The first piece scanned holds the whole partition: even line 0 fails.)
+        assert!(r.rows(&file, 1, 1, run, &mut got).is_err());
         assert!(
-            Region::locate(&inp).is_err(),
+            r.check_all(&file).is_err(),
             "{:?}",
             String::from_utf8_lossy(data)
         );
+        assert!(decode_by_range(&inp).is_err());
     }
 }

@@ -1,0 +1,192 @@
+//! The line index of a text partition, built as far as reads need it: the byte offset of
+//! every `STRIDE`-th line, found by scanning the partition from its start in pieces
+//! (`memchr`), only up to the furthest line asked for so far. The first bytes of a 1 GB
+//! partition therefore cost one piece, not a pass over the partition.
+//!
+//! Invariants: `Scan::strides[i]` is the offset (from `start`) of line `i × STRIDE`, for every
+//! such line before `scanned`; once the scan reaches `len` it has checked that the partition
+//! holds exactly `lines` lines ending LF (CR LF in a CRLF copy) and appends `len`. A failed
+//! check is returned to the read that reached it and the state is left as it was (a transient
+//! fault is never remembered; a malformed end fails every read that needs it).
+
+use std::sync::Mutex;
+
+use super::decode::DecodeFault;
+use crate::source::ReadAt;
+
+/// Lines between two indexed line offsets.
+pub(crate) const STRIDE: u64 = 1024;
+
+/// Bytes scanned at a time.
+const PIECE: u64 = 4 << 20;
+
+type Res<T> = Result<T, DecodeFault>;
+
+pub(crate) struct LineIndex {
+    start: u64,
+    len: u64,
+    lines: u64,
+    /// Every line must end CR LF (a CRLF copy, §9.7).
+    crlf: bool,
+    scan: Mutex<Scan>,
+}
+
+#[derive(Clone)]
+struct Scan {
+    strides: Vec<u64>,
+    scanned: u64,
+    found: u64,
+    prev: u8,
+    done: bool,
+}
+
+impl LineIndex {
+    pub(crate) fn new(start: u64, len: u64, lines: u64, crlf: bool) -> LineIndex {
+        LineIndex {
+            start,
+            len,
+            lines,
+            crlf,
+            scan: Mutex::new(Scan {
+                strides: vec![0],
+                scanned: 0,
+                found: 0,
+                prev: b'\n',
+                done: false,
+            }),
+        }
+    }
+
+    pub(crate) fn start(&self) -> u64 {
+        self.start
+    }
+
+    /// Byte offsets (from `start`) of line `s0 × STRIDE` and of line `s1 × STRIDE` (the end of
+    /// the partition when that line is past the last), scanning as far as needed.
+    pub(crate) fn span(&self, file: &dyn ReadAt, s0: usize, s1: usize) -> Res<(u64, u64)> {
+        loop {
+            let snapshot = {
+                let g = self.scan.lock().unwrap_or_else(|e| e.into_inner());
+                if let Some(&a) = g.strides.get(s0) {
+                    if let Some(&b) = g.strides.get(s1) {
+                        return Ok((a, b));
+                    }
+                    if g.done {
+                        return Ok((a, self.len));
+                    }
+                } else if g.done {
+                    return Err("a line past the partition's end".into());
+                }
+                g.clone()
+            };
+            // Scanned without the lock; kept only if nobody else extended it meanwhile.
+            let next = self.extend(file, snapshot.clone())?;
+            let mut g = self.scan.lock().unwrap_or_else(|e| e.into_inner());
+            if g.scanned == snapshot.scanned {
+                *g = next;
+            }
+        }
+    }
+
+    /// Scans to the end: the whole partition's line count and final LF checked.
+    #[cfg(any(test, feature = "testkit"))]
+    pub(crate) fn finish(&self, file: &dyn ReadAt) -> Res<()> {
+        self.span(file, 0, usize::MAX).map(|_| ())
+    }
+
+    /// `s` after scanning one more piece.
+    fn extend(&self, file: &dyn ReadAt, mut s: Scan) -> Res<Scan> {
+        let n = (self.len - s.scanned).min(PIECE);
+        let at = s.scanned;
+        let data = file.read_at(self.start + at, n as usize)?;
+        for i in memchr::memchr_iter(b'\n', &data) {
+            if self.crlf {
+                let before = if i == 0 { s.prev } else { data[i - 1] };
+                if before != b'\r' {
+                    return Err("a line does not end CR LF".into());
+                }
+            }
+            s.found += 1;
+            if s.found > self.lines {
+                return Err(format!("more lines than the {} the meta says", self.lines).into());
+            }
+            if s.found % STRIDE == 0 && s.found < self.lines {
+                s.strides.push(at + i as u64 + 1);
+            }
+        }
+        if let Some(&last) = data.last() {
+            s.prev = last;
+        }
+        drop(data);
+        file.done_with(self.start + at, n);
+        s.scanned += n;
+        if s.scanned == self.len {
+            if self.len > 0 && s.prev != b'\n' {
+                return Err("text partition does not end with LF".into());
+            }
+            if s.found != self.lines {
+                return Err(format!("{} lines where the meta says {}", s.found, self.lines).into());
+            }
+            s.strides.push(self.len);
+            s.done = true;
+        }
+        Ok(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::{MemSource, SourceError};
+    use std::borrow::Cow;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    /// Counts the bytes read through it.
+    #[derive(Debug)]
+    struct Counting(MemSource, AtomicU64);
+
+    impl ReadAt for Counting {
+        fn size(&self) -> u64 {
+            self.0.size()
+        }
+        fn name(&self) -> &str {
+            self.0.name()
+        }
+        fn read_at(&self, offset: u64, len: usize) -> Result<Cow<'_, [u8]>, SourceError> {
+            self.1.fetch_add(len as u64, Ordering::Relaxed);
+            self.0.read_at(offset, len)
+        }
+    }
+
+    #[test]
+    fn the_head_of_a_big_partition_reads_one_piece() {
+        let lines = 2_000_000u64;
+        let text: String = (0..lines).map(|i| format!("{i},0.5\n")).collect();
+        let len = text.len() as u64;
+        assert!(len > 4 * PIECE);
+        let file = Counting(MemSource::new("p", text.into_bytes()), AtomicU64::new(0));
+        let index = LineIndex::new(0, len, lines, false);
+        let (a, b) = index.span(&file, 0, 1).unwrap();
+        assert_eq!(a, 0);
+        assert_eq!(
+            b,
+            "0,0.5\n".len() as u64
+                + (1..1024)
+                    .map(|i| format!("{i},0.5\n").len() as u64)
+                    .sum::<u64>()
+        );
+        assert!(
+            file.1.load(Ordering::Relaxed) <= PIECE,
+            "read past the first piece"
+        );
+        // The end: everything scanned once, the count checked, the last stride ends at len.
+        let last = (lines / STRIDE) as usize;
+        let (_, end) = index.span(&file, last, last + 1).unwrap();
+        assert_eq!(end, len);
+        assert_eq!(file.1.load(Ordering::Relaxed), len);
+        // A count the meta gets wrong fails at the end, not before.
+        let index = LineIndex::new(0, len, lines + 1, false);
+        assert!(index.span(&file, 0, 1).is_ok());
+        assert!(index.finish(&file).is_err());
+    }
+}
