@@ -535,6 +535,9 @@ pub struct ReaderOptions {
     pub block_cache_bytes: u64,
     /// Where checksum verdicts of large tensors persist (`cache_dir`), if anywhere.
     pub verdicts: Option<Arc<dyn crate::store::VerdictStore>>,
+    /// Where readers' indexes of data files persist (`cache_dir`: an Angel text partition's
+    /// line index), if anywhere.
+    pub indexes: Option<Arc<dyn crate::store::OffsetStore>>,
     /// Where the source's files are (local, S3, HTTP).
     pub storage: Arc<dyn crate::source::Storage>,
 }
@@ -546,6 +549,7 @@ impl Default for ReaderOptions {
             sep: ",".into(),
             block_cache_bytes: 64 << 20,
             verdicts: None,
+            indexes: None,
             storage: crate::source::local(),
         }
     }

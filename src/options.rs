@@ -120,6 +120,7 @@ impl Options {
             sep: self.sep.clone(),
             block_cache_bytes: (self.cache_bytes / 4).max(4 << 20),
             verdicts: None,
+            indexes: None,
             storage: crate::source::local(),
         }
     }
@@ -131,6 +132,9 @@ impl Options {
         if r.verify {
             r.verdicts = self.store(source).map(|s| s as Arc<dyn VerdictStore>);
         }
+        r.indexes = self
+            .store(source)
+            .map(|s| s as Arc<dyn crate::store::OffsetStore>);
         r
     }
 

@@ -9,10 +9,11 @@
 //! check is returned to the read that reached it and the state is left as it was (a transient
 //! fault is never remembered; a malformed end fails every read that needs it).
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use super::decode::DecodeFault;
 use crate::source::ReadAt;
+use crate::store::{starts_at_zero_ascending, OffsetStore};
 
 /// Lines between two indexed line offsets.
 pub(crate) const STRIDE: u64 = 1024;
@@ -29,6 +30,8 @@ pub(crate) struct LineIndex {
     /// Every line must end CR LF (a CRLF copy, §9.7).
     crlf: bool,
     scan: Mutex<Scan>,
+    /// Where the complete index is saved, and its key there.
+    store: Option<(Arc<dyn OffsetStore>, String)>,
 }
 
 #[derive(Clone)]
@@ -54,7 +57,36 @@ impl LineIndex {
                 prev: b'\n',
                 done: false,
             }),
+            store: None,
         }
+    }
+
+    /// Keeps the complete index in `store` under the identity `file` of the data file (so a
+    /// remount seeks at once), and takes it from there when a previous mount saved it: it was
+    /// checked then against exactly these bytes.
+    pub(crate) fn persist(&mut self, store: Arc<dyn OffsetStore>, file: &str) {
+        let key = format!(
+            "angel-lines:v1\0{file}\0{}\0{}\0{}\0{}",
+            self.start, self.len, self.lines, self.crlf
+        );
+        if let Some(strides) = store.load(&key) {
+            // Line strides (lines 0, STRIDE, … before `lines`), then `len`.
+            let want = self.lines.div_ceil(STRIDE).max(1) + 1;
+            if strides.len() as u64 == want
+                && starts_at_zero_ascending(&strides)
+                && strides.last() == Some(&self.len)
+            {
+                let s = self.scan.get_mut().unwrap_or_else(|e| e.into_inner());
+                *s = Scan {
+                    strides,
+                    scanned: self.len,
+                    found: self.lines,
+                    prev: b'\n',
+                    done: true,
+                };
+            }
+        }
+        self.store = Some((store, key));
     }
 
     pub(crate) fn start(&self) -> u64 {
@@ -81,9 +113,14 @@ impl LineIndex {
             };
             // Scanned without the lock; kept only if nobody else extended it meanwhile.
             let next = self.extend(file, snapshot.clone())?;
+            let complete = next.done.then(|| next.strides.clone());
             let mut g = self.scan.lock().unwrap_or_else(|e| e.into_inner());
             if g.scanned == snapshot.scanned {
                 *g = next;
+                drop(g);
+                if let (Some(strides), Some((store, key))) = (complete, &self.store) {
+                    store.save(key, &strides);
+                }
             }
         }
     }
@@ -188,5 +225,48 @@ mod tests {
         let index = LineIndex::new(0, len, lines + 1, false);
         assert!(index.span(&file, 0, 1).is_ok());
         assert!(index.finish(&file).is_err());
+    }
+
+    /// An index saved by a complete scan is what the next mount's index starts from: it
+    /// reads nothing to find a line, and a wrong saved one is not used.
+    #[test]
+    fn a_complete_index_is_kept_for_the_next_mount() {
+        #[derive(Default)]
+        struct Mem(Mutex<std::collections::HashMap<String, Vec<u64>>>);
+        impl OffsetStore for Mem {
+            fn load(&self, key: &str) -> Option<Vec<u64>> {
+                self.0.lock().unwrap().get(key).cloned()
+            }
+            fn save(&self, key: &str, offsets: &[u64]) {
+                self.0.lock().unwrap().insert(key.into(), offsets.to_vec());
+            }
+        }
+        let lines = 5000u64;
+        let text: String = (0..lines).map(|i| format!("{i},1.5\n")).collect();
+        let len = text.len() as u64;
+        let file = Counting(MemSource::new("p", text.into_bytes()), AtomicU64::new(0));
+        let store: Arc<dyn OffsetStore> = Arc::new(Mem::default());
+        let mut first = LineIndex::new(0, len, lines, false);
+        first.persist(store.clone(), "id");
+        let want = first.span(&file, 3, 4).unwrap();
+        first.finish(&file).unwrap();
+        let read = file.1.load(Ordering::Relaxed);
+        let mut again = LineIndex::new(0, len, lines, false);
+        again.persist(store.clone(), "id");
+        assert_eq!(again.span(&file, 3, 4).unwrap(), want);
+        assert_eq!(
+            file.1.load(Ordering::Relaxed),
+            read,
+            "the saved index was not used"
+        );
+        // Another identity or a different count finds nothing; a corrupt entry is ignored.
+        let mut other = LineIndex::new(0, len, lines + 1, false);
+        other.persist(store.clone(), "id");
+        assert!(other.finish(&file).is_err());
+        let key = format!("angel-lines:v1\0id\00\0{len}\0{lines}\0false");
+        store.save(&key, &[0, 7, 3, len, len, len]);
+        let mut bad = LineIndex::new(0, len, lines, false);
+        bad.persist(store, "id");
+        assert_eq!(bad.span(&file, 3, 4).unwrap(), want);
     }
 }

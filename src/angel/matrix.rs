@@ -40,6 +40,7 @@ use crate::model::{
     Tensor, TensorMeta,
 };
 use crate::source::{identity_string, ReadAt};
+use crate::store::OffsetStore;
 
 type Cached = OnceLock<Result<Arc<SparseRows>, Arc<MatrixFault>>>;
 
@@ -97,6 +98,8 @@ struct Inner {
     regions: Vec<OnceLock<Arc<Region>>>,
     /// Held while a partition is being located, so concurrent first readers index it once.
     locating: Vec<Mutex<()>>,
+    /// Where text partitions' line indexes persist.
+    indexes: Option<Arc<dyn OffsetStore>>,
 }
 
 pub(crate) struct AngelMatrix {
@@ -120,7 +123,11 @@ impl AngelMatrix {
     /// Loads the matrix at `m`; never fails: a bad meta gives a tensor whose `problem` says why.
     /// The matrix of `m`, and whether a problem it has may pass (a remote fault): such a
     /// matrix is not kept, so the next lookup loads it again.
-    pub(crate) fn load(m: &MatrixDir, sep: &str) -> (Arc<AngelMatrix>, bool) {
+    pub(crate) fn load(
+        m: &MatrixDir,
+        sep: &str,
+        indexes: Option<Arc<dyn OffsetStore>>,
+    ) -> (Arc<AngelMatrix>, bool) {
         let mut mtime = SystemTime::UNIX_EPOCH;
         let mut meta_identity = None;
         let mut transient = false;
@@ -148,7 +155,8 @@ impl AngelMatrix {
             .and_then(|json| meta::parse_meta(&json).map_err(|e| e.to_string()));
         match parsed {
             Ok(meta) => {
-                let (matrix, transient) = Self::from_meta(m, meta, sep, mtime, meta_identity);
+                let (matrix, transient) =
+                    Self::from_meta(m, meta, sep, mtime, meta_identity, indexes);
                 (Arc::new(matrix), transient)
             }
             Err(e) => {
@@ -180,6 +188,7 @@ impl AngelMatrix {
         sep: &str,
         mtime: SystemTime,
         meta_identity: Option<String>,
+        indexes: Option<Arc<dyn OffsetStore>>,
     ) -> (AngelMatrix, bool) {
         let dir: PathBuf = m.dir.clone();
         let mut files = BTreeMap::new();
@@ -256,6 +265,7 @@ impl AngelMatrix {
                 segments: OnceLock::new(),
                 regions: (0..n).map(|_| OnceLock::new()).collect(),
                 locating: (0..n).map(|_| Mutex::new(())).collect(),
+                indexes,
             })),
         };
         (matrix, transient)
@@ -329,7 +339,7 @@ impl Parts for Inner {
             lines_before: self.lines_before[i],
         };
         // A transient fault is returned, not kept: the next read locates again.
-        let region = Region::locate(&inp).map_err(|fault| {
+        let region = Region::locate(&inp, self.indexes.as_ref()).map_err(|fault| {
             let e = decode::DecodeError {
                 file: file.name().to_string(),
                 part: part.part_id,

@@ -116,6 +116,7 @@ pub(crate) fn open(path: &Path, opts: &ReaderOptions) -> Result<Arc<dyn Model>, 
         entries,
         problems,
         sep: opts.sep.clone(),
+        indexes: opts.indexes.clone(),
     }))
 }
 
@@ -149,6 +150,8 @@ pub(crate) struct AngelModel {
     entries: BTreeMap<Vec<u8>, Entry>,
     problems: Vec<String>,
     sep: String,
+    /// Where text partitions' line indexes persist (`cache_dir`).
+    indexes: Option<Arc<dyn crate::store::OffsetStore>>,
 }
 
 impl AngelModel {
@@ -158,7 +161,7 @@ impl AngelModel {
         if let Some(m) = e.loaded.get() {
             return Some(Arc::clone(m));
         }
-        match AngelMatrix::load(&e.dir, &self.sep) {
+        match AngelMatrix::load(&e.dir, &self.sep, self.indexes.clone()) {
             (m, true) => Some(m),
             (m, false) => Some(Arc::clone(e.loaded.get_or_init(|| m))),
         }

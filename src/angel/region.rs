@@ -11,6 +11,7 @@
 //! `decode`, made on the records a read decodes; column order is checked within a read.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use super::decode::{
     be_i64, be_value_to_le, check_value_format, expected_records, parse_key, parse_value,
@@ -21,6 +22,7 @@ use super::rowtype::ValueType;
 use super::{text, AngelFormat};
 use crate::model::Entries;
 use crate::source::ReadAt;
+use crate::store::OffsetStore;
 
 type Res<T> = Result<T, DecodeFault>;
 
@@ -64,7 +66,10 @@ pub(crate) struct RowRun {
 
 impl Region {
     /// Locates partition `inp.part` (see the module comment).
-    pub(crate) fn locate(inp: &PartInput<'_>) -> Res<Region> {
+    pub(crate) fn locate(
+        inp: &PartInput<'_>,
+        indexes: Option<&Arc<dyn OffsetStore>>,
+    ) -> Res<Region> {
         let (meta, part) = (inp.meta, inp.part);
         let vw = meta.row_type.value.width() as u64;
         let kw = meta.row_type.key_width as u64;
@@ -136,7 +141,7 @@ impl Region {
                 }
                 in_file(inp, part.offset, part.length)?;
             }
-            Kind::TextRows { .. } | Kind::TextColumns => r.index_text(inp)?,
+            Kind::TextRows { .. } | Kind::TextColumns => r.index_text(inp, indexes)?,
         }
         Ok(r)
     }
@@ -144,7 +149,11 @@ impl Region {
     /// The strict position, else the CRLF-copy one (§9.7, accepted with a warning), told
     /// apart by the first line: Angel never writes CR, so a first line ending CR LF is a CRLF
     /// copy. The line count and the final LF are checked when the scan reaches the end.
-    fn index_text(&mut self, inp: &PartInput<'_>) -> Res<()> {
+    fn index_text(
+        &mut self,
+        inp: &PartInput<'_>,
+        indexes: Option<&Arc<dyn OffsetStore>>,
+    ) -> Res<()> {
         let part = inp.part;
         let lines = self.records;
         let file = inp.file;
@@ -193,7 +202,11 @@ impl Region {
         };
         self.start = start;
         self.len = len;
-        self.lines = Some(LineIndex::new(start, len, lines, crlf));
+        let mut index = LineIndex::new(start, len, lines, crlf);
+        if let (Some(store), Some(id)) = (indexes, crate::source::identity_string(file)) {
+            index.persist(store.clone(), &id);
+        }
+        self.lines = Some(index);
         if self.kind != (Kind::TextRows { nfields: 1 }) && len > 0 {
             let first = file.read_at(start, len.min(1 << 20) as usize)?;
             let end = memchr::memchr(b'\n', &first).map_or(first.len(), |i| i + 1);
@@ -410,8 +423,77 @@ impl Region {
         Ok(())
     }
 
+    /// The first of records (row formats) or column records `u0..u1` — ids ascending, all of
+    /// one row — whose column is ≥ `col`, else `u1`. Value formats: arithmetic from
+    /// `value_col0`, the column of `u0`. Text: the first lines of whole strides first (one
+    /// line read each), then one stride's lines (`with_lines`: at most two strides' bytes).
+    pub(crate) fn seek(
+        &self,
+        file: &dyn ReadAt,
+        u0: u64,
+        u1: u64,
+        col: i64,
+        value_col0: i64,
+    ) -> Res<u64> {
+        if u0 >= u1 {
+            return Ok(u1);
+        }
+        match self.kind {
+            Kind::BinaryRows { has_col: false, .. } | Kind::TextRows { nfields: 1 } => {
+                let ahead = (col as i128 - value_col0 as i128).clamp(0, (u1 - u0) as i128);
+                Ok(u0 + ahead as u64)
+            }
+            Kind::BinaryRows { .. } | Kind::BinaryColumns => {
+                let (mut lo, mut hi) = (u0, u1);
+                while lo < hi {
+                    let mid = lo + (hi - lo) / 2;
+                    if self.col_of(file, mid, 0)? < col {
+                        lo = mid + 1;
+                    } else {
+                        hi = mid;
+                    }
+                }
+                Ok(lo)
+            }
+            Kind::TextRows { .. } | Kind::TextColumns => {
+                // Whole strides inside u0..u1: [a, b). The first whose first line is ≥ col.
+                let (a, b) = (u0.div_ceil(STRIDE), (u1 - 1) / STRIDE + 1);
+                let (mut lo, mut hi) = (a, b.max(a));
+                while lo < hi {
+                    let mid = lo + (hi - lo) / 2;
+                    if self.col_of(file, mid * STRIDE, 0)? < col {
+                        lo = mid + 1;
+                    } else {
+                        hi = mid;
+                    }
+                }
+                // The answer lies after the last stride start below col, up to the next.
+                let from = if lo == a { u0 } else { (lo - 1) * STRIDE };
+                let to = if lo >= b { u1 } else { lo * STRIDE };
+                let mut found = to;
+                let mut i = from;
+                let key_field = match self.kind {
+                    Kind::TextRows { nfields } => nfields - 2,
+                    _ => 0,
+                };
+                self.with_lines(file, from, to - from, |line| {
+                    if found == to {
+                        let f = text::fields(line, &self.sep).nth(key_field);
+                        if parse_key(f.unwrap_or(&[]), self.key_width)? >= col {
+                            found = i;
+                        }
+                    }
+                    i += 1;
+                    Ok(())
+                })?;
+                Ok(found)
+            }
+        }
+    }
+
     /// The column id of record (row formats) or column record `i`; `value_col` is the column
-    /// of a Value format's record `i` (its id is implicit).
+    /// of a Value format's record `i` (its id is implicit). Text: reads line `i` alone when it
+    /// starts a stride.
     pub(crate) fn col_of(&self, file: &dyn ReadAt, i: u64, value_col: i64) -> Res<i64> {
         match self.kind {
             Kind::BinaryRows { has_col: false, .. } | Kind::TextRows { nfields: 1 } => {
@@ -426,20 +508,41 @@ impl Region {
                 let r = self.binary(file, i, 1)?;
                 Ok(be_i64(&r[..self.key_width]))
             }
-            Kind::TextRows { nfields } => {
+            Kind::TextRows { .. } | Kind::TextColumns => {
+                let field = match self.kind {
+                    Kind::TextRows { nfields } => nfields - 2,
+                    _ => 0,
+                };
+                let key = |line: &[u8]| {
+                    let line = line.strip_suffix(b"\r").unwrap_or(line);
+                    parse_key(
+                        text::fields(line, &self.sep).nth(field).unwrap_or(&[]),
+                        self.key_width,
+                    )
+                };
+                let index = self
+                    .lines
+                    .as_ref()
+                    .ok_or("lines asked of a binary format")?;
+                if i % STRIDE == 0 && i < self.records {
+                    // The line alone: from its indexed offset to its LF.
+                    let s = (i / STRIDE) as usize;
+                    let (a, b) = index.span(file, s, s + 1)?;
+                    let mut want = (b - a).min(256);
+                    loop {
+                        let data = file.read_at(index.start() + a, want as usize)?;
+                        if let Some(nl) = memchr::memchr(b'\n', &data) {
+                            return key(&data[..nl]);
+                        }
+                        if want == b - a {
+                            return Err("a line without LF".into());
+                        }
+                        want = (want * 4).min(b - a);
+                    }
+                }
                 let mut col = 0;
                 self.with_lines(file, i, 1, |line| {
-                    let f = text::fields(line, &self.sep).nth(nfields - 2);
-                    col = parse_key(f.unwrap_or(&[]), self.key_width)?;
-                    Ok(())
-                })?;
-                Ok(col)
-            }
-            Kind::TextColumns => {
-                let mut col = 0;
-                self.with_lines(file, i, 1, |line| {
-                    let f = text::fields(line, &self.sep).next();
-                    col = parse_key(f.unwrap_or(&[]), self.key_width)?;
+                    col = key(line)?;
                     Ok(())
                 })?;
                 Ok(col)
@@ -491,7 +594,7 @@ mod tests;
 /// as `decode::decode_partition` would give it: for the fuzzer, which checks the two agree.
 #[cfg(any(test, feature = "testkit"))]
 pub fn decode_by_range(inp: &PartInput<'_>) -> Result<crate::model::SparseRows, DecodeFault> {
-    let r = Region::locate(inp)?;
+    let r = Region::locate(inp, None)?;
     let part = inp.part;
     let mut out = crate::model::SparseRows {
         row_ptr: vec![0],

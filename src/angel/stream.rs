@@ -211,23 +211,11 @@ impl Stream<'_> {
                 }
             }
             let (region, file) = self.parts.region(seg.part)?;
-            let (mut lo, mut hi) = (0u64, seg.count);
-            while lo < hi {
-                let mid = lo + (hi - lo) / 2;
-                let unit = if self.segs.columns {
-                    mid
-                } else {
-                    seg.unit + mid
-                };
-                let c = region
-                    .col_of(&*file, unit, pm.start_col.saturating_add(mid as i64))
-                    .map_err(|f| fault(&*file, pm, f))?;
-                if c < col {
-                    lo = mid + 1;
-                } else {
-                    hi = mid;
-                }
-            }
+            let u0 = if self.segs.columns { 0 } else { seg.unit };
+            let lo = region
+                .seek(&*file, u0, u0 + seg.count, col, pm.start_col)
+                .map_err(|f| fault(&*file, pm, f))?
+                - u0;
             if lo < seg.count || pm.is_hash() {
                 return Ok(base + seg.at + lo);
             }

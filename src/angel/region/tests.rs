@@ -37,7 +37,7 @@ fn check(format: &str, row_type: i64, n: u64, data: Vec<u8>, columns: bool) {
         lines_before: 0,
     };
     let whole = decode_partition(&inp).unwrap_or_else(|e| panic!("{format} {n}: {e}"));
-    let r = Region::locate(&inp).unwrap_or_else(|e| panic!("{format} {n}: {e}"));
+    let r = Region::locate(&inp, None).unwrap_or_else(|e| panic!("{format} {n}: {e}"));
     let slots: &[u64] = if columns { &[0, 1] } else { &[0] };
     for &slot in slots {
         let (a, b) = (
@@ -72,6 +72,33 @@ fn check(format: &str, row_type: i64, n: u64, data: Vec<u8>, columns: bool) {
                 r.col_of(&file, i, 0).unwrap(),
                 10 * i as i64,
                 "{format} {n} col {i}"
+            );
+        }
+        // Columns are 10 i: the first at or after 10 i − 1, 10 i, 10 i + 1.
+        for i in (0..n)
+            .step_by(97)
+            .chain([n.saturating_sub(1), 1023, 1024, 1025])
+        {
+            if i >= n {
+                continue;
+            }
+            let c = 10 * i as i64;
+            assert_eq!(
+                r.seek(&file, 0, n, c - 1, 0).unwrap(),
+                i,
+                "{format} {n} seek {c}-1"
+            );
+            assert_eq!(
+                r.seek(&file, 0, n, c, 0).unwrap(),
+                i,
+                "{format} {n} seek {c}"
+            );
+            let next = r.seek(&file, 0, n, c + 1, 0).unwrap();
+            assert_eq!(next, i + 1, "{format} {n} seek {c}+1");
+            assert_eq!(
+                r.seek(&file, i, n, 0, 0).unwrap(),
+                i,
+                "{format} {n} from {i}"
             );
         }
     }
@@ -149,7 +176,7 @@ fn miscounted_or_unterminated_text_is_refused() {
             sep: ",",
             lines_before: 0,
         };
-        let r = Region::locate(&inp).unwrap();
+        let r = Region::locate(&inp, None).unwrap();
         let mut got = Entries::default();
         let run = RowRun {
             row: 0,
