@@ -5,7 +5,8 @@ TextColumnFormat embedding (~2 GB) and a 4096 x 4096 RowIdColIdValueTextRowForma
 
 Rows: ls -lR of a fresh default mount; the slowest head -c 200 of any data file; a full cat of
 lr.libsvm against cat of the raw partition files and against the same decode pinned to one
-core; peak daemon RSS (VmHWM) over a full cat of every data file, default cache and cache=32M;
+core; one id read in a middle partition, first mount vs remount with the stored line index;
+peak daemon RSS (VmHWM) over a full cat of every data file, default cache and cache=32M;
 values against the generator's samples."""
 import json
 import os
@@ -73,6 +74,41 @@ def samples_exact(root, mnt):
     return bad
 
 
+def npy_value(path, col):
+    """Reads element `col` of a 1-row .npy: (value, seconds)."""
+    import struct
+    import numpy as np
+    t = time.perf_counter()
+    with open(path, "rb") as f:
+        head = f.read(10)
+        f.seek(struct.unpack("<H", head[8:10])[0] + 10 + 4 * col)
+        v = float(np.frombuffer(f.read(4), "<f4")[0])
+    return v, time.perf_counter() - t
+
+
+def bench_lookup(ctx, root):
+    """One id of a middle LR partition read through lr.npy: a first mount (the line index is
+    scanned up to it) and a remount once the persistent store holds the partition's index."""
+    import shutil
+    cache = os.path.join(ctx.WORK, "angel-store")
+    shutil.rmtree(cache, ignore_errors=True)
+    opts = f"cache_dir={cache},layouts=json,npy,libsvm"
+    _, col, want = json.load(open(os.path.join(root, "lr.samples.json")))[7]
+    mnt = ctx.mountpoint()
+    ctx.mount(root, mnt, ctx.env, opts)
+    v1, first = npy_value(os.path.join(mnt, "lr.npy"), col)
+    subprocess.run(["cat", os.path.join(mnt, "lr.libsvm")], stdout=subprocess.DEVNULL)
+    ctx.umount(mnt)
+    ctx.mount(root, mnt, ctx.env, opts)
+    v2, again = npy_value(os.path.join(mnt, "lr.npy"), col)
+    ctx.umount(mnt)
+    os.rmdir(mnt)
+    exact = v1 == want and v2 == want
+    ctx.add(9, f"Angel: one id of a middle LR partition (lr.npy), remount with the index "
+               f"vs first mount{'' if exact else ' (WRONG VALUE)'}",
+            f"{again * 1000:.1f} vs {first * 1000:.0f} ms", "ms, exact", exact)
+
+
 def bench_angel(ctx):
     root = os.path.join(ctx.WORK, "angel")
     os.makedirs(root, exist_ok=True)
@@ -125,6 +161,8 @@ def bench_angel(ctx):
         raw_t / fresh_t >= 0.5)
     add(9, "Angel: cat lr.libsvm (fresh) vs one core (`taskset -c 0 modelfs cat`)",
         f"{fresh_t:.2f} vs {one_t:.2f} s = {one_t / fresh_t:.2f}x", "—", None)
+
+    bench_lookup(ctx, root)
 
     # Peak RSS over a full cat of every data file.
     for cache in (None, "32M"):
