@@ -36,8 +36,8 @@ use super::meta::{self, MatrixMeta, PartMeta};
 use super::region::Region;
 use super::stream::{Located, Parts, Segments, Stream};
 use crate::model::{
-    DType, Entries, ModelError, PartitionMeta, RequestError, SourceFormat, SparseRows, SparseShape,
-    Tensor, TensorMeta,
+    entries_in, fill_dense_by_range, seek_col_in, DType, Entries, ModelError, PartitionMeta,
+    RequestError, SourceFormat, SparseRows, SparseShape, Tensor, TensorMeta,
 };
 use crate::source::{identity_string, ReadAt};
 use crate::store::OffsetStore;
@@ -564,64 +564,6 @@ fn fill_dense(
     Ok(())
 }
 
-/// Like `fill_dense`, reading only the entries that land in `out` (`stream`).
-#[allow(clippy::too_many_arguments)]
-fn fill_dense_by_range(
-    stream: &Stream<'_>,
-    row_base: u64,
-    col_base: i64,
-    cols: u64,
-    w: usize,
-    first: u64,
-    out: &mut [u8],
-    fail: &dyn Fn(Arc<MatrixFault>) -> ModelError,
-) -> Result<(), ModelError> {
-    whole_elements(out.len(), w)?;
-    out.fill(0);
-    let n = (out.len() / w) as u64;
-    if n == 0 || cols == 0 {
-        return Ok(());
-    }
-    let end = first.checked_add(n).ok_or(RequestError::OutOfRange {
-        first,
-        count: n,
-        total: u64::MAX,
-    })?;
-    let shape = &stream.segs.shape;
-    let (r0, r1) = (first / cols, (end - 1) / cols);
-    let mut k = shape.rows.partition_point(|&r| r < r0 + row_base);
-    let mut got = Entries::default();
-    while k < shape.rows.len() && shape.rows[k] - row_base <= r1 {
-        let row = shape.rows[k] - row_base;
-        // Columns of this row in [first, end), local.
-        let lo = first.saturating_sub(row * cols);
-        let hi = (end - row * cols).min(cols);
-        let col = |c: u64| {
-            (c as i128 + col_base as i128).clamp(i64::MIN as i128, i64::MAX as i128) as i64
-        };
-        let e0 = stream.seek_col(k, col(lo)).map_err(fail)?;
-        let e1 = if hi == cols {
-            shape.row_ptr[k + 1]
-        } else {
-            stream.seek_col(k, col(hi)).map_err(fail)?
-        };
-        got.clear();
-        stream
-            .read_entries(e0, e1.saturating_sub(e0), &mut got)
-            .map_err(fail)?;
-        for (i, &c) in got.cols.iter().enumerate() {
-            let local = c as i128 - col_base as i128;
-            if local < lo as i128 || local >= hi as i128 {
-                continue;
-            }
-            let idx = (row * cols + local as u64 - first) as usize * w;
-            out[idx..idx + w].copy_from_slice(&got.values[i * w..(i + 1) * w]);
-        }
-        k += 1;
-    }
-    Ok(())
-}
-
 impl Tensor for AngelMatrix {
     fn meta(&self) -> &TensorMeta {
         &self.tmeta
@@ -642,12 +584,7 @@ impl Tensor for AngelMatrix {
         }
         let w = self.tmeta.dtype.elem_size().unwrap_or(1);
         if let Some(segs) = self.segments()? {
-            let stream = Stream {
-                segs: &segs,
-                parts: &**inner,
-            };
-            let fail = |f| self.fail(f);
-            return fill_dense_by_range(&stream, 0, 0, inner.cols, w, first, out, &fail);
+            return fill_dense_by_range(self, &segs.shape, 0, 0, inner.cols, w, first, out);
         }
         let e = self.entries()?;
         fill_dense(
@@ -666,16 +603,7 @@ impl Tensor for AngelMatrix {
     }
 
     fn sparse_shape(&self) -> Result<Arc<SparseShape>, ModelError> {
-        match self.segments()? {
-            Some(s) => Ok(s.shape.clone()),
-            None => {
-                let e = self.entries()?;
-                Ok(Arc::new(SparseShape {
-                    rows: e.rows.clone(),
-                    row_ptr: e.row_ptr.clone(),
-                }))
-            }
-        }
+        shape_of(self)
     }
 
     fn sparse_shape_is_cheap(&self) -> bool {
@@ -683,29 +611,11 @@ impl Tensor for AngelMatrix {
     }
 
     fn read_entries(&self, first: u64, count: u64, out: &mut Entries) -> Result<(), ModelError> {
-        let inner = self.inner()?;
-        match self.segments()? {
-            Some(segs) => Stream {
-                segs: &segs,
-                parts: &**inner,
-            }
-            .read_entries(first, count, out)
-            .map_err(|f| self.fail(f)),
-            None => read_entries_of(&*self.entries()?, &self.tmeta, first, count, out),
-        }
+        entries_of(self, first, count, out)
     }
 
     fn seek_col(&self, k: usize, col: i64) -> Result<u64, ModelError> {
-        let inner = self.inner()?;
-        match self.segments()? {
-            Some(segs) if k < segs.shape.rows.len() => Stream {
-                segs: &segs,
-                parts: &**inner,
-            }
-            .seek_col(k, col)
-            .map_err(|f| self.fail(f)),
-            _ => seek_col_of(&*self.entries()?, k, col),
-        }
+        seek_of(self, k, col)
     }
 
     fn cache_identity(&self) -> Option<String> {
@@ -758,6 +668,93 @@ impl Tensor for AngelMatrix {
     }
 }
 
+/// A matrix or one partition: its entries by range (`stream`), or, when its partitions must
+/// be merged, from the decoded whole.
+trait Ranged {
+    fn segments(&self) -> Result<Option<Arc<Segments>>, ModelError>;
+    fn whole(&self) -> Result<Arc<SparseRows>, ModelError>;
+    fn parts(&self) -> &Inner;
+    fn fault(&self, f: Arc<MatrixFault>) -> ModelError;
+    fn elem_size(&self) -> usize;
+}
+
+impl Ranged for AngelMatrix {
+    fn segments(&self) -> Result<Option<Arc<Segments>>, ModelError> {
+        AngelMatrix::segments(self)
+    }
+    fn whole(&self) -> Result<Arc<SparseRows>, ModelError> {
+        self.entries()
+    }
+    fn parts(&self) -> &Inner {
+        // `segments` succeeded, so the matrix is loaded.
+        self.inner.as_deref().expect("a loaded matrix")
+    }
+    fn fault(&self, f: Arc<MatrixFault>) -> ModelError {
+        self.fail(f)
+    }
+    fn elem_size(&self) -> usize {
+        self.tmeta.dtype.elem_size().unwrap_or(1)
+    }
+}
+
+impl Ranged for AngelPartition {
+    fn segments(&self) -> Result<Option<Arc<Segments>>, ModelError> {
+        AngelPartition::segments(self)
+    }
+    fn whole(&self) -> Result<Arc<SparseRows>, ModelError> {
+        self.global()
+    }
+    fn parts(&self) -> &Inner {
+        &self.inner
+    }
+    fn fault(&self, f: Arc<MatrixFault>) -> ModelError {
+        self.fail(f)
+    }
+    fn elem_size(&self) -> usize {
+        self.tmeta.dtype.elem_size().unwrap_or(1)
+    }
+}
+
+fn shape_of(r: &impl Ranged) -> Result<Arc<SparseShape>, ModelError> {
+    if let Some(s) = r.segments()? {
+        return Ok(s.shape.clone());
+    }
+    let e = r.whole()?;
+    Ok(Arc::new(SparseShape {
+        rows: e.rows.clone(),
+        row_ptr: e.row_ptr.clone(),
+    }))
+}
+
+fn entries_of(
+    r: &impl Ranged,
+    first: u64,
+    count: u64,
+    out: &mut Entries,
+) -> Result<(), ModelError> {
+    match r.segments()? {
+        Some(segs) => Stream {
+            segs: &segs,
+            parts: r.parts(),
+        }
+        .read_entries(first, count, out)
+        .map_err(|f| r.fault(f)),
+        None => entries_in(&*r.whole()?, r.elem_size(), first, count, out),
+    }
+}
+
+fn seek_of(r: &impl Ranged, k: usize, col: i64) -> Result<u64, ModelError> {
+    match r.segments()? {
+        Some(segs) if k < segs.shape.rows.len() => Stream {
+            segs: &segs,
+            parts: r.parts(),
+        }
+        .seek_col(k, col)
+        .map_err(|f| r.fault(f)),
+        _ => seek_col_in(&*r.whole()?, k, col),
+    }
+}
+
 fn matrix_error(meta: &TensorMeta, fault: Arc<MatrixFault>) -> ModelError {
     ModelError::data(
         format!("Angel matrix {}", String::from_utf8_lossy(&meta.name)),
@@ -803,46 +800,6 @@ impl AngelPartition {
     }
 }
 
-/// `Tensor::read_entries` of decoded entries.
-fn read_entries_of(
-    s: &SparseRows,
-    meta: &TensorMeta,
-    first: u64,
-    count: u64,
-    out: &mut Entries,
-) -> Result<(), ModelError> {
-    let es = meta.dtype.elem_size().unwrap_or(1);
-    let end = first.checked_add(count).filter(|&e| e <= s.nnz());
-    let Some(end) = end else {
-        return Err(RequestError::OutOfRange {
-            first,
-            count,
-            total: s.nnz(),
-        }
-        .into());
-    };
-    let (a, b) = (first as usize, end as usize);
-    out.cols.extend_from_slice(&s.cols[a..b]);
-    out.values.extend_from_slice(&s.values[a * es..b * es]);
-    Ok(())
-}
-
-/// `Tensor::seek_col` of decoded entries.
-fn seek_col_of(s: &SparseRows, k: usize, col: i64) -> Result<u64, ModelError> {
-    match (s.row_ptr.get(k), s.row_ptr.get(k + 1)) {
-        (Some(&a), Some(&b)) if a <= b && b <= s.nnz() => {
-            let (a, b) = (a as usize, b as usize);
-            Ok((a + s.cols[a..b].partition_point(|&c| c < col)) as u64)
-        }
-        _ => Err(RequestError::OutOfRange {
-            first: k as u64,
-            count: 1,
-            total: s.rows.len() as u64,
-        }
-        .into()),
-    }
-}
-
 impl Tensor for AngelPartition {
     fn meta(&self) -> &TensorMeta {
         &self.tmeta
@@ -851,20 +808,16 @@ impl Tensor for AngelPartition {
     fn read_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
         let w = self.tmeta.dtype.elem_size().unwrap_or(1);
         if let Some(segs) = self.segments()? {
-            let stream = Stream {
-                segs: &segs,
-                parts: &*self.inner,
-            };
-            let fail = |f| self.fail(f);
+            let (base, cols) = (self.row_base, self.tmeta.shape[1]);
             return fill_dense_by_range(
-                &stream,
-                self.row_base,
+                self,
+                &segs.shape,
+                base,
                 self.col_base,
-                self.tmeta.shape[1],
+                cols,
                 w,
                 first,
                 out,
-                &fail,
             );
         }
         let e = self.global()?;
@@ -885,16 +838,7 @@ impl Tensor for AngelPartition {
     }
 
     fn sparse_shape(&self) -> Result<Arc<SparseShape>, ModelError> {
-        match self.segments()? {
-            Some(s) => Ok(s.shape.clone()),
-            None => {
-                let e = self.global()?;
-                Ok(Arc::new(SparseShape {
-                    rows: e.rows.clone(),
-                    row_ptr: e.row_ptr.clone(),
-                }))
-            }
-        }
+        shape_of(self)
     }
 
     fn sparse_shape_is_cheap(&self) -> bool {
@@ -902,27 +846,11 @@ impl Tensor for AngelPartition {
     }
 
     fn read_entries(&self, first: u64, count: u64, out: &mut Entries) -> Result<(), ModelError> {
-        match self.segments()? {
-            Some(segs) => Stream {
-                segs: &segs,
-                parts: &*self.inner,
-            }
-            .read_entries(first, count, out)
-            .map_err(|f| self.fail(f)),
-            None => read_entries_of(&*self.global()?, &self.tmeta, first, count, out),
-        }
+        entries_of(self, first, count, out)
     }
 
     fn seek_col(&self, k: usize, col: i64) -> Result<u64, ModelError> {
-        match self.segments()? {
-            Some(segs) if k < segs.shape.rows.len() => Stream {
-                segs: &segs,
-                parts: &*self.inner,
-            }
-            .seek_col(k, col)
-            .map_err(|f| self.fail(f)),
-            _ => seek_col_of(&*self.global()?, k, col),
-        }
+        seek_of(self, k, col)
     }
 
     fn cache_identity(&self) -> Option<String> {

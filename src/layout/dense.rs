@@ -4,7 +4,7 @@
 use std::sync::{Arc, OnceLock};
 
 use super::{InconsistentRows, Unavailable};
-use crate::model::{Entries, ModelError, RequestError, SparseRows, Tensor, TensorMeta};
+use crate::model::{fill_dense_by_range, ModelError, RequestError, SparseRows, Tensor, TensorMeta};
 
 /// Whether dense layouts can show the tensor: always when it is dense; for a sparse one, when
 /// it is a matrix whose dense bytes fit in `max_dense`.
@@ -101,7 +101,12 @@ impl Tensor for DenseView {
             return Ok(());
         }
         if self.inner.sparse_shape_is_cheap() {
-            return self.fill_by_range(first, count, cols, out);
+            // Only the entries that land in `out`: nothing is decoded whole.
+            let shape = self.inner.sparse_shape()?;
+            if shape.row_ptr.len() != shape.rows.len() + 1 {
+                return Err(self.inconsistent());
+            }
+            return fill_dense_by_range(&*self.inner, &shape, 0, 0, cols, es as usize, first, out);
         }
         let s = self.rows()?;
         let (r0, r1) = (first / cols, (first + count - 1) / cols);
@@ -125,54 +130,6 @@ impl Tensor for DenseView {
                 let dst = ((idx - first) * es) as usize;
                 let v = s.values.get(src).ok_or_else(|| self.inconsistent())?;
                 out[dst..dst + es as usize].copy_from_slice(v);
-            }
-            k += 1;
-        }
-        Ok(())
-    }
-}
-
-impl DenseView {
-    /// `read_elements` reading only the entries that land in `out` (`Tensor::seek_col`,
-    /// `Tensor::read_entries`): nothing of the tensor is decoded whole.
-    fn fill_by_range(
-        &self,
-        first: u64,
-        count: u64,
-        cols: u64,
-        out: &mut [u8],
-    ) -> Result<(), ModelError> {
-        let es = self.meta.dtype.elem_size().unwrap_or(1);
-        let shape = self.inner.sparse_shape()?;
-        if shape.row_ptr.len() != shape.rows.len() + 1 {
-            return Err(self.inconsistent());
-        }
-        let end = first + count;
-        let (r0, r1) = (first / cols, (end - 1) / cols);
-        let mut k = shape.rows.partition_point(|&r| r < r0);
-        let mut got = Entries::default();
-        while k < shape.rows.len() && shape.rows[k] <= r1 {
-            let row = shape.rows[k];
-            let lo = first.saturating_sub(row * cols);
-            let hi = (end - row * cols).min(cols);
-            let e0 = self.inner.seek_col(k, lo as i64)?;
-            let e1 = if hi == cols {
-                shape.row_ptr[k + 1]
-            } else {
-                self.inner.seek_col(k, hi as i64)?
-            };
-            got.clear();
-            self.inner
-                .read_entries(e0, e1.saturating_sub(e0), &mut got)?;
-            if got.values.len() != got.cols.len() * es {
-                return Err(self.inconsistent());
-            }
-            for (i, &c) in got.cols.iter().enumerate() {
-                if c < lo as i64 || c >= hi as i64 {
-                    continue;
-                }
-                let dst = (row * cols + c as u64 - first) as usize * es;
-                out[dst..dst + es].copy_from_slice(&got.values[i * es..(i + 1) * es]);
             }
             k += 1;
         }
