@@ -350,6 +350,40 @@ pub(super) fn parse_value(field: &[u8], vt: ValueType, out: &mut Vec<u8>) -> Res
     }
 }
 
+/// The `nfields` fields of a row-format line (1: the line itself), exactly that many.
+pub(super) fn row_fields<'a>(
+    line: &'a [u8],
+    sep: &'a [u8],
+    nfields: usize,
+    row: u32,
+) -> Res<[&'a [u8]; 3]> {
+    let mut fields: [&[u8]; 3] = [&[]; 3];
+    if nfields == 1 {
+        fields[0] = line;
+        return Ok(fields);
+    }
+    let mut it = text::fields(line, sep);
+    for f in fields.iter_mut().take(nfields) {
+        *f = it
+            .next()
+            .ok_or_else(|| format!("row {row}: line '{}' has too few fields", text::show(line)))?;
+    }
+    if it.next().is_some() {
+        return Err(format!("row {row}: line '{}' has too many fields", text::show(line)).into());
+    }
+    Ok(fields)
+}
+
+/// A RowIdColIdValue record's row id, which must be the row being read (§11).
+pub(super) fn check_row_id(field: &[u8], row: u32) -> Res<()> {
+    let rid =
+        text::parse_i64(field).ok_or_else(|| format!("bad row id '{}'", text::show(field)))?;
+    if rid != row as i64 {
+        return Err(format!("record row id {rid} where row {row} was expected").into());
+    }
+    Ok(())
+}
+
 fn decode_text_rows(inp: &PartInput<'_>) -> Res<SparseRows> {
     let (meta, part) = (inp.meta, inp.part);
     let nfields = match meta.format {
@@ -381,34 +415,13 @@ fn parse_text_rows(
     };
     let mut b = Builder::new(meta, part, total, vt.width());
     let mut lines = text::lines(data);
-    let mut fields: [&[u8]; 3] = [&[]; 3];
     for &(row, n) in &part.rows {
         b.begin_row(row);
         for i in 0..n {
             let line = lines.next().ok_or("fewer lines than records")?;
-            if nfields == 1 {
-                fields[0] = line;
-            } else {
-                let mut it = text::fields(line, &sep);
-                for f in fields.iter_mut().take(nfields) {
-                    *f = it.next().ok_or_else(|| {
-                        format!("row {row}: line '{}' has too few fields", text::show(line))
-                    })?;
-                }
-                if it.next().is_some() {
-                    return Err(format!(
-                        "row {row}: line '{}' has too many fields",
-                        text::show(line)
-                    )
-                    .into());
-                }
-            }
+            let fields = row_fields(line, &sep, nfields, row)?;
             if nfields == 3 {
-                let rid = text::parse_i64(fields[0])
-                    .ok_or_else(|| format!("bad row id '{}'", text::show(fields[0])))?;
-                if rid != row as i64 {
-                    return Err(format!("record row id {rid} where row {row} was expected").into());
-                }
+                check_row_id(fields[0], row)?;
             }
             let col = if nfields == 1 {
                 part.start_col + i as i64

@@ -14,8 +14,8 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use super::decode::{
-    be_i64, be_value_to_le, check_value_format, expected_records, parse_key, parse_value,
-    separator, DecodeFault, PartInput,
+    be_i64, be_value_to_le, check_row_id, check_value_format, expected_records, parse_key,
+    parse_value, row_fields, separator, DecodeFault, PartInput,
 };
 use super::lines::{LineIndex, STRIDE};
 use super::rowtype::ValueType;
@@ -325,33 +325,9 @@ impl Region {
             Kind::TextRows { nfields } => {
                 let mut i = 0i64;
                 self.with_lines(file, first, n, |line| {
-                    let mut fields: [&[u8]; 3] = [&[]; 3];
-                    if nfields == 1 {
-                        fields[0] = line;
-                    } else {
-                        let mut it = text::fields(line, &self.sep);
-                        for f in fields.iter_mut().take(nfields) {
-                            *f = it.next().ok_or_else(|| {
-                                format!("row {row}: line '{}' has too few fields", text::show(line))
-                            })?;
-                        }
-                        if it.next().is_some() {
-                            return Err(format!(
-                                "row {row}: line '{}' has too many fields",
-                                text::show(line)
-                            )
-                            .into());
-                        }
-                    }
+                    let fields = row_fields(line, &self.sep, nfields, row)?;
                     if nfields == 3 {
-                        let rid = text::parse_i64(fields[0])
-                            .ok_or_else(|| format!("bad row id '{}'", text::show(fields[0])))?;
-                        if rid != row as i64 {
-                            return Err(format!(
-                                "record row id {rid} where row {row} was expected"
-                            )
-                            .into());
-                        }
+                        check_row_id(fields[0], row)?;
                     }
                     let col = if nfields == 1 {
                         run.first_col + i

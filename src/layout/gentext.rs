@@ -162,6 +162,9 @@ impl ChunkSource for LibsvmSparse {
         // Entries among the units: every unit but the row ids.
         let e0 = u0 - rows_before_unit(s, u0) as u64;
         let e1 = u1 - rows_before_unit(s, u1) as u64;
+        // About what a weight takes (` 12345678:-0.1234567`): growing the buffer by doubling
+        // copied each chunk about twice.
+        out.reserve((u1 - u0) as usize * 20);
         with_entries(&*self.tensor, e0, e1 - e0, |got, es| {
             // The row holding unit u0: the last whose id is at or before it.
             let mut k = rows_before_unit(s, u0 + 1).saturating_sub(1);
