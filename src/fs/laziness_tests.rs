@@ -210,14 +210,14 @@ pub(crate) fn write_big_angel(dir: &Path, entries: u64, ids: u64, dims: u64) {
     );
 }
 
-/// A big Angel model (1.2 M stored entries, 45 MB of text) under the default layouts: every
+/// A big Angel model (1.2 M stored entries, 40 MB of text) under the default layouts: every
 /// file is looked up and stated without decoding or rendering anything (text sizes stay
 /// unknown), a sparse matrix shows its stored entries (`json`, `libsvm`) rather than dense
 /// forms, and the first bytes of any file come from the partition they are in alone.
 #[test]
 fn a_big_angel_model_is_listed_without_decoding() {
     let tmp = tempfile::tempdir().unwrap();
-    write_big_angel(tmp.path(), 1_200_000, 300_000, 8);
+    write_big_angel(tmp.path(), 1_200_000, 200_000, 8);
     let opts = Options {
         cache_dir: None,
         ..Options::default()
