@@ -439,3 +439,24 @@ fn the_cache_stays_under_its_cap_and_cleans() {
     ]);
     assert_ne!(o.status.code(), Some(0));
 }
+
+/// `list` names every tensor by its path in the mount: a graph constant under `constants/`,
+/// not the reader's internal marker (a NUL byte), in text and `--json`; each is a file `ls`
+/// shows.
+#[test]
+fn list_paths_are_the_mounts_paths() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/tf/graphs/tf1/saver");
+    let listed = run(&["list".as_ref(), src.as_os_str()]);
+    assert!(listed.status.success());
+    assert!(!listed.stdout.contains(&0), "a NUL in `list`");
+    let json = run(&["list".as_ref(), "--json".as_ref(), src.as_os_str()]);
+    assert!(!json.stdout.contains(&0) && !text(&json).contains("\\u0000"), "{}", text(&json));
+    let ls = text(&run(&["ls".as_ref(), src.as_os_str()]));
+    let mut constants = 0;
+    for line in text(&listed).lines() {
+        let path = line.split_whitespace().next().unwrap();
+        assert!(ls.lines().any(|l| l == format!("{path}.json")), "{path} not in ls");
+        constants += path.contains("/constants/") as usize;
+    }
+    assert!(constants > 0, "no graph constant listed");
+}

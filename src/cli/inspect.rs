@@ -44,11 +44,7 @@ fn walk(model: &dyn Model) -> Result<Vec<Found>, ModelError> {
                     let mut p = dir.clone();
                     p.push(name);
                     let tensor = model.tensor(&p)?;
-                    let path = p
-                        .iter()
-                        .map(|c| String::from_utf8_lossy(c))
-                        .collect::<Vec<_>>()
-                        .join("/");
+                    let path = mount_path(&p);
                     out.push(Found { path, tensor });
                 }
                 DirEntry::Symlink { .. } | DirEntry::Document(_) | DirEntry::Alias { .. } => {}
@@ -57,6 +53,18 @@ fn walk(model: &dyn Model) -> Result<Vec<Found>, ModelError> {
         stack.extend(subdirs.into_iter().rev());
     }
     Ok(out)
+}
+
+/// A tensor's model path as the mount shows it: a reader's own directory by its name (not its
+/// marker, `model::own_component`), a key's components escaped (`fs::names`).
+fn mount_path(p: &[Vec<u8>]) -> String {
+    (0..p.len())
+        .map(|i| match p[i].split_first() {
+            Some((0, own)) => String::from_utf8_lossy(own).into_owned(),
+            _ => crate::fs::names::component_name(&p[..=i]),
+        })
+        .collect::<Vec<_>>()
+        .join("/")
 }
 
 /// Bytes of the tensor's data as stored: dense bytes, or the stored bytes of its partitions
