@@ -450,12 +450,19 @@ fn list_paths_are_the_mounts_paths() {
     assert!(listed.status.success());
     assert!(!listed.stdout.contains(&0), "a NUL in `list`");
     let json = run(&["list".as_ref(), "--json".as_ref(), src.as_os_str()]);
-    assert!(!json.stdout.contains(&0) && !text(&json).contains("\\u0000"), "{}", text(&json));
+    assert!(
+        !json.stdout.contains(&0) && !text(&json).contains("\\u0000"),
+        "{}",
+        text(&json)
+    );
     let ls = text(&run(&["ls".as_ref(), src.as_os_str()]));
     let mut constants = 0;
     for line in text(&listed).lines() {
         let path = line.split_whitespace().next().unwrap();
-        assert!(ls.lines().any(|l| l == format!("{path}.json")), "{path} not in ls");
+        assert!(
+            ls.lines().any(|l| l == format!("{path}.json")),
+            "{path} not in ls"
+        );
         constants += path.contains("/constants/") as usize;
     }
     assert!(constants > 0, "no graph constant listed");

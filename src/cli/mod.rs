@@ -319,9 +319,19 @@ fn helper_args(mut args: Vec<OsString>) -> Vec<OsString> {
         .and_then(|a| Path::new(a).file_name())
         .is_some_and(|n| n.to_string_lossy().starts_with("mount."));
     let first = args.get(1).map(|a| a.to_string_lossy().into_owned());
+    // `modelfs SOURCE MOUNTPOINT …` only in that shape: SOURCE a path that exists or a URL,
+    // MOUNTPOINT an existing directory. Anything else is a subcommand, and a mistyped one
+    // (`modelfs lsit SRC`) is an error with a suggestion, not a mount attempt.
+    let helper_shape = || {
+        let source = args.get(1).map(Path::new);
+        let mountpoint = args.get(2).map(Path::new);
+        source.is_some_and(|s| s.exists() || s.to_string_lossy().contains("://"))
+            && mountpoint.is_some_and(Path::is_dir)
+    };
     let positional = first
         .as_deref()
-        .is_some_and(|a| !a.starts_with('-') && !COMMANDS.contains(&a));
+        .is_some_and(|a| !a.starts_with('-') && !COMMANDS.contains(&a))
+        && helper_shape();
     if (as_helper && first.as_deref() != Some("mount")) || positional {
         args.insert(1, "mount".into());
     }
@@ -402,6 +412,25 @@ pub(crate) fn build_tree(source: &Path, opts: &Options) -> Result<Arc<Tree>, Fai
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A mistyped subcommand is an error that suggests the command, not a mount attempt; the
+    /// `SOURCE MOUNTPOINT` shape (a source that exists, a directory) still mounts.
+    #[test]
+    fn unknown_subcommands_are_errors_with_a_suggestion() {
+        let args = |v: &[&str]| v.iter().map(OsString::from).collect::<Vec<_>>();
+        let typo = helper_args(args(&["modelfs", "lsit", "fixtures"]));
+        assert_eq!(typo, args(&["modelfs", "lsit", "fixtures"]));
+        let err = Cli::try_parse_from(typo).unwrap_err().to_string();
+        assert!(err.contains("'ls'") && err.contains("list"), "{err}");
+        let dir = tempfile::tempdir().unwrap();
+        let mnt = dir.path().to_str().unwrap();
+        let shaped = helper_args(args(&["modelfs", "fixtures", mnt]));
+        assert_eq!(shaped, args(&["modelfs", "mount", "fixtures", mnt]));
+        let url = helper_args(args(&["modelfs", "s3://b/m", mnt, "-o", "ro"]));
+        assert_eq!(url[1], "mount");
+        let helper = helper_args(args(&["/sbin/mount.fuse.modelfs", "x", "y"]));
+        assert_eq!(helper[1], "mount");
+    }
 
     #[test]
     fn usage_errors_are_status_1() {
