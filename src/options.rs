@@ -231,7 +231,11 @@ impl Options {
                 }
                 "cache_dir" => {
                     let v = need(value)?;
-                    self.cache_dir = if v == "none" { None } else { Some(v.into()) };
+                    self.cache_dir = if v == "none" {
+                        None
+                    } else {
+                        Some(usable_dir(&v)?)
+                    };
                 }
                 "cache_max" => self.cache_max = parse_size(&need(value)?)?,
                 "endpoint" => self.endpoint = Some(need(value)?),
@@ -281,6 +285,19 @@ impl Options {
         }
         Ok(())
     }
+}
+
+/// `cache_dir=DIR`: created when missing; refused unless it is a directory this process can
+/// write (a cache that silently keeps nothing would look like a slow machine).
+fn usable_dir(v: &str) -> Result<std::path::PathBuf, OptionError> {
+    let dir = std::path::PathBuf::from(v);
+    let bad = |why: String| OptionError(format!("cache_dir={v}: {why}"));
+    std::fs::create_dir_all(&dir).map_err(|e| bad(e.to_string()))?;
+    let probe = dir.join(format!(".modelfs-probe-{}", std::process::id()));
+    std::fs::write(&probe, b"")
+        .and_then(|()| std::fs::remove_file(&probe))
+        .map_err(|e| bad(format!("not writable ({e})")))?;
+    Ok(dir)
 }
 
 /// Splits on commas, except that `sep=,` keeps its comma (`-o sep=,,layouts=all` is awkward;
@@ -337,6 +354,19 @@ fn unescape_sep(v: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cache_dir_must_be_usable() {
+        let mut o = Options::default();
+        let e = o.apply("cache_dir=/proc/nope").unwrap_err().to_string();
+        assert!(e.contains("cache_dir=/proc/nope"), "{e}");
+        let tmp = tempfile::tempdir().unwrap();
+        let d = tmp.path().join("a/b");
+        o.apply(&format!("cache_dir={}", d.display())).unwrap();
+        assert!(d.is_dir() && o.cache_dir == Some(d));
+        o.apply("cache_dir=none").unwrap();
+        assert_eq!(o.cache_dir, None);
+    }
 
     #[test]
     fn sizes() {

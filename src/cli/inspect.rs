@@ -188,9 +188,8 @@ fn list_text(found: &[Found]) -> String {
 
 /// `modelfs info`: format, counts, bytes; per checkpoint for a directory of several. Data
 /// are not read, so problems found here are those of the metadata only.
-pub(crate) fn info(source: &Path) -> Result<(), Failure> {
-    let opts = Options::default();
-    let model = open_model(source, &opts)?;
+pub(crate) fn info(source: &Path, opts: &Options) -> Result<(), Failure> {
+    let model = open_model(source, opts)?;
     let s = model.summary().map_err(|e| source_failure(source, e))?;
     let dtypes = |d: &std::collections::BTreeMap<String, u64>| {
         let v: Vec<String> = d.iter().map(|(d, n)| format!("{d} {n}")).collect();
@@ -210,7 +209,9 @@ pub(crate) fn info(source: &Path) -> Result<(), Failure> {
         ));
     } else {
         text.push_str(&format!("checkpoints: {}\n", s.parts.len()));
-        for (name, p) in &s.parts {
+        let mut parts: Vec<_> = s.parts.iter().collect();
+        parts.sort_by(|a, b| natural_cmp(a.0.as_ref(), b.0.as_ref()));
+        for (name, p) in parts {
             text.push_str(&format!(
                 "  {name}: {} tensors, {} bytes ({})\n",
                 p.tensors,
@@ -283,9 +284,9 @@ pub(crate) fn verify(source: &Path, opts: &Options) -> Result<(), Failure> {
         return write_out(text.as_bytes());
     }
     let mut text = format!(
-        "{} problems in {} tensors ({} bytes checked in {secs:.1} s):\n",
-        problems.len(),
-        found.len(),
+        "{} in {} ({} bytes checked in {secs:.1} s):\n",
+        count(problems.len(), "problem"),
+        count(found.len(), "tensor"),
         done
     );
     for p in &problems {
@@ -294,8 +295,47 @@ pub(crate) fn verify(source: &Path, opts: &Options) -> Result<(), Failure> {
     write_out(text.as_bytes())?;
     Err(Failure::new(
         EXIT_SOURCE,
-        format!("{}: {} problems found", source.display(), problems.len()),
+        format!(
+            "{}: {} found",
+            source.display(),
+            count(problems.len(), "problem")
+        ),
     ))
+}
+
+/// Natural order: runs of digits compare as numbers (`ckpt-999` before `ckpt-1000`).
+fn natural_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+    fn runs(s: &str) -> Vec<(bool, &str)> {
+        let mut out = Vec::new();
+        let mut start = 0;
+        let b = s.as_bytes();
+        for i in 1..=b.len() {
+            if i == b.len() || b[i].is_ascii_digit() != b[start].is_ascii_digit() {
+                out.push((b[start].is_ascii_digit(), &s[start..i]));
+                start = i;
+            }
+        }
+        out
+    }
+    let (ra, rb) = (runs(a), runs(b));
+    for (x, y) in ra.iter().zip(&rb) {
+        let o = match (x, y) {
+            ((true, x), (true, y)) => {
+                let (x, y) = (x.trim_start_matches('0'), y.trim_start_matches('0'));
+                x.len().cmp(&y.len()).then_with(|| x.cmp(y))
+            }
+            ((_, x), (_, y)) => x.cmp(y),
+        };
+        if o != std::cmp::Ordering::Equal {
+            return o;
+        }
+    }
+    ra.len().cmp(&rb.len()).then_with(|| a.cmp(b))
+}
+
+/// `1 problem`, `2 problems`.
+fn count(n: usize, noun: &str) -> String {
+    format!("{n} {noun}{}", if n == 1 { "" } else { "s" })
 }
 
 /// Reads all of `t` (every element, string or stored entry), so that every check runs.
@@ -347,5 +387,34 @@ fn read_everything(t: &dyn Tensor, buf: &mut Vec<u8>) -> Result<(), String> {
             }
             Ok(())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn checkpoints_in_natural_order_and_counts_in_english() {
+        let mut v = vec![
+            "ckpt-1000",
+            "ckpt-999",
+            "ckpt-0",
+            "model.ckpt-10",
+            "ckpt-01",
+        ];
+        v.sort_by(|a, b| natural_cmp(a, b));
+        assert_eq!(
+            v,
+            [
+                "ckpt-0",
+                "ckpt-01",
+                "ckpt-999",
+                "ckpt-1000",
+                "model.ckpt-10"
+            ]
+        );
+        assert_eq!(count(1, "problem"), "1 problem");
+        assert_eq!(count(2, "tensor"), "2 tensors");
     }
 }

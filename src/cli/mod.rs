@@ -137,7 +137,11 @@ enum Command {
     },
     /// Format, tensor count, dtypes, total bytes (per checkpoint for a directory of several),
     /// problems found in the metadata. Reads no tensor data: `verify` does.
-    Info { source: PathBuf },
+    Info {
+        #[arg(short = 'o', value_name = "OPT,OPT…")]
+        options: Vec<String>,
+        source: PathBuf,
+    },
     /// One line per tensor: path in the mount, dtype, shape, bytes, partitions.
     List {
         /// A JSON array of objects instead (path, name, dtype, shape, bytes, partitions,
@@ -259,7 +263,9 @@ pub fn main() -> i32 {
             source,
             path,
         } => parse_options(&options).and_then(|opts| browse::cat(&source, &path, &opts)),
-        Command::Info { source } => inspect::info(&source),
+        Command::Info { options, source } => {
+            parse_options(&options).and_then(|opts| inspect::info(&source, &opts))
+        }
         Command::List {
             json,
             options,
