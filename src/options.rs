@@ -32,6 +32,14 @@ pub struct Options {
     pub cache_bytes: u64,
     pub verify: Verify,
     pub allow_other: bool,
+    /// `allow_root`: the owner and root may read.
+    pub allow_root: bool,
+    /// `auto_unmount`: the kernel unmounts when the daemon dies (through fusermount3).
+    pub auto_unmount: bool,
+    /// `fsname=`: the source column of the mount table (else the source).
+    pub fsname: Option<String>,
+    /// `debug` (`-d`): the daemon logs at debug level.
+    pub debug: bool,
     pub uid: Option<u32>,
     pub gid: Option<u32>,
     /// Persistent chunk-index cache directory; `None` = disabled (`cache_dir=none`).
@@ -66,6 +74,10 @@ impl Default for Options {
             cache_bytes: 256 << 20,
             verify: Verify::Crc,
             allow_other: false,
+            allow_root: false,
+            auto_unmount: false,
+            fsname: None,
+            debug: false,
             uid: None,
             gid: None,
             cache_dir: default_cache_dir(),
@@ -215,6 +227,11 @@ impl Options {
                     }
                 }
                 "allow_other" if value.is_none() => self.allow_other = true,
+                // libfuse's standard options (fuse(8)).
+                "allow_root" if value.is_none() => self.allow_root = true,
+                "auto_unmount" if value.is_none() => self.auto_unmount = true,
+                "debug" if value.is_none() => self.debug = true,
+                "fsname" => self.fsname = Some(need(value)?),
                 "uid" => {
                     self.uid = Some(
                         need(value)?

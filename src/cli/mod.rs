@@ -50,7 +50,9 @@ OPTIONS (-o, comma-separated; also in /etc/fstab):
   cache_dir=DIR|none  persistent cache (default $XDG_CACHE_HOME/modelfs or ~/.cache/modelfs)
   cache_max=SIZE   most bytes kept under cache_dir (default 1G, least recently used go first)
   verify=crc|none  check checksums on first read (default crc)
-  allow_other, uid=N, gid=N   who may read, and the owner shown
+  allow_other, allow_root, uid=N, gid=N   who may read, and the owner shown
+  fsname=NAME, auto_unmount, debug (-d)   libfuse's: the mount table's source, unmount when the
+                   daemon dies (needs fusermount3), debug log and foreground
   endpoint=URL, region=R, profile=P   S3 settings (credentials from the environment)
   log=FILE         the daemon's log (else $MODELFS_LOG, else none)
   defaults, ro, nosuid, nodev, noatime, _netdev, x-…   accepted for mount(8) and fstab
@@ -85,6 +87,9 @@ enum Command {
         /// Stay in the foreground (SIGINT/SIGTERM unmount).
         #[arg(short = 'f', long)]
         foreground: bool,
+        /// Debug: log at debug level and stay in the foreground (libfuse's -d).
+        #[arg(short = 'd')]
+        debug: bool,
         /// Options, comma-separated (see OPTIONS below).
         #[arg(short = 'o', value_name = "OPT,OPT…")]
         options: Vec<String>,
@@ -195,7 +200,11 @@ impl Failure {
 }
 
 fn init_logging() {
-    let env = env_logger::Env::default().default_filter_or("warn");
+    // `-d` / `-o debug` (libfuse's) ask for debug lines; logging starts before options parse.
+    let debug = std::env::args()
+        .skip(1)
+        .any(|a| a == "-d" || a.split(',').any(|o| o == "debug"));
+    let env = env_logger::Env::default().default_filter_or(if debug { "debug" } else { "warn" });
     let mut b = env_logger::Builder::from_env(env);
     // fuser's own debug lines (every request, the session set-up) drown ours; `RUST_LOG`
     // naming fuser still gets them.
@@ -234,6 +243,7 @@ pub fn main() -> i32 {
     let result = match cli.command {
         Command::Mount {
             foreground,
+            debug,
             options,
             log_file,
             source,
@@ -241,7 +251,8 @@ pub fn main() -> i32 {
             ..
         } => parse_options(&options).and_then(|mut opts| {
             opts.log_file = log_file.or(opts.log_file);
-            mount::mount(&source, &mountpoint, opts, foreground)
+            opts.debug |= debug;
+            mount::mount(&source, &mountpoint, opts, foreground || debug)
         }),
         Command::Umount { lazy, mountpoint } => umount::umount(&mountpoint, lazy),
         Command::Man => man(),

@@ -123,7 +123,7 @@ pub(crate) fn mount_config(opts: &Options, fsname: &str) -> Config {
         MountOption::NoDev,
         MountOption::NoSuid,
         MountOption::DefaultPermissions,
-        MountOption::FSName(fsname.to_string()),
+        MountOption::FSName(opts.fsname.clone().unwrap_or_else(|| fsname.to_string())),
     ];
     // The type `fuse.modelfs` (`findmnt -t fuse.modelfs`, fstab): fusermount3 makes it from
     // `subtype=`, but as root fuser mounts directly with type `fuse`, so the kernel is given
@@ -138,12 +138,33 @@ pub(crate) fn mount_config(opts: &Options, fsname: &str) -> Config {
     }
     cfg.acl = if opts.allow_other {
         SessionACL::All
+    } else if opts.allow_root {
+        SessionACL::RootAndOwner
     } else {
         SessionACL::Owner
     };
+    if opts.auto_unmount {
+        // Only fusermount3 can watch the daemon; like libfuse, auto_unmount implies that root
+        // may read too when nothing wider was asked.
+        if has_fusermount() {
+            cfg.mount_options.push(MountOption::AutoUnmount);
+            if cfg.acl == SessionACL::Owner {
+                cfg.acl = SessionACL::RootAndOwner;
+            }
+        } else {
+            log::warn!("auto_unmount needs fusermount3 (package fuse3), which is missing: ignored");
+        }
+    }
     cfg.n_threads = Some(opts.threads.max(1));
     cfg.clone_fd = opts.threads > 1;
     cfg
+}
+
+fn has_fusermount() -> bool {
+    std::env::var_os("PATH").is_some_and(|p| {
+        std::env::split_paths(&p)
+            .any(|d| d.join("fusermount3").is_file() || d.join("fusermount").is_file())
+    })
 }
 
 /// A name for the mount table: the source path when it is made of safe characters (mount
@@ -567,5 +588,13 @@ mod tests {
         assert!(c.mount_options.contains(&MountOption::RO));
         let c = mount_config(&Options::default(), "modelfs");
         assert_eq!(c.acl, SessionACL::Owner);
+        let mut o = Options::default();
+        o.apply("allow_root,fsname=weights,debug").unwrap();
+        let c = mount_config(&o, "modelfs");
+        assert_eq!(c.acl, SessionACL::RootAndOwner);
+        assert!(c
+            .mount_options
+            .contains(&MountOption::FSName("weights".into())));
+        assert!(o.debug);
     }
 }
