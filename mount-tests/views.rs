@@ -71,6 +71,24 @@ fn the_angel_view_copies_out_as_a_model() {
         .unwrap();
     assert!(st.success());
     let copied = copy.path().join("model");
+    // A copy is an ordinary tree its owner can change and remove (r-x-only directories made a
+    // non-root user's copy unremovable).
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode();
+        let first = std::fs::read_dir(&copied)
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path();
+        assert_ne!(mode(&copied) & 0o200, 0, "copied directory not writable");
+        assert_ne!(
+            mode(&first.join("meta")) & 0o200,
+            0,
+            "copied file not writable"
+        );
+    }
     let mut matrices: Vec<String> = std::fs::read_dir(&copied)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())

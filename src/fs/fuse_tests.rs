@@ -96,7 +96,7 @@ fn mounted_tree_behaves_like_files() {
         let bin = root.join("layer1/W.bin");
         let meta = std::fs::metadata(&bin).unwrap();
         assert_eq!(meta.len(), 12000);
-        assert_eq!(meta.permissions().mode() & 0o777, 0o444);
+        assert_eq!(meta.permissions().mode() & 0o777, 0o644);
         let full = std::fs::read(&bin).unwrap();
         assert_eq!(full.len(), 12000);
         assert_eq!(&full[4..8], &0.5f32.to_le_bytes());

@@ -540,7 +540,10 @@ impl Tree {
             ino,
             kind: node.file_kind(),
             size: 0,
-            perm: 0o555,
+            // Write bits as any copied file has them: the mount is read-only (EROFS), and a
+            // `cp -r` by a non-root user keeps these modes, so r-x-only directories would
+            // make the copy unremovable.
+            perm: 0o755,
             nlink: 1,
             uid: self.cfg.uid,
             gid: self.cfg.gid,
@@ -554,7 +557,7 @@ impl Tree {
             }
             NodeKind::File { .. } | NodeKind::Doc { .. } | NodeKind::View { .. } => {
                 let opened = self.opened(&node, req)?;
-                attr.perm = 0o444;
+                attr.perm = 0o644;
                 attr.mtime = opened.mtime;
                 match opened.size() {
                     Some(s) => attr.size = s,

@@ -120,7 +120,7 @@ fn sizes_are_exact_and_reads_match() {
     let attr = t.getattr(ino).unwrap();
     assert_eq!(attr.size, 24);
     assert_eq!(attr.kind, FileKind::File);
-    assert_eq!(attr.perm, 0o444);
+    assert_eq!(attr.perm, 0o644);
     assert_eq!((attr.uid, attr.gid), (1234, 55));
     assert_eq!(
         attr.mtime,
@@ -144,7 +144,7 @@ fn directories_and_links() {
     let t = tree();
     let root = t.getattr(ROOT_INO).unwrap();
     assert_eq!(root.kind, FileKind::Dir);
-    assert_eq!(root.perm, 0o555);
+    assert_eq!(root.perm, 0o755);
     // layer1/, emb.parts/, angel.parts/
     assert_eq!(root.nlink, 5);
     let link = t.lookup_ino(ROOT_INO, b"latest").unwrap();
