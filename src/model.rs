@@ -105,6 +105,7 @@ impl DType {
             Float8(33) => "float4_e2m1fn",
             Float8(_) => "float8",
             Variant => "variant",
+            Opaque(0) => "invalid",
             Opaque(20) => "resource",
             Opaque(code) => return Cow::Owned(format!("dtype_{code}")),
         })

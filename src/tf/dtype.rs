@@ -38,6 +38,18 @@ pub(crate) fn from_tf(code: i32) -> DType {
     }
 }
 
+/// The name TF gives dtype `code` in Python (`float32`, `resource`), and to a reference type
+/// (base code + 100: `DT_FLOAT_REF` = 101) its base's name with `_ref` (`float32_ref`).
+pub(crate) fn name(code: i32) -> std::borrow::Cow<'static, str> {
+    match code {
+        101..=199 => match from_tf(code - 100) {
+            DType::Opaque(_) => from_tf(code).name(),
+            base => format!("{}_ref", base.name()).into(),
+        },
+        _ => from_tf(code).name(),
+    }
+}
+
 /// TF's `DataType` enum names by code (`types.proto`), the `_REF` variants at code + 100.
 const ENUM_NAMES: [&str; 34] = [
     "DT_INVALID",
@@ -164,5 +176,21 @@ mod tests {
         let mut b = [1u8, 2, 3, 4, 5, 6, 7, 8];
         swap_in_place(&mut b, 4);
         assert_eq!(b, [4, 3, 2, 1, 8, 7, 6, 5]);
+    }
+}
+
+#[cfg(test)]
+mod name_tests {
+    use super::name;
+
+    #[test]
+    fn reference_and_invalid_dtypes_as_tf_names_them() {
+        assert_eq!(name(101), "float32_ref");
+        assert_eq!(name(109), "int64_ref");
+        assert_eq!(name(107), "string_ref");
+        assert_eq!(name(0), "invalid");
+        assert_eq!(name(1), "float32");
+        assert_eq!(name(20), "resource");
+        assert_eq!(name(150), "dtype_150");
     }
 }

@@ -40,10 +40,7 @@ pub(crate) fn json(meta: &MetaGraph, sig: &Signature) -> Vec<u8> {
         for a in list {
             let mut v = Map::new();
             v.insert("name".into(), json!(a.name));
-            let dtype = match a.dtype {
-                0 => "invalid".into(),
-                code => crate::tf::dtype::from_tf(code).name(),
-            };
+            let dtype = crate::tf::dtype::name(a.dtype);
             v.insert("dtype".into(), json!(dtype));
             v.insert("shape".into(), json!(a.shape));
             if a.encoding != "dense" {
