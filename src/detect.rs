@@ -29,9 +29,15 @@ pub fn model_at(path: &Path, opts: &ReaderOptions) -> Result<Arc<dyn Model>, Ope
     }
     let prefix = crate::tf::detect::strip_checkpoint_suffix(path);
     let looked_for = if fs.is_dir(path) {
-        "*.index checkpoints, a `checkpoint` state file, a SavedModel with \
-         variables/variables.index, or an Angel model directory"
-            .to_string()
+        let mut what = "V2 checkpoints (*.index) or V1 ones, a `checkpoint` state file, a \
+                        SavedModel (saved_model.pb), a frozen graph (*.pb), a MetaGraph \
+                        (*.meta), or an Angel model directory"
+            .to_string();
+        let inside = models_inside(path, opts);
+        if !inside.is_empty() {
+            what.push_str(&format!("; a model one level down: {}", inside.join(", ")));
+        }
+        what
     } else {
         format!(
             "a TensorFlow checkpoint, {}",
@@ -42,4 +48,57 @@ pub fn model_at(path: &Path, opts: &ReaderOptions) -> Result<Arc<dyn Model>, Ope
         path: path.to_path_buf(),
         looked_for,
     })
+}
+
+/// The sub-directories of `dir` that are models themselves (a user pointed one level too
+/// high: `daw/` holding `daw/angel`), at most a few, for the "not recognised" message.
+fn models_inside(dir: &Path, opts: &ReaderOptions) -> Vec<String> {
+    let Ok(entries) = opts.storage.list(dir) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (name, kind) in entries {
+        if kind != crate::source::EntryKind::Dir || out.len() == 3 {
+            continue;
+        }
+        let sub = dir.join(&name);
+        let known = crate::angel::is_model_dir(&opts.storage, &sub)
+            || matches!(crate::tf::detect::open(&sub, opts), Ok(Some(_)));
+        if known {
+            out.push(sub.display().to_string());
+        }
+    }
+    out.sort();
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A directory holding a model one level down says where it is.
+    #[test]
+    fn not_recognised_points_one_level_down() {
+        let tmp = tempfile::tempdir().unwrap();
+        let angel = crate::testing::fixtures_dir().join("angel/lr35/model");
+        let down = tmp.path().join("daw/angel/input_weight");
+        std::fs::create_dir_all(&down).unwrap();
+        for f in std::fs::read_dir(angel.join("input_weight")).unwrap() {
+            let f = f.unwrap();
+            std::fs::copy(f.path(), down.join(f.file_name())).unwrap();
+        }
+        let daw = tmp.path().join("daw");
+        let err = model_at(&daw, &ReaderOptions::default())
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            err.contains("one level down") && err.contains("daw/angel"),
+            "{err}"
+        );
+        assert!(
+            err.contains("frozen graph") && err.contains("Angel"),
+            "{err}"
+        );
+    }
 }
