@@ -101,4 +101,30 @@ mod tests {
             "{err}"
         );
     }
+
+    /// A truncated index says so, naming its path once.
+    #[test]
+    fn a_truncated_index_says_truncated_once() {
+        let tmp = tempfile::tempdir().unwrap();
+        for f in std::fs::read_dir(crate::testing::fixtures_dir().join("tf/multi_shard")).unwrap() {
+            let f = f.unwrap();
+            if f.path().is_file() {
+                std::fs::copy(f.path(), tmp.path().join(f.file_name())).unwrap();
+            }
+        }
+        let index = tmp.path().join("ckpt.index");
+        let len = std::fs::metadata(&index).unwrap().len();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&index)
+            .unwrap()
+            .set_len(len / 2)
+            .unwrap();
+        let err = model_at(tmp.path(), &ReaderOptions::default())
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("truncated"), "{err}");
+        assert_eq!(err.matches("ckpt.index").count(), 1, "{err}");
+    }
 }

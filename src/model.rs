@@ -652,12 +652,22 @@ pub enum OpenError {
     NotRecognised { path: PathBuf, looked_for: String },
     #[error("{path}: {what}")]
     Unsupported { path: PathBuf, what: String },
-    #[error("{path}: {source}")]
+    #[error("{}", unreadable_text(path, &**source))]
     Unreadable {
         path: PathBuf,
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+}
+
+/// `path: why`, without the path twice when `why` names it already.
+fn unreadable_text(path: &Path, source: &(dyn std::error::Error + Send + Sync)) -> String {
+    let why = source.to_string();
+    if why.starts_with(&path.display().to_string()) {
+        why
+    } else {
+        format!("{}: {why}", path.display())
+    }
 }
 
 impl OpenError {

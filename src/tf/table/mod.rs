@@ -69,14 +69,17 @@ impl Table {
         let len = file.size();
         if len < FOOTER_LEN {
             return Err(TableError::NotATable(format!(
-                "{name}: not a TensorFlow checkpoint index (file is {len} bytes, shorter than a table footer)"
+                "{name}: not a TensorFlow checkpoint index, or a truncated one (file is {len} bytes, \
+                 shorter than a table footer)"
             )));
         }
         let footer_bytes = file.read_at(len - FOOTER_LEN, FOOTER_LEN as usize)?;
         let footer = Footer::decode(&footer_bytes, len).map_err(|e| match e {
-            TableError::NotATable(m) => {
-                TableError::NotATable(format!("{name}: not a TensorFlow checkpoint index ({m})"))
-            }
+            // A checkpoint index cut short (a copy or an upload that stopped) loses its footer
+            // too: say so, it is the likelier case for a file named like an index.
+            TableError::NotATable(m) => TableError::NotATable(format!(
+                "{name}: not a TensorFlow checkpoint index, or a truncated one ({m})"
+            )),
             TableError::Corrupt(m) => TableError::Corrupt(format!("{name}: {m}")),
             other => other,
         })?;
