@@ -30,14 +30,14 @@ use serde_json::{json, Map, Value};
 
 use super::decode::{self, PartInput};
 use super::dir::MatrixDir;
-use super::direct::{whole_elements, Plan};
+use super::direct::Plan;
 use super::merge;
 use super::meta::{self, MatrixMeta, PartMeta};
 use super::region::Region;
-use super::stream::{Located, Parts, Segments, Stream};
+use super::stream::{Located, Parts, Segments};
 use crate::model::{
-    entries_in, fill_dense_by_range, seek_col_in, DType, Entries, ModelError, PartitionMeta,
-    RequestError, SourceFormat, SparseRows, SparseShape, Tensor, TensorMeta,
+    fill_dense_by_range, DType, Entries, ModelError, PartitionMeta, SourceFormat, SparseRows,
+    SparseShape, Tensor, TensorMeta,
 };
 use crate::source::{identity_string, ReadAt};
 use crate::store::OffsetStore;
@@ -516,54 +516,6 @@ fn part_cols(p: &PartMeta, cols: u64) -> (u64, u64) {
     }
 }
 
-/// Fills `out` (little-endian elements of width `w`, row-major over `cols` columns) with
-/// elements `first..` of the dense form of `e`, shifting entries by `(row_base, col_base)`.
-fn fill_dense(
-    e: &SparseRows,
-    row_base: u64,
-    col_base: i64,
-    cols: u64,
-    w: usize,
-    first: u64,
-    out: &mut [u8],
-) -> Result<(), ModelError> {
-    whole_elements(out.len(), w)?;
-    out.fill(0);
-    let n = (out.len() / w) as u64;
-    if n == 0 || cols == 0 {
-        return Ok(());
-    }
-    let end = first.checked_add(n).ok_or(RequestError::OutOfRange {
-        first,
-        count: n,
-        total: u64::MAX,
-    })?;
-    let (r0, r1) = (first / cols, (end - 1) / cols);
-    let start = e.rows.partition_point(|&r| r < r0 + row_base);
-    for ri in start..e.rows.len() {
-        let row = e.rows[ri] - row_base;
-        if row > r1 {
-            break;
-        }
-        let (s, t) = (e.row_ptr[ri] as usize, e.row_ptr[ri + 1] as usize);
-        // Element index of column c in this row is row*cols + c; keep those in [first, end).
-        let lo = first.saturating_sub(row * cols);
-        let hi = (end - row * cols).min(cols);
-        let cs = &e.cols[s..t];
-        let a = cs.partition_point(|&c| (c as i128 - col_base as i128) < lo as i128);
-        for (k, &c) in cs.iter().enumerate().skip(a) {
-            let local = c as i128 - col_base as i128;
-            if local >= hi as i128 {
-                break;
-            }
-            let idx = (row * cols + local as u64 - first) as usize * w;
-            let v = (s + k) * w;
-            out[idx..idx + w].copy_from_slice(&e.values[v..v + w]);
-        }
-    }
-    Ok(())
-}
-
 impl Tensor for AngelMatrix {
     fn meta(&self) -> &TensorMeta {
         &self.tmeta
@@ -582,20 +534,10 @@ impl Tensor for AngelMatrix {
                 e
             });
         }
+        // By range; when the partitions must be merged, from the decoded whole (`Ranged`).
         let w = self.tmeta.dtype.elem_size().unwrap_or(1);
-        if let Some(segs) = self.segments()? {
-            return fill_dense_by_range(self, &segs.shape, 0, 0, inner.cols, w, first, out);
-        }
-        let e = self.entries()?;
-        fill_dense(
-            &e,
-            0,
-            0,
-            inner.cols,
-            self.tmeta.dtype.elem_size().unwrap_or(1),
-            first,
-            out,
-        )
+        let shape = shape_of(self)?;
+        fill_dense_by_range(self, &shape, 0, 0, inner.cols, w, first, out)
     }
 
     fn sparse(&self) -> Result<Arc<SparseRows>, ModelError> {
@@ -668,93 +610,6 @@ impl Tensor for AngelMatrix {
     }
 }
 
-/// A matrix or one partition: its entries by range (`stream`), or, when its partitions must
-/// be merged, from the decoded whole.
-trait Ranged {
-    fn segments(&self) -> Result<Option<Arc<Segments>>, ModelError>;
-    fn whole(&self) -> Result<Arc<SparseRows>, ModelError>;
-    fn parts(&self) -> &Inner;
-    fn fault(&self, f: Arc<MatrixFault>) -> ModelError;
-    fn elem_size(&self) -> usize;
-}
-
-impl Ranged for AngelMatrix {
-    fn segments(&self) -> Result<Option<Arc<Segments>>, ModelError> {
-        AngelMatrix::segments(self)
-    }
-    fn whole(&self) -> Result<Arc<SparseRows>, ModelError> {
-        self.entries()
-    }
-    fn parts(&self) -> &Inner {
-        // `segments` succeeded, so the matrix is loaded.
-        self.inner.as_deref().expect("a loaded matrix")
-    }
-    fn fault(&self, f: Arc<MatrixFault>) -> ModelError {
-        self.fail(f)
-    }
-    fn elem_size(&self) -> usize {
-        self.tmeta.dtype.elem_size().unwrap_or(1)
-    }
-}
-
-impl Ranged for AngelPartition {
-    fn segments(&self) -> Result<Option<Arc<Segments>>, ModelError> {
-        AngelPartition::segments(self)
-    }
-    fn whole(&self) -> Result<Arc<SparseRows>, ModelError> {
-        self.global()
-    }
-    fn parts(&self) -> &Inner {
-        &self.inner
-    }
-    fn fault(&self, f: Arc<MatrixFault>) -> ModelError {
-        self.fail(f)
-    }
-    fn elem_size(&self) -> usize {
-        self.tmeta.dtype.elem_size().unwrap_or(1)
-    }
-}
-
-fn shape_of(r: &impl Ranged) -> Result<Arc<SparseShape>, ModelError> {
-    if let Some(s) = r.segments()? {
-        return Ok(s.shape.clone());
-    }
-    let e = r.whole()?;
-    Ok(Arc::new(SparseShape {
-        rows: e.rows.clone(),
-        row_ptr: e.row_ptr.clone(),
-    }))
-}
-
-fn entries_of(
-    r: &impl Ranged,
-    first: u64,
-    count: u64,
-    out: &mut Entries,
-) -> Result<(), ModelError> {
-    match r.segments()? {
-        Some(segs) => Stream {
-            segs: &segs,
-            parts: r.parts(),
-        }
-        .read_entries(first, count, out)
-        .map_err(|f| r.fault(f)),
-        None => entries_in(&*r.whole()?, r.elem_size(), first, count, out),
-    }
-}
-
-fn seek_of(r: &impl Ranged, k: usize, col: i64) -> Result<u64, ModelError> {
-    match r.segments()? {
-        Some(segs) if k < segs.shape.rows.len() => Stream {
-            segs: &segs,
-            parts: r.parts(),
-        }
-        .seek_col(k, col)
-        .map_err(|f| r.fault(f)),
-        _ => seek_col_in(&*r.whole()?, k, col),
-    }
-}
-
 fn matrix_error(meta: &TensorMeta, fault: Arc<MatrixFault>) -> ModelError {
     ModelError::data(
         format!("Angel matrix {}", String::from_utf8_lossy(&meta.name)),
@@ -762,98 +617,8 @@ fn matrix_error(meta: &TensorMeta, fault: Arc<MatrixFault>) -> ModelError {
     )
 }
 
-/// Partition `index` of a matrix (coordinates: see the module comment).
-pub(crate) struct AngelPartition {
-    tmeta: TensorMeta,
-    inner: Arc<Inner>,
-    index: usize,
-    /// Subtracted from row / column ids for dense reads (0 for sparse partitions).
-    row_base: u64,
-    col_base: i64,
-    /// The matrix's cache identity plus the partition index.
-    identity: Option<String>,
-    segments: OnceLock<Option<Arc<Segments>>>,
-}
+mod partition;
+mod ranged;
 
-impl AngelPartition {
-    fn global(&self) -> Result<Arc<SparseRows>, ModelError> {
-        self.inner
-            .part_entries(self.index)
-            .map_err(|f| matrix_error(&self.tmeta, f))
-    }
-
-    fn segments(&self) -> Result<Option<Arc<Segments>>, ModelError> {
-        if let Some(p) = &self.tmeta.problem {
-            return Err(matrix_error(
-                &self.tmeta,
-                Arc::new(MatrixFault::Known(p.clone())),
-            ));
-        }
-        Ok(self
-            .segments
-            .get_or_init(|| self.inner.segments_of(&[self.index]))
-            .clone())
-    }
-
-    fn fail(&self, f: Arc<MatrixFault>) -> ModelError {
-        matrix_error(&self.tmeta, f)
-    }
-}
-
-impl Tensor for AngelPartition {
-    fn meta(&self) -> &TensorMeta {
-        &self.tmeta
-    }
-
-    fn read_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
-        let w = self.tmeta.dtype.elem_size().unwrap_or(1);
-        if let Some(segs) = self.segments()? {
-            let (base, cols) = (self.row_base, self.tmeta.shape[1]);
-            return fill_dense_by_range(
-                self,
-                &segs.shape,
-                base,
-                self.col_base,
-                cols,
-                w,
-                first,
-                out,
-            );
-        }
-        let e = self.global()?;
-        fill_dense(
-            &e,
-            self.row_base,
-            self.col_base,
-            self.tmeta.shape[1],
-            w,
-            first,
-            out,
-        )
-    }
-
-    /// The partition's stored entries, in matrix coordinates (see the module comment).
-    fn sparse(&self) -> Result<Arc<SparseRows>, ModelError> {
-        self.global()
-    }
-
-    fn sparse_shape(&self) -> Result<Arc<SparseShape>, ModelError> {
-        shape_of(self)
-    }
-
-    fn sparse_shape_is_cheap(&self) -> bool {
-        matches!(self.segments(), Ok(Some(_)))
-    }
-
-    fn read_entries(&self, first: u64, count: u64, out: &mut Entries) -> Result<(), ModelError> {
-        entries_of(self, first, count, out)
-    }
-
-    fn seek_col(&self, k: usize, col: i64) -> Result<u64, ModelError> {
-        seek_of(self, k, col)
-    }
-
-    fn cache_identity(&self) -> Option<String> {
-        self.identity.clone()
-    }
-}
+pub(crate) use partition::AngelPartition;
+use ranged::{entries_of, seek_of, shape_of};

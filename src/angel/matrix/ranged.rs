@@ -1,0 +1,77 @@
+//! Reads by range shared by a matrix and its partitions (`Ranged`): entries through `stream`,
+//! or, when the partitions must be merged, from the decoded whole.
+
+use std::sync::Arc;
+
+use super::super::stream::{Segments, Stream};
+use super::{AngelMatrix, Inner, MatrixFault};
+use crate::model::{entries_in, seek_col_in, Entries, ModelError, SparseRows, SparseShape};
+
+/// A matrix or one partition: its entries by range (`stream`), or, when its partitions must
+/// be merged, from the decoded whole.
+pub(super) trait Ranged {
+    fn segments(&self) -> Result<Option<Arc<Segments>>, ModelError>;
+    fn whole(&self) -> Result<Arc<SparseRows>, ModelError>;
+    fn parts(&self) -> &Inner;
+    fn fault(&self, f: Arc<MatrixFault>) -> ModelError;
+    fn elem_size(&self) -> usize;
+}
+
+impl Ranged for AngelMatrix {
+    fn segments(&self) -> Result<Option<Arc<Segments>>, ModelError> {
+        AngelMatrix::segments(self)
+    }
+    fn whole(&self) -> Result<Arc<SparseRows>, ModelError> {
+        self.entries()
+    }
+    fn parts(&self) -> &Inner {
+        // `segments` succeeded, so the matrix is loaded.
+        self.inner.as_deref().expect("a loaded matrix")
+    }
+    fn fault(&self, f: Arc<MatrixFault>) -> ModelError {
+        self.fail(f)
+    }
+    fn elem_size(&self) -> usize {
+        self.tmeta.dtype.elem_size().unwrap_or(1)
+    }
+}
+
+pub(super) fn shape_of(r: &impl Ranged) -> Result<Arc<SparseShape>, ModelError> {
+    if let Some(s) = r.segments()? {
+        return Ok(s.shape.clone());
+    }
+    let e = r.whole()?;
+    Ok(Arc::new(SparseShape {
+        rows: e.rows.clone(),
+        row_ptr: e.row_ptr.clone(),
+    }))
+}
+
+pub(super) fn entries_of(
+    r: &impl Ranged,
+    first: u64,
+    count: u64,
+    out: &mut Entries,
+) -> Result<(), ModelError> {
+    match r.segments()? {
+        Some(segs) => Stream {
+            segs: &segs,
+            parts: r.parts(),
+        }
+        .read_entries(first, count, out)
+        .map_err(|f| r.fault(f)),
+        None => entries_in(&*r.whole()?, r.elem_size(), first, count, out),
+    }
+}
+
+pub(super) fn seek_of(r: &impl Ranged, k: usize, col: i64) -> Result<u64, ModelError> {
+    match r.segments()? {
+        Some(segs) if k < segs.shape.rows.len() => Stream {
+            segs: &segs,
+            parts: r.parts(),
+        }
+        .seek_col(k, col)
+        .map_err(|f| r.fault(f)),
+        _ => seek_col_in(&*r.whole()?, k, col),
+    }
+}
