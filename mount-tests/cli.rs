@@ -79,7 +79,7 @@ fn verify_finds_a_flipped_data_byte_that_info_cannot() {
     assert_eq!(o.status.code(), Some(2));
     let out = text(&o);
     assert!(
-        out.contains("1 problems") && out.contains("checksum"),
+        out.contains("1 problem in") && out.contains("checksum"),
         "{out}"
     );
 }
