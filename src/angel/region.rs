@@ -19,7 +19,7 @@ use super::decode::{
 };
 use super::lines::{LineIndex, STRIDE};
 use super::rowtype::ValueType;
-use super::{text, AngelFormat};
+use super::{decimal, text, AngelFormat};
 use crate::model::Entries;
 use crate::source::ReadAt;
 use crate::store::OffsetStore;
@@ -230,6 +230,24 @@ impl Region {
         n: u64,
         mut f: impl FnMut(&[u8]) -> Res<T>,
     ) -> Res<()> {
+        self.with_line_starts(file, first, n, |rest| {
+            let nl = memchr::memchr(b'\n', rest).ok_or("fewer lines than indexed")?;
+            let line = &rest[..nl];
+            f(line.strip_suffix(b"\r").unwrap_or(line))?;
+            Ok(nl + 1)
+        })
+    }
+
+    /// Calls `f` with the text from the start of each of lines `first..first + n` to the end
+    /// of what was read; `f` answers how many bytes its line took with its LF, so a reader
+    /// that parses a line through to its end need not look for the LF first.
+    fn with_line_starts(
+        &self,
+        file: &dyn ReadAt,
+        first: u64,
+        n: u64,
+        mut f: impl FnMut(&[u8]) -> Res<usize>,
+    ) -> Res<()> {
         let end = first.checked_add(n).filter(|&e| e <= self.records);
         let Some(end) = end else {
             return Err(format!("lines {first}+{n} beyond the {} lines", self.records).into());
@@ -252,16 +270,50 @@ impl Region {
         }
         let res = (|| {
             for _ in 0..n {
-                let nl = memchr::memchr(b'\n', &data[pos..]).ok_or("fewer lines than indexed")?;
-                let line = &data[pos..pos + nl];
-                f(line.strip_suffix(b"\r").unwrap_or(line))?;
-                pos += nl + 1;
+                let rest = data.get(pos..).unwrap_or_default();
+                let used = f(rest)?;
+                debug_assert!(used > 0 && used <= rest.len() && rest[used - 1] == b'\n');
+                pos += used;
             }
             Ok(())
         })();
         drop(data);
         file.done_with(self.start + a, b - a);
         res
+    }
+
+    /// The fast read of an `id<sep>value` line at the start of `rest` whose value is a plain
+    /// float (`decimal`): its id, with the value appended to `values`, and the bytes the line
+    /// took; `None` for any other line (nothing appended).
+    #[inline]
+    fn id_value_line(&self, rest: &[u8], sep: u8, values: &mut Vec<u8>) -> Option<(i64, usize)> {
+        let (col, after) = text::split_id(rest, sep)?;
+        if self.key_width != 8 && i32::try_from(col).is_err() {
+            return None;
+        }
+        let at = rest.len() - after.len();
+        // The value's length with the line end after it (LF or CR LF).
+        let ended = |len: usize| match after.get(len..) {
+            Some([b'\n', ..]) => Some(len + 1),
+            Some([b'\r', b'\n', ..]) => Some(len + 2),
+            _ => None,
+        };
+        let used = match self.value {
+            ValueType::Float => {
+                let (v, len) = decimal::simple_f32_prefix(after)?;
+                let used = ended(len)?;
+                values.extend_from_slice(&v.to_le_bytes());
+                used
+            }
+            ValueType::Double => {
+                let (v, len) = decimal::simple_f64_prefix(after)?;
+                let used = ended(len)?;
+                values.extend_from_slice(&v.to_le_bytes());
+                used
+            }
+            ValueType::Long | ValueType::Int => return None,
+        };
+        Some((col, at + used))
     }
 
     fn check_col(&self, col: i64, last: &mut Option<i64>) -> Res<()> {
@@ -324,7 +376,23 @@ impl Region {
             })?,
             Kind::TextRows { nfields } => {
                 let mut i = 0i64;
-                self.with_lines(file, first, n, |line| {
+                let id_sep = match (nfields, &*self.sep) {
+                    (2, &[b]) => text::plain_separator(b),
+                    _ => None,
+                };
+                self.with_line_starts(file, first, n, |rest| {
+                    // `id,value\n`, the bulk of an LR's text, read in one pass; a line the fast
+                    // read refuses goes the general way, which says what is wrong.
+                    if let Some(b) = id_sep {
+                        if let Some((col, used)) = self.id_value_line(rest, b, &mut out.values) {
+                            self.check_col(col, &mut last)?;
+                            out.cols.push(col);
+                            return Ok(used);
+                        }
+                    }
+                    let nl = memchr::memchr(b'\n', rest).ok_or("fewer lines than indexed")?;
+                    let line = &rest[..nl];
+                    let line = line.strip_suffix(b"\r").unwrap_or(line);
                     let fields = row_fields(line, &self.sep, nfields, row)?;
                     if nfields == 3 {
                         check_row_id(fields[0], row)?;
@@ -338,7 +406,8 @@ impl Region {
                     self.check_col(col, &mut last)?;
                     out.cols.push(col);
                     parse_value(fields[nfields - 1], self.value, &mut out.values)
-                        .map_err(|e| format!("row {row}: {e}").into())
+                        .map_err(|e| format!("row {row}: {e}"))?;
+                    Ok(nl + 1)
                 })?;
             }
             _ => return Err("row records asked of a column format".into()),

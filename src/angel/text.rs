@@ -2,6 +2,7 @@
 //! separator and its optional auto-detection, and number fields parsed straight to the
 //! matrix's own type (floats to `f32` directly, never through `f64`).
 
+use super::decimal;
 use super::rowtype::ValueType;
 
 /// Number of LF bytes in `data`.
@@ -67,31 +68,30 @@ pub(crate) fn detect_separator(line: &[u8]) -> Option<u8> {
 /// Appends the little-endian bytes of `field` parsed as `vt` to `out`; `false` if it does not
 /// parse.
 pub(crate) fn parse_value(field: &[u8], vt: ValueType, out: &mut Vec<u8>) -> bool {
-    let Ok(s) = std::str::from_utf8(field) else {
-        return false;
-    };
-    if s.is_empty() {
-        return false;
-    }
     match vt {
-        ValueType::Float => match s.parse::<f32>() {
-            Ok(v) => out.extend_from_slice(&v.to_le_bytes()),
-            Err(_) => return false,
+        ValueType::Float => match decimal::simple_f32(field).or_else(|| parse_std(field)) {
+            Some(v) => out.extend_from_slice(&f32::to_le_bytes(v)),
+            None => return false,
         },
-        ValueType::Double => match s.parse::<f64>() {
-            Ok(v) => out.extend_from_slice(&v.to_le_bytes()),
-            Err(_) => return false,
+        ValueType::Double => match decimal::simple_f64(field).or_else(|| parse_std(field)) {
+            Some(v) => out.extend_from_slice(&f64::to_le_bytes(v)),
+            None => return false,
         },
-        ValueType::Long => match s.parse::<i64>() {
-            Ok(v) => out.extend_from_slice(&v.to_le_bytes()),
-            Err(_) => return false,
+        ValueType::Long => match parse_i64(field) {
+            Some(v) => out.extend_from_slice(&v.to_le_bytes()),
+            None => return false,
         },
-        ValueType::Int => match s.parse::<i32>() {
-            Ok(v) => out.extend_from_slice(&v.to_le_bytes()),
-            Err(_) => return false,
+        ValueType::Int => match parse_i64(field).and_then(|v| i32::try_from(v).ok()) {
+            Some(v) => out.extend_from_slice(&v.to_le_bytes()),
+            None => return false,
         },
     }
     true
+}
+
+/// `str::parse` of a field (`None` for non-UTF-8).
+fn parse_std<T: std::str::FromStr>(field: &[u8]) -> Option<T> {
+    std::str::from_utf8(field).ok()?.parse().ok()
 }
 
 /// Parses a decimal integer field (what `str::parse::<i64>` accepts: an optional sign, then
@@ -121,6 +121,35 @@ pub(crate) fn parse_i64(field: &[u8]) -> Option<i64> {
     }
 }
 
+/// `sep` when no number text can contain it (so a field that parses cannot hold it).
+pub(crate) fn plain_separator(sep: u8) -> Option<u8> {
+    (!sep.is_ascii_alphanumeric() && !b"+-.".contains(&sep)).then_some(sep)
+}
+
+/// The integer id at the start of `line` and what follows the `sep` just after it: one pass
+/// for what `fields` and `parse_i64` do in two. `None` when the line does not start so.
+#[inline]
+pub(crate) fn split_id(line: &[u8], sep: u8) -> Option<(i64, &[u8])> {
+    let (neg, body) = match line {
+        [b'-', rest @ ..] => (true, rest),
+        _ => (false, line),
+    };
+    let mut v: i64 = 0;
+    for (i, &b) in body.iter().enumerate() {
+        let d = b.wrapping_sub(b'0');
+        if d <= 9 {
+            // Accumulated negatively so that i64::MIN reads.
+            v = v.checked_mul(10)?.checked_sub(d as i64)?;
+        } else if b == sep && i > 0 {
+            let v = if neg { v } else { v.checked_neg()? };
+            return Some((v, &body[i + 1..]));
+        } else {
+            return None;
+        }
+    }
+    None
+}
+
 /// A short printable form of a field for error messages.
 pub(crate) fn show(field: &[u8]) -> String {
     let s = String::from_utf8_lossy(&field[..field.len().min(40)]).into_owned();
@@ -145,6 +174,37 @@ mod tests {
         assert_eq!(f, vec![&b"7"[..], &b""[..]]);
         let f: Vec<&[u8]> = fields(b"1::2::3", b"::").collect();
         assert_eq!(f, vec![&b"1"[..], &b"2"[..], &b"3"[..]]);
+    }
+
+    #[test]
+    fn split_id_reads_like_fields_then_parse_i64() {
+        for l in [
+            "7,1.5",
+            "-7,1.5",
+            "0,",
+            ",1",
+            "-,1",
+            "7",
+            "7;1",
+            "+7,1",
+            "1,2,3",
+            "9223372036854775807,1",
+            "9223372036854775808,1",
+            "-9223372036854775808,0",
+            "-9223372036854775809,0",
+            "007,x",
+        ] {
+            let want = {
+                let mut f = fields(l.as_bytes(), b",");
+                let key = f.next().and_then(parse_i64);
+                let rest = f.next().map(|_| &l.as_bytes()[l.find(',').unwrap() + 1..]);
+                key.zip(rest).filter(|_| !l.starts_with('+'))
+            };
+            assert_eq!(split_id(l.as_bytes(), b','), want, "{l:?}");
+        }
+        assert_eq!(plain_separator(b','), Some(b','));
+        assert_eq!(plain_separator(b'e'), None);
+        assert_eq!(plain_separator(b'-'), None);
     }
 
     #[test]

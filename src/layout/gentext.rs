@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use super::elements::{check_shape, decode, for_each_value, rows_before_unit, with_entries};
-use super::num::{write_escaped, write_i64, write_u64};
+use super::num::{write_escaped, write_libsvm_col, write_u64};
 use super::text::{ChunkSource, CHUNK_ELEMENTS};
 use super::LayoutError;
 use crate::model::{DType, SparseShape, Tensor};
@@ -180,9 +180,7 @@ impl ChunkSource for LibsvmSparse {
                 }
                 let e = u - k as u64 - 1;
                 let i = (e - e0) as usize;
-                out.push(b' ');
-                write_i64(got.cols[i], out);
-                out.push(b':');
+                write_libsvm_col(got.cols[i], out);
                 decode(dtype, &got.values[i * es..(i + 1) * es]).write_py(out);
                 if e + 1 == end {
                     out.push(b'\n');

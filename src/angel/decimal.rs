@@ -1,0 +1,209 @@
+//! Exact parsing of the plain decimals Angel's text formats are made of (`-804.923975`),
+//! without the general algorithm: most values of a text partition are `[-]digits.digits` with
+//! few digits, and `str::parse` spends most of its time deciding that they are.
+//!
+//! Clinger's fast path: a mantissa `m < 2^53` and a power `10^k` with `k ≤ 22` are both exact
+//! f64s, so `m / 10^k` is one correctly rounded IEEE division — the f64 nearest the decimal.
+//! Everything else (exponents, `NaN`, `Infinity`, long mantissas, `.5`, `5.`) returns `None`
+//! and the caller falls back to `str::parse`, so what is accepted and what is produced are
+//! exactly `str::parse`'s.
+
+/// 10^0 ..= 10^22, every one an exact f64.
+const POW10: [f64; 23] = [
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16,
+    1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
+];
+
+/// The f64 nearest the decimal `field` when it is `[-]digits[.digits]` with at most 19
+/// digits and a mantissa below 2^53; `None` otherwise.
+#[inline]
+pub(crate) fn simple_f64(field: &[u8]) -> Option<f64> {
+    simple_f64_prefix(field)
+        .filter(|&(_, n)| n == field.len())
+        .map(|(v, _)| v)
+}
+
+/// `simple_f64` of the longest prefix of `data` shaped `[-]digits[.digits]`, and its length:
+/// a value read straight out of a line, where it ends being the caller's to check.
+#[inline]
+pub(crate) fn simple_f64_prefix(data: &[u8]) -> Option<(f64, usize)> {
+    let neg = data.first() == Some(&b'-');
+    let mut i = neg as usize;
+    // Wrapping: a mantissa of more than 19 digits is refused below, whatever it wrapped to.
+    let mut m: u64 = 0;
+    let digits_from = |mut i: usize, m: &mut u64| {
+        while let Some(d) = data
+            .get(i)
+            .map(|b| b.wrapping_sub(b'0'))
+            .filter(|&d| d <= 9)
+        {
+            *m = m.wrapping_mul(10).wrapping_add(d as u64);
+            i += 1;
+        }
+        i
+    };
+    let int_end = digits_from(i, &mut m);
+    let int_digits = int_end - i;
+    i = int_end;
+    let mut k = 0;
+    if data.get(i) == Some(&b'.') {
+        let frac_end = digits_from(i + 1, &mut m);
+        k = frac_end - (i + 1);
+        i = frac_end;
+        // "5." is left to str::parse (which takes it).
+        if k == 0 {
+            return None;
+        }
+    }
+    // ".5" and "" likewise.
+    if int_digits == 0 || int_digits + k > 19 || m >= 1 << 53 {
+        return None;
+    }
+    let v = m as f64 / POW10[k];
+    Some((if neg { -v } else { v }, i))
+}
+
+/// The f32 nearest the decimal `field`, when `simple_f64` reads it and rounding its f64 again
+/// to f32 cannot differ from rounding the decimal once.
+#[inline]
+pub(crate) fn simple_f32(field: &[u8]) -> Option<f32> {
+    simple_f32_prefix(field)
+        .filter(|&(_, n)| n == field.len())
+        .map(|(v, _)| v)
+}
+
+/// `simple_f32` of the longest prefix of `data` shaped `[-]digits[.digits]`, and its length.
+#[inline]
+pub(crate) fn simple_f32_prefix(data: &[u8]) -> Option<(f32, usize)> {
+    let (d, n) = simple_f64_prefix(data)?;
+    // Rounding twice differs from once only when the f64 lands exactly halfway between two
+    // f32s (any f32 midpoint is an f64, so one strictly between the decimal and its nearest
+    // f64 would be nearer): that is the low 29 of the 52 fraction bits being 1 followed by
+    // zeros. Subnormal and overflowing f32s have other midpoints: left to str::parse.
+    let a = d.abs();
+    if a != 0.0 && !((f32::MIN_POSITIVE as f64)..=(f32::MAX as f64)).contains(&a) {
+        return None;
+    }
+    if d.to_bits() & 0x1FFF_FFFF == 0x1000_0000 {
+        return None;
+    }
+    Some((d as f32, n))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn same_f32(s: &str) {
+        if let Some(v) = simple_f32(s.as_bytes()) {
+            let want: f32 = s.parse().unwrap();
+            assert_eq!(v.to_bits(), want.to_bits(), "{s}");
+        }
+    }
+
+    fn same_f64(s: &str) {
+        if let Some(v) = simple_f64(s.as_bytes()) {
+            let want: f64 = s.parse().unwrap();
+            assert_eq!(v.to_bits(), want.to_bits(), "{s}");
+        }
+    }
+
+    #[test]
+    fn refuses_what_it_cannot_read_exactly() {
+        for s in [
+            "",
+            "-",
+            ".",
+            "5.",
+            ".5",
+            "+1",
+            "1e5",
+            "1E-4",
+            "NaN",
+            "Infinity",
+            "1.2.3",
+            "1,2",
+            "--1",
+            "12345678901234567890",
+            "9007199254740993",
+            " 1",
+            "1 ",
+        ] {
+            assert_eq!(simple_f64(s.as_bytes()), None, "{s:?}");
+        }
+        assert_eq!(simple_f32(b"1e-45"), None);
+        assert_eq!(simple_f64_prefix(b"-12.5,3"), Some((-12.5, 5)));
+        assert_eq!(simple_f64_prefix(b"7\n"), Some((7.0, 1)));
+        assert_eq!(simple_f64_prefix(b"7e3"), Some((7.0, 1)));
+        assert_eq!(simple_f32_prefix(b"0.25\r\n"), Some((0.25, 4)));
+        assert_eq!(simple_f64_prefix(b"7.\n"), None);
+        // Subnormal f32 and beyond f32::MAX.
+        assert_eq!(simple_f32(b"0.0000000000000000001"), None);
+        assert_eq!(
+            simple_f32(b"340282350000000000000000000000000000000.5"),
+            None
+        );
+    }
+
+    #[test]
+    fn reads_like_str_parse() {
+        for s in [
+            "0",
+            "-0",
+            "0.0",
+            "-0.0",
+            "804.923975",
+            "-755.488517",
+            "424.09",
+            "0.1",
+            "0.3",
+            "16777217",
+            "16777216.5",
+            "1.00000005960464477539",
+            "0.000123",
+            "9999999.0",
+            "1.4",
+            "3.14159265358979",
+            "123456789012345678",
+            "-0.000000000000000000001",
+        ] {
+            same_f32(s);
+            same_f64(s);
+        }
+        assert_eq!(
+            simple_f32(b"-0").map(f32::to_bits),
+            Some((-0.0f32).to_bits())
+        );
+    }
+
+    /// Decimals built to land on or next to f32 midpoints, where rounding twice would show.
+    #[test]
+    fn midpoints_round_once() {
+        for bits in (0x3f80_0000u32..0x3f80_0400).chain(0x4b7f_ff00..0x4b80_0100) {
+            let lo = f32::from_bits(bits) as f64;
+            let hi = f32::from_bits(bits + 1) as f64;
+            let mid = (lo + hi) / 2.0;
+            for x in [mid, lo, hi] {
+                for p in [6usize, 8, 9, 10, 12, 15, 17] {
+                    same_f32(&format!("{x:.p$}"));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn random_decimals_read_like_str_parse() {
+        let mut s: u64 = 0x9E37_79B9_7F4A_7C15;
+        for _ in 0..300_000 {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            let int = s % 10_000_000;
+            let frac = (s >> 24) % 1_000_000_000;
+            let width = 1 + ((s >> 56) % 10) as usize;
+            let t = format!("{}{int}.{frac:0width$}", if s & 1 == 1 { "-" } else { "" });
+            same_f32(&t);
+            same_f64(&t);
+        }
+    }
+}
