@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use modelfs::detect::model_at;
-use modelfs::model::{own_component, DType, DirEntry, Model, Tensor};
+use modelfs::model::{own_component, DType, DirEntry, Model, SourceFormat, Tensor};
 use modelfs::options::Options;
 
 /// Every tensor under `root` of `model` by its original key (first of a key wins).
@@ -40,6 +40,12 @@ fn by_key(model: &dyn Model, root: &[Vec<u8>]) -> BTreeMap<Vec<u8>, Arc<dyn Tens
                 _ => {}
             }
         }
+    }
+    // What the view holds: a model's variables alone, a graph's constants only when it has
+    // nothing else.
+    let graph = |t: &Arc<dyn Tensor>| t.meta().format == SourceFormat::TfGraph;
+    if !out.values().all(graph) {
+        out.retain(|_, t| !graph(t));
     }
     out
 }
@@ -248,4 +254,59 @@ fn tensorflow_read_the_same_view() {
         }
     }
     assert!(checked > 8000);
+}
+
+/// Issue 26 item 12: a SavedModel's `.tf/` holds its variables, not its graph's constants;
+/// a frozen graph (constants only) still has a view of them.
+#[test]
+fn the_tf_view_holds_variables_and_constants_only_without_them() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/tf/graphs/tf1");
+    let keys_of_view = |source: &Path| {
+        let tmp = tempfile::tempdir().unwrap();
+        assert!(view_of(source, "", tmp.path()), "{}", source.display());
+        let view = model_at(&tmp.path().join("model"), &Options::default().reader()).unwrap();
+        by_key(&*view, &[]).into_keys().collect::<Vec<_>>()
+    };
+    let all_of = |source: &Path| {
+        let mut all: Vec<(Vec<u8>, SourceFormat)> = Vec::new();
+        let model = model_at(source, &Options::default().reader()).unwrap();
+        let mut stack = vec![Vec::<Vec<u8>>::new()];
+        while let Some(dir) = stack.pop() {
+            for e in model.list_dir(&dir).unwrap() {
+                let mut p = dir.clone();
+                match e {
+                    DirEntry::Dir(n) => {
+                        p.push(n);
+                        stack.push(p);
+                    }
+                    DirEntry::Reserved(n) => {
+                        p.push(own_component(&n));
+                        stack.push(p);
+                    }
+                    DirEntry::Tensor(n) => {
+                        p.push(n);
+                        let m = model.tensor(&p).unwrap().meta().clone();
+                        all.push((m.name, m.format));
+                    }
+                    _ => {}
+                }
+            }
+        }
+        all
+    };
+    let saved = root.join("savedmodel");
+    let all = all_of(&saved);
+    let variables: std::collections::BTreeSet<Vec<u8>> = all
+        .iter()
+        .filter(|(_, f)| *f == SourceFormat::TfCheckpoint)
+        .map(|(n, _)| n.clone())
+        .collect();
+    assert!(!variables.is_empty());
+    assert!(all.iter().any(|(_, f)| *f == SourceFormat::TfGraph));
+    let got: std::collections::BTreeSet<Vec<u8>> = keys_of_view(&saved).into_iter().collect();
+    assert_eq!(got, variables);
+    let frozen = root.join("frozen");
+    let constants = all_of(&frozen);
+    assert!(constants.iter().all(|(_, f)| *f == SourceFormat::TfGraph));
+    assert!(!keys_of_view(&frozen).is_empty());
 }

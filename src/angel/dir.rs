@@ -30,13 +30,22 @@ pub(crate) fn is_ignored(name: &[u8]) -> bool {
     name.starts_with(b".") || name.starts_with(b"_tmp.") || name.starts_with(b"_final.")
 }
 
+/// Bytes of a meta file compared with its twin, at most (metas are a few KB per partition).
+const MAX_META_COMPARED: u64 = 64 << 20;
+
 /// The meta file of `dir`: `_meta` (Angel ≥ 3.2) preferred over `meta` (2.x). The flag is set
-/// when both exist (Angel never writes both).
+/// when both exist and differ (Angel never writes both; a copy of `.angel/`, which offers
+/// both names for one meta so that every Angel version loads it, has them equal).
 pub(crate) fn meta_file(fs: &dyn Storage, dir: &Path) -> Option<(PathBuf, bool)> {
     let new = dir.join("_meta");
     let old = dir.join("meta");
     match (fs.is_file(&new), fs.is_file(&old)) {
-        (true, both) => Some((new, both)),
+        (true, false) => Some((new, false)),
+        (true, true) => {
+            let read = |p: &Path| fs.read_small(p, MAX_META_COMPARED).ok();
+            let same = matches!((read(&new), read(&old)), (Some(a), Some(b)) if a == b);
+            Some((new, !same))
+        }
         (false, true) => Some((old, false)),
         _ => None,
     }
@@ -73,7 +82,7 @@ pub(crate) fn scan(storage: &Arc<dyn Storage>, root: &Path) -> Result<Scan, Sour
             Some((meta_path, both)) => {
                 if both {
                     let msg = format!(
-                        "{}: both _meta and meta exist; using _meta",
+                        "{}: both _meta and meta exist and differ; using _meta",
                         fs.display(&path)
                     );
                     log::warn!("{msg}");
@@ -110,21 +119,34 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let r = d.path();
         std::fs::write(r.join("graph.json"), b"{}").unwrap();
-        for m in ["b", "a", ".hidden", "_tmp.x", "both", "crashed", "empty"] {
+        for m in [
+            "b", "a", ".hidden", "_tmp.x", "both", "twins", "crashed", "empty",
+        ] {
             std::fs::create_dir(r.join(m)).unwrap();
         }
         std::fs::write(r.join("a/meta"), b"").unwrap();
         std::fs::write(r.join("b/_meta"), b"").unwrap();
         std::fs::write(r.join(".hidden/_meta"), b"").unwrap();
         std::fs::write(r.join("_tmp.x/_meta"), b"").unwrap();
-        std::fs::write(r.join("both/_meta"), b"").unwrap();
-        std::fs::write(r.join("both/meta"), b"").unwrap();
+        std::fs::write(r.join("both/_meta"), b"x").unwrap();
+        std::fs::write(r.join("both/meta"), b"y").unwrap();
+        // A copy of `.angel/`: one meta under both names, not a problem.
+        std::fs::write(r.join("twins/_meta"), b"z").unwrap();
+        std::fs::write(r.join("twins/meta"), b"z").unwrap();
         std::fs::write(r.join("crashed/psmeta"), b"").unwrap();
         let s = scan(&crate::source::local(), r).unwrap();
-        let names: Vec<&[u8]> = s.matrices.iter().map(|m| &m.name[..]).collect();
-        assert_eq!(names, vec![&b"a"[..], b"b", b"both"]);
-        assert!(s.matrices[2].meta_path.ends_with("_meta"));
-        assert_eq!(s.problems.len(), 2);
+        let mut names: Vec<&[u8]> = s.matrices.iter().map(|m| &m.name[..]).collect();
+        names.sort();
+        assert_eq!(names, vec![&b"a"[..], b"b", b"both", b"twins"]);
+        assert!(s
+            .matrices
+            .iter()
+            .all(|m| m.name.len() < 3 || m.meta_path.ends_with("_meta")));
+        assert_eq!(s.problems.len(), 2, "{:?}", s.problems);
         assert!(s.problems.iter().any(|p| p.contains("crashed")));
+        assert!(s
+            .problems
+            .iter()
+            .any(|p| p.contains("both") && p.contains("differ")));
     }
 }

@@ -281,6 +281,8 @@ impl MatrixDir {
             } else {
                 Arc::new(Made::new(meta_file))
             };
+        // Both names: Angel 2.0–3.1 read `meta`, 3.2 and later `_meta`.
+        entries.push((b"_meta".to_vec(), ViewEntry::File(Arc::clone(&meta_file))));
         entries.push((b"meta".to_vec(), ViewEntry::File(meta_file)));
         Ok(entries.into())
     }

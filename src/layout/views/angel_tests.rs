@@ -53,13 +53,17 @@ fn write_view(view: &View, dir: &Path) -> Vec<(String, Vec<u8>, String)> {
         let sub = dir.join(&f);
         std::fs::create_dir(&sub).unwrap();
         let mut class = String::new();
+        let (mut meta, mut new_meta) = (None, None);
         for (file, e) in d.entries().unwrap().iter() {
             let ViewEntry::File(c) = e else {
                 panic!("a folder inside a matrix folder")
             };
             let bytes = read_all(&**c);
             let file = String::from_utf8(file.clone()).unwrap();
-            if file == "meta" {
+            if file == "_meta" {
+                new_meta = Some(bytes);
+            } else if file == "meta" {
+                meta = Some(bytes.clone());
                 let n = i32::from_be_bytes(bytes[..4].try_into().unwrap()) as usize;
                 assert_eq!(n + 4, bytes.len());
                 let j: serde_json::Value = serde_json::from_slice(&bytes[4..]).unwrap();
@@ -76,6 +80,8 @@ fn write_view(view: &View, dir: &Path) -> Vec<(String, Vec<u8>, String)> {
                 std::fs::write(sub.join(file), bytes).unwrap();
             }
         }
+        // Angel ≥ 3.2's name for the same meta.
+        assert!(meta.is_some() && new_meta == meta, "{f}: _meta and meta");
         out.push((f, name.clone(), class));
     }
     out

@@ -6,7 +6,7 @@
 use std::sync::{Arc, OnceLock};
 
 use super::{FileContent, LayoutCtx, LayoutError, Requester};
-use crate::model::{own_component, DirEntry, Model, ModelError, Tensor};
+use crate::model::{own_component, DirEntry, Model, ModelError, SourceFormat, Tensor};
 
 pub(crate) mod angel;
 mod angel_meta;
@@ -56,6 +56,12 @@ pub(crate) fn build(
     tensors.extend(model.hidden_tensors(root));
     tensors.sort_by(|a, b| a.meta().name.cmp(&b.meta().name));
     tensors.dedup_by(|a, b| a.meta().name == b.meta().name);
+    // A model's variables alone, as `tf.train.list_variables` lists them; a graph's constants
+    // only when there is nothing else (a frozen graph, a `.meta` alone).
+    let graph = |t: &Arc<dyn Tensor>| t.meta().format == SourceFormat::TfGraph;
+    if !tensors.iter().all(graph) {
+        tensors.retain(|t| !graph(t));
+    }
     match name {
         tf::DIR => tf::view(tensors, ctx),
         angel::DIR => angel::view(tensors, ctx),
