@@ -69,6 +69,23 @@ def case_adam_keras2(d):
             "keys, optimizer/iter (int64), save_counter, a `checkpoint` state file" % tf_keras.__version__)
 
 
+def case_keras_empty_prefix(d):
+    """tf_keras `save_weights("weights/")`: files `weights/.index`, `weights/.data-…` and a
+    `checkpoint` naming "."."""
+    import tf_keras as keras
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((3,)),
+                              keras.layers.Dense(4, activation="relu", name="hidden"),
+                              keras.layers.Dense(2, name="out")])
+    with cwd(d):
+        model.save_weights("weights/")
+    exp = Expected(d)
+    listing = record_checkpoint(exp, os.path.join(d, "weights/"))
+    exp.write("weights/", listing, source="weights")
+    return ("tf_keras `save_weights('weights/')`: a checkpoint with an empty base name "
+            "(`weights/.index`, `weights/.data-00000-of-00001`), `checkpoint` naming \".\"")
+
+
 def case_adam_keras3(d):
     """tf.keras (Keras 3) + Adam: no slot keys, optimizer/_variables/<i> instead."""
     import keras

@@ -148,7 +148,16 @@ def record_checkpoint(exp, prefix_abs, slice_specs=None, skip_full=(), notes=Non
     from the caller's inputs (said in "note"), the slices still from TF.
     """
     slice_specs = dict(slice_specs or {})
-    listing = tf.train.list_variables(prefix_abs)
+    if prefix_abs.endswith("/"):
+        # An empty base name (`dir/.index`): list_variables/load_checkpoint take a directory
+        # for its state file, whose "." they cannot open; TF's reader takes the prefix as is.
+        from tensorflow.python.training import py_checkpoint_reader
+        r = py_checkpoint_reader.NewCheckpointReader(prefix_abs)
+        listing = sorted(r.get_variable_to_shape_map().items())
+        load = lambda p: py_checkpoint_reader.NewCheckpointReader(p)  # noqa: E731
+    else:
+        listing = tf.train.list_variables(prefix_abs)
+        load = tf.train.load_checkpoint
     # Slices as the index stores them (read without TF): must agree with what the caller saved.
     _, entries = tffix_index.read_index(prefix_abs + ".index")
     by_key = dict(entries)
@@ -158,7 +167,7 @@ def record_checkpoint(exp, prefix_abs, slice_specs=None, skip_full=(), notes=Non
             raise AssertionError("%s: saved slices %s, index has %s" % (key, slice_specs[key], found))
         if found:
             slice_specs[key] = found
-    reader = tf.train.load_checkpoint(prefix_abs)
+    reader = load(prefix_abs)
     dtypes = reader.get_variable_to_dtype_map()
     for key, shape in listing:
         if key == GRAPH_KEY:

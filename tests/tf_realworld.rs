@@ -234,3 +234,23 @@ fn snappy_index_blocks_are_read() {
         assert!(model.summary().unwrap().problems.is_empty());
     }
 }
+
+/// Issue 26 item 1: tf_keras `save_weights("weights/")` writes `weights/.index` and a state file
+/// naming "."; the directory, the `.index` and the data file all open as that checkpoint, and
+/// every value equals what TF's reader gave.
+#[test]
+fn a_checkpoint_with_an_empty_base_name_opens() {
+    let case = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/tf/keras_empty_prefix");
+    let exp = case.join("expected");
+    let w = case.join("weights");
+    for src in [
+        w.clone(),
+        w.join(".index"),
+        w.join(".data-00000-of-00001"),
+        case.join("weights/"),
+    ] {
+        assert_eq!(check_case(&src, &exp), 4, "{}", src.display());
+    }
+    let out = cli_cat(&w, "layer_with_weights-0/kernel.txt");
+    assert_eq!(out.iter().filter(|&&b| b == b'\n').count(), 12); // 3 × 4, one per line
+}

@@ -162,6 +162,14 @@ pub fn resolve_prefix(dir: &Path, p: &[u8], exists: &dyn Fn(&Path) -> bool) -> O
         return Some(direct);
     }
     let base = p.rsplit(|&b| b == b'/' || b == b'\\').next().unwrap_or(p);
+    // `"."` (or `…/.`): the checkpoint with an empty base name, `dir/.index` (Keras
+    // `save_weights("dir/")` writes that state).
+    if base == b"." {
+        let mut s = dir.as_os_str().to_owned();
+        s.push("/");
+        let unnamed = PathBuf::from(s);
+        return exists(&unnamed).then_some(unnamed);
+    }
     if base.is_empty() {
         return None;
     }

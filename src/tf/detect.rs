@@ -28,6 +28,26 @@ pub(crate) fn index_path(prefix: &Path) -> PathBuf {
     PathBuf::from(s)
 }
 
+/// A prefix's directory and base name. A prefix ending in `/` (Keras `save_weights("dir/")`,
+/// `Checkpoint.write("dir/")`: files `dir/.index`, `dir/.data-…`) has an empty base name in
+/// that directory, where `Path::file_name` would name the directory itself.
+pub(crate) fn split_prefix(prefix: &Path) -> (PathBuf, Vec<u8>) {
+    let bytes = prefix.as_os_str().as_bytes();
+    if let Some(dir) = bytes.strip_suffix(b"/") {
+        return (PathBuf::from(OsStr::from_bytes(dir)), Vec::new());
+    }
+    let dir = prefix.parent().map(Path::to_path_buf).unwrap_or_default();
+    let name = prefix.file_name().map(|n| n.as_bytes().to_vec());
+    (dir, name.unwrap_or_default())
+}
+
+/// The prefix of the checkpoint with an empty base name in `dir` (`dir/`).
+fn unnamed_prefix(dir: &Path) -> PathBuf {
+    let mut s = dir.as_os_str().to_owned();
+    s.push("/");
+    PathBuf::from(s)
+}
+
 /// `P.index` → `P`; `P.data-00000-of-00001` → `P`; `P.meta` (the graph beside a `Saver`
 /// checkpoint) → `P`; anything else unchanged.
 pub(crate) fn strip_checkpoint_suffix(path: &Path) -> PathBuf {
@@ -288,7 +308,10 @@ fn open_dir(
         return Ok(Some(model));
     }
     let found = Checkpoints::find(fs, dir);
-    if found.prefixes.len() == 1 && !found.has_state {
+    // One checkpoint without a state file, or one with an empty base name (which has no name
+    // to show it under): the model itself.
+    let unnamed_alone = found.prefixes.len() == 1 && found.prefixes.contains_key(&b""[..]);
+    if found.prefixes.len() == 1 && (!found.has_state || unnamed_alone) {
         let (_, prefix) = found.prefixes.into_iter().next().unwrap_or_default();
         return open_prefix(&prefix, opts, cache).map(Some);
     }
@@ -421,8 +444,11 @@ impl Checkpoints {
         let mut found = Checkpoints::default();
         for (name, kind) in fs.list(dir).into_iter().flatten() {
             if let Some(base) = name.as_bytes().strip_suffix(INDEX_SUFFIX) {
-                if kind == EntryKind::File && !base.is_empty() {
-                    let prefix = dir.join(OsStr::from_bytes(base));
+                if kind == EntryKind::File {
+                    let prefix = match base {
+                        [] => unnamed_prefix(dir),
+                        _ => dir.join(OsStr::from_bytes(base)),
+                    };
                     found.prefixes.insert(base.to_vec(), prefix);
                 }
             }
@@ -447,7 +473,7 @@ impl Checkpoints {
         st: &CheckpointState,
     ) {
         let has_index = |p: &Path| fs.is_file(&index_path(p));
-        let base_name = |p: &Path| p.file_name().map(|n| n.as_bytes().to_vec());
+        let base_name = |p: &Path| Some(split_prefix(p).1);
         let listed = st
             .all_model_checkpoint_paths
             .iter()
@@ -485,11 +511,13 @@ fn open_several(
     opts: &ReaderOptions,
     cache: Arc<BlockCache>,
 ) -> Result<Arc<dyn Model>, OpenError> {
+    // Beside others, the checkpoint with an empty base name (`dir/.index`) is shown as `_`.
+    let shown = |name: Vec<u8>| if name.is_empty() { b"_".to_vec() } else { name };
     let opened = found
         .prefixes
         .into_iter()
-        .map(|(name, prefix)| (name, open_prefix(&prefix, opts, Arc::clone(&cache))));
-    several(opened, found.latest)
+        .map(|(name, prefix)| (shown(name), open_prefix(&prefix, opts, Arc::clone(&cache))));
+    several(opened, found.latest.map(shown))
 }
 
 /// One model of the checkpoints that opened (the others are skipped with a warning); the

@@ -47,11 +47,8 @@ impl TfModel {
             .open(&super::detect::index_path(prefix))
             .map_err(TableError::from)?;
         let table = Table::open(file, cache)?;
-        let dir = prefix.parent().map(Path::to_path_buf).unwrap_or_default();
-        let name = prefix
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
+        let (dir, name) = super::detect::split_prefix(prefix);
+        let name = String::from_utf8_lossy(&name).into_owned();
         let shards = DirShards {
             storage: opts.storage.clone(),
             dir,
