@@ -157,15 +157,18 @@ fn graph_details(scan: &GraphScan, const_bytes: u64) -> Vec<String> {
             let args = |a: &[super::scan::Arg]| {
                 a.iter()
                     .map(|a| {
-                        let shape = a.shape.as_ref().map_or("?".to_string(), |d| {
+                        let t = &a.info;
+                        let shape = t.shape.as_ref().map_or("?".to_string(), |d| {
                             let d: Vec<String> = d.iter().map(i64::to_string).collect();
                             format!("[{}]", d.join(","))
                         });
-                        format!(
-                            "{}: {} {shape}",
-                            a.key,
-                            crate::tf::dtype::from_tf(a.dtype).name()
-                        )
+                        let kind = match &t.encoding {
+                            super::scan::Encoding::Dense => "",
+                            super::scan::Encoding::CooSparse { .. } => " sparse",
+                            super::scan::Encoding::Composite { .. } => " composite",
+                        };
+                        let dtype = crate::tf::dtype::name(t.dtype);
+                        format!("{}: {dtype} {shape}{kind}", a.key)
                     })
                     .collect::<Vec<_>>()
                     .join(", ")

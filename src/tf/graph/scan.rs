@@ -28,13 +28,35 @@ pub(crate) struct Const {
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Arg {
     pub(crate) key: String,
-    /// `op:index`, or what a sparse/composite tensor is made of.
+    pub(crate) info: TensorInfo,
+}
+
+/// A `TensorInfo`: a tensor by name, or what a sparse or composite tensor is made of.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct TensorInfo {
+    /// `op:index`; empty for a sparse or composite tensor (TF leaves it so).
     pub(crate) name: String,
     pub(crate) dtype: i32,
     /// `None`: unknown rank; -1 for an unknown dimension.
     pub(crate) shape: Option<Vec<i64>>,
-    /// `dense`, `coo_sparse` or `composite`.
-    pub(crate) encoding: &'static str,
+    pub(crate) encoding: Encoding,
+}
+
+#[derive(Clone, Debug, Default)]
+pub(crate) enum Encoding {
+    #[default]
+    Dense,
+    /// `TensorInfo.coo_sparse`: the names of the three tensors of a `SparseTensor`.
+    CooSparse {
+        values: String,
+        indices: String,
+        dense_shape: String,
+    },
+    /// `TensorInfo.composite_tensor`: its type spec's class and its component tensors.
+    Composite {
+        type_spec: String,
+        components: Vec<TensorInfo>,
+    },
 }
 
 #[derive(Clone, Debug, Default)]
@@ -255,44 +277,115 @@ fn signature_entry(buf: &[u8], range: Range<usize>) -> Result<Signature, WireErr
     Ok(s)
 }
 
+/// Composite tensors nested deeper than this are cut (their components left out).
+const MAX_COMPOSITE_DEPTH: usize = 8;
+
 /// A `map<string, TensorInfo>` entry.
 fn arg_entry(buf: &[u8], range: Range<usize>) -> Result<Arg, WireError> {
-    let mut a = Arg {
-        encoding: "dense",
-        shape: None,
-        ..Default::default()
-    };
+    let mut a = Arg::default();
     for f in Fields::within(buf, range) {
         let f = f?;
         match (f.number, f.range()) {
             (1, _) => a.key = text(buf, &f),
-            (2, Some(r)) => tensor_info(buf, r, &mut a)?,
+            (2, Some(r)) => a.info = tensor_info(buf, r, 0)?,
             _ => {}
         }
     }
     Ok(a)
 }
 
-fn tensor_info(buf: &[u8], range: Range<usize>, a: &mut Arg) -> Result<(), WireError> {
+fn tensor_info(buf: &[u8], range: Range<usize>, depth: usize) -> Result<TensorInfo, WireError> {
+    // An absent `tensor_shape` is proto3's default message: known rank 0.
+    let mut t = TensorInfo {
+        shape: Some(Vec::new()),
+        ..Default::default()
+    };
     for f in Fields::within(buf, range) {
         let f = f?;
         match (f.number, f.value) {
-            (1, _) => a.name = text(buf, &f),
-            (2, Value::Varint(v)) => a.dtype = v as i32,
-            (3, Value::Bytes { start, end }) => a.shape = shape(buf, start..end)?,
+            (1, _) => t.name = text(buf, &f),
+            (2, Value::Varint(v)) => t.dtype = v as i32,
+            (3, Value::Bytes { start, end }) => t.shape = shape(buf, start..end)?,
             (4, Value::Bytes { start, end }) => {
-                a.encoding = "coo_sparse";
-                let mut names = Vec::new();
+                let mut names: [String; 3] = Default::default();
                 for g in Fields::within(buf, start..end) {
-                    names.push(text(buf, &g?));
+                    let g = g?;
+                    if let Some(n) = names.get_mut((g.number as usize).wrapping_sub(1)) {
+                        *n = text(buf, &g);
+                    }
                 }
-                a.name = names.join(",");
+                let [values, indices, dense_shape] = names;
+                t.encoding = Encoding::CooSparse {
+                    values,
+                    indices,
+                    dense_shape,
+                };
             }
-            (5, _) => a.encoding = "composite",
+            (5, Value::Bytes { start, end }) => {
+                t.encoding = composite(buf, start..end, depth)?;
+            }
             _ => {}
         }
     }
-    Ok(())
+    Ok(t)
+}
+
+/// A `TensorInfo.CompositeTensor`: `type_spec` (a `TypeSpecProto`) and `components`.
+fn composite(buf: &[u8], range: Range<usize>, depth: usize) -> Result<Encoding, WireError> {
+    let (mut class, mut class_name) = (0u64, String::new());
+    let mut components = Vec::new();
+    for f in Fields::within(buf, range) {
+        let f = f?;
+        match (f.number, f.value) {
+            (1, Value::Bytes { start, end }) => {
+                for g in Fields::within(buf, start..end) {
+                    let g = g?;
+                    match (g.number, g.value) {
+                        (1, Value::Varint(v)) => class = v,
+                        (3, _) => class_name = text(buf, &g),
+                        _ => {}
+                    }
+                }
+            }
+            (2, Value::Bytes { start, end }) if depth < MAX_COMPOSITE_DEPTH => {
+                components.push(tensor_info(buf, start..end, depth + 1)?);
+            }
+            _ => {}
+        }
+    }
+    let type_spec = if class_name.is_empty() {
+        type_spec_class(class)
+    } else {
+        class_name
+    };
+    Ok(Encoding::Composite {
+        type_spec,
+        components,
+    })
+}
+
+/// `TypeSpecProto.TypeSpecClass` by name (struct.proto).
+fn type_spec_class(v: u64) -> String {
+    const NAMES: [&str; 14] = [
+        "UNKNOWN",
+        "SPARSE_TENSOR_SPEC",
+        "INDEXED_SLICES_SPEC",
+        "RAGGED_TENSOR_SPEC",
+        "TENSOR_ARRAY_SPEC",
+        "DATA_DATASET_SPEC",
+        "DATA_ITERATOR_SPEC",
+        "OPTIONAL_SPEC",
+        "PER_REPLICA_SPEC",
+        "VARIABLE_SPEC",
+        "ROW_PARTITION_SPEC",
+        "",
+        "REGISTERED_TYPE_SPEC",
+        "EXTENSION_TYPE_SPEC",
+    ];
+    match NAMES.get(v as usize) {
+        Some(n) if !n.is_empty() => n.to_string(),
+        _ => v.to_string(),
+    }
 }
 
 /// A `TensorShapeProto`: `None` for unknown rank.

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use serde_json::{json, Map, Value};
 
-use super::scan::{Arg, MetaGraph, Signature};
+use super::scan::{Arg, Encoding, MetaGraph, Signature, TensorInfo};
 use crate::tf::dtype;
 
 /// The file name stem of each signature of `metas` (with its meta graph and signature index):
@@ -38,15 +38,7 @@ pub(crate) fn json(meta: &MetaGraph, sig: &Signature) -> Vec<u8> {
     let args = |list: &[Arg]| -> Value {
         let mut m = Map::new();
         for a in list {
-            let mut v = Map::new();
-            v.insert("name".into(), json!(a.name));
-            let dtype = crate::tf::dtype::name(a.dtype);
-            v.insert("dtype".into(), json!(dtype));
-            v.insert("shape".into(), json!(a.shape));
-            if a.encoding != "dense" {
-                v.insert("encoding".into(), json!(a.encoding));
-            }
-            m.insert(a.key.clone(), Value::Object(v));
+            m.insert(a.key.clone(), info_json(&a.info));
         }
         Value::Object(m)
     };
@@ -60,6 +52,37 @@ pub(crate) fn json(meta: &MetaGraph, sig: &Signature) -> Vec<u8> {
     let mut out = serde_json::to_vec_pretty(&doc).unwrap_or_default();
     out.push(b'\n');
     out
+}
+
+/// A tensor as `{"name", "dtype", "shape"}`; a sparse one with `"coo_sparse": {"values",
+/// "indices", "dense_shape"}` and a composite one with `"composite": {"type_spec",
+/// "components": [tensor, …]}` in place of its name (which TF leaves empty).
+fn info_json(t: &TensorInfo) -> Value {
+    let mut v = Map::new();
+    match &t.encoding {
+        Encoding::Dense => {
+            v.insert("name".into(), json!(t.name));
+        }
+        Encoding::CooSparse {
+            values,
+            indices,
+            dense_shape,
+        } => {
+            let coo = json!({"values": values, "indices": indices, "dense_shape": dense_shape});
+            v.insert("coo_sparse".into(), coo);
+        }
+        Encoding::Composite {
+            type_spec,
+            components,
+        } => {
+            let parts: Vec<Value> = components.iter().map(info_json).collect();
+            let c = json!({"type_spec": type_spec, "components": parts});
+            v.insert("composite".into(), c);
+        }
+    }
+    v.insert("dtype".into(), json!(crate::tf::dtype::name(t.dtype)));
+    v.insert("shape".into(), json!(t.shape));
+    Value::Object(v)
 }
 
 /// `signatures.txt`: every meta graph's signatures as `saved_model_cli show --all` shows them.
@@ -90,8 +113,10 @@ pub(crate) fn text(metas: &[MetaGraph]) -> Vec<u8> {
     out.into_bytes()
 }
 
+/// As `saved_model_cli` prints them: dtype, shape and name (empty for sparse and composite
+/// tensors, whose parts `signatures/<key>.json` gives).
 fn args_text(out: &mut String, what: &str, args: &[Arg]) {
-    for a in args {
+    for Arg { key, info: a } in args {
         let dt = dtype::enum_name(i64::from(a.dtype))
             .map_or_else(|| a.dtype.to_string(), |n| n.into_owned());
         let shape = match &a.shape {
@@ -101,7 +126,7 @@ fn args_text(out: &mut String, what: &str, args: &[Arg]) {
                 format!("({})", dims.join(", "))
             }
         };
-        let _ = writeln!(out, "    {what}['{}'] tensor_info:", a.key);
+        let _ = writeln!(out, "    {what}['{key}'] tensor_info:");
         let _ = writeln!(out, "        dtype: {dt}");
         let _ = writeln!(out, "        shape: {shape}");
         let _ = writeln!(out, "        name: {}", a.name);
@@ -123,17 +148,21 @@ mod tests {
                     method: "tensorflow/serving/predict".into(),
                     inputs: vec![Arg {
                         key: "x".into(),
-                        name: "x:0".into(),
-                        dtype: 1,
-                        shape: Some(vec![-1, 3]),
-                        encoding: "dense",
+                        info: TensorInfo {
+                            name: "x:0".into(),
+                            dtype: 1,
+                            shape: Some(vec![-1, 3]),
+                            encoding: Encoding::Dense,
+                        },
                     }],
                     outputs: vec![Arg {
                         key: "y".into(),
-                        name: "y:0".into(),
-                        dtype: 7,
-                        shape: None,
-                        encoding: "dense",
+                        info: TensorInfo {
+                            name: "y:0".into(),
+                            dtype: 7,
+                            shape: None,
+                            encoding: Encoding::Dense,
+                        },
                     }],
                 })
                 .collect(),
