@@ -91,6 +91,8 @@ for p in files():
             put("bundle_entry", b"\x03" + v)
     elif name.endswith((".pb", ".meta")):
         put("graph", data)
+    elif name.endswith(".pbtxt"):
+        put("graph_text", data[:64 << 10])
     elif data[-8:] == bytes.fromhex("57fb808b247547db"):
         put("v1", data)  # an SSTable that is not a bundle index: a V1 checkpoint
     elif ".data-" in name:

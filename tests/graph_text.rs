@@ -249,6 +249,8 @@ fn graph_text_describes_the_graph_tensorflow_prints() {
         ("tf1/savedmodel", "tf1/savedmodel/saved_model.pb"),
         ("tf1/saver/model.ckpt", "tf1/saver/model.ckpt.meta"),
         ("tf2/savedmodel", "tf2/savedmodel/saved_model.pb"),
+        // A text graph (issue 26 item 2): read into wire bytes and printed again.
+        ("text/graph/graph.pbtxt", "text/graph/graph.pbtxt"),
     ];
     for (source, file) in cases {
         let want = std::fs::read(root.join(format!("{file}.expected/graph.pbtxt")))

@@ -29,6 +29,16 @@ fn graph_constants_match_tensorflow() {
         ("tf1/frozen/frozen.pb", "tf1/frozen", false),
         ("typed/graph.pb", "typed/graph.pb", false),
         ("tf2/savedmodel/saved_model.pb", "tf2/savedmodel", true),
+        // Issue 26 item 2: text graphs and a binary GraphDef of no known name.
+        ("text/savedmodel/saved_model.pbtxt", "text/savedmodel", true),
+        (
+            "text/savedmodel/saved_model.pbtxt",
+            "text/savedmodel/saved_model.pbtxt",
+            true,
+        ),
+        ("text/graph/graph.pbtxt", "text/graph/graph.pbtxt", false),
+        ("text/graph/graph.pbtxt", "text/graph", false),
+        ("text/expected_graph", "text/expected_graph", false),
     ];
     for (file, source, beside_variables) in cases {
         let exp_dir = root.join(format!("{file}.expected"));
@@ -100,7 +110,12 @@ fn graph_constants_match_tensorflow() {
 /// and `signatures.txt` names each in its form.
 #[test]
 fn signatures_match_saved_model_cli() {
-    for case in ["tf1/savedmodel", "tf2/savedmodel", "signatures/savedmodel"] {
+    for case in [
+        "tf1/savedmodel",
+        "tf2/savedmodel",
+        "signatures/savedmodel",
+        "text/savedmodel",
+    ] {
         signatures_of(case);
     }
 }
@@ -137,10 +152,13 @@ fn signatures_of(case: &str) {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("fixtures/tf/graphs")
         .join(case);
-    let want: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(dir.join("saved_model.pb.expected/signatures.json")).unwrap(),
-    )
-    .unwrap();
+    let expected = ["saved_model.pb", "saved_model.pbtxt"]
+        .map(|f| dir.join(format!("{f}.expected/signatures.json")))
+        .into_iter()
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| panic!("{case}: no signatures.json"));
+    let want: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(expected).unwrap()).unwrap();
     let metas = want["meta_graphs"].as_array().unwrap();
     assert_eq!(metas.len(), 1);
     let sigs = metas[0]["signatures"].as_object().unwrap();

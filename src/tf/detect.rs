@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::checkpoint_state::{resolve_prefix, CheckpointState};
-use super::graph::{GraphKind, GraphModel};
+use super::graph::{sniff, GraphKind, GraphModel};
 use super::model::{block_cache_for, TfModel};
 use super::multi::MultiModel;
 use super::table::footer::TABLE_MAGIC;
@@ -95,13 +95,17 @@ pub(crate) fn open(path: &Path, opts: &ReaderOptions) -> Result<Option<Arc<dyn M
     if fs.is_dir(path) {
         return open_dir(path, opts, cache);
     }
-    if let Some(kind) = graph_file_kind(path) {
+    if let Some(hint) = graph_file_kind(path) {
         if fs.is_file(path) {
-            return open_graph(path, kind, None, opts).map(Some);
+            return open_graph(path, hint, None, opts).map(Some);
         }
     }
     if is_v1_checkpoint(fs, &prefix) || is_v1_checkpoint(fs, path) {
         return open_v1(path, opts, cache).map(Some);
+    }
+    // A graph file of any other name (`expected_graph`, `graph.txt`), by its content.
+    if fs.is_file(path) {
+        return graph_at(path, None, None, opts);
     }
     Ok(None)
 }
@@ -167,7 +171,7 @@ fn open_v1(
     meta.push(".meta");
     let meta = PathBuf::from(meta);
     if fs.is_file(&meta) {
-        return open_graph(&meta, GraphKind::MetaGraphDef, Some(model), opts);
+        return open_graph(&meta, Some(GraphKind::MetaGraphDef), Some(model), opts);
     }
     Ok(model)
 }
@@ -183,7 +187,7 @@ fn open_prefix(
     meta.push(".meta");
     let meta = PathBuf::from(meta);
     if opts.storage.is_file(&meta) {
-        return open_graph(&meta, GraphKind::MetaGraphDef, Some(model), opts);
+        return open_graph(&meta, Some(GraphKind::MetaGraphDef), Some(model), opts);
     }
     Ok(model)
 }
@@ -198,50 +202,58 @@ fn open_variables(
         .map_err(|e| OpenError::unreadable(&index_path(prefix), e))
 }
 
-/// What a graph file given by name holds: `X.pb` a frozen `GraphDef` (`saved_model.pb` names
-/// its directory, handled before), `X.meta` a `MetaGraphDef`.
-fn graph_file_kind(path: &Path) -> Option<GraphKind> {
+/// What a graph file's name says it holds (`.pbtxt`: a text graph of any kind).
+fn graph_file_kind(path: &Path) -> Option<Option<GraphKind>> {
     match path.extension()?.as_bytes() {
-        b"pb" => Some(GraphKind::GraphDef),
-        b"meta" => Some(GraphKind::MetaGraphDef),
+        b"pb" => Some(Some(GraphKind::GraphDef)),
+        b"meta" => Some(Some(GraphKind::MetaGraphDef)),
+        b"pbtxt" => Some(None),
         _ => None,
     }
 }
 
-/// The graph file at `path` (opened now; scanned on first use) over `variables`.
+/// The graph file at `path` (opened now; scanned on first use) over `variables`: binary or
+/// text, the message by `hint` (what the name says) and the file's first bytes.
 fn open_graph(
     path: &Path,
-    kind: GraphKind,
+    hint: Option<GraphKind>,
     variables: Option<Arc<dyn Model>>,
     opts: &ReaderOptions,
 ) -> Result<Arc<dyn Model>, OpenError> {
+    match graph_at(path, hint, variables, opts)? {
+        Some(model) => Ok(model),
+        None => Err(OpenError::NotRecognised {
+            path: path.to_path_buf(),
+            looked_for: match hint {
+                Some(kind) => format!("a {kind:?} protobuf, binary or text"),
+                None => "a graph protobuf in text format".to_string(),
+            },
+        }),
+    }
+}
+
+/// `open_graph`, `Ok(None)` when the file's first bytes are no graph.
+fn graph_at(
+    path: &Path,
+    hint: Option<GraphKind>,
+    variables: Option<Arc<dyn Model>>,
+    opts: &ReaderOptions,
+) -> Result<Option<Arc<dyn Model>>, OpenError> {
     let file = opts
         .storage
         .open(path)
         .map_err(|e| OpenError::unreadable(path, e))?;
-    // Refuse at once what cannot be the message: its first byte must be the tag of one of
-    // its length-delimited fields (GraphDef node/library/versions; MetaGraphDef 1..=7;
-    // SavedModel's version or meta graph). An empty file is an empty message.
-    let first = match file.size() {
-        0 => None,
-        _ => Some(
-            file.read_at(0, 1)
-                .map_err(|e| OpenError::unreadable(path, e))?[0],
-        ),
+    let n = usize::try_from(file.size())
+        .unwrap_or(usize::MAX)
+        .min(sniff::HEAD);
+    let head = file
+        .read_at(0, n)
+        .map_err(|e| OpenError::unreadable(path, e))?;
+    let Some((kind, text)) = sniff::sniff(&head, hint) else {
+        return Ok(None);
     };
-    let plausible = match (kind, first) {
-        (_, None) => true,
-        (GraphKind::GraphDef, Some(b)) => matches!(b, 0x0a | 0x12 | 0x18 | 0x22),
-        (GraphKind::MetaGraphDef, Some(b)) => b & 7 == 2 && (1..=7).contains(&(b >> 3)),
-        (GraphKind::SavedModel, Some(b)) => matches!(b, 0x08 | 0x12),
-    };
-    if !plausible {
-        return Err(OpenError::NotRecognised {
-            path: path.to_path_buf(),
-            looked_for: format!("a binary {kind:?} protobuf"),
-        });
-    }
-    Ok(Arc::new(GraphModel::new(file, kind, variables)))
+    drop(head);
+    Ok(Some(Arc::new(GraphModel::new(file, kind, text, variables))))
 }
 
 /// A V1 checkpoint: a table file `P` (or `P-00000-of-0000N`) without `P.index` (§12).
@@ -329,12 +341,15 @@ fn open_dir(
         .list(dir)
         .into_iter()
         .flatten()
-        .filter(|(n, _)| n.as_bytes().ends_with(b".pb"))
+        .filter(|(n, _)| {
+            let n = n.as_bytes();
+            n.ends_with(b".pb") || n.ends_with(b".pbtxt")
+        })
         .map(|(n, _)| dir.join(n))
         .filter(|p| fs.is_file(p))
         .collect();
     match graphs.as_slice() {
-        [one] => open_graph(one, GraphKind::GraphDef, None, opts).map(Some),
+        [one] => open_graph(one, graph_file_kind(one).flatten(), None, opts).map(Some),
         _ => Ok(None),
     }
 }
@@ -384,8 +399,8 @@ fn open_serving_base(
 
 const SAVED_MODEL_FILES: [&str; 3] = ["saved_model.pb", "saved_model.pbtxt", "saved_model.cpb"];
 
-/// A SavedModel directory: its variables, with the constants and signatures of its binary
-/// `saved_model.pb` (without variables, the graph alone).
+/// A SavedModel directory: its variables, with the constants and signatures of its
+/// `saved_model.pb` or `saved_model.pbtxt` (without variables, the graph alone).
 fn open_saved_model(
     fs: &dyn Storage,
     dir: &Path,
@@ -393,18 +408,22 @@ fn open_saved_model(
     cache: Arc<BlockCache>,
 ) -> Result<Option<Arc<dyn Model>>, OpenError> {
     let variables = saved_model_variables(fs, dir);
-    let pb = dir.join("saved_model.pb");
-    if !fs.is_file(&pb) {
+    // Binary, else text (`builder.save(as_text=True)`).
+    let pb = ["saved_model.pb", "saved_model.pbtxt"]
+        .map(|f| dir.join(f))
+        .into_iter()
+        .find(|p| fs.is_file(p));
+    let Some(pb) = pb else {
         return match variables? {
             Some(v) => open_variables(&v, opts, cache).map(Some),
             None => Ok(None),
         };
-    }
+    };
     let variables = match variables {
         Ok(Some(v)) => Some(open_variables(&v, opts, cache)?),
         _ => None,
     };
-    open_graph(&pb, GraphKind::SavedModel, variables, opts).map(Some)
+    open_graph(&pb, Some(GraphKind::SavedModel), variables, opts).map(Some)
 }
 
 /// A SavedModel directory's variables prefix; an error for a SavedModel without variables.

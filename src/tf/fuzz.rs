@@ -29,6 +29,21 @@ fn touch(t: &dyn Tensor) {
     }
 }
 
+/// A graph in the protobuf text format as each of the three messages: parsed into wire bytes
+/// (`pbtxt::parse`), then scanned, listed and read like a binary one.
+pub fn graph_text(data: &[u8]) {
+    let file: Arc<dyn ReadAt> = Arc::new(MemSource::new("fuzz.pbtxt", data.to_vec()));
+    for kind in [
+        GraphKind::GraphDef,
+        GraphKind::MetaGraphDef,
+        GraphKind::SavedModel,
+    ] {
+        let model = crate::tf::graph::GraphModel::new(file.clone(), kind, true, None);
+        let _ = model.summary();
+        walk(&model, &mut Vec::new(), 0);
+    }
+}
+
 /// A graph file as each of the three messages: scan, signatures, constants, `graph.pbtxt`.
 pub fn graph(data: &[u8]) {
     let file: Arc<dyn ReadAt> = Arc::new(MemSource::new("fuzz.pb", data.to_vec()));
@@ -37,7 +52,7 @@ pub fn graph(data: &[u8]) {
         GraphKind::MetaGraphDef,
         GraphKind::SavedModel,
     ] {
-        let model = crate::tf::graph::GraphModel::new(file.clone(), kind, None);
+        let model = crate::tf::graph::GraphModel::new(file.clone(), kind, false, None);
         let _ = model.summary();
         walk(&model, &mut Vec::new(), 0);
         if let Ok(s) = scan(data, kind) {

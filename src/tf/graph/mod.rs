@@ -2,10 +2,12 @@
 //! place (`wire`), `TensorProto` values as tensors (`tensor_proto`), one scan of a graph file
 //! for its constants and signatures (`scan`), and the model that shows them (`model`).
 
+mod encoded;
 pub(crate) mod model;
 pub(crate) mod pbtxt;
 pub(crate) mod scan;
 mod signatures;
+pub(crate) mod sniff;
 pub(crate) mod tensor_proto;
 pub(crate) mod wire;
 

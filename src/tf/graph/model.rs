@@ -6,6 +6,7 @@
 use std::collections::BTreeSet;
 use std::sync::{Arc, OnceLock};
 
+use super::encoded::Encoded;
 use super::scan::{self, GraphKind, GraphScan};
 use super::tensor_proto::ProtoTensor;
 use super::{pbtxt, signatures};
@@ -20,11 +21,15 @@ const SIGNATURES_TXT: &[u8] = b"signatures.txt";
 pub(crate) struct GraphModel {
     file: Arc<dyn ReadAt>,
     kind: GraphKind,
+    /// `file` is in the protobuf text format (read through `Encoded`).
+    text: bool,
     variables: Option<Arc<dyn Model>>,
     scanned: OnceLock<Result<Scanned, String>>,
 }
 
 struct Scanned {
+    /// The wire bytes: the file, or what its text stands for.
+    data: Arc<dyn ReadAt>,
     scan: GraphScan,
     /// Constant paths (the node name split on `/`), sorted, with their index in `scan.consts`.
     paths: Vec<(Vec<Vec<u8>>, usize)>,
@@ -57,11 +62,13 @@ impl GraphModel {
     pub(crate) fn new(
         file: Arc<dyn ReadAt>,
         kind: GraphKind,
+        text: bool,
         variables: Option<Arc<dyn Model>>,
     ) -> Self {
         GraphModel {
             file,
             kind,
+            text,
             variables,
             scanned: OnceLock::new(),
         }
@@ -69,11 +76,15 @@ impl GraphModel {
 
     fn scanned(&self) -> Result<&Scanned, ModelError> {
         let r = self.scanned.get_or_init(|| {
-            let size = usize::try_from(self.file.size()).map_err(|e| e.to_string())?;
-            let bytes = self.file.read_at(0, size).map_err(|e| e.to_string())?;
+            let data: Arc<dyn ReadAt> = match self.text {
+                true => Arc::new(Encoded::new(self.file.clone(), self.kind)?),
+                false => self.file.clone(),
+            };
+            let size = usize::try_from(data.size()).map_err(|e| e.to_string())?;
+            let bytes = data.read_at(0, size).map_err(|e| e.to_string())?;
             let scan = scan::scan(&bytes, self.kind).map_err(|e| e.to_string())?;
             drop(bytes);
-            self.file.check_consistent().map_err(|e| e.to_string())?;
+            data.check_consistent().map_err(|e| e.to_string())?;
             let mut paths: Vec<(Vec<Vec<u8>>, usize)> = scan
                 .consts
                 .iter()
@@ -87,6 +98,7 @@ impl GraphModel {
                 .collect();
             let graphs = graph_names(&scan.metas);
             Ok(Scanned {
+                data,
                 scan,
                 paths,
                 signatures,
@@ -121,9 +133,9 @@ impl GraphModel {
             .binary_search_by(|(p, _)| p.as_slice().cmp(path))
             .map_err(|_| ModelError::NotFound(format!("no constant {}", show(path))))?;
         let c = &s.scan.consts[s.paths[i].1];
-        let meta = ProtoTensor::graph_meta(&c.name, &c.op, &*self.file);
+        let meta = ProtoTensor::graph_meta(&c.name, &c.op, &*s.data);
         Ok(Arc::new(ProtoTensor::new(
-            self.file.clone(),
+            s.data.clone(),
             c.value.clone(),
             meta,
         )))
@@ -393,7 +405,7 @@ impl Model for GraphModel {
                 let graph = usize::try_from(r.start).unwrap_or(usize::MAX)
                     ..usize::try_from(r.end).unwrap_or(usize::MAX);
                 return Ok(Arc::new(GraphText {
-                    file: self.file.clone(),
+                    file: s.data.clone(),
                     graph,
                     chunking: OnceLock::new(),
                 }));

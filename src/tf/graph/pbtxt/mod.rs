@@ -14,7 +14,10 @@
 //! numbers are unknown to the schema as numbers or comments; strings C-escaped (printable
 //! ASCII as is, the rest `\ooo`).
 
+pub(crate) mod parse;
 mod schema;
+
+pub(crate) use schema::M as Message;
 
 use std::ops::Range;
 
@@ -307,6 +310,11 @@ fn scalar(kind: Kind, v: Value) -> Option<String> {
         (Kind::DataType, Value::Varint(v)) => {
             let code = i64::from(v as i32);
             dtype::enum_name(code).map_or_else(|| code.to_string(), |n| n.into_owned())
+        }
+        (Kind::Enum(names), Value::Varint(v)) => {
+            let v = v as i32;
+            let name = names.iter().find(|(n, _)| *n == v);
+            name.map_or_else(|| v.to_string(), |(_, n)| n.to_string())
         }
         (Kind::F32, Value::Fixed32(b)) => float32(f32::from_bits(b)),
         (Kind::F64, Value::Fixed64(b)) => float64(f64::from_bits(b)),

@@ -20,6 +20,8 @@ pub(crate) enum Kind {
     DataType,
     /// `tensorflow.FullTypeId`: by name (`full_type_name`), else as its number.
     FullTypeId,
+    /// Another enum: its values' numbers and names.
+    Enum(&'static [(i32, &'static str)]),
     Msg(M),
 }
 
@@ -63,7 +65,36 @@ pub(crate) enum M {
     GraphDebugInfoStackTrace,
     GraphDebugInfoTracesEntry,
     GraphDebugInfoNameToTraceIdEntry,
+    // What a text `SavedModel` / `MetaGraphDef` is read for (parse.rs): tags and signatures
+    // around the graph. Their other fields are left out.
+    SavedModel,
+    MetaGraphDef,
+    MetaInfoDef,
+    SignatureDefEntry,
+    SignatureDef,
+    TensorInfoEntry,
+    TensorInfo,
+    TensorInfoCooSparse,
+    TensorInfoCompositeTensor,
+    TypeSpecProto,
 }
+
+/// `TypeSpecProto.TypeSpecClass` (struct.proto).
+pub(crate) const TYPE_SPEC_CLASSES: &[(i32, &str)] = &[
+    (0, "UNKNOWN"),
+    (1, "SPARSE_TENSOR_SPEC"),
+    (2, "INDEXED_SLICES_SPEC"),
+    (3, "RAGGED_TENSOR_SPEC"),
+    (4, "TENSOR_ARRAY_SPEC"),
+    (5, "DATA_DATASET_SPEC"),
+    (6, "DATA_ITERATOR_SPEC"),
+    (7, "OPTIONAL_SPEC"),
+    (8, "PER_REPLICA_SPEC"),
+    (9, "VARIABLE_SPEC"),
+    (10, "ROW_PARTITION_SPEC"),
+    (12, "REGISTERED_TYPE_SPEC"),
+    (13, "EXTENSION_TYPE_SPEC"),
+];
 
 /// One field: number, text name, kind.
 pub(crate) type Field = (u32, &'static str, Kind);
@@ -276,6 +307,50 @@ pub(crate) fn fields(m: M) -> &'static [Field] {
             (2, "value", Msg(M::GraphDebugInfoStackTrace)),
         ],
         M::GraphDebugInfoNameToTraceIdEntry => &[(1, "key", Str), (2, "value", Fixed64)],
+        M::SavedModel => &[
+            (1, "saved_model_schema_version", I64),
+            (2, "meta_graphs", Msg(M::MetaGraphDef)),
+        ],
+        M::MetaGraphDef => &[
+            (1, "meta_info_def", Msg(M::MetaInfoDef)),
+            (2, "graph_def", Msg(M::GraphDef)),
+            (5, "signature_def", Msg(M::SignatureDefEntry)),
+        ],
+        M::MetaInfoDef => &[
+            (1, "meta_graph_version", Str),
+            (4, "tags", Str),
+            (5, "tensorflow_version", Str),
+            (6, "tensorflow_git_version", Str),
+            (7, "stripped_default_attrs", Bool),
+        ],
+        M::SignatureDefEntry => &[(1, "key", Str), (2, "value", Msg(M::SignatureDef))],
+        M::SignatureDef => &[
+            (1, "inputs", Msg(M::TensorInfoEntry)),
+            (2, "outputs", Msg(M::TensorInfoEntry)),
+            (3, "method_name", Str),
+        ],
+        M::TensorInfoEntry => &[(1, "key", Str), (2, "value", Msg(M::TensorInfo))],
+        M::TensorInfo => &[
+            (1, "name", Str),
+            (4, "coo_sparse", Msg(M::TensorInfoCooSparse)),
+            (5, "composite_tensor", Msg(M::TensorInfoCompositeTensor)),
+            (2, "dtype", DataType),
+            (3, "tensor_shape", Msg(M::TensorShapeProto)),
+        ],
+        M::TensorInfoCooSparse => &[
+            (1, "values_tensor_name", Str),
+            (2, "indices_tensor_name", Str),
+            (3, "dense_shape_tensor_name", Str),
+        ],
+        M::TensorInfoCompositeTensor => &[
+            (1, "type_spec", Msg(M::TypeSpecProto)),
+            (2, "components", Msg(M::TensorInfo)),
+        ],
+        M::TypeSpecProto => &[
+            (1, "type_spec_class", Enum(TYPE_SPEC_CLASSES)),
+            (3, "type_spec_class_name", Str),
+            (4, "num_flat_components", I32),
+        ],
     }
 }
 

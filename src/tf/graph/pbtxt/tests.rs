@@ -105,3 +105,90 @@ fn bad_bytes_fail_instead_of_printing_garbage() {
             .is_err());
     }
 }
+
+/// Every fixture graph printed, read back by `parse` and printed again gives the same text:
+/// the reader takes everything the printer writes (escapes, floats, enums, maps, nesting).
+#[test]
+fn printed_graphs_read_back_to_the_same_message() {
+    for (buf, graph) in graphs() {
+        let printed = text(&buf, graph, usize::MAX / 2);
+        let wire = parse::encode(&printed, M::GraphDef).unwrap();
+        let again = text(&wire, 0..wire.len(), usize::MAX / 2);
+        assert!(
+            again == printed,
+            "{}",
+            String::from_utf8_lossy(&again[..200])
+        );
+    }
+}
+
+#[test]
+fn text_format_details() {
+    use parse::encode;
+    // Strings: both quotes, escapes, adjacent literals joined; separators; `<>`; comments.
+    let wire = encode(
+        b"# a comment\nnode < name: 'a\\'b' \"\\x41\\101\\n\" ; op: \"Const\", >\nversions { producer: 7 }",
+        M::GraphDef,
+    )
+    .unwrap();
+    assert_eq!(
+        wire,
+        b"\x0a\x0f\x0a\x06a'bAA\n\x12\x05Const\x22\x02\x08\x07"
+    );
+    // A list of messages, a negative int (sign-extended), an enum by name and by number.
+    let wire = encode(
+        b"node: [{name: \"x\"}, {name: \"y\"}] version: -1 node { attr { key: \"t\" value { type: DT_INT32 } } attr { key: \"u\" value { type: 9 } } }",
+        M::GraphDef,
+    )
+    .unwrap();
+    let again = text(&wire, 0..wire.len(), 1 << 20);
+    let s = String::from_utf8(again).unwrap();
+    assert!(s.contains("name: \"y\""), "{s}");
+    assert!(s.contains("version: -1"), "{s}");
+    assert!(
+        s.contains("type: DT_INT32") && s.contains("type: DT_INT64"),
+        "{s}"
+    );
+    // Unknown fields and `[type.url] { … }` expansions are read and left out.
+    let wire = encode(
+        b"meta_info_def { tags: \"serve\" stripped_op_list { op { name: \"Add\" } } any { [type.googleapis.com/x.Y] { z: 1 } } } saver_def { version: V2 }",
+        M::MetaGraphDef,
+    )
+    .unwrap();
+    assert_eq!(wire, b"\x0a\x07\x22\x05serve");
+    // Floats as the printer writes them, and `inf`/`nan`/`1f`.
+    let wire = encode(
+        b"node { attr { key: \"f\" value { list { f: [0.1, -inf, nan, 1f, 2] } } } }",
+        M::GraphDef,
+    )
+    .unwrap();
+    let s = String::from_utf8(text(&wire, 0..wire.len(), 1 << 20)).unwrap();
+    for f in ["f: 0.1", "f: -inf", "f: nan", "f: 1", "f: 2"] {
+        assert!(s.contains(f), "{f}: {s}");
+    }
+}
+
+#[test]
+fn bad_text_is_an_error_with_its_line() {
+    for (t, line) in [
+        (&b"node {\n name: \"x\"\n"[..], 3),
+        (b"node {\n name: x\n}", 2),
+        (b"node {\n op: \"unterminated\n}", 2),
+        (b"\n\nversion: \"s\"", 3),
+        (b"node { name { } }", 1),
+        (b"node \"x\"", 1),
+        (b"version: 99999999999999999999", 1),
+        (b"node { name: \"\\q\" }", 1),
+    ] {
+        let e = parse::encode(t, M::GraphDef).unwrap_err();
+        assert_eq!(e.line, line, "{}: {e}", String::from_utf8_lossy(t));
+    }
+    // Nesting (here of fields left out) is bounded, not a stack overflow.
+    let nested = |n: usize| format!("{}{}", "x { ".repeat(n), "} ".repeat(n));
+    assert_eq!(
+        parse::encode(nested(50).as_bytes(), M::GraphDef),
+        Ok(Vec::new())
+    );
+    let e = parse::encode(nested(100_000).as_bytes(), M::GraphDef).unwrap_err();
+    assert!(e.what.contains("nested"), "{e}");
+}
