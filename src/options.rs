@@ -21,6 +21,32 @@ pub enum TextSize {
     Exact,
 }
 
+/// The options of `-o` as shell completion offers them (with `=` when they take a value);
+/// the mount(8) conventions `apply` also accepts are left out.
+pub(crate) const KEYS: &[&str] = &[
+    "layouts=",
+    "sep=",
+    "max_dense=",
+    "angel_format=",
+    "text_size=",
+    "threads=",
+    "cache=",
+    "cache_dir=",
+    "cache_max=",
+    "verify=",
+    "allow_other",
+    "allow_root",
+    "uid=",
+    "gid=",
+    "fsname=",
+    "auto_unmount",
+    "debug",
+    "endpoint=",
+    "region=",
+    "profile=",
+    "log=",
+];
+
 #[derive(Clone, Debug)]
 pub struct Options {
     pub layouts: Vec<Layout>,
@@ -167,7 +193,8 @@ impl Options {
         }
     }
 
-    /// Applies one `-o` argument (comma-separated list) on top of `self`.
+    /// Applies one `-o` argument (comma-separated list) on top of `self`. Every option is
+    /// in `KEYS` (a test checks it).
     pub(crate) fn apply(&mut self, arg: &str) -> Result<(), OptionError> {
         for opt in split_options(arg) {
             let (key, value) = match opt.split_once('=') {
@@ -371,6 +398,29 @@ fn unescape_sep(v: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every option completion offers is one `apply` takes (with a sample value).
+    #[test]
+    fn completion_keys_are_options() {
+        let tmp = tempfile::tempdir().unwrap();
+        for k in KEYS {
+            let sample = match *k {
+                "layouts=" => "all".to_string(),
+                "sep=" => "tab".to_string(),
+                "angel_format=" => "ColIdValueBinaryRowFormat".to_string(),
+                "text_size=" => "exact".to_string(),
+                "threads=" | "uid=" | "gid=" => "2".to_string(),
+                "max_dense=" | "cache=" | "cache_max=" => "1M".to_string(),
+                "cache_dir=" => tmp.path().display().to_string(),
+                "verify=" => "none".to_string(),
+                k if k.ends_with('=') => "x".to_string(),
+                _ => String::new(),
+            };
+            let mut o = Options::default();
+            o.apply(&format!("{k}{sample}"))
+                .unwrap_or_else(|e| panic!("{k}: {e}"));
+        }
+    }
 
     #[test]
     fn cache_dir_must_be_usable() {

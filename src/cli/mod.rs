@@ -32,7 +32,10 @@ pub(crate) const EXIT_USAGE: i32 = 1;
 pub(crate) const EXIT_SOURCE: i32 = 2;
 pub(crate) const EXIT_MOUNT: i32 = 3;
 
-const AFTER_HELP: &str = "\
+/// What SOURCE and `-o` accept: at the end of the help of every command that opens a source.
+macro_rules! source_and_options {
+    () => {
+        "\
 SOURCE: a TensorFlow checkpoint prefix (or its .index, .data-*, .meta file), a directory of
 checkpoints, a SavedModel directory (or its saved_model.pb), a TF Serving base directory, an
 Angel model directory; or s3://bucket/key, http(s)://host/path of the same forms.
@@ -55,8 +58,13 @@ OPTIONS (-o, comma-separated; also in /etc/fstab):
                    daemon dies (needs fusermount3), debug log and foreground
   endpoint=URL, region=R, profile=P   S3 settings (credentials from the environment)
   log=FILE         the daemon's log (else $MODELFS_LOG, else none)
-  defaults, ro, nosuid, nodev, noatime, _netdev, x-…   accepted for mount(8) and fstab
+  defaults, ro, nosuid, nodev, noatime, _netdev, x-…   accepted for mount(8) and fstab"
+    };
+}
 
+const AFTER_HELP: &str = concat!(
+    source_and_options!(),
+    "\n\n\
 ENVIRONMENT: MODELFS_LOG (daemon log file), RUST_LOG (log level: error, warn, info, debug),
 AWS_* (S3 credentials and region).
 
@@ -65,7 +73,33 @@ EXIT STATUS: 0 success; 1 usage (bad arguments, unknown option, a path not in th
 
 As a mount(8) helper (`ln -s $(command -v modelfs) /sbin/mount.fuse.modelfs`):
   mount -t fuse.modelfs SOURCE MOUNTPOINT -o OPTIONS, or in /etc/fstab:
-  /models/run1  /mnt/run1  fuse.modelfs  defaults,layouts=all  0 0";
+  /models/run1  /mnt/run1  fuse.modelfs  defaults,layouts=all  0 0"
+);
+
+/// `-o`: any text (options are checked by `Options::apply`), with the option names offered to
+/// shell completion.
+#[derive(Clone)]
+struct OptionList;
+
+impl clap::builder::TypedValueParser for OptionList {
+    type Value = String;
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<String, clap::Error> {
+        clap::builder::StringValueParser::new().parse_ref(cmd, arg, value)
+    }
+    fn possible_values(
+        &self,
+    ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        let keys = crate::options::KEYS.iter();
+        Some(Box::new(
+            keys.map(|k| clap::builder::PossibleValue::new(*k)),
+        ))
+    }
+}
 
 #[derive(Parser, Debug)]
 #[command(
@@ -83,6 +117,7 @@ struct Cli {
 enum Command {
     /// Mount SOURCE at MOUNTPOINT (created if missing, and removed again at unmount); returns
     /// once the mount is usable.
+    #[command(after_help = source_and_options!())]
     Mount {
         /// Stay in the foreground (SIGINT/SIGTERM unmount).
         #[arg(short = 'f', long)]
@@ -91,7 +126,7 @@ enum Command {
         #[arg(short = 'd')]
         debug: bool,
         /// Options, comma-separated (see OPTIONS below).
-        #[arg(short = 'o', value_name = "OPT,OPT…")]
+        #[arg(short = 'o', value_name = "OPT,OPT…", value_parser = OptionList, hide_possible_values = true)]
         options: Vec<String>,
         /// Append the daemon's log to FILE (like -o log=FILE).
         #[arg(long, value_name = "FILE")]
@@ -119,7 +154,7 @@ enum Command {
     Cache {
         #[command(subcommand)]
         action: cache::CacheAction,
-        #[arg(short = 'o', value_name = "OPT,OPT…", global = true)]
+        #[arg(short = 'o', value_name = "OPT,OPT…", global = true, value_parser = OptionList, hide_possible_values = true)]
         options: Vec<String>,
     },
     /// Print the man page (roff) on stdout: `modelfs man > /usr/local/share/man/man1/modelfs.1`.
@@ -127,47 +162,53 @@ enum Command {
     /// Print completions for SHELL (bash, zsh, fish, elvish, powershell) on stdout.
     Completions { shell: clap_complete::Shell },
     /// Every path of the tree under PATH, one per line, directories ending in `/`.
+    #[command(after_help = source_and_options!())]
     Ls {
-        #[arg(short = 'o', value_name = "OPT,OPT…")]
+        #[arg(short = 'o', value_name = "OPT,OPT…", value_parser = OptionList, hide_possible_values = true)]
         options: Vec<String>,
         source: PathBuf,
         path: Option<OsString>,
     },
     /// The exact bytes the mounted file PATH would give.
+    #[command(after_help = source_and_options!())]
     Cat {
-        #[arg(short = 'o', value_name = "OPT,OPT…")]
+        #[arg(short = 'o', value_name = "OPT,OPT…", value_parser = OptionList, hide_possible_values = true)]
         options: Vec<String>,
         source: PathBuf,
         path: OsString,
     },
     /// Format, tensor count, dtypes, total bytes (per checkpoint for a directory of several),
     /// problems found in the metadata. Reads no tensor data: `verify` does.
+    #[command(after_help = source_and_options!())]
     Info {
-        #[arg(short = 'o', value_name = "OPT,OPT…")]
+        #[arg(short = 'o', value_name = "OPT,OPT…", value_parser = OptionList, hide_possible_values = true)]
         options: Vec<String>,
         source: PathBuf,
     },
     /// One line per tensor: path in the mount, dtype, shape, bytes, partitions.
+    #[command(after_help = source_and_options!())]
     List {
         /// A JSON array of objects instead (path, name, dtype, shape, bytes, partitions,
         /// sparse, problem).
         #[arg(long)]
         json: bool,
-        #[arg(short = 'o', value_name = "OPT,OPT…")]
+        #[arg(short = 'o', value_name = "OPT,OPT…", value_parser = OptionList, hide_possible_values = true)]
         options: Vec<String>,
         source: PathBuf,
     },
     /// Read every byte of every tensor and check every checksum and structure; exit 2 with
     /// the list of problems when there are any.
+    #[command(after_help = source_and_options!())]
     Verify {
-        #[arg(short = 'o', value_name = "OPT,OPT…")]
+        #[arg(short = 'o', value_name = "OPT,OPT…", value_parser = OptionList, hide_possible_values = true)]
         options: Vec<String>,
         source: PathBuf,
     },
     /// Precompute the exact size of every text file a mount with the same options shows,
     /// into the index cache (cache_dir), so later mounts know them without rendering.
+    #[command(after_help = source_and_options!())]
     Index {
-        #[arg(short = 'o', value_name = "OPT,OPT…")]
+        #[arg(short = 'o', value_name = "OPT,OPT…", value_parser = OptionList, hide_possible_values = true)]
         options: Vec<String>,
         source: PathBuf,
     },
@@ -447,6 +488,31 @@ mod tests {
         assert_eq!(url[1], "mount");
         let helper = helper_args(args(&["/sbin/mount.fuse.modelfs", "x", "y"]));
         assert_eq!(helper[1], "mount");
+    }
+
+    /// Issue 26 item 8: every command that opens a source explains SOURCE and OPTIONS in its
+    /// own help, and completions offer the `-o` option names.
+    #[test]
+    fn help_and_completions_name_the_options() {
+        use clap::CommandFactory;
+        let mut cmd = Cli::command();
+        for sub in ["mount", "ls", "cat", "info", "list", "verify", "index"] {
+            let help = cmd
+                .find_subcommand_mut(sub)
+                .unwrap()
+                .render_help()
+                .to_string();
+            assert!(
+                help.contains("OPTIONS (-o") && help.contains("cache_dir="),
+                "{sub}"
+            );
+            assert!(help.contains("SOURCE: a TensorFlow"), "{sub}");
+            assert!(!help.contains("possible values"), "{sub}: {help}");
+        }
+        let mut out = Vec::new();
+        clap_complete::generate(clap_complete::Shell::Bash, &mut cmd, "modelfs", &mut out);
+        let bash = String::from_utf8(out).unwrap();
+        assert!(bash.contains("layouts=") && bash.contains("cache_dir="));
     }
 
     #[test]
