@@ -249,7 +249,8 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 pub enum ModelError {
     #[error("not found: {0}")]
     NotFound(String),
-    #[error(transparent)]
+    // Not `transparent`: the source fault stays a link of the chain (`source::is_transient`).
+    #[error("{0}")]
     Source(#[from] crate::source::SourceError),
     /// The stored data of `what` (a tensor, a partition, a file) is bad or unreadable; `source`
     /// is the reader's typed error.

@@ -483,3 +483,73 @@ pub fn model_dirs(is_model: impl Fn(&std::path::Path) -> bool) -> Vec<std::path:
     }
     out
 }
+
+/// A storage whose file reads fail with a transient fault (as a remote store's after its
+/// retries) while `down` is set: the failure-injecting double of `source::Storage`.
+#[derive(Debug)]
+pub struct FlakyStorage {
+    inner: Arc<dyn crate::source::Storage>,
+    pub down: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl FlakyStorage {
+    pub fn new(inner: Arc<dyn crate::source::Storage>) -> Self {
+        FlakyStorage {
+            inner,
+            down: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+        }
+    }
+}
+
+#[derive(Debug)]
+struct FlakyFile {
+    inner: Arc<dyn crate::source::ReadAt>,
+    down: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl crate::source::ReadAt for FlakyFile {
+    fn size(&self) -> u64 {
+        self.inner.size()
+    }
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    fn read_at(
+        &self,
+        offset: u64,
+        len: usize,
+    ) -> Result<std::borrow::Cow<'_, [u8]>, crate::source::SourceError> {
+        if self.down.load(Ordering::SeqCst) {
+            return Err(crate::source::SourceError::Remote {
+                url: self.inner.name().to_string(),
+                cause: "injected: service unavailable".into(),
+            });
+        }
+        self.inner.read_at(offset, len)
+    }
+}
+
+impl crate::source::Storage for FlakyStorage {
+    fn open(
+        &self,
+        path: &std::path::Path,
+    ) -> Result<Arc<dyn crate::source::ReadAt>, crate::source::SourceError> {
+        Ok(Arc::new(FlakyFile {
+            inner: self.inner.open(path)?,
+            down: self.down.clone(),
+        }))
+    }
+    fn kind(
+        &self,
+        path: &std::path::Path,
+    ) -> Result<Option<crate::source::EntryKind>, crate::source::SourceError> {
+        self.inner.kind(path)
+    }
+    fn list(
+        &self,
+        dir: &std::path::Path,
+    ) -> Result<Vec<(std::ffi::OsString, crate::source::EntryKind)>, crate::source::SourceError>
+    {
+        self.inner.list(dir)
+    }
+}

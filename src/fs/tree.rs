@@ -23,6 +23,7 @@ use crate::layout::views::{self, ViewEntry};
 use crate::layout::{self, FileContent, Layout, LayoutCtx, Patient, Requester};
 use crate::model::{Model, Tensor};
 pub(crate) use crate::options::TextSize;
+use crate::source::Memo;
 
 use super::error::FsError;
 use super::listing::{self, Listing, ModelPath, NodeKind};
@@ -173,7 +174,7 @@ struct Inodes {
     by_name: HashMap<(Ino, String), Ino>,
 }
 
-type ViewSlot = Arc<OnceLock<Result<Arc<views::View>, String>>>;
+type ViewSlot = Arc<Memo<Result<Arc<views::View>, String>>>;
 
 /// Told about files whose size became known after a placeholder was reported.
 pub(crate) type SizeListener = Box<dyn Fn(Ino) + Send + Sync>;
@@ -364,15 +365,23 @@ impl Tree {
                 .map_err(|_| FsError::Io("view table poisoned".into()))?;
             map.entry((root.clone(), i)).or_default().clone()
         };
-        let r = slot.get_or_init(|| {
-            views::build(name, self.model.as_ref(), root, &self.ctx)
-                .map(Arc::new)
-                .map_err(|e| {
+        let got = slot.get_or_try(|| {
+            match views::build(name, self.model.as_ref(), root, &self.ctx) {
+                Ok(v) => Ok(Ok(Arc::new(v))),
+                Err(e) => {
                     log::error!("{name}: {e}");
-                    e.to_string()
-                })
+                    // A transient fault is not kept: the next look builds the view again.
+                    match crate::source::is_transient(&e) {
+                        true => Err(e.to_string()),
+                        false => Ok(Err(e.to_string())),
+                    }
+                }
+            }
         });
-        r.clone().map_err(FsError::Io)
+        match got {
+            Ok(r) => r.clone().map_err(FsError::Io),
+            Err(e) => Err(FsError::Io(e)),
+        }
     }
 
     /// The entry at `at` of view `i` of the model at `root`.

@@ -17,7 +17,10 @@ use std::time::SystemTime;
 pub(crate) mod aligned;
 mod local;
 pub mod lru;
+mod memo;
 pub mod remote;
+
+pub use memo::{is_transient, Memo};
 mod sigbus;
 
 pub(crate) use local::LocalStorage;

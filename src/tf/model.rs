@@ -8,9 +8,10 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::Path;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use crate::model::{DirEntry, Model, ModelError, ModelSummary, ReaderOptions, Tensor, WithMeta};
+use crate::source::Memo;
 use crate::tf::bundle::entry::parse_entry;
 use crate::tf::bundle::{
     tensor_for_key, tensor_from_value, Bundle, BundleError, DirShards, ShardOpener,
@@ -24,7 +25,7 @@ pub struct TfModel {
     bundle: Arc<Bundle>,
     style: KeyStyle,
     /// TF2 names from the object graph, read on first use (`None`: no graph, or unreadable).
-    names: OnceLock<Option<Arc<ObjectNames>>>,
+    names: Memo<Option<Arc<ObjectNames>>>,
 }
 
 /// The directory of links by TF1-style full name (SPEC §6).
@@ -76,7 +77,7 @@ impl TfModel {
         Ok(TfModel {
             bundle,
             style,
-            names: OnceLock::new(),
+            names: Memo::default(),
         })
     }
 
@@ -85,29 +86,28 @@ impl TfModel {
         if self.style != KeyStyle::Object {
             return None;
         }
-        self.names
-            .get_or_init(|| {
-                let read = || -> Result<ObjectNames, String> {
-                    let t = tensor_for_key(&self.bundle, GRAPH_KEY)
-                        .map_err(|e| e.to_string())?
-                        .ok_or("no object graph")?;
-                    let mut bytes = Vec::new();
-                    t.for_each_string(0, 1, &mut |b| bytes.extend_from_slice(b))
-                        .map_err(|e| e.to_string())?;
-                    object_graph::parse(&bytes).map_err(|e| e.to_string())
-                };
-                match read() {
-                    Ok(n) => Some(Arc::new(n)),
-                    Err(e) => {
-                        log::warn!(
-                            "{}: object graph unreadable, no TF2 names: {e}",
-                            self.bundle.prefix_name
-                        );
-                        None
-                    }
+        let got = self.names.get_or_try(|| {
+            // Err: a transient fault, tried again on the next look.
+            let read = || -> Result<ObjectNames, Box<dyn std::error::Error + Send + Sync>> {
+                let t = tensor_for_key(&self.bundle, GRAPH_KEY)?.ok_or("no object graph")?;
+                let mut bytes = Vec::new();
+                t.for_each_string(0, 1, &mut |b| bytes.extend_from_slice(b))?;
+                Ok(object_graph::parse(&bytes).map_err(|e| e.to_string())?)
+            };
+            let prefix = &self.bundle.prefix_name;
+            match read() {
+                Ok(n) => Ok(Some(Arc::new(n))),
+                Err(e) if crate::source::is_transient(&*e) => {
+                    log::warn!("{prefix}: object graph not read now, no TF2 names yet: {e}");
+                    Err(())
                 }
-            })
-            .as_deref()
+                Err(e) => {
+                    log::warn!("{prefix}: object graph unreadable, no TF2 names: {e}");
+                    Ok(None)
+                }
+            }
+        });
+        got.ok()?.as_deref()
     }
 
     /// `by-name/…` entries: sub-directories and aliases of the tensors named there.

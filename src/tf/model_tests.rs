@@ -208,3 +208,44 @@ fn opening_reads_footer_index_and_header_block() {
     assert_eq!(reads[0].1, 48);
     drop(m);
 }
+
+/// Issue 26 item 4: a transient fault while the object graph is first read (S3 down for a
+/// moment) leaves no lasting mark: `by-name/` appears once the store is back.
+#[test]
+fn a_transient_fault_on_the_object_graph_is_not_remembered() {
+    use crate::testing::FlakyStorage;
+    let flaky = Arc::new(FlakyStorage::new(crate::source::local()));
+    let opts = crate::model::ReaderOptions {
+        storage: flaky.clone(),
+        ..Default::default()
+    };
+    let dir = crate::testing::fixtures_dir().join("tf/object_tf2");
+    let model = crate::tf::detect::open(&dir.join("obj"), &opts).unwrap().unwrap();
+    let by_name = || {
+        model.list_dir(&[]).map(|l| {
+            l.iter()
+                .any(|e| matches!(e, DirEntry::Reserved(n) if n == b"by-name"))
+        })
+    };
+    flaky.down.store(true, std::sync::atomic::Ordering::SeqCst);
+    assert!(!by_name().unwrap_or(false));
+    flaky.down.store(false, std::sync::atomic::Ordering::SeqCst);
+    assert!(by_name().unwrap(), "by-name/ is back once the store is");
+}
+
+/// The same for a graph's scan (constants and signatures of a SavedModel).
+#[test]
+fn a_transient_fault_on_a_graph_scan_is_not_remembered() {
+    use crate::testing::FlakyStorage;
+    let flaky = Arc::new(FlakyStorage::new(crate::source::local()));
+    let opts = crate::model::ReaderOptions {
+        storage: flaky.clone(),
+        ..Default::default()
+    };
+    let dir = crate::testing::fixtures_dir().join("tf/graphs/tf1/frozen/frozen.pb");
+    let model = crate::tf::detect::open(&dir, &opts).unwrap().unwrap();
+    flaky.down.store(true, std::sync::atomic::Ordering::SeqCst);
+    assert!(model.list_dir(&[]).is_err());
+    flaky.down.store(false, std::sync::atomic::Ordering::SeqCst);
+    assert!(!model.list_dir(&[]).unwrap().is_empty());
+}

@@ -5,7 +5,7 @@
 //! tensor checksum exists in V1; the tables' block CRCs are verified.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use super::bundle::partitioned::{PartitionedTensor, SlicePart};
 use super::dtype::from_tf;
@@ -17,7 +17,7 @@ use super::table::{Table, TableError};
 use crate::model::{
     DirEntry, Model, ModelError, ModelSummary, PartitionMeta, SourceFormat, Tensor, TensorMeta,
 };
-use crate::source::{MemSource, ReadAt};
+use crate::source::{MemSource, Memo, ReadAt};
 
 /// What the meta entries say of one tensor.
 struct V1Tensor {
@@ -107,7 +107,7 @@ impl V1Model {
             shard,
             slice: slice.clone(),
             meta,
-            value: OnceLock::new(),
+            value: Memo::default(),
         }))
     }
 
@@ -144,11 +144,14 @@ impl Shards {
         shard: usize,
         slice: &TensorSliceProto,
         meta: TensorMeta,
-    ) -> Result<ProtoTensor, String> {
+    ) -> Result<ProtoTensor, Fault> {
         let (file, table) = &self.0[shard];
         let value = table
             .get(&slice_key(name, slice))
-            .map_err(|e| e.to_string())?
+            .map_err(|e| match crate::source::is_transient(&e) {
+                true => Fault::Transient(e),
+                false => Fault::Lasting(e.to_string()),
+            })?
             .ok_or_else(|| format!("{file}: its slice entry is missing"))?;
         // SavedTensorSlices.data (2) → SavedSlice.data (3): the TensorProto.
         let mut proto = None;
@@ -177,18 +180,40 @@ struct LazySlice {
     shard: usize,
     slice: TensorSliceProto,
     meta: TensorMeta,
-    value: OnceLock<Result<ProtoTensor, String>>,
+    value: Memo<Result<ProtoTensor, String>>,
+}
+
+/// Why a slice could not be loaded: a transient fault of the source (tried again on the next
+/// read), or a lasting one.
+enum Fault {
+    Transient(TableError),
+    Lasting(String),
+}
+
+impl From<String> for Fault {
+    fn from(e: String) -> Fault {
+        Fault::Lasting(e)
+    }
 }
 
 impl LazySlice {
     fn value(&self) -> Result<&ProtoTensor, ModelError> {
-        self.value
-            .get_or_init(|| {
+        let name = || String::from_utf8_lossy(&self.name).into_owned();
+        let got = self.value.get_or_try(|| {
+            let load =
                 self.shards
-                    .load_slice(&self.name, self.shard, &self.slice, self.meta.clone())
-            })
-            .as_ref()
-            .map_err(|e| ModelError::data(String::from_utf8_lossy(&self.name), e.clone()))
+                    .load_slice(&self.name, self.shard, &self.slice, self.meta.clone());
+            match load {
+                Ok(v) => Ok(Ok(v)),
+                Err(Fault::Lasting(e)) => Ok(Err(e)),
+                // Not kept: the next read tries again.
+                Err(Fault::Transient(e)) => Err(e),
+            }
+        });
+        match got {
+            Ok(r) => r.as_ref().map_err(|e| ModelError::data(name(), e.clone())),
+            Err(e) => Err(ModelError::data(name(), e)),
+        }
     }
 }
 

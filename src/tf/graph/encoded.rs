@@ -7,6 +7,7 @@ use std::time::SystemTime;
 
 use super::pbtxt::{parse, Message};
 use super::scan::GraphKind;
+use crate::model::BoxError;
 use crate::source::{checked_range, FileIdentity, ReadAt, SourceError};
 
 /// Text graphs bigger than this are refused: the text is parsed whole, in memory.
@@ -21,24 +22,23 @@ pub(crate) struct Encoded {
 
 impl Encoded {
     /// Parses the whole of `text`, a `kind` message.
-    pub(crate) fn new(text: Arc<dyn ReadAt>, kind: GraphKind) -> Result<Encoded, String> {
+    pub(crate) fn new(text: Arc<dyn ReadAt>, kind: GraphKind) -> Result<Encoded, BoxError> {
         let size = text.size();
         if size > MAX_TEXT {
-            return Err(format!(
-                "a text graph of {size} bytes (at most {MAX_TEXT} are read)"
-            ));
+            let e = format!("a text graph of {size} bytes (at most {MAX_TEXT} are read)");
+            return Err(e.into());
         }
-        let len = usize::try_from(size).map_err(|e| e.to_string())?;
+        let len = usize::try_from(size)?;
         let top = match kind {
             GraphKind::GraphDef => Message::GraphDef,
             GraphKind::MetaGraphDef => Message::MetaGraphDef,
             GraphKind::SavedModel => Message::SavedModel,
         };
         let bytes = {
-            let data = text.read_at(0, len).map_err(|e| e.to_string())?;
+            let data = text.read_at(0, len)?;
             parse::encode(&data, top).map_err(|e| format!("protobuf text format, {e}"))?
         };
-        text.check_consistent().map_err(|e| e.to_string())?;
+        text.check_consistent()?;
         Ok(Encoded { text, bytes })
     }
 }

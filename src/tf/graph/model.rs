@@ -10,8 +10,9 @@ use super::encoded::Encoded;
 use super::scan::{self, GraphKind, GraphScan};
 use super::tensor_proto::ProtoTensor;
 use super::{pbtxt, signatures};
+use crate::model::BoxError;
 use crate::model::{DirEntry, Document, Model, ModelError, ModelSummary, Tensor};
-use crate::source::ReadAt;
+use crate::source::{Memo, ReadAt};
 
 /// The directory of the constants when there are variables beside them.
 pub(crate) const CONSTANTS: &[u8] = b"constants";
@@ -24,7 +25,7 @@ pub(crate) struct GraphModel {
     /// `file` is in the protobuf text format (read through `Encoded`).
     text: bool,
     variables: Option<Arc<dyn Model>>,
-    scanned: OnceLock<Result<Scanned, String>>,
+    scanned: Memo<Result<Scanned, String>>,
 }
 
 struct Scanned {
@@ -70,43 +71,53 @@ impl GraphModel {
             kind,
             text,
             variables,
-            scanned: OnceLock::new(),
+            scanned: Memo::default(),
         }
     }
 
     fn scanned(&self) -> Result<&Scanned, ModelError> {
-        let r = self.scanned.get_or_init(|| {
-            let data: Arc<dyn ReadAt> = match self.text {
-                true => Arc::new(Encoded::new(self.file.clone(), self.kind)?),
-                false => self.file.clone(),
-            };
-            let size = usize::try_from(data.size()).map_err(|e| e.to_string())?;
-            let bytes = data.read_at(0, size).map_err(|e| e.to_string())?;
-            let scan = scan::scan(&bytes, self.kind).map_err(|e| e.to_string())?;
-            drop(bytes);
-            data.check_consistent().map_err(|e| e.to_string())?;
-            let mut paths: Vec<(Vec<Vec<u8>>, usize)> = scan
-                .consts
-                .iter()
-                .enumerate()
-                .map(|(i, c)| (split(&c.name), i))
-                .collect();
-            paths.sort();
-            let signatures = signatures::names(&scan.metas)
-                .into_iter()
-                .map(|(n, m, s)| (format!("{n}.json").into_bytes(), m, s))
-                .collect();
-            let graphs = graph_names(&scan.metas);
-            Ok(Scanned {
-                data,
-                scan,
-                paths,
-                signatures,
-                graphs,
-            })
+        let got = self.scanned.get_or_try(|| match self.scan_now() {
+            Ok(s) => Ok(Ok(s)),
+            // Not kept: the next look tries again.
+            Err(e) if crate::source::is_transient(&*e) => Err(e),
+            Err(e) => Ok(Err(e.to_string())),
         });
-        r.as_ref()
-            .map_err(|e| ModelError::data(self.file.name(), e.clone()))
+        match got {
+            Ok(Ok(s)) => Ok(s),
+            Ok(Err(e)) => Err(ModelError::data(self.file.name(), e.clone())),
+            Err(e) => Err(ModelError::data(self.file.name(), e)),
+        }
+    }
+
+    fn scan_now(&self) -> Result<Scanned, BoxError> {
+        let data: Arc<dyn ReadAt> = match self.text {
+            true => Arc::new(Encoded::new(self.file.clone(), self.kind)?),
+            false => self.file.clone(),
+        };
+        let size = usize::try_from(data.size())?;
+        let bytes = data.read_at(0, size)?;
+        let scan = scan::scan(&bytes, self.kind)?;
+        drop(bytes);
+        data.check_consistent()?;
+        let mut paths: Vec<(Vec<Vec<u8>>, usize)> = scan
+            .consts
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (split(&c.name), i))
+            .collect();
+        paths.sort();
+        let signatures = signatures::names(&scan.metas)
+            .into_iter()
+            .map(|(n, m, s)| (format!("{n}.json").into_bytes(), m, s))
+            .collect();
+        let graphs = graph_names(&scan.metas);
+        Ok(Scanned {
+            data,
+            scan,
+            paths,
+            signatures,
+            graphs,
+        })
     }
 
     /// The constants' part of `path`: `Some(rest)` when `path` is among the constants.

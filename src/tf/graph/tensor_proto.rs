@@ -8,11 +8,11 @@
 //! stored as one `0` is never materialised.
 
 use std::ops::Range;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use super::wire::{packed_varints, Fields, Value, WireError};
 use crate::model::{DType, ModelError, RequestError, SourceFormat, Tensor, TensorMeta};
-use crate::source::{identity_string, ReadAt};
+use crate::source::{identity_string, Memo, ReadAt};
 use crate::tf::dtype::from_tf;
 
 /// Most dimensions a shape may have (TF's own limit is 254).
@@ -142,7 +142,7 @@ pub(crate) struct ProtoTensor {
     file: Arc<dyn ReadAt>,
     info: ProtoInfo,
     meta: TensorMeta,
-    stored: OnceLock<Result<Arc<Stored>, ProtoError>>,
+    stored: Memo<Result<Arc<Stored>, ProtoError>>,
 }
 
 impl ProtoTensor {
@@ -156,7 +156,7 @@ impl ProtoTensor {
             file,
             info,
             meta,
-            stored: OnceLock::new(),
+            stored: Memo::default(),
         }
     }
 
@@ -175,7 +175,7 @@ impl ProtoTensor {
             file,
             info,
             meta,
-            stored: OnceLock::new(),
+            stored: Memo::default(),
         }
     }
 
@@ -209,21 +209,35 @@ impl ProtoTensor {
     }
 
     fn stored(&self) -> Result<Arc<Stored>, ModelError> {
-        let r = self.stored.get_or_init(|| {
-            let p = &self.info.proto;
-            let len = usize::try_from(p.end - p.start)
-                .map_err(|_| ProtoError::Invalid("too large".into()))?;
-            let bytes = self
-                .file
-                .read_at(p.start, len)
-                .map_err(|e| ProtoError::Invalid(e.to_string()))?;
-            let stored = decode_typed(&bytes, self.info.dtype)?;
-            self.file
-                .check_consistent()
-                .map_err(|e| ProtoError::Invalid(e.to_string()))?;
-            Ok(Arc::new(stored))
-        });
-        r.clone().map_err(|e| self.fail(e))
+        // Err: a transient fault, not kept (the next read tries again).
+        let got = self
+            .stored
+            .get_or_try(|| -> Result<_, crate::source::SourceError> {
+                let lasting = |e: crate::source::SourceError| match e.is_transient() {
+                    true => Err(e),
+                    false => Ok(ProtoError::Invalid(e.to_string())),
+                };
+                let p = &self.info.proto;
+                let Ok(len) = usize::try_from(p.end - p.start) else {
+                    return Ok(Err(ProtoError::Invalid("too large".into())));
+                };
+                let bytes = match self.file.read_at(p.start, len) {
+                    Ok(b) => b,
+                    Err(e) => return Ok(Err(lasting(e)?)),
+                };
+                let stored = match decode_typed(&bytes, self.info.dtype) {
+                    Ok(s) => s,
+                    Err(e) => return Ok(Err(e)),
+                };
+                if let Err(e) = self.file.check_consistent() {
+                    return Ok(Err(lasting(e)?));
+                }
+                Ok(Ok(Arc::new(stored)))
+            });
+        match got {
+            Ok(r) => r.clone().map_err(|e| self.fail(e)),
+            Err(e) => Err(ModelError::from(e)),
+        }
     }
 
     fn count(&self) -> u64 {

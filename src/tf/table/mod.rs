@@ -35,7 +35,8 @@ pub enum TableError {
         #[source]
         source: block::BlockError,
     },
-    #[error(transparent)]
+    // Not `transparent`: the source fault stays a link of the chain (`source::is_transient`).
+    #[error("{0}")]
     Source(#[from] SourceError),
 }
 
