@@ -467,3 +467,35 @@ fn list_paths_are_the_mounts_paths() {
     }
     assert!(constants > 0, "no graph constant listed");
 }
+
+/// Issue 26 item 9: a background mount's warnings and errors go to
+/// `$XDG_STATE_HOME/modelfs/modelfs.log` when nothing else is named, and `mount` says so.
+#[test]
+fn a_background_mount_logs_by_default_and_says_where() {
+    let Some(_fuse) = Fuse::check() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/angel/bad/model");
+    let mnt = tmp.path().join("m");
+    let state = tmp.path().join("state");
+    let o = std::process::Command::new(modelfs())
+        .arg("mount")
+        .arg(&src)
+        .arg(&mnt)
+        .env("XDG_STATE_HOME", &state)
+        .env_remove("MODELFS_LOG")
+        .output()
+        .unwrap();
+    let guard = MountGuard::adopt(mnt.clone());
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let log = state.join("modelfs/modelfs.log");
+    let said = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(said.contains(&log.display().to_string()), "{said}");
+    // Listing the model meets its corrupt metas: warnings.
+    assert!(std::fs::read_dir(&mnt).unwrap().count() > 0);
+    guard.unmount_and_check();
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        text.contains("WARN") && text.contains("corrupt meta"),
+        "{text}"
+    );
+}

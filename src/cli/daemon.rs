@@ -125,6 +125,22 @@ fn parse_report(text: &str) -> Result<(), Failure> {
     ))
 }
 
+/// Where a background mount logs when neither `-o log=` nor `$MODELFS_LOG` says:
+/// `$XDG_STATE_HOME/modelfs/modelfs.log` (`~/.local/state/modelfs/modelfs.log`), the directory
+/// created; `None` when there is no such place.
+pub(crate) fn default_log_file() -> Option<std::path::PathBuf> {
+    let state = std::env::var_os("XDG_STATE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(std::path::PathBuf::from)
+        .or_else(|| {
+            let home = std::env::var_os("HOME").filter(|v| !v.is_empty())?;
+            Some(std::path::Path::new(&home).join(".local/state"))
+        })?;
+    let dir = state.join("modelfs");
+    std::fs::create_dir_all(&dir).ok()?;
+    Some(dir.join("modelfs.log"))
+}
+
 /// Detaches the daemon from the caller's terminal and pipes (after `ready`); its log goes to
 /// `log_file`, else `$MODELFS_LOG`, else nowhere.
 pub(crate) fn detach_stdio(log_file: Option<&std::path::Path>) {

@@ -57,7 +57,8 @@ OPTIONS (-o, comma-separated; also in /etc/fstab):
   fsname=NAME, auto_unmount, debug (-d)   libfuse's: the mount table's source, unmount when the
                    daemon dies (needs fusermount3), debug log and foreground
   endpoint=URL, region=R, profile=P   S3 settings (credentials from the environment)
-  log=FILE         the daemon's log (else $MODELFS_LOG, else none)
+  log=FILE         the daemon's log (else $MODELFS_LOG, else
+                   $XDG_STATE_HOME/modelfs/modelfs.log; mount says which)
   defaults, ro, nosuid, nodev, noatime, _netdev, x-…   accepted for mount(8) and fstab"
     };
 }
@@ -245,6 +246,10 @@ fn init_logging() {
     let debug = std::env::args()
         .skip(1)
         .any(|a| a == "-d" || a.split(',').any(|o| o == "debug"));
+    let _ = log_builder(debug).try_init();
+}
+
+fn log_builder(debug: bool) -> env_logger::Builder {
     let env = env_logger::Env::default().default_filter_or(if debug { "debug" } else { "warn" });
     let mut b = env_logger::Builder::from_env(env);
     // fuser's own debug lines (every request, the session set-up) drown ours; `RUST_LOG`
@@ -252,8 +257,12 @@ fn init_logging() {
     let wants_fuser = std::env::var("RUST_LOG").is_ok_and(|v| v.contains("fuser"));
     if !wants_fuser {
         b.filter_module("fuser", log::LevelFilter::Warn);
+        // "Failed to send FUSE reply": a reply to a request the kernel dropped (interrupted,
+        // or the file system unmounted under it, as at Ctrl-C). Nothing a user can act on.
+        b.filter_module("fuser::reply", log::LevelFilter::Off);
     }
-    let _ = b.format_timestamp_millis().try_init();
+    b.format_timestamp_millis();
+    b
 }
 
 /// Makes freed memory go back to the system. Rendered text chunks (hundreds of KiB each) are
@@ -513,6 +522,25 @@ mod tests {
         clap_complete::generate(clap_complete::Shell::Bash, &mut cmd, "modelfs", &mut out);
         let bash = String::from_utf8(out).unwrap();
         assert!(bash.contains("layouts=") && bash.contains("cache_dir="));
+    }
+
+    /// Issue 26 item 10: Ctrl-C of a foreground mount with reads in flight logs no "Failed
+    /// to send FUSE reply" (fuser's, for replies to requests the kernel dropped); our own
+    /// warnings and fuser's other ones still show.
+    #[test]
+    fn the_log_drops_fusers_reply_failures_only() {
+        use log::Log;
+        let logger = log_builder(false).build();
+        let at = |target: &str, level| {
+            let m = log::Metadata::builder().target(target).level(level).build();
+            logger.enabled(&m)
+        };
+        if std::env::var_os("RUST_LOG").is_some() {
+            return; // the user's filter decides
+        }
+        assert!(!at("fuser::reply", log::Level::Error));
+        assert!(at("fuser::session", log::Level::Warn));
+        assert!(at("modelfs::fs", log::Level::Warn));
     }
 
     #[test]

@@ -37,16 +37,27 @@ pub(crate) fn mount(
         let tree = build_tree(source, &opts)?;
         return serve(tree, &mountpoint, &opts, &fsname, Notifier::foreground());
     }
-    let log_file = opts.log_file.clone();
+    // Warnings and errors of a background mount go somewhere by default (said below).
+    let log_file = opts
+        .log_file
+        .clone()
+        .or_else(|| std::env::var_os("MODELFS_LOG").map(PathBuf::from))
+        .or_else(daemon::default_log_file);
     let tree = match super::remote_url(source) {
         Some(_) => None,
         None => Some(build_tree(source, &opts)?),
     };
-    match daemon::daemonize(log_file)? {
+    match daemon::daemonize(log_file.clone())? {
         Forked::Parent(result) => {
             if result.is_ok() {
                 // The daemon owns the mount point now (and removes it if it created it).
                 std::mem::forget(_created);
+                if let Some(log) = &log_file {
+                    eprintln!(
+                        "modelfs: warnings and errors are logged to {}",
+                        log.display()
+                    );
+                }
             }
             result
         }

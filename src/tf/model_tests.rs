@@ -220,7 +220,9 @@ fn a_transient_fault_on_the_object_graph_is_not_remembered() {
         ..Default::default()
     };
     let dir = crate::testing::fixtures_dir().join("tf/object_tf2");
-    let model = crate::tf::detect::open(&dir.join("obj"), &opts).unwrap().unwrap();
+    let model = crate::tf::detect::open(&dir.join("obj"), &opts)
+        .unwrap()
+        .unwrap();
     let by_name = || {
         model.list_dir(&[]).map(|l| {
             l.iter()
