@@ -14,6 +14,46 @@ const POW10: [f64; 23] = [
     1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
 ];
 
+/// 10^0 ..= 10^8.
+const POW10_U64: [u64; 9] = [
+    1,
+    10,
+    100,
+    1_000,
+    10_000,
+    100_000,
+    1_000_000,
+    10_000_000,
+    100_000_000,
+];
+
+/// The digits at the start of `s` among its first eight bytes (`None` when `s` is shorter):
+/// their count and value, read as one word (as fast_float does) instead of byte by byte.
+#[inline]
+fn digits8(s: &[u8]) -> Option<(usize, u64)> {
+    let w = u64::from_le_bytes(*s.first_chunk::<8>()?);
+    // A byte is a digit when its high nibble is 3 and stays 3 with 6 added. A carry out of a
+    // byte >= 0xfa only disturbs the bytes after it, which follow a non-digit anyway.
+    const HIGH: u64 = 0xf0f0_f0f0_f0f0_f0f0;
+    const THREES: u64 = 0x3030_3030_3030_3030;
+    let other = ((w & HIGH) ^ THREES) | ((w.wrapping_add(0x0606_0606_0606_0606) & HIGH) ^ THREES);
+    let n = (other.trailing_zeros() / 8) as usize;
+    if n == 0 {
+        return Some((0, 0));
+    }
+    // The n digit values moved to the top bytes (leading zeros below); borrows out of the
+    // bytes after them only reach bytes shifted out.
+    let d = w.wrapping_sub(THREES) << (8 * (8 - n));
+    // Pairs, then fours, then all eight: byte 0 is the most significant digit.
+    let d = d.wrapping_mul(10).wrapping_add(d >> 8);
+    const MASK: u64 = 0x0000_00ff_0000_00ff;
+    const MUL1: u64 = 100 + (1_000_000 << 32);
+    const MUL2: u64 = 1 + (10_000 << 32);
+    let v =
+        ((d & MASK).wrapping_mul(MUL1)).wrapping_add(((d >> 16) & MASK).wrapping_mul(MUL2)) >> 32;
+    Some((n, v))
+}
+
 /// The f64 nearest the decimal `field` when it is `[-]digits[.digits]` with at most 19
 /// digits and a mantissa below 2^53; `None` otherwise.
 #[inline]
@@ -27,11 +67,28 @@ pub(crate) fn simple_f64(field: &[u8]) -> Option<f64> {
 /// a value read straight out of a line, where it ends being the caller's to check.
 #[inline]
 pub(crate) fn simple_f64_prefix(data: &[u8]) -> Option<(f64, usize)> {
+    let (neg, m, k, len) = plain_decimal(data)?;
+    let v = m as f64 / POW10[k];
+    Some((if neg { -v } else { v }, len))
+}
+
+/// The longest prefix of `data` shaped `[-]digits[.digits]` with at most 19 digits and a
+/// mantissa below 2^53: its sign, mantissa, fraction digits and length.
+#[inline]
+fn plain_decimal(data: &[u8]) -> Option<(bool, u64, usize, usize)> {
     let neg = data.first() == Some(&b'-');
     let mut i = neg as usize;
     // Wrapping: a mantissa of more than 19 digits is refused below, whatever it wrapped to.
     let mut m: u64 = 0;
     let digits_from = |mut i: usize, m: &mut u64| {
+        // Eight at a time while eight bytes are there, then one at a time.
+        while let Some((n, v)) = data.get(i..).and_then(digits8) {
+            *m = m.wrapping_mul(POW10_U64[n]).wrapping_add(v);
+            i += n;
+            if n < 8 {
+                return i;
+            }
+        }
         while let Some(d) = data
             .get(i)
             .map(|b| b.wrapping_sub(b'0'))
@@ -59,8 +116,7 @@ pub(crate) fn simple_f64_prefix(data: &[u8]) -> Option<(f64, usize)> {
     if int_digits == 0 || int_digits + k > 19 || m >= 1 << 53 {
         return None;
     }
-    let v = m as f64 / POW10[k];
-    Some((if neg { -v } else { v }, i))
+    Some((neg, m, k, i))
 }
 
 /// The f32 nearest the decimal `field`, when `simple_f64` reads it and rounding its f64 again
@@ -75,7 +131,9 @@ pub(crate) fn simple_f32(field: &[u8]) -> Option<f32> {
 /// `simple_f32` of the longest prefix of `data` shaped `[-]digits[.digits]`, and its length.
 #[inline]
 pub(crate) fn simple_f32_prefix(data: &[u8]) -> Option<(f32, usize)> {
-    let (d, n) = simple_f64_prefix(data)?;
+    let (neg, m, k, n) = plain_decimal(data)?;
+    let d = m as f64 / POW10[k];
+    let d = if neg { -d } else { d };
     // Rounding twice differs from once only when the f64 lands exactly halfway between two
     // f32s (any f32 midpoint is an f64, so one strictly between the decimal and its nearest
     // f64 would be nearer): that is the low 29 of the 52 fraction bits being 1 followed by
@@ -106,6 +164,33 @@ mod tests {
             let want: f64 = s.parse().unwrap();
             assert_eq!(v.to_bits(), want.to_bits(), "{s}");
         }
+    }
+
+    #[test]
+    fn eight_digits_at_a_time_read_like_one_at_a_time() {
+        let mut s: u64 = 0x2545_f491_4f6c_dd1d;
+        for _ in 0..200_000 {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            // Mostly digits, some of every other byte (incl. >= 0xfa and '/' ':' around digits).
+            let mut b = [0u8; 8];
+            for (k, x) in b.iter_mut().enumerate() {
+                let r = (s >> (8 * k)) as u8;
+                *x = match r % 8 {
+                    0 => r,
+                    1 => [b'/', b':', 0xfa, 0xff, b'.', b'\n', b' ', b'-'][(r >> 3) as usize % 8],
+                    _ => b'0' + r % 10,
+                };
+            }
+            let n = b.iter().take_while(|c| c.is_ascii_digit()).count();
+            let v = b[..n]
+                .iter()
+                .fold(0u64, |a, &c| a * 10 + u64::from(c - b'0'));
+            assert_eq!(digits8(&b), Some((n, v)), "{b:?}");
+        }
+        assert_eq!(digits8(b"1234567"), None);
+        assert_eq!(digits8(b"99999999"), Some((8, 99_999_999)));
     }
 
     #[test]
@@ -188,6 +273,27 @@ mod tests {
                     same_f32(&format!("{x:.p$}"));
                 }
             }
+        }
+    }
+
+    /// Long mantissas and many fraction digits, where 10^-k is furthest from exact.
+    #[test]
+    fn long_decimals_read_like_str_parse() {
+        let mut s: u64 = 0xdead_beef_cafe_f00d;
+        for _ in 0..1_000_000 {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            let m = (s >> 11) % (1 << 53);
+            let digits = m.to_string();
+            let k = (s as usize % 20).min(digits.len().saturating_sub(1));
+            let (a, b) = digits.split_at(digits.len() - k);
+            let t = if k == 0 {
+                a.to_string()
+            } else {
+                format!("{a}.{b}")
+            };
+            same_f32(&t);
         }
     }
 
