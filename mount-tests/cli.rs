@@ -499,3 +499,36 @@ fn a_background_mount_logs_by_default_and_says_where() {
         "{text}"
     );
 }
+
+/// Issue 26 item 9: where there is a syslog socket (`/dev/log`, here one of the test's own
+/// named by `-o log=`), each warning is one syslog message: `<PRI>modelfs[pid]: …`.
+#[test]
+fn a_background_mount_logs_to_a_syslog_socket() {
+    let Some(_fuse) = Fuse::check() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let sock_path = tmp.path().join("log.sock");
+    let sock = std::os::unix::net::UnixDatagram::bind(&sock_path).unwrap();
+    sock.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/angel/bad/model");
+    let mnt = tmp.path().join("m");
+    let o = std::process::Command::new(modelfs())
+        .arg("mount")
+        .arg("-o")
+        .arg(format!("log={}", sock_path.display()))
+        .arg(&src)
+        .arg(&mnt)
+        .output()
+        .unwrap();
+    let guard = MountGuard::adopt(mnt.clone());
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("syslog at"));
+    assert!(std::fs::read_dir(&mnt).unwrap().count() > 0);
+    let mut buf = [0u8; 4096];
+    let n = sock.recv(&mut buf).expect("no syslog message");
+    let msg = String::from_utf8_lossy(&buf[..n]).into_owned();
+    // Facility daemon (3 × 8) + warning (4).
+    assert!(msg.starts_with("<28>modelfs["), "{msg}");
+    assert!(msg.contains("corrupt meta"), "{msg}");
+    guard.unmount_and_check();
+}

@@ -125,10 +125,15 @@ fn parse_report(text: &str) -> Result<(), Failure> {
     ))
 }
 
-/// Where a background mount logs when neither `-o log=` nor `$MODELFS_LOG` says:
-/// `$XDG_STATE_HOME/modelfs/modelfs.log` (`~/.local/state/modelfs/modelfs.log`), the directory
-/// created; `None` when there is no such place.
+/// Where a background mount logs when neither `-o log=` nor `$MODELFS_LOG` says: syslog
+/// (`/dev/log`) where there is one, else `$XDG_STATE_HOME/modelfs/modelfs.log`
+/// (`~/.local/state/modelfs/modelfs.log`), the directory created; `None` when there is no
+/// such place.
 pub(crate) fn default_log_file() -> Option<std::path::PathBuf> {
+    let syslog = std::path::Path::new("/dev/log");
+    if is_socket(syslog) {
+        return Some(syslog.to_path_buf());
+    }
     let state = std::env::var_os("XDG_STATE_HOME")
         .filter(|v| !v.is_empty())
         .map(std::path::PathBuf::from)
@@ -151,12 +156,21 @@ pub(crate) fn detach_stdio(log_file: Option<&std::path::Path>) {
     let path = log_file
         .map(|p| p.as_os_str().to_owned())
         .or_else(|| std::env::var_os("MODELFS_LOG"));
-    let log = path.and_then(|p| {
-        std::fs::OpenOptions::new()
+    let log: Option<OwnedFd> = path.and_then(|p| {
+        let p = std::path::Path::new(&p);
+        if is_socket(p) {
+            // A syslog socket (`/dev/log`): one datagram per record.
+            let sock = std::os::unix::net::UnixDatagram::unbound().ok()?;
+            sock.connect(p).ok()?;
+            super::SYSLOG.store(true, std::sync::atomic::Ordering::Relaxed);
+            return Some(OwnedFd::from(sock));
+        }
+        let f = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(p)
-            .ok()
+            .ok()?;
+        Some(OwnedFd::from(f))
     });
     if let Ok(null) = &devnull {
         let err_fd = log.as_ref().map_or(null.as_raw_fd(), |f| f.as_raw_fd());
@@ -168,6 +182,11 @@ pub(crate) fn detach_stdio(log_file: Option<&std::path::Path>) {
         }
     }
     let _ = std::env::set_current_dir("/");
+}
+
+fn is_socket(p: &std::path::Path) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    std::fs::metadata(p).is_ok_and(|m| m.file_type().is_socket())
 }
 
 #[cfg(test)]

@@ -57,7 +57,7 @@ OPTIONS (-o, comma-separated; also in /etc/fstab):
   fsname=NAME, auto_unmount, debug (-d)   libfuse's: the mount table's source, unmount when the
                    daemon dies (needs fusermount3), debug log and foreground
   endpoint=URL, region=R, profile=P   S3 settings (credentials from the environment)
-  log=FILE         the daemon's log (else $MODELFS_LOG, else
+  log=FILE         the daemon's log (else $MODELFS_LOG, else syslog at /dev/log, else
                    $XDG_STATE_HOME/modelfs/modelfs.log; mount says which)
   defaults, ro, nosuid, nodev, noatime, _netdev, x-…   accepted for mount(8) and fstab"
     };
@@ -261,9 +261,35 @@ fn log_builder(debug: bool) -> env_logger::Builder {
         // or the file system unmounted under it, as at Ctrl-C). Nothing a user can act on.
         b.filter_module("fuser::reply", log::LevelFilter::Off);
     }
-    b.format_timestamp_millis();
+    b.format(|buf, record| {
+        use std::io::Write;
+        if SYSLOG.load(std::sync::atomic::Ordering::Relaxed) {
+            // RFC 3164 priority: facility daemon (3), the record's severity.
+            let severity = match record.level() {
+                log::Level::Error => 3,
+                log::Level::Warn => 4,
+                log::Level::Info => 6,
+                _ => 7,
+            };
+            let pid = std::process::id();
+            let (target, args) = (record.target(), record.args());
+            write!(
+                buf,
+                "<{}>modelfs[{pid}]: {target}: {args}",
+                3 * 8 + severity
+            )
+        } else {
+            let (level, target, args) = (record.level(), record.target(), record.args());
+            let ts = buf.timestamp_millis();
+            writeln!(buf, "[{ts} {level:<5} {target}] {args}")
+        }
+    });
     b
 }
+
+/// Set once the daemon's stderr is a syslog socket (`daemon::detach_stdio`): each record is
+/// then one syslog message, written in one datagram.
+pub(crate) static SYSLOG: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// Makes freed memory go back to the system. Rendered text chunks (hundreds of KiB each) are
 /// allocated and freed by many threads; with glibc's defaults the mmap threshold adapts upward
