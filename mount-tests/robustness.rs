@@ -453,8 +453,19 @@ fn corrupt_data_gives_eio_and_a_log_line() {
     let mount = fuse.mount(&prefix, "layouts=bin,cache_dir=none");
     std::env::remove_var("MODELFS_LOG");
     let mut failed = Vec::new();
+    let mut noted = Vec::new();
     for (p, want) in &good {
         match std::fs::read(mount.path().join(p)) {
+            // The failed tensor's `.json` (read after its `.bin`) gains `last_error`.
+            Ok(b) if p.ends_with(".json") && b != *want => {
+                let mut got: serde_json::Value = serde_json::from_slice(&b).unwrap();
+                let last = got["last_error"].take();
+                got.as_object_mut().unwrap().remove("last_error");
+                let want: serde_json::Value = serde_json::from_slice(want).unwrap();
+                assert_eq!(got, want, "{p}: more than last_error differs");
+                assert!(last.as_str().unwrap().contains("checksum"), "{last}");
+                noted.push(p.clone());
+            }
             Ok(b) => assert_eq!(&b, want, "{p}: different bytes served"),
             Err(e) => {
                 assert_eq!(e.raw_os_error(), Some(libc::EIO), "{p}: {e}");
@@ -464,6 +475,8 @@ fn corrupt_data_gives_eio_and_a_log_line() {
     }
     assert_eq!(failed.len(), 1, "exactly the kernel fails: {failed:?}");
     assert!(failed[0].contains("kernel"), "{failed:?}");
+    assert_eq!(noted.len(), 1, "the kernel's .json tells: {noted:?}");
+    assert!(noted[0].contains("kernel"), "{noted:?}");
     mount.unmount_and_check();
     let logged = std::fs::read_to_string(&log).unwrap_or_default();
     assert!(

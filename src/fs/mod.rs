@@ -44,5 +44,6 @@ pub(crate) fn layout_ctx(opts: &Options, source: &str) -> Arc<LayoutCtx> {
         sparse_default: !opts.layouts_chosen,
         cache: Arc::new(cache),
         angel_format: opts.angel_format,
+        faults: Default::default(),
     })
 }

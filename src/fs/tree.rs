@@ -404,7 +404,7 @@ impl Tree {
             Some(o) => o.clone(),
             None => self.open_node(node)?,
         };
-        if o.size().is_none() {
+        if o.size().is_none() && !o.content.volatile() {
             let suffix = node_suffix(node);
             let learn_now = o.cheap || self.cfg.text_size == TextSize::Exact;
             let size = match o.content.known_size() {
@@ -516,7 +516,7 @@ impl Tree {
             return Ok(false);
         }
         let o = self.opened(&node, req)?;
-        if o.size().is_some() {
+        if o.size().is_some() || o.content.volatile() {
             return Ok(false);
         }
         let s = o.content.size_for(req)?;
@@ -568,6 +568,12 @@ impl Tree {
                 let opened = self.opened(&node, req)?;
                 attr.perm = 0o644;
                 attr.mtime = opened.mtime;
+                if opened.content.volatile() {
+                    // Its size as it stands, not to be cached (`exact` false: TTL 0).
+                    attr.size = opened.content.known_size().unwrap_or(0);
+                    attr.exact = false;
+                    return Ok(attr);
+                }
                 match opened.size() {
                     Some(s) => attr.size = s,
                     None => {
@@ -627,9 +633,10 @@ impl Tree {
         if write {
             return Err(FsError::ReadOnly);
         }
-        Ok(match self.opened(&node, req)?.size() {
-            Some(_) => OpenMode::Cached,
-            None => OpenMode::Direct,
+        let o = self.opened(&node, req)?;
+        Ok(match o.size() {
+            Some(_) if !o.content.volatile() => OpenMode::Cached,
+            _ => OpenMode::Direct,
         })
     }
 
@@ -671,10 +678,14 @@ impl Tree {
                 let e = FsError::from(e);
                 if !matches!(e, FsError::Interrupted) {
                     log::error!("{}: read at {offset}: {e}", self.path_of(ino));
+                    if let Some(t) = &o.tensor {
+                        let what = format!("{}: read at {offset}: {e}", self.path_of(ino));
+                        self.ctx.faults.note(&t.meta().name, what);
+                    }
                 }
                 e
             })?;
-        if !known && n < want {
+        if !known && n < want && !o.content.volatile() {
             // A short read is the end of the file: the whole index has been learnt.
             if let Some(s) = o.content.known_size() {
                 self.set_size(ino, &o, s);

@@ -438,3 +438,40 @@ fn big_text_sizes_are_placeholders_until_learnt() {
     let txt = t.resolve(b"big.txt").unwrap();
     assert_eq!(t.getattr(txt).unwrap().size, want.len() as u64);
 }
+
+/// Issue 26 item 9: the `.json` of a tensor whose read failed gives that error as
+/// `last_error`; its size follows (volatile: never cached), other `.json`s are unchanged.
+#[test]
+fn a_failed_read_shows_in_the_tensors_json() {
+    let mut m = MemModel::default();
+    m.add(
+        key("flaky"),
+        MemTensor::f32(&[2], &[1.0, 2.0])
+            .named(b"flaky")
+            .failing("injected: the store went away"),
+    );
+    m.add(key("ok"), MemTensor::f32(&[1], &[1.0]).named(b"ok"));
+    let t = tree_of(m, &[Layout::Json, Layout::Bin]);
+    let before = read_all(&t, "flaky.json");
+    assert!(!String::from_utf8_lossy(&before).contains("last_error"));
+    let ok_before = read_all(&t, "ok.json");
+    let json = t.resolve(b"flaky.json").unwrap();
+    assert_eq!(
+        t.check_open(json, false).unwrap(),
+        super::tree::OpenMode::Direct
+    );
+    let attr = t.getattr(json).unwrap();
+    assert!(!attr.exact, "a volatile size is not to be cached");
+    let bin = t.resolve(b"flaky.bin").unwrap();
+    let mut buf = [0u8; 8];
+    assert_eq!(t.read(bin, 0, &mut buf).unwrap_err().errno(), libc::EIO);
+    let after = read_all(&t, "flaky.json");
+    let doc: serde_json::Value = serde_json::from_slice(&after).unwrap();
+    let last = doc["last_error"].as_str().unwrap();
+    assert!(
+        last.contains("flaky.bin") && last.contains("injected"),
+        "{last}"
+    );
+    assert_eq!(t.getattr(json).unwrap().size, after.len() as u64);
+    assert_eq!(read_all(&t, "ok.json"), ok_before);
+}

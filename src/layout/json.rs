@@ -1,10 +1,11 @@
 //! `NAME.json`: a tensor's metadata (SPEC §2), the size of each of its other files where it is
 //! known without work (`null` until a text layout has been rendered once), the layouts that
-//! cannot show the tensor and why, and what is wrong when something is. Rendered whole in
-//! memory on first use (it is small) and kept, so its size and bytes never disagree. It never
-//! fails, decodes or renders: problems become fields.
+//! cannot show the tensor and why, what is wrong when something is, and the last error a read
+//! of the tensor met (`last_error`). Rendered whole in memory (it is small), again only when
+//! that error changes; the file system treats it as volatile (`FileContent::volatile`). It
+//! never fails, decodes or renders: problems become fields.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Value};
 
@@ -14,20 +15,34 @@ use crate::model::{Tensor, TensorMeta};
 pub(crate) struct JsonContent {
     tensor: Arc<dyn Tensor>,
     ctx: Arc<LayoutCtx>,
-    bytes: OnceLock<Vec<u8>>,
+    /// The rendering, with the last error it shows.
+    bytes: Mutex<Option<Rendered>>,
 }
+
+/// A rendering of the document and the last error it shows.
+type Rendered = (Option<String>, Arc<[u8]>);
 
 pub(crate) fn json_content(tensor: Arc<dyn Tensor>, ctx: &Arc<LayoutCtx>) -> Arc<dyn FileContent> {
     Arc::new(JsonContent {
         tensor,
         ctx: ctx.clone(),
-        bytes: OnceLock::new(),
+        bytes: Mutex::new(None),
     })
 }
 
 impl JsonContent {
-    fn bytes(&self) -> &[u8] {
-        self.bytes.get_or_init(|| render(&self.tensor, &self.ctx))
+    /// The document as it stands: rendered again only when the tensor's last error changed.
+    fn bytes(&self) -> Arc<[u8]> {
+        let last = self.ctx.faults.last(&self.tensor.meta().name);
+        let mut g = self.bytes.lock().unwrap_or_else(|e| e.into_inner());
+        match &*g {
+            Some((shown, b)) if *shown == last => b.clone(),
+            _ => {
+                let b: Arc<[u8]> = render(&self.tensor, &self.ctx, last.as_deref()).into();
+                *g = Some((last, b.clone()));
+                b
+            }
+        }
     }
 }
 
@@ -51,6 +66,9 @@ impl FileContent for JsonContent {
         let n = (b.len() - offset as usize).min(buf.len());
         buf[..n].copy_from_slice(&b[offset as usize..offset as usize + n]);
         Ok(n)
+    }
+    fn volatile(&self) -> bool {
+        true
     }
 }
 
@@ -89,7 +107,7 @@ fn partitions(meta: &TensorMeta) -> Value {
     )
 }
 
-fn render(tensor: &Arc<dyn Tensor>, ctx: &Arc<LayoutCtx>) -> Vec<u8> {
+fn render(tensor: &Arc<dyn Tensor>, ctx: &Arc<LayoutCtx>, last_error: Option<&str>) -> Vec<u8> {
     let meta = tensor.meta();
     let mut fields: Vec<(String, Value)> = vec![
         ("dtype".into(), json!(meta.dtype.name())),
@@ -128,6 +146,9 @@ fn render(tensor: &Arc<dyn Tensor>, ctx: &Arc<LayoutCtx>) -> Vec<u8> {
     }
     if let Some(p) = &meta.problem {
         fields.push(("problem".into(), json!(p)));
+    }
+    if let Some(e) = last_error {
+        fields.push(("last_error".into(), json!(e)));
     }
     let mut out = String::from("{\n  \"name\": ");
     json_bytes_literal(&meta.name, &mut out);

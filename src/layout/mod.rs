@@ -154,6 +154,8 @@ pub struct LayoutCtx {
     pub cache: Arc<cache::ChunkCache>,
     /// `angel_format=`: the format of the `.angel/` view (else its default).
     pub angel_format: Option<AngelFormat>,
+    /// Each tensor's last read error (its `.json`'s `last_error`).
+    pub faults: faults::Faults,
 }
 
 /// Why a layout does not show a tensor (the `.json` gives the reason).
@@ -258,6 +260,11 @@ pub trait FileContent: Send + Sync {
         let _ = (offset, len, req);
         None
     }
+    /// The bytes may change while mounted (a `.json` gaining a `last_error`): the file system
+    /// caches neither their size nor their pages, and every stat and read asks again.
+    fn volatile(&self) -> bool {
+        false
+    }
 }
 
 pub(crate) mod angel;
@@ -266,6 +273,7 @@ pub mod cache;
 pub(crate) mod dense;
 mod document;
 pub(crate) mod elements;
+pub mod faults;
 pub(crate) mod generic;
 pub(crate) mod gentext;
 pub(crate) mod json;

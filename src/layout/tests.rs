@@ -20,6 +20,7 @@ fn ctx_with(layouts: Vec<Layout>, max_dense: u64) -> Arc<LayoutCtx> {
         sparse_default: false,
         cache: Arc::new(ChunkCache::new(64 << 20).with_threads(2)),
         angel_format: None,
+        faults: Default::default(),
     })
 }
 

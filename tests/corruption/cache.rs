@@ -71,6 +71,7 @@ fn ctx(store: &Path) -> Arc<LayoutCtx> {
         sparse_default: false,
         cache: Arc::new(cache),
         angel_format: None,
+        faults: Default::default(),
     })
 }
 

@@ -179,6 +179,7 @@ pub fn layout_ctx(layouts: Vec<Layout>) -> Arc<LayoutCtx> {
         sparse_default: false,
         cache: Arc::new(ChunkCache::new(16 << 20).with_threads(1)),
         angel_format: None,
+        faults: Default::default(),
     })
 }
 

@@ -36,6 +36,7 @@ fn ctx_with(sep: &str, max_dense: u64) -> Arc<LayoutCtx> {
         sparse_default: false,
         cache: Arc::new(ChunkCache::new(64 << 20)),
         angel_format: None,
+        faults: Default::default(),
     })
 }
 
@@ -498,6 +499,7 @@ fn reads_touch_only_what_they_need() {
         sparse_default: false,
         cache: c.cache.clone(),
         angel_format: None,
+        faults: Default::default(),
     });
     let f = open(AngelFormat::TextColumn, t, &tab).unwrap();
     assert_eq!(f.size().unwrap(), size);

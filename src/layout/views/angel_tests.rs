@@ -22,6 +22,7 @@ fn ctx(format: Option<AngelFormat>) -> Arc<LayoutCtx> {
         sparse_default: false,
         cache: Arc::new(ChunkCache::new(64 << 20)),
         angel_format: format,
+        faults: Default::default(),
     })
 }
 

@@ -356,6 +356,7 @@ mod tests {
             sparse_default: false,
             cache: Arc::new(cache),
             angel_format: None,
+            faults: Default::default(),
         });
         let before = model.reads();
         let v = super::super::build(DIR, model, &[], &ctx).unwrap();
