@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use super::elements::{check_shape, decode, for_each_value, rows_before_unit, with_entries};
-use super::num::{write_escaped, write_libsvm_col, write_u64};
+use super::num::{write_escaped, write_f32_py, write_libsvm_col, write_u64};
 use super::text::{ChunkSource, CHUNK_ELEMENTS};
 use super::LayoutError;
 use crate::model::{DType, SparseShape, Tensor};
@@ -166,27 +166,48 @@ impl ChunkSource for LibsvmSparse {
         // copied each chunk about twice.
         out.reserve((u1 - u0) as usize * 20);
         with_entries(&*self.tensor, e0, e1 - e0, |got, es| {
-            // The row holding unit u0: the last whose id is at or before it.
-            let mut k = rows_before_unit(s, u0 + 1).saturating_sub(1);
-            for u in u0..u1 {
-                let (start, end) = (s.row_ptr[k], s.row_ptr[k + 1]);
-                if u == k as u64 + start {
-                    write_u64(s.rows[k], out);
-                    if start == end {
-                        out.push(b'\n');
-                        k += 1;
-                    }
-                    continue;
-                }
-                let e = u - k as u64 - 1;
-                let i = (e - e0) as usize;
-                write_libsvm_col(got.cols[i], out);
-                decode(dtype, &got.values[i * es..(i + 1) * es]).write_py(out);
-                if e + 1 == end {
-                    out.push(b'\n');
-                    k += 1;
-                }
+            let units = (s, u0, u1, e0);
+            // float32, most weights, without a dispatch on the dtype per entry (~8 % of a
+            // `cat` of an LR's libsvm).
+            match dtype {
+                DType::F32 => libsvm_units(units, got, 4, out, |b, out| {
+                    write_f32_py(f32::from_le_bytes([b[0], b[1], b[2], b[3]]), out)
+                }),
+                _ => libsvm_units(units, got, es, out, |b, out| decode(dtype, b).write_py(out)),
             }
         })
+    }
+}
+
+/// Units `u0..u1` (row ids and entries; entries from `e0` in `got`) of a sparse matrix of
+/// shape `s` as libsvm text, each value written by `value` from its `es` bytes.
+#[inline(always)]
+fn libsvm_units(
+    (s, u0, u1, e0): (&SparseShape, u64, u64, u64),
+    got: &crate::model::Entries,
+    es: usize,
+    out: &mut Vec<u8>,
+    value: impl Fn(&[u8], &mut Vec<u8>),
+) {
+    // The row holding unit u0: the last whose id is at or before it.
+    let mut k = rows_before_unit(s, u0 + 1).saturating_sub(1);
+    for u in u0..u1 {
+        let (start, end) = (s.row_ptr[k], s.row_ptr[k + 1]);
+        if u == k as u64 + start {
+            write_u64(s.rows[k], out);
+            if start == end {
+                out.push(b'\n');
+                k += 1;
+            }
+            continue;
+        }
+        let e = u - k as u64 - 1;
+        let i = (e - e0) as usize;
+        write_libsvm_col(got.cols[i], out);
+        value(&got.values[i * es..(i + 1) * es], out);
+        if e + 1 == end {
+            out.push(b'\n');
+            k += 1;
+        }
     }
 }
