@@ -39,10 +39,10 @@ use crate::model::{
     fill_dense_by_range, DType, Entries, ModelError, PartitionMeta, SourceFormat, SparseRows,
     SparseShape, Tensor, TensorMeta,
 };
-use crate::source::{identity_string, ReadAt};
+use crate::source::{identity_string, Memo, ReadAt};
 use crate::store::OffsetStore;
 
-type Cached = OnceLock<Result<Arc<SparseRows>, Arc<MatrixFault>>>;
+type Cached = Memo<Result<Arc<SparseRows>, Arc<MatrixFault>>>;
 
 /// Why a matrix (or one partition) cannot be read.
 #[derive(Debug, thiserror::Error)]
@@ -67,13 +67,11 @@ fn cache_unless_transient(
     cell: &Cached,
     f: impl FnOnce() -> Result<Arc<SparseRows>, Arc<MatrixFault>>,
 ) -> Result<Arc<SparseRows>, Arc<MatrixFault>> {
-    if let Some(v) = cell.get() {
-        return v.clone();
-    }
-    match f() {
+    let kept = cell.get_or_try(|| match f() {
         Err(fault) if fault.is_transient() => Err(fault),
-        v => cell.get_or_init(|| v).clone(),
-    }
+        v => Ok(v),
+    });
+    kept.and_then(Clone::clone)
 }
 
 /// Shared state of a loaded matrix (meta decoded, files mapped).
@@ -259,8 +257,8 @@ impl AngelMatrix {
                 lines_before,
                 sep: sep.to_string(),
                 cols,
-                parts: (0..n).map(|_| OnceLock::new()).collect(),
-                merged: OnceLock::new(),
+                parts: (0..n).map(|_| Memo::default()).collect(),
+                merged: Memo::default(),
                 direct: OnceLock::new(),
                 segments: OnceLock::new(),
                 regions: (0..n).map(|_| OnceLock::new()).collect(),
