@@ -12,8 +12,19 @@ use modelfs::detect::model_at;
 use modelfs::model::{own_component, DType, DirEntry, Model, SourceFormat, Tensor};
 use modelfs::options::Options;
 
-/// Every tensor under `root` of `model` by its original key (first of a key wins).
+/// What the views hold of the tensors under `root` of `model`, by original key: a model's
+/// variables alone, a graph's constants only when it has nothing else.
 fn by_key(model: &dyn Model, root: &[Vec<u8>]) -> BTreeMap<Vec<u8>, Arc<dyn Tensor>> {
+    let mut out = every_tensor(model, root);
+    let graph = |t: &Arc<dyn Tensor>| t.meta().format == SourceFormat::TfGraph;
+    if !out.values().all(graph) {
+        out.retain(|_, t| !graph(t));
+    }
+    out
+}
+
+/// Every tensor under `root` of `model` by its original key (first of a key wins).
+fn every_tensor(model: &dyn Model, root: &[Vec<u8>]) -> BTreeMap<Vec<u8>, Arc<dyn Tensor>> {
     let mut out = BTreeMap::new();
     let mut stack = vec![root.to_vec()];
     while let Some(dir) = stack.pop() {
@@ -40,12 +51,6 @@ fn by_key(model: &dyn Model, root: &[Vec<u8>]) -> BTreeMap<Vec<u8>, Arc<dyn Tens
                 _ => {}
             }
         }
-    }
-    // What the view holds: a model's variables alone, a graph's constants only when it has
-    // nothing else.
-    let graph = |t: &Arc<dyn Tensor>| t.meta().format == SourceFormat::TfGraph;
-    if !out.values().all(graph) {
-        out.retain(|_, t| !graph(t));
     }
     out
 }
@@ -268,31 +273,11 @@ fn the_tf_view_holds_variables_and_constants_only_without_them() {
         by_key(&*view, &[]).into_keys().collect::<Vec<_>>()
     };
     let all_of = |source: &Path| {
-        let mut all: Vec<(Vec<u8>, SourceFormat)> = Vec::new();
         let model = model_at(source, &Options::default().reader()).unwrap();
-        let mut stack = vec![Vec::<Vec<u8>>::new()];
-        while let Some(dir) = stack.pop() {
-            for e in model.list_dir(&dir).unwrap() {
-                let mut p = dir.clone();
-                match e {
-                    DirEntry::Dir(n) => {
-                        p.push(n);
-                        stack.push(p);
-                    }
-                    DirEntry::Reserved(n) => {
-                        p.push(own_component(&n));
-                        stack.push(p);
-                    }
-                    DirEntry::Tensor(n) => {
-                        p.push(n);
-                        let m = model.tensor(&p).unwrap().meta().clone();
-                        all.push((m.name, m.format));
-                    }
-                    _ => {}
-                }
-            }
-        }
-        all
+        let all = every_tensor(&*model, &[]);
+        all.into_iter()
+            .map(|(k, t)| (k, t.meta().format))
+            .collect::<Vec<_>>()
     };
     let saved = root.join("savedmodel");
     let all = all_of(&saved);
