@@ -4,8 +4,8 @@
 //! Protocol on the pipe (child → parent), one line: `OK` or `ERR <status> <message>`. EOF
 //! without a line means the child died.
 //!
-//! After `OK` the child detaches: stdin/stdout → /dev/null, stderr → the file named by
-//! `$MODELFS_LOG` (appended) or /dev/null, cwd → `/`. Detaching stderr matters: a caller
+//! After `OK` the child detaches: stdin/stdout → /dev/null, stderr → the log `mount` chose
+//! (a file, appended; syslog for a socket) or /dev/null, cwd → `/`. Detaching stderr matters: a caller
 //! capturing the parent's output (`$(modelfs mount …)`, Python's subprocess) would otherwise
 //! wait for the daemon to exit.
 
@@ -147,17 +147,14 @@ pub(crate) fn default_log_file() -> Option<std::path::PathBuf> {
 }
 
 /// Detaches the daemon from the caller's terminal and pipes (after `ready`); its log goes to
-/// `log_file`, else `$MODELFS_LOG`, else nowhere.
+/// `log_file` (`mount` resolved it: option, `$MODELFS_LOG`, syslog or the state file), else
+/// nowhere.
 pub(crate) fn detach_stdio(log_file: Option<&std::path::Path>) {
     let devnull = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .open("/dev/null");
-    let path = log_file
-        .map(|p| p.as_os_str().to_owned())
-        .or_else(|| std::env::var_os("MODELFS_LOG"));
-    let log: Option<OwnedFd> = path.and_then(|p| {
-        let p = std::path::Path::new(&p);
+    let log: Option<OwnedFd> = log_file.and_then(|p| {
         if is_socket(p) {
             // A syslog socket (`/dev/log`): one datagram per record.
             let sock = std::os::unix::net::UnixDatagram::unbound().ok()?;
@@ -184,7 +181,7 @@ pub(crate) fn detach_stdio(log_file: Option<&std::path::Path>) {
     let _ = std::env::set_current_dir("/");
 }
 
-fn is_socket(p: &std::path::Path) -> bool {
+pub(crate) fn is_socket(p: &std::path::Path) -> bool {
     use std::os::unix::fs::FileTypeExt;
     std::fs::metadata(p).is_ok_and(|m| m.file_type().is_socket())
 }

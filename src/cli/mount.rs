@@ -53,9 +53,11 @@ pub(crate) fn mount(
                 // The daemon owns the mount point now (and removes it if it created it).
                 std::mem::forget(_created);
                 if let Some(log) = &log_file {
-                    let socket = std::fs::metadata(log)
-                        .is_ok_and(|m| std::os::unix::fs::FileTypeExt::is_socket(&m.file_type()));
-                    let to = if socket { "syslog at " } else { "" };
+                    let to = if daemon::is_socket(log) {
+                        "syslog at "
+                    } else {
+                        ""
+                    };
                     eprintln!(
                         "modelfs: warnings and errors are logged to {to}{}",
                         log.display()
