@@ -128,7 +128,9 @@ impl LineIndex {
                 g.clone()
             };
             // Scanned without the lock; only the busy holder extends the scan.
+            let mut turn = Turn(Some(self));
             let next = self.extend(file, snapshot);
+            turn.0 = None;
             let mut g = self.scan.lock().unwrap_or_else(|e| e.into_inner());
             g.busy = false;
             self.turn.notify_all();
@@ -221,6 +223,20 @@ impl LineIndex {
             s.done = true;
         }
         Ok(s)
+    }
+}
+
+/// While set, the scanner's turn: if the scan unwinds instead of returning, dropping it hands
+/// the turn on (waiters must not sleep for ever).
+struct Turn<'a>(Option<&'a LineIndex>);
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        if let Some(index) = self.0 {
+            let mut g = index.scan.lock().unwrap_or_else(|e| e.into_inner());
+            g.busy = false;
+            index.turn.notify_all();
+        }
     }
 }
 
