@@ -13,7 +13,12 @@ fn fixture(rel: &str) -> PathBuf {
 }
 
 fn run(args: &[&std::ffi::OsStr]) -> Output {
-    Command::new(modelfs()).args(args).output().unwrap()
+    let mut cmd = Command::new(modelfs());
+    // A daemon started here logs nowhere unless the test says (never the user's syslog).
+    if std::env::var_os("MODELFS_LOG").is_none() {
+        cmd.env("MODELFS_LOG", "/dev/null");
+    }
+    cmd.args(args).output().unwrap()
 }
 
 fn text(o: &Output) -> String {

@@ -208,6 +208,13 @@ impl Fuse {
         if !opts.is_empty() {
             cmd.args(["-o", opts]);
         }
+        // A test's daemon never writes to the user's syslog or state directory: its log is
+        // discarded unless the test names one (`MODELFS_LOG` here or in the environment).
+        let named = std::env::var_os("MODELFS_LOG").is_some()
+            || env.iter().any(|(k, _)| *k == "MODELFS_LOG");
+        if !named {
+            cmd.env("MODELFS_LOG", "/dev/null");
+        }
         cmd.envs(env.iter().copied());
         let out = cmd.arg(source).arg(tmp.path()).output().unwrap();
         let guard = MountGuard {
