@@ -54,6 +54,21 @@ fn digits8(s: &[u8]) -> Option<(usize, u64)> {
     Some((n, v))
 }
 
+/// The digits at the start of `s` when there are fewer than 16 and a non-digit follows them
+/// within `s`'s first 16 bytes: their count and value. `None` leaves `s` to a byte-at-a-time
+/// read (a short tail, a long number).
+#[inline]
+pub(crate) fn leading_digits(s: &[u8]) -> Option<(usize, u64)> {
+    let (n, v) = digits8(s)?;
+    if n < 8 {
+        return Some((n, v));
+    }
+    match digits8(&s[8..])? {
+        (8, _) => None,
+        (n, w) => Some((8 + n, v * POW10_U64[n] + w)),
+    }
+}
+
 /// The f64 nearest the decimal `field` when it is `[-]digits[.digits]` with at most 19
 /// digits and a mantissa below 2^53; `None` otherwise.
 #[inline]

@@ -21,6 +21,10 @@ pub(crate) const STRIDE: u64 = 1024;
 /// Bytes scanned at a time.
 const PIECE: u64 = 4 << 20;
 
+/// Bytes whose LFs are counted at once: a few % of a stride of typical lines, so few blocks
+/// reach an indexed line and need their LFs one by one.
+const BLOCK: usize = 1024;
+
 type Res<T> = Result<T, DecodeFault>;
 
 pub(crate) struct LineIndex {
@@ -179,31 +183,19 @@ impl LineIndex {
         let n = (self.len - s.scanned).min(PIECE);
         let at = s.scanned;
         let data = file.read_at(self.start + at, n as usize)?;
-        // Eight bytes at a time: a word whose LFs neither reach the next indexed line nor need
-        // a CR check is counted whole (lines are ~20 bytes: one call per line was most of it).
-        let words = data.chunks_exact(8);
-        let tail_at = data.len() - words.remainder().len();
-        for (k, w) in words.enumerate() {
-            let mut m = lf_mask(u64::from_le_bytes([
-                w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7],
-            ]));
-            if m == 0 {
-                continue;
+        // A block at a time: one whose LFs neither reach the next indexed line nor need a CR
+        // check is counted whole by `memchr`'s SIMD count (lines are ~20 bytes: one step per
+        // line was most of a first read's scan).
+        for (k, block) in data.chunks(BLOCK).enumerate() {
+            if !self.crlf {
+                let c = memchr::memchr_iter(b'\n', block).count() as u64;
+                if c < STRIDE - s.found % STRIDE && s.found + c <= self.lines {
+                    s.found += c;
+                    continue;
+                }
             }
-            let c = u64::from(m.count_ones());
-            if !self.crlf && c < STRIDE - s.found % STRIDE && s.found + c <= self.lines {
-                s.found += c;
-                continue;
-            }
-            while m != 0 {
-                let i = k * 8 + (m.trailing_zeros() / 8) as usize;
-                m &= m - 1;
-                self.line_end(&mut s, &data, at, i)?;
-            }
-        }
-        for i in tail_at..data.len() {
-            if data[i] == b'\n' {
-                self.line_end(&mut s, &data, at, i)?;
+            for i in memchr::memchr_iter(b'\n', block) {
+                self.line_end(&mut s, &data, at, k * BLOCK + i)?;
             }
         }
         if let Some(&last) = data.last() {
@@ -240,43 +232,40 @@ impl Drop for Turn<'_> {
     }
 }
 
-/// Bit 7 of each byte of `w` that is LF, and no other bit: exact, as no byte's sum carries
-/// into the next (`(x & 0x7f) + 0x7f ≤ 0xfe`).
-#[inline]
-fn lf_mask(w: u64) -> u64 {
-    const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
-    let x = w ^ 0x0a0a_0a0a_0a0a_0a0a;
-    !(((x & LOW7) + LOW7) | x | LOW7)
-}
-
 #[cfg(test)]
 mod tests {
+    /// Every indexed offset is where a naive walk finds line `i × STRIDE`, with lines of
+    /// random lengths (some empty, some long) across several pieces and blocks, LF and CR LF.
     #[test]
-    fn lf_mask_marks_exactly_the_lfs() {
-        let mut s = 0x9E37_79B9_7F4A_7C15u64;
-        for _ in 0..100_000 {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            // Bytes near LF and 0x80 too.
-            let w = s & (s >> 3) | 0x0a00_8a0b_0a09_800a;
-            let want: u64 = w
-                .to_le_bytes()
-                .iter()
-                .enumerate()
-                .filter(|(_, &b)| b == b'\n')
-                .map(|(i, _)| 0x80u64 << (8 * i))
-                .sum();
-            assert_eq!(super::lf_mask(w), want, "{w:#x}");
-            assert_eq!(
-                super::lf_mask(s),
-                s.to_le_bytes()
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, &b)| b == b'\n')
-                    .map(|(i, _)| 0x80u64 << (8 * i))
-                    .sum::<u64>()
-            );
+    fn every_stride_is_where_a_naive_walk_finds_it() {
+        for crlf in [false, true] {
+            let mut r = 0x9E37_79B9_7F4A_7C15u64;
+            let mut text = Vec::new();
+            let mut starts = Vec::new();
+            while text.len() < 9 << 20 {
+                starts.push(text.len() as u64);
+                r ^= r << 13;
+                r ^= r >> 7;
+                r ^= r << 17;
+                let n = match r % 100 {
+                    0 => 3000,
+                    1..=5 => 0,
+                    k => k as usize / 4,
+                };
+                text.extend((0..n).map(|j| b'0' + (j % 10) as u8));
+                text.extend_from_slice(if crlf { b"\r\n" } else { b"\n" });
+            }
+            let (len, lines) = (text.len() as u64, starts.len() as u64);
+            let file = MemSource::new("p", text);
+            let index = LineIndex::new(0, len, lines, crlf);
+            for s in (0..lines.div_ceil(STRIDE) as usize).rev().step_by(7) {
+                let want_b = starts.get((s + 1) * STRIDE as usize).copied().unwrap_or(len);
+                assert_eq!(
+                    index.span(&file, s, s + 1).unwrap(),
+                    (starts[s * STRIDE as usize], want_b),
+                    "stride {s}"
+                );
+            }
         }
     }
 

@@ -10,81 +10,71 @@
 //!   closest decimal of at most two digits instead (`1.4E-45`, not `1.0E-45`); that only
 //!   differs for subnormals, where the rounding interval is wide.
 
+mod int;
 mod shortest;
 
-pub(crate) use shortest::{digits_bf16, digits_f16, digits_f32, digits_f64, Digits};
+use int::{put_i64, put_u64};
 
-const DEC_PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
-2021222324252627282930313233343536373839\
-4041424344454647484950515253545556575859\
-6061626364656667686970717273747576777879\
-8081828384858687888990919293949596979899";
+pub(crate) use shortest::{digits_bf16, digits_f16, digits_f32, digits_f64, Digits};
 
 /// Decimal text of an unsigned integer.
 #[inline]
 pub(crate) fn write_u64(v: u64, out: &mut Vec<u8>) {
-    let mut buf = [0u8; 20];
-    let n = put_u64(v, &mut buf);
-    push_front(out, &buf, n);
+    in_tail::<20>(out, |t| put_u64(v, t));
 }
 
 /// Decimal text of a signed integer (`-` for negatives).
 #[inline]
 pub(crate) fn write_i64(v: i64, out: &mut Vec<u8>) {
-    let mut buf = [0u8; 21];
-    let n = put_i64(v, &mut buf);
-    push_front(out, &buf, n);
+    in_tail::<21>(out, |t| put_i64(v, t));
 }
 
 /// ` {col}:`, the start of a libsvm entry, in one piece.
 #[inline]
 pub(crate) fn write_libsvm_col(col: i64, out: &mut Vec<u8>) {
-    let mut buf = [0u8; 23];
-    buf[0] = b' ';
-    let n = 1 + put_i64(col, &mut buf[1..]);
-    buf[n] = b':';
-    push_front(out, &buf, n + 1);
+    in_tail::<23>(out, |t| {
+        t[0] = b' ';
+        let n = 1 + put_i64(col, &mut t[1..]);
+        t[n] = b':';
+        n + 1
+    });
 }
 
-/// Appends `buf[..n]`: a copy of a fixed size is a few stores where one of `n` bytes is a call
-/// to `memcpy`, which costs more than the digits when it is done once per number.
+/// Appends `b`, a float's text (at most 24 bytes): two or three overlapping fixed-size copies,
+/// where `extend_from_slice` of a length known only at run time is a call to `memcpy` per
+/// number.
 #[inline(always)]
-fn push_front<const N: usize>(out: &mut Vec<u8>, buf: &[u8; N], n: usize) {
-    debug_assert!(n <= N);
+fn push_short(out: &mut Vec<u8>, b: &[u8]) {
+    let n = b.len();
+    if !(4..=24).contains(&n) {
+        out.extend_from_slice(b);
+        return;
+    }
+    in_tail::<24>(out, |t| {
+        if n >= 8 {
+            t[..8].copy_from_slice(&b[..8]);
+            t[n / 2 - 4..n / 2 + 4].copy_from_slice(&b[n / 2 - 4..n / 2 + 4]);
+            t[n - 8..n].copy_from_slice(&b[n - 8..]);
+        } else {
+            t[..4].copy_from_slice(&b[..4]);
+            t[n - 4..n].copy_from_slice(&b[n - 4..]);
+        }
+        n
+    });
+}
+
+/// Lets `write` put at most `N` bytes straight at the end of `out` and keeps the count it
+/// returns. Writing in place, rather than into a local buffer appended after, matters: reading
+/// back a buffer just written in several pieces stalls the CPU (no store forwarding), and that
+/// was most of the time of a number's text.
+#[inline(always)]
+fn in_tail<const N: usize>(out: &mut Vec<u8>, write: impl FnOnce(&mut [u8; N]) -> usize) {
     let len = out.len();
-    out.extend_from_slice(buf);
+    out.extend_from_slice(&[0u8; N]);
+    let tail: &mut [u8; N] = (&mut out[len..]).try_into().expect("N bytes were added");
+    let n = write(tail);
+    debug_assert!(n <= N);
     out.truncate(len + n);
-}
-
-/// Writes the digits of `v` at the front of `buf` (room for 20); their count.
-#[inline]
-fn put_u64(mut v: u64, buf: &mut [u8]) -> usize {
-    debug_assert!(buf.len() >= 20);
-    let n = v.checked_ilog10().map_or(1, |l| l as usize + 1);
-    let mut i = n;
-    while v >= 100 {
-        let r = (v % 100) as usize * 2;
-        v /= 100;
-        i -= 2;
-        buf[i] = DEC_PAIRS[r];
-        buf[i + 1] = DEC_PAIRS[r + 1];
-    }
-    if v >= 10 {
-        let r = v as usize * 2;
-        buf[0] = DEC_PAIRS[r];
-        buf[1] = DEC_PAIRS[r + 1];
-    } else {
-        buf[0] = b'0' + v as u8;
-    }
-    n
-}
-
-/// Writes `v` (`-` and digits) at the front of `buf` (room for 21); its length.
-#[inline]
-fn put_i64(v: i64, buf: &mut [u8]) -> usize {
-    let neg = v < 0;
-    buf[0] = b'-';
-    neg as usize + put_u64(v.unsigned_abs(), &mut buf[neg as usize..])
 }
 
 /// Lays out `d` Python-style (see the module comment); the sign is written by the caller.
@@ -182,7 +172,7 @@ const PY_FAST_MAX: f64 = 1e7;
 pub(crate) fn write_f64_py(x: f64, out: &mut Vec<u8>) {
     let a = x.abs();
     if (PY_FAST_MIN..PY_FAST_MAX).contains(&a) {
-        out.extend_from_slice(zmij::Buffer::new().format_finite(x).as_bytes());
+        push_short(out, zmij::Buffer::new().format_finite(x).as_bytes());
         return;
     }
     if !special(x, false, out) {
@@ -195,7 +185,7 @@ pub(crate) fn write_f64_py(x: f64, out: &mut Vec<u8>) {
 pub fn write_f32_py(x: f32, out: &mut Vec<u8>) {
     let a = x.abs() as f64;
     if (PY_FAST_MIN..PY_FAST_MAX).contains(&a) {
-        out.extend_from_slice(zmij::Buffer::new().format_finite(x).as_bytes());
+        push_short(out, zmij::Buffer::new().format_finite(x).as_bytes());
         return;
     }
     if !special(x as f64, false, out) {

@@ -233,3 +233,13 @@ fn python_fast_path_matches_general_path() {
         check32((s % 100_000) as f32 / 1000.0);
     }
 }
+
+#[test]
+fn short_pushes_copy_every_length_exactly() {
+    let src: Vec<u8> = (b'a'..=b'z').chain(b'A'..=b'Z').collect();
+    for n in 0..=40 {
+        let mut out = b"<".to_vec();
+        super::push_short(&mut out, &src[..n]);
+        assert_eq!(&out[1..], &src[..n], "length {n}");
+    }
+}
