@@ -116,6 +116,69 @@ pub(crate) fn cat(source: &Path, path: &OsStr, opts: &Options) -> Result<(), Fai
     out.flush().map_err(write_failure)
 }
 
+/// `modelfs row`: the rows of tensor `name` with ids `ids`, as `id<TAB>values` lines (or one
+/// JSON array), read through the tree's `NAME.rows/` files.
+pub(crate) fn row_into(
+    tree: &Tree,
+    name: &[u8],
+    ids: &[i64],
+    json: bool,
+    out: &mut dyn Write,
+) -> Result<(), Failure> {
+    let base = String::from_utf8_lossy(name).trim_matches('/').to_string();
+    let mut missing = Vec::new();
+    let mut rows = Vec::new();
+    for &id in ids {
+        let suffix = if json { "json" } else { "txt" };
+        let path = format!("{base}.rows/{id}.{suffix}");
+        let mut bytes = Vec::new();
+        match cat_into(tree, path.as_bytes(), &mut bytes) {
+            Ok(()) if json => rows.push(
+                serde_json::from_slice::<serde_json::Value>(&bytes)
+                    .map_err(|e| Failure::new(EXIT_SOURCE, format!("{path}: {e}")))?,
+            ),
+            Ok(()) => {
+                write!(out, "{id}\t").map_err(write_failure)?;
+                out.write_all(&bytes).map_err(write_failure)?;
+            }
+            Err(f) => match tree.resolve(format!("{base}.rows").as_bytes()) {
+                // The tensor is keyed and the id is absent: say so, go on.
+                Ok(_) if f.status == EXIT_USAGE => missing.push(id),
+                Ok(_) => return Err(f),
+                Err(_) => {
+                    let msg = format!("{base}: no such keyed tensor (see `modelfs list`)");
+                    return Err(Failure::new(EXIT_USAGE, msg));
+                }
+            },
+        }
+    }
+    if json {
+        let text = serde_json::to_string_pretty(&rows).unwrap_or_default();
+        writeln!(out, "{text}").map_err(write_failure)?;
+    }
+    if !missing.is_empty() {
+        for id in &missing {
+            eprintln!("modelfs: {base}: no row with id {id}");
+        }
+        return Err(Failure::silent(EXIT_USAGE));
+    }
+    Ok(())
+}
+
+pub(crate) fn row(
+    source: &Path,
+    name: &OsStr,
+    ids: &[i64],
+    json: bool,
+    opts: &Options,
+) -> Result<(), Failure> {
+    let tree = build_tree(source, opts)?;
+    let stdout = io::stdout();
+    let mut out = io::BufWriter::new(stdout.lock());
+    row_into(&tree, name.as_bytes(), ids, json, &mut out)?;
+    out.flush().map_err(write_failure)
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;

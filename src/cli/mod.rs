@@ -178,6 +178,22 @@ enum Command {
         source: PathBuf,
         path: OsString,
     },
+    /// Rows of the keyed tensor NAME (its path in the mount, without a suffix) by ID: one
+    /// `id<TAB>values` line per ID found, by lookup (the same as `NAME.rows/ID.txt`). Exit 1
+    /// when an ID is not found (each is named on stderr).
+    #[command(after_help = source_and_options!())]
+    Row {
+        /// A JSON array of objects instead (id, tensor, key, dtype, width, position,
+        /// partition, values).
+        #[arg(long)]
+        json: bool,
+        #[arg(short = 'o', value_name = "OPT,OPT…", value_parser = OptionList, hide_possible_values = true)]
+        options: Vec<String>,
+        source: PathBuf,
+        name: OsString,
+        #[arg(required = true, allow_negative_numbers = true)]
+        ids: Vec<i64>,
+    },
     /// Format, tensor count, dtypes, total bytes (per checkpoint for a directory of several),
     /// problems found in the metadata. Reads no tensor data: `verify` does.
     #[command(after_help = source_and_options!())]
@@ -350,6 +366,14 @@ pub fn main() -> i32 {
             source,
             path,
         } => parse_options(&options).and_then(|opts| browse::cat(&source, &path, &opts)),
+        Command::Row {
+            json,
+            options,
+            source,
+            name,
+            ids,
+        } => parse_options(&options)
+            .and_then(|opts| browse::row(&source, &name, &ids, json, &opts)),
         Command::Info { options, source } => {
             parse_options(&options).and_then(|opts| inspect::info(&source, &opts))
         }

@@ -50,13 +50,26 @@ pub(crate) enum NodeKind {
         at: Arc<[usize]>,
         dir: bool,
     },
+    /// `NAME.rows/` of the keyed tensor at `tensor`: there by name, never listed.
+    Rows { tensor: ModelPath },
+    /// The `README` of a `NAME.rows/`.
+    RowsReadme { tensor: ModelPath },
+    /// File `file` of the row with id `id` of the tensor at `tensor` (found when looked up).
+    Row {
+        tensor: ModelPath,
+        id: i64,
+        file: crate::layout::rows::RowFile,
+    },
 }
 
 impl NodeKind {
     pub(crate) fn is_dir(&self) -> bool {
         matches!(
             self,
-            NodeKind::Dir { .. } | NodeKind::Parts { .. } | NodeKind::View { dir: true, .. }
+            NodeKind::Dir { .. }
+                | NodeKind::Parts { .. }
+                | NodeKind::Rows { .. }
+                | NodeKind::View { dir: true, .. }
         )
     }
 }

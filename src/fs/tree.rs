@@ -29,6 +29,8 @@ use super::error::FsError;
 use super::listing::{self, Listing, ModelPath, NodeKind};
 use super::names;
 
+mod rows;
+
 pub(crate) type Ino = u64;
 pub(crate) const ROOT_INO: Ino = 1;
 
@@ -258,6 +260,7 @@ impl Tree {
             NodeKind::Parts { tensor } => {
                 listing::list_parts_dir(self.model.as_ref(), &self.ctx, tensor)?
             }
+            NodeKind::Rows { tensor } => rows::listing(tensor),
             NodeKind::View {
                 view,
                 root,
@@ -293,6 +296,15 @@ impl Tree {
         // Another thread may have won the race; both listings are equal (immutable source).
         let _ = node.listing.set(Arc::new(listing));
         node.listing.get().cloned().ok_or(FsError::Invalid)
+    }
+
+    /// The inode of `name` in `parent` if one was assigned.
+    fn known_child(&self, parent: Ino, name: &str) -> Result<Option<Ino>, FsError> {
+        let table = self
+            .inodes
+            .read()
+            .map_err(|_| FsError::Io("inode table poisoned".into()))?;
+        Ok(table.by_name.get(&(parent, name.to_string())).copied())
     }
 
     /// The inode of `child` of `parent`, assigning one on first sight.
@@ -350,9 +362,19 @@ impl Tree {
                 return self.child_ino(parent, &child);
             }
         }
+        if let NodeKind::Rows { tensor } = &dir.kind {
+            if name != rows::README {
+                return self.lookup_row(parent, tensor, name);
+            }
+        }
         let listing = self.listing(&dir)?;
-        let child = listing.find(name).ok_or(FsError::NotFound)?;
-        self.child_ino(parent, child)
+        match listing.find(name) {
+            Some(child) => self.child_ino(parent, child),
+            None => {
+                let child = self.rows_dir_child(&listing, name)?;
+                self.child_ino(parent, &child)
+            }
+        }
     }
 
     /// View `i` of the model at `root`, built (metadata only) on first use.
@@ -493,6 +515,8 @@ impl Tree {
                     seeking: AtomicU32::new(0),
                 })
             })(),
+            NodeKind::Row { tensor, id, file } => self.open_row(tensor, *id, *file),
+            NodeKind::RowsReadme { tensor } => self.open_rows_readme(tensor),
             k if k.is_dir() => return Err(FsError::IsDir),
             _ => return Err(FsError::Invalid),
         };
@@ -564,7 +588,11 @@ impl Tree {
                 let subdirs = self.listing(&node)?.subdirs();
                 attr.nlink = u32::try_from(subdirs.saturating_add(2)).unwrap_or(u32::MAX);
             }
-            NodeKind::File { .. } | NodeKind::Doc { .. } | NodeKind::View { .. } => {
+            NodeKind::File { .. }
+            | NodeKind::Doc { .. }
+            | NodeKind::View { .. }
+            | NodeKind::Row { .. }
+            | NodeKind::RowsReadme { .. } => {
                 let opened = self.opened(&node, req)?;
                 attr.perm = 0o644;
                 attr.mtime = opened.mtime;
@@ -589,7 +617,7 @@ impl Tree {
                 attr.perm = 0o777;
                 attr.size = target.len() as u64;
             }
-            NodeKind::Dir { .. } | NodeKind::Parts { .. } => {}
+            NodeKind::Dir { .. } | NodeKind::Parts { .. } | NodeKind::Rows { .. } => {}
         }
         Ok(attr)
     }
@@ -881,6 +909,7 @@ fn kind_of(kind: &NodeKind) -> FileKind {
 fn node_suffix(node: &Node) -> &'static str {
     match &node.kind {
         NodeKind::File { layout, .. } => layout.suffix(),
+        NodeKind::Row { file, .. } => file.suffix(),
         _ => "document",
     }
 }

@@ -191,7 +191,8 @@ fn libsvm_units(
 ) {
     // The row holding unit u0: the last whose id is at or before it.
     let mut k = rows_before_unit(s, u0 + 1).saturating_sub(1);
-    for u in u0..u1 {
+    let mut u = u0;
+    while u < u1 {
         let (start, end) = (s.row_ptr[k], s.row_ptr[k + 1]);
         if u == k as u64 + start {
             write_u64(s.rows[k], out);
@@ -199,13 +200,22 @@ fn libsvm_units(
                 out.push(b'\n');
                 k += 1;
             }
+            u += 1;
             continue;
         }
+        // Unit u is entry u - k - 1 (k + 1 row ids before it); the row's entries in this
+        // chunk run to its end or the chunk's, one loop over them.
         let e = u - k as u64 - 1;
-        let i = (e - e0) as usize;
-        write_libsvm_col(got.cols[i], out);
-        value(&got.values[i * es..(i + 1) * es], out);
-        if e + 1 == end {
+        let stop = end.min(u1 - k as u64 - 1);
+        debug_assert!(e0 <= e && e < stop);
+        let (i0, i1) = ((e - e0) as usize, (stop - e0) as usize);
+        let values = got.values[i0 * es..i1 * es].chunks_exact(es);
+        for (&col, v) in got.cols[i0..i1].iter().zip(values) {
+            write_libsvm_col(col, out);
+            value(v, out);
+        }
+        u += stop - e;
+        if stop == end {
             out.push(b'\n');
             k += 1;
         }

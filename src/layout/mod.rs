@@ -277,6 +277,7 @@ pub mod faults;
 pub(crate) mod generic;
 pub(crate) mod gentext;
 pub(crate) mod json;
+pub(crate) mod rows;
 mod lazy;
 pub mod num;
 pub(crate) mod text;

@@ -36,7 +36,7 @@ use super::meta::{self, MatrixMeta, PartMeta};
 use super::region::Region;
 use super::stream::{Located, Parts, Segments};
 use crate::model::{
-    fill_dense_by_range, DType, Entries, ModelError, PartitionMeta, SourceFormat, SparseRows,
+    default_key_kind as model_key_kind, fill_dense_by_range, KeyKind, DType, Entries, ModelError, PartitionMeta, SourceFormat, SparseRows,
     SparseShape, Tensor, TensorMeta,
 };
 use crate::source::{identity_string, Memo, ReadAt};
@@ -517,6 +517,24 @@ fn part_cols(p: &PartMeta, cols: u64) -> (u64, u64) {
 impl Tensor for AngelMatrix {
     fn meta(&self) -> &TensorMeta {
         &self.tmeta
+    }
+
+    /// Feature ids are what Angel keys by, and they are column ids: a column format's records,
+    /// a one-row matrix's entries (an LR), a matrix whose rows are too wide to be one answer
+    /// (an embedding saved by row: a row per dimension, a column per feature) are all read by
+    /// column id. The other sparse row formats (an FC layer) by row id.
+    fn key_kind(&self) -> Option<KeyKind> {
+        let inner = self.inner.as_ref()?;
+        model_key_kind(&self.tmeta)?;
+        let es = self.tmeta.dtype.elem_size().unwrap_or(1) as u64;
+        let wide = self.tmeta.shape[1].saturating_mul(es) > crate::model::MAX_ROW_BYTES;
+        if inner.meta.format.is_column() || self.tmeta.shape[0] == 1 || wide {
+            Some(KeyKind::ColumnId)
+        } else if self.tmeta.sparse {
+            Some(KeyKind::RowId)
+        } else {
+            Some(KeyKind::RowIndex)
+        }
     }
 
     fn read_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {

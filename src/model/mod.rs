@@ -10,6 +10,11 @@
 //!   keys) before handing components out.
 //! - Listing a directory never requires decoding tensor data.
 
+mod rows;
+
+pub use rows::{KeyKind, RowHit, MAX_ROW_BYTES};
+pub(crate) use rows::default_key_kind;
+
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -161,6 +166,12 @@ impl Tensor for WithMeta {
     fn read_shared(&self, first: u64, len: usize) -> Option<Result<bytes::Bytes, ModelError>> {
         self.inner.read_shared(first, len)
     }
+    fn key_kind(&self) -> Option<KeyKind> {
+        self.inner.key_kind()
+    }
+    fn row_by_id(&self, id: i64, out: &mut Vec<u8>) -> Result<Option<RowHit>, ModelError> {
+        self.inner.row_by_id(id, out)
+    }
 }
 
 /// Which reader produced a tensor.
@@ -304,6 +315,8 @@ pub enum RequestError {
     NoValues(String),
     #[error("{len} bytes are not a whole number of {elem}-byte elements")]
     PartialElement { len: usize, elem: usize },
+    #[error("a row of {width} elements is more than one answer ({max} bytes at most)")]
+    RowTooWide { width: u64, max: u64 },
     #[error("elements {first}..+{count} are outside the tensor's {total}")]
     OutOfRange { first: u64, count: u64, total: u64 },
 }
@@ -554,6 +567,20 @@ pub trait Tensor: Send + Sync {
     fn read_shared(&self, first: u64, len: usize) -> Option<Result<bytes::Bytes, ModelError>> {
         let _ = (first, len);
         None
+    }
+
+    /// What an id names in this tensor (`NAME.rows/`), `None` when its rows have no ids.
+    fn key_kind(&self) -> Option<KeyKind> {
+        rows::default_key_kind(self.meta())
+    }
+
+    /// Appends the values of the row with id `id` to `out`: where it was, or `None` when no
+    /// row has that id. Reads only what the row needs (a seek, not a scan).
+    fn row_by_id(&self, id: i64, out: &mut Vec<u8>) -> Result<Option<RowHit>, ModelError> {
+        match self.key_kind() {
+            Some(kind) => rows::row_of(self, kind, id, out),
+            None => Ok(None),
+        }
     }
 }
 

@@ -1,0 +1,129 @@
+//! `NAME.rows/`: rows of a keyed tensor by id. Like the hidden views, the directory is there by
+//! name only (so `ls`, `find` and `du` see the model as before), and it lists nothing but its
+//! `README`: a table has 10^8+ ids. A lookup of `<id>.txt` / `.json` / `.npy` finds the row
+//! (a seek, not a scan) and renders it whole; an id the tensor lacks is ENOENT.
+//!
+//! Unlike every other lookup, this one reads tensor data: the answer to "is there a row 42"
+//! is in the data. It is bounded by one row's reads.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
+use std::sync::Arc;
+
+use super::{FsError, Ino, Opened, Tree};
+use crate::fs::listing::{Child, Listing, ModelPath, NodeKind};
+use crate::layout::rows::{self as layout_rows, RowFile};
+use crate::layout::views::Bytes;
+use crate::model::Tensor;
+
+/// The one name a rows directory lists.
+pub(super) const README: &[u8] = b"README";
+const ROWS_SUFFIX: &str = ".rows";
+
+pub(super) fn listing(tensor: &ModelPath) -> Listing {
+    Listing {
+        children: vec![Child {
+            name: "README".into(),
+            kind: NodeKind::RowsReadme {
+                tensor: tensor.clone(),
+            },
+        }],
+    }
+}
+
+impl Opened {
+    /// A small file held whole, its size known.
+    fn whole(bytes: Vec<u8>, tensor: Arc<dyn Tensor>) -> Opened {
+        Opened {
+            mtime: tensor.meta().mtime,
+            cheap: true,
+            size: AtomicU64::new(bytes.len() as u64),
+            tensor: Some(tensor),
+            content: Arc::new(Bytes(bytes)),
+            placeholder: AtomicBool::new(false),
+            seeking: AtomicU32::new(0),
+        }
+    }
+}
+
+impl Tree {
+    /// `NAME.rows` of a directory whose `listing` shows tensor `NAME` (by any of its files),
+    /// when that tensor is keyed.
+    pub(super) fn rows_dir_child(&self, listing: &Listing, name: &[u8]) -> Result<Child, FsError> {
+        let base = std::str::from_utf8(name)
+            .ok()
+            .and_then(|n| n.strip_suffix(ROWS_SUFFIX))
+            .ok_or(FsError::NotFound)?;
+        // The tensor whose files are `base.<suffix>`.
+        let tensor = listing.children.iter().find_map(|c| match &c.kind {
+            NodeKind::File {
+                tensor,
+                partition: None,
+                layout,
+            } if c.name.strip_suffix(layout.suffix()) == Some(&format!("{base}.")) => {
+                Some(tensor.clone())
+            }
+            _ => None,
+        });
+        let tensor = tensor.ok_or(FsError::NotFound)?;
+        if self.model.tensor(&tensor)?.key_kind().is_none() {
+            return Err(FsError::NotFound);
+        }
+        Ok(Child {
+            name: format!("{base}{ROWS_SUFFIX}"),
+            kind: NodeKind::Rows { tensor },
+        })
+    }
+
+    /// `<id>.<suffix>` in the rows directory `parent` of `tensor`: found (and rendered, so its
+    /// size is exact at once) or `NotFound`.
+    pub(super) fn lookup_row(
+        &self,
+        parent: Ino,
+        tensor: &ModelPath,
+        name: &[u8],
+    ) -> Result<Ino, FsError> {
+        let (id, file) = RowFile::parse_name(name).ok_or(FsError::NotFound)?;
+        let child = Child {
+            name: String::from_utf8_lossy(name).into_owned(),
+            kind: NodeKind::Row {
+                tensor: tensor.clone(),
+                id,
+                file,
+            },
+        };
+        // Known already: it was found before (the source does not change).
+        if let Some(ino) = self.known_child(parent, &child.name)? {
+            return Ok(ino);
+        }
+        let opened = self.open_row(tensor, id, file)?;
+        let ino = self.child_ino(parent, &child)?;
+        let _ = self.node(ino)?.opened.set(Arc::new(opened));
+        Ok(ino)
+    }
+
+    pub(super) fn open_row(
+        &self,
+        tensor: &ModelPath,
+        id: i64,
+        file: RowFile,
+    ) -> Result<Opened, FsError> {
+        let t = self.model.tensor(tensor)?;
+        let row = layout_rows::find(&*t, id)
+            .map_err(|e| {
+                let e = FsError::from(e);
+                log::error!(
+                    "{}: row {id}: {e}",
+                    String::from_utf8_lossy(&t.meta().name)
+                );
+                e
+            })?
+            .ok_or(FsError::NotFound)?;
+        let bytes = row.render(&*t, file).ok_or(FsError::NotFound)?;
+        Ok(Opened::whole(bytes, t))
+    }
+
+    pub(super) fn open_rows_readme(&self, tensor: &ModelPath) -> Result<Opened, FsError> {
+        let t = self.model.tensor(tensor)?;
+        Ok(Opened::whole(layout_rows::readme(&*t), t))
+    }
+}

@@ -1,0 +1,197 @@
+//! The files of one row found by id (`NAME.rows/<id>.txt`, `.json`, `.npy`) and the lines of
+//! `modelfs row`: a row is looked up once and rendered whole (it is one answer, a few KB).
+
+use serde_json::json;
+
+use super::binary::{npy_descr, npy_header, ElemMap};
+use super::elements::decode;
+use super::LayoutError;
+use crate::model::{DType, KeyKind, RowHit, Tensor};
+
+/// The files a row has, by suffix.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum RowFile {
+    Txt,
+    Json,
+    Npy,
+}
+
+impl RowFile {
+    pub(crate) const ALL: [RowFile; 3] = [RowFile::Txt, RowFile::Json, RowFile::Npy];
+
+    pub(crate) fn suffix(self) -> &'static str {
+        match self {
+            RowFile::Txt => "txt",
+            RowFile::Json => "json",
+            RowFile::Npy => "npy",
+        }
+    }
+
+    /// `<id>.<suffix>` → (id, file): the id in canonical decimal (`-` only for negatives, no
+    /// leading zeros), so each row has one name.
+    pub(crate) fn parse_name(name: &[u8]) -> Option<(i64, RowFile)> {
+        let s = std::str::from_utf8(name).ok()?;
+        let (id, suffix) = s.rsplit_once('.')?;
+        let file = RowFile::ALL.into_iter().find(|f| f.suffix() == suffix)?;
+        let v: i64 = id.parse().ok()?;
+        (v.to_string() == id).then_some((v, file))
+    }
+}
+
+/// A row found by id: its values (little-endian elements of `dtype`) and where it was.
+pub(crate) struct FoundRow {
+    pub(crate) id: i64,
+    pub(crate) dtype: DType,
+    pub(crate) kind: KeyKind,
+    pub(crate) hit: RowHit,
+    pub(crate) values: Vec<u8>,
+}
+
+/// The row of `tensor` with id `id`; `None` when it has none (or is not keyed).
+pub(crate) fn find(tensor: &dyn Tensor, id: i64) -> Result<Option<FoundRow>, LayoutError> {
+    let Some(kind) = tensor.key_kind() else {
+        return Ok(None);
+    };
+    let dtype = tensor.meta().dtype;
+    let mut values = Vec::new();
+    let Some(hit) = tensor.row_by_id(id, &mut values)? else {
+        return Ok(None);
+    };
+    let es = dtype.elem_size().unwrap_or(0) as u64;
+    if hit.width.checked_mul(es) != Some(values.len() as u64) {
+        return Err(super::InconsistentRows.into());
+    }
+    Ok(Some(FoundRow {
+        id,
+        dtype,
+        kind,
+        hit,
+        values,
+    }))
+}
+
+impl FoundRow {
+    fn each_value(&self) -> impl Iterator<Item = &[u8]> {
+        let es = self.dtype.elem_size().unwrap_or(1).max(1);
+        self.values.chunks_exact(es)
+    }
+
+    /// The values in the generic text format (SPEC §3), separated by single spaces.
+    pub(crate) fn write_values(&self, out: &mut Vec<u8>) {
+        for (i, v) in self.each_value().enumerate() {
+            if i > 0 {
+                out.push(b' ');
+            }
+            decode(self.dtype, v).write_py(out);
+        }
+    }
+
+    /// The bytes of file `file` of this row.
+    pub(crate) fn render(&self, tensor: &dyn Tensor, file: RowFile) -> Option<Vec<u8>> {
+        match file {
+            RowFile::Txt => {
+                let mut out = Vec::with_capacity(self.values.len() * 3 + 1);
+                self.write_values(&mut out);
+                out.push(b'\n');
+                Some(out)
+            }
+            RowFile::Json => {
+                let mut s = serde_json::to_vec_pretty(&self.json(tensor)).ok()?;
+                s.push(b'\n');
+                Some(s)
+            }
+            RowFile::Npy => {
+                let (descr, map) = npy_descr(self.dtype)?;
+                let mut out = npy_header(descr, &[self.hit.width]);
+                for v in self.each_value() {
+                    match map {
+                        ElemMap::Same => out.extend_from_slice(v),
+                        ElemMap::Bool => out.push((v[0] != 0) as u8),
+                        ElemMap::Bf16ToF32 => out.extend_from_slice(&[0, 0, v[0], v[1]]),
+                    }
+                }
+                Some(out)
+            }
+        }
+    }
+
+    /// What `.json` and `modelfs row --json` say of the row.
+    pub(crate) fn json(&self, tensor: &dyn Tensor) -> serde_json::Value {
+        let meta = tensor.meta();
+        let partition = self.hit.partition.and_then(|i| meta.partitions.get(i));
+        let mut values = Vec::new();
+        self.write_values(&mut values);
+        let values: Vec<serde_json::Value> = String::from_utf8_lossy(&values)
+            .split(' ')
+            .filter(|s| !s.is_empty())
+            .map(|s| match serde_json::from_str::<serde_json::Value>(s) {
+                Ok(v @ serde_json::Value::Number(_)) => v,
+                _ => serde_json::Value::String(s.to_string()),
+            })
+            .collect();
+        json!({
+            "id": self.id,
+            "tensor": String::from_utf8_lossy(&meta.name),
+            "key": self.kind.name(),
+            "dtype": self.dtype.name(),
+            "width": self.hit.width,
+            "position": self.hit.position,
+            "partition": partition.map(|p| json!({
+                "index": self.hit.partition,
+                "part_id": p.part_id,
+                "file": p.file,
+            })),
+            "values": values,
+        })
+    }
+}
+
+/// The `README` of a `NAME.rows/` directory: it lists nothing else (a table has 10^8+ ids).
+pub(crate) fn readme(tensor: &dyn Tensor) -> Vec<u8> {
+    let meta = tensor.meta();
+    let what = match tensor.key_kind() {
+        Some(KeyKind::RowIndex) => "the row index (0 to rows - 1)",
+        Some(KeyKind::ColumnId) => "a column (feature) id; the values are one per stored row",
+        Some(KeyKind::RowId) => "a stored row's id; the row is shown dense",
+        Some(KeyKind::HashKey) => "a key of the table",
+        None => "nothing: this tensor has no row ids",
+    };
+    format!(
+        "Rows of {} by id, found by lookup (nothing is listed here).\n\
+         The id is {what}.\n\n\
+         \x20 cat ID.txt    the values, separated by single spaces\n\
+         \x20 cat ID.json   the id, where the row was found and its values\n\
+         \x20 ID.npy        the values as a 1-D numpy array\n\n\
+         IDs are decimal (a minus sign for negative ids); an id the tensor lacks is not found.\n",
+        String::from_utf8_lossy(&meta.name)
+    )
+    .into_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn row_names_are_canonical_decimal_ids() {
+        assert_eq!(RowFile::parse_name(b"12.txt"), Some((12, RowFile::Txt)));
+        assert_eq!(RowFile::parse_name(b"-5.npy"), Some((-5, RowFile::Npy)));
+        assert_eq!(
+            RowFile::parse_name(b"-9223372036854775808.json"),
+            Some((i64::MIN, RowFile::Json))
+        );
+        for bad in [
+            &b"012.txt"[..],
+            b"+1.txt",
+            b"-0.txt",
+            b"1.csv",
+            b"1",
+            b".txt",
+            b"9223372036854775808.txt",
+            b"1 .txt",
+            b"README",
+        ] {
+            assert_eq!(RowFile::parse_name(bad), None, "{:?}", String::from_utf8_lossy(bad));
+        }
+    }
+}
