@@ -113,6 +113,7 @@ fn check_matrix(case: &str, name: &str, t: &Arc<dyn Tensor>, e: &Value) {
     let want = expected_triples(e);
     assert_eq!(triples(&**t, &s), want, "{ctx}: entries");
     check_ranges(&ctx, &**t, &s);
+    check_rows(&ctx, &**t, &s);
     // Range partitions are read by range; overlapping (hash) ones are merged whole.
     if case != "hash" {
         assert!(t.sparse_shape_is_cheap(), "{ctx}: not read by range");
@@ -151,6 +152,59 @@ fn check_matrix(case: &str, name: &str, t: &Arc<dyn Tensor>, e: &Value) {
             let mut part = vec![0u8; (n as usize - 3) * w];
             t.read_elements(2, &mut part).unwrap();
             assert_eq!(&part[..], &dense[2 * w..(n as usize - 1) * w], "{ctx}");
+        }
+    }
+}
+
+/// Rows by id (`row_by_id`) agree with the whole decode: every stored id is found with its
+/// values (zero where a row lacks the column), ids next to them are not found unless stored.
+fn check_rows(ctx: &str, t: &dyn Tensor, s: &SparseRows) {
+    use crate::model::KeyKind;
+    let w = t.meta().dtype.elem_size().unwrap();
+    let kind = t.key_kind().unwrap_or_else(|| panic!("{ctx}: not keyed"));
+    let value = |k: usize, col: i64| -> Vec<u8> {
+        let (a, b) = (s.row_ptr[k] as usize, s.row_ptr[k + 1] as usize);
+        match s.cols[a..b].binary_search(&col) {
+            Ok(i) => s.values[(a + i) * w..(a + i + 1) * w].to_vec(),
+            Err(_) => vec![0; w],
+        }
+    };
+    let mut ids: Vec<i64> = match kind {
+        KeyKind::ColumnId => s.cols.clone(),
+        _ => s.rows.iter().map(|&r| r as i64).collect(),
+    };
+    ids.sort_unstable();
+    ids.dedup();
+    let probes = ids
+        .iter()
+        .flat_map(|&c| [c.saturating_sub(1), c, c.saturating_add(1)])
+        .chain([i64::MIN, -1, 0, i64::MAX]);
+    for id in probes {
+        let mut got = Vec::new();
+        let hit = t
+            .row_by_id(id, &mut got)
+            .unwrap_or_else(|e| panic!("{ctx}: row {id}: {e}"));
+        let want: Option<Vec<u8>> = match kind {
+            KeyKind::ColumnId => ids
+                .binary_search(&id)
+                .ok()
+                .map(|_| (0..s.rows.len()).flat_map(|k| value(k, id)).collect()),
+            KeyKind::RowId | KeyKind::RowIndex => {
+                let cols = t.meta().shape[1] as i64;
+                match s.rows.binary_search(&(id as u64)) {
+                    Ok(k) if id >= 0 => Some((0..cols).flat_map(|c| value(k, c)).collect()),
+                    // A dense matrix's unsaved rows are rows of zeros.
+                    _ if kind == KeyKind::RowIndex && (0..t.meta().shape[0] as i64).contains(&id) => {
+                        Some(vec![0; cols as usize * w])
+                    }
+                    _ => None,
+                }
+            }
+            KeyKind::HashKey => unreachable!("{ctx}"),
+        };
+        assert_eq!(hit.is_some(), want.is_some(), "{ctx}: row {id} found ({kind:?})");
+        if let Some(want) = want {
+            assert_eq!(got, want, "{ctx}: row {id} ({kind:?})");
         }
     }
 }

@@ -475,3 +475,43 @@ fn a_failed_read_shows_in_the_tensors_json() {
     assert_eq!(t.getattr(json).unwrap().size, after.len() as u64);
     assert_eq!(read_all(&t, "ok.json"), ok_before);
 }
+
+#[test]
+fn rows_are_found_by_id_under_a_hidden_dir_that_lists_only_its_readme() {
+    let t = tree();
+    let before = all_paths(&t);
+    assert!(!before.iter().any(|p| p.contains(".rows")), "{before:?}");
+    // layer1/W is [2, 3]: rows by index.
+    assert_eq!(read_all(&t, "layer1/W.rows/1.txt"), b"4.0 5.0 6.5\n");
+    assert_eq!(read_all(&t, "layer1/W.rows/0.txt"), b"1.0 2.0 3.0\n");
+    let npy = read_all(&t, "layer1/W.rows/1.npy");
+    assert_eq!(&npy[..6], b"\x93NUMPY");
+    assert_eq!(&npy[npy.len() - 12..], &[0, 0, 128, 64, 0, 0, 160, 64, 0, 0, 208, 64]);
+    let json: serde_json::Value =
+        serde_json::from_slice(&read_all(&t, "layer1/W.rows/1.json")).unwrap();
+    assert_eq!(json["id"], 1);
+    assert_eq!(json["values"], serde_json::json!([4.0, 5.0, 6.5]));
+    assert_eq!(json["key"], "row_index");
+    // The directory lists its README, nothing else; absent and non-canonical ids are not there.
+    let dir = t.resolve(b"layer1/W.rows").unwrap();
+    let mut names = Vec::new();
+    t.readdir(dir, 0, |i| {
+        names.push(i.name);
+        true
+    })
+    .unwrap();
+    assert_eq!(names, ["README"]);
+    assert!(String::from_utf8(read_all(&t, "layer1/W.rows/README"))
+        .unwrap()
+        .contains("row index"));
+    for absent in ["2.txt", "-1.txt", "01.txt", "1.csv", "x.txt", "1"] {
+        let e = t.lookup_ino(dir, absent.as_bytes()).unwrap_err();
+        assert!(matches!(e, FsError::NotFound), "{absent}: {e:?}");
+    }
+    // Tensors without row ids (rank 1), unknown names, a file's name: no rows directory.
+    for none in ["b.rows", "nothing.rows", "layer1/W.txt.rows", "layer1/W.rows.rows"] {
+        assert!(matches!(t.resolve(none.as_bytes()), Err(FsError::NotFound)), "{none}");
+    }
+    // Nothing listed changed.
+    assert_eq!(all_paths(&t), before);
+}
