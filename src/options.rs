@@ -159,6 +159,7 @@ impl Options {
             block_cache_bytes: (self.cache_bytes / 4).max(4 << 20),
             verdicts: None,
             indexes: None,
+            key_index_dir: None,
             storage: crate::source::local(),
         }
     }
@@ -170,6 +171,7 @@ impl Options {
         if r.verify {
             r.verdicts = self.store(source).map(|s| s as Arc<dyn VerdictStore>);
         }
+        r.key_index_dir = self.cache_dir.clone();
         r.indexes = self
             .store(source)
             .map(|s| s as Arc<dyn crate::store::OffsetStore>);

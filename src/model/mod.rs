@@ -654,6 +654,8 @@ pub struct ReaderOptions {
     /// Where readers' indexes of data files persist (`cache_dir`: an Angel text partition's
     /// line index), if anywhere.
     pub indexes: Option<Arc<dyn crate::store::OffsetStore>>,
+    /// Where hash tables' key indexes persist (`cache_dir`), if anywhere.
+    pub key_index_dir: Option<PathBuf>,
     /// Where the source's files are (local, S3, HTTP).
     pub storage: Arc<dyn crate::source::Storage>,
 }
@@ -666,6 +668,7 @@ impl Default for ReaderOptions {
             block_cache_bytes: 64 << 20,
             verdicts: None,
             indexes: None,
+            key_index_dir: None,
             storage: crate::source::local(),
         }
     }

@@ -4,10 +4,12 @@
 //! change (`source::identity_string`), so an entry is never served for other bytes.
 
 mod disk;
+mod keys;
 pub use crate::source::lru;
 
 pub use crate::source::fnv1a64;
 pub use disk::DiskStore;
+pub use keys::{KeyIndex, KeyIndexError};
 
 /// Chunk offsets of text files, keyed by a stable identity.
 pub trait OffsetStore: Send + Sync {

@@ -8,6 +8,7 @@ pub(crate) mod dtype;
 #[cfg(any(test, feature = "testkit"))]
 pub mod fuzz;
 pub(crate) mod graph;
+pub(crate) mod hashtable;
 pub(crate) mod keys;
 pub mod model;
 pub(crate) mod multi;

@@ -16,6 +16,7 @@ use crate::tf::bundle::entry::parse_entry;
 use crate::tf::bundle::{
     tensor_for_key, tensor_from_value, Bundle, BundleError, DirShards, ShardOpener,
 };
+use crate::tf::hashtable;
 use crate::tf::keys::{self, KeyStyle, GRAPH_KEY};
 use crate::tf::object_graph::{self, ObjectNames};
 use crate::tf::ordered_code::{slice_key, slice_key_name};
@@ -26,6 +27,8 @@ pub struct TfModel {
     style: KeyStyle,
     /// TF2 names from the object graph, read on first use (`None`: no graph, or unreadable).
     names: Memo<Option<Arc<ObjectNames>>>,
+    /// Where hash tables' key indexes persist (`cache_dir`).
+    key_index_dir: Option<std::path::PathBuf>,
 }
 
 /// The directory of links by TF1-style full name (SPEC §6).
@@ -54,7 +57,8 @@ impl TfModel {
             storage: opts.storage.clone(),
             dir,
         };
-        let model = Self::from_table(table, name, Box::new(shards), opts.verify)?;
+        let mut model = Self::from_table(table, name, Box::new(shards), opts.verify)?;
+        model.key_index_dir = opts.key_index_dir.clone();
         if let (true, Some(store)) = (opts.verify, &opts.verdicts) {
             model.bundle.set_verdict_store(store.clone());
         }
@@ -78,6 +82,7 @@ impl TfModel {
             bundle,
             style,
             names: Memo::default(),
+            key_index_dir: None,
         })
     }
 
@@ -163,6 +168,93 @@ impl TfModel {
             );
         }
         Arc::new(WithMeta { inner: t, meta })
+    }
+
+    /// The tensor saved under a key whose display path is `path`.
+    fn plain_tensor(&self, path: &[Vec<u8>]) -> Result<Option<Arc<dyn Tensor>>, ModelError> {
+        let mut hidden = HiddenKeys::default();
+        for key in keys::key_candidates(self.style, path) {
+            if hidden.is_hidden(&self.bundle, &key)? {
+                continue;
+            }
+            if let Some(t) = tensor_for_key(&self.bundle, &key)? {
+                return Ok(Some(self.named(&key, t)));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The paths of the keys and values tensors of a hash table shown at `path` (`hashtable`):
+    /// `<name>-keys` beside it, or TF2's `<object>/.ATTRIBUTES/table-keys` under it.
+    fn table_pair_paths(&self, path: &[Vec<u8>]) -> Vec<[Vec<Vec<u8>>; 2]> {
+        let Some((last, dir)) = path.split_last() else {
+            return Vec::new();
+        };
+        let beside = |suffix: &[u8]| {
+            let mut p = dir.to_vec();
+            p.push([&last[..], suffix].concat());
+            p
+        };
+        let mut out = vec![[beside(hashtable::KEYS_SUFFIX), beside(hashtable::VALUES_SUFFIX)]];
+        if self.style == KeyStyle::Object {
+            let under = |suffix: &[u8]| {
+                let mut p = path.to_vec();
+                p.push(hashtable::TF2_TABLE[0].to_vec());
+                p.push([hashtable::TF2_TABLE[1], suffix].concat());
+                p
+            };
+            out.push([under(hashtable::KEYS_SUFFIX), under(hashtable::VALUES_SUFFIX)]);
+        }
+        out
+    }
+
+    /// The hash table shown at `path`, when its keys and values tensors are there and pair up.
+    fn hash_table(&self, path: &[Vec<u8>]) -> Result<Option<Arc<dyn Tensor>>, ModelError> {
+        for [k, v] in self.table_pair_paths(path) {
+            let (Some(keys), Some(values)) = (self.plain_tensor(&k)?, self.plain_tensor(&v)?)
+            else {
+                continue;
+            };
+            let name = path.join(&b'/');
+            let dir = self.key_index_dir.clone();
+            if let Some(t) = hashtable::HashTable::pair(name, keys, values, dir) {
+                return Ok(Some(Arc::new(t)));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Hash tables shown in the directory whose entries are `entries` (added to them).
+    fn add_hash_tables(
+        &self,
+        dir: &[Vec<u8>],
+        entries: &mut BTreeSet<DirEntry>,
+    ) -> Result<(), ModelError> {
+        let taken = |e: &BTreeSet<DirEntry>, n: &[u8]| {
+            e.contains(&DirEntry::Tensor(n.to_vec())) || e.contains(&DirEntry::Dir(n.to_vec()))
+        };
+        // TF2's `.ATTRIBUTES/table-keys` shows as its object, not as `.ATTRIBUTES/table`.
+        let in_attributes = self.style == KeyStyle::Object
+            && dir.last().is_some_and(|d| d[..] == *hashtable::TF2_TABLE[0]);
+        let mut found = Vec::new();
+        for e in entries.iter().filter(|_| !in_attributes) {
+            let stem = match e {
+                DirEntry::Tensor(n) => match n.strip_suffix(hashtable::KEYS_SUFFIX) {
+                    Some(stem) if !taken(entries, stem) => stem,
+                    _ => continue,
+                },
+                // TF2: a table object is a directory holding `.ATTRIBUTES/table-keys`.
+                DirEntry::Dir(n) if self.style == KeyStyle::Object => n,
+                _ => continue,
+            };
+            let mut path = dir.to_vec();
+            path.push(stem.to_vec());
+            if self.hash_table(&path)?.is_some() {
+                found.push(stem.to_vec());
+            }
+        }
+        entries.extend(found.into_iter().map(DirEntry::Tensor));
+        Ok(())
     }
 
     pub fn bundle(&self) -> &Arc<Bundle> {
@@ -273,6 +365,7 @@ impl Model for TfModel {
         for prefix in keys::dir_prefixes(self.style, dir) {
             self.scan(&prefix, &mut hidden, &mut out)?;
         }
+        self.add_hash_tables(dir, &mut out)?;
         if out.is_empty() && !dir.is_empty() {
             return Err(ModelError::NotFound(format!(
                 "no directory {}",
@@ -286,14 +379,11 @@ impl Model for TfModel {
     }
 
     fn tensor(&self, path: &[Vec<u8>]) -> Result<Arc<dyn Tensor>, ModelError> {
-        let mut hidden = HiddenKeys::default();
-        for key in keys::key_candidates(self.style, path) {
-            if hidden.is_hidden(&self.bundle, &key)? {
-                continue;
-            }
-            if let Some(t) = tensor_for_key(&self.bundle, &key)? {
-                return Ok(self.named(&key, t));
-            }
+        if let Some(t) = self.plain_tensor(path)? {
+            return Ok(t);
+        }
+        if let Some(t) = self.hash_table(path)? {
+            return Ok(t);
         }
         Err(ModelError::NotFound(format!(
             "no tensor {}",

@@ -1,0 +1,294 @@
+//! An on-disk index from 64-bit keys to the slots that hold them: how a hash table's row is
+//! found by feature id without a scan and without holding the keys in memory (a table has
+//! 10^8+ of them). Built in one pass over the keys; a lookup reads two small pieces.
+//!
+//! File format (little-endian):
+//! - header: `MFKEYS01`, key count `n` (u64), bucket count `b` (u64, a power of two), CRC32C
+//!   (u32) of the 24 bytes before it;
+//! - bucket table: `b + 1` entries of (first entry index u32, CRC32C u32 of the bucket's
+//!   entry bytes) — bucket `i`'s entries are `first[i]..first[i + 1]`;
+//! - entries: `n` of (key i64, slot u32), grouped by bucket.
+//!
+//! Invariants: nothing read is used unless its CRC holds and its indexes lie inside the file's
+//! `n` entries; a key's bucket is `hash(key) >> (64 - log2 b)`. The index only says where to
+//! look: callers read the key at the slot from the source and compare, so a stale or damaged
+//! index can never give a wrong row.
+//!
+//! Building stays within a small constant of memory whatever `n`: the first pass counts keys
+//! per bucket and spills (key, slot) pairs to one temporary file per group of buckets; each
+//! group (a few MB) is then laid out in memory and appended.
+
+use std::fs::File;
+use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+const MAGIC: &[u8; 8] = b"MFKEYS01";
+const HEADER: u64 = 28;
+const ENTRY: usize = 12;
+/// Keys per bucket on average: a lookup reads about this many entries.
+const PER_BUCKET: u64 = 32;
+/// Entries laid out in memory at once while building (12 bytes each).
+const GROUP_ENTRIES: u64 = 1 << 20;
+
+fn bucket_of(key: i64, bits: u32) -> usize {
+    if bits == 0 {
+        return 0;
+    }
+    // Fibonacci hashing: sequential and strided ids spread over every bucket.
+    ((key as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - bits)) as usize
+}
+
+/// Why the keys could not be read (the caller's own error).
+pub type KeysError = Box<dyn std::error::Error + Send + Sync>;
+/// Fills its slice with keys from the given index on.
+pub type ReadKeys<'a> = dyn FnMut(u64, &mut [i64]) -> Result<(), KeysError> + 'a;
+
+/// The index, open for lookups.
+pub struct KeyIndex {
+    file: File,
+    n: u64,
+    bits: u32,
+}
+
+/// Why an index could not be built or read.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyIndexError {
+    #[error("key index: {0}")]
+    Io(#[from] io::Error),
+    #[error("key index: damaged ({0})")]
+    Damaged(&'static str),
+    #[error("key index: {0} keys are more than it holds")]
+    TooMany(u64),
+    /// The keys could not be read (the caller's error, kept whole).
+    #[error("{0}")]
+    Keys(KeysError),
+}
+
+impl KeyIndex {
+    /// Builds the index of keys `0..n` (`read(first, out)` fills `out` with keys `first..`)
+    /// into `file`, using temporary files in `tmp_dir` meanwhile.
+    pub fn build(
+        mut file: File,
+        tmp_dir: &Path,
+        n: u64,
+        read: &mut ReadKeys<'_>,
+    ) -> Result<KeyIndex, KeyIndexError> {
+        if n > u64::from(u32::MAX) {
+            return Err(KeyIndexError::TooMany(n));
+        }
+        let buckets = (n / PER_BUCKET).max(1).next_power_of_two();
+        let bits = buckets.trailing_zeros();
+        let groups = n.div_ceil(GROUP_ENTRIES).max(1).next_power_of_two().min(buckets);
+        let group_bits = groups.trailing_zeros();
+        let per_group = (buckets / groups) as usize;
+        // Pass 1: counts per bucket, pairs spilled by group.
+        // first[b + 1] counts bucket b's keys, then (summed) is where bucket b + 1 starts.
+        let mut first = vec![0u32; buckets as usize + 1];
+        let mut spills = (0..groups)
+            .map(|_| tempfile::tempfile_in(tmp_dir).map(|f| BufWriter::with_capacity(1 << 16, f)))
+            .collect::<io::Result<Vec<_>>>()?;
+        let mut keys = vec![0i64; 1 << 16];
+        let mut at = 0u64;
+        while at < n {
+            let len = (n - at).min(keys.len() as u64) as usize;
+            read(at, &mut keys[..len]).map_err(KeyIndexError::Keys)?;
+            for (i, &k) in keys[..len].iter().enumerate() {
+                let b = bucket_of(k, bits);
+                first[b + 1] += 1;
+                let g = b >> (bits - group_bits);
+                let mut pair = [0u8; ENTRY];
+                pair[..8].copy_from_slice(&k.to_le_bytes());
+                pair[8..].copy_from_slice(&((at + i as u64) as u32).to_le_bytes());
+                spills[g].write_all(&pair)?;
+            }
+            at += len as u64;
+        }
+        for b in 0..buckets as usize {
+            first[b + 1] += first[b];
+        }
+        let entries_at = HEADER + (buckets + 1) * 8;
+        let mut buf = Vec::new();
+        for (g, spill) in spills.into_iter().enumerate() {
+            let (b0, b1) = (g * per_group, (g + 1) * per_group);
+            let base = first[b0];
+            let len = (first[b1] - base) as usize * ENTRY;
+            buf.clear();
+            buf.resize(len, 0);
+            let mut cursor: Vec<u32> = first[b0..b1].iter().map(|&f| f - base).collect();
+            let mut spill = BufReader::with_capacity(1 << 16, spill.into_inner().map_err(|e| e.into_error())?);
+            io::Seek::rewind(&mut spill)?;
+            let mut pair = [0u8; ENTRY];
+            loop {
+                match spill.read_exact(&mut pair) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => break,
+                    Err(e) => return Err(e.into()),
+                }
+                let k = i64::from_le_bytes(pair[..8].try_into().expect("8 bytes"));
+                let b = bucket_of(k, bits) - b0;
+                let at = cursor[b] as usize * ENTRY;
+                buf[at..at + ENTRY].copy_from_slice(&pair);
+                cursor[b] += 1;
+            }
+            // The group's part of the table: where each bucket starts, its entries' CRC.
+            let mut table = Vec::with_capacity(per_group * 8);
+            for b in b0..b1 {
+                let (s, e) = ((first[b] - base) as usize, (first[b + 1] - base) as usize);
+                debug_assert_eq!(cursor[b - b0] as usize, e);
+                let crc = crc32c::crc32c(&buf[s * ENTRY..e * ENTRY]);
+                table.extend_from_slice(&first[b].to_le_bytes());
+                table.extend_from_slice(&crc.to_le_bytes());
+            }
+            file.write_all_at(&table, HEADER + b0 as u64 * 8)?;
+            file.write_all_at(&buf, entries_at + u64::from(base) * ENTRY as u64)?;
+        }
+        let mut end = first[buckets as usize].to_le_bytes().to_vec();
+        end.extend_from_slice(&[0; 4]);
+        file.write_all_at(&end, HEADER + buckets * 8)?;
+        let mut header = Vec::with_capacity(HEADER as usize);
+        header.extend_from_slice(MAGIC);
+        header.extend_from_slice(&n.to_le_bytes());
+        header.extend_from_slice(&buckets.to_le_bytes());
+        header.extend_from_slice(&crc32c::crc32c(&header).to_le_bytes());
+        file.write_all_at(&header, 0)?;
+        file.flush()?;
+        Ok(KeyIndex { file, n, bits })
+    }
+
+    /// An index built before, when its header holds and its size is what the header says.
+    pub fn open(file: File, n: u64) -> Result<KeyIndex, KeyIndexError> {
+        let mut header = [0u8; HEADER as usize];
+        file.read_exact_at(&mut header, 0)?;
+        let crc = u32::from_le_bytes(header[24..28].try_into().expect("4 bytes"));
+        if &header[..8] != MAGIC || crc32c::crc32c(&header[..24]) != crc {
+            return Err(KeyIndexError::Damaged("header"));
+        }
+        let count = u64::from_le_bytes(header[8..16].try_into().expect("8 bytes"));
+        let buckets = u64::from_le_bytes(header[16..24].try_into().expect("8 bytes"));
+        if count != n || !buckets.is_power_of_two() || buckets > n.max(1) {
+            return Err(KeyIndexError::Damaged("counts"));
+        }
+        let size = buckets
+            .checked_add(1)
+            .and_then(|b| b.checked_mul(8))
+            .and_then(|t| t.checked_add(HEADER))
+            .and_then(|t| t.checked_add(n.checked_mul(ENTRY as u64)?));
+        if size != Some(file.metadata()?.len()) {
+            return Err(KeyIndexError::Damaged("size"));
+        }
+        Ok(KeyIndex {
+            file,
+            n,
+            bits: buckets.trailing_zeros(),
+        })
+    }
+
+    /// Appends to `slots` every slot whose key the index says is `key` (callers check the
+    /// source: see the module comment).
+    pub fn find(&self, key: i64, slots: &mut Vec<u64>) -> Result<(), KeyIndexError> {
+        let b = bucket_of(key, self.bits) as u64;
+        let mut t = [0u8; 16];
+        self.file.read_exact_at(&mut t, HEADER + b * 8)?;
+        let s = u32::from_le_bytes(t[0..4].try_into().expect("4 bytes")) as u64;
+        let crc = u32::from_le_bytes(t[4..8].try_into().expect("4 bytes"));
+        let e = u32::from_le_bytes(t[8..12].try_into().expect("4 bytes")) as u64;
+        if s > e || e > self.n {
+            return Err(KeyIndexError::Damaged("bucket bounds"));
+        }
+        let entries_at = HEADER + ((1u64 << self.bits) + 1) * 8;
+        let mut buf = vec![0u8; (e - s) as usize * ENTRY];
+        self.file.read_exact_at(&mut buf, entries_at + s * ENTRY as u64)?;
+        if crc32c::crc32c(&buf) != crc {
+            return Err(KeyIndexError::Damaged("bucket checksum"));
+        }
+        for pair in buf.chunks_exact(ENTRY) {
+            if i64::from_le_bytes(pair[..8].try_into().expect("8 bytes")) == key {
+                let slot = u32::from_le_bytes(pair[8..].try_into().expect("4 bytes"));
+                slots.push(u64::from(slot));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn build(keys: &[i64]) -> KeyIndex {
+        let dir = tempfile::tempdir().unwrap();
+        let file = tempfile::tempfile_in(dir.path()).unwrap();
+        let mut read = |first: u64, out: &mut [i64]| {
+            out.copy_from_slice(&keys[first as usize..first as usize + out.len()]);
+            Ok(())
+        };
+        KeyIndex::build(file, dir.path(), keys.len() as u64, &mut read).unwrap()
+    }
+
+    fn find(ix: &KeyIndex, k: i64) -> Vec<u64> {
+        let mut v = Vec::new();
+        ix.find(k, &mut v).unwrap();
+        v.sort_unstable();
+        v
+    }
+
+    #[test]
+    fn every_key_is_found_at_its_slots_and_no_other_key_is() {
+        // Several groups (GROUP_ENTRIES), repeated sentinels, negative and extreme keys.
+        let n = (GROUP_ENTRIES * 5 / 2) as usize;
+        let mut keys: Vec<i64> = (0..n as i64).map(|i| i.wrapping_mul(0x1_0000_0001) - 77).collect();
+        for i in (0..n).step_by(1000) {
+            keys[i] = 0; // an empty key repeated, as a DenseHashTable saves its buckets
+        }
+        keys[1] = i64::MIN;
+        keys[2] = i64::MAX;
+        let ix = build(&keys);
+        for (i, &k) in keys.iter().enumerate().step_by(997) {
+            if k != 0 {
+                assert_eq!(find(&ix, k), [i as u64], "{k}");
+            }
+        }
+        assert_eq!(find(&ix, i64::MIN), [1]);
+        assert_eq!(find(&ix, i64::MAX), [2]);
+        let zeros: Vec<u64> = (0..n as u64).step_by(1000).collect();
+        assert_eq!(find(&ix, 0), zeros);
+        assert!(find(&ix, -78).is_empty());
+        assert!(find(&ix, 5).is_empty());
+    }
+
+    #[test]
+    fn a_reopened_index_answers_and_a_damaged_one_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ix");
+        let keys: Vec<i64> = (0..1000).map(|i| i * 3).collect();
+        let file = File::options().read(true).write(true).create(true).truncate(true).open(&path).unwrap();
+        let mut read = |first: u64, out: &mut [i64]| {
+            out.copy_from_slice(&keys[first as usize..first as usize + out.len()]);
+            Ok(())
+        };
+        KeyIndex::build(file, dir.path(), 1000, &mut read).unwrap();
+        let ix = KeyIndex::open(File::open(&path).unwrap(), 1000).unwrap();
+        assert_eq!(find(&ix, 300), [100]);
+        assert!(KeyIndex::open(File::open(&path).unwrap(), 999).is_err());
+        // A flipped entry byte: its bucket's checksum fails, nothing wrong is answered.
+        let bytes = std::fs::read(&path).unwrap();
+        for at in [3usize, 40, bytes.len() - 5] {
+            let mut bad = bytes.clone();
+            bad[at] ^= 0x10;
+            std::fs::write(&path, &bad).unwrap();
+            let broken = KeyIndex::open(File::open(&path).unwrap(), 1000)
+                .and_then(|ix| (0..1000).try_for_each(|i| ix.find(i * 3, &mut Vec::new())));
+            assert!(broken.is_err(), "byte {at}");
+        }
+        // A truncated file is refused at open.
+        std::fs::write(&path, &bytes[..bytes.len() - 1]).unwrap();
+        assert!(KeyIndex::open(File::open(&path).unwrap(), 1000).is_err());
+    }
+
+    #[test]
+    fn no_keys_make_an_empty_index() {
+        let ix = build(&[]);
+        assert!(find(&ix, 0).is_empty());
+    }
+}

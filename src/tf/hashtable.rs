@@ -1,0 +1,299 @@
+//! TF hash tables in checkpoints as keyed tensors. `MutableHashTable` and `DenseHashTable`
+//! save two tensors, `<table>-keys` `[N]` (or `[N, 1]`) and `<table>-values` `[N, …]`, row `i`
+//! of the values belonging to key `i` (TF1 names `<op>-keys`; TF2 `<object>/.ATTRIBUTES/
+//! table-keys`; TF Recommenders-Addons `<var>_mht_<i>of<n>-keys`). The pair is shown as one
+//! tensor, `<table>` (TF2: `<object>`): its dense form is the values in saved order, and its
+//! rows are found by key through an index built on the first lookup (one pass over the keys,
+//! kept on disk: `store::KeyIndex`).
+//!
+//! A `DenseHashTable` saves every bucket, the empty and deleted ones under its sentinel keys;
+//! a key saved more than once is therefore a sentinel, never a row (real keys are unique).
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use crate::model::{DType, KeyKind, ModelError, RequestError, RowHit, Tensor, TensorMeta};
+use crate::store::{fnv1a64, KeyIndex};
+
+pub(crate) const KEYS_SUFFIX: &[u8] = b"-keys";
+pub(crate) const VALUES_SUFFIX: &[u8] = b"-values";
+/// The TF2 object-graph attribute of a table (`<object>/.ATTRIBUTES/table-keys`).
+pub(crate) const TF2_TABLE: &[&[u8]] = &[b".ATTRIBUTES", b"table"];
+
+pub(crate) struct HashTable {
+    meta: TensorMeta,
+    keys: Arc<dyn Tensor>,
+    values: Arc<dyn Tensor>,
+    /// Where the key index persists (`cache_dir`); `None`: an unnamed temporary file.
+    index_dir: Option<PathBuf>,
+    /// Built on the first lookup; a failure is not kept (the next lookup tries again).
+    index: Mutex<Option<Arc<KeyIndex>>>,
+}
+
+/// Integer keys: what a row id can name.
+fn key_width(dtype: DType) -> Option<usize> {
+    match dtype {
+        DType::I64 => Some(8),
+        DType::I32 => Some(4),
+        _ => None,
+    }
+}
+
+impl HashTable {
+    /// The table of `keys` and `values` named `name`, when they pair up: integer keys, one per
+    /// row of the values.
+    pub(crate) fn pair(
+        name: Vec<u8>,
+        keys: Arc<dyn Tensor>,
+        values: Arc<dyn Tensor>,
+        index_dir: Option<PathBuf>,
+    ) -> Option<HashTable> {
+        let (km, vm) = (keys.meta(), values.meta());
+        key_width(km.dtype)?;
+        let n = match km.shape[..] {
+            [n] | [n, 1] => n,
+            _ => return None,
+        };
+        if vm.shape.first() != Some(&n) || vm.dtype.elem_size().is_none() || vm.sparse {
+            return None;
+        }
+        let mut meta = vm.clone();
+        meta.name = name;
+        meta.partitions = Vec::new();
+        meta.problem = km.problem.clone().or_else(|| vm.problem.clone());
+        meta.extra.insert(
+            "hash_table".into(),
+            serde_json::json!({
+                "keys": String::from_utf8_lossy(&km.name),
+                "values": String::from_utf8_lossy(&vm.name),
+                "key_dtype": km.dtype.name(),
+                "entries": n,
+            }),
+        );
+        Some(HashTable {
+            meta,
+            keys,
+            values,
+            index_dir,
+            index: Mutex::new(None),
+        })
+    }
+
+    fn entries(&self) -> u64 {
+        self.meta.shape[0]
+    }
+
+    /// Elements of a row (the values' trailing dimensions).
+    fn width(&self) -> u64 {
+        self.meta.shape[1..].iter().product()
+    }
+
+    fn key_at(&self, slot: u64) -> Result<i64, ModelError> {
+        let w = key_width(self.keys.meta().dtype).unwrap_or(8);
+        let mut b = [0u8; 8];
+        self.keys.read_elements(slot, &mut b[..w])?;
+        Ok(match w {
+            4 => i32::from_le_bytes([b[0], b[1], b[2], b[3]]) as i64,
+            _ => i64::from_le_bytes(b),
+        })
+    }
+
+    fn read_keys(&self, first: u64, out: &mut [i64]) -> Result<(), ModelError> {
+        let w = key_width(self.keys.meta().dtype).unwrap_or(8);
+        let mut raw = vec![0u8; out.len() * w];
+        self.keys.read_elements(first, &mut raw)?;
+        for (o, b) in out.iter_mut().zip(raw.chunks_exact(w)) {
+            *o = match w {
+                4 => i32::from_le_bytes([b[0], b[1], b[2], b[3]]) as i64,
+                _ => i64::from_le_bytes(b.try_into().expect("8 bytes")),
+            };
+        }
+        Ok(())
+    }
+
+    /// The key index: opened from `cache_dir` when built before, else built now.
+    fn index(&self) -> Result<Arc<KeyIndex>, ModelError> {
+        let mut slot = self.index.lock().map_err(|_| poisoned())?;
+        if let Some(ix) = &*slot {
+            return Ok(ix.clone());
+        }
+        let what = String::from_utf8_lossy(&self.meta.name).into_owned();
+        let fail = |e: crate::store::KeyIndexError| ModelError::data(format!("{what}: key index"), e);
+        let n = self.entries();
+        let path = match (&self.index_dir, self.keys.cache_identity()) {
+            (Some(dir), Some(id)) => Some(dir.join(format!("{:016x}.keys", fnv1a64(id.as_bytes())))),
+            _ => None,
+        };
+        if let Some(p) = &path {
+            if let Ok(f) = std::fs::File::open(p) {
+                match KeyIndex::open(f, n) {
+                    Ok(ix) => return Ok(slot.insert(Arc::new(ix)).clone()),
+                    Err(e) => log::warn!("{what}: {}: {e}; built again", p.display()),
+                }
+            }
+        }
+        let tmp_dir = self.index_dir.clone().unwrap_or_else(std::env::temp_dir);
+        let built = (|| -> Result<KeyIndex, ModelError> {
+            let _ = std::fs::create_dir_all(&tmp_dir);
+            let file = tempfile::NamedTempFile::new_in(&tmp_dir)
+                .map_err(|e| fail(e.into()))?;
+            let handle = file.as_file().try_clone().map_err(|e| fail(e.into()))?;
+            let mut read = |first: u64, out: &mut [i64]| {
+                self.read_keys(first, out)
+                    .map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)
+            };
+            let ix = KeyIndex::build(handle, &tmp_dir, n, &mut read).map_err(fail)?;
+            // Kept under its name for later mounts when there is a cache_dir, else unnamed.
+            match &path {
+                Some(p) => {
+                    if let Err(e) = file.persist(p) {
+                        log::warn!("{what}: key index not kept: {e}");
+                    }
+                }
+                None => drop(file.into_temp_path()),
+            }
+            Ok(ix)
+        })();
+        Ok(slot.insert(Arc::new(built?)).clone())
+    }
+}
+
+fn poisoned() -> ModelError {
+    ModelError::data("hash table", "key index lock poisoned")
+}
+
+impl Tensor for HashTable {
+    fn meta(&self) -> &TensorMeta {
+        &self.meta
+    }
+
+    fn read_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
+        self.values.read_elements(first, out)
+    }
+
+    fn cache_identity(&self) -> Option<String> {
+        self.values.cache_identity()
+    }
+
+    fn stored_crc32c(&self) -> Option<u32> {
+        self.values.stored_crc32c()
+    }
+
+    fn key_kind(&self) -> Option<KeyKind> {
+        self.meta.problem.is_none().then_some(KeyKind::HashKey)
+    }
+
+    fn row_by_id(&self, id: i64, out: &mut Vec<u8>) -> Result<Option<RowHit>, ModelError> {
+        if self.meta.problem.is_some() {
+            return Ok(None);
+        }
+        let mut slots = Vec::new();
+        self.index()?
+            .find(id, &mut slots)
+            .map_err(|e| ModelError::data(String::from_utf8_lossy(&self.meta.name), e))?;
+        // The index only points: the key saved at the slot is what decides.
+        let mut found = None;
+        for s in slots {
+            if s < self.entries() && self.key_at(s)? == id {
+                if found.is_some() {
+                    return Ok(None); // saved twice: a DenseHashTable's sentinel
+                }
+                found = Some(s);
+            }
+        }
+        let Some(slot) = found else {
+            return Ok(None);
+        };
+        let width = self.width();
+        let es = self.meta.dtype.elem_size().unwrap_or(1) as u64;
+        let bytes = width
+            .checked_mul(es)
+            .filter(|&b| b <= crate::model::MAX_ROW_BYTES)
+            .ok_or(RequestError::RowTooWide {
+                width,
+                max: crate::model::MAX_ROW_BYTES,
+            })?;
+        let at = out.len();
+        out.resize(at + bytes as usize, 0);
+        if let Err(e) = self.values.read_elements(slot * width, &mut out[at..]) {
+            out.truncate(at);
+            return Err(e);
+        }
+        Ok(Some(RowHit {
+            width,
+            partition: None,
+            position: slot,
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::Value;
+
+    use crate::model::{DirEntry, KeyKind};
+
+    fn path(p: &str) -> Vec<Vec<u8>> {
+        p.split('/').map(|c| c.as_bytes().to_vec()).collect()
+    }
+
+    fn f32s(b: &[u8]) -> Vec<f32> {
+        b.chunks_exact(4)
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+            .collect()
+    }
+
+    /// Every saved key gives the row TensorFlow's lookup gives; absent keys and a
+    /// DenseHashTable's sentinels give none. With and without a directory for the index.
+    #[test]
+    fn tables_saved_by_tensorflow_answer_like_its_lookup() {
+        let dir = crate::testing::fixtures_dir().join("tf/hashtable");
+        let want: Value =
+            serde_json::from_slice(&std::fs::read(dir.join("expected.json")).unwrap()).unwrap();
+        let index_dir = tempfile::tempdir().unwrap();
+        for keep in [None, Some(index_dir.path().to_path_buf()), Some(index_dir.path().to_path_buf())] {
+            let opts = crate::model::ReaderOptions {
+                key_index_dir: keep.clone(),
+                ..Default::default()
+            };
+            let mut checked = 0;
+            for (ckpt, tables) in want.as_object().unwrap() {
+                let model = crate::tf::detect::open(&dir.join(ckpt), &opts).unwrap().unwrap();
+                for (name, t) in tables.as_object().unwrap() {
+                    let p = path(name);
+                    let listed = model.list_dir(&p[..p.len() - 1]).unwrap();
+                    assert!(listed.contains(&DirEntry::Tensor(p.last().unwrap().clone())), "{name}");
+                    let table = model.tensor(&p).unwrap();
+                    assert_eq!(table.key_kind(), Some(KeyKind::HashKey), "{name}");
+                    for (k, v) in t["rows"].as_object().unwrap() {
+                        let mut out = Vec::new();
+                        let hit = table.row_by_id(k.parse().unwrap(), &mut out).unwrap();
+                        let hit = hit.unwrap_or_else(|| panic!("{name}: key {k} not found"));
+                        let v: Vec<f32> =
+                            v.as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect();
+                        assert_eq!(f32s(&out), v, "{name}: key {k}");
+                        assert_eq!(hit.width as usize, v.len());
+                        checked += 1;
+                    }
+                    let absent = t["absent"].as_array().unwrap().iter();
+                    let sentinels = t.get("sentinels").and_then(Value::as_array);
+                    for k in absent.chain(sentinels.into_iter().flatten()) {
+                        let mut out = Vec::new();
+                        let got = table.row_by_id(k.as_i64().unwrap(), &mut out).unwrap();
+                        assert!(got.is_none() && out.is_empty(), "{name}: {k} found");
+                    }
+                }
+            }
+            assert!(checked > 900, "{checked}");
+        }
+        // The index was kept: one file per keys tensor, reopened by the later pass.
+        let kept = std::fs::read_dir(index_dir.path()).unwrap().count();
+        assert_eq!(kept, 3);
+        // TF2 shows the table as its object only, not also as `.ATTRIBUTES/table`.
+        let model = crate::tf::detect::open(&dir.join("tf2/ckpt"), &Default::default())
+            .unwrap()
+            .unwrap();
+        let attrs = model.list_dir(&path("m/table/.ATTRIBUTES")).unwrap();
+        assert!(!attrs.contains(&DirEntry::Tensor(b"table".to_vec())), "{attrs:?}");
+    }
+}
