@@ -18,6 +18,7 @@ mod graphs;
 mod proxy;
 mod remote;
 mod robustness;
+mod rows;
 mod support;
 mod views;
 
