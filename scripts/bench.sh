@@ -11,7 +11,9 @@
 #                                  4 txt first reads (fresh cat/tail/wc vs sizes known and index), 5 tail/stat, 6 peak RSS,
 #                                  7 S3: GETs per mount / tail / second cat, cat vs plain GET,
 #                                  8 views: .tf/model.index checksums, 9 Angel at production size:
-#                                  ls -lR, head, cat lr.libsvm vs raw files, peak RSS; ~4 GB generated)
+#                                  ls -lR, head, cat lr.libsvm vs raw files, peak RSS; ~4 GB generated),
+#                                  10 rows by id: a 10 M-id TF hash table (tensorflow-cpu writes it) and
+#                                  target 9's Angel embedding: index build, lookup p99, exactness
 #   SAVETXT_VALUES=2000000         values numpy.savetxt formats for its rate
 #   QUIET=1                        pause the kernel's DAMON page-out schemes for the run (root;
 #                                  restored at exit): on machines that page cold page cache out

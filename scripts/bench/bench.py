@@ -485,6 +485,14 @@ def main():
                                     daemon_of=daemon_of, vm_hwm=vm_hwm, median=median,
                                     add=add, log=log)
         bench_angel(ctx)
+    if want(10):
+        import types
+        from rows import bench_rows
+        ctx = types.SimpleNamespace(WORK=WORK, RUNS=RUNS, env=Env("rows").env, MODELFS=MODELFS,
+                                    mountpoint=mountpoint, mount=mount, umount=umount,
+                                    daemon_of=daemon_of, vm_hwm=vm_hwm, median=median,
+                                    add=add, log=log)
+        bench_rows(ctx)
     if want(7):
         # Imported here: boto3 comes with moto[server], needed by this target only.
         import types

@@ -1,0 +1,106 @@
+"""Target 10 of scripts/bench.sh: rows by id (issue 27). A TF2 checkpoint with a
+MutableHashTable of 10 M feature ids x 16 float32 (written by TensorFlow: gen_hashtable.py) and
+the Angel embedding of target 9 (11 M ids x 16, TextColumnFormat). Figures: the first lookup
+(the key index build) against one `cat` of the table's values, the first lookup after a remount
+(index kept in cache_dir), p50/p99 over 1,000 lookups (half present, half random ids), the
+daemon's peak RSS, and values against TensorFlow's lookup / the generator's samples."""
+
+import json
+import os
+import random
+import shutil
+import struct
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def f32(v):
+    return struct.unpack("f", struct.pack("f", v))[0]
+
+
+def read_row(mnt, name, key):
+    with open(f"{mnt}/{name}.rows/{key}.txt") as f:
+        return [f32(float(x)) for x in f.read().split()]
+
+
+def lookups(mnt, name, present, space, seed):
+    rng = random.Random(seed)
+    ts = []
+    for i in range(1000):
+        k = rng.choice(present) if i % 2 else str(rng.randrange(space))
+        t = time.perf_counter()
+        try:
+            read_row(mnt, name, k)
+        except FileNotFoundError:
+            pass
+        ts.append(time.perf_counter() - t)
+    ts.sort()
+    return ts[500] * 1e3, ts[990] * 1e3
+
+
+def bench_rows(ctx):
+    add, env = ctx.add, ctx.env
+    root = os.path.join(ctx.WORK, "hashtable")
+    if not os.path.exists(os.path.join(root, "samples.json")):
+        ctx.log("generating a 10 M-id MutableHashTable with TensorFlow (gen_hashtable.py)")
+        r = subprocess.run([sys.executable, os.path.join(HERE, "gen_hashtable.py"), root,
+                            "10000000", "16"])
+        if r.returncode != 0:
+            add(10, "rows by id: TF hash table", "not generated (tensorflow missing?)", "", None)
+            return
+    samples = json.load(open(os.path.join(root, "samples.json")))
+    keys = list(samples)
+    keydir = os.path.join(ctx.WORK, "rows-cache")
+    shutil.rmtree(keydir, ignore_errors=True)
+    src = os.path.join(root, "ckpt")
+    builds, cats, remounts, p50s, p99s, hwms, wrong = [], [], [], [], [], [], 0
+    for run in range(ctx.RUNS):
+        shutil.rmtree(keydir, ignore_errors=True)
+        for remount in (False, True):
+            mnt = ctx.mountpoint()
+            ctx.mount(src, mnt, env, f"cache_dir={keydir}")
+            pid = ctx.daemon_of(mnt)
+            t = time.perf_counter()
+            read_row(mnt, "m/emb", keys[0])
+            (remounts if remount else builds).append(time.perf_counter() - t)
+            if not remount:
+                wrong += sum(read_row(mnt, "m/emb", k) != [f32(v) for v in samples[k]]
+                             for k in keys)
+                p50, p99 = lookups(mnt, "m/emb", keys, 1 << 62, run)
+                p50s.append(p50)
+                p99s.append(p99)
+                t = time.perf_counter()
+                subprocess.run(f"cat {mnt}/m/emb.npy | wc -c > /dev/null", shell=True)
+                cats.append(time.perf_counter() - t)
+                hwms.append(ctx.vm_hwm(pid) >> 20)
+            ctx.umount(mnt)
+            os.rmdir(mnt)
+    b, c = ctx.median(builds), ctx.median(cats)
+    add(10, "rows by id: TF hash table 10 M ids, first lookup (index build) vs cat of emb.npy",
+        f"{b:.2f} vs {c:.2f} s = {b / c:.2f}x", "<= 1.5x", b / c <= 1.5)
+    add(10, "rows by id: TF hash table, first lookup after a remount (index kept)",
+        f"{ctx.median(remounts) * 1e3:.1f} ms", "—", None)
+    p99 = ctx.median(p99s)
+    add(10, "rows by id: TF hash table, 1,000 lookups p50 / p99",
+        f"{ctx.median(p50s):.2f} / {p99:.2f} ms", "p99 < 20 ms", p99 < 20)
+    add(10, "rows by id: TF hash table, values vs TensorFlow's lookup (200 keys) + peak RSS",
+        f"{wrong} wrong, {max(hwms)} MiB", "0 wrong, <= 64 MiB + cache", wrong == 0 and max(hwms) <= 320)
+    # The Angel embedding of target 9 (generated there).
+    aroot = os.path.join(ctx.WORK, "angel")
+    if not os.path.exists(os.path.join(aroot, "emb.samples.json")):
+        add(10, "rows by id: Angel embedding", "run target 9 first (it generates the model)", "", None)
+        return
+    mnt = ctx.mountpoint()
+    ctx.mount(aroot, mnt, env, "cache_dir=none")
+    bad = 0
+    for r, c, v in json.load(open(os.path.join(aroot, "emb.samples.json"))):
+        bad += read_row(mnt, "emb", c)[r] != f32(v)
+    present = [str(c) for _, c, _ in json.load(open(os.path.join(aroot, "emb.samples.json")))]
+    p50, p99 = lookups(mnt, "emb", present, 11000000, 1)
+    ctx.umount(mnt)
+    os.rmdir(mnt)
+    add(10, "rows by id: Angel embedding 11 M ids (TextColumnFormat), 1,000 lookups p50 / p99, "
+        "first mount", f"{p50:.2f} / {p99:.2f} ms, {bad} wrong", "p99 < 20 ms", p99 < 20 and bad == 0)
