@@ -195,3 +195,128 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod model_rows_tests {
+    //! `model::rows` (here: the model layer's tests cannot use the in-memory doubles).
+    use crate::model::rows::*;
+    use crate::model::{DType, ModelError, RequestError, SparseRows, Tensor};
+    use crate::testing::MemTensor;
+
+    fn f32s(b: &[u8]) -> Vec<f32> {
+        b.chunks_exact(4)
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+            .collect()
+    }
+
+    fn row(t: &dyn Tensor, id: i64) -> Option<(Vec<f32>, RowHit)> {
+        let mut out = vec![9u8; 3]; // values are appended, whatever is there
+        let hit = t.row_by_id(id, &mut out).unwrap()?;
+        assert_eq!(&out[..3], &[9, 9, 9]);
+        Some((f32s(&out[3..]), hit))
+    }
+
+    #[test]
+    fn a_dense_matrix_is_keyed_by_row_index() {
+        let t = MemTensor::f32(&[3, 2], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+        assert_eq!(t.key_kind(), Some(KeyKind::RowIndex));
+        let (v, hit) = row(&t, 1).unwrap();
+        assert_eq!(v, [3.0, 4.0]);
+        assert_eq!((hit.width, hit.position, hit.partition), (2, 1, None));
+        assert_eq!(row(&t, 2).unwrap().0, [5.0, 6.0]);
+        assert!(row(&t, 3).is_none());
+        assert!(row(&t, -1).is_none());
+        assert!(row(&t, i64::MAX).is_none());
+        // Not rank 2: no ids.
+        assert_eq!(MemTensor::f32(&[2], &[1.0, 2.0]).key_kind(), None);
+        assert_eq!(MemTensor::f32(&[1, 1, 2], &[1.0, 2.0]).key_kind(), None);
+    }
+
+    fn lr() -> MemTensor {
+        // One row, long keys (negative included), as an LR saves them.
+        let s = SparseRows {
+            rows: vec![0],
+            row_ptr: vec![0, 3],
+            cols: vec![-7, 5, 1 << 40],
+            values: [0.5f32, 1.5, -2.0].iter().flat_map(|v| v.to_le_bytes()).collect(),
+        };
+        MemTensor::sparse(DType::F32, 1, i64::MAX as u64, s)
+    }
+
+    #[test]
+    fn a_one_row_sparse_matrix_is_keyed_by_column_id() {
+        let t = lr();
+        let kind = KeyKind::ColumnId;
+        let get = |id| {
+            let mut out = Vec::new();
+            row_of(&t, kind, id, &mut out)
+                .unwrap()
+                .map(|h| (f32s(&out), h.position))
+        };
+        assert_eq!(get(-7), Some((vec![0.5], 0)));
+        assert_eq!(get(5), Some((vec![1.5], 1)));
+        assert_eq!(get(1 << 40), Some((vec![-2.0], 2)));
+        for absent in [-8, 0, 4, 6, i64::MIN, i64::MAX] {
+            assert_eq!(get(absent), None, "{absent}");
+        }
+    }
+
+    #[test]
+    fn a_column_of_several_rows_is_zero_where_a_row_lacks_it() {
+        // Rows 0 and 3 stored; column 4 only in row 3.
+        let s = SparseRows {
+            rows: vec![0, 3],
+            row_ptr: vec![0, 2, 4],
+            cols: vec![1, 2, 2, 4],
+            values: [1.0f32, 2.0, 3.0, 4.0].iter().flat_map(|v| v.to_le_bytes()).collect(),
+        };
+        let t = MemTensor::sparse(DType::F32, 4, 8, s);
+        let col = |id| {
+            let mut out = Vec::new();
+            sparse_column(&t, id, &mut out).unwrap().map(|_| f32s(&out))
+        };
+        assert_eq!(col(2), Some(vec![2.0, 3.0]));
+        assert_eq!(col(4), Some(vec![0.0, 4.0]));
+        assert_eq!(col(1), Some(vec![1.0, 0.0]));
+        assert_eq!(col(3), None);
+        // By row id: dense rows of the stored ones.
+        assert_eq!(t.key_kind(), Some(KeyKind::RowId));
+        let (v, hit) = row(&t, 3).unwrap();
+        assert_eq!(v, [0.0, 0.0, 3.0, 0.0, 4.0, 0.0, 0.0, 0.0]);
+        assert_eq!(hit.position, 2);
+        assert!(row(&t, 1).is_none());
+        assert!(row(&t, -3).is_none());
+    }
+
+    #[test]
+    fn a_row_too_wide_to_be_an_answer_is_refused_not_allocated() {
+        let s = SparseRows {
+            rows: vec![0, 1],
+            row_ptr: vec![0, 1, 1],
+            cols: vec![3],
+            values: 1.0f32.to_le_bytes().to_vec(),
+        };
+        let t = MemTensor::sparse(DType::F32, 2, 1 << 40, s);
+        let mut out = Vec::new();
+        let e = t.row_by_id(0, &mut out).unwrap_err();
+        assert!(matches!(e, ModelError::Request(RequestError::RowTooWide { .. })), "{e}");
+        assert!(out.is_empty());
+    }
+
+    #[test]
+    fn the_partition_of_a_row_is_the_one_whose_extent_holds_it() {
+        let mut t = MemTensor::f32(&[4, 1], &[1.0, 2.0, 3.0, 4.0]);
+        for (start, len) in [(0, 3), (3, 1)] {
+            t.meta.partitions.push(crate::model::PartitionMeta {
+                extent: vec![(start, len), (0, 1)],
+                file: "f".into(),
+                offset: 0,
+                length: 0,
+                part_id: None,
+                extra: Default::default(),
+            });
+        }
+        assert_eq!(row(&t, 2).unwrap().1.partition, Some(0));
+        assert_eq!(row(&t, 3).unwrap().1.partition, Some(1));
+    }
+}

@@ -10,7 +10,7 @@
 //!   keys) before handing components out.
 //! - Listing a directory never requires decoding tensor data.
 
-mod rows;
+pub(crate) mod rows;
 
 pub use rows::{KeyKind, RowHit, MAX_ROW_BYTES};
 pub(crate) use rows::default_key_kind;
