@@ -5,13 +5,25 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::model::{Model, OpenError, ReaderOptions};
+use crate::monolith::WithTables;
 
 /// The model at `path`, read by whichever reader recognises it.
 pub fn model_at(path: &Path, opts: &ReaderOptions) -> Result<Arc<dyn Model>, OpenError> {
-    if let Some(model) = crate::tf::detect::open(path, opts)? {
-        return Ok(model);
-    }
+    // Monolith hash tables ride along with the TF model they were exported with.
+    let assets = crate::monolith::asset_dirs(path);
+    let with_tables = |model: Arc<dyn Model>| -> Arc<dyn Model> {
+        match WithTables::find(Some(model.clone()), &assets, opts) {
+            Some(w) => Arc::new(w),
+            None => model,
+        }
+    };
     let fs = &opts.storage;
+    if let Some(ps) = monolith_ps_export(path, opts)? {
+        return Ok(ps);
+    }
+    if let Some(model) = crate::tf::detect::open(path, opts)? {
+        return Ok(with_tables(model));
+    }
     if crate::angel::is_model_dir(fs, path) {
         return crate::angel::open(path, opts);
     }
@@ -48,6 +60,26 @@ pub fn model_at(path: &Path, opts: &ReaderOptions) -> Result<Arc<dyn Model>, Ope
         path: path.to_path_buf(),
         looked_for,
     })
+}
+
+/// A Monolith PS export directory: `assets/` with hash-table shards and `variables/` (a TF
+/// bundle, maybe absent), but no `saved_model.pb`: its variables plus its tables.
+fn monolith_ps_export(
+    path: &Path,
+    opts: &ReaderOptions,
+) -> Result<Option<Arc<dyn Model>>, OpenError> {
+    let fs = &opts.storage;
+    let saved_model = ["saved_model.pb", "saved_model.pbtxt"];
+    if !fs.is_dir(&path.join("assets")) || saved_model.iter().any(|f| fs.is_file(&path.join(f))) {
+        return Ok(None);
+    }
+    let prefix = path.join("variables").join("variables");
+    let variables = match fs.is_file(&crate::tf::detect::index_path(&prefix)) {
+        true => crate::tf::detect::open(&prefix, opts)?,
+        false => None,
+    };
+    let dirs = [path.join("assets")];
+    Ok(WithTables::find(variables, &dirs, opts).map(|w| Arc::new(w) as Arc<dyn Model>))
 }
 
 /// The sub-directories of `dir` that are models themselves (a user pointed one level too

@@ -12,6 +12,7 @@ const RANKS: &[(&str, u32)] = &[
     ("testing", 3),
     ("tf", 4),
     ("angel", 4),
+    ("monolith", 4),
     ("detect", 5),
     ("layout", 6),
     ("options", 7),

@@ -20,6 +20,7 @@ mod fs;
 mod layers_tests;
 pub mod layout;
 pub mod model;
+pub mod monolith;
 pub mod options;
 pub mod source;
 pub mod store;

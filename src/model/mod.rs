@@ -181,6 +181,8 @@ pub enum SourceFormat {
     /// A constant of a TensorFlow graph (SPEC §6).
     TfGraph,
     Angel,
+    /// A Monolith hash-table dump (formats/monolith.md).
+    Monolith,
 }
 
 impl SourceFormat {
@@ -189,6 +191,7 @@ impl SourceFormat {
             SourceFormat::TfCheckpoint => "tf-checkpoint",
             SourceFormat::TfGraph => "tf-graph",
             SourceFormat::Angel => "angel",
+            SourceFormat::Monolith => "monolith",
         }
     }
 }

@@ -1,0 +1,95 @@
+//! TFRecord framing (formats/monolith.md): `length` u64 LE, masked CRC32C of those 8 bytes
+//! (u32 LE), `length` bytes of data, masked CRC32C of the data (u32 LE).
+//!
+//! Invariants: a record is used only when both CRCs hold and it lies wholly inside the file;
+//! lengths are checked against what exists before anything is allocated.
+
+use std::borrow::Cow;
+
+use crate::source::{ReadAt, SourceError};
+
+/// Bytes of framing around a record's data.
+pub(crate) const FRAMING: u64 = 16;
+/// The longest record accepted: an entry is an id and its floats (and optimizer state); one
+/// of more than this is damage, not an embedding.
+pub(crate) const MAX_RECORD: u64 = 64 << 20;
+
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum RecordError {
+    #[error("{0}")]
+    Source(#[from] SourceError),
+    #[error("record at {at}: truncated ({need} bytes needed, {have} left)")]
+    Truncated { at: u64, need: u64, have: u64 },
+    #[error("record at {at}: length checksum mismatch")]
+    LengthCrc { at: u64 },
+    #[error("record at {at}: data checksum mismatch")]
+    DataCrc { at: u64 },
+    #[error("record at {at}: {len} bytes, more than a record can be ({MAX_RECORD})")]
+    TooLong { at: u64, len: u64 },
+}
+
+impl RecordError {
+    pub(crate) fn is_transient(&self) -> bool {
+        matches!(self, RecordError::Source(s) if s.is_transient())
+    }
+}
+
+/// TF's masked CRC32C.
+pub(crate) fn masked_crc(data: &[u8]) -> u32 {
+    let c = crc32c::crc32c(data);
+    c.rotate_right(15).wrapping_add(0xa282_ead8)
+}
+
+fn le_u32(b: &[u8]) -> u32 {
+    u32::from_le_bytes([b[0], b[1], b[2], b[3]])
+}
+
+/// A record's data (checked) and where the next record starts.
+pub(crate) type Record<'a> = (Cow<'a, [u8]>, u64);
+
+/// The record starting at `at`; `None` at the end of the file.
+pub(crate) fn record_at(file: &dyn ReadAt, at: u64) -> Result<Option<Record<'_>>, RecordError> {
+    let size = file.size();
+    if at >= size {
+        return Ok(None);
+    }
+    let have = size - at;
+    if have < 12 {
+        return Err(RecordError::Truncated { at, need: 12, have });
+    }
+    let head = file.read_at(at, 12)?;
+    if masked_crc(&head[..8]) != le_u32(&head[8..12]) {
+        return Err(RecordError::LengthCrc { at });
+    }
+    let len = u64::from_le_bytes(head[..8].try_into().expect("8 bytes"));
+    if len > MAX_RECORD {
+        return Err(RecordError::TooLong { at, len });
+    }
+    let need = len + FRAMING;
+    if need > have {
+        return Err(RecordError::Truncated { at, need, have });
+    }
+    let body = file.read_at(at + 12, len as usize + 4)?;
+    let (data, crc) = body.split_at(len as usize);
+    if masked_crc(data) != le_u32(crc) {
+        return Err(RecordError::DataCrc { at });
+    }
+    let data = match body {
+        Cow::Borrowed(b) => Cow::Borrowed(&b[..len as usize]),
+        Cow::Owned(mut v) => {
+            v.truncate(len as usize);
+            Cow::Owned(v)
+        }
+    };
+    Ok(Some((data, at + need)))
+}
+
+/// Appends one record holding `data` to `out` (the test writer's and the fuzzer's).
+#[cfg(any(test, feature = "testkit"))]
+pub fn write_record(data: &[u8], out: &mut Vec<u8>) {
+    let len = (data.len() as u64).to_le_bytes();
+    out.extend_from_slice(&len);
+    out.extend_from_slice(&masked_crc(&len).to_le_bytes());
+    out.extend_from_slice(data);
+    out.extend_from_slice(&masked_crc(data).to_le_bytes());
+}

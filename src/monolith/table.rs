@@ -1,0 +1,467 @@
+//! One Monolith hash table — its dump shards — as a keyed float32 tensor `[entries, dim]`: row
+//! `i` is the `i`-th entry in shard order, found by id (`slot << 48 | fid`) through a key index.
+//!
+//! Opening a table makes one pass over its shards (every record's CRCs, every entry parsed):
+//! the entry count and width are in the data only. The pass keeps the offset of every
+//! `STRIDE`-th record, so a row is reached by walking at most `STRIDE - 1` records; that
+//! summary persists in the store (keyed by the shards' identities), so a remount does no pass.
+//! The key index (`store::KeyIndex`) is built on the first lookup by id.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use serde_json::json;
+
+use super::entry::{parse_entry, EntryError};
+use super::record::{record_at, RecordError};
+use crate::model::{
+    DType, KeyKind, ModelError, RequestError, RowHit, SourceFormat, Tensor, TensorMeta,
+    MAX_ROW_BYTES,
+};
+use crate::source::{identity_string, ReadAt};
+use crate::store::{fnv1a64, KeyIndex, OffsetStore};
+
+/// Records between two kept offsets.
+const STRIDE: u64 = 256;
+
+/// What is wrong with a table's shards, and where.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum TableError {
+    #[error("{shard}: {source}")]
+    Record {
+        shard: String,
+        #[source]
+        source: RecordError,
+    },
+    #[error("{shard}: record at {at}: {source}")]
+    Entry {
+        shard: String,
+        at: u64,
+        #[source]
+        source: EntryError,
+    },
+    #[error("{shard}: record at {at}: {got} values where the table's entries have {dim}")]
+    Width {
+        shard: String,
+        at: u64,
+        got: u64,
+        dim: u64,
+    },
+    #[error("{shard}: fewer entries than the table was found to hold")]
+    Short { shard: String },
+}
+
+impl TableError {
+    pub(crate) fn is_transient(&self) -> bool {
+        matches!(self, TableError::Record { source, .. } if source.is_transient())
+    }
+}
+
+pub(crate) struct Shard {
+    pub(crate) name: String,
+    pub(crate) file: Arc<dyn ReadAt>,
+}
+
+/// Where the pass got to: entries seen, width, the kept offsets, entries per slot.
+struct Summary {
+    entries: u64,
+    dim: u64,
+    /// Global offset (shards laid end to end) of record `k * STRIDE`.
+    strides: Vec<u64>,
+    slots: BTreeMap<u64, u64>,
+}
+
+pub(crate) struct MonolithTable {
+    meta: TensorMeta,
+    shards: Vec<Shard>,
+    /// Global offset where each shard starts.
+    bases: Vec<u64>,
+    strides: Vec<u64>,
+    identity: Option<String>,
+    index_dir: Option<PathBuf>,
+    index: Mutex<Option<Arc<KeyIndex>>>,
+}
+
+/// A record-by-record walk over the shards from a global offset.
+struct Cursor<'a> {
+    table: &'a MonolithTable,
+    shard: usize,
+    at: u64,
+}
+
+impl Cursor<'_> {
+    /// The next entry (its id, its values appended to `nums`, where it was); `None` at the end
+    /// of the last shard.
+    fn next(&mut self, nums: &mut Vec<u8>) -> Result<Option<(i64, usize, u64)>, TableError> {
+        while let Some(s) = self.table.shards.get(self.shard) {
+            let rec = record_at(&*s.file, self.at).map_err(|source| TableError::Record {
+                shard: s.name.clone(),
+                source,
+            })?;
+            let Some((data, next)) = rec else {
+                self.shard += 1;
+                self.at = 0;
+                continue;
+            };
+            let at = self.at;
+            let id = parse_entry(&data, nums).map_err(|source| TableError::Entry {
+                shard: s.name.clone(),
+                at,
+                source,
+            })?;
+            self.at = next;
+            return Ok(Some((id, self.shard, at)));
+        }
+        Ok(None)
+    }
+}
+
+impl MonolithTable {
+    /// The table `name` of `shards` (in shard order), summarised from `store` or by a pass.
+    pub(crate) fn open(
+        name: &str,
+        shards: Vec<Shard>,
+        store: Option<&Arc<dyn OffsetStore>>,
+        index_dir: Option<PathBuf>,
+    ) -> Result<MonolithTable, TableError> {
+        let mut bases = Vec::with_capacity(shards.len());
+        let mut end = 0u64;
+        for s in &shards {
+            bases.push(end);
+            end = end.saturating_add(s.file.size());
+        }
+        let identity = shards
+            .iter()
+            .map(|s| identity_string(&*s.file))
+            .collect::<Option<Vec<_>>>()
+            .map(|ids| format!("monolith:{name}:{}", ids.join(",")));
+        let mut table = MonolithTable {
+            meta: TensorMeta {
+                name: format!("hash_tables/{name}").into_bytes(),
+                dtype: DType::F32,
+                shape: vec![0, 0],
+                format: SourceFormat::Monolith,
+                partitions: Vec::new(),
+                sparse: false,
+                extra: Default::default(),
+                problem: None,
+                mtime: shards
+                    .iter()
+                    .map(|s| s.file.mtime())
+                    .max()
+                    .unwrap_or(std::time::UNIX_EPOCH),
+            },
+            shards,
+            bases,
+            strides: Vec::new(),
+            identity,
+            index_dir,
+            index: Mutex::new(None),
+        };
+        let kept = match (store, &table.identity) {
+            (Some(st), Some(id)) => load(&**st, id),
+            _ => None,
+        };
+        let summary = match kept {
+            Some(s) => s,
+            None => {
+                let s = table.pass()?;
+                if let (Some(st), Some(id)) = (store, &table.identity) {
+                    save(&**st, id, &s);
+                }
+                s
+            }
+        };
+        table.meta.shape = vec![summary.entries, summary.dim];
+        let slots: serde_json::Map<String, serde_json::Value> = summary
+            .slots
+            .iter()
+            .map(|(s, n)| (s.to_string(), json!(n)))
+            .collect();
+        let shard_names: Vec<&str> = table.shards.iter().map(|s| s.name.as_str()).collect();
+        table.meta.extra.insert(
+            "monolith".into(),
+            json!({
+                "table": name,
+                "shards": shard_names,
+                "entries": summary.entries,
+                "dim": summary.dim,
+                "slots": slots,
+                "id": "slot << 48 | fid",
+            }),
+        );
+        table.strides = summary.strides;
+        Ok(table)
+    }
+
+    /// One pass over every record: counts, width, kept offsets.
+    fn pass(&self) -> Result<Summary, TableError> {
+        let mut s = Summary {
+            entries: 0,
+            dim: 0,
+            strides: Vec::new(),
+            slots: BTreeMap::new(),
+        };
+        let mut cur = self.cursor_at(0);
+        let mut nums = Vec::new();
+        loop {
+            nums.clear();
+            let Some((id, shard, at)) = cur.next(&mut nums)? else {
+                break;
+            };
+            let got = nums.len() as u64 / 4;
+            if s.entries == 0 {
+                s.dim = got;
+            } else if got != s.dim {
+                return Err(TableError::Width {
+                    shard: self.shards[shard].name.clone(),
+                    at,
+                    got,
+                    dim: s.dim,
+                });
+            }
+            if s.entries % STRIDE == 0 {
+                s.strides.push(self.bases[shard] + at);
+            }
+            *s.slots.entry((id as u64) >> 48).or_default() += 1;
+            s.entries += 1;
+        }
+        Ok(s)
+    }
+
+    fn cursor_at(&self, global: u64) -> Cursor<'_> {
+        let shard = self.bases.partition_point(|&b| b <= global).saturating_sub(1);
+        let at = global - self.bases.get(shard).copied().unwrap_or(0);
+        Cursor {
+            table: self,
+            shard,
+            at,
+        }
+    }
+
+    /// A cursor at entry `i` (walked from the kept offset before it).
+    fn cursor_at_entry(&self, i: u64) -> Result<Cursor<'_>, TableError> {
+        let k = (i / STRIDE) as usize;
+        let start = *self.strides.get(k).ok_or_else(|| self.short())?;
+        let mut cur = self.cursor_at(start);
+        let mut skip = Vec::new();
+        for _ in 0..i % STRIDE {
+            skip.clear();
+            cur.next(&mut skip)?.ok_or_else(|| self.short())?;
+        }
+        Ok(cur)
+    }
+
+    fn short(&self) -> TableError {
+        TableError::Short {
+            shard: self.shards.last().map(|s| s.name.clone()).unwrap_or_default(),
+        }
+    }
+
+    fn entries(&self) -> u64 {
+        self.meta.shape[0]
+    }
+
+    fn dim(&self) -> u64 {
+        self.meta.shape[1]
+    }
+
+    fn fail(&self, e: TableError) -> ModelError {
+        log::warn!("{}: {e}", String::from_utf8_lossy(&self.meta.name));
+        ModelError::data(String::from_utf8_lossy(&self.meta.name), e)
+    }
+
+    /// Entries `first..` in order: `f(id, values)` for each until `count` were given.
+    fn each_entry(
+        &self,
+        first: u64,
+        count: u64,
+        mut f: impl FnMut(i64, &[u8]),
+    ) -> Result<(), TableError> {
+        if count == 0 {
+            return Ok(());
+        }
+        let mut cur = self.cursor_at_entry(first)?;
+        let mut nums = Vec::new();
+        for _ in 0..count {
+            nums.clear();
+            let (id, _, _) = cur.next(&mut nums)?.ok_or_else(|| self.short())?;
+            if nums.len() as u64 != self.dim() * 4 {
+                return Err(self.short());
+            }
+            f(id, &nums);
+        }
+        Ok(())
+    }
+
+    fn index(&self) -> Result<Arc<KeyIndex>, ModelError> {
+        let mut slot = self
+            .index
+            .lock()
+            .map_err(|_| ModelError::data("monolith table", "key index lock poisoned"))?;
+        if let Some(ix) = &*slot {
+            return Ok(ix.clone());
+        }
+        let what = String::from_utf8_lossy(&self.meta.name).into_owned();
+        let fail = |e: crate::store::KeyIndexError| ModelError::data(format!("{what}: key index"), e);
+        let n = self.entries();
+        let path = match (&self.index_dir, &self.identity) {
+            (Some(d), Some(id)) => Some(d.join(format!("{:016x}.keys", fnv1a64(id.as_bytes())))),
+            _ => None,
+        };
+        if let Some(ix) = path
+            .as_ref()
+            .and_then(|p| std::fs::File::open(p).ok())
+            .and_then(|f| KeyIndex::open(f, n).ok())
+        {
+            return Ok(slot.insert(Arc::new(ix)).clone());
+        }
+        let tmp_dir = self.index_dir.clone().unwrap_or_else(std::env::temp_dir);
+        let _ = std::fs::create_dir_all(&tmp_dir);
+        let file = tempfile::NamedTempFile::new_in(&tmp_dir).map_err(|e| fail(e.into()))?;
+        let handle = file.as_file().try_clone().map_err(|e| fail(e.into()))?;
+        // Keys are asked for in order: one cursor walks the shards once.
+        let mut cur: Option<(u64, Cursor<'_>)> = None;
+        let mut nums = Vec::new();
+        let mut read = |first: u64, out: &mut [i64]| -> Result<(), crate::store::KeysError> {
+            let c = match &mut cur {
+                Some((next, c)) if *next == first => c,
+                _ => &mut cur.insert((first, self.cursor_at_entry(first)?)).1,
+            };
+            for o in out.iter_mut() {
+                nums.clear();
+                *o = c.next(&mut nums)?.ok_or_else(|| self.short())?.0;
+            }
+            if let Some((next, _)) = &mut cur {
+                *next = first + out.len() as u64;
+            }
+            Ok(())
+        };
+        let ix = KeyIndex::build(handle, &tmp_dir, n, &mut read).map_err(fail)?;
+        match &path {
+            Some(p) => {
+                if let Err(e) = file.persist(p) {
+                    log::warn!("{what}: key index not kept: {e}");
+                }
+            }
+            None => drop(file.into_temp_path()),
+        }
+        Ok(slot.insert(Arc::new(ix)).clone())
+    }
+}
+
+/// The persisted summary: offsets (ascending, as the store keeps them) under the identity,
+/// the counts under `#n` as `[0, entries, entries + dim]`, slots under `#s` as running sums.
+fn load(store: &dyn OffsetStore, id: &str) -> Option<Summary> {
+    let strides = store.load(id)?;
+    let n = store.load(&format!("{id}#n"))?;
+    let s = store.load(&format!("{id}#s"))?;
+    let (&[0, entries, end], true) = (&n[..], s.len() % 2 == 0) else {
+        return None;
+    };
+    if strides.len() as u64 != entries.div_ceil(STRIDE) {
+        return None;
+    }
+    let mut slots = BTreeMap::new();
+    let mut before = 0u64;
+    for p in s.chunks_exact(2) {
+        let slot = p[0].checked_sub(before)?;
+        let count = p[1].checked_sub(p[0])?;
+        before = before.checked_add(count)?;
+        slots.insert(slot, count);
+    }
+    Some(Summary {
+        entries,
+        dim: end - entries,
+        strides,
+        slots,
+    })
+}
+
+fn save(store: &dyn OffsetStore, id: &str, s: &Summary) {
+    let mut slots = Vec::with_capacity(s.slots.len() * 2);
+    let mut before = 0u64;
+    for (&slot, &count) in &s.slots {
+        slots.push(slot + before);
+        slots.push(slot + before + count);
+        before += count;
+    }
+    store.save(id, &s.strides);
+    store.save(&format!("{id}#n"), &[0, s.entries, s.entries + s.dim]);
+    store.save(&format!("{id}#s"), &slots);
+}
+
+impl Tensor for MonolithTable {
+    fn meta(&self) -> &TensorMeta {
+        &self.meta
+    }
+
+    fn read_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
+        let dim = self.dim();
+        let total = self.entries().saturating_mul(dim);
+        let count = (out.len() / 4) as u64;
+        if out.len() % 4 != 0 {
+            return Err(RequestError::PartialElement { len: out.len(), elem: 4 }.into());
+        }
+        if first.checked_add(count).is_none_or(|e| e > total) {
+            return Err(RequestError::OutOfRange { first, count, total }.into());
+        }
+        if count == 0 || dim == 0 {
+            return Ok(());
+        }
+        let (row, skip) = (first / dim, (first % dim) as usize * 4);
+        let rows = (first + count).div_ceil(dim) - row;
+        let mut at = 0usize;
+        self.each_entry(row, rows, |_, v| {
+            let v = if at == 0 { &v[skip..] } else { v };
+            let n = v.len().min(out.len() - at);
+            out[at..at + n].copy_from_slice(&v[..n]);
+            at += n;
+        })
+        .map_err(|e| self.fail(e))
+    }
+
+    fn cache_identity(&self) -> Option<String> {
+        self.identity.clone()
+    }
+
+    fn key_kind(&self) -> Option<KeyKind> {
+        Some(KeyKind::HashKey)
+    }
+
+    fn row_by_id(&self, id: i64, out: &mut Vec<u8>) -> Result<Option<RowHit>, ModelError> {
+        let mut slots = Vec::new();
+        self.index()?
+            .find(id, &mut slots)
+            .map_err(|e| ModelError::data(String::from_utf8_lossy(&self.meta.name), e))?;
+        let dim = self.dim();
+        if dim * 4 > MAX_ROW_BYTES {
+            return Err(RequestError::RowTooWide { width: dim, max: MAX_ROW_BYTES }.into());
+        }
+        // The index only points: the entry's own id decides.
+        let mut found: Option<(u64, Vec<u8>)> = None;
+        for s in slots.into_iter().filter(|&s| s < self.entries()) {
+            let mut hit = None;
+            self.each_entry(s, 1, |eid, v| hit = (eid == id).then(|| v.to_vec()))
+                .map_err(|e| self.fail(e))?;
+            if let Some(v) = hit {
+                if found.is_some() {
+                    let e = format!("id {id} saved twice");
+                    log::warn!("{}: {e}", String::from_utf8_lossy(&self.meta.name));
+                    return Err(ModelError::data(String::from_utf8_lossy(&self.meta.name), e));
+                }
+                found = Some((s, v));
+            }
+        }
+        let Some((slot, v)) = found else {
+            return Ok(None);
+        };
+        out.extend_from_slice(&v);
+        Ok(Some(RowHit {
+            width: dim,
+            partition: None,
+            position: slot,
+        }))
+    }
+}
