@@ -10,7 +10,7 @@ for c in "$shared" "$root/../shared" /work/shared; do
     if [ -n "$c" ] && [ -d "$c/realworld" ]; then shared=$c; break; fi
 done
 exec python3 - "$root" "$here/corpus" "$shared" <<'PY'
-import hashlib, json, os, struct, sys
+import hashlib, json, os, re, struct, sys
 
 root, corpus, shared = sys.argv[1], sys.argv[2], sys.argv[3]
 trees = [os.path.join(root, "fixtures")]
@@ -97,6 +97,8 @@ for p in files():
         put("v1", data)  # an SSTable that is not a bundle index: a V1 checkpoint
     elif ".data-" in name:
         put("object_graph", data[-2048:])
+    elif re.search(r"-\d{5}-of-\d{5}$", name):
+        put("monolith", data[:MAX])  # a Monolith hash-table shard
     elif name == "checkpoint":
         put("checkpoint_state", data)
     elif name in ("_meta", "meta"):

@@ -65,3 +65,52 @@ fn rows_are_found_by_id_through_the_mount_and_the_cli() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no row with id 2"));
 }
+
+/// A Monolith PS export (variables and hash-table shards, no `saved_model.pb`): its tables under
+/// `hash_tables/`, each row by id equal to what the writer wrote, absent ids ENOENT, the table's
+/// `.json` with its entries and width, its dense `.npy` holding every entry.
+#[test]
+fn monolith_tables_mount_with_rows_by_id() {
+    let Some(fuse) = Fuse::check() else { return };
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/monolith");
+    let mount = fuse.mount(&dir.join("ps_export"), "cache_dir=none");
+    let m = mount.path();
+    let mut tables: Vec<String> = std::fs::read_dir(m.join("hash_tables"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".json"))
+        .collect();
+    tables.sort();
+    assert_eq!(
+        tables,
+        ["MonolithHashTable_0a1b_0.json", "MonolithHashTable_0a1b_1.json", "MonolithHashTable_0a1b_2.json"]
+    );
+    // The variables are there too (a MutableHashTable of the TF bundle).
+    assert!(m.join("feat_emb.json").is_file());
+    for (table, n, dim) in [("MonolithHashTable_0a1b_0", 2000u64, 8u64), ("MonolithHashTable_0a1b_1", 300, 4)] {
+        let json: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(m.join(format!("hash_tables/{table}.json"))).unwrap())
+                .unwrap();
+        assert_eq!(json["shape"], serde_json::json!([n, dim]), "{table}");
+        let samples: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(dir.join(format!("{table}.samples.json"))).unwrap(),
+        )
+        .unwrap();
+        let samples = samples.as_object().unwrap();
+        assert!(samples.len() >= 100);
+        for (id, v) in samples {
+            let text = std::fs::read_to_string(m.join(format!("hash_tables/{table}.rows/{id}.txt"))).unwrap();
+            let want: Vec<f32> = v.as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect();
+            assert_eq!(f32_text(&text), want, "{table} {id}");
+        }
+        for absent in ["1", "-5", "9223372036854775807"] {
+            let e = std::fs::read(m.join(format!("hash_tables/{table}.rows/{absent}.txt"))).unwrap_err();
+            assert_eq!(e.kind(), std::io::ErrorKind::NotFound, "{table} {absent}");
+        }
+        let npy = std::fs::read(m.join(format!("hash_tables/{table}.npy"))).unwrap();
+        assert_eq!(npy_payload(&npy).unwrap().len() as u64, n * dim * 4, "{table}");
+    }
+    let empty = std::fs::read(m.join("hash_tables/MonolithHashTable_0a1b_2.npy")).unwrap();
+    assert_eq!(npy_payload(&empty).unwrap().len(), 0);
+    mount.unmount_and_check();
+}

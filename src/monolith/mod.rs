@@ -209,3 +209,28 @@ impl Model for WithTables {
 
 #[cfg(test)]
 mod tests;
+
+/// The fuzz target's entry (`fuzz/fuzz_targets/monolith.rs`): `data` as one shard of a table,
+/// opened (one pass: framing, CRCs, entries), read densely and by id the way a mount does.
+/// Any `Err` is fine; a panic, a hang or a huge allocation is a bug.
+#[cfg(any(test, feature = "testkit"))]
+pub fn fuzz_shard(data: &[u8]) {
+    let shard = Shard {
+        name: "t-00000-of-00001".into(),
+        file: Arc::new(crate::source::MemSource::new("t-00000-of-00001", data.to_vec())),
+    };
+    let Ok(t) = MonolithTable::open("t", vec![shard], None, None) else {
+        return;
+    };
+    let meta = t.meta();
+    let n = meta.num_elements().unwrap_or(0).min(64);
+    let mut buf = vec![0u8; n as usize * 4];
+    let _ = t.read_elements(0, &mut buf);
+    let last = meta.num_elements().unwrap_or(0).saturating_sub(n);
+    let _ = t.read_elements(last, &mut buf);
+    if meta.shape[0] <= 4096 {
+        for id in [0, 1, -1, i64::MAX] {
+            let _ = t.row_by_id(id, &mut Vec::new());
+        }
+    }
+}
