@@ -4,9 +4,7 @@
 //! Invariants: a record is used only when both CRCs hold and it lies wholly inside the file;
 //! lengths are checked against what exists before anything is allocated.
 
-use std::borrow::Cow;
-
-use crate::source::{ReadAt, SourceError};
+use crate::source::SourceError;
 
 /// Bytes of framing around a record's data.
 pub(crate) const FRAMING: u64 = 16;
@@ -44,44 +42,42 @@ fn le_u32(b: &[u8]) -> u32 {
     u32::from_le_bytes([b[0], b[1], b[2], b[3]])
 }
 
-/// A record's data (checked) and where the next record starts.
-pub(crate) type Record<'a> = (Cow<'a, [u8]>, u64);
+/// What the bytes at a record's start say.
+pub(crate) enum Framed {
+    /// A whole record: its data at `data` within the bytes given, `len` bytes in all.
+    Whole { data: std::ops::Range<usize>, len: u64 },
+    /// The record is longer than the bytes given: this many are needed from its start.
+    Need(u64),
+}
 
-/// The record starting at `at`; `None` at the end of the file.
-pub(crate) fn record_at(file: &dyn ReadAt, at: u64) -> Result<Option<Record<'_>>, RecordError> {
-    let size = file.size();
-    if at >= size {
-        return Ok(None);
+/// The record at the start of `buf`, which holds the file from offset `at` on, `left` bytes of
+/// the file remaining from there (`buf` may hold fewer).
+pub(crate) fn frame(buf: &[u8], at: u64, left: u64) -> Result<Framed, RecordError> {
+    if left < 12 {
+        return Err(RecordError::Truncated { at, need: 12, have: left });
     }
-    let have = size - at;
-    if have < 12 {
-        return Err(RecordError::Truncated { at, need: 12, have });
+    if buf.len() < 12 {
+        return Ok(Framed::Need(12));
     }
-    let head = file.read_at(at, 12)?;
-    if masked_crc(&head[..8]) != le_u32(&head[8..12]) {
+    if masked_crc(&buf[..8]) != le_u32(&buf[8..12]) {
         return Err(RecordError::LengthCrc { at });
     }
-    let len = u64::from_le_bytes(head[..8].try_into().expect("8 bytes"));
+    let len = u64::from_le_bytes(buf[..8].try_into().expect("8 bytes"));
     if len > MAX_RECORD {
         return Err(RecordError::TooLong { at, len });
     }
     let need = len + FRAMING;
-    if need > have {
-        return Err(RecordError::Truncated { at, need, have });
+    if need > left {
+        return Err(RecordError::Truncated { at, need, have: left });
     }
-    let body = file.read_at(at + 12, len as usize + 4)?;
-    let (data, crc) = body.split_at(len as usize);
-    if masked_crc(data) != le_u32(crc) {
+    if (buf.len() as u64) < need {
+        return Ok(Framed::Need(need));
+    }
+    let end = 12 + len as usize;
+    if masked_crc(&buf[12..end]) != le_u32(&buf[end..end + 4]) {
         return Err(RecordError::DataCrc { at });
     }
-    let data = match body {
-        Cow::Borrowed(b) => Cow::Borrowed(&b[..len as usize]),
-        Cow::Owned(mut v) => {
-            v.truncate(len as usize);
-            Cow::Owned(v)
-        }
-    };
-    Ok(Some((data, at + need)))
+    Ok(Framed::Whole { data: 12..end, len: need })
 }
 
 /// Appends one record holding `data` to `out` (the test writer's and the fuzzer's).

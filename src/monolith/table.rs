@@ -14,13 +14,13 @@ use std::sync::{Arc, Mutex};
 use serde_json::json;
 
 use super::entry::{parse_entry, EntryError};
-use super::record::{record_at, RecordError};
+use super::record::{frame, Framed, RecordError, FRAMING};
 use crate::model::{
     DType, KeyKind, ModelError, RequestError, RowHit, SourceFormat, Tensor, TensorMeta,
     MAX_ROW_BYTES,
 };
 use crate::source::{identity_string, ReadAt};
-use crate::store::{fnv1a64, KeyIndex, OffsetStore};
+use crate::store::{fnv1a64, KeyIndex, KeyIndexBuilder, KeyIndexError, OffsetStore};
 
 /// Records between two kept offsets.
 const STRIDE: u64 = 256;
@@ -83,34 +83,87 @@ pub(crate) struct MonolithTable {
     index: Mutex<Option<Arc<KeyIndex>>>,
 }
 
-/// A record-by-record walk over the shards from a global offset.
+/// A record-by-record walk over the shards from a global offset, through a window of the
+/// shard (one read per `WINDOW` bytes, not two per record).
 struct Cursor<'a> {
     table: &'a MonolithTable,
     shard: usize,
     at: u64,
+    /// Bytes of the shard from `window_at`.
+    window: std::borrow::Cow<'a, [u8]>,
+    window_at: u64,
+    /// Bytes of the shard before this were handed back (`ReadAt::done_with`): a pass over a
+    /// table of many GB keeps only what it is reading mapped.
+    released: u64,
 }
 
-impl Cursor<'_> {
+/// Bytes walked between two hand-backs, and read at once.
+const RELEASE: u64 = 8 << 20;
+const WINDOW: u64 = 1 << 20;
+
+impl<'a> Cursor<'a> {
+    fn release(&mut self, all: bool) {
+        if let Some(s) = self.table.shards.get(self.shard) {
+            if self.at > self.released && (all || self.at - self.released >= RELEASE) {
+                s.file.done_with(self.released, self.at - self.released);
+                self.released = self.at;
+            }
+        }
+    }
+
+    fn record_error(&self, source: RecordError) -> TableError {
+        TableError::Record {
+            shard: self.table.shards[self.shard].name.clone(),
+            source,
+        }
+    }
+
     /// The next entry (its id, its values appended to `nums`, where it was); `None` at the end
     /// of the last shard.
     fn next(&mut self, nums: &mut Vec<u8>) -> Result<Option<(i64, usize, u64)>, TableError> {
-        while let Some(s) = self.table.shards.get(self.shard) {
-            let rec = record_at(&*s.file, self.at).map_err(|source| TableError::Record {
-                shard: s.name.clone(),
-                source,
-            })?;
-            let Some((data, next)) = rec else {
+        let table: &'a MonolithTable = self.table;
+        while let Some(s) = table.shards.get(self.shard) {
+            let size = s.file.size();
+            if self.at >= size {
+                self.release(true);
                 self.shard += 1;
                 self.at = 0;
+                self.released = 0;
+                self.window = std::borrow::Cow::Borrowed(&[]);
+                self.window_at = 0;
                 continue;
+            }
+            let left = size - self.at;
+            let (data, len) = loop {
+                let off = self.at - self.window_at;
+                let buf = usize::try_from(off)
+                    .ok()
+                    .and_then(|o| self.window.get(o..))
+                    .unwrap_or_default();
+                match frame(buf, self.at, left).map_err(|e| self.record_error(e))? {
+                    Framed::Whole { data, len } => {
+                        let o = off as usize;
+                        break (o + data.start..o + data.end, len);
+                    }
+                    Framed::Need(n) => {
+                        // `n` ≤ `left` (checked by `frame`), so the read is in the file.
+                        let want = n.max(WINDOW).min(left) as usize;
+                        self.window = s
+                            .file
+                            .read_at(self.at, want)
+                            .map_err(|e| self.record_error(e.into()))?;
+                        self.window_at = self.at;
+                    }
+                }
             };
             let at = self.at;
-            let id = parse_entry(&data, nums).map_err(|source| TableError::Entry {
+            let id = parse_entry(&self.window[data], nums).map_err(|source| TableError::Entry {
                 shard: s.name.clone(),
                 at,
                 source,
             })?;
-            self.at = next;
+            self.at += len;
+            self.release(false);
             return Ok(Some((id, self.shard, at)));
         }
         Ok(None)
@@ -166,9 +219,21 @@ impl MonolithTable {
         let summary = match kept {
             Some(s) => s,
             None => {
-                let s = table.pass()?;
+                // The key index is built in the same pass (it is what the table is for); an
+                // index that cannot be made now is made on the first lookup.
+                let mut keys = table.builder().map_err(|e| log::warn!("key index: {e}")).ok();
+                let s = table.pass(keys.as_mut().map(|(b, _)| b))?;
                 if let (Some(st), Some(id)) = (store, &table.identity) {
                     save(&**st, id, &s);
+                }
+                if let Some((b, file)) = keys {
+                    match b.finish() {
+                        Ok(ix) => {
+                            table.keep(file);
+                            *table.index.get_mut().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(ix));
+                        }
+                        Err(e) => log::warn!("key index: {e}"),
+                    }
                 }
                 s
             }
@@ -195,8 +260,8 @@ impl MonolithTable {
         Ok(table)
     }
 
-    /// One pass over every record: counts, width, kept offsets.
-    fn pass(&self) -> Result<Summary, TableError> {
+    /// One pass over every record: counts, width, kept offsets; each id pushed to `keys`.
+    fn pass(&self, mut keys: Option<&mut KeyIndexBuilder>) -> Result<Summary, TableError> {
         let mut s = Summary {
             entries: 0,
             dim: 0,
@@ -226,8 +291,23 @@ impl MonolithTable {
             }
             *s.slots.entry((id as u64) >> 48).or_default() += 1;
             s.entries += 1;
+            if let Some(b) = keys.as_deref_mut() {
+                if let Err(e) = b.push(id) {
+                    log::warn!("{}: key index: {e}", self.shards[shard].name);
+                    keys = None;
+                }
+            }
         }
         Ok(s)
+    }
+
+    /// A builder for the key index of the pass, sized for the most entries the shards can
+    /// hold (a record is at least its framing and an id).
+    fn builder(&self) -> Result<(KeyIndexBuilder, tempfile::NamedTempFile), KeyIndexError> {
+        let (file, handle, tmp_dir) = self.index_file()?;
+        let bytes: u64 = self.shards.iter().map(|s| s.file.size()).sum();
+        let most = bytes / (FRAMING + 9);
+        Ok((KeyIndexBuilder::new(handle, &tmp_dir, most.max(1))?, file))
     }
 
     fn cursor_at(&self, global: u64) -> Cursor<'_> {
@@ -237,6 +317,9 @@ impl MonolithTable {
             table: self,
             shard,
             at,
+            window: std::borrow::Cow::Borrowed(&[]),
+            window_at: at,
+            released: at,
         }
     }
 
@@ -295,6 +378,37 @@ impl MonolithTable {
         Ok(())
     }
 
+    /// Where the key index persists (`cache_dir`), if anywhere.
+    fn index_path(&self) -> Option<PathBuf> {
+        match (&self.index_dir, &self.identity) {
+            (Some(d), Some(id)) => Some(d.join(format!("{:016x}.keys", fnv1a64(id.as_bytes())))),
+            _ => None,
+        }
+    }
+
+    /// A new file for the key index (and a handle to write it), and where temporary files go.
+    fn index_file(&self) -> std::io::Result<(tempfile::NamedTempFile, std::fs::File, PathBuf)> {
+        let tmp_dir = self.index_dir.clone().unwrap_or_else(std::env::temp_dir);
+        let _ = std::fs::create_dir_all(&tmp_dir);
+        let file = tempfile::NamedTempFile::new_in(&tmp_dir)?;
+        let handle = file.as_file().try_clone()?;
+        Ok((file, handle, tmp_dir))
+    }
+
+    /// Keeps a built index under its name when there is a `cache_dir` (else it stays unnamed,
+    /// gone with its last handle).
+    fn keep(&self, file: tempfile::NamedTempFile) {
+        match self.index_path() {
+            Some(p) => {
+                if let Err(e) = file.persist(&p) {
+                    let what = String::from_utf8_lossy(&self.meta.name);
+                    log::warn!("{what}: key index not kept: {e}");
+                }
+            }
+            None => drop(file.into_temp_path()),
+        }
+    }
+
     fn index(&self) -> Result<Arc<KeyIndex>, ModelError> {
         let mut slot = self
             .index
@@ -306,21 +420,15 @@ impl MonolithTable {
         let what = String::from_utf8_lossy(&self.meta.name).into_owned();
         let fail = |e: crate::store::KeyIndexError| ModelError::data(format!("{what}: key index"), e);
         let n = self.entries();
-        let path = match (&self.index_dir, &self.identity) {
-            (Some(d), Some(id)) => Some(d.join(format!("{:016x}.keys", fnv1a64(id.as_bytes())))),
-            _ => None,
-        };
-        if let Some(ix) = path
+        if let Some(ix) = self
+            .index_path()
             .as_ref()
             .and_then(|p| std::fs::File::open(p).ok())
             .and_then(|f| KeyIndex::open(f, n).ok())
         {
             return Ok(slot.insert(Arc::new(ix)).clone());
         }
-        let tmp_dir = self.index_dir.clone().unwrap_or_else(std::env::temp_dir);
-        let _ = std::fs::create_dir_all(&tmp_dir);
-        let file = tempfile::NamedTempFile::new_in(&tmp_dir).map_err(|e| fail(e.into()))?;
-        let handle = file.as_file().try_clone().map_err(|e| fail(e.into()))?;
+        let (file, handle, tmp_dir) = self.index_file().map_err(|e| fail(e.into()))?;
         // Keys are asked for in order: one cursor walks the shards once.
         let mut cur: Option<(u64, Cursor<'_>)> = None;
         let mut nums = Vec::new();
@@ -339,14 +447,7 @@ impl MonolithTable {
             Ok(())
         };
         let ix = KeyIndex::build(handle, &tmp_dir, n, &mut read).map_err(fail)?;
-        match &path {
-            Some(p) => {
-                if let Err(e) = file.persist(p) {
-                    log::warn!("{what}: key index not kept: {e}");
-                }
-            }
-            None => drop(file.into_temp_path()),
-        }
+        self.keep(file);
         Ok(slot.insert(Arc::new(ix)).clone())
     }
 }

@@ -19,7 +19,7 @@
 //! group (a few MB) is then laid out in memory and appended.
 
 use std::fs::File;
-use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::io::{self, BufWriter, Read, Write};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
@@ -65,85 +65,116 @@ pub enum KeyIndexError {
     Keys(KeysError),
 }
 
-impl KeyIndex {
-    /// Builds the index of keys `0..n` (`read(first, out)` fills `out` with keys `first..`)
-    /// into `file`, using temporary files in `tmp_dir` meanwhile.
-    pub fn build(
-        mut file: File,
-        tmp_dir: &Path,
-        n: u64,
-        read: &mut ReadKeys<'_>,
-    ) -> Result<KeyIndex, KeyIndexError> {
-        if n > u64::from(u32::MAX) {
-            return Err(KeyIndexError::TooMany(n));
+/// An index being built from keys given in slot order (`push`), at most `max_keys` of them:
+/// counted per bucket and spilled to temporary files by group of buckets; `finish` lays each
+/// group out in memory and writes it.
+pub struct KeyIndexBuilder {
+    file: File,
+    bits: u32,
+    group_bits: u32,
+    max_keys: u64,
+    n: u64,
+    spills: Vec<BufWriter<File>>,
+}
+
+impl KeyIndexBuilder {
+    /// A builder writing into `file`, its temporary files in `tmp_dir`; `max_keys` sizes the
+    /// buckets (an over-estimate only makes buckets emptier).
+    pub fn new(file: File, tmp_dir: &Path, max_keys: u64) -> Result<Self, KeyIndexError> {
+        if max_keys > u64::from(u32::MAX) {
+            return Err(KeyIndexError::TooMany(max_keys));
         }
-        let buckets = (n / PER_BUCKET).max(1).next_power_of_two();
+        let buckets = (max_keys / PER_BUCKET).max(1).next_power_of_two();
         let bits = buckets.trailing_zeros();
-        let groups = n.div_ceil(GROUP_ENTRIES).max(1).next_power_of_two().min(buckets);
-        let group_bits = groups.trailing_zeros();
-        let per_group = (buckets / groups) as usize;
-        // Pass 1: counts per bucket, pairs spilled by group.
-        // first[b + 1] counts bucket b's keys, then (summed) is where bucket b + 1 starts.
-        let mut first = vec![0u32; buckets as usize + 1];
-        let mut spills = (0..groups)
+        let groups = max_keys.div_ceil(GROUP_ENTRIES).max(1).next_power_of_two().min(buckets);
+        let spills = (0..groups)
             .map(|_| tempfile::tempfile_in(tmp_dir).map(|f| BufWriter::with_capacity(1 << 16, f)))
             .collect::<io::Result<Vec<_>>>()?;
-        let mut keys = vec![0i64; 1 << 16];
-        let mut at = 0u64;
-        while at < n {
-            let len = (n - at).min(keys.len() as u64) as usize;
-            read(at, &mut keys[..len]).map_err(KeyIndexError::Keys)?;
-            for (i, &k) in keys[..len].iter().enumerate() {
-                let b = bucket_of(k, bits);
-                first[b + 1] += 1;
-                let g = b >> (bits - group_bits);
-                let mut pair = [0u8; ENTRY];
-                pair[..8].copy_from_slice(&k.to_le_bytes());
-                pair[8..].copy_from_slice(&((at + i as u64) as u32).to_le_bytes());
-                spills[g].write_all(&pair)?;
-            }
-            at += len as u64;
+        Ok(KeyIndexBuilder {
+            file,
+            bits,
+            group_bits: groups.trailing_zeros(),
+            max_keys,
+            n: 0,
+            spills,
+        })
+    }
+
+    /// The key of the next slot.
+    pub fn push(&mut self, key: i64) -> Result<(), KeyIndexError> {
+        if self.n >= self.max_keys {
+            return Err(KeyIndexError::TooMany(self.n + 1));
         }
-        for b in 0..buckets as usize {
-            first[b + 1] += first[b];
-        }
+        // Only appended here (to its group's file): counting in a table of millions of buckets
+        // would cost a cache miss per key.
+        let b = bucket_of(key, self.bits);
+        let mut pair = [0u8; ENTRY];
+        pair[..8].copy_from_slice(&key.to_le_bytes());
+        pair[8..].copy_from_slice(&(self.n as u32).to_le_bytes());
+        self.spills[b >> (self.bits - self.group_bits)].write_all(&pair)?;
+        self.n += 1;
+        Ok(())
+    }
+
+    /// Lays the index out and writes it; the index of the keys pushed. Each group's pairs
+    /// (a few MB) are read back, counted per bucket, placed and written.
+    pub fn finish(self) -> Result<KeyIndex, KeyIndexError> {
+        let KeyIndexBuilder {
+            mut file,
+            bits,
+            n,
+            spills,
+            ..
+        } = self;
+        let buckets = 1u64 << bits;
+        let per_group = (buckets as usize) / spills.len();
         let entries_at = HEADER + (buckets + 1) * 8;
-        let mut buf = Vec::new();
+        let (mut pairs, mut placed) = (Vec::new(), Vec::new());
+        let mut base = 0u32; // entries of the groups before
         for (g, spill) in spills.into_iter().enumerate() {
-            let (b0, b1) = (g * per_group, (g + 1) * per_group);
-            let base = first[b0];
-            let len = (first[b1] - base) as usize * ENTRY;
-            buf.clear();
-            buf.resize(len, 0);
-            let mut cursor: Vec<u32> = first[b0..b1].iter().map(|&f| f - base).collect();
-            let mut spill = BufReader::with_capacity(1 << 16, spill.into_inner().map_err(|e| e.into_error())?);
+            let b0 = g * per_group;
+            let mut spill = spill.into_inner().map_err(|e| e.into_error())?;
             io::Seek::rewind(&mut spill)?;
-            let mut pair = [0u8; ENTRY];
-            loop {
-                match spill.read_exact(&mut pair) {
-                    Ok(()) => {}
-                    Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => break,
-                    Err(e) => return Err(e.into()),
-                }
-                let k = i64::from_le_bytes(pair[..8].try_into().expect("8 bytes"));
-                let b = bucket_of(k, bits) - b0;
-                let at = cursor[b] as usize * ENTRY;
-                buf[at..at + ENTRY].copy_from_slice(&pair);
-                cursor[b] += 1;
+            pairs.clear();
+            spill.read_to_end(&mut pairs)?;
+            if pairs.len() % ENTRY != 0 {
+                return Err(KeyIndexError::Damaged("spill"));
+            }
+            let bucket = |p: &[u8]| {
+                let k = i64::from_le_bytes(p[..8].try_into().expect("8 bytes"));
+                bucket_of(k, bits) - b0
+            };
+            // start[i + 1] counts bucket b0 + i, then is where bucket b0 + i + 1 starts.
+            let mut start = vec![0u32; per_group + 1];
+            for p in pairs.chunks_exact(ENTRY) {
+                start[bucket(p) + 1] += 1;
+            }
+            for i in 0..per_group {
+                start[i + 1] += start[i];
+            }
+            let mut cursor = start.clone();
+            placed.clear();
+            placed.resize(pairs.len(), 0);
+            for p in pairs.chunks_exact(ENTRY) {
+                let c = &mut cursor[bucket(p)];
+                let at = *c as usize * ENTRY;
+                placed[at..at + ENTRY].copy_from_slice(p);
+                *c += 1;
             }
             // The group's part of the table: where each bucket starts, its entries' CRC.
             let mut table = Vec::with_capacity(per_group * 8);
-            for b in b0..b1 {
-                let (s, e) = ((first[b] - base) as usize, (first[b + 1] - base) as usize);
-                debug_assert_eq!(cursor[b - b0] as usize, e);
-                let crc = crc32c::crc32c(&buf[s * ENTRY..e * ENTRY]);
-                table.extend_from_slice(&first[b].to_le_bytes());
+            for i in 0..per_group {
+                let (s, e) = (start[i] as usize, start[i + 1] as usize);
+                let crc = crc32c::crc32c(&placed[s * ENTRY..e * ENTRY]);
+                table.extend_from_slice(&(base + start[i]).to_le_bytes());
                 table.extend_from_slice(&crc.to_le_bytes());
             }
             file.write_all_at(&table, HEADER + b0 as u64 * 8)?;
-            file.write_all_at(&buf, entries_at + u64::from(base) * ENTRY as u64)?;
+            file.write_all_at(&placed, entries_at + u64::from(base) * ENTRY as u64)?;
+            base += start[per_group];
         }
-        let mut end = first[buckets as usize].to_le_bytes().to_vec();
+        debug_assert_eq!(u64::from(base), n);
+        let mut end = base.to_le_bytes().to_vec();
         end.extend_from_slice(&[0; 4]);
         file.write_all_at(&end, HEADER + buckets * 8)?;
         let mut header = Vec::with_capacity(HEADER as usize);
@@ -154,6 +185,30 @@ impl KeyIndex {
         file.write_all_at(&header, 0)?;
         file.flush()?;
         Ok(KeyIndex { file, n, bits })
+    }
+}
+
+impl KeyIndex {
+    /// Builds the index of keys `0..n` (`read(first, out)` fills `out` with keys `first..`)
+    /// into `file`, using temporary files in `tmp_dir` meanwhile.
+    pub fn build(
+        file: File,
+        tmp_dir: &Path,
+        n: u64,
+        read: &mut ReadKeys<'_>,
+    ) -> Result<KeyIndex, KeyIndexError> {
+        let mut b = KeyIndexBuilder::new(file, tmp_dir, n)?;
+        let mut keys = vec![0i64; 1 << 16];
+        let mut at = 0u64;
+        while at < n {
+            let len = (n - at).min(keys.len() as u64) as usize;
+            read(at, &mut keys[..len]).map_err(KeyIndexError::Keys)?;
+            for &k in &keys[..len] {
+                b.push(k)?;
+            }
+            at += len as u64;
+        }
+        b.finish()
     }
 
     /// An index built before, when its header holds and its size is what the header says.
@@ -166,7 +221,7 @@ impl KeyIndex {
         }
         let count = u64::from_le_bytes(header[8..16].try_into().expect("8 bytes"));
         let buckets = u64::from_le_bytes(header[16..24].try_into().expect("8 bytes"));
-        if count != n || !buckets.is_power_of_two() || buckets > n.max(1) {
+        if count != n || !buckets.is_power_of_two() || buckets > 1 << 32 {
             return Err(KeyIndexError::Damaged("counts"));
         }
         let size = buckets

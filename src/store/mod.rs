@@ -9,7 +9,7 @@ pub use crate::source::lru;
 
 pub use crate::source::fnv1a64;
 pub use disk::DiskStore;
-pub use keys::{KeyIndex, KeyIndexError, KeysError, ReadKeys};
+pub use keys::{KeyIndex, KeyIndexBuilder, KeyIndexError, KeysError, ReadKeys};
 
 /// Chunk offsets of text files, keyed by a stable identity.
 pub trait OffsetStore: Send + Sync {
