@@ -12,8 +12,9 @@
 #                                  7 S3: GETs per mount / tail / second cat, cat vs plain GET,
 #                                  8 views: .tf/model.index checksums, 9 Angel at production size:
 #                                  ls -lR, head, cat lr.libsvm vs raw files, peak RSS; ~4 GB generated),
-#                                  10 rows by id: a 10 M-id TF hash table (tensorflow-cpu writes it) and
-#                                  target 9's Angel embedding: index build, lookup p99, exactness
+#                                  10 rows by id: a 10 M-id Monolith table (gen_monolith), a 10 M-id TF
+#                                  hash table (tensorflow-cpu writes it) and target 9's Angel embedding:
+#                                  index build, lookup p99, exactness, peak RSS
 #   SAVETXT_VALUES=2000000         values numpy.savetxt formats for its rate
 #   QUIET=1                        pause the kernel's DAMON page-out schemes for the run (root;
 #                                  restored at exit): on machines that page cold page cache out
@@ -58,9 +59,11 @@ if [[ "${QUIET:-}" == 1 ]]; then
         trap 'for k in "${paused[@]}"; do echo on > "$k/state"; done; echo "bench: DAMON resumed" >&2' EXIT
     fi
 fi
-cargo build --release --quiet --bin modelfs --example gen_bench_ckpt --example format_rate --example crc_rate
+cargo build --release --quiet --bin modelfs --example gen_bench_ckpt --example format_rate --example crc_rate \
+    --example gen_monolith
 export MODELFS="$PWD/target/release/modelfs"
 export GEN="$PWD/target/release/examples/gen_bench_ckpt"
+export GEN_MONOLITH="$PWD/target/release/examples/gen_monolith"
 export FORMAT_RATE="$PWD/target/release/examples/format_rate"
 export CRC_RATE="$PWD/target/release/examples/crc_rate"
 python3 scripts/bench/bench.py

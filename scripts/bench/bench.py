@@ -489,6 +489,7 @@ def main():
         import types
         from rows import bench_rows
         ctx = types.SimpleNamespace(WORK=WORK, RUNS=RUNS, env=Env("rows").env, MODELFS=MODELFS,
+                                    GEN_MONOLITH=os.environ["GEN_MONOLITH"],
                                     mountpoint=mountpoint, mount=mount, umount=umount,
                                     daemon_of=daemon_of, vm_hwm=vm_hwm, median=median,
                                     add=add, log=log)

@@ -41,7 +41,58 @@ def lookups(mnt, name, present, space, seed):
     return ts[500] * 1e3, ts[990] * 1e3
 
 
+def bench_monolith(ctx):
+    """A Monolith PS export of one table, 10 M ids x 16 in 16 shards (gen_monolith): the first
+    look at the table (one pass: summary and key index) against `cat` of the raw shards."""
+    add, env = ctx.add, ctx.env
+    root = os.path.join(ctx.WORK, "monolith", "ps")
+    table = "MonolithHashTable_bench_0"
+    samples_path = os.path.join(root, f"{table}.samples.json")
+    if not os.path.exists(samples_path):
+        ctx.log("generating a 10 M-id Monolith table (gen_monolith)")
+        subprocess.run([ctx.GEN_MONOLITH, os.path.join(root, "assets"), table, "10000000", "16",
+                        "16"], check=True)
+    samples = json.load(open(samples_path))
+    keys = list(samples)
+    shards = sorted(os.path.join(root, "assets", f) for f in os.listdir(os.path.join(root, "assets")))
+    keydir = os.path.join(ctx.WORK, "rows-cache")
+    name = f"hash_tables/{table}"
+    raws, firsts, remounts, p50s, p99s, hwms, wrong = [], [], [], [], [], [], 0
+    for run in range(ctx.RUNS):
+        shutil.rmtree(keydir, ignore_errors=True)
+        subprocess.run(["cat"] + shards, stdout=subprocess.DEVNULL)
+        t = time.perf_counter()
+        subprocess.run(f"cat {' '.join(shards)} | wc -c > /dev/null", shell=True)
+        raws.append(time.perf_counter() - t)
+        for remount in (False, True):
+            mnt = ctx.mountpoint()
+            ctx.mount(root, mnt, env, f"cache_dir={keydir}")
+            pid = ctx.daemon_of(mnt)
+            t = time.perf_counter()
+            os.stat(f"{mnt}/{name}.json")
+            read_row(mnt, name, keys[0])
+            (remounts if remount else firsts).append(time.perf_counter() - t)
+            if not remount:
+                wrong += sum(read_row(mnt, name, k) != [f32(v) for v in samples[k]] for k in keys)
+                p50, p99 = lookups(mnt, name, keys, 1 << 62, run)
+                p50s.append(p50)
+                p99s.append(p99)
+                hwms.append(ctx.vm_hwm(pid) >> 20)
+            ctx.umount(mnt)
+            os.rmdir(mnt)
+    f, r = ctx.median(firsts), ctx.median(raws)
+    add(10, "rows by id: Monolith 10 M ids, first look (one pass: summary + key index) vs cat of "
+        "its shards", f"{f:.2f} vs {r:.2f} s = {f / r:.2f}x", "<= 1.5x", f / r <= 1.5)
+    add(10, "rows by id: Monolith, first look after a remount (summary and index kept)",
+        f"{ctx.median(remounts) * 1e3:.1f} ms", "—", None)
+    p99 = ctx.median(p99s)
+    add(10, "rows by id: Monolith, 1,000 lookups p50 / p99; values vs the writer (200 ids); peak RSS",
+        f"{ctx.median(p50s):.2f} / {p99:.2f} ms; {wrong} wrong; {max(hwms)} MiB",
+        "p99 < 20 ms, 0 wrong", p99 < 20 and wrong == 0)
+
+
 def bench_rows(ctx):
+    bench_monolith(ctx)
     add, env = ctx.add, ctx.env
     root = os.path.join(ctx.WORK, "hashtable")
     if not os.path.exists(os.path.join(root, "samples.json")):
