@@ -52,10 +52,16 @@ pub(crate) fn index(source: &Path, opts: &Options) -> Result<(), Failure> {
     let started = Instant::now();
     let progress = std::io::stderr().is_terminal().then_some(&*ctx.cache);
     let report = index_tree(&tree, opts.threads, progress)?;
+    let mut keyed = 0;
+    index_keys(&*model, &mut Vec::new(), &mut keyed);
     eprintln!(
-        "modelfs: indexed {} files ({} text) in {:.1} s{}",
+        "modelfs: indexed {} files ({} text){} in {:.1} s{}",
         report.files,
         report.text_files,
+        match keyed {
+            0 => String::new(),
+            n => format!(" and the keys of {n} hash tables"),
+        },
         started.elapsed().as_secs_f64(),
         if report.failed > 0 {
             format!("; {} could not be read (see the log)", report.failed)
@@ -74,6 +80,33 @@ pub(crate) fn index(source: &Path, opts: &Options) -> Result<(), Failure> {
         ));
     }
     Ok(())
+}
+
+/// Builds the key index of every hash table under `dir` (one pass over its keys, kept under
+/// `cache_dir`), so a later mount's first lookup by id finds it built. Failures are logged by
+/// the readers and left for the lookups to meet.
+fn index_keys(model: &dyn crate::model::Model, dir: &mut Vec<Vec<u8>>, built: &mut u64) {
+    use crate::model::{own_component, DirEntry, KeyKind};
+    let Ok(entries) = model.list_dir(dir) else {
+        return;
+    };
+    for e in entries {
+        let (component, tensor) = match e {
+            DirEntry::Dir(n) => (n, false),
+            DirEntry::Reserved(n) => (own_component(&n), false),
+            DirEntry::Tensor(n) => (n, true),
+            _ => continue,
+        };
+        dir.push(component);
+        if !tensor {
+            index_keys(model, dir, built);
+        } else if let Ok(t) = model.tensor(dir) {
+            if t.key_kind() == Some(KeyKind::HashKey) && t.row_by_id(0, &mut Vec::new()).is_ok() {
+                *built += 1;
+            }
+        }
+        dir.pop();
+    }
 }
 
 /// One file to size and its weight in the progress count.

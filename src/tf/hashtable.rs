@@ -20,10 +20,30 @@ pub(crate) const VALUES_SUFFIX: &[u8] = b"-values";
 /// The TF2 object-graph attribute of a table (`<object>/.ATTRIBUTES/table-keys`).
 pub(crate) const TF2_TABLE: &[&[u8]] = &[b".ATTRIBUTES", b"table"];
 
+/// One saved table: its keys and values tensors.
+pub(crate) type Part = (Arc<dyn Tensor>, Arc<dyn Tensor>);
+
+/// A TF Recommenders-Addons shard's table name, `<base>_mht_<i>of<n>` (1 ≤ i ≤ n): its base,
+/// `i` and `n`.
+pub(crate) fn tfra_shard(stem: &[u8]) -> Option<(&[u8], u32, u32)> {
+    let s = std::str::from_utf8(stem).ok()?;
+    let (base, tail) = s.rsplit_once("_mht_")?;
+    let (i, n) = tail.split_once("of")?;
+    let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
+    if base.is_empty() || !digits(i) || !digits(n) {
+        return None;
+    }
+    let (i, n): (u32, u32) = (i.parse().ok()?, n.parse().ok()?);
+    ((1..=n).contains(&i)).then_some((&stem[..base.len()], i, n))
+}
+
 pub(crate) struct HashTable {
     meta: TensorMeta,
-    keys: Arc<dyn Tensor>,
-    values: Arc<dyn Tensor>,
+    /// The saved tables shown as one (TFRA shards, in shard order; else one).
+    parts: Vec<Part>,
+    /// The slot of each part's first entry; then the total.
+    starts: Vec<u64>,
+    key_width: usize,
     /// Where the key index persists (`cache_dir`); `None`: an unnamed temporary file.
     index_dir: Option<PathBuf>,
     /// Built on the first lookup; a failure is not kept (the next lookup tries again).
@@ -48,35 +68,79 @@ impl HashTable {
         values: Arc<dyn Tensor>,
         index_dir: Option<PathBuf>,
     ) -> Option<HashTable> {
-        let (km, vm) = (keys.meta(), values.meta());
-        key_width(km.dtype)?;
-        let n = match km.shape[..] {
-            [n] | [n, 1] => n,
-            _ => return None,
-        };
-        if vm.shape.first() != Some(&n) || vm.dtype.elem_size().is_none() || vm.sparse {
+        Self::of_parts(name, vec![(keys, values)], index_dir)
+    }
+
+    /// The tables `parts` (each keys and values pairing up, all of one key dtype, value dtype
+    /// and row shape) shown as one named `name`.
+    pub(crate) fn of_parts(
+        name: Vec<u8>,
+        parts: Vec<Part>,
+        index_dir: Option<PathBuf>,
+    ) -> Option<HashTable> {
+        let (k0, v0) = parts.first()?;
+        let (km0, vm0) = (k0.meta(), v0.meta());
+        let key_width = key_width(km0.dtype)?;
+        if vm0.dtype.elem_size().is_none() || vm0.sparse || vm0.shape.is_empty() {
             return None;
         }
-        let mut meta = vm.clone();
+        let mut starts = vec![0u64];
+        let mut problem = None;
+        for (k, v) in &parts {
+            let (km, vm) = (k.meta(), v.meta());
+            let n = match km.shape[..] {
+                [n] | [n, 1] => n,
+                _ => return None,
+            };
+            let fits = km.dtype == km0.dtype
+                && vm.dtype == vm0.dtype
+                && !vm.sparse
+                && vm.shape.first() == Some(&n)
+                && vm.shape[1..] == vm0.shape[1..];
+            if !fits {
+                return None;
+            }
+            starts.push(starts.last()?.checked_add(n)?);
+            problem = problem.or_else(|| km.problem.clone()).or_else(|| vm.problem.clone());
+        }
+        let entries = *starts.last()?;
+        let mut meta = vm0.clone();
         meta.name = name;
+        meta.shape[0] = entries;
         meta.partitions = Vec::new();
-        meta.problem = km.problem.clone().or_else(|| vm.problem.clone());
+        meta.problem = problem;
+        let names = |i: usize| -> Vec<String> {
+            parts
+                .iter()
+                .map(|p| {
+                    let t = if i == 0 { &p.0 } else { &p.1 };
+                    String::from_utf8_lossy(&t.meta().name).into_owned()
+                })
+                .collect()
+        };
         meta.extra.insert(
             "hash_table".into(),
             serde_json::json!({
-                "keys": String::from_utf8_lossy(&km.name),
-                "values": String::from_utf8_lossy(&vm.name),
-                "key_dtype": km.dtype.name(),
-                "entries": n,
+                "keys": names(0),
+                "values": names(1),
+                "key_dtype": km0.dtype.name(),
+                "entries": entries,
             }),
         );
         Some(HashTable {
             meta,
-            keys,
-            values,
+            parts,
+            starts,
+            key_width,
             index_dir,
             index: Mutex::new(None),
         })
+    }
+
+    /// The part holding slot `slot` and the slot within it.
+    fn part_of(&self, slot: u64) -> (usize, u64) {
+        let p = self.starts.partition_point(|&s| s <= slot).saturating_sub(1);
+        (p, slot - self.starts[p])
     }
 
     fn entries(&self) -> u64 {
@@ -89,26 +153,37 @@ impl HashTable {
     }
 
     fn key_at(&self, slot: u64) -> Result<i64, ModelError> {
-        let w = key_width(self.keys.meta().dtype).unwrap_or(8);
-        let mut b = [0u8; 8];
-        self.keys.read_elements(slot, &mut b[..w])?;
-        Ok(match w {
-            4 => i32::from_le_bytes([b[0], b[1], b[2], b[3]]) as i64,
-            _ => i64::from_le_bytes(b),
-        })
+        let mut k = [0i64];
+        self.read_keys(slot, &mut k)?;
+        Ok(k[0])
     }
 
+    /// Keys of slots `first..first + out.len()`, across parts.
     fn read_keys(&self, first: u64, out: &mut [i64]) -> Result<(), ModelError> {
-        let w = key_width(self.keys.meta().dtype).unwrap_or(8);
-        let mut raw = vec![0u8; out.len() * w];
-        self.keys.read_elements(first, &mut raw)?;
-        for (o, b) in out.iter_mut().zip(raw.chunks_exact(w)) {
-            *o = match w {
-                4 => i32::from_le_bytes([b[0], b[1], b[2], b[3]]) as i64,
-                _ => i64::from_le_bytes(b.try_into().expect("8 bytes")),
-            };
+        let w = self.key_width;
+        let mut raw = Vec::new();
+        let mut done = 0usize;
+        while done < out.len() {
+            let (p, local) = self.part_of(first + done as u64);
+            let left = self.starts[p + 1] - self.starts[p] - local;
+            let n = (out.len() - done).min(left as usize);
+            raw.resize(n * w, 0);
+            self.parts[p].0.read_elements(local, &mut raw)?;
+            for (o, b) in out[done..done + n].iter_mut().zip(raw.chunks_exact(w)) {
+                *o = match w {
+                    4 => i32::from_le_bytes([b[0], b[1], b[2], b[3]]) as i64,
+                    _ => i64::from_le_bytes(b.try_into().expect("8 bytes")),
+                };
+            }
+            done += n;
         }
         Ok(())
+    }
+
+    /// Where the key index persists: named by every keys tensor's identity.
+    fn index_identity(&self) -> Option<String> {
+        let ids: Option<Vec<String>> = self.parts.iter().map(|(k, _)| k.cache_identity()).collect();
+        ids.map(|v| v.join("|"))
     }
 
     /// The key index: opened from `cache_dir` when built before, else built now.
@@ -120,7 +195,7 @@ impl HashTable {
         let what = String::from_utf8_lossy(&self.meta.name).into_owned();
         let fail = |e: crate::store::KeyIndexError| ModelError::data(format!("{what}: key index"), e);
         let n = self.entries();
-        let path = match (&self.index_dir, self.keys.cache_identity()) {
+        let path = match (&self.index_dir, self.index_identity()) {
             (Some(dir), Some(id)) => Some(dir.join(format!("{:016x}.keys", fnv1a64(id.as_bytes())))),
             _ => None,
         };
@@ -168,15 +243,41 @@ impl Tensor for HashTable {
     }
 
     fn read_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
-        self.values.read_elements(first, out)
+        if let [(_, v)] = &self.parts[..] {
+            return v.read_elements(first, out);
+        }
+        // Across parts, a row's elements at a time: element e is in the part of its row.
+        let es = self.meta.dtype.elem_size().unwrap_or(1);
+        let width = self.width().max(1);
+        let count = (out.len() / es) as u64;
+        let total = self.entries().saturating_mul(width);
+        if first.checked_add(count).is_none_or(|e| e > total) {
+            return Err(RequestError::OutOfRange { first, count, total }.into());
+        }
+        let mut done = 0u64;
+        while done < count {
+            let e = first + done;
+            let (p, local_row) = self.part_of(e / width);
+            let part_end = self.starts[p + 1] * width;
+            let n = (count - done).min(part_end - e);
+            let local = local_row * width + e % width;
+            let at = (done as usize) * es;
+            self.parts[p].1.read_elements(local, &mut out[at..at + n as usize * es])?;
+            done += n;
+        }
+        Ok(())
     }
 
     fn cache_identity(&self) -> Option<String> {
-        self.values.cache_identity()
+        let ids: Option<Vec<String>> = self.parts.iter().map(|(_, v)| v.cache_identity()).collect();
+        ids.map(|v| v.join("|"))
     }
 
     fn stored_crc32c(&self) -> Option<u32> {
-        self.values.stored_crc32c()
+        match &self.parts[..] {
+            [(_, v)] => v.stored_crc32c(),
+            _ => None,
+        }
     }
 
     fn key_kind(&self) -> Option<KeyKind> {
@@ -215,7 +316,8 @@ impl Tensor for HashTable {
             })?;
         let at = out.len();
         out.resize(at + bytes as usize, 0);
-        if let Err(e) = self.values.read_elements(slot * width, &mut out[at..]) {
+        let (p, local) = self.part_of(slot);
+        if let Err(e) = self.parts[p].1.read_elements(local * width, &mut out[at..]) {
             out.truncate(at);
             return Err(e);
         }
@@ -288,7 +390,7 @@ mod tests {
         }
         // The index was kept: one file per keys tensor, reopened by the later pass.
         let kept = std::fs::read_dir(index_dir.path()).unwrap().count();
-        assert_eq!(kept, 3);
+        assert_eq!(kept, 4);
         // TF2 shows the table as its object only, not also as `.ATTRIBUTES/table`.
         let model = crate::tf::detect::open(&dir.join("tf2/ckpt"), &Default::default())
             .unwrap()

@@ -208,20 +208,56 @@ impl TfModel {
         out
     }
 
-    /// The hash table shown at `path`, when its keys and values tensors are there and pair up.
+    /// The hash table shown at `path`, when its keys and values tensors are there and pair up;
+    /// or the TF Recommenders-Addons shards `<name>_mht_<i>of<n>` beside it, all of them.
     fn hash_table(&self, path: &[Vec<u8>]) -> Result<Option<Arc<dyn Tensor>>, ModelError> {
+        let name = path.join(&b'/');
+        let dir = self.key_index_dir.clone();
         for [k, v] in self.table_pair_paths(path) {
             let (Some(keys), Some(values)) = (self.plain_tensor(&k)?, self.plain_tensor(&v)?)
             else {
                 continue;
             };
-            let name = path.join(&b'/');
-            let dir = self.key_index_dir.clone();
-            if let Some(t) = hashtable::HashTable::pair(name, keys, values, dir) {
+            if let Some(t) = hashtable::HashTable::pair(name.clone(), keys, values, dir.clone()) {
                 return Ok(Some(Arc::new(t)));
             }
         }
-        Ok(None)
+        let Some((last, parent)) = path.split_last() else {
+            return Ok(None);
+        };
+        // The shard count, from any shard's keys beside it.
+        let mut hidden = HiddenKeys::default();
+        let mut beside = BTreeSet::new();
+        for prefix in keys::dir_prefixes(self.style, parent) {
+            self.scan(&prefix, &mut hidden, &mut beside)?;
+        }
+        let count = beside.iter().find_map(|e| match e {
+            DirEntry::Tensor(n) => n
+                .strip_suffix(hashtable::KEYS_SUFFIX)
+                .and_then(hashtable::tfra_shard)
+                .filter(|(base, _, _)| base == last)
+                .map(|(_, _, n)| n),
+            _ => None,
+        });
+        let Some(count) = count else {
+            return Ok(None);
+        };
+        let mut parts = Vec::new();
+        for i in 1..=count {
+            let stem = [&last[..], format!("_mht_{i}of{count}").as_bytes()].concat();
+            let at = |suffix: &[u8]| {
+                let mut p = parent.to_vec();
+                p.push([&stem[..], suffix].concat());
+                p
+            };
+            let k = self.plain_tensor(&at(hashtable::KEYS_SUFFIX))?;
+            let v = self.plain_tensor(&at(hashtable::VALUES_SUFFIX))?;
+            match (k, v) {
+                (Some(k), Some(v)) => parts.push((k, v)),
+                _ => return Ok(None),
+            }
+        }
+        Ok(hashtable::HashTable::of_parts(name, parts, dir).map(|t| Arc::new(t) as Arc<dyn Tensor>))
     }
 
     /// Hash tables shown in the directory whose entries are `entries` (added to them).
@@ -240,8 +276,14 @@ impl TfModel {
         for e in entries.iter().filter(|_| !in_attributes) {
             let stem = match e {
                 DirEntry::Tensor(n) => match n.strip_suffix(hashtable::KEYS_SUFFIX) {
-                    Some(stem) if !taken(entries, stem) => stem,
-                    _ => continue,
+                    // TF Recommenders-Addons shards: shown once, by the first.
+                    Some(stem) => match hashtable::tfra_shard(stem) {
+                        Some((base, 1, _)) if !taken(entries, base) => base,
+                        Some(_) => continue,
+                        None if !taken(entries, stem) => stem,
+                        None => continue,
+                    },
+                    None => continue,
                 },
                 // TF2: a table object is a directory holding `.ATTRIBUTES/table-keys`.
                 DirEntry::Dir(n) if self.style == KeyStyle::Object => n,

@@ -251,3 +251,28 @@ fn a_transient_fault_on_a_graph_scan_is_not_remembered() {
     flaky.down.store(false, std::sync::atomic::Ordering::SeqCst);
     assert!(!model.list_dir(&[]).unwrap().is_empty());
 }
+
+/// Rows by index of partitioned 2-D variables (slices by rows, by columns, a grid) equal the
+/// rows of the assembled tensor, and name the partition holding them when slices are by row.
+#[test]
+fn rows_of_partitioned_variables_cross_their_slices() {
+    let dir = crate::testing::fixtures_dir().join("tf/partitioned/ckpt");
+    let model = crate::tf::detect::open(&dir, &Default::default()).unwrap().unwrap();
+    for name in ["rows_10x4", "cols_3x5_i64", "grid_4x6"] {
+        let t = model.tensor(&[name.as_bytes().to_vec()]).unwrap();
+        assert_eq!(t.key_kind(), Some(crate::model::KeyKind::RowIndex), "{name}");
+        let (rows, cols) = (t.meta().shape[0], t.meta().shape[1]);
+        let w = t.meta().dtype.elem_size().unwrap();
+        let mut all = vec![0u8; (rows * cols) as usize * w];
+        t.read_elements(0, &mut all).unwrap();
+        for r in 0..rows {
+            let mut got = Vec::new();
+            let hit = t.row_by_id(r as i64, &mut got).unwrap().unwrap();
+            let row = (r * cols) as usize * w..((r + 1) * cols) as usize * w;
+            assert_eq!(got, all[row], "{name} row {r}");
+            let p = hit.partition.map(|i| &t.meta().partitions[i]);
+            assert!(p.is_none_or(|p| (p.extent[0].0..p.extent[0].0 + p.extent[0].1).contains(&r)));
+        }
+        assert!(t.row_by_id(rows as i64, &mut Vec::new()).unwrap().is_none());
+    }
+}
