@@ -252,3 +252,36 @@ fn large_tensor_checksum_verdict_persists_until_the_file_changes() {
     let t = model.tensor(&[b"big".to_vec()]).unwrap();
     assert!(t.read_elements(1, &mut four).is_err());
 }
+
+/// `modelfs index` builds every hash table's key index (TF tables, Monolith tables) into the
+/// cache directory; a later mount finds it there and builds nothing.
+#[test]
+fn index_builds_the_key_index_of_every_hash_table() {
+    let root = crate::testing::fixtures_dir();
+    for (source, tables) in [
+        (root.join("tf/hashtable/tf1"), 2),
+        (root.join("monolith/ps_export"), 4), // three Monolith tables and the TF one
+    ] {
+        let cache = tempfile::tempdir().unwrap();
+        let o = opts(cache.path(), "json");
+        super::index::index(&source, &o).unwrap();
+        let keys = || {
+            std::fs::read_dir(cache.path())
+                .unwrap()
+                .filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "keys"))
+                .count()
+        };
+        assert_eq!(keys(), tables, "{}", source.display());
+        let before: Vec<_> = std::fs::read_dir(cache.path())
+            .unwrap()
+            .map(|e| e.unwrap().metadata().unwrap().modified().unwrap())
+            .collect();
+        super::index::index(&source, &o).unwrap();
+        let after: Vec<_> = std::fs::read_dir(cache.path())
+            .unwrap()
+            .map(|e| e.unwrap().metadata().unwrap().modified().unwrap())
+            .collect();
+        assert_eq!(keys(), tables);
+        assert_eq!(before.len(), after.len());
+    }
+}
