@@ -114,3 +114,39 @@ fn monolith_tables_mount_with_rows_by_id() {
     assert_eq!(npy_payload(&empty).unwrap().len(), 0);
     mount.unmount_and_check();
 }
+
+/// A damaged shard (one flipped byte): the table is still listed, its `.json` names the shard
+/// and the offset, and its data files and row lookups give EIO, never other bytes.
+#[test]
+fn a_damaged_monolith_shard_gives_eio() {
+    let Some(fuse) = Fuse::check() else { return };
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/monolith/ps_export");
+    let tmp = tempfile::tempdir().unwrap();
+    let copy = tmp.path().join("ps");
+    std::fs::create_dir_all(copy.join("assets")).unwrap();
+    for e in std::fs::read_dir(src.join("assets")).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), copy.join("assets").join(e.file_name())).unwrap();
+    }
+    let shard = copy.join("assets/MonolithHashTable_0a1b_1-00001-of-00002");
+    let mut b = std::fs::read(&shard).unwrap();
+    let mid = b.len() / 2;
+    b[mid] ^= 4;
+    std::fs::write(&shard, &b).unwrap();
+    let mount = fuse.mount(&copy, "cache_dir=none");
+    let m = mount.path();
+    let json = std::fs::read_to_string(m.join("hash_tables/MonolithHashTable_0a1b_1.json")).unwrap();
+    assert!(json.contains("MonolithHashTable_0a1b_1-00001-of-00002"), "{json}");
+    for f in ["MonolithHashTable_0a1b_1.npy", "MonolithHashTable_0a1b_1.txt", "MonolithHashTable_0a1b_1.rows/5.txt"] {
+        let e = std::fs::read(m.join("hash_tables").join(f)).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EIO), "{f}: {e}");
+    }
+    // The undamaged table beside it reads.
+    let samples: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(src.join("../MonolithHashTable_0a1b_0.samples.json")).unwrap(),
+    )
+    .unwrap();
+    let id = samples.as_object().unwrap().keys().next().unwrap();
+    assert!(std::fs::read(m.join(format!("hash_tables/MonolithHashTable_0a1b_0.rows/{id}.txt"))).is_ok());
+    mount.unmount_and_check();
+}

@@ -133,13 +133,63 @@ impl WithTables {
         });
         match got {
             Ok(Ok(t)) => Ok(t.clone() as Arc<dyn Tensor>),
-            Ok(Err(e)) => Err(ModelError::data(format!("hash table {key}"), e.clone())),
+            // Still shown (its files give EIO and the reason), not dropped from the listing.
+            Ok(Err(e)) => Ok(Arc::new(Unreadable::new(&key, e.clone()))),
             Err(e) => Err(ModelError::data(format!("hash table {key}"), e)),
         }
     }
 
     fn is_tables_dir(c: &[u8]) -> bool {
         c == own_component(HASH_TABLES)
+    }
+}
+
+/// A table whose shards are damaged: listed, its `.json` says why, every read fails.
+struct Unreadable {
+    meta: crate::model::TensorMeta,
+}
+
+impl Unreadable {
+    fn new(name: &str, problem: String) -> Unreadable {
+        Unreadable {
+            meta: crate::model::TensorMeta {
+                name: format!("hash_tables/{name}").into_bytes(),
+                dtype: crate::model::DType::F32,
+                // Not `[0, 0]`: an empty table would read as a valid empty array. One element
+                // that cannot be read makes every data file fail (EIO) as it should.
+                shape: vec![1, 1],
+                format: crate::model::SourceFormat::Monolith,
+                partitions: Vec::new(),
+                sparse: false,
+                extra: Default::default(),
+                problem: Some(problem),
+                mtime: std::time::UNIX_EPOCH,
+            },
+        }
+    }
+
+    fn fail(&self) -> ModelError {
+        let why = self.meta.problem.clone().unwrap_or_default();
+        ModelError::data(String::from_utf8_lossy(&self.meta.name), why)
+    }
+}
+
+impl Tensor for Unreadable {
+    fn meta(&self) -> &crate::model::TensorMeta {
+        &self.meta
+    }
+    fn read_elements(&self, _first: u64, _out: &mut [u8]) -> Result<(), ModelError> {
+        Err(self.fail())
+    }
+    fn key_kind(&self) -> Option<crate::model::KeyKind> {
+        Some(crate::model::KeyKind::HashKey)
+    }
+    fn row_by_id(
+        &self,
+        _id: i64,
+        _out: &mut Vec<u8>,
+    ) -> Result<Option<crate::model::RowHit>, ModelError> {
+        Err(self.fail())
     }
 }
 

@@ -142,9 +142,13 @@ fn hostile_shards_give_errors_never_wrong_rows() {
     for (what, bytes) in cases {
         std::fs::write(&shard, &bytes).unwrap();
         let m = open(dir.path());
-        let got = m.tensor(&[own_component(HASH_TABLES), b"t".to_vec()]);
-        let e = got.err().unwrap_or_else(|| panic!("{what}: opened"));
+        // Still there (listed, its `.json` says why); every read and lookup fails.
+        let t = m.tensor(&[own_component(HASH_TABLES), b"t".to_vec()]).unwrap();
+        let problem = t.meta().problem.clone().unwrap_or_else(|| panic!("{what}: opened"));
+        assert!(problem.contains("t-00000-of-00001"), "{what}: {problem}");
+        let e = t.row_by_id(7, &mut Vec::new()).unwrap_err();
         assert!(e.to_string().contains("t-00000-of-00001"), "{what}: {e}");
+        assert!(t.read_elements(0, &mut [0u8; 4]).is_err());
     }
     std::fs::write(&shard, &good).unwrap();
     let m = open(dir.path());
