@@ -109,6 +109,16 @@ fn monolith_tables_mount_with_rows_by_id() {
         }
         let npy = std::fs::read(m.join(format!("hash_tables/{table}.npy"))).unwrap();
         assert_eq!(npy_payload(&npy).unwrap().len() as u64, n * dim * 4, "{table}");
+        // `libsvm` (there by default): a line per entry, labelled by its id, the row's values.
+        let libsvm = std::fs::read_to_string(m.join(format!("hash_tables/{table}.libsvm"))).unwrap();
+        assert_eq!(libsvm.lines().count() as u64, n, "{table}");
+        for line in libsvm.lines().step_by(37) {
+            let (id, rest) = line.split_once(' ').unwrap();
+            let row = std::fs::read_to_string(m.join(format!("hash_tables/{table}.rows/{id}.txt"))).unwrap();
+            let vals: Vec<&str> = rest.split(' ').map(|e| e.split_once(':').unwrap().1).collect();
+            let want: Vec<&str> = row.trim_end().split(' ').filter(|v| *v != "0.0").collect();
+            assert_eq!(vals, want, "{table} {id}");
+        }
     }
     let empty = std::fs::read(m.join("hash_tables/MonolithHashTable_0a1b_2.npy")).unwrap();
     assert_eq!(npy_payload(&empty).unwrap().len(), 0);

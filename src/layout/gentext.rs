@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use super::elements::{check_shape, decode, for_each_value, rows_before_unit, with_entries};
-use super::num::{write_escaped, write_f32_py, write_libsvm_col, write_u64};
+use super::num::{write_escaped, write_f32_py, write_i64, write_libsvm_col, write_u64};
 use super::text::{ChunkSource, CHUNK_ELEMENTS};
 use super::LayoutError;
 use crate::model::{DType, SparseShape, Tensor};
@@ -105,10 +105,24 @@ impl ChunkSource for LibsvmDense {
         let first = chunk * CHUNK_ELEMENTS;
         let count = (total - first).min(CHUNK_ELEMENTS);
         let cols = self.cols;
+        // A hash table's lines are labelled by their keys (feature ids), not positions.
+        let r0 = first / cols;
+        let mut keys = Vec::new();
+        let mut labelled = false;
+        if self.tensor.key_kind() == Some(crate::model::KeyKind::HashKey) {
+            keys.resize(((first + count).div_ceil(cols) - r0) as usize, 0);
+            if let Some(r) = self.tensor.row_keys(r0, &mut keys) {
+                r?;
+                labelled = true;
+            }
+        }
         for_each_value(&*self.tensor, first, count, |i, v| {
             let (r, c) = (i / cols, i % cols);
             if c == 0 {
-                write_u64(r, out);
+                match labelled {
+                    true => write_i64(keys[(r - r0) as usize], out),
+                    false => write_u64(r, out),
+                }
             }
             if !v.is_zero() {
                 out.push(b' ');

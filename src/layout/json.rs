@@ -121,9 +121,8 @@ fn render(tensor: &Arc<dyn Tensor>, ctx: &Arc<LayoutCtx>, last_error: Option<&st
     let mut layouts = Vec::new();
     let mut unavailable = Vec::new();
     let shown = super::shown(meta, ctx);
-    let asked = super::asked(meta, ctx)
-        .iter()
-        .filter(|l| !shown.contains(l));
+    let asked_all = super::asked(meta, ctx);
+    let asked = asked_all.iter().filter(|l| !shown.contains(l));
     for &l in shown.iter().chain(asked) {
         if l == Layout::Json {
             continue;

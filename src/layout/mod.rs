@@ -300,12 +300,20 @@ pub(crate) fn check(layout: Layout, meta: &TensorMeta, ctx: &LayoutCtx) -> Resul
 }
 
 /// The layouts the mount asks of a tensor described by `meta` (see `sparse_default`).
-pub(crate) fn asked<'a>(meta: &TensorMeta, ctx: &'a LayoutCtx) -> &'a [Layout] {
+/// A Monolith table also has `libsvm` by default: its rows labelled by feature id.
+pub(crate) fn asked<'a>(meta: &TensorMeta, ctx: &'a LayoutCtx) -> std::borrow::Cow<'a, [Layout]> {
     const SPARSE: &[Layout] = &[Layout::Json, Layout::Libsvm];
     if meta.sparse && ctx.sparse_default {
-        SPARSE
+        SPARSE.into()
+    } else if meta.format == crate::model::SourceFormat::Monolith
+        && ctx.sparse_default
+        && !ctx.layouts.contains(&Layout::Libsvm)
+    {
+        let mut v = ctx.layouts.clone();
+        v.push(Layout::Libsvm);
+        v.into()
     } else {
-        &ctx.layouts
+        ctx.layouts[..].into()
     }
 }
 

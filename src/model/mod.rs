@@ -169,6 +169,9 @@ impl Tensor for WithMeta {
     fn key_kind(&self) -> Option<KeyKind> {
         self.inner.key_kind()
     }
+    fn row_keys(&self, first: u64, out: &mut [i64]) -> Option<Result<(), ModelError>> {
+        self.inner.row_keys(first, out)
+    }
     fn row_by_id(&self, id: i64, out: &mut Vec<u8>) -> Result<Option<RowHit>, ModelError> {
         self.inner.row_by_id(id, out)
     }
@@ -569,6 +572,13 @@ pub trait Tensor: Send + Sync {
     /// `read_elements`.
     fn read_shared(&self, first: u64, len: usize) -> Option<Result<bytes::Bytes, ModelError>> {
         let _ = (first, len);
+        None
+    }
+
+    /// The ids of rows `first..first + out.len()` of a hash table (`KeyKind::HashKey`), in
+    /// row order (`libsvm` labels its lines with them); `None` for other tensors.
+    fn row_keys(&self, first: u64, out: &mut [i64]) -> Option<Result<(), ModelError>> {
+        let _ = (first, out);
         None
     }
 

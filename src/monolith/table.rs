@@ -531,6 +531,15 @@ impl Tensor for MonolithTable {
         Some(KeyKind::HashKey)
     }
 
+    fn row_keys(&self, first: u64, out: &mut [i64]) -> Option<Result<(), ModelError>> {
+        let mut at = 0;
+        let walked = self.each_entry(first, out.len() as u64, |id, _| {
+            out[at] = id;
+            at += 1;
+        });
+        Some(walked.map_err(|e| self.fail(e)))
+    }
+
     fn row_by_id(&self, id: i64, out: &mut Vec<u8>) -> Result<Option<RowHit>, ModelError> {
         let mut slots = Vec::new();
         self.index()?

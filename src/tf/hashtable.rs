@@ -284,6 +284,10 @@ impl Tensor for HashTable {
         self.meta.problem.is_none().then_some(KeyKind::HashKey)
     }
 
+    fn row_keys(&self, first: u64, out: &mut [i64]) -> Option<Result<(), ModelError>> {
+        Some(self.read_keys(first, out))
+    }
+
     fn row_by_id(&self, id: i64, out: &mut Vec<u8>) -> Result<Option<RowHit>, ModelError> {
         if self.meta.problem.is_some() {
             return Ok(None);
