@@ -204,6 +204,9 @@ fn sources() -> Vec<(PathBuf, PathBuf)> {
             out.push((fixtures.clone(), model));
         }
     }
+    // Hash tables: TF's (saved by TensorFlow) and a Monolith PS export (found by listing).
+    out.push((fixtures.clone(), fixtures.join("tf/hashtable/tf2/ckpt")));
+    out.push((fixtures.clone(), fixtures.join("monolith/ps_export")));
     out
 }
 
