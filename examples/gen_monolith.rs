@@ -19,8 +19,11 @@ fn main() {
         eprintln!("usage: gen_monolith DIR TABLE N DIM SHARDS");
         std::process::exit(1);
     };
-    let (n, dim, shards): (u64, usize, usize) =
-        (n.parse().unwrap(), dim.parse().unwrap(), shards.parse().unwrap());
+    let (n, dim, shards): (u64, usize, usize) = (
+        n.parse().unwrap(),
+        dim.parse().unwrap(),
+        shards.parse().unwrap(),
+    );
     std::fs::create_dir_all(dir).unwrap();
     let mut files: Vec<BufWriter<File>> = (0..shards)
         .map(|k| {

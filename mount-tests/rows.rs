@@ -31,13 +31,28 @@ fn rows_are_found_by_id_through_the_mount_and_the_cli() {
     for (k, v) in table["rows"].as_object().unwrap().iter().take(50) {
         let p = m.join(format!("m/table.rows/{k}.txt"));
         let text = std::fs::read_to_string(&p).unwrap();
-        assert_eq!(std::fs::metadata(&p).unwrap().len(), text.len() as u64, "{k}");
-        assert!(text.ends_with('\n') && !text.contains("  "), "{k}: {text:?}");
-        let want: Vec<f32> = v.as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect();
+        assert_eq!(
+            std::fs::metadata(&p).unwrap().len(),
+            text.len() as u64,
+            "{k}"
+        );
+        assert!(
+            text.ends_with('\n') && !text.contains("  "),
+            "{k}: {text:?}"
+        );
+        let want: Vec<f32> = v
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap() as f32)
+            .collect();
         assert_eq!(f32_text(&text), want, "{k}");
         let npy = std::fs::read(m.join(format!("m/table.rows/{k}.npy"))).unwrap();
         let payload = npy_payload(&npy).unwrap();
-        let got: Vec<f32> = payload.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+        let got: Vec<f32> = payload
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+            .collect();
         assert_eq!(got, want, "{k}.npy");
         ids.push((k.clone(), text));
     }
@@ -55,7 +70,10 @@ fn rows_are_found_by_id_through_the_mount_and_the_cli() {
         .output()
         .unwrap();
     assert!(out.status.success());
-    assert_eq!(String::from_utf8(out.stdout).unwrap(), format!("{k0}\t{t0}"));
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        format!("{k0}\t{t0}")
+    );
     let out = Command::new(modelfs())
         .args(["row", "-o", "cache_dir=none"])
         .arg(&source)
@@ -83,14 +101,22 @@ fn monolith_tables_mount_with_rows_by_id() {
     tables.sort();
     assert_eq!(
         tables,
-        ["MonolithHashTable_0a1b_0.json", "MonolithHashTable_0a1b_1.json", "MonolithHashTable_0a1b_2.json"]
+        [
+            "MonolithHashTable_0a1b_0.json",
+            "MonolithHashTable_0a1b_1.json",
+            "MonolithHashTable_0a1b_2.json"
+        ]
     );
     // The variables are there too (a MutableHashTable of the TF bundle).
     assert!(m.join("feat_emb.json").is_file());
-    for (table, n, dim) in [("MonolithHashTable_0a1b_0", 2000u64, 8u64), ("MonolithHashTable_0a1b_1", 300, 4)] {
-        let json: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(m.join(format!("hash_tables/{table}.json"))).unwrap())
-                .unwrap();
+    for (table, n, dim) in [
+        ("MonolithHashTable_0a1b_0", 2000u64, 8u64),
+        ("MonolithHashTable_0a1b_1", 300, 4),
+    ] {
+        let json: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(m.join(format!("hash_tables/{table}.json"))).unwrap(),
+        )
+        .unwrap();
         assert_eq!(json["shape"], serde_json::json!([n, dim]), "{table}");
         let samples: serde_json::Value = serde_json::from_slice(
             &std::fs::read(dir.join(format!("{table}.samples.json"))).unwrap(),
@@ -99,23 +125,40 @@ fn monolith_tables_mount_with_rows_by_id() {
         let samples = samples.as_object().unwrap();
         assert!(samples.len() >= 100);
         for (id, v) in samples {
-            let text = std::fs::read_to_string(m.join(format!("hash_tables/{table}.rows/{id}.txt"))).unwrap();
-            let want: Vec<f32> = v.as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect();
+            let text =
+                std::fs::read_to_string(m.join(format!("hash_tables/{table}.rows/{id}.txt")))
+                    .unwrap();
+            let want: Vec<f32> = v
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_f64().unwrap() as f32)
+                .collect();
             assert_eq!(f32_text(&text), want, "{table} {id}");
         }
         for absent in ["1", "-5", "9223372036854775807"] {
-            let e = std::fs::read(m.join(format!("hash_tables/{table}.rows/{absent}.txt"))).unwrap_err();
+            let e = std::fs::read(m.join(format!("hash_tables/{table}.rows/{absent}.txt")))
+                .unwrap_err();
             assert_eq!(e.kind(), std::io::ErrorKind::NotFound, "{table} {absent}");
         }
         let npy = std::fs::read(m.join(format!("hash_tables/{table}.npy"))).unwrap();
-        assert_eq!(npy_payload(&npy).unwrap().len() as u64, n * dim * 4, "{table}");
+        assert_eq!(
+            npy_payload(&npy).unwrap().len() as u64,
+            n * dim * 4,
+            "{table}"
+        );
         // `libsvm` (there by default): a line per entry, labelled by its id, the row's values.
-        let libsvm = std::fs::read_to_string(m.join(format!("hash_tables/{table}.libsvm"))).unwrap();
+        let libsvm =
+            std::fs::read_to_string(m.join(format!("hash_tables/{table}.libsvm"))).unwrap();
         assert_eq!(libsvm.lines().count() as u64, n, "{table}");
         for line in libsvm.lines().step_by(37) {
             let (id, rest) = line.split_once(' ').unwrap();
-            let row = std::fs::read_to_string(m.join(format!("hash_tables/{table}.rows/{id}.txt"))).unwrap();
-            let vals: Vec<&str> = rest.split(' ').map(|e| e.split_once(':').unwrap().1).collect();
+            let row = std::fs::read_to_string(m.join(format!("hash_tables/{table}.rows/{id}.txt")))
+                .unwrap();
+            let vals: Vec<&str> = rest
+                .split(' ')
+                .map(|e| e.split_once(':').unwrap().1)
+                .collect();
             let want: Vec<&str> = row.trim_end().split(' ').filter(|v| *v != "0.0").collect();
             assert_eq!(vals, want, "{table} {id}");
         }
@@ -145,9 +188,17 @@ fn a_damaged_monolith_shard_gives_eio() {
     std::fs::write(&shard, &b).unwrap();
     let mount = fuse.mount(&copy, "cache_dir=none");
     let m = mount.path();
-    let json = std::fs::read_to_string(m.join("hash_tables/MonolithHashTable_0a1b_1.json")).unwrap();
-    assert!(json.contains("MonolithHashTable_0a1b_1-00001-of-00002"), "{json}");
-    for f in ["MonolithHashTable_0a1b_1.npy", "MonolithHashTable_0a1b_1.txt", "MonolithHashTable_0a1b_1.rows/5.txt"] {
+    let json =
+        std::fs::read_to_string(m.join("hash_tables/MonolithHashTable_0a1b_1.json")).unwrap();
+    assert!(
+        json.contains("MonolithHashTable_0a1b_1-00001-of-00002"),
+        "{json}"
+    );
+    for f in [
+        "MonolithHashTable_0a1b_1.npy",
+        "MonolithHashTable_0a1b_1.txt",
+        "MonolithHashTable_0a1b_1.rows/5.txt",
+    ] {
         let e = std::fs::read(m.join("hash_tables").join(f)).unwrap_err();
         assert_eq!(e.raw_os_error(), Some(libc::EIO), "{f}: {e}");
     }
@@ -157,6 +208,9 @@ fn a_damaged_monolith_shard_gives_eio() {
     )
     .unwrap();
     let id = samples.as_object().unwrap().keys().next().unwrap();
-    assert!(std::fs::read(m.join(format!("hash_tables/MonolithHashTable_0a1b_0.rows/{id}.txt"))).is_ok());
+    assert!(std::fs::read(m.join(format!(
+        "hash_tables/MonolithHashTable_0a1b_0.rows/{id}.txt"
+    )))
+    .is_ok());
     mount.unmount_and_check();
 }

@@ -259,7 +259,10 @@ mod tests {
             let file = MemSource::new("p", text);
             let index = LineIndex::new(0, len, lines, crlf);
             for s in (0..lines.div_ceil(STRIDE) as usize).rev().step_by(7) {
-                let want_b = starts.get((s + 1) * STRIDE as usize).copied().unwrap_or(len);
+                let want_b = starts
+                    .get((s + 1) * STRIDE as usize)
+                    .copied()
+                    .unwrap_or(len);
                 assert_eq!(
                     index.span(&file, s, s + 1).unwrap(),
                     (starts[s * STRIDE as usize], want_b),

@@ -194,7 +194,9 @@ fn check_rows(ctx: &str, t: &dyn Tensor, s: &SparseRows) {
                 match s.rows.binary_search(&(id as u64)) {
                     Ok(k) if id >= 0 => Some((0..cols).flat_map(|c| value(k, c)).collect()),
                     // A dense matrix's unsaved rows are rows of zeros.
-                    _ if kind == KeyKind::RowIndex && (0..t.meta().shape[0] as i64).contains(&id) => {
+                    _ if kind == KeyKind::RowIndex
+                        && (0..t.meta().shape[0] as i64).contains(&id) =>
+                    {
                         Some(vec![0; cols as usize * w])
                     }
                     _ => None,
@@ -202,7 +204,11 @@ fn check_rows(ctx: &str, t: &dyn Tensor, s: &SparseRows) {
             }
             KeyKind::HashKey => unreachable!("{ctx}"),
         };
-        assert_eq!(hit.is_some(), want.is_some(), "{ctx}: row {id} found ({kind:?})");
+        assert_eq!(
+            hit.is_some(),
+            want.is_some(),
+            "{ctx}: row {id} found ({kind:?})"
+        );
         if let Some(want) = want {
             assert_eq!(got, want, "{ctx}: row {id} ({kind:?})");
         }

@@ -268,7 +268,13 @@ fn index_builds_the_key_index_of_every_hash_table() {
         let keys = || {
             std::fs::read_dir(cache.path())
                 .unwrap()
-                .filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "keys"))
+                .filter(|e| {
+                    e.as_ref()
+                        .unwrap()
+                        .path()
+                        .extension()
+                        .is_some_and(|x| x == "keys")
+                })
                 .count()
         };
         assert_eq!(keys(), tables, "{}", source.display());

@@ -372,8 +372,9 @@ pub fn main() -> i32 {
             source,
             name,
             ids,
-        } => parse_options(&options)
-            .and_then(|opts| browse::row(&source, &name, &ids, json, &opts)),
+        } => {
+            parse_options(&options).and_then(|opts| browse::row(&source, &name, &ids, json, &opts))
+        }
         Command::Info { options, source } => {
             parse_options(&options).and_then(|opts| inspect::info(&source, &opts))
         }

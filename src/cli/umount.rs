@@ -15,13 +15,29 @@ fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
+/// Tries of a busy unmount, `BUSY_WAIT` apart: a file closed just before may hold the mount
+/// a moment longer (a script's `cat f; modelfs umount d` under load), which is not "in use".
+const BUSY_TRIES: u32 = 10;
+const BUSY_WAIT: std::time::Duration = std::time::Duration::from_millis(100);
+
 fn umount2(mp: &Path, flags: i32) -> Result<(), Failure> {
     let c = cstring(mp).ok_or_else(|| Failure::new(EXIT_MOUNT, "mountpoint contains NUL"))?;
-    // SAFETY: valid NUL-terminated path.
-    if unsafe { libc::umount2(c.as_ptr(), flags) } == 0 {
-        return Ok(());
-    }
-    let e = std::io::Error::last_os_error();
+    let mut tries = 0;
+    let e = loop {
+        // SAFETY: valid NUL-terminated path.
+        if unsafe { libc::umount2(c.as_ptr(), flags) } == 0 {
+            return Ok(());
+        }
+        let e = std::io::Error::last_os_error();
+        tries += 1;
+        if e.raw_os_error() != Some(libc::EBUSY)
+            || flags & libc::MNT_DETACH != 0
+            || tries >= BUSY_TRIES
+        {
+            break e;
+        }
+        std::thread::sleep(BUSY_WAIT);
+    };
     let hint = if e.raw_os_error() == Some(libc::EBUSY) {
         " (files or directories in it are in use)"
     } else {

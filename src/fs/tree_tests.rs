@@ -486,7 +486,10 @@ fn rows_are_found_by_id_under_a_hidden_dir_that_lists_only_its_readme() {
     assert_eq!(read_all(&t, "layer1/W.rows/0.txt"), b"1.0 2.0 3.0\n");
     let npy = read_all(&t, "layer1/W.rows/1.npy");
     assert_eq!(&npy[..6], b"\x93NUMPY");
-    assert_eq!(&npy[npy.len() - 12..], &[0, 0, 128, 64, 0, 0, 160, 64, 0, 0, 208, 64]);
+    assert_eq!(
+        &npy[npy.len() - 12..],
+        &[0, 0, 128, 64, 0, 0, 160, 64, 0, 0, 208, 64]
+    );
     let json: serde_json::Value =
         serde_json::from_slice(&read_all(&t, "layer1/W.rows/1.json")).unwrap();
     assert_eq!(json["id"], 1);
@@ -509,8 +512,16 @@ fn rows_are_found_by_id_under_a_hidden_dir_that_lists_only_its_readme() {
         assert!(matches!(e, FsError::NotFound), "{absent}: {e:?}");
     }
     // Tensors without row ids (rank 1), unknown names, a file's name: no rows directory.
-    for none in ["b.rows", "nothing.rows", "layer1/W.txt.rows", "layer1/W.rows.rows"] {
-        assert!(matches!(t.resolve(none.as_bytes()), Err(FsError::NotFound)), "{none}");
+    for none in [
+        "b.rows",
+        "nothing.rows",
+        "layer1/W.txt.rows",
+        "layer1/W.rows.rows",
+    ] {
+        assert!(
+            matches!(t.resolve(none.as_bytes()), Err(FsError::NotFound)),
+            "{none}"
+        );
     }
     // Nothing listed changed.
     assert_eq!(all_paths(&t), before);

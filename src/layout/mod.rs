@@ -277,9 +277,9 @@ pub mod faults;
 pub(crate) mod generic;
 pub(crate) mod gentext;
 pub(crate) mod json;
-pub(crate) mod rows;
 mod lazy;
 pub mod num;
+pub(crate) mod rows;
 pub(crate) mod text;
 pub(crate) mod views;
 

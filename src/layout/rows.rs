@@ -191,7 +191,12 @@ mod tests {
             b"1 .txt",
             b"README",
         ] {
-            assert_eq!(RowFile::parse_name(bad), None, "{:?}", String::from_utf8_lossy(bad));
+            assert_eq!(
+                RowFile::parse_name(bad),
+                None,
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
         }
     }
 }
@@ -238,7 +243,10 @@ mod model_rows_tests {
             rows: vec![0],
             row_ptr: vec![0, 3],
             cols: vec![-7, 5, 1 << 40],
-            values: [0.5f32, 1.5, -2.0].iter().flat_map(|v| v.to_le_bytes()).collect(),
+            values: [0.5f32, 1.5, -2.0]
+                .iter()
+                .flat_map(|v| v.to_le_bytes())
+                .collect(),
         };
         MemTensor::sparse(DType::F32, 1, i64::MAX as u64, s)
     }
@@ -268,7 +276,10 @@ mod model_rows_tests {
             rows: vec![0, 3],
             row_ptr: vec![0, 2, 4],
             cols: vec![1, 2, 2, 4],
-            values: [1.0f32, 2.0, 3.0, 4.0].iter().flat_map(|v| v.to_le_bytes()).collect(),
+            values: [1.0f32, 2.0, 3.0, 4.0]
+                .iter()
+                .flat_map(|v| v.to_le_bytes())
+                .collect(),
         };
         let t = MemTensor::sparse(DType::F32, 4, 8, s);
         let col = |id| {
@@ -299,7 +310,10 @@ mod model_rows_tests {
         let t = MemTensor::sparse(DType::F32, 2, 1 << 40, s);
         let mut out = Vec::new();
         let e = t.row_by_id(0, &mut out).unwrap_err();
-        assert!(matches!(e, ModelError::Request(RequestError::RowTooWide { .. })), "{e}");
+        assert!(
+            matches!(e, ModelError::Request(RequestError::RowTooWide { .. })),
+            "{e}"
+        );
         assert!(out.is_empty());
     }
 

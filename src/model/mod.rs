@@ -12,8 +12,8 @@
 
 pub(crate) mod rows;
 
-pub use rows::{KeyKind, RowHit, MAX_ROW_BYTES};
 pub(crate) use rows::default_key_kind;
+pub use rows::{KeyKind, RowHit, MAX_ROW_BYTES};
 
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};

@@ -8,8 +8,8 @@
 //!   one-row matrix (an LR's weight) or of a column format (an embedding's column of `k`
 //!   values, one per saved row), the row id of the other row formats (the dense row).
 
-use super::{ModelError, RequestError, Tensor, TensorMeta};
 use super::Entries;
+use super::{ModelError, RequestError, Tensor, TensorMeta};
 
 /// What an id names in a keyed tensor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

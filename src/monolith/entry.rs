@@ -33,7 +33,10 @@ fn varint(data: &[u8], at: &mut usize) -> Result<u64, EntryError> {
 
 fn take<'a>(data: &'a [u8], at: &mut usize, n: u64) -> Result<&'a [u8], EntryError> {
     let n = usize::try_from(n).map_err(|_| EntryError::Truncated)?;
-    let end = at.checked_add(n).filter(|&e| e <= data.len()).ok_or(EntryError::Truncated)?;
+    let end = at
+        .checked_add(n)
+        .filter(|&e| e <= data.len())
+        .ok_or(EntryError::Truncated)?;
     let s = &data[*at..end];
     *at = end;
     Ok(s)
@@ -95,7 +98,8 @@ pub fn write_entry(id: i64, nums: &[f32], packed: bool, out: &mut Vec<u8>) {
             n >>= 7;
         }
         out.push(n as u8);
-        nums.iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes()));
+        nums.iter()
+            .for_each(|v| out.extend_from_slice(&v.to_le_bytes()));
     } else {
         for v in nums {
             out.push(0x15);
@@ -134,7 +138,10 @@ mod tests {
                 }
             }
         }
-        assert_eq!(parse_entry(&[0x15, 0, 0, 0, 0], &mut Vec::new()), Err(EntryError::NoId));
+        assert_eq!(
+            parse_entry(&[0x15, 0, 0, 0, 0], &mut Vec::new()),
+            Err(EntryError::NoId)
+        );
         assert!(parse_entry(&[0x0a, 0x00], &mut Vec::new()).is_err()); // id as bytes
         assert!(parse_entry(&[0x0b], &mut Vec::new()).is_err()); // a group
     }

@@ -45,7 +45,9 @@ pub fn tables_in(fs: &dyn Storage, dir: &Path) -> BTreeMap<String, Vec<PathBuf>>
     for (name, _) in fs.list(dir).unwrap_or_default() {
         let Some(n) = name.to_str() else { continue };
         if let Some((table, index, _)) = shard_name(n) {
-            out.entry(table.to_string()).or_default().push((index, dir.join(n)));
+            out.entry(table.to_string())
+                .or_default()
+                .push((index, dir.join(n)));
         }
     }
     out.into_iter()
@@ -267,7 +269,10 @@ mod tests;
 pub fn fuzz_shard(data: &[u8]) {
     let shard = Shard {
         name: "t-00000-of-00001".into(),
-        file: Arc::new(crate::source::MemSource::new("t-00000-of-00001", data.to_vec())),
+        file: Arc::new(crate::source::MemSource::new(
+            "t-00000-of-00001",
+            data.to_vec(),
+        )),
     };
     let Ok(t) = MonolithTable::open("t", vec![shard], None, None) else {
         return;

@@ -45,7 +45,10 @@ fn le_u32(b: &[u8]) -> u32 {
 /// What the bytes at a record's start say.
 pub(crate) enum Framed {
     /// A whole record: its data at `data` within the bytes given, `len` bytes in all.
-    Whole { data: std::ops::Range<usize>, len: u64 },
+    Whole {
+        data: std::ops::Range<usize>,
+        len: u64,
+    },
     /// The record is longer than the bytes given: this many are needed from its start.
     Need(u64),
 }
@@ -54,7 +57,11 @@ pub(crate) enum Framed {
 /// the file remaining from there (`buf` may hold fewer).
 pub(crate) fn frame(buf: &[u8], at: u64, left: u64) -> Result<Framed, RecordError> {
     if left < 12 {
-        return Err(RecordError::Truncated { at, need: 12, have: left });
+        return Err(RecordError::Truncated {
+            at,
+            need: 12,
+            have: left,
+        });
     }
     if buf.len() < 12 {
         return Ok(Framed::Need(12));
@@ -68,7 +75,11 @@ pub(crate) fn frame(buf: &[u8], at: u64, left: u64) -> Result<Framed, RecordErro
     }
     let need = len + FRAMING;
     if need > left {
-        return Err(RecordError::Truncated { at, need, have: left });
+        return Err(RecordError::Truncated {
+            at,
+            need,
+            have: left,
+        });
     }
     if (buf.len() as u64) < need {
         return Ok(Framed::Need(need));
@@ -77,7 +88,10 @@ pub(crate) fn frame(buf: &[u8], at: u64, left: u64) -> Result<Framed, RecordErro
     if masked_crc(&buf[12..end]) != le_u32(&buf[end..end + 4]) {
         return Err(RecordError::DataCrc { at });
     }
-    Ok(Framed::Whole { data: 12..end, len: need })
+    Ok(Framed::Whole {
+        data: 12..end,
+        len: need,
+    })
 }
 
 /// Appends one record holding `data` to `out` (the test writer's and the fuzzer's).

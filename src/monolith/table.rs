@@ -221,7 +221,10 @@ impl MonolithTable {
             None => {
                 // The key index is built in the same pass (it is what the table is for); an
                 // index that cannot be made now is made on the first lookup.
-                let mut keys = table.builder().map_err(|e| log::warn!("key index: {e}")).ok();
+                let mut keys = table
+                    .builder()
+                    .map_err(|e| log::warn!("key index: {e}"))
+                    .ok();
                 let s = table.pass(keys.as_mut().map(|(b, _)| b))?;
                 if let (Some(st), Some(id)) = (store, &table.identity) {
                     save(&**st, id, &s);
@@ -230,7 +233,8 @@ impl MonolithTable {
                     match b.finish() {
                         Ok(ix) => {
                             table.keep(file);
-                            *table.index.get_mut().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(ix));
+                            *table.index.get_mut().unwrap_or_else(|e| e.into_inner()) =
+                                Some(Arc::new(ix));
                         }
                         Err(e) => log::warn!("key index: {e}"),
                     }
@@ -311,7 +315,10 @@ impl MonolithTable {
     }
 
     fn cursor_at(&self, global: u64) -> Cursor<'_> {
-        let shard = self.bases.partition_point(|&b| b <= global).saturating_sub(1);
+        let shard = self
+            .bases
+            .partition_point(|&b| b <= global)
+            .saturating_sub(1);
         let at = global - self.bases.get(shard).copied().unwrap_or(0);
         Cursor {
             table: self,
@@ -338,7 +345,11 @@ impl MonolithTable {
 
     fn short(&self) -> TableError {
         TableError::Short {
-            shard: self.shards.last().map(|s| s.name.clone()).unwrap_or_default(),
+            shard: self
+                .shards
+                .last()
+                .map(|s| s.name.clone())
+                .unwrap_or_default(),
         }
     }
 
@@ -418,7 +429,8 @@ impl MonolithTable {
             return Ok(ix.clone());
         }
         let what = String::from_utf8_lossy(&self.meta.name).into_owned();
-        let fail = |e: crate::store::KeyIndexError| ModelError::data(format!("{what}: key index"), e);
+        let fail =
+            |e: crate::store::KeyIndexError| ModelError::data(format!("{what}: key index"), e);
         let n = self.entries();
         if let Some(ix) = self
             .index_path()
@@ -503,10 +515,19 @@ impl Tensor for MonolithTable {
         let total = self.entries().saturating_mul(dim);
         let count = (out.len() / 4) as u64;
         if out.len() % 4 != 0 {
-            return Err(RequestError::PartialElement { len: out.len(), elem: 4 }.into());
+            return Err(RequestError::PartialElement {
+                len: out.len(),
+                elem: 4,
+            }
+            .into());
         }
         if first.checked_add(count).is_none_or(|e| e > total) {
-            return Err(RequestError::OutOfRange { first, count, total }.into());
+            return Err(RequestError::OutOfRange {
+                first,
+                count,
+                total,
+            }
+            .into());
         }
         if count == 0 || dim == 0 {
             return Ok(());
@@ -547,7 +568,11 @@ impl Tensor for MonolithTable {
             .map_err(|e| ModelError::data(String::from_utf8_lossy(&self.meta.name), e))?;
         let dim = self.dim();
         if dim * 4 > MAX_ROW_BYTES {
-            return Err(RequestError::RowTooWide { width: dim, max: MAX_ROW_BYTES }.into());
+            return Err(RequestError::RowTooWide {
+                width: dim,
+                max: MAX_ROW_BYTES,
+            }
+            .into());
         }
         // The index only points: the entry's own id decides.
         let mut found: Option<(u64, Vec<u8>)> = None;
@@ -559,7 +584,10 @@ impl Tensor for MonolithTable {
                 if found.is_some() {
                     let e = format!("id {id} saved twice");
                     log::warn!("{}: {e}", String::from_utf8_lossy(&self.meta.name));
-                    return Err(ModelError::data(String::from_utf8_lossy(&self.meta.name), e));
+                    return Err(ModelError::data(
+                        String::from_utf8_lossy(&self.meta.name),
+                        e,
+                    ));
                 }
                 found = Some((s, v));
             }

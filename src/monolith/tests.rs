@@ -57,7 +57,13 @@ fn shard_names_parse_and_others_are_ignored() {
         shard_name("MonolithHashTable_ab12_3-00000-of-00001"),
         Some(("MonolithHashTable_ab12_3", 0, 1))
     );
-    for bad in ["t-00004-of-00004", "t-0002-of-00004", "-00000-of-00001", "t.txt", "t-0000x-of-00001"] {
+    for bad in [
+        "t-00004-of-00004",
+        "t-0002-of-00004",
+        "-00000-of-00001",
+        "t.txt",
+        "t-0000x-of-00001",
+    ] {
         assert_eq!(shard_name(bad), None, "{bad}");
     }
 }
@@ -105,12 +111,18 @@ fn every_id_reads_its_values_and_absent_ids_none() {
     assert_eq!(part[..], all[2021 * 4..(2021 + 1234) * 4]);
     let rows: Vec<Vec<f32>> = all
         .chunks_exact(20)
-        .map(|r| r.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect())
+        .map(|r| {
+            r.chunks_exact(4)
+                .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+                .collect()
+        })
         .collect();
     let mut sorted = rows.clone();
     sorted.sort_by(|a, b| a[0].total_cmp(&b[0]));
     assert_eq!(sorted, t.values);
-    let empty = m.tensor(&[own_component(HASH_TABLES), b"empty".to_vec()]).unwrap();
+    let empty = m
+        .tensor(&[own_component(HASH_TABLES), b"empty".to_vec()])
+        .unwrap();
     assert_eq!(empty.meta().shape, [0, 0]);
     assert_eq!(row(&*empty, 1).unwrap(), None);
 }
@@ -143,8 +155,14 @@ fn hostile_shards_give_errors_never_wrong_rows() {
         std::fs::write(&shard, &bytes).unwrap();
         let m = open(dir.path());
         // Still there (listed, its `.json` says why); every read and lookup fails.
-        let t = m.tensor(&[own_component(HASH_TABLES), b"t".to_vec()]).unwrap();
-        let problem = t.meta().problem.clone().unwrap_or_else(|| panic!("{what}: opened"));
+        let t = m
+            .tensor(&[own_component(HASH_TABLES), b"t".to_vec()])
+            .unwrap();
+        let problem = t
+            .meta()
+            .problem
+            .clone()
+            .unwrap_or_else(|| panic!("{what}: opened"));
         assert!(problem.contains("t-00000-of-00001"), "{what}: {problem}");
         let e = t.row_by_id(7, &mut Vec::new()).unwrap_err();
         assert!(e.to_string().contains("t-00000-of-00001"), "{what}: {e}");
@@ -152,7 +170,9 @@ fn hostile_shards_give_errors_never_wrong_rows() {
     }
     std::fs::write(&shard, &good).unwrap();
     let m = open(dir.path());
-    let table = m.tensor(&[own_component(HASH_TABLES), b"t".to_vec()]).unwrap();
+    let table = m
+        .tensor(&[own_component(HASH_TABLES), b"t".to_vec()])
+        .unwrap();
     assert_eq!(row(&*table, t.ids[7]).unwrap().as_ref(), Some(&t.values[7]));
     let _ = Arc::clone(&table);
 }

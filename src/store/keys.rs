@@ -86,7 +86,11 @@ impl KeyIndexBuilder {
         }
         let buckets = (max_keys / PER_BUCKET).max(1).next_power_of_two();
         let bits = buckets.trailing_zeros();
-        let groups = max_keys.div_ceil(GROUP_ENTRIES).max(1).next_power_of_two().min(buckets);
+        let groups = max_keys
+            .div_ceil(GROUP_ENTRIES)
+            .max(1)
+            .next_power_of_two()
+            .min(buckets);
         let spills = (0..groups)
             .map(|_| tempfile::tempfile_in(tmp_dir).map(|f| BufWriter::with_capacity(1 << 16, f)))
             .collect::<io::Result<Vec<_>>>()?;
@@ -253,7 +257,8 @@ impl KeyIndex {
         }
         let entries_at = HEADER + ((1u64 << self.bits) + 1) * 8;
         let mut buf = vec![0u8; (e - s) as usize * ENTRY];
-        self.file.read_exact_at(&mut buf, entries_at + s * ENTRY as u64)?;
+        self.file
+            .read_exact_at(&mut buf, entries_at + s * ENTRY as u64)?;
         if crc32c::crc32c(&buf) != crc {
             return Err(KeyIndexError::Damaged("bucket checksum"));
         }
@@ -292,7 +297,9 @@ mod tests {
     fn every_key_is_found_at_its_slots_and_no_other_key_is() {
         // Several groups (GROUP_ENTRIES), repeated sentinels, negative and extreme keys.
         let n = (GROUP_ENTRIES * 5 / 2) as usize;
-        let mut keys: Vec<i64> = (0..n as i64).map(|i| i.wrapping_mul(0x1_0000_0001) - 77).collect();
+        let mut keys: Vec<i64> = (0..n as i64)
+            .map(|i| i.wrapping_mul(0x1_0000_0001) - 77)
+            .collect();
         for i in (0..n).step_by(1000) {
             keys[i] = 0; // an empty key repeated, as a DenseHashTable saves its buckets
         }
@@ -317,7 +324,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("ix");
         let keys: Vec<i64> = (0..1000).map(|i| i * 3).collect();
-        let file = File::options().read(true).write(true).create(true).truncate(true).open(&path).unwrap();
+        let file = File::options()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .unwrap();
         let mut read = |first: u64, out: &mut [i64]| {
             out.copy_from_slice(&keys[first as usize..first as usize + out.len()]);
             Ok(())

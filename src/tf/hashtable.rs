@@ -101,7 +101,9 @@ impl HashTable {
                 return None;
             }
             starts.push(starts.last()?.checked_add(n)?);
-            problem = problem.or_else(|| km.problem.clone()).or_else(|| vm.problem.clone());
+            problem = problem
+                .or_else(|| km.problem.clone())
+                .or_else(|| vm.problem.clone());
         }
         let entries = *starts.last()?;
         let mut meta = vm0.clone();
@@ -139,7 +141,10 @@ impl HashTable {
 
     /// The part holding slot `slot` and the slot within it.
     fn part_of(&self, slot: u64) -> (usize, u64) {
-        let p = self.starts.partition_point(|&s| s <= slot).saturating_sub(1);
+        let p = self
+            .starts
+            .partition_point(|&s| s <= slot)
+            .saturating_sub(1);
         (p, slot - self.starts[p])
     }
 
@@ -193,10 +198,13 @@ impl HashTable {
             return Ok(ix.clone());
         }
         let what = String::from_utf8_lossy(&self.meta.name).into_owned();
-        let fail = |e: crate::store::KeyIndexError| ModelError::data(format!("{what}: key index"), e);
+        let fail =
+            |e: crate::store::KeyIndexError| ModelError::data(format!("{what}: key index"), e);
         let n = self.entries();
         let path = match (&self.index_dir, self.index_identity()) {
-            (Some(dir), Some(id)) => Some(dir.join(format!("{:016x}.keys", fnv1a64(id.as_bytes())))),
+            (Some(dir), Some(id)) => {
+                Some(dir.join(format!("{:016x}.keys", fnv1a64(id.as_bytes()))))
+            }
             _ => None,
         };
         if let Some(p) = &path {
@@ -210,8 +218,7 @@ impl HashTable {
         let tmp_dir = self.index_dir.clone().unwrap_or_else(std::env::temp_dir);
         let built = (|| -> Result<KeyIndex, ModelError> {
             let _ = std::fs::create_dir_all(&tmp_dir);
-            let file = tempfile::NamedTempFile::new_in(&tmp_dir)
-                .map_err(|e| fail(e.into()))?;
+            let file = tempfile::NamedTempFile::new_in(&tmp_dir).map_err(|e| fail(e.into()))?;
             let handle = file.as_file().try_clone().map_err(|e| fail(e.into()))?;
             let mut read = |first: u64, out: &mut [i64]| {
                 self.read_keys(first, out)
@@ -252,7 +259,12 @@ impl Tensor for HashTable {
         let count = (out.len() / es) as u64;
         let total = self.entries().saturating_mul(width);
         if first.checked_add(count).is_none_or(|e| e > total) {
-            return Err(RequestError::OutOfRange { first, count, total }.into());
+            return Err(RequestError::OutOfRange {
+                first,
+                count,
+                total,
+            }
+            .into());
         }
         let mut done = 0u64;
         while done < count {
@@ -262,7 +274,9 @@ impl Tensor for HashTable {
             let n = (count - done).min(part_end - e);
             let local = local_row * width + e % width;
             let at = (done as usize) * es;
-            self.parts[p].1.read_elements(local, &mut out[at..at + n as usize * es])?;
+            self.parts[p]
+                .1
+                .read_elements(local, &mut out[at..at + n as usize * es])?;
             done += n;
         }
         Ok(())
@@ -357,26 +371,39 @@ mod tests {
         let want: Value =
             serde_json::from_slice(&std::fs::read(dir.join("expected.json")).unwrap()).unwrap();
         let index_dir = tempfile::tempdir().unwrap();
-        for keep in [None, Some(index_dir.path().to_path_buf()), Some(index_dir.path().to_path_buf())] {
+        for keep in [
+            None,
+            Some(index_dir.path().to_path_buf()),
+            Some(index_dir.path().to_path_buf()),
+        ] {
             let opts = crate::model::ReaderOptions {
                 key_index_dir: keep.clone(),
                 ..Default::default()
             };
             let mut checked = 0;
             for (ckpt, tables) in want.as_object().unwrap() {
-                let model = crate::tf::detect::open(&dir.join(ckpt), &opts).unwrap().unwrap();
+                let model = crate::tf::detect::open(&dir.join(ckpt), &opts)
+                    .unwrap()
+                    .unwrap();
                 for (name, t) in tables.as_object().unwrap() {
                     let p = path(name);
                     let listed = model.list_dir(&p[..p.len() - 1]).unwrap();
-                    assert!(listed.contains(&DirEntry::Tensor(p.last().unwrap().clone())), "{name}");
+                    assert!(
+                        listed.contains(&DirEntry::Tensor(p.last().unwrap().clone())),
+                        "{name}"
+                    );
                     let table = model.tensor(&p).unwrap();
                     assert_eq!(table.key_kind(), Some(KeyKind::HashKey), "{name}");
                     for (k, v) in t["rows"].as_object().unwrap() {
                         let mut out = Vec::new();
                         let hit = table.row_by_id(k.parse().unwrap(), &mut out).unwrap();
                         let hit = hit.unwrap_or_else(|| panic!("{name}: key {k} not found"));
-                        let v: Vec<f32> =
-                            v.as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect();
+                        let v: Vec<f32> = v
+                            .as_array()
+                            .unwrap()
+                            .iter()
+                            .map(|x| x.as_f64().unwrap() as f32)
+                            .collect();
                         assert_eq!(f32s(&out), v, "{name}: key {k}");
                         assert_eq!(hit.width as usize, v.len());
                         checked += 1;
@@ -400,6 +427,9 @@ mod tests {
             .unwrap()
             .unwrap();
         let attrs = model.list_dir(&path("m/table/.ATTRIBUTES")).unwrap();
-        assert!(!attrs.contains(&DirEntry::Tensor(b"table".to_vec())), "{attrs:?}");
+        assert!(
+            !attrs.contains(&DirEntry::Tensor(b"table".to_vec())),
+            "{attrs:?}"
+        );
     }
 }

@@ -195,7 +195,10 @@ impl TfModel {
             p.push([&last[..], suffix].concat());
             p
         };
-        let mut out = vec![[beside(hashtable::KEYS_SUFFIX), beside(hashtable::VALUES_SUFFIX)]];
+        let mut out = vec![[
+            beside(hashtable::KEYS_SUFFIX),
+            beside(hashtable::VALUES_SUFFIX),
+        ]];
         if self.style == KeyStyle::Object {
             let under = |suffix: &[u8]| {
                 let mut p = path.to_vec();
@@ -203,7 +206,10 @@ impl TfModel {
                 p.push([hashtable::TF2_TABLE[1], suffix].concat());
                 p
             };
-            out.push([under(hashtable::KEYS_SUFFIX), under(hashtable::VALUES_SUFFIX)]);
+            out.push([
+                under(hashtable::KEYS_SUFFIX),
+                under(hashtable::VALUES_SUFFIX),
+            ]);
         }
         out
     }
@@ -257,7 +263,10 @@ impl TfModel {
                 _ => return Ok(None),
             }
         }
-        Ok(hashtable::HashTable::of_parts(name, parts, dir).map(|t| Arc::new(t) as Arc<dyn Tensor>))
+        Ok(
+            hashtable::HashTable::of_parts(name, parts, dir)
+                .map(|t| Arc::new(t) as Arc<dyn Tensor>),
+        )
     }
 
     /// Hash tables shown in the directory whose entries are `entries` (added to them).
@@ -271,7 +280,9 @@ impl TfModel {
         };
         // TF2's `.ATTRIBUTES/table-keys` shows as its object, not as `.ATTRIBUTES/table`.
         let in_attributes = self.style == KeyStyle::Object
-            && dir.last().is_some_and(|d| d[..] == *hashtable::TF2_TABLE[0]);
+            && dir
+                .last()
+                .is_some_and(|d| d[..] == *hashtable::TF2_TABLE[0]);
         let mut found = Vec::new();
         for e in entries.iter().filter(|_| !in_attributes) {
             let stem = match e {

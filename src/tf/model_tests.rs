@@ -257,10 +257,16 @@ fn a_transient_fault_on_a_graph_scan_is_not_remembered() {
 #[test]
 fn rows_of_partitioned_variables_cross_their_slices() {
     let dir = crate::testing::fixtures_dir().join("tf/partitioned/ckpt");
-    let model = crate::tf::detect::open(&dir, &Default::default()).unwrap().unwrap();
+    let model = crate::tf::detect::open(&dir, &Default::default())
+        .unwrap()
+        .unwrap();
     for name in ["rows_10x4", "cols_3x5_i64", "grid_4x6"] {
         let t = model.tensor(&[name.as_bytes().to_vec()]).unwrap();
-        assert_eq!(t.key_kind(), Some(crate::model::KeyKind::RowIndex), "{name}");
+        assert_eq!(
+            t.key_kind(),
+            Some(crate::model::KeyKind::RowIndex),
+            "{name}"
+        );
         let (rows, cols) = (t.meta().shape[0], t.meta().shape[1]);
         let w = t.meta().dtype.elem_size().unwrap();
         let mut all = vec![0u8; (rows * cols) as usize * w];

@@ -36,8 +36,8 @@ use super::meta::{self, MatrixMeta, PartMeta};
 use super::region::Region;
 use super::stream::{Located, Parts, Segments};
 use crate::model::{
-    default_key_kind as model_key_kind, fill_dense_by_range, KeyKind, DType, Entries, ModelError, PartitionMeta, SourceFormat, SparseRows,
-    SparseShape, Tensor, TensorMeta,
+    default_key_kind as model_key_kind, fill_dense_by_range, DType, Entries, KeyKind, ModelError,
+    PartitionMeta, SourceFormat, SparseRows, SparseShape, Tensor, TensorMeta,
 };
 use crate::source::{identity_string, Memo, ReadAt};
 use crate::store::OffsetStore;

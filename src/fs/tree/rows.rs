@@ -111,10 +111,7 @@ impl Tree {
         let row = layout_rows::find(&*t, id)
             .map_err(|e| {
                 let e = FsError::from(e);
-                log::error!(
-                    "{}: row {id}: {e}",
-                    String::from_utf8_lossy(&t.meta().name)
-                );
+                log::error!("{}: row {id}: {e}", String::from_utf8_lossy(&t.meta().name));
                 e
             })?
             .ok_or(FsError::NotFound)?;
