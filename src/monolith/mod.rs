@@ -7,6 +7,7 @@
 
 mod entry;
 mod record;
+mod summary;
 mod table;
 
 use std::collections::BTreeMap;

@@ -15,6 +15,7 @@ use serde_json::json;
 
 use super::entry::{parse_entry, EntryError};
 use super::record::{frame, Framed, RecordError, FRAMING};
+use super::summary::{load, save, Summary};
 use crate::model::{
     DType, KeyKind, ModelError, RequestError, RowHit, SourceFormat, Tensor, TensorMeta,
     MAX_ROW_BYTES,
@@ -23,7 +24,7 @@ use crate::source::{identity_string, ReadAt};
 use crate::store::{fnv1a64, KeyIndex, KeyIndexBuilder, KeyIndexError, OffsetStore};
 
 /// Records between two kept offsets.
-const STRIDE: u64 = 256;
+pub(super) const STRIDE: u64 = 256;
 
 /// What is wrong with a table's shards, and where.
 #[derive(Debug, thiserror::Error)]
@@ -61,15 +62,6 @@ impl TableError {
 pub(crate) struct Shard {
     pub(crate) name: String,
     pub(crate) file: Arc<dyn ReadAt>,
-}
-
-/// Where the pass got to: entries seen, width, the kept offsets, entries per slot.
-struct Summary {
-    entries: u64,
-    dim: u64,
-    /// Global offset (shards laid end to end) of record `k * STRIDE`.
-    strides: Vec<u64>,
-    slots: BTreeMap<u64, u64>,
 }
 
 pub(crate) struct MonolithTable {
@@ -462,47 +454,6 @@ impl MonolithTable {
         self.keep(file);
         Ok(slot.insert(Arc::new(ix)).clone())
     }
-}
-
-/// The persisted summary: offsets (ascending, as the store keeps them) under the identity,
-/// the counts under `#n` as `[0, entries, entries + dim]`, slots under `#s` as running sums.
-fn load(store: &dyn OffsetStore, id: &str) -> Option<Summary> {
-    let strides = store.load(id)?;
-    let n = store.load(&format!("{id}#n"))?;
-    let s = store.load(&format!("{id}#s"))?;
-    let (&[0, entries, end], true) = (&n[..], s.len() % 2 == 0) else {
-        return None;
-    };
-    if strides.len() as u64 != entries.div_ceil(STRIDE) {
-        return None;
-    }
-    let mut slots = BTreeMap::new();
-    let mut before = 0u64;
-    for p in s.chunks_exact(2) {
-        let slot = p[0].checked_sub(before)?;
-        let count = p[1].checked_sub(p[0])?;
-        before = before.checked_add(count)?;
-        slots.insert(slot, count);
-    }
-    Some(Summary {
-        entries,
-        dim: end - entries,
-        strides,
-        slots,
-    })
-}
-
-fn save(store: &dyn OffsetStore, id: &str, s: &Summary) {
-    let mut slots = Vec::with_capacity(s.slots.len() * 2);
-    let mut before = 0u64;
-    for (&slot, &count) in &s.slots {
-        slots.push(slot + before);
-        slots.push(slot + before + count);
-        before += count;
-    }
-    store.save(id, &s.strides);
-    store.save(&format!("{id}#n"), &[0, s.entries, s.entries + s.dim]);
-    store.save(&format!("{id}#s"), &slots);
 }
 
 impl Tensor for MonolithTable {
