@@ -291,6 +291,36 @@ mod tests {
         }
     }
 
+    /// Decimals a few units of their last digit from f32 midpoints, over the whole plain range:
+    /// where rounding the f64 quotient again to f32 is closest to going wrong.
+    #[test]
+    fn near_midpoints_at_random_read_like_str_parse() {
+        let mut s: u64 = 0x2545_f491_4f6c_dd1d;
+        for _ in 0..200_000 {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            // f32s of magnitude 1e-6 .. 1e7 (exponents 0x6a..0x97).
+            let bits = (0x6a + (s % 46) as u32) << 23 | ((s >> 8) as u32 & 0x7f_ffff);
+            let (lo, hi) = (f32::from_bits(bits) as f64, f32::from_bits(bits + 1) as f64);
+            let mid = (lo + hi) / 2.0;
+            let p = 8 + ((s >> 40) % 11) as usize;
+            let t = format!("{mid:.p$}");
+            same_f32(&t);
+            // The same with the last digit moved by 1..3 either way.
+            let (head, last) = t.split_at(t.len() - 1);
+            let d = last.as_bytes()[0] - b'0';
+            for delta in 1..=3u8 {
+                if d >= delta {
+                    same_f32(&format!("{head}{}", d - delta));
+                }
+                if d + delta <= 9 {
+                    same_f32(&format!("{head}{}", d + delta));
+                }
+            }
+        }
+    }
+
     /// Long mantissas and many fraction digits, where 10^-k is furthest from exact.
     #[test]
     fn long_decimals_read_like_str_parse() {
