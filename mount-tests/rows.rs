@@ -107,8 +107,8 @@ fn monolith_tables_mount_with_rows_by_id() {
             "MonolithHashTable_0a1b_2.json"
         ]
     );
-    // The variables are there too (a MutableHashTable of the TF bundle).
-    assert!(m.join("feat_emb.json").is_file());
+    // The variables are there too (a MutableHashTable of the TF bundle, as TF lists it).
+    assert!(m.join("feat_emb-keys.json").is_file());
     for (table, n, dim) in [
         ("MonolithHashTable_0a1b_0", 2000u64, 8u64),
         ("MonolithHashTable_0a1b_1", 300, 4),

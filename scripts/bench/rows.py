@@ -124,13 +124,14 @@ def bench_rows(ctx):
                 p50s.append(p50)
                 p99s.append(p99)
                 t = time.perf_counter()
-                subprocess.run(f"cat {mnt}/m/emb.npy | wc -c > /dev/null", shell=True)
+                subprocess.run(f"cat {mnt}/m/emb/.ATTRIBUTES/table-values.npy | wc -c > /dev/null",
+                               shell=True)
                 cats.append(time.perf_counter() - t)
                 hwms.append(ctx.vm_hwm(pid) >> 20)
             ctx.umount(mnt)
             os.rmdir(mnt)
     b, c = ctx.median(builds), ctx.median(cats)
-    add(10, "rows by id: TF hash table 10 M ids, first lookup (index build) vs cat of emb.npy",
+    add(10, "rows by id: TF hash table 10 M ids, first lookup (index build) vs cat of its values .npy",
         f"{b:.2f} vs {c:.2f} s = {b / c:.2f}x", "<= 1.5x", b / c <= 1.5)
     add(10, "rows by id: TF hash table, first lookup after a remount (index kept)",
         f"{ctx.median(remounts) * 1e3:.1f} ms", "—", None)

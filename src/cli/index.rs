@@ -82,7 +82,7 @@ pub(crate) fn index(source: &Path, opts: &Options) -> Result<(), Failure> {
     Ok(())
 }
 
-/// Builds the key index of every hash table under `dir` (one pass over its keys, kept under
+/// Builds the key index of every listed hash table under `dir` (one pass over its keys, kept under
 /// `cache_dir`), so a later mount's first lookup by id finds it built. Failures are logged by
 /// the readers and left for the lookups to meet.
 fn index_keys(model: &dyn crate::model::Model, dir: &mut Vec<Vec<u8>>, built: &mut u64) {

@@ -371,7 +371,10 @@ impl Tree {
         match listing.find(name) {
             Some(child) => self.child_ino(parent, child),
             None => {
-                let child = self.rows_dir_child(&listing, name)?;
+                let NodeKind::Dir { path } = &dir.kind else {
+                    return Err(FsError::NotFound);
+                };
+                let child = self.rows_dir_child(path, &listing, name)?;
                 self.child_ino(parent, &child)
             }
         }

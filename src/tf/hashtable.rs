@@ -1,10 +1,11 @@
 //! TF hash tables in checkpoints as keyed tensors. `MutableHashTable` and `DenseHashTable`
 //! save two tensors, `<table>-keys` `[N]` (or `[N, 1]`) and `<table>-values` `[N, …]`, row `i`
 //! of the values belonging to key `i` (TF1 names `<op>-keys`; TF2 `<object>/.ATTRIBUTES/
-//! table-keys`; TF Recommenders-Addons `<var>_mht_<i>of<n>-keys`). The pair is shown as one
-//! tensor, `<table>` (TF2: `<object>`): its dense form is the values in saved order, and its
-//! rows are found by key through an index built on the first lookup (one pass over the keys,
-//! kept on disk: `store::KeyIndex`).
+//! table-keys`; TF Recommenders-Addons `<var>_mht_<i>of<n>-keys`). The pair is one keyed
+//! tensor, `<table>` (TF2: `<object>`), there by name but not listed (the listing stays what
+//! TensorFlow lists: the two saved tensors): its dense form is the values in saved order, and
+//! its rows are found by key through an index built on the first lookup (one pass over the
+//! keys, kept on disk: `store::KeyIndex`).
 //!
 //! A `DenseHashTable` saves every bucket, the empty and deleted ones under its sentinel keys;
 //! a key saved more than once is therefore a sentinel, never a row (real keys are unique).
@@ -387,9 +388,10 @@ mod tests {
                     .unwrap();
                 for (name, t) in tables.as_object().unwrap() {
                     let p = path(name);
+                    // Listed as TensorFlow lists it (keys and values), found by name.
                     let listed = model.list_dir(&p[..p.len() - 1]).unwrap();
                     assert!(
-                        listed.contains(&DirEntry::Tensor(p.last().unwrap().clone())),
+                        !listed.contains(&DirEntry::Tensor(p.last().unwrap().clone())),
                         "{name}"
                     );
                     let table = model.tensor(&p).unwrap();

@@ -269,47 +269,6 @@ impl TfModel {
         )
     }
 
-    /// Hash tables shown in the directory whose entries are `entries` (added to them).
-    fn add_hash_tables(
-        &self,
-        dir: &[Vec<u8>],
-        entries: &mut BTreeSet<DirEntry>,
-    ) -> Result<(), ModelError> {
-        let taken = |e: &BTreeSet<DirEntry>, n: &[u8]| {
-            e.contains(&DirEntry::Tensor(n.to_vec())) || e.contains(&DirEntry::Dir(n.to_vec()))
-        };
-        // TF2's `.ATTRIBUTES/table-keys` shows as its object, not as `.ATTRIBUTES/table`.
-        let in_attributes = self.style == KeyStyle::Object
-            && dir
-                .last()
-                .is_some_and(|d| d[..] == *hashtable::TF2_TABLE[0]);
-        let mut found = Vec::new();
-        for e in entries.iter().filter(|_| !in_attributes) {
-            let stem = match e {
-                DirEntry::Tensor(n) => match n.strip_suffix(hashtable::KEYS_SUFFIX) {
-                    // TF Recommenders-Addons shards: shown once, by the first.
-                    Some(stem) => match hashtable::tfra_shard(stem) {
-                        Some((base, 1, _)) if !taken(entries, base) => base,
-                        Some(_) => continue,
-                        None if !taken(entries, stem) => stem,
-                        None => continue,
-                    },
-                    None => continue,
-                },
-                // TF2: a table object is a directory holding `.ATTRIBUTES/table-keys`.
-                DirEntry::Dir(n) if self.style == KeyStyle::Object => n,
-                _ => continue,
-            };
-            let mut path = dir.to_vec();
-            path.push(stem.to_vec());
-            if self.hash_table(&path)?.is_some() {
-                found.push(stem.to_vec());
-            }
-        }
-        entries.extend(found.into_iter().map(DirEntry::Tensor));
-        Ok(())
-    }
-
     pub fn bundle(&self) -> &Arc<Bundle> {
         &self.bundle
     }
@@ -418,7 +377,6 @@ impl Model for TfModel {
         for prefix in keys::dir_prefixes(self.style, dir) {
             self.scan(&prefix, &mut hidden, &mut out)?;
         }
-        self.add_hash_tables(dir, &mut out)?;
         if out.is_empty() && !dir.is_empty() {
             return Err(ModelError::NotFound(format!(
                 "no directory {}",

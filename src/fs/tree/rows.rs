@@ -46,9 +46,15 @@ impl Opened {
 }
 
 impl Tree {
-    /// `NAME.rows` of a directory whose `listing` shows tensor `NAME` (by any of its files),
-    /// when that tensor is keyed.
-    pub(super) fn rows_dir_child(&self, listing: &Listing, name: &[u8]) -> Result<Child, FsError> {
+    /// `NAME.rows` of directory `dir` (whose `listing` is given): the keyed tensor `NAME` it
+    /// lists (by any of its files), or a hash table there by name only (TF saves a table as its
+    /// `-keys` and `-values` tensors, which are what is listed, as TensorFlow lists them).
+    pub(super) fn rows_dir_child(
+        &self,
+        dir: &ModelPath,
+        listing: &Listing,
+        name: &[u8],
+    ) -> Result<Child, FsError> {
         let base = std::str::from_utf8(name)
             .ok()
             .and_then(|n| n.strip_suffix(ROWS_SUFFIX))
@@ -64,10 +70,27 @@ impl Tree {
             }
             _ => None,
         });
-        let tensor = tensor.ok_or(FsError::NotFound)?;
-        if self.model.tensor(&tensor)?.key_kind().is_none() {
-            return Err(FsError::NotFound);
-        }
+        let tensor = match tensor {
+            Some(t) => {
+                if self.model.tensor(&t)?.key_kind().is_none() {
+                    return Err(FsError::NotFound);
+                }
+                t
+            }
+            None => {
+                // Only a plain name (nothing escaped) can name a table that is not listed.
+                if base.contains('%') || base.is_empty() {
+                    return Err(FsError::NotFound);
+                }
+                let mut path = dir.to_vec();
+                path.push(base.as_bytes().to_vec());
+                let t = self.model.tensor(&path).map_err(|_| FsError::NotFound)?;
+                if t.key_kind() != Some(crate::model::KeyKind::HashKey) {
+                    return Err(FsError::NotFound);
+                }
+                Arc::from(path)
+            }
+        };
         Ok(Child {
             name: format!("{base}{ROWS_SUFFIX}"),
             kind: NodeKind::Rows { tensor },
