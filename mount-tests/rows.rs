@@ -11,6 +11,15 @@ fn f32_text(s: &str) -> Vec<f32> {
     s.split(' ').map(|v| v.trim().parse().unwrap()).collect()
 }
 
+/// A JSON array of numbers as f32s (the expected values).
+fn f32_json(v: &serde_json::Value) -> Vec<f32> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap() as f32)
+        .collect()
+}
+
 #[test]
 fn rows_are_found_by_id_through_the_mount_and_the_cli() {
     let Some(fuse) = Fuse::check() else { return };
@@ -40,12 +49,7 @@ fn rows_are_found_by_id_through_the_mount_and_the_cli() {
             text.ends_with('\n') && !text.contains("  "),
             "{k}: {text:?}"
         );
-        let want: Vec<f32> = v
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|x| x.as_f64().unwrap() as f32)
-            .collect();
+        let want = f32_json(v);
         assert_eq!(f32_text(&text), want, "{k}");
         let npy = std::fs::read(m.join(format!("m/table.rows/{k}.npy"))).unwrap();
         let payload = npy_payload(&npy).unwrap();
@@ -128,12 +132,7 @@ fn monolith_tables_mount_with_rows_by_id() {
             let text =
                 std::fs::read_to_string(m.join(format!("hash_tables/{table}.rows/{id}.txt")))
                     .unwrap();
-            let want: Vec<f32> = v
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|x| x.as_f64().unwrap() as f32)
-                .collect();
+            let want = f32_json(v);
             assert_eq!(f32_text(&text), want, "{table} {id}");
         }
         for absent in ["1", "-5", "9223372036854775807"] {

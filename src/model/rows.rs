@@ -74,6 +74,13 @@ fn partition_of(meta: &TensorMeta, row: u64, col: Option<u64>) -> Option<usize> 
     })
 }
 
+fn elem_size(meta: &TensorMeta) -> Result<usize, ModelError> {
+    let dt = meta.dtype;
+    Ok(dt
+        .elem_size()
+        .ok_or_else(|| RequestError::NoFixedSize(dt.name().into_owned()))?)
+}
+
 fn row_bytes(width: u64, es: usize) -> Result<usize, ModelError> {
     width
         .checked_mul(es as u64)
@@ -101,10 +108,7 @@ pub(crate) fn dense_row<T: Tensor + ?Sized>(
     if row >= v {
         return Ok(None);
     }
-    let es = meta
-        .dtype
-        .elem_size()
-        .ok_or_else(|| RequestError::NoFixedSize(meta.dtype.name().into_owned()))?;
+    let es = elem_size(meta)?;
     let n = row_bytes(d, es)?;
     let at = out.len();
     out.resize(at + n, 0);
@@ -148,10 +152,7 @@ pub(crate) fn sparse_column<T: Tensor + ?Sized>(
     out: &mut Vec<u8>,
 ) -> Result<Option<RowHit>, ModelError> {
     let meta = t.meta();
-    let es = meta
-        .dtype
-        .elem_size()
-        .ok_or_else(|| RequestError::NoFixedSize(meta.dtype.name().into_owned()))?;
+    let es = elem_size(meta)?;
     let shape = t.sparse_shape()?;
     let k = shape.rows.len();
     row_bytes(k as u64, es)?;
@@ -187,10 +188,7 @@ pub(crate) fn sparse_row<T: Tensor + ?Sized>(
     out: &mut Vec<u8>,
 ) -> Result<Option<RowHit>, ModelError> {
     let meta = t.meta();
-    let es = meta
-        .dtype
-        .elem_size()
-        .ok_or_else(|| RequestError::NoFixedSize(meta.dtype.name().into_owned()))?;
+    let es = elem_size(meta)?;
     let shape = t.sparse_shape()?;
     let Ok(row) = u64::try_from(id) else {
         return Ok(None);

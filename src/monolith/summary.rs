@@ -28,6 +28,11 @@ pub(super) fn load(store: &dyn OffsetStore, id: &str) -> Option<Summary> {
     if strides.len() as u64 != entries.div_ceil(STRIDE) {
         return None;
     }
+    // What the store gives is checked like the file it came from: a width an entry can have.
+    let dim = end.checked_sub(entries)?;
+    if dim > super::record::MAX_RECORD / 4 {
+        return None;
+    }
     let mut slots = BTreeMap::new();
     let mut before = 0u64;
     for p in s.chunks_exact(2) {
@@ -38,7 +43,7 @@ pub(super) fn load(store: &dyn OffsetStore, id: &str) -> Option<Summary> {
     }
     Some(Summary {
         entries,
-        dim: end - entries,
+        dim,
         strides,
         slots,
     })

@@ -21,7 +21,7 @@ use crate::model::{
     MAX_ROW_BYTES,
 };
 use crate::source::{identity_string, ReadAt};
-use crate::store::{fnv1a64, KeyIndex, KeyIndexBuilder, KeyIndexError, OffsetStore};
+use crate::store::{IndexPlace, KeyIndex, KeyIndexBuilder, KeyIndexError, OffsetStore, Pending};
 
 /// Records between two kept offsets.
 pub(super) const STRIDE: u64 = 256;
@@ -221,10 +221,10 @@ impl MonolithTable {
                 if let (Some(st), Some(id)) = (store, &table.identity) {
                     save(&**st, id, &s);
                 }
-                if let Some((b, file)) = keys {
+                if let Some((b, pending)) = keys {
                     match b.finish() {
                         Ok(ix) => {
-                            table.keep(file);
+                            pending.keep();
                             *table.index.get_mut().unwrap_or_else(|e| e.into_inner()) =
                                 Some(Arc::new(ix));
                         }
@@ -299,11 +299,14 @@ impl MonolithTable {
 
     /// A builder for the key index of the pass, sized for the most entries the shards can
     /// hold (a record is at least its framing and an id).
-    fn builder(&self) -> Result<(KeyIndexBuilder, tempfile::NamedTempFile), KeyIndexError> {
-        let (file, handle, tmp_dir) = self.index_file()?;
+    fn builder(&self) -> Result<(KeyIndexBuilder, Pending), KeyIndexError> {
         let bytes: u64 = self.shards.iter().map(|s| s.file.size()).sum();
-        let most = bytes / (FRAMING + 9);
-        Ok((KeyIndexBuilder::new(handle, &tmp_dir, most.max(1))?, file))
+        self.place().builder((bytes / (FRAMING + 9)).max(1))
+    }
+
+    /// Where the key index persists (`cache_dir`, by the shards' identity), if anywhere.
+    fn place(&self) -> IndexPlace {
+        IndexPlace::new(self.index_dir.as_deref(), self.identity.as_deref())
     }
 
     fn cursor_at(&self, global: u64) -> Cursor<'_> {
@@ -381,37 +384,6 @@ impl MonolithTable {
         Ok(())
     }
 
-    /// Where the key index persists (`cache_dir`), if anywhere.
-    fn index_path(&self) -> Option<PathBuf> {
-        match (&self.index_dir, &self.identity) {
-            (Some(d), Some(id)) => Some(d.join(format!("{:016x}.keys", fnv1a64(id.as_bytes())))),
-            _ => None,
-        }
-    }
-
-    /// A new file for the key index (and a handle to write it), and where temporary files go.
-    fn index_file(&self) -> std::io::Result<(tempfile::NamedTempFile, std::fs::File, PathBuf)> {
-        let tmp_dir = self.index_dir.clone().unwrap_or_else(std::env::temp_dir);
-        let _ = std::fs::create_dir_all(&tmp_dir);
-        let file = tempfile::NamedTempFile::new_in(&tmp_dir)?;
-        let handle = file.as_file().try_clone()?;
-        Ok((file, handle, tmp_dir))
-    }
-
-    /// Keeps a built index under its name when there is a `cache_dir` (else it stays unnamed,
-    /// gone with its last handle).
-    fn keep(&self, file: tempfile::NamedTempFile) {
-        match self.index_path() {
-            Some(p) => {
-                if let Err(e) = file.persist(&p) {
-                    let what = String::from_utf8_lossy(&self.meta.name);
-                    log::warn!("{what}: key index not kept: {e}");
-                }
-            }
-            None => drop(file.into_temp_path()),
-        }
-    }
-
     fn index(&self) -> Result<Arc<KeyIndex>, ModelError> {
         let mut slot = self
             .index
@@ -424,15 +396,10 @@ impl MonolithTable {
         let fail =
             |e: crate::store::KeyIndexError| ModelError::data(format!("{what}: key index"), e);
         let n = self.entries();
-        if let Some(ix) = self
-            .index_path()
-            .as_ref()
-            .and_then(|p| std::fs::File::open(p).ok())
-            .and_then(|f| KeyIndex::open(f, n).ok())
-        {
+        let place = self.place();
+        if let Some(ix) = place.existing(n) {
             return Ok(slot.insert(Arc::new(ix)).clone());
         }
-        let (file, handle, tmp_dir) = self.index_file().map_err(|e| fail(e.into()))?;
         // Keys are asked for in order: one cursor walks the shards once.
         let mut cur: Option<(u64, Cursor<'_>)> = None;
         let mut nums = Vec::new();
@@ -450,8 +417,7 @@ impl MonolithTable {
             }
             Ok(())
         };
-        let ix = KeyIndex::build(handle, &tmp_dir, n, &mut read).map_err(fail)?;
-        self.keep(file);
+        let ix = place.build(n, &mut read).map_err(fail)?;
         Ok(slot.insert(Arc::new(ix)).clone())
     }
 }

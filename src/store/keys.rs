@@ -21,7 +21,9 @@
 use std::fs::File;
 use std::io::{self, BufWriter, Read, Write};
 use std::os::unix::fs::FileExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+use super::fnv1a64;
 
 const MAGIC: &[u8; 8] = b"MFKEYS01";
 const HEADER: u64 = 28;
@@ -120,6 +122,21 @@ impl KeyIndexBuilder {
         Ok(())
     }
 
+    /// Pushes keys `0..n`, read by `read` in blocks.
+    fn push_all(mut self, n: u64, read: &mut ReadKeys<'_>) -> Result<Self, KeyIndexError> {
+        let mut keys = vec![0i64; 1 << 16];
+        let mut at = 0u64;
+        while at < n {
+            let len = (n - at).min(keys.len() as u64) as usize;
+            read(at, &mut keys[..len]).map_err(KeyIndexError::Keys)?;
+            for &k in &keys[..len] {
+                self.push(k)?;
+            }
+            at += len as u64;
+        }
+        Ok(self)
+    }
+
     /// Lays the index out and writes it; the index of the keys pushed. Each group's pairs
     /// (a few MB) are read back, counted per bucket, placed and written.
     pub fn finish(self) -> Result<KeyIndex, KeyIndexError> {
@@ -192,6 +209,72 @@ impl KeyIndexBuilder {
     }
 }
 
+/// Where the key index of some keys lives: under `cache_dir`, named by the keys' identity, so
+/// later mounts find it; else an unnamed temporary file, gone with its last handle.
+pub struct IndexPlace {
+    tmp_dir: PathBuf,
+    path: Option<PathBuf>,
+}
+
+/// An index being written: kept under its name by `keep` once whole.
+pub struct Pending {
+    file: tempfile::NamedTempFile,
+    path: Option<PathBuf>,
+}
+
+impl Pending {
+    pub fn keep(self) {
+        match self.path {
+            Some(p) => {
+                if let Err(e) = self.file.persist(&p) {
+                    log::warn!("key index {}: not kept: {e}", p.display());
+                }
+            }
+            None => drop(self.file.into_temp_path()),
+        }
+    }
+}
+
+impl IndexPlace {
+    pub fn new(dir: Option<&Path>, identity: Option<&str>) -> IndexPlace {
+        let path = dir
+            .zip(identity)
+            .map(|(d, id)| d.join(format!("{:016x}.keys", fnv1a64(id.as_bytes()))));
+        IndexPlace {
+            tmp_dir: dir.map_or_else(std::env::temp_dir, Path::to_path_buf),
+            path,
+        }
+    }
+
+    /// The index of `n` keys built before, when it is there and whole (a damaged one is
+    /// logged and built again by the caller).
+    pub fn existing(&self, n: u64) -> Option<KeyIndex> {
+        let p = self.path.as_ref()?;
+        let f = File::open(p).ok()?;
+        KeyIndex::open(f, n)
+            .map_err(|e| log::warn!("{}: {e}; built again", p.display()))
+            .ok()
+    }
+
+    /// A builder for at most `max_keys` keys, writing a file kept by `Pending::keep`.
+    pub fn builder(&self, max_keys: u64) -> Result<(KeyIndexBuilder, Pending), KeyIndexError> {
+        let _ = std::fs::create_dir_all(&self.tmp_dir);
+        let file = tempfile::NamedTempFile::new_in(&self.tmp_dir)?;
+        let handle = file.as_file().try_clone()?;
+        let builder = KeyIndexBuilder::new(handle, &self.tmp_dir, max_keys)?;
+        let path = self.path.clone();
+        Ok((builder, Pending { file, path }))
+    }
+
+    /// Builds (and keeps) the index of keys `0..n` read by `read`.
+    pub fn build(&self, n: u64, read: &mut ReadKeys<'_>) -> Result<KeyIndex, KeyIndexError> {
+        let (b, pending) = self.builder(n)?;
+        let ix = b.push_all(n, read)?.finish()?;
+        pending.keep();
+        Ok(ix)
+    }
+}
+
 impl KeyIndex {
     /// Builds the index of keys `0..n` (`read(first, out)` fills `out` with keys `first..`)
     /// into `file`, using temporary files in `tmp_dir` meanwhile.
@@ -201,18 +284,9 @@ impl KeyIndex {
         n: u64,
         read: &mut ReadKeys<'_>,
     ) -> Result<KeyIndex, KeyIndexError> {
-        let mut b = KeyIndexBuilder::new(file, tmp_dir, n)?;
-        let mut keys = vec![0i64; 1 << 16];
-        let mut at = 0u64;
-        while at < n {
-            let len = (n - at).min(keys.len() as u64) as usize;
-            read(at, &mut keys[..len]).map_err(KeyIndexError::Keys)?;
-            for &k in &keys[..len] {
-                b.push(k)?;
-            }
-            at += len as u64;
-        }
-        b.finish()
+        KeyIndexBuilder::new(file, tmp_dir, n)?
+            .push_all(n, read)?
+            .finish()
     }
 
     /// An index built before, when its header holds and its size is what the header says.

@@ -9,7 +9,9 @@ pub use crate::source::lru;
 
 pub use crate::source::fnv1a64;
 pub use disk::DiskStore;
-pub use keys::{KeyIndex, KeyIndexBuilder, KeyIndexError, KeysError, ReadKeys};
+pub use keys::{
+    IndexPlace, KeyIndex, KeyIndexBuilder, KeyIndexError, KeysError, Pending, ReadKeys,
+};
 
 /// Chunk offsets of text files, keyed by a stable identity.
 pub trait OffsetStore: Send + Sync {

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use crate::model::{DType, KeyKind, ModelError, RequestError, RowHit, Tensor, TensorMeta};
-use crate::store::{fnv1a64, KeyIndex};
+use crate::store::{IndexPlace, KeyIndex};
 
 pub(crate) const KEYS_SUFFIX: &[u8] = b"-keys";
 pub(crate) const VALUES_SUFFIX: &[u8] = b"-values";
@@ -202,41 +202,15 @@ impl HashTable {
         let fail =
             |e: crate::store::KeyIndexError| ModelError::data(format!("{what}: key index"), e);
         let n = self.entries();
-        let path = match (&self.index_dir, self.index_identity()) {
-            (Some(dir), Some(id)) => {
-                Some(dir.join(format!("{:016x}.keys", fnv1a64(id.as_bytes()))))
-            }
-            _ => None,
-        };
-        if let Some(p) = &path {
-            if let Ok(f) = std::fs::File::open(p) {
-                match KeyIndex::open(f, n) {
-                    Ok(ix) => return Ok(slot.insert(Arc::new(ix)).clone()),
-                    Err(e) => log::warn!("{what}: {}: {e}; built again", p.display()),
-                }
-            }
+        let place = IndexPlace::new(self.index_dir.as_deref(), self.index_identity().as_deref());
+        if let Some(ix) = place.existing(n) {
+            return Ok(slot.insert(Arc::new(ix)).clone());
         }
-        let tmp_dir = self.index_dir.clone().unwrap_or_else(std::env::temp_dir);
-        let built = (|| -> Result<KeyIndex, ModelError> {
-            let _ = std::fs::create_dir_all(&tmp_dir);
-            let file = tempfile::NamedTempFile::new_in(&tmp_dir).map_err(|e| fail(e.into()))?;
-            let handle = file.as_file().try_clone().map_err(|e| fail(e.into()))?;
-            let mut read = |first: u64, out: &mut [i64]| {
-                self.read_keys(first, out)
-                    .map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)
-            };
-            let ix = KeyIndex::build(handle, &tmp_dir, n, &mut read).map_err(fail)?;
-            // Kept under its name for later mounts when there is a cache_dir, else unnamed.
-            match &path {
-                Some(p) => {
-                    if let Err(e) = file.persist(p) {
-                        log::warn!("{what}: key index not kept: {e}");
-                    }
-                }
-                None => drop(file.into_temp_path()),
-            }
-            Ok(ix)
-        })();
+        let mut read = |first: u64, out: &mut [i64]| {
+            self.read_keys(first, out)
+                .map_err(|e| Box::new(e) as crate::store::KeysError)
+        };
+        let built = place.build(n, &mut read).map_err(fail);
         Ok(slot.insert(Arc::new(built?)).clone())
     }
 }
