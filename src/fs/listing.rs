@@ -50,6 +50,11 @@ pub(crate) enum NodeKind {
         at: Arc<[usize]>,
         dir: bool,
     },
+    /// A file of the tensor at `tensor` there by name, never listed (`NAME.safetensors`, …).
+    Hidden {
+        tensor: ModelPath,
+        file: crate::layout::Hidden,
+    },
     /// `NAME.rows/` of the keyed tensor at `tensor`: there by name, never listed.
     Rows { tensor: ModelPath },
     /// The `README` of a `NAME.rows/`.

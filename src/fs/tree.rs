@@ -29,6 +29,7 @@ use super::error::FsError;
 use super::listing::{self, Listing, ModelPath, NodeKind};
 use super::names;
 
+mod hidden;
 mod rows;
 
 pub(crate) type Ino = u64;
@@ -356,7 +357,7 @@ impl Tree {
                         view: i,
                         root: path.clone(),
                         at: Arc::from([]),
-                        dir: true,
+                        dir: views::is_dir(i),
                     },
                 };
                 return self.child_ino(parent, &child);
@@ -374,8 +375,7 @@ impl Tree {
                 let NodeKind::Dir { path } = &dir.kind else {
                     return Err(FsError::NotFound);
                 };
-                let child = self.rows_dir_child(path, &listing, name)?;
-                self.child_ino(parent, &child)
+                self.lookup_hidden(parent, path, &listing, name)
             }
         }
     }
@@ -411,7 +411,7 @@ impl Tree {
 
     /// The entry at `at` of view `i` of the model at `root`.
     fn view_entry(&self, i: usize, root: &ModelPath, at: &[usize]) -> Result<ViewEntry, FsError> {
-        let mut e = ViewEntry::Dir(self.view(i, root)?.root.clone());
+        let mut e = self.view(i, root)?.root.clone();
         for &k in at {
             let ViewEntry::Dir(d) = &e else {
                 return Err(FsError::NotDir);
@@ -520,6 +520,7 @@ impl Tree {
             })(),
             NodeKind::Row { tensor, id, file } => self.open_row(tensor, *id, *file),
             NodeKind::RowsReadme { tensor } => self.open_rows_readme(tensor),
+            NodeKind::Hidden { tensor, file } => self.open_hidden(tensor, *file),
             k if k.is_dir() => return Err(FsError::IsDir),
             _ => return Err(FsError::Invalid),
         };
@@ -595,6 +596,7 @@ impl Tree {
             | NodeKind::Doc { .. }
             | NodeKind::View { .. }
             | NodeKind::Row { .. }
+            | NodeKind::Hidden { .. }
             | NodeKind::RowsReadme { .. } => {
                 let opened = self.opened(&node, req)?;
                 attr.perm = 0o644;
@@ -913,6 +915,7 @@ fn node_suffix(node: &Node) -> &'static str {
     match &node.kind {
         NodeKind::File { layout, .. } => layout.suffix(),
         NodeKind::Row { file, .. } => file.suffix(),
+        NodeKind::Hidden { file, .. } => file.suffix(),
         _ => "document",
     }
 }

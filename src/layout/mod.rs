@@ -280,6 +280,7 @@ pub(crate) mod json;
 mod lazy;
 pub mod num;
 pub(crate) mod rows;
+pub(crate) mod stats;
 pub(crate) mod text;
 pub(crate) mod views;
 
@@ -353,6 +354,45 @@ pub fn content(
         Layout::Bin => generic::bin(tensor, ctx),
         Layout::Npy => generic::npy(tensor, ctx),
         Layout::Libsvm => generic::libsvm(tensor, ctx),
+    }
+}
+
+/// Files of a tensor there by name only, never listed (like the hidden views): a listing
+/// stays what the model's own tools list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Hidden {
+    /// `NAME.safetensors`: the tensor alone as a safetensors file.
+    Safetensors,
+    /// `NAME.stats.json`: its statistics, computed on first read.
+    Stats,
+}
+
+impl Hidden {
+    pub(crate) fn suffix(self) -> &'static str {
+        match self {
+            Hidden::Safetensors => views::safetensors::SUFFIX,
+            Hidden::Stats => stats::SUFFIX,
+        }
+    }
+
+    /// `NAME.<suffix>` as `(NAME, file)`.
+    pub(crate) fn split(name: &str) -> Option<(&str, Hidden)> {
+        [Hidden::Safetensors, Hidden::Stats].into_iter().find_map(|h| {
+            let base = name.strip_suffix(h.suffix())?.strip_suffix('.')?;
+            (!base.is_empty()).then_some((base, h))
+        })
+    }
+}
+
+/// The content of hidden file `h` of `tensor`, or why it has none (metadata only).
+pub(crate) fn hidden(
+    h: Hidden,
+    tensor: Arc<dyn Tensor>,
+    ctx: &Arc<LayoutCtx>,
+) -> Result<Arc<dyn FileContent>, String> {
+    match h {
+        Hidden::Safetensors => views::safetensors::single(tensor, ctx),
+        Hidden::Stats => stats::file(tensor, ctx.cache.offset_store().cloned()),
     }
 }
 

@@ -33,3 +33,52 @@ pub trait VerdictStore: Send + Sync {
 pub fn starts_at_zero_ascending(offsets: &[u64]) -> bool {
     offsets.first().is_none_or(|&o| o == 0) && offsets.windows(2).all(|w| w[0] <= w[1])
 }
+
+/// Arbitrary words as a list the offset store keeps (starting at 0, never decreasing): each
+/// word becomes two 32-bit halves, stored as running sums. `unpack_words` reverses it.
+pub fn pack_words(words: &[u64]) -> Vec<u64> {
+    let mut out = Vec::with_capacity(1 + 2 * words.len());
+    let mut sum = 0u64;
+    out.push(sum);
+    for w in words {
+        for half in [w >> 32, w & 0xFFFF_FFFF] {
+            // At most 2 × 2^32 per word: no overflow below 2^31 words.
+            sum += half;
+            out.push(sum);
+        }
+    }
+    out
+}
+
+/// The words `pack_words` packed, or `None` when `list` is not such a list.
+pub fn unpack_words(list: &[u64]) -> Option<Vec<u64>> {
+    if list.first() != Some(&0) || list.len() % 2 == 0 {
+        return None;
+    }
+    let halves: Option<Vec<u64>> = list
+        .windows(2)
+        .map(|w| w[1].checked_sub(w[0]).filter(|&d| d <= 0xFFFF_FFFF))
+        .collect();
+    Some(
+        halves?
+            .chunks_exact(2)
+            .map(|h| (h[0] << 32) | h[1])
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn packed_words_read_back_and_are_kept_by_the_store_rules() {
+        let words = [0, u64::MAX, 1, 1 << 32, 12345678901234567];
+        let packed = pack_words(&words);
+        assert!(starts_at_zero_ascending(&packed));
+        assert_eq!(unpack_words(&packed).unwrap(), words);
+        assert_eq!(unpack_words(&[0, 5]), None);
+        assert_eq!(unpack_words(&[1, 5, 6]), None);
+        assert_eq!(unpack_words(&[0, 1 << 33, 1 << 33]), None);
+    }
+}

@@ -59,18 +59,7 @@ impl Tree {
             .ok()
             .and_then(|n| n.strip_suffix(ROWS_SUFFIX))
             .ok_or(FsError::NotFound)?;
-        // The tensor whose files are `base.<suffix>`.
-        let tensor = listing.children.iter().find_map(|c| match &c.kind {
-            NodeKind::File {
-                tensor,
-                partition: None,
-                layout,
-            } if c.name.strip_suffix(layout.suffix()) == Some(&format!("{base}.")) => {
-                Some(tensor.clone())
-            }
-            _ => None,
-        });
-        let tensor = match tensor {
+        let tensor = match super::hidden::listed_tensor(listing, base) {
             Some(t) => {
                 if self.model.tensor(&t)?.key_kind().is_none() {
                     return Err(FsError::NotFound);

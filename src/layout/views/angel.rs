@@ -68,9 +68,7 @@ pub(crate) fn view_with(
             ),
         }
     }
-    View {
-        root: Arc::new(FixedDir(entries.into())),
-    }
+    View::dir(FixedDir(entries.into()))
 }
 
 /// The format a tensor is written in, or why it has no Angel form.

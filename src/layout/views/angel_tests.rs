@@ -45,7 +45,7 @@ fn read_all(f: &dyn FileContent) -> Vec<u8> {
 /// Writes `view` under `dir`; returns (folder, key, format class) per matrix.
 fn write_view(view: &View, dir: &Path) -> Vec<(String, Vec<u8>, String)> {
     let mut out = Vec::new();
-    for (i, (name, e)) in view.root.entries().unwrap().iter().enumerate() {
+    for (i, (name, e)) in view.entries().iter().enumerate() {
         let ViewEntry::Dir(d) = e else {
             panic!("a file at the top of .angel/")
         };
@@ -270,9 +270,7 @@ fn the_view_is_hidden_and_named_by_key() {
     let model = mem_model();
     let view = build(DIR, &model, &[], &ctx(None)).unwrap();
     let names: Vec<String> = view
-        .root
         .entries()
-        .unwrap()
         .iter()
         .map(|(n, _)| String::from_utf8_lossy(n).into_owned())
         .collect();
@@ -290,7 +288,7 @@ fn a_sparse_matrix_keeps_its_row_type_and_long_keys() {
         &ctx(Some(AngelFormat::ValueBinary)),
         1 << 20,
     );
-    let entries = view.root.entries().unwrap();
+    let entries = view.entries();
     let ViewEntry::Dir(d) = &entries[0].1 else {
         panic!()
     };

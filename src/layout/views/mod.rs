@@ -1,7 +1,8 @@
-//! Whole-model views for legacy consumers (SPEC §7): hidden directories at the root whose files
-//! are another system's own format, produced from the mount's tensors on demand. A view is
-//! built (metadata only) on its first lookup; a directory inside it lists its entries on
-//! first use (an `.angel/` tensor folder decides its partitions then).
+//! Whole-model views for other tools (SPEC §7): hidden entries at a model root whose bytes are
+//! another system's own format, produced from the mount's tensors on demand — directories
+//! (`.tf/`, `.angel/`) and single files (`.safetensors`, `.npz`). A view is built (metadata
+//! only) on its first lookup; a directory inside it lists its entries on first use (an
+//! `.angel/` tensor folder decides its partitions then).
 
 use std::sync::{Arc, OnceLock};
 
@@ -11,11 +12,37 @@ use crate::model::{own_component, DirEntry, Model, ModelError, SourceFormat, Ten
 pub(crate) mod angel;
 mod angel_meta;
 mod angel_parts;
+mod concat;
+pub(crate) mod npz;
+pub(crate) mod safetensors;
 pub(crate) mod tf;
 
-/// One view: the hidden directory's content.
+/// One view: the hidden entry's content (a directory, or one file).
 pub(crate) struct View {
-    pub(crate) root: Arc<dyn ViewDir>,
+    pub(crate) root: ViewEntry,
+}
+
+impl View {
+    fn dir(root: impl ViewDir + 'static) -> View {
+        View {
+            root: ViewEntry::Dir(Arc::new(root)),
+        }
+    }
+
+    fn file(root: impl FileContent + 'static) -> View {
+        View {
+            root: ViewEntry::File(Arc::new(root)),
+        }
+    }
+
+    /// The entries of a directory view (tests).
+    #[cfg(test)]
+    pub(crate) fn entries(&self) -> Entries {
+        match &self.root {
+            ViewEntry::Dir(d) => d.entries().unwrap(),
+            ViewEntry::File(_) => panic!("a file view has no entries"),
+        }
+    }
 }
 
 /// An entry of a view directory.
@@ -42,8 +69,13 @@ impl ViewDir for FixedDir {
     }
 }
 
-/// The hidden directories at the root and how to build each.
-pub(crate) const NAMES: [&str; 2] = [tf::DIR, angel::DIR];
+/// The hidden entries at a model root and how to build each.
+pub(crate) const NAMES: [&str; 4] = [tf::DIR, angel::DIR, safetensors::FILE, npz::FILE];
+
+/// Whether view `NAMES[i]` is a directory (known before it is built: a lookup builds nothing).
+pub(crate) fn is_dir(i: usize) -> bool {
+    i < 2
+}
 
 /// Builds the view named `name` (one of `NAMES`) of the model at directory `root` of `model`.
 pub(crate) fn build(
@@ -65,6 +97,8 @@ pub(crate) fn build(
     match name {
         tf::DIR => tf::view(tensors, ctx),
         angel::DIR => angel::view(tensors, ctx),
+        safetensors::FILE => safetensors::view(tensors, ctx),
+        npz::FILE => npz::view(tensors, ctx),
         _ => Err(ModelError::NotFound(name.to_string())),
     }
 }

@@ -143,9 +143,7 @@ pub(crate) fn view(
         .into_iter()
         .map(|(n, f)| (n, ViewEntry::File(f)))
         .collect();
-    Ok(View {
-        root: Arc::new(FixedDir(entries)),
-    })
+    Ok(View::dir(FixedDir(entries)))
 }
 
 fn push(
@@ -360,7 +358,7 @@ mod tests {
         });
         let before = model.reads();
         let v = super::super::build(DIR, model, &[], &ctx).unwrap();
-        let entries = v.root.entries().unwrap();
+        let entries = v.entries();
         let (_, ViewEntry::File(index)) =
             entries.iter().find(|(n, _)| n == b"model.index").unwrap()
         else {

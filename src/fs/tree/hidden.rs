@@ -1,0 +1,80 @@
+//! Names a model directory answers to without listing them: `NAME.rows/` (rows by id) and a
+//! tensor's hidden files (`NAME.safetensors`, `NAME.stats.json`). `ls`, `find` and `du` see
+//! the model as its own tools list it; a lookup by name finds these. Lookup builds the file's
+//! content object (metadata only) so that a tensor without that form is ENOENT at once.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
+use std::sync::Arc;
+
+use super::{FsError, Ino, Opened, Tree, UNKNOWN};
+use crate::fs::listing::{Child, Listing, ModelPath, NodeKind};
+use crate::layout::{self, Hidden};
+
+/// The tensor of `listing` whose files are `base.<suffix>`.
+pub(super) fn listed_tensor(listing: &Listing, base: &str) -> Option<ModelPath> {
+    let prefix = format!("{base}.");
+    listing.children.iter().find_map(|c| match &c.kind {
+        NodeKind::File {
+            tensor,
+            partition: None,
+            layout,
+        } if c.name.strip_suffix(layout.suffix()) == Some(&prefix) => Some(tensor.clone()),
+        _ => None,
+    })
+}
+
+impl Tree {
+    /// `name` in model directory `dir` (inode `parent`, listing `listing`) when it is none of
+    /// the listed names: a rows directory or a hidden file of a listed tensor, else `NotFound`.
+    pub(super) fn lookup_hidden(
+        &self,
+        parent: Ino,
+        dir: &ModelPath,
+        listing: &Listing,
+        name: &[u8],
+    ) -> Result<Ino, FsError> {
+        let text = std::str::from_utf8(name).map_err(|_| FsError::NotFound)?;
+        let Some((base, file)) = Hidden::split(text) else {
+            let child = self.rows_dir_child(dir, listing, name)?;
+            return self.child_ino(parent, &child);
+        };
+        let tensor = listed_tensor(listing, base).ok_or(FsError::NotFound)?;
+        let child = Child {
+            name: text.to_string(),
+            kind: NodeKind::Hidden {
+                tensor: tensor.clone(),
+                file,
+            },
+        };
+        if let Some(ino) = self.known_child(parent, &child.name)? {
+            return Ok(ino);
+        }
+        let opened = self.open_hidden(&tensor, file)?;
+        let ino = self.child_ino(parent, &child)?;
+        let _ = self.node(ino)?.opened.set(Arc::new(opened));
+        Ok(ino)
+    }
+
+    /// Hidden file `file` of `tensor`; `NotFound` when the tensor has no such form.
+    pub(super) fn open_hidden(&self, tensor: &ModelPath, file: Hidden) -> Result<Opened, FsError> {
+        let t = self.model.tensor(tensor)?;
+        let content = layout::hidden(file, t.clone(), &self.ctx).map_err(|why| {
+            log::info!(
+                "{}.{}: none: {why}",
+                String::from_utf8_lossy(&t.meta().name),
+                file.suffix()
+            );
+            FsError::NotFound
+        })?;
+        Ok(Opened {
+            mtime: t.meta().mtime,
+            // Stats are learnt like a text file's size: by the work of the first read.
+            cheap: content.known_size().is_some(),
+            tensor: Some(t),
+            content,
+            size: AtomicU64::new(UNKNOWN),
+            placeholder: AtomicBool::new(false),
+            seeking: AtomicU32::new(0),
+        })
+    }
+}

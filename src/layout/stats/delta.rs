@@ -1,0 +1,282 @@
+//! How two tensors of one dtype and shape differ (`modelfs diff`): changed elements, the
+//! largest |b − a| and ‖b − a‖₂ / ‖a‖₂ over pairs of finite values, read a chunk of each at a
+//! time on all cores. Floats compare as numpy's `==` does with NaN equal to NaN (−0.0 equals
+//! 0.0); integers, complex and other fixed-width elements compare by their bytes; strings one
+//! by one.
+
+use std::sync::Arc;
+
+use super::pool;
+use crate::layout::dense::dense_tensor;
+use crate::layout::{LayoutError, Requester};
+use crate::model::{DType, ModelError, Tensor};
+
+/// Bytes of elements per chunk of work (of each side).
+const CHUNK: usize = 4 << 20;
+/// Strings per chunk of work.
+const STRING_CHUNK: u64 = 1 << 16;
+/// Elements decoded at a time (they sit in L1 for the arithmetic).
+const BLOCK: usize = 2048;
+
+/// Differences over a run of elements; `merge` joins runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct Delta {
+    pub(crate) count: u64,
+    pub(crate) changed: u64,
+    /// Whether the elements are numbers (the norms below mean something).
+    pub(crate) numeric: bool,
+    pub(crate) max_abs: f64,
+    /// Σ (b − a)² and Σ a², over pairs where both are finite.
+    pub(crate) diff_sq: f64,
+    pub(crate) a_sq: f64,
+}
+
+impl Delta {
+    fn merge(&mut self, o: &Delta) {
+        self.count += o.count;
+        self.changed += o.changed;
+        self.max_abs = self.max_abs.max(o.max_abs);
+        self.diff_sq += o.diff_sq;
+        self.a_sq += o.a_sq;
+    }
+
+    /// ‖b − a‖₂ / ‖a‖₂ (0 when nothing differs; none when ‖a‖ is 0 and something does).
+    pub(crate) fn rel_l2(&self) -> Option<f64> {
+        if !self.numeric {
+            return None;
+        }
+        if self.diff_sq == 0.0 {
+            return Some(0.0);
+        }
+        (self.a_sq > 0.0).then(|| (self.diff_sq / self.a_sq).sqrt())
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Piece {
+    Elements { first: u64, count: u64 },
+    Strings { first: u64, count: u64 },
+}
+
+/// A pair of tensors ready to compare: dense forms, and the work cut into pieces.
+struct Pair {
+    a: Arc<dyn Tensor>,
+    b: Arc<dyn Tensor>,
+    pieces: Vec<Piece>,
+}
+
+fn prepare(a: &Arc<dyn Tensor>, b: &Arc<dyn Tensor>, max_dense: u64) -> Result<Pair, String> {
+    for t in [a, b] {
+        if let Some(p) = &t.meta().problem {
+            return Err(format!("{}: {p}", String::from_utf8_lossy(&t.meta().name)));
+        }
+    }
+    let a = dense_tensor(a, max_dense).map_err(|e| e.to_string())?;
+    let b = dense_tensor(b, max_dense).map_err(|e| e.to_string())?;
+    let meta = a.meta();
+    let n = meta
+        .num_elements()
+        .ok_or("the shape's element count overflows")?;
+    let mut pieces = Vec::new();
+    let mut first = 0u64;
+    match meta.dtype.elem_size() {
+        Some(es) if es > 0 => {
+            let per = (CHUNK / es).max(1) as u64;
+            while first < n {
+                let count = per.min(n - first);
+                pieces.push(Piece::Elements { first, count });
+                first += count;
+            }
+        }
+        _ if meta.dtype == DType::Str => {
+            while first < n {
+                let count = STRING_CHUNK.min(n - first);
+                pieces.push(Piece::Strings { first, count });
+                first += count;
+            }
+        }
+        _ => return Err(format!("{} elements cannot be compared", meta.dtype.name())),
+    }
+    Ok(Pair { a, b, pieces })
+}
+
+/// Decodes the elements of `bytes` (little-endian `dtype`) as float64 into `out`; false when
+/// they are not real numbers.
+fn decode(dtype: DType, bytes: &[u8], out: &mut [f64]) -> bool {
+    use DType::*;
+    macro_rules! fill {
+        ($n:expr, $f:expr) => {{
+            for (o, c) in out.iter_mut().zip(bytes.chunks_exact($n)) {
+                *o = $f(c.try_into().unwrap_or([0; $n]));
+            }
+            true
+        }};
+    }
+    match dtype {
+        F32 => fill!(4, |c| f32::from_le_bytes(c) as f64),
+        F64 => fill!(8, f64::from_le_bytes),
+        F16 => fill!(2, |c| half::f16::from_le_bytes(c).to_f64()),
+        BF16 => fill!(2, |c| half::bf16::from_le_bytes(c).to_f64()),
+        I8 | QInt8 => fill!(1, |c: [u8; 1]| c[0] as i8 as f64),
+        U8 | QUInt8 => fill!(1, |c: [u8; 1]| c[0] as f64),
+        Bool => fill!(1, |c: [u8; 1]| (c[0] != 0) as u8 as f64),
+        I16 | QInt16 => fill!(2, |c| i16::from_le_bytes(c) as f64),
+        U16 | QUInt16 => fill!(2, |c| u16::from_le_bytes(c) as f64),
+        I32 | QInt32 => fill!(4, |c| i32::from_le_bytes(c) as f64),
+        U32 => fill!(4, |c| u32::from_le_bytes(c) as f64),
+        I64 => fill!(8, |c| i64::from_le_bytes(c) as f64),
+        U64 => fill!(8, |c| u64::from_le_bytes(c) as f64),
+        _ => false,
+    }
+}
+
+fn is_float(dtype: DType) -> bool {
+    matches!(dtype, DType::F32 | DType::F64 | DType::F16 | DType::BF16)
+}
+
+/// Compares one block of elements (`a` and `b` hold the same count of `es`-byte elements).
+fn block(dtype: DType, es: usize, a: &[u8], b: &[u8], d: &mut Delta, fa: &mut [f64], fb: &mut [f64]) {
+    let n = a.len() / es;
+    let (fa, fb) = (&mut fa[..n], &mut fb[..n]);
+    let numeric = decode(dtype, a, fa) && decode(dtype, b, fb);
+    if is_float(dtype) {
+        for (&x, &y) in fa.iter().zip(fb.iter()) {
+            let same = x == y || (x.is_nan() && y.is_nan());
+            d.changed += (!same) as u64;
+            if x.is_finite() && y.is_finite() {
+                let diff = y - x;
+                d.max_abs = d.max_abs.max(diff.abs());
+                d.diff_sq += diff * diff;
+                d.a_sq += x * x;
+            }
+        }
+        return;
+    }
+    // Integers and others by their bytes (float64 would merge neighbours above 2^53).
+    for (k, (x, y)) in a.chunks_exact(es).zip(b.chunks_exact(es)).enumerate() {
+        d.changed += (x != y) as u64;
+        if numeric {
+            let diff = fb[k] - fa[k];
+            d.max_abs = d.max_abs.max(diff.abs());
+            d.diff_sq += diff * diff;
+            d.a_sq += fa[k] * fa[k];
+        }
+    }
+}
+
+/// Scratch buffers of one worker.
+#[derive(Default)]
+struct Scratch {
+    a: Vec<u8>,
+    b: Vec<u8>,
+    fa: Vec<f64>,
+    fb: Vec<f64>,
+}
+
+fn run(pair: &Pair, piece: Piece, s: &mut Scratch) -> Result<Delta, ModelError> {
+    let dtype = pair.a.meta().dtype;
+    let mut d = Delta {
+        numeric: super::has_stats(dtype),
+        ..Delta::default()
+    };
+    match piece {
+        Piece::Elements { first, count } => {
+            let es = dtype.elem_size().unwrap_or(1);
+            let len = count as usize * es;
+            s.a.resize(len, 0);
+            s.b.resize(len, 0);
+            pair.a.read_elements(first, &mut s.a)?;
+            pair.b.read_elements(first, &mut s.b)?;
+            s.fa.resize(BLOCK, 0.0);
+            s.fb.resize(BLOCK, 0.0);
+            d.count = count;
+            let equal = s.a == s.b;
+            for (x, y) in s.a.chunks(BLOCK * es).zip(s.b.chunks(BLOCK * es)) {
+                if equal && !d.numeric {
+                    break;
+                }
+                block(dtype, es, x, y, &mut d, &mut s.fa, &mut s.fb);
+            }
+            debug_assert!(!equal || d.changed == 0);
+        }
+        Piece::Strings { first, count } => {
+            let mut left = Vec::with_capacity(count as usize);
+            pair.a
+                .for_each_string(first, count, &mut |x| left.push(x.to_vec()))?;
+            let mut k = 0usize;
+            pair.b.for_each_string(first, count, &mut |y| {
+                d.changed += (left.get(k).map(Vec::as_slice) != Some(y)) as u64;
+                k += 1;
+            })?;
+            d.count = count;
+        }
+    }
+    Ok(d)
+}
+
+/// How each pair of `pairs` (same dtype and shape) differs, or why it cannot be told; pieces
+/// of every pair shared out over all cores.
+pub(crate) fn compare(
+    pairs: &[(Arc<dyn Tensor>, Arc<dyn Tensor>)],
+    max_dense: u64,
+    req: &dyn Requester,
+) -> Result<Vec<Result<Delta, String>>, LayoutError> {
+    let mut prepared = Vec::new();
+    let mut work = Vec::new();
+    for (i, (a, b)) in pairs.iter().enumerate() {
+        let p = prepare(a, b, max_dense);
+        if let Ok(p) = &p {
+            work.extend((0..p.pieces.len()).map(|k| (i, k)));
+        }
+        prepared.push(p);
+    }
+    let results = pool::each(work.len(), req, Scratch::default, |s, w| {
+        let (i, k) = work[w];
+        let Ok(pair) = &prepared[i] else {
+            return Ok(Delta::default());
+        };
+        run(pair, pair.pieces[k], s)
+    })?;
+    let mut out: Vec<Result<Delta, String>> = prepared
+        .iter()
+        .map(|p| match p {
+            Ok(p) => Ok(Delta {
+                numeric: super::has_stats(p.a.meta().dtype),
+                ..Delta::default()
+            }),
+            Err(e) => Err(e.clone()),
+        })
+        .collect();
+    for (&(i, _), r) in work.iter().zip(results) {
+        let slot = &mut out[i];
+        match (slot.as_mut(), r) {
+            (Ok(d), Ok(r)) => d.merge(&r),
+            (Ok(_), Err(e)) => *slot = Err(e.to_string()),
+            (Err(_), _) => {}
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layout::Patient;
+    use crate::testing::MemTensor;
+
+    fn delta(a: &[f32], b: &[f32]) -> Delta {
+        let ta: Arc<dyn Tensor> = Arc::new(MemTensor::f32(&[a.len() as u64], a));
+        let tb: Arc<dyn Tensor> = Arc::new(MemTensor::f32(&[b.len() as u64], b));
+        compare(&[(ta, tb)], 1 << 30, &Patient).unwrap().remove(0).unwrap()
+    }
+
+    #[test]
+    fn changes_are_counted_and_measured_over_finite_pairs() {
+        let d = delta(&[1.0, 2.0, f32::NAN, 0.0, 3.0], &[1.0, 2.5, f32::NAN, -0.0, f32::INFINITY]);
+        assert_eq!((d.count, d.changed), (5, 2));
+        assert_eq!(d.max_abs, 0.5);
+        assert!((d.rel_l2().unwrap() - (0.25f64 / 5.0).sqrt()).abs() < 1e-15);
+        let same = delta(&[1.0; 5000], &[1.0; 5000]);
+        assert_eq!((same.changed, same.rel_l2()), (0, Some(0.0)));
+    }
+}

@@ -1,0 +1,289 @@
+//! Per-tensor statistics (`modelfs stats`, `NAME.stats.json`): count, min, max, mean, std,
+//! NaN / +Inf / −Inf / zero counts and L2 norm — extremes, moments and norm over the finite
+//! values, in float64 as numpy computes them. A sparse tensor counts its dense elements, the
+//! ones not stored as zeros, and reads only its stored entries.
+//!
+//! Work is cut into chunks of at most `CHUNK` bytes over every tensor asked for, shared out
+//! over all cores; the chunks of a tensor combine in order, so the result does not depend on
+//! scheduling. A result is remembered in the persistent store under the tensor's identity:
+//! a second `stats` (or a remount's `.stats.json`) reads no data.
+
+pub(crate) mod delta;
+mod partial;
+mod pool;
+
+use std::sync::Arc;
+
+pub(crate) use partial::{has_stats, Partial};
+
+use super::views::{Made, Make};
+use super::{FileContent, LayoutError, Requester};
+use crate::model::{Entries, ModelError, Tensor};
+use crate::store::{pack_words, unpack_words, OffsetStore};
+
+/// The per-tensor file's suffix (`NAME.stats.json`).
+pub(crate) const SUFFIX: &str = "stats.json";
+/// Bytes of elements per chunk of work.
+const CHUNK: usize = 4 << 20;
+/// Stored entries per chunk of a sparse tensor.
+const ENTRY_CHUNK: u64 = 1 << 20;
+
+/// What one tensor's stats are, or why it has none.
+pub(crate) type Outcome = Result<Partial, String>;
+
+/// One unit of work: a run of tensor `t`'s elements or stored entries.
+#[derive(Clone, Copy)]
+enum Piece {
+    Dense { first: u64, count: u64 },
+    Entries { first: u64, count: u64 },
+    /// A sparse tensor decoded whole (its reader cannot read entries by range).
+    Whole,
+    /// The entries a sparse tensor does not store (zeros).
+    Unstored(u64),
+}
+
+fn store_key(t: &dyn Tensor) -> Option<String> {
+    Some(format!("{}\0stats:v1", t.cache_identity()?))
+}
+
+fn remembered(t: &dyn Tensor, store: Option<&dyn OffsetStore>) -> Option<Partial> {
+    let w = unpack_words(&store?.load(&store_key(t)?)?)?;
+    let [count, finite, nan, posinf, neginf, zeros, min, max, mean, m2, sumsq] = w[..] else {
+        return None;
+    };
+    let p = Partial {
+        count,
+        finite,
+        nan,
+        posinf,
+        neginf,
+        zeros,
+        min: f64::from_bits(min),
+        max: f64::from_bits(max),
+        mean: f64::from_bits(mean),
+        m2: f64::from_bits(m2),
+        sumsq: f64::from_bits(sumsq),
+    };
+    // What the store gives is checked like data: counts that add up, for this tensor's shape.
+    let total = finite.checked_add(nan)?.checked_add(posinf)?.checked_add(neginf)?;
+    (total == count && Some(count) == t.meta().num_elements() && zeros <= finite).then_some(p)
+}
+
+fn remember(t: &dyn Tensor, store: Option<&dyn OffsetStore>, p: &Partial) {
+    let (Some(store), Some(key)) = (store, store_key(t)) else {
+        return;
+    };
+    let words = [
+        p.count,
+        p.finite,
+        p.nan,
+        p.posinf,
+        p.neginf,
+        p.zeros,
+        p.min.to_bits(),
+        p.max.to_bits(),
+        p.mean.to_bits(),
+        p.m2.to_bits(),
+        p.sumsq.to_bits(),
+    ];
+    store.save(&key, &pack_words(&words));
+}
+
+/// Whether a tensor described by `meta` has stats, and why not (metadata only).
+fn check(meta: &crate::model::TensorMeta) -> Result<(), String> {
+    if let Some(p) = &meta.problem {
+        return Err(p.clone());
+    }
+    if !has_stats(meta.dtype) {
+        return Err(format!("{} has no stats", meta.dtype.name()));
+    }
+    Ok(())
+}
+
+/// The pieces of `t`'s work, or why it has no stats.
+fn pieces(t: &dyn Tensor) -> Result<Vec<Piece>, String> {
+    let meta = t.meta();
+    check(meta)?;
+    let n = meta
+        .num_elements()
+        .ok_or("the shape's element count overflows")?;
+    let es = meta.dtype.elem_size().unwrap_or(1).max(1) as u64;
+    let mut out = Vec::new();
+    if meta.sparse {
+        if !t.sparse_shape_is_cheap() {
+            return Ok(vec![Piece::Whole]);
+        }
+        let nnz = t.sparse_shape().map_err(|e| e.to_string())?.nnz();
+        let unstored = n
+            .checked_sub(nnz)
+            .ok_or("more stored entries than elements")?;
+        let mut first = 0;
+        while first < nnz {
+            let count = ENTRY_CHUNK.min(nnz - first);
+            out.push(Piece::Entries { first, count });
+            first += count;
+        }
+        out.push(Piece::Unstored(unstored));
+        return Ok(out);
+    }
+    let per = (CHUNK as u64 / es).max(1);
+    let mut first = 0;
+    while first < n {
+        let count = per.min(n - first);
+        out.push(Piece::Dense { first, count });
+        first += count;
+    }
+    Ok(out)
+}
+
+/// Works out one piece of `t`.
+fn run(t: &dyn Tensor, piece: Piece, buf: &mut Vec<u8>, entries: &mut Entries) -> Outcome {
+    let meta = t.meta();
+    let dtype = meta.dtype;
+    let es = dtype.elem_size().unwrap_or(1);
+    let mut p = Partial::default();
+    let err = |e: ModelError| e.to_string();
+    match piece {
+        Piece::Dense { first, count } => {
+            let len = usize::try_from(count)
+                .ok()
+                .and_then(|c| c.checked_mul(es))
+                .ok_or("a chunk overflows")?;
+            buf.resize(len, 0);
+            t.read_elements(first, &mut buf[..len]).map_err(err)?;
+            partial::add(dtype, &buf[..len], &mut p);
+        }
+        Piece::Entries { first, count } => {
+            entries.clear();
+            t.read_entries(first, count, entries).map_err(err)?;
+            partial::add(dtype, &entries.values, &mut p);
+        }
+        Piece::Whole => {
+            let rows = t.sparse().map_err(err)?;
+            partial::add(dtype, &rows.values, &mut p);
+            let n = meta.num_elements().unwrap_or(0);
+            p.merge(&Partial::zeros(n.saturating_sub(rows.nnz())));
+        }
+        Piece::Unstored(n) => p = Partial::zeros(n),
+    }
+    Ok(p)
+}
+
+/// The stats of each of `tensors` (remembered ones from `store`, the rest computed on all
+/// cores and remembered), in order. Stops with `Interrupted` once `req` is gone.
+pub(crate) fn compute(
+    tensors: &[Arc<dyn Tensor>],
+    store: Option<&dyn OffsetStore>,
+    req: &dyn Requester,
+) -> Result<Vec<Outcome>, LayoutError> {
+    let mut outcomes: Vec<Option<Outcome>> = vec![None; tensors.len()];
+    let mut work: Vec<(usize, Piece)> = Vec::new();
+    for (i, t) in tensors.iter().enumerate() {
+        if let Some(p) = remembered(&**t, store) {
+            outcomes[i] = Some(Ok(p));
+            continue;
+        }
+        match pieces(&**t) {
+            Ok(ps) => work.extend(ps.into_iter().map(|p| (i, p))),
+            Err(why) => outcomes[i] = Some(Err(why)),
+        }
+    }
+    let results = pool::each(
+        work.len(),
+        req,
+        || (Vec::new(), Entries::default()),
+        |(buf, entries), k| {
+            let (i, piece) = work[k];
+            run(&*tensors[i], piece, buf, entries)
+        },
+    )?;
+    for ((i, _), r) in work.iter().zip(results) {
+        let slot = &mut outcomes[*i];
+        *slot = Some(match (slot.take(), r) {
+            (Some(Err(e)), _) | (_, Err(e)) => Err(e),
+            (Some(Ok(mut a)), Ok(b)) => {
+                a.merge(&b);
+                Ok(a)
+            }
+            (None, Ok(b)) => Ok(b),
+        });
+    }
+    let mut out = Vec::with_capacity(tensors.len());
+    for (i, o) in outcomes.into_iter().enumerate() {
+        // A tensor with no elements has no pieces: its stats are all zeros.
+        let o = o.unwrap_or_else(|| Ok(Partial::default()));
+        if let Ok(p) = &o {
+            if remembered(&*tensors[i], store).is_none() {
+                remember(&*tensors[i], store, p);
+            }
+        }
+        out.push(o);
+    }
+    Ok(out)
+}
+
+/// A float for JSON: shortest round-trip text, `null` when there is none.
+fn num(x: Option<f64>) -> String {
+    match x {
+        Some(v) if v.is_finite() => serde_json::to_string(&v).unwrap_or_else(|_| "null".into()),
+        _ => "null".into(),
+    }
+}
+
+/// One tensor's stats as a JSON object, keys in the documented order.
+pub(crate) fn json(name: &str, dtype: &str, p: &Partial) -> String {
+    let finite = p.finite > 0;
+    let str_ = |s: &str| serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into());
+    format!(
+        "{{\"name\": {}, \"dtype\": {}, \"count\": {}, \"min\": {}, \"max\": {}, \"mean\": {}, \
+         \"std\": {}, \"nan\": {}, \"posinf\": {}, \"neginf\": {}, \"zeros\": {}, \"l2\": {}}}",
+        str_(name),
+        str_(dtype),
+        p.count,
+        num(finite.then_some(p.min)),
+        num(finite.then_some(p.max)),
+        num(finite.then_some(p.mean)),
+        num(p.std()),
+        p.nan,
+        p.posinf,
+        p.neginf,
+        p.zeros,
+        num(Some(p.sumsq.sqrt())),
+    )
+}
+
+/// `NAME.stats.json`: made on first read (its size is unknown until then).
+struct StatsFile {
+    tensor: Arc<dyn Tensor>,
+    store: Option<Arc<dyn OffsetStore>>,
+}
+
+impl Make for StatsFile {
+    fn make(&self, req: &dyn Requester) -> Result<Vec<u8>, LayoutError> {
+        let t = [self.tensor.clone()];
+        let got = compute(&t, self.store.as_deref(), req)?.remove(0);
+        let p = got.map_err(|why| {
+            LayoutError::Model(ModelError::data(
+                String::from_utf8_lossy(&self.tensor.meta().name),
+                why,
+            ))
+        })?;
+        let meta = self.tensor.meta();
+        let mut text = json(
+            &String::from_utf8_lossy(&meta.name),
+            &meta.dtype.name(),
+            &p,
+        );
+        text.push('\n');
+        Ok(text.into_bytes())
+    }
+}
+
+/// `NAME.stats.json` of `tensor`, or why it has none (from metadata).
+pub(crate) fn file(
+    tensor: Arc<dyn Tensor>,
+    store: Option<Arc<dyn OffsetStore>>,
+) -> Result<Arc<dyn FileContent>, String> {
+    check(tensor.meta())?;
+    Ok(Arc::new(Made::new(StatsFile { tensor, store })))
+}

@@ -1,0 +1,288 @@
+//! The summary of a run of elements, and how two summaries combine (Chan, Golub & LeVeque's
+//! pairwise update of mean and squared deviations), so that chunks summarised on different
+//! cores give the answer one pass over the whole tensor would, in float64.
+
+use crate::model::DType;
+
+/// A run's counts and, over its finite values, extremes, mean and squared deviations.
+/// Invariant: `finite + nan + posinf + neginf == count`; `zeros <= finite`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Partial {
+    pub(crate) count: u64,
+    pub(crate) finite: u64,
+    pub(crate) nan: u64,
+    pub(crate) posinf: u64,
+    pub(crate) neginf: u64,
+    pub(crate) zeros: u64,
+    pub(crate) min: f64,
+    pub(crate) max: f64,
+    pub(crate) mean: f64,
+    /// Σ (x − mean)² over the finite values.
+    pub(crate) m2: f64,
+    /// Σ x² over the finite values.
+    pub(crate) sumsq: f64,
+}
+
+impl Default for Partial {
+    fn default() -> Self {
+        Partial {
+            count: 0,
+            finite: 0,
+            nan: 0,
+            posinf: 0,
+            neginf: 0,
+            zeros: 0,
+            min: f64::INFINITY,
+            max: f64::NEG_INFINITY,
+            mean: 0.0,
+            m2: 0.0,
+            sumsq: 0.0,
+        }
+    }
+}
+
+impl Partial {
+    /// `n` zeros (a sparse tensor's entries that are not stored).
+    pub(crate) fn zeros(n: u64) -> Partial {
+        if n == 0 {
+            return Partial::default();
+        }
+        Partial {
+            count: n,
+            finite: n,
+            zeros: n,
+            min: 0.0,
+            max: 0.0,
+            ..Partial::default()
+        }
+    }
+
+    /// `self` followed by `other`.
+    pub(crate) fn merge(&mut self, other: &Partial) {
+        let (na, nb) = (self.finite as f64, other.finite as f64);
+        if other.finite > 0 {
+            if self.finite == 0 {
+                self.mean = other.mean;
+                self.m2 = other.m2;
+            } else {
+                let n = na + nb;
+                let delta = other.mean - self.mean;
+                self.mean += delta * (nb / n);
+                self.m2 += other.m2 + delta * delta * (na * nb / n);
+            }
+        }
+        self.count += other.count;
+        self.finite += other.finite;
+        self.nan += other.nan;
+        self.posinf += other.posinf;
+        self.neginf += other.neginf;
+        self.zeros += other.zeros;
+        self.min = self.min.min(other.min);
+        self.max = self.max.max(other.max);
+        self.sumsq += other.sumsq;
+        debug_assert_eq!(
+            self.finite + self.nan + self.posinf + self.neginf,
+            self.count
+        );
+    }
+
+    /// Population standard deviation of the finite values (numpy's `std`, ddof 0).
+    pub(crate) fn std(&self) -> Option<f64> {
+        (self.finite > 0).then(|| (self.m2 / self.finite as f64).max(0.0).sqrt())
+    }
+}
+
+/// Whether `dtype` has stats (a real number per element).
+pub(crate) fn has_stats(dtype: DType) -> bool {
+    decoder(dtype).is_some()
+}
+
+type Decode = fn(&[u8], &mut Partial);
+
+fn decoder(dtype: DType) -> Option<Decode> {
+    use DType::*;
+    Some(match dtype {
+        F32 => |b, p| summarise(b.chunks_exact(4), p, |c| f32::from_le_bytes(w(c)) as f64),
+        F64 => |b, p| summarise(b.chunks_exact(8), p, |c| f64::from_le_bytes(w(c))),
+        F16 => |b, p| {
+            summarise(b.chunks_exact(2), p, |c| {
+                half::f16::from_le_bytes(w(c)).to_f64()
+            })
+        },
+        BF16 => |b, p| {
+            summarise(b.chunks_exact(2), p, |c| {
+                half::bf16::from_le_bytes(w(c)).to_f64()
+            })
+        },
+        I8 | QInt8 => |b, p| summarise(b.chunks_exact(1), p, |c| c[0] as i8 as f64),
+        U8 | QUInt8 => |b, p| summarise(b.chunks_exact(1), p, |c| c[0] as f64),
+        Bool => |b, p| summarise(b.chunks_exact(1), p, |c| (c[0] != 0) as u8 as f64),
+        I16 | QInt16 => |b, p| summarise(b.chunks_exact(2), p, |c| i16::from_le_bytes(w(c)) as f64),
+        U16 | QUInt16 => |b, p| summarise(b.chunks_exact(2), p, |c| u16::from_le_bytes(w(c)) as f64),
+        I32 | QInt32 => |b, p| summarise(b.chunks_exact(4), p, |c| i32::from_le_bytes(w(c)) as f64),
+        U32 => |b, p| summarise(b.chunks_exact(4), p, |c| u32::from_le_bytes(w(c)) as f64),
+        I64 => |b, p| summarise(b.chunks_exact(8), p, |c| i64::from_le_bytes(w(c)) as f64),
+        U64 => |b, p| summarise(b.chunks_exact(8), p, |c| u64::from_le_bytes(w(c)) as f64),
+        _ => return None,
+    })
+}
+
+/// The first `N` bytes of `c` (a `chunks_exact(N)` item) as an array.
+#[inline(always)]
+fn w<const N: usize>(c: &[u8]) -> [u8; N] {
+    let mut a = [0u8; N];
+    a.copy_from_slice(&c[..N]);
+    a
+}
+
+/// Adds the elements in `bytes` (little-endian `dtype`, a whole number of them) to `p`.
+pub(crate) fn add(dtype: DType, bytes: &[u8], p: &mut Partial) {
+    if let Some(d) = decoder(dtype) {
+        d(bytes, p)
+    }
+}
+
+/// Elements per block: a block's values sit in L1 for the second pass.
+const BLOCK: usize = 2048;
+/// Independent accumulators, so that additions do not wait on each other (and vectorise).
+const LANES: usize = 8;
+
+/// Summarises the values `to_f64` gives for `items` into `p`, a block at a time: the block's
+/// finite values go to a scratch buffer; one pass sums them (lanes), a second sums squared
+/// deviations from the block's mean (exact enough in float64 even when mean ≫ std); the block
+/// then merges into `p`.
+#[inline(always)]
+fn summarise<'a, I>(items: I, p: &mut Partial, to_f64: impl Fn(&'a [u8]) -> f64)
+where
+    I: Iterator<Item = &'a [u8]>,
+{
+    let mut vals = [0f64; BLOCK];
+    let mut items = items.peekable();
+    while items.peek().is_some() {
+        let mut b = Partial::default();
+        let mut n = 0usize;
+        for c in items.by_ref().take(BLOCK) {
+            let x = to_f64(c);
+            b.count += 1;
+            if x.is_finite() {
+                vals[n] = x;
+                n += 1;
+            } else if x.is_nan() {
+                b.nan += 1;
+            } else if x > 0.0 {
+                b.posinf += 1;
+            } else {
+                b.neginf += 1;
+            }
+        }
+        let v = &vals[..n];
+        let mut sum = [0f64; LANES];
+        let mut sq = [0f64; LANES];
+        let mut lo = [f64::INFINITY; LANES];
+        let mut hi = [f64::NEG_INFINITY; LANES];
+        let mut zeros = [0u64; LANES];
+        let mut lanes = v.chunks_exact(LANES);
+        for c in lanes.by_ref() {
+            for k in 0..LANES {
+                sum[k] += c[k];
+                sq[k] += c[k] * c[k];
+                lo[k] = lo[k].min(c[k]);
+                hi[k] = hi[k].max(c[k]);
+                zeros[k] += (c[k] == 0.0) as u64;
+            }
+        }
+        for (k, &x) in lanes.remainder().iter().enumerate() {
+            sum[k] += x;
+            sq[k] += x * x;
+            lo[k] = lo[k].min(x);
+            hi[k] = hi[k].max(x);
+            zeros[k] += (x == 0.0) as u64;
+        }
+        b.finite = n as u64;
+        if n > 0 {
+            b.mean = sum.iter().sum::<f64>() / n as f64;
+            let mean = b.mean;
+            let mut dev = [0f64; LANES];
+            let mut lanes = v.chunks_exact(LANES);
+            for c in lanes.by_ref() {
+                for k in 0..LANES {
+                    let d = c[k] - mean;
+                    dev[k] += d * d;
+                }
+            }
+            for (k, &x) in lanes.remainder().iter().enumerate() {
+                dev[k] += (x - mean) * (x - mean);
+            }
+            b.m2 = dev.iter().sum();
+            b.sumsq = sq.iter().sum();
+            b.min = lo.iter().copied().fold(f64::INFINITY, f64::min);
+            b.max = hi.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            b.zeros = zeros.iter().sum();
+        }
+        p.merge(&b);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn of(values: &[f64]) -> Partial {
+        let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let mut p = Partial::default();
+        add(DType::F64, &bytes, &mut p);
+        p
+    }
+
+    #[test]
+    fn counts_and_moments_equal_a_direct_computation() {
+        let mut v: Vec<f64> = (0..10_007)
+            .map(|i| 1e6 + ((i * 7919) % 1000) as f64 / 7.0)
+            .collect();
+        v[5] = f64::NAN;
+        v[6] = f64::INFINITY;
+        v[7] = f64::NEG_INFINITY;
+        v[8] = 0.0;
+        v[9] = -0.0;
+        let p = of(&v);
+        let finite: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
+        let mean = finite.iter().sum::<f64>() / finite.len() as f64;
+        let var = finite.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / finite.len() as f64;
+        assert_eq!(
+            (p.count, p.finite, p.nan, p.posinf, p.neginf, p.zeros),
+            (10_007, 10_004, 1, 1, 1, 2)
+        );
+        assert_eq!((p.min, p.max), (0.0, finite.iter().copied().fold(0.0, f64::max)));
+        assert!((p.mean - mean).abs() <= 1e-12 * mean.abs());
+        assert!((p.std().unwrap() - var.sqrt()).abs() <= 1e-9 * var.sqrt());
+        let l2 = finite.iter().map(|x| x * x).sum::<f64>().sqrt();
+        assert!((p.sumsq.sqrt() - l2).abs() <= 1e-12 * l2);
+    }
+
+    #[test]
+    fn merging_halves_equals_the_whole() {
+        let v: Vec<f64> = (0..5000).map(|i| ((i * 31) % 97) as f64 - 40.0).collect();
+        let whole = of(&v);
+        for cut in [0, 1, 2047, 2048, 4999, 5000] {
+            let mut a = of(&v[..cut]);
+            a.merge(&of(&v[cut..]));
+            assert_eq!((a.count, a.zeros, a.min, a.max), (5000, whole.zeros, -40.0, 56.0));
+            assert!((a.mean - whole.mean).abs() < 1e-12);
+            assert!((a.m2 - whole.m2).abs() < 1e-9 * whole.m2);
+        }
+        let mut z = of(&[2.0, 4.0]);
+        z.merge(&Partial::zeros(2));
+        assert_eq!((z.count, z.zeros, z.min, z.mean, z.m2), (4, 2, 0.0, 1.5, 11.0));
+    }
+
+    #[test]
+    fn every_numeric_dtype_decodes_and_others_have_none() {
+        let mut p = Partial::default();
+        add(DType::I16, &[0xff, 0xff, 2, 0], &mut p);
+        assert_eq!((p.min, p.max, p.count), (-1.0, 2.0, 2));
+        let mut p = Partial::default();
+        add(DType::BF16, &half::bf16::from_f32(1.5).to_le_bytes(), &mut p);
+        assert_eq!(p.max, 1.5);
+        assert!(!has_stats(DType::Str) && !has_stats(DType::C64) && has_stats(DType::Bool));
+    }
+}

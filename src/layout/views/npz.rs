@@ -1,0 +1,372 @@
+//! `.npz`: the model as the archive `np.savez` writes — a zip of stored (uncompressed) members
+//! `<key>.npy`, each the tensor's `.npy` file (the same bytes as `NAME.npy`), so that
+//! `np.load(path)[key]` is the tensor (APPNOTE.TXT 6.3: local file header §4.3.7, central
+//! directory §4.3.12, ZIP64 §4.3.14–16 and §4.5.3, used only when a size, offset or count needs
+//! it).
+//!
+//! Sizes are exact from metadata: every header has a fixed length. A member's CRC-32 (in its
+//! local header and in the central directory) needs the member's bytes: it is computed when its
+//! header is first read (the central directory: every member's, on all cores), and remembered
+//! in the persistent store by the tensor's identity, so a remount reads no data for it.
+//! Left out (logged): what has no `.npy` (strings, variant), tensors whose metadata names a
+//! problem, sparse ones beyond `max_dense`, keys that are not UTF-8.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use super::concat::ConcatBuilder;
+use super::{Made, Make, View};
+use crate::layout::{generic, FileContent, LayoutCtx, LayoutError, Requester};
+use crate::model::{ModelError, Tensor};
+use crate::store::OffsetStore;
+
+pub(crate) const FILE: &str = ".npz";
+/// Bytes per read while computing a checksum.
+const CRC_CHUNK: usize = 4 << 20;
+/// A 32-bit field that says "see the ZIP64 extra field".
+const MAX32: u64 = 0xFFFF_FFFF;
+/// 1980-01-01 00:00 in MS-DOS form (the earliest a zip can say).
+const DOS_DATE: u16 = (1 << 5) | 1;
+/// Bit 11: the name is UTF-8.
+const UTF8_NAME: u16 = 1 << 11;
+
+struct Member {
+    /// `<key>.npy`.
+    name: Vec<u8>,
+    npy: Arc<dyn FileContent>,
+    size: u64,
+    /// Where its local header starts.
+    at: u64,
+    crc: OnceLock<u32>,
+    /// Where its CRC is remembered across mounts (the tensor has a stable identity).
+    store_key: Option<String>,
+}
+
+impl Member {
+    fn zip64(&self) -> bool {
+        self.size >= MAX32
+    }
+
+    fn flags(&self) -> u16 {
+        if self.name.is_ascii() {
+            0
+        } else {
+            UTF8_NAME
+        }
+    }
+
+    fn local_header_len(&self) -> u64 {
+        30 + self.name.len() as u64 + if self.zip64() { 20 } else { 0 }
+    }
+}
+
+struct Archive {
+    members: Vec<Member>,
+    /// Where the central directory starts, and its length.
+    cd_at: u64,
+    cd_len: u64,
+    store: Option<Arc<dyn OffsetStore>>,
+}
+
+impl Archive {
+    /// The CRC-32 of member `i`'s bytes: known, remembered, or computed now.
+    fn crc(&self, i: usize, buf: &mut Vec<u8>, req: &dyn Requester) -> Result<u32, LayoutError> {
+        let m = &self.members[i];
+        if let Some(&c) = m.crc.get() {
+            return Ok(c);
+        }
+        let store = self.store.as_deref();
+        let remembered = m.store_key.as_ref().zip(store).and_then(|(k, s)| {
+            match s.load(k)?[..] {
+                [0, crc] => u32::try_from(crc).ok(),
+                _ => None,
+            }
+        });
+        let crc = match remembered {
+            Some(c) => c,
+            None => {
+                buf.resize(CRC_CHUNK, 0);
+                let mut h = crc32fast::Hasher::new();
+                let mut at = 0u64;
+                while at < m.size {
+                    if req.gone() {
+                        return Err(LayoutError::Interrupted);
+                    }
+                    let want = (m.size - at).min(CRC_CHUNK as u64) as usize;
+                    let n = m.npy.read_for(at, &mut buf[..want], req)?;
+                    if n == 0 {
+                        return Err(LayoutError::Internal("short member read"));
+                    }
+                    h.update(&buf[..n]);
+                    at += n as u64;
+                }
+                let c = h.finalize();
+                if let (Some(k), Some(s)) = (&m.store_key, store) {
+                    s.save(k, &[0, u64::from(c)]);
+                }
+                c
+            }
+        };
+        Ok(*m.crc.get_or_init(|| crc))
+    }
+
+    /// Every member's CRC-32, members shared out over all cores.
+    fn all_crcs(&self, req: &dyn Requester) -> Result<Vec<u32>, LayoutError> {
+        let next = AtomicUsize::new(0);
+        let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+        std::thread::scope(|s| {
+            let handles: Vec<_> = (0..workers.min(self.members.len()).max(1))
+                .map(|_| {
+                    s.spawn(|| {
+                        let mut buf = Vec::new();
+                        loop {
+                            let i = next.fetch_add(1, Ordering::Relaxed);
+                            if i >= self.members.len() {
+                                return Ok(());
+                            }
+                            self.crc(i, &mut buf, req)?;
+                        }
+                    })
+                })
+                .collect();
+            for h in handles {
+                h.join().unwrap_or(Err(LayoutError::WorkerPanicked))?;
+            }
+            Ok::<(), LayoutError>(())
+        })?;
+        let mut buf = Vec::new();
+        (0..self.members.len())
+            .map(|i| self.crc(i, &mut buf, req))
+            .collect()
+    }
+}
+
+fn le16(out: &mut Vec<u8>, v: u16) {
+    out.extend_from_slice(&v.to_le_bytes());
+}
+fn le32(out: &mut Vec<u8>, v: u32) {
+    out.extend_from_slice(&v.to_le_bytes());
+}
+fn le64(out: &mut Vec<u8>, v: u64) {
+    out.extend_from_slice(&v.to_le_bytes());
+}
+/// `v` in a 32-bit field, or the marker that sends the reader to the ZIP64 extra field.
+fn field32(v: u64) -> u32 {
+    u32::try_from(v).ok().filter(|&v| u64::from(v) < MAX32).unwrap_or(u32::MAX)
+}
+
+/// Member `i`'s local file header (§4.3.7).
+struct LocalHeader {
+    archive: Arc<Archive>,
+    i: usize,
+}
+
+impl Make for LocalHeader {
+    fn size(&self) -> Option<u64> {
+        Some(self.archive.members[self.i].local_header_len())
+    }
+    fn make(&self, req: &dyn Requester) -> Result<Vec<u8>, LayoutError> {
+        let m = &self.archive.members[self.i];
+        let crc = self.archive.crc(self.i, &mut Vec::new(), req)?;
+        let mut h = Vec::with_capacity(m.local_header_len() as usize);
+        le32(&mut h, 0x0403_4b50);
+        le16(&mut h, if m.zip64() { 45 } else { 20 });
+        le16(&mut h, m.flags());
+        le16(&mut h, 0); // stored
+        le16(&mut h, 0);
+        le16(&mut h, DOS_DATE);
+        le32(&mut h, crc);
+        le32(&mut h, field32(m.size));
+        le32(&mut h, field32(m.size));
+        le16(&mut h, m.name.len() as u16);
+        le16(&mut h, if m.zip64() { 20 } else { 0 });
+        h.extend_from_slice(&m.name);
+        if m.zip64() {
+            le16(&mut h, 1);
+            le16(&mut h, 16);
+            le64(&mut h, m.size);
+            le64(&mut h, m.size);
+        }
+        Ok(h)
+    }
+}
+
+/// The central directory and its end records (§4.3.12–16).
+struct Central {
+    archive: Arc<Archive>,
+}
+
+/// The ZIP64 extra field of a central directory entry: the fields whose 32-bit slot is full.
+fn central_extra(m: &Member) -> Vec<u8> {
+    let mut fields = Vec::new();
+    if m.size >= MAX32 {
+        le64(&mut fields, m.size);
+        le64(&mut fields, m.size);
+    }
+    if m.at >= MAX32 {
+        le64(&mut fields, m.at);
+    }
+    if fields.is_empty() {
+        return fields;
+    }
+    let mut e = Vec::with_capacity(4 + fields.len());
+    le16(&mut e, 1);
+    le16(&mut e, fields.len() as u16);
+    e.extend_from_slice(&fields);
+    e
+}
+
+fn central_entry_len(m: &Member) -> u64 {
+    46 + m.name.len() as u64 + central_extra(m).len() as u64
+}
+
+/// Whether the end needs the ZIP64 records: a count, size or offset its fields cannot hold.
+fn end_zip64(count: usize, cd_at: u64, cd_len: u64) -> bool {
+    count >= 0xFFFF || cd_at >= MAX32 || cd_len >= MAX32
+}
+
+fn end_len(count: usize, cd_at: u64, cd_len: u64) -> u64 {
+    22 + if end_zip64(count, cd_at, cd_len) {
+        56 + 20
+    } else {
+        0
+    }
+}
+
+impl Make for Central {
+    fn size(&self) -> Option<u64> {
+        let a = &self.archive;
+        Some(a.cd_len + end_len(a.members.len(), a.cd_at, a.cd_len))
+    }
+    fn make(&self, req: &dyn Requester) -> Result<Vec<u8>, LayoutError> {
+        let a = &self.archive;
+        let crcs = a.all_crcs(req)?;
+        let mut out = Vec::new();
+        for (m, crc) in a.members.iter().zip(crcs) {
+            let extra = central_extra(m);
+            le32(&mut out, 0x0201_4b50);
+            le16(&mut out, 45); // made by: MS-DOS attributes, spec 4.5
+            le16(&mut out, if extra.is_empty() { 20 } else { 45 });
+            le16(&mut out, m.flags());
+            le16(&mut out, 0);
+            le16(&mut out, 0);
+            le16(&mut out, DOS_DATE);
+            le32(&mut out, crc);
+            le32(&mut out, field32(m.size));
+            le32(&mut out, field32(m.size));
+            le16(&mut out, m.name.len() as u16);
+            le16(&mut out, extra.len() as u16);
+            le16(&mut out, 0); // comment
+            le16(&mut out, 0); // disk
+            le16(&mut out, 0); // internal attributes
+            le32(&mut out, 0); // external attributes
+            le32(&mut out, field32(m.at));
+            out.extend_from_slice(&m.name);
+            out.extend_from_slice(&extra);
+        }
+        debug_assert_eq!(out.len() as u64, a.cd_len);
+        let n = a.members.len();
+        if end_zip64(n, a.cd_at, a.cd_len) {
+            let record_at = a.cd_at + a.cd_len;
+            le32(&mut out, 0x0606_4b50);
+            le64(&mut out, 44);
+            le16(&mut out, 45);
+            le16(&mut out, 45);
+            le32(&mut out, 0);
+            le32(&mut out, 0);
+            le64(&mut out, n as u64);
+            le64(&mut out, n as u64);
+            le64(&mut out, a.cd_len);
+            le64(&mut out, a.cd_at);
+            le32(&mut out, 0x0706_4b50);
+            le32(&mut out, 0);
+            le64(&mut out, record_at);
+            le32(&mut out, 1);
+        }
+        let count16 = u16::try_from(n).ok().filter(|&c| c < 0xFFFF).unwrap_or(0xFFFF);
+        le32(&mut out, 0x0605_4b50);
+        le16(&mut out, 0);
+        le16(&mut out, 0);
+        le16(&mut out, count16);
+        le16(&mut out, count16);
+        le32(&mut out, field32(a.cd_len));
+        le32(&mut out, field32(a.cd_at));
+        le16(&mut out, 0);
+        Ok(out)
+    }
+}
+
+/// The store key of a member's CRC-32.
+fn store_key(t: &dyn Tensor) -> Option<String> {
+    Some(format!("{}\0npz-crc:v1", t.cache_identity()?))
+}
+
+/// `.npz` of the model whose tensors are `tensors` (sorted by key, unique).
+pub(crate) fn view(tensors: Vec<Arc<dyn Tensor>>, ctx: &Arc<LayoutCtx>) -> Result<View, ModelError> {
+    let overflow = || ModelError::data(FILE, "the archive's size overflows");
+    let mut members = Vec::new();
+    let mut at = 0u64;
+    for t in tensors {
+        let meta = t.meta();
+        let key = String::from_utf8_lossy(&meta.name).into_owned();
+        let npy = match (&meta.problem, std::str::from_utf8(&meta.name)) {
+            (Some(p), _) => Err(format!("it has a problem: {p}")),
+            (None, Err(_)) => Err("its key is not UTF-8".to_string()),
+            (None, Ok(_)) => generic::check_npy(meta, ctx)
+                .and_then(|()| generic::npy(t.clone(), ctx))
+                .map_err(|e| e.to_string()),
+        };
+        let npy = match npy {
+            Ok(n) => n,
+            Err(why) => {
+                log::info!("{FILE}: {key} left out: {why}");
+                continue;
+            }
+        };
+        let name = format!("{key}.npy").into_bytes();
+        if name.len() > usize::from(u16::MAX) {
+            log::info!("{FILE}: {key} left out: its name is too long for a zip");
+            continue;
+        }
+        let size = npy.known_size().ok_or_else(overflow)?;
+        let m = Member {
+            name,
+            npy,
+            size,
+            at,
+            crc: OnceLock::new(),
+            store_key: store_key(&*t),
+        };
+        at = at
+            .checked_add(m.local_header_len())
+            .and_then(|a| a.checked_add(size))
+            .ok_or_else(overflow)?;
+        members.push(m);
+    }
+    let cd_len = members
+        .iter()
+        .try_fold(0u64, |sum, m| sum.checked_add(central_entry_len(m)))
+        .ok_or_else(overflow)?;
+    let archive = Arc::new(Archive {
+        members,
+        cd_at: at,
+        cd_len,
+        store: ctx.cache.offset_store().cloned(),
+    });
+    let mut out = ConcatBuilder::default();
+    let too_big = |_| overflow();
+    for (i, m) in archive.members.iter().enumerate() {
+        debug_assert_eq!(out.offset(), m.at);
+        out.push(Arc::new(Made::new(LocalHeader {
+            archive: archive.clone(),
+            i,
+        })))
+        .map_err(too_big)?;
+        out.push(m.npy.clone()).map_err(too_big)?;
+    }
+    out.push(Arc::new(Made::new(Central {
+        archive: archive.clone(),
+    })))
+    .map_err(too_big)?;
+    Ok(View::file(out.finish()))
+}

@@ -1,0 +1,150 @@
+//! `.safetensors` (the whole model) and `NAME.safetensors` (one tensor): Hugging Face's
+//! safetensors format, which `safetensors.safe_open`, `safetensors.numpy.load_file` and torch
+//! read (https://github.com/huggingface/safetensors, "Format"):
+//! - 8 bytes: the header's length N, u64 little-endian;
+//! - N bytes: a JSON object — `__metadata__` (string values only: `format` "pt", `source` the
+//!   model's format, `left_out` what has no safetensors form and why) and, per tensor by key,
+//!   `{"dtype", "shape", "data_offsets": [begin, end]}` relative to the data's start — padded
+//!   with spaces so the data starts 8-aligned;
+//! - the data: every tensor's raw little-endian elements back to back, widest elements first
+//!   (then by key), so each tensor starts aligned to its element size.
+//!
+//! Sizes are exact from metadata; a read fetches only the elements it covers. Sparse
+//! matrices are written dense within `max_dense`. Left out (named in `left_out` and logged):
+//! strings, complex128, quantized and 4-bit types, which safetensors has no dtype for,
+//! tensors whose metadata names a problem, and sparse ones beyond `max_dense`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::concat::{Concat, ConcatBuilder};
+use super::View;
+use crate::layout::binary::{BinContent, ElemMap, RawElements};
+use crate::layout::dense::dense_tensor;
+use crate::layout::{FileContent, LayoutCtx};
+use crate::model::{DType, ModelError, Tensor};
+
+/// The whole-model file at a model root.
+pub(crate) const FILE: &str = ".safetensors";
+/// The per-tensor file's suffix (`NAME.safetensors`).
+pub(crate) const SUFFIX: &str = "safetensors";
+
+/// The safetensors dtype of `dtype` and how its elements are written.
+fn st_dtype(dtype: DType) -> Option<(&'static str, ElemMap)> {
+    use DType::*;
+    let same = ElemMap::Same;
+    Some(match dtype {
+        Bool => ("BOOL", ElemMap::Bool),
+        U8 => ("U8", same),
+        I8 => ("I8", same),
+        U16 => ("U16", same),
+        I16 => ("I16", same),
+        U32 => ("U32", same),
+        I32 => ("I32", same),
+        U64 => ("U64", same),
+        I64 => ("I64", same),
+        F16 => ("F16", same),
+        BF16 => ("BF16", same),
+        F32 => ("F32", same),
+        F64 => ("F64", same),
+        C64 => ("C64", same),
+        Float8(24) => ("F8_E5M2", same),
+        Float8(25) => ("F8_E4M3", same),
+        _ => return None,
+    })
+}
+
+/// One tensor as written: its elements, or why it has no safetensors form.
+fn elements(t: &Arc<dyn Tensor>, ctx: &LayoutCtx) -> Result<(&'static str, RawElements), String> {
+    let meta = t.meta();
+    if let Some(p) = &meta.problem {
+        return Err(format!("it has a problem: {p}"));
+    }
+    let (dtype, map) =
+        st_dtype(meta.dtype).ok_or_else(|| format!("safetensors has no {}", meta.dtype.name()))?;
+    let dense = dense_tensor(t, ctx.max_dense).map_err(|e| e.to_string())?;
+    let raw = RawElements::new(dense, map).ok_or("its size overflows")?;
+    raw.size().ok_or("its size overflows")?;
+    Ok((dtype, raw))
+}
+
+/// The safetensors file of `tensors` (sorted by key, unique), and what was left out.
+fn file(tensors: &[Arc<dyn Tensor>], ctx: &LayoutCtx) -> Result<(Concat, Vec<String>), ModelError> {
+    let mut kept = Vec::new();
+    let mut left_out = Vec::new();
+    let mut sources = std::collections::BTreeSet::new();
+    for t in tensors {
+        let meta = t.meta();
+        let Ok(key) = std::str::from_utf8(&meta.name) else {
+            left_out.push(format!(
+                "{} (its key is not UTF-8)",
+                String::from_utf8_lossy(&meta.name)
+            ));
+            continue;
+        };
+        sources.insert(meta.format.name());
+        match elements(t, ctx) {
+            Ok((dtype, raw)) => kept.push((key, dtype, raw)),
+            Err(why) => left_out.push(format!("{key} ({why})")),
+        }
+    }
+    for why in &left_out {
+        log::info!("{FILE}: left out: {why}");
+    }
+    // Widest first, so that every tensor starts at a multiple of its element size.
+    kept.sort_by(|a, b| b.2.width().cmp(&a.2.width()).then(a.0.cmp(b.0)));
+    let mut header = serde_json::Map::new();
+    let mut metadata = BTreeMap::from([
+        ("format", "pt".to_string()),
+        ("source", sources.into_iter().collect::<Vec<_>>().join(",")),
+    ]);
+    if !left_out.is_empty() {
+        metadata.insert("left_out", left_out.join("; "));
+    }
+    header.insert("__metadata__".into(), serde_json::json!(metadata));
+    let mut offset = 0u64;
+    for (key, dtype, raw) in &kept {
+        let end = raw
+            .size()
+            .and_then(|s| offset.checked_add(s))
+            .ok_or_else(|| ModelError::data(FILE, "the file's size overflows"))?;
+        header.insert(
+            key.to_string(),
+            serde_json::json!({
+                "dtype": dtype,
+                "shape": raw.tensor.meta().shape,
+                "data_offsets": [offset, end],
+            }),
+        );
+        offset = end;
+    }
+    let mut json = serde_json::to_vec(&header).map_err(|e| ModelError::data(FILE, e))?;
+    json.resize(json.len().next_multiple_of(8), b' ');
+    let mut out = ConcatBuilder::default();
+    let overflow = |_| ModelError::data(FILE, "the file's size overflows");
+    out.bytes((json.len() as u64).to_le_bytes().to_vec())
+        .map_err(overflow)?;
+    out.bytes(json).map_err(overflow)?;
+    for (_, _, raw) in kept {
+        debug_assert_eq!((out.offset() - 8) % raw.width() as u64, 0);
+        out.push(Arc::new(BinContent(raw))).map_err(overflow)?;
+    }
+    Ok((out.finish(), left_out))
+}
+
+/// `.safetensors` of the model whose tensors are `tensors` (sorted by key, unique).
+pub(crate) fn view(tensors: Vec<Arc<dyn Tensor>>, ctx: &Arc<LayoutCtx>) -> Result<View, ModelError> {
+    Ok(View::file(file(&tensors, ctx)?.0))
+}
+
+/// `NAME.safetensors` of one tensor, or why it has none.
+pub(crate) fn single(
+    tensor: Arc<dyn Tensor>,
+    ctx: &LayoutCtx,
+) -> Result<Arc<dyn FileContent>, String> {
+    match file(&[tensor], ctx) {
+        Ok((f, left_out)) if left_out.is_empty() => Ok(Arc::new(f)),
+        Ok((_, left_out)) => Err(left_out.join("; ")),
+        Err(e) => Err(e.to_string()),
+    }
+}
