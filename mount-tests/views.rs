@@ -131,3 +131,73 @@ fn the_angel_view_copies_out_as_a_model() {
     }
     mount.unmount_and_check();
 }
+
+/// Issue 28: on every committed fixture and shared real-world model, `.safetensors` (read by
+/// the `safetensors` package and by its format), `.npz` (`np.load`), `NAME.safetensors` and
+/// `NAME.stats.json` (numpy's stats in float64) equal each tensor's `.npy`, with exact sizes
+/// (`check_views.py`).
+#[test]
+fn safetensors_npz_and_stats_equal_every_npy() {
+    let Some(fuse) = Fuse::check() else { return };
+    let have = Command::new("python3")
+        .args(["-c", "import numpy, safetensors"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !have {
+        assert!(
+            std::env::var_os("CI").is_none() && std::env::var_os("MODELFS_REQUIRE_FUSE").is_none(),
+            "python3 with numpy and safetensors is needed (scripts/test installs them)"
+        );
+        eprintln!("skipped: python3 numpy/safetensors missing");
+        return;
+    }
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let script = here.join("mount-tests/check_views.py");
+    // Every TF case (fixtures by prefix, shared real-world models), every Angel fixture
+    // that opens as a model (the `bad`/`refuse_*` ones do not), hash tables and Monolith.
+    let mut sources: Vec<std::path::PathBuf> = cases().into_iter().map(|c| c.source).collect();
+    let mut angel: Vec<_> = std::fs::read_dir(here.join("fixtures/angel"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    angel.sort();
+    let opens = |p: &Path| {
+        Command::new(modelfs())
+            .arg("info")
+            .arg(p)
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    sources.extend(angel.into_iter().filter(|p| opens(p)));
+    for s in ["fixtures/tf/hashtable/tf1", "fixtures/tf/hashtable/tf2", "fixtures/monolith/ps_export"] {
+        sources.push(here.join(s));
+    }
+    let (mut mounted, mut checked) = (0, 0u64);
+    let mut failures = Vec::new();
+    for source in &sources {
+        let mount = fuse.mount(source, "layouts=json,npy");
+        let out = Command::new("python3")
+            .arg(&script)
+            .arg(mount.path())
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        // "checked {'safetensors': 3, 'npz': 1, …}": count what was compared.
+        checked += text
+            .split(|c: char| !c.is_ascii_digit())
+            .filter_map(|n| n.parse::<u64>().ok())
+            .skip(1)
+            .sum::<u64>();
+        if !out.status.success() {
+            failures.push(format!(
+                "{}:\n{text}{}",
+                source.display(),
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        mounted += 1;
+        mount.unmount_and_check();
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(mounted >= 20 && checked >= 500, "{mounted} sources, {checked} checks");
+}

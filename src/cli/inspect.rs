@@ -17,13 +17,13 @@ use super::{open_model, Failure, EXIT_OK, EXIT_SOURCE, EXIT_USAGE};
 const VERIFY_CHUNK: usize = 8 << 20;
 
 /// One tensor of the model, found by walking its directories (metadata only).
-struct Found {
-    path: String,
-    tensor: Arc<dyn Tensor>,
+pub(super) struct Found {
+    pub(super) path: String,
+    pub(super) tensor: Arc<dyn Tensor>,
 }
 
 /// Every tensor of `model` in listing order, with its path in the mount.
-fn walk(model: &dyn Model) -> Result<Vec<Found>, ModelError> {
+pub(super) fn walk(model: &dyn Model) -> Result<Vec<Found>, ModelError> {
     let mut out = Vec::new();
     let mut stack: Vec<Vec<Vec<u8>>> = vec![Vec::new()];
     while let Some(dir) = stack.pop() {
@@ -86,12 +86,12 @@ fn stored_bytes(meta: &TensorMeta) -> Option<u64> {
     }
 }
 
-fn shape_compact(shape: &[u64]) -> String {
+pub(super) fn shape_compact(shape: &[u64]) -> String {
     let dims: Vec<String> = shape.iter().map(u64::to_string).collect();
     format!("[{}]", dims.join(","))
 }
 
-fn write_out(text: &[u8]) -> Result<(), Failure> {
+pub(super) fn write_out(text: &[u8]) -> Result<(), Failure> {
     let mut out = io::stdout().lock();
     match out.write_all(text).and_then(|()| out.flush()) {
         Ok(()) => Ok(()),
@@ -100,7 +100,7 @@ fn write_out(text: &[u8]) -> Result<(), Failure> {
     }
 }
 
-fn source_failure(source: &Path, e: impl std::fmt::Display) -> Failure {
+pub(super) fn source_failure(source: &Path, e: impl std::fmt::Display) -> Failure {
     Failure::new(EXIT_SOURCE, format!("{}: {e}", source.display()))
 }
 

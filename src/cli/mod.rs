@@ -18,6 +18,7 @@ use crate::source::remote;
 
 mod browse;
 mod cache;
+mod compare;
 mod daemon;
 pub(crate) mod index;
 #[cfg(test)]
@@ -193,6 +194,38 @@ enum Command {
         name: OsString,
         #[arg(required = true, allow_negative_numbers = true)]
         ids: Vec<i64>,
+    },
+    /// Statistics of every tensor at or below each PATH (all when none): count, min, max,
+    /// mean, std, NaN/+Inf/-Inf/zero counts, L2 norm (over the finite values, in float64),
+    /// read on all cores and remembered in the cache (cache_dir) for the next time.
+    #[command(after_help = source_and_options!())]
+    Stats {
+        /// A JSON array of objects instead (name, dtype, count, min, max, mean, std, nan,
+        /// posinf, neginf, zeros, l2).
+        #[arg(long)]
+        json: bool,
+        /// Exit 2 when any value is NaN or infinite (naming the tensors).
+        #[arg(long)]
+        check_finite: bool,
+        #[arg(short = 'o', value_name = "OPT,OPT…", value_parser = OptionList, hide_possible_values = true)]
+        options: Vec<String>,
+        source: PathBuf,
+        paths: Vec<OsString>,
+    },
+    /// What differs between two models, tensor by tensor (by key): only in A, only in B,
+    /// retyped (dtype or shape), changed (how many elements, max |Δ|, ‖B−A‖/‖A‖), identical.
+    /// Both read lazily on all cores; equal stored checksums mean identical without a read.
+    /// Exit 0 when identical, 1 when they differ, 2 on trouble.
+    #[command(after_help = source_and_options!())]
+    Diff {
+        /// A JSON array of objects instead (name, status, dtype, shape, count, changed_count,
+        /// max_abs_diff, rel_l2; `a` and `b` for retyped ones).
+        #[arg(long)]
+        json: bool,
+        #[arg(short = 'o', value_name = "OPT,OPT…", value_parser = OptionList, hide_possible_values = true)]
+        options: Vec<String>,
+        a: PathBuf,
+        b: PathBuf,
     },
     /// Format, tensor count, dtypes, total bytes (per checkpoint for a directory of several),
     /// problems found in the metadata. Reads no tensor data: `verify` does.
@@ -383,6 +416,20 @@ pub fn main() -> i32 {
             options,
             source,
         } => parse_options(&options).and_then(|opts| inspect::list(&source, &opts, json)),
+        Command::Stats {
+            json,
+            check_finite,
+            options,
+            source,
+            paths,
+        } => parse_options(&options)
+            .and_then(|opts| compare::stats(&source, &paths, json, check_finite, &opts)),
+        Command::Diff {
+            json,
+            options,
+            a,
+            b,
+        } => parse_options(&options).and_then(|opts| compare::diff(&a, &b, json, &opts)),
         Command::Verify { options, source } => {
             parse_options(&options).and_then(|opts| inspect::verify(&source, &opts))
         }
@@ -413,11 +460,14 @@ fn man() -> Result<(), Failure> {
         .map_err(|e| Failure::new(EXIT_USAGE, format!("writing output: {e}")))
 }
 
-const COMMANDS: [&str; 13] = [
+const COMMANDS: [&str; 16] = [
     "mount",
     "umount",
     "ls",
     "cat",
+    "row",
+    "stats",
+    "diff",
     "info",
     "list",
     "verify",

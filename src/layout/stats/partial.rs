@@ -114,8 +114,8 @@ fn decoder(dtype: DType) -> Option<Decode> {
                 half::bf16::from_le_bytes(w(c)).to_f64()
             })
         },
-        I8 | QInt8 => |b, p| summarise(b.chunks_exact(1), p, |c| c[0] as i8 as f64),
-        U8 | QUInt8 => |b, p| summarise(b.chunks_exact(1), p, |c| c[0] as f64),
+        I8 | QInt8 | Int4 | Int2 => |b, p| summarise(b.chunks_exact(1), p, |c| c[0] as i8 as f64),
+        U8 | QUInt8 | UInt4 | UInt2 => |b, p| summarise(b.chunks_exact(1), p, |c| c[0] as f64),
         Bool => |b, p| summarise(b.chunks_exact(1), p, |c| (c[0] != 0) as u8 as f64),
         I16 | QInt16 => |b, p| summarise(b.chunks_exact(2), p, |c| i16::from_le_bytes(w(c)) as f64),
         U16 | QUInt16 => |b, p| summarise(b.chunks_exact(2), p, |c| u16::from_le_bytes(w(c)) as f64),

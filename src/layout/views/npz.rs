@@ -9,7 +9,7 @@
 //! header is first read (the central directory: every member's, on all cores), and remembered
 //! in the persistent store by the tensor's identity, so a remount reads no data for it.
 //! Left out (logged): what has no `.npy` (strings, variant), tensors whose metadata names a
-//! problem, sparse ones beyond `max_dense`, keys that are not UTF-8.
+//! problem, sparse ones beyond `max_dense`, keys that are not UTF-8 or hold a NUL byte.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -312,6 +312,8 @@ pub(crate) fn view(tensors: Vec<Arc<dyn Tensor>>, ctx: &Arc<LayoutCtx>) -> Resul
         let npy = match (&meta.problem, std::str::from_utf8(&meta.name)) {
             (Some(p), _) => Err(format!("it has a problem: {p}")),
             (None, Err(_)) => Err("its key is not UTF-8".to_string()),
+            // Zip readers end a name at its first NUL (Python's zipfile does).
+            (None, Ok(k)) if k.contains('\0') => Err("its key holds a NUL byte".to_string()),
             (None, Ok(_)) => generic::check_npy(meta, ctx)
                 .and_then(|()| generic::npy(t.clone(), ctx))
                 .map_err(|e| e.to_string()),

@@ -247,6 +247,24 @@ fn crc_key(r: &RawElements) -> Option<String> {
     Some(format!("{id}\0tf-view-crc:{:?}:v1", r.map))
 }
 
+/// The checksum (masked CRC32C, as a bundle entry holds it) of `t`'s raw little-endian
+/// elements when it is known without reading them: stored by a TF source, or remembered in
+/// `store` from an earlier `.tf/` index. Bool is left out (the view normalises its bytes).
+pub(crate) fn known_crc(t: &Arc<dyn crate::model::Tensor>, store: Option<&dyn OffsetStore>) -> Option<u32> {
+    let meta = t.meta();
+    if meta.sparse || meta.dtype == DType::Bool || meta.dtype.elem_size().is_none() {
+        return None;
+    }
+    if let Some(c) = t.stored_crc32c() {
+        return Some(c);
+    }
+    let key = crc_key(&RawElements::new(t.clone(), ElemMap::Same)?)?;
+    match store?.load(&key)?[..] {
+        [0, crc] => u32::try_from(crc).ok(),
+        _ => None,
+    }
+}
+
 impl Make for Index {
     fn size(&self) -> Option<u64> {
         Some(self.layout.index_size)

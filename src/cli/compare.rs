@@ -1,0 +1,367 @@
+//! `stats` and `diff`: the questions asked of a model's values — are there NaNs, what is the
+//! spread, what changed between two checkpoints — answered by reading the tensors lazily, on
+//! all cores, without a copy or TensorFlow.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::Arc;
+
+use super::inspect::{shape_compact, source_failure, walk, write_out, Found};
+use super::{open_model, store_name, Failure, EXIT_SOURCE, EXIT_USAGE};
+use crate::layout::stats::{self, delta, Outcome};
+use crate::layout::views::tf::known_crc;
+use crate::layout::Patient;
+use crate::model::Tensor;
+use crate::options::Options;
+use crate::store::OffsetStore;
+
+/// Exit status of `stats --check-finite` when a value is NaN or infinite, and of `diff` when
+/// the models differ (as `diff(1)` and `cmp(1)` do).
+const EXIT_FOUND: i32 = 2;
+const EXIT_DIFFER: i32 = 1;
+
+/// A number for a table: 6 significant digits, exponent form outside [1e-4, 1e6).
+fn short(x: Option<f64>) -> String {
+    match x {
+        None => "-".into(),
+        Some(v) if v == 0.0 || !v.is_finite() => format!("{v}"),
+        Some(v) if (1e-4..1e6).contains(&v.abs()) => {
+            let digits = (5 - v.abs().log10().floor() as i32).max(0) as usize;
+            let s = format!("{v:.digits$}");
+            match s.contains('.') {
+                true => s.trim_end_matches('0').trim_end_matches('.').to_string(),
+                false => s,
+            }
+        }
+        Some(v) => format!("{v:.5e}"),
+    }
+}
+
+/// Prints rows as columns, each as wide as its widest cell: the first `left` left-aligned,
+/// the others (numbers) right-aligned.
+fn table(rows: &[Vec<String>], left: usize) -> String {
+    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let width: Vec<usize> = (0..cols)
+        .map(|c| rows.iter().filter_map(|r| r.get(c)).map(|s| s.chars().count()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for r in rows {
+        for (c, cell) in r.iter().enumerate() {
+            let pad = width[c] - cell.chars().count();
+            if c > 0 {
+                out.push_str("  ");
+            }
+            let last = c + 1 == r.len();
+            match (c < left, last) {
+                (true, true) => out.push_str(cell),
+                (true, false) => {
+                    out.push_str(cell);
+                    out.push_str(&" ".repeat(pad));
+                }
+                (false, _) => {
+                    out.push_str(&" ".repeat(pad));
+                    out.push_str(cell);
+                }
+            }
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// The tensors of `found` at or below the mount paths `paths` (all when none); a path that
+/// names nothing is a usage error.
+fn select(found: Vec<Found>, paths: &[OsString]) -> Result<Vec<Found>, Failure> {
+    if paths.is_empty() {
+        return Ok(found);
+    }
+    let wanted: Vec<String> = paths
+        .iter()
+        .map(|p| String::from_utf8_lossy(p.as_bytes()).trim_matches('/').to_string())
+        .collect();
+    let under = |f: &Found, w: &str| {
+        w.is_empty() || f.path == w || f.path.strip_prefix(w).is_some_and(|r| r.starts_with('/'))
+    };
+    for w in &wanted {
+        if !found.iter().any(|f| under(f, w)) {
+            return Err(Failure::new(
+                EXIT_USAGE,
+                format!("{w}: no such tensor or directory (see `modelfs list`)"),
+            ));
+        }
+    }
+    Ok(found
+        .into_iter()
+        .filter(|f| wanted.iter().any(|w| under(f, w)))
+        .collect())
+}
+
+fn key(t: &dyn Tensor) -> String {
+    String::from_utf8_lossy(&t.meta().name).into_owned()
+}
+
+/// `modelfs stats SOURCE [PATH…]`.
+pub(crate) fn stats(
+    source: &Path,
+    paths: &[OsString],
+    as_json: bool,
+    check_finite: bool,
+    opts: &Options,
+) -> Result<(), Failure> {
+    let model = open_model(source, opts)?;
+    let ctx = crate::fs::layout_ctx(opts, &store_name(source));
+    let found = select(walk(&*model).map_err(|e| source_failure(source, e))?, paths)?;
+    let tensors: Vec<Arc<dyn Tensor>> = found.iter().map(|f| f.tensor.clone()).collect();
+    let store = ctx.cache.offset_store().map(|s| &**s as &dyn OffsetStore);
+    let outcomes = stats::compute(&tensors, store, &Patient)
+        .map_err(|e| source_failure(source, e))?;
+    let text = if as_json {
+        stats_json(&tensors, &outcomes)
+    } else {
+        stats_table(&found, &outcomes)
+    };
+    write_out(text.as_bytes())?;
+    let not_finite: Vec<&str> = found
+        .iter()
+        .zip(&outcomes)
+        .filter(|(_, o)| o.as_ref().is_ok_and(|p| p.nan + p.posinf + p.neginf > 0))
+        .map(|(f, _)| f.path.as_str())
+        .collect();
+    if check_finite && !not_finite.is_empty() {
+        return Err(Failure::new(
+            EXIT_FOUND,
+            format!("NaN or Inf in {}", not_finite.join(", ")),
+        ));
+    }
+    Ok(())
+}
+
+fn stats_json(tensors: &[Arc<dyn Tensor>], outcomes: &[Outcome]) -> String {
+    let items: Vec<String> = tensors
+        .iter()
+        .zip(outcomes)
+        .map(|(t, o)| {
+            let meta = t.meta();
+            match o {
+                Ok(p) => stats::json(&key(&**t), &meta.dtype.name(), p),
+                Err(why) => serde_json::json!({
+                    "name": key(&**t),
+                    "dtype": meta.dtype.name(),
+                    "count": meta.num_elements(),
+                    "error": why,
+                })
+                .to_string(),
+            }
+        })
+        .collect();
+    format!("[\n{}\n]\n", items.join(",\n"))
+}
+
+fn stats_table(found: &[Found], outcomes: &[Outcome]) -> String {
+    let mut rows = vec![[
+        "tensor", "dtype", "count", "min", "max", "mean", "std", "nan", "+inf", "-inf", "zeros",
+        "l2",
+    ]
+    .map(String::from)
+    .to_vec()];
+    for (f, o) in found.iter().zip(outcomes) {
+        let meta = f.tensor.meta();
+        let mut row = vec![f.path.clone(), meta.dtype.name().into_owned()];
+        match o {
+            Ok(p) => {
+                let finite = p.finite > 0;
+                row.extend([
+                    p.count.to_string(),
+                    short(finite.then_some(p.min)),
+                    short(finite.then_some(p.max)),
+                    short(finite.then_some(p.mean)),
+                    short(p.std()),
+                    p.nan.to_string(),
+                    p.posinf.to_string(),
+                    p.neginf.to_string(),
+                    p.zeros.to_string(),
+                    short(Some(p.sumsq.sqrt())),
+                ]);
+            }
+            Err(why) => row.push(format!("({why})")),
+        }
+        rows.push(row);
+    }
+    table(&rows, 2)
+}
+
+/// One tensor's line of a diff.
+struct Line {
+    name: String,
+    status: &'static str,
+    what: serde_json::Value,
+    delta: Option<delta::Delta>,
+    error: Option<String>,
+}
+
+/// `modelfs diff A B`.
+pub(crate) fn diff(a: &Path, b: &Path, as_json: bool, opts: &Options) -> Result<(), Failure> {
+    let open = |s: &Path| -> Result<_, Failure> {
+        let model = open_model(s, opts)?;
+        let ctx = crate::fs::layout_ctx(opts, &store_name(s));
+        let found = walk(&*model).map_err(|e| source_failure(s, e))?;
+        let by_name: BTreeMap<String, Arc<dyn Tensor>> = found
+            .into_iter()
+            .map(|f| (key(&*f.tensor), f.tensor))
+            .collect();
+        Ok((by_name, ctx))
+    };
+    let (ta, ctx_a) = open(a)?;
+    let (tb, ctx_b) = open(b)?;
+    let store_a = ctx_a.cache.offset_store().map(|s| &**s as &dyn OffsetStore);
+    let store_b = ctx_b.cache.offset_store().map(|s| &**s as &dyn OffsetStore);
+    let mut names: Vec<&String> = ta.keys().chain(tb.keys()).collect();
+    names.sort();
+    names.dedup();
+    let mut lines = Vec::new();
+    let mut pairs = Vec::new();
+    let mut compared = Vec::new();
+    for name in names {
+        let describe = |t: &Arc<dyn Tensor>| {
+            serde_json::json!({"dtype": t.meta().dtype.name(), "shape": t.meta().shape})
+        };
+        let line = |status, what| Line {
+            name: name.clone(),
+            status,
+            what,
+            delta: None,
+            error: None,
+        };
+        match (ta.get(name), tb.get(name)) {
+            (Some(x), None) => lines.push(line("only_a", describe(x))),
+            (None, Some(y)) => lines.push(line("only_b", describe(y))),
+            (Some(x), Some(y)) => {
+                let (mx, my) = (x.meta(), y.meta());
+                if mx.dtype != my.dtype || mx.shape != my.shape {
+                    lines.push(line(
+                        "retyped",
+                        serde_json::json!({"a": describe(x), "b": describe(y)}),
+                    ));
+                    continue;
+                }
+                // Equal checksums of the same bytes: identical without reading a byte.
+                let crcs = (known_crc(x, store_a), known_crc(y, store_b));
+                if let (Some(p), Some(q)) = crcs {
+                    if p == q {
+                        lines.push(line("identical", describe(x)));
+                        continue;
+                    }
+                }
+                compared.push(lines.len());
+                pairs.push((x.clone(), y.clone()));
+                lines.push(line("identical", describe(x)));
+            }
+            (None, None) => {}
+        }
+    }
+    let deltas = delta::compare(&pairs, ctx_a.max_dense.min(ctx_b.max_dense), &Patient)
+        .map_err(|e| Failure::new(EXIT_SOURCE, e.to_string()))?;
+    for (i, d) in compared.into_iter().zip(deltas) {
+        let l = &mut lines[i];
+        match d {
+            Ok(d) => {
+                l.status = if d.changed > 0 { "changed" } else { "identical" };
+                l.delta = Some(d);
+            }
+            Err(e) => {
+                l.status = "error";
+                l.error = Some(e);
+            }
+        }
+    }
+    let text = if as_json {
+        diff_json(&lines)
+    } else {
+        diff_table(&lines)
+    };
+    write_out(text.as_bytes())?;
+    if let Some(l) = lines.iter().find(|l| l.status == "error") {
+        return Err(Failure::new(
+            EXIT_SOURCE,
+            format!("{}: {}", l.name, l.error.as_deref().unwrap_or("")),
+        ));
+    }
+    match lines.iter().all(|l| l.status == "identical") {
+        true => Ok(()),
+        false => Err(Failure::silent(EXIT_DIFFER)),
+    }
+}
+
+fn diff_json(lines: &[Line]) -> String {
+    let items: Vec<String> = lines
+        .iter()
+        .map(|l| {
+            let mut o = serde_json::Map::new();
+            o.insert("name".into(), l.name.clone().into());
+            o.insert("status".into(), l.status.into());
+            if let serde_json::Value::Object(w) = &l.what {
+                o.extend(w.clone());
+            }
+            if let Some(d) = &l.delta {
+                o.insert("count".into(), d.count.into());
+                o.insert("changed_count".into(), d.changed.into());
+                let num = |x: Option<f64>| x.filter(|v| v.is_finite()).map_or(serde_json::Value::Null, Into::into);
+                o.insert("max_abs_diff".into(), num(d.numeric.then_some(d.max_abs)));
+                o.insert("rel_l2".into(), num(d.rel_l2()));
+            }
+            if let Some(e) = &l.error {
+                o.insert("error".into(), e.clone().into());
+            }
+            serde_json::Value::Object(o).to_string()
+        })
+        .collect();
+    format!("[\n{}\n]\n", items.join(",\n"))
+}
+
+fn diff_table(lines: &[Line]) -> String {
+    let mut rows = Vec::new();
+    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    for l in lines {
+        *counts.entry(l.status).or_default() += 1;
+        let shape = |w: &serde_json::Value| {
+            let dims: Vec<u64> = w["shape"]
+                .as_array()
+                .map(|a| a.iter().filter_map(|d| d.as_u64()).collect())
+                .unwrap_or_default();
+            format!("{} {}", w["dtype"].as_str().unwrap_or("?"), shape_compact(&dims))
+        };
+        let row = match (l.status, &l.delta) {
+            ("changed", Some(d)) => vec![
+                l.name.clone(),
+                "changed".into(),
+                format!("{}/{}", d.changed, d.count),
+                format!("max|Δ| {}", short(d.numeric.then_some(d.max_abs))),
+                format!("rel-L2 {}", short(d.rel_l2())),
+            ],
+            ("retyped", _) => vec![
+                l.name.clone(),
+                "retyped".into(),
+                format!("{} → {}", shape(&l.what["a"]), shape(&l.what["b"])),
+            ],
+            ("only_a", _) => vec![l.name.clone(), "only in A".into(), shape(&l.what)],
+            ("only_b", _) => vec![l.name.clone(), "only in B".into(), shape(&l.what)],
+            ("error", _) => vec![
+                l.name.clone(),
+                "error".into(),
+                l.error.clone().unwrap_or_default(),
+            ],
+            _ => continue,
+        };
+        rows.push(row);
+    }
+    let mut out = table(&rows, usize::MAX);
+    let summary: Vec<String> = counts.iter().map(|(s, n)| format!("{n} {s}")).collect();
+    out.push_str(&format!(
+        "{} tensors: {}\n",
+        lines.len(),
+        summary.join(", ")
+    ));
+    out
+}
