@@ -10,7 +10,8 @@
 //! writes `PREFIX.index` and `PREFIX.data-00000-of-00001` holding TENSORS float32 tensors of
 //! shape [ROWS, COLS] (COLS only when ROWS is 1). One tensor is called `W`; several are
 //! `block_NNN/layer_NNN/kernel`, DIR_FANOUT (default 100) per directory. Values are
-//! pseudo-random weights in (-0.25, 0.25), fixed by the tensor's index.
+//! pseudo-random weights in (-0.25, 0.25), fixed by the tensor's index (and `GEN_SEED`, 0 when
+//! unset: another seed gives other values of the same shapes).
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -198,7 +199,9 @@ fn main() -> std::io::Result<()> {
     let mut offset = 0u64;
     let mut buf: Vec<u8> = Vec::with_capacity(1 << 20);
     for (name, seed) in &keys {
-        let mut rng = Rng::new(seed + 1);
+        // GEN_SEED moves every value (a "later step" of the same model, for `diff`).
+        let shift: u64 = std::env::var("GEN_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0);
+        let mut rng = Rng::new(seed + 1 + shift * 1_000_003);
         let mut crc = 0u32;
         let mut left = elements;
         while left > 0 {

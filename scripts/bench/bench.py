@@ -485,6 +485,13 @@ def main():
                                     daemon_of=daemon_of, vm_hwm=vm_hwm, median=median,
                                     add=add, log=log)
         bench_angel(ctx)
+    if want(11):
+        import types
+        from compare import bench_compare
+        ctx = types.SimpleNamespace(WORK=WORK, RUNS=RUNS, env=Env("compare").env, MODELFS=MODELFS,
+                                    GEN=GEN, fixture=fixture, W_ROWS=W_ROWS, W_COLS=W_COLS,
+                                    log=log, add=add, median=median)
+        bench_compare(ctx)
     if want(10):
         import types
         from rows import bench_rows

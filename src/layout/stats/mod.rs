@@ -149,9 +149,15 @@ fn run(t: &dyn Tensor, piece: Piece, buf: &mut Vec<u8>, entries: &mut Entries) -
                 .ok()
                 .and_then(|c| c.checked_mul(es))
                 .ok_or("a chunk overflows")?;
-            buf.resize(len, 0);
-            t.read_elements(first, &mut buf[..len]).map_err(err)?;
-            partial::add(dtype, &buf[..len], &mut p);
+            // The source's own buffer when it can lend it (a mapped file): no copy.
+            match t.read_shared(first, len) {
+                Some(Ok(b)) if b.len() == len => partial::add(dtype, &b, &mut p),
+                _ => {
+                    buf.resize(len, 0);
+                    t.read_elements(first, &mut buf[..len]).map_err(err)?;
+                    partial::add(dtype, &buf[..len], &mut p);
+                }
+            }
         }
         Piece::Entries { first, count } => {
             entries.clear();

@@ -102,7 +102,7 @@ type Decode = fn(&[u8], &mut Partial);
 fn decoder(dtype: DType) -> Option<Decode> {
     use DType::*;
     Some(match dtype {
-        F32 => |b, p| summarise(b.chunks_exact(4), p, |c| f32::from_le_bytes(w(c)) as f64),
+        F32 => summarise_f32,
         F64 => |b, p| summarise(b.chunks_exact(8), p, |c| f64::from_le_bytes(w(c))),
         F16 => |b, p| {
             summarise(b.chunks_exact(2), p, |c| {
@@ -148,7 +148,8 @@ const BLOCK: usize = 2048;
 const LANES: usize = 8;
 
 /// Summarises the values `to_f64` gives for `items` into `p`, a block at a time: the block's
-/// finite values go to a scratch buffer; one pass sums them (lanes), a second sums squared
+/// values are converted into a scratch buffer (non-finite ones, rare, are counted and moved
+/// out); one pass sums them in independent lanes (which vectorise), a second sums squared
 /// deviations from the block's mean (exact enough in float64 even when mean ≫ std); the block
 /// then merges into `p`.
 #[inline(always)]
@@ -159,68 +160,166 @@ where
     let mut vals = [0f64; BLOCK];
     let mut items = items.peekable();
     while items.peek().is_some() {
-        let mut b = Partial::default();
         let mut n = 0usize;
-        for c in items.by_ref().take(BLOCK) {
-            let x = to_f64(c);
-            b.count += 1;
-            if x.is_finite() {
-                vals[n] = x;
-                n += 1;
-            } else if x.is_nan() {
-                b.nan += 1;
-            } else if x > 0.0 {
-                b.posinf += 1;
-            } else {
-                b.neginf += 1;
-            }
+        for (v, c) in vals.iter_mut().zip(items.by_ref()) {
+            *v = to_f64(c);
+            n += 1;
         }
-        let v = &vals[..n];
+        let mut b = Partial {
+            count: n as u64,
+            ..Partial::default()
+        };
+        let nonfinite = vals[..n].iter().filter(|x| !x.is_finite()).count();
+        if nonfinite > 0 {
+            let mut kept = 0;
+            for i in 0..n {
+                let x = vals[i];
+                if x.is_finite() {
+                    vals[kept] = x;
+                    kept += 1;
+                } else if x.is_nan() {
+                    b.nan += 1;
+                } else if x > 0.0 {
+                    b.posinf += 1;
+                } else {
+                    b.neginf += 1;
+                }
+            }
+            n = kept;
+        }
+        finite_block(&vals[..n], &mut b);
+        p.merge(&b);
+    }
+}
+
+/// `summarise` for float32 (little-endian hosts only: the crate's targets are), the common
+/// case, in float32 until the lanes widen each value:
+/// a block with no NaN or Inf (nearly all of them) is read once into L1 and summed there.
+fn summarise_f32(bytes: &[u8], p: &mut Partial) {
+    let mut copy = [0f32; BLOCK];
+    for block in bytes.chunks(BLOCK * 4) {
+        let n = block.len() / 4;
+        // The block as floats in place when aligned (reads are), else copied.
+        let cast = match cfg!(target_endian = "little") {
+            true => bytemuck::try_cast_slice(&block[..n * 4]).ok(),
+            false => None,
+        };
+        let v: &[f32] = match cast {
+            Some(v) => v,
+            None => {
+                for (v, c) in copy.iter_mut().zip(block.chunks_exact(4)) {
+                    *v = f32::from_le_bytes(w(c));
+                }
+                &copy[..n]
+            }
+        };
+        let nonfinite = v.iter().fold(0u32, |a, x| a + (!x.is_finite()) as u32);
+        if nonfinite > 0 {
+            summarise(block.chunks_exact(4), p, |c| f32::from_le_bytes(w(c)) as f64);
+            continue;
+        }
+        let mut b = Partial {
+            count: n as u64,
+            finite: n as u64,
+            ..Partial::default()
+        };
         let mut sum = [0f64; LANES];
         let mut sq = [0f64; LANES];
-        let mut lo = [f64::INFINITY; LANES];
-        let mut hi = [f64::NEG_INFINITY; LANES];
-        let mut zeros = [0u64; LANES];
+        let mut lo = [f32::INFINITY; LANES];
+        let mut hi = [f32::NEG_INFINITY; LANES];
+        let mut zeros = [0u32; LANES];
         let mut lanes = v.chunks_exact(LANES);
         for c in lanes.by_ref() {
             for k in 0..LANES {
-                sum[k] += c[k];
-                sq[k] += c[k] * c[k];
-                lo[k] = lo[k].min(c[k]);
-                hi[k] = hi[k].max(c[k]);
-                zeros[k] += (c[k] == 0.0) as u64;
+                let x = c[k];
+                let xd = x as f64;
+                sum[k] += xd;
+                sq[k] += xd * xd;
+                lo[k] = if x < lo[k] { x } else { lo[k] };
+                hi[k] = if x > hi[k] { x } else { hi[k] };
+                zeros[k] += (x == 0.0) as u32;
             }
         }
         for (k, &x) in lanes.remainder().iter().enumerate() {
-            sum[k] += x;
-            sq[k] += x * x;
+            let xd = x as f64;
+            sum[k] += xd;
+            sq[k] += xd * xd;
             lo[k] = lo[k].min(x);
             hi[k] = hi[k].max(x);
-            zeros[k] += (x == 0.0) as u64;
+            zeros[k] += (x == 0.0) as u32;
         }
-        b.finite = n as u64;
         if n > 0 {
             b.mean = sum.iter().sum::<f64>() / n as f64;
-            let mean = b.mean;
             let mut dev = [0f64; LANES];
             let mut lanes = v.chunks_exact(LANES);
             for c in lanes.by_ref() {
                 for k in 0..LANES {
-                    let d = c[k] - mean;
+                    let d = c[k] as f64 - b.mean;
                     dev[k] += d * d;
                 }
             }
             for (k, &x) in lanes.remainder().iter().enumerate() {
-                dev[k] += (x - mean) * (x - mean);
+                dev[k] += (x as f64 - b.mean) * (x as f64 - b.mean);
             }
             b.m2 = dev.iter().sum();
             b.sumsq = sq.iter().sum();
-            b.min = lo.iter().copied().fold(f64::INFINITY, f64::min);
-            b.max = hi.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-            b.zeros = zeros.iter().sum();
+            b.min = lo.iter().copied().fold(f32::INFINITY, f32::min) as f64;
+            b.max = hi.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
+            b.zeros = zeros.iter().map(|&z| u64::from(z)).sum();
         }
         p.merge(&b);
     }
+}
+
+/// Moments, extremes and zeros of `v` (all finite) into `b`.
+#[inline(always)]
+fn finite_block(v: &[f64], b: &mut Partial) {
+    let n = v.len();
+    b.finite = n as u64;
+    if n == 0 {
+        return;
+    }
+    let mut sum = [0f64; LANES];
+    let mut sq = [0f64; LANES];
+    let mut lo = [f64::INFINITY; LANES];
+    let mut hi = [f64::NEG_INFINITY; LANES];
+    let mut zeros = [0u64; LANES];
+    let mut lanes = v.chunks_exact(LANES);
+    for c in lanes.by_ref() {
+        for k in 0..LANES {
+            let x = c[k];
+            sum[k] += x;
+            sq[k] += x * x;
+            lo[k] = if x < lo[k] { x } else { lo[k] };
+            hi[k] = if x > hi[k] { x } else { hi[k] };
+            zeros[k] += (x == 0.0) as u64;
+        }
+    }
+    for (k, &x) in lanes.remainder().iter().enumerate() {
+        sum[k] += x;
+        sq[k] += x * x;
+        lo[k] = lo[k].min(x);
+        hi[k] = hi[k].max(x);
+        zeros[k] += (x == 0.0) as u64;
+    }
+    b.mean = sum.iter().sum::<f64>() / n as f64;
+    let mean = b.mean;
+    let mut dev = [0f64; LANES];
+    let mut lanes = v.chunks_exact(LANES);
+    for c in lanes.by_ref() {
+        for k in 0..LANES {
+            let d = c[k] - mean;
+            dev[k] += d * d;
+        }
+    }
+    for (k, &x) in lanes.remainder().iter().enumerate() {
+        dev[k] += (x - mean) * (x - mean);
+    }
+    b.m2 = dev.iter().sum();
+    b.sumsq = sq.iter().sum();
+    b.min = lo.iter().copied().fold(f64::INFINITY, f64::min);
+    b.max = hi.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    b.zeros = zeros.iter().sum();
 }
 
 #[cfg(test)]
