@@ -200,7 +200,10 @@ fn main() -> std::io::Result<()> {
     let mut buf: Vec<u8> = Vec::with_capacity(1 << 20);
     for (name, seed) in &keys {
         // GEN_SEED moves every value (a "later step" of the same model, for `diff`).
-        let shift: u64 = std::env::var("GEN_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0);
+        let shift: u64 = std::env::var("GEN_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
         let mut rng = Rng::new(seed + 1 + shift * 1_000_003);
         let mut crc = 0u32;
         let mut left = elements;

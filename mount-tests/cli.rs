@@ -537,3 +537,69 @@ fn a_background_mount_logs_to_a_syslog_socket() {
     assert!(msg.contains("corrupt meta"), "{msg}");
     guard.unmount_and_check();
 }
+
+/// Issue 28: `modelfs diff --json` of two steps of a TF1 Estimator-style training directory
+/// (Saver with global_step and Adam slots, written by TensorFlow) equals numpy's comparison of
+/// the two steps' `.npy` files: changed count, max |Δ| and relative L2 per variable.
+#[test]
+fn diff_of_two_training_steps_equals_numpy() {
+    if !python_numpy() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "python3 with numpy is needed"
+        );
+        return;
+    }
+    let run = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/tf/tf1_saver_moved/run7");
+    let (a, b) = (run.join("model.ckpt-100"), run.join("model.ckpt-200"));
+    let out = Command::new(modelfs())
+        .args(["diff", "--json"])
+        .arg(&a)
+        .arg(&b)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "the steps differ");
+    let script = r#"
+import json, subprocess, sys
+import numpy as np
+modelfs, a, b = sys.argv[1:4]
+got = json.load(sys.stdin)
+assert len(got) >= 10, got
+def load(src, name):
+    raw = subprocess.run([modelfs, "cat", src, name + ".npy"], check=True, capture_output=True).stdout
+    open("/tmp/_diff_check.npy", "wb").write(raw)
+    return np.load("/tmp/_diff_check.npy").astype(np.float64)
+changed = 0
+for g in got:
+    x, y = load(a, g["name"]), load(b, g["name"])
+    n = int((x != y).sum())
+    assert g["changed_count"] == n and g["count"] == x.size, (g, n)
+    assert g["status"] == ("changed" if n else "identical"), g
+    d = np.abs(y - x).max() if x.size else 0.0
+    assert abs(g["max_abs_diff"] - d) <= 1e-12 * max(1.0, d), (g, d)
+    na = np.sqrt((x * x).sum())
+    want = np.sqrt(((y - x) ** 2).sum()) / na if na else 0.0
+    assert abs(g["rel_l2"] - want) <= 1e-9 * max(1.0, want), (g, want)
+    changed += n > 0
+assert changed >= 10, changed
+print("ok", len(got), "tensors", changed, "changed")
+"#;
+    let mut child = Command::new("python3")
+        .args(["-c", script, modelfs()])
+        .arg(&a)
+        .arg(&b)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(&out.stdout).unwrap();
+    let res = child.wait_with_output().unwrap();
+    assert!(
+        res.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&res.stdout),
+        String::from_utf8_lossy(&res.stderr)
+    );
+}

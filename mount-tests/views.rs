@@ -169,7 +169,11 @@ fn safetensors_npz_and_stats_equal_every_npy() {
             .is_ok_and(|o| o.status.success())
     };
     sources.extend(angel.into_iter().filter(|p| opens(p)));
-    for s in ["fixtures/tf/hashtable/tf1", "fixtures/tf/hashtable/tf2", "fixtures/monolith/ps_export"] {
+    for s in [
+        "fixtures/tf/hashtable/tf1",
+        "fixtures/tf/hashtable/tf2",
+        "fixtures/monolith/ps_export",
+    ] {
         sources.push(here.join(s));
     }
     let (mut mounted, mut checked) = (0, 0u64);
@@ -199,5 +203,8 @@ fn safetensors_npz_and_stats_equal_every_npy() {
         mount.unmount_and_check();
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
-    assert!(mounted >= 20 && checked >= 500, "{mounted} sources, {checked} checks");
+    assert!(
+        mounted >= 20 && checked >= 500,
+        "{mounted} sources, {checked} checks"
+    );
 }

@@ -44,7 +44,13 @@ fn short(x: Option<f64>) -> String {
 fn table(rows: &[Vec<String>], left: usize) -> String {
     let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
     let width: Vec<usize> = (0..cols)
-        .map(|c| rows.iter().filter_map(|r| r.get(c)).map(|s| s.chars().count()).max().unwrap_or(0))
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|s| s.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
         .collect();
     let mut out = String::new();
     for r in rows {
@@ -79,7 +85,11 @@ fn select(found: Vec<Found>, paths: &[OsString]) -> Result<Vec<Found>, Failure> 
     }
     let wanted: Vec<String> = paths
         .iter()
-        .map(|p| String::from_utf8_lossy(p.as_bytes()).trim_matches('/').to_string())
+        .map(|p| {
+            String::from_utf8_lossy(p.as_bytes())
+                .trim_matches('/')
+                .to_string()
+        })
         .collect();
     let under = |f: &Found, w: &str| {
         w.is_empty() || f.path == w || f.path.strip_prefix(w).is_some_and(|r| r.starts_with('/'))
@@ -115,8 +125,8 @@ pub(crate) fn stats(
     let found = select(walk(&*model).map_err(|e| source_failure(source, e))?, paths)?;
     let tensors: Vec<Arc<dyn Tensor>> = found.iter().map(|f| f.tensor.clone()).collect();
     let store = ctx.cache.offset_store().map(|s| &**s as &dyn OffsetStore);
-    let outcomes = stats::compute(&tensors, store, &Patient)
-        .map_err(|e| source_failure(source, e))?;
+    let outcomes =
+        stats::compute(&tensors, store, &Patient).map_err(|e| source_failure(source, e))?;
     let text = if as_json {
         stats_json(&tensors, &outcomes)
     } else {
@@ -206,7 +216,13 @@ pub(crate) fn diff(a: &Path, b: &Path, as_json: bool, opts: &Options) -> Result<
     let open = |s: &Path| -> Result<_, Failure> {
         let model = open_model(s, opts)?;
         let ctx = crate::fs::layout_ctx(opts, &store_name(s));
-        let found = walk(&*model).map_err(|e| source_failure(s, e))?;
+        let mut found = walk(&*model).map_err(|e| source_failure(s, e))?;
+        // A model's variables, as the views take them: a graph's constants (a `.meta` beside
+        // the checkpoint) only when there is nothing else.
+        let graph = |f: &Found| f.tensor.meta().format == crate::model::SourceFormat::TfGraph;
+        if !found.iter().all(graph) {
+            found.retain(|f| !graph(f));
+        }
         let by_name: BTreeMap<String, Arc<dyn Tensor>> = found
             .into_iter()
             .map(|f| (key(&*f.tensor), f.tensor))
@@ -224,9 +240,7 @@ pub(crate) fn diff(a: &Path, b: &Path, as_json: bool, opts: &Options) -> Result<
     let mut pairs = Vec::new();
     let mut compared = Vec::new();
     for name in names {
-        let describe = |t: &Arc<dyn Tensor>| {
-            serde_json::json!({"dtype": t.meta().dtype.name(), "shape": t.meta().shape})
-        };
+        let describe = |t: &Arc<dyn Tensor>| serde_json::json!({"dtype": t.meta().dtype.name(), "shape": t.meta().shape});
         let line = |status, what| Line {
             name: name.clone(),
             status,
@@ -267,7 +281,11 @@ pub(crate) fn diff(a: &Path, b: &Path, as_json: bool, opts: &Options) -> Result<
         let l = &mut lines[i];
         match d {
             Ok(d) => {
-                l.status = if d.changed > 0 { "changed" } else { "identical" };
+                l.status = if d.changed > 0 {
+                    "changed"
+                } else {
+                    "identical"
+                };
                 l.delta = Some(d);
             }
             Err(e) => {
@@ -307,7 +325,10 @@ fn diff_json(lines: &[Line]) -> String {
             if let Some(d) = &l.delta {
                 o.insert("count".into(), d.count.into());
                 o.insert("changed_count".into(), d.changed.into());
-                let num = |x: Option<f64>| x.filter(|v| v.is_finite()).map_or(serde_json::Value::Null, Into::into);
+                let num = |x: Option<f64>| {
+                    x.filter(|v| v.is_finite())
+                        .map_or(serde_json::Value::Null, Into::into)
+                };
                 o.insert("max_abs_diff".into(), num(d.numeric.then_some(d.max_abs)));
                 o.insert("rel_l2".into(), num(d.rel_l2()));
             }
@@ -330,7 +351,11 @@ fn diff_table(lines: &[Line]) -> String {
                 .as_array()
                 .map(|a| a.iter().filter_map(|d| d.as_u64()).collect())
                 .unwrap_or_default();
-            format!("{} {}", w["dtype"].as_str().unwrap_or("?"), shape_compact(&dims))
+            format!(
+                "{} {}",
+                w["dtype"].as_str().unwrap_or("?"),
+                shape_compact(&dims)
+            )
         };
         let row = match (l.status, &l.delta) {
             ("changed", Some(d)) => vec![

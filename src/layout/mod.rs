@@ -377,10 +377,12 @@ impl Hidden {
 
     /// `NAME.<suffix>` as `(NAME, file)`.
     pub(crate) fn split(name: &str) -> Option<(&str, Hidden)> {
-        [Hidden::Safetensors, Hidden::Stats].into_iter().find_map(|h| {
-            let base = name.strip_suffix(h.suffix())?.strip_suffix('.')?;
-            (!base.is_empty()).then_some((base, h))
-        })
+        [Hidden::Safetensors, Hidden::Stats]
+            .into_iter()
+            .find_map(|h| {
+                let base = name.strip_suffix(h.suffix())?.strip_suffix('.')?;
+                (!base.is_empty()).then_some((base, h))
+            })
     }
 }
 

@@ -54,6 +54,9 @@ impl Delta {
     }
 }
 
+/// Two tensors to compare: `(a, b)`.
+pub(crate) type TensorPair = (Arc<dyn Tensor>, Arc<dyn Tensor>);
+
 #[derive(Clone, Copy)]
 enum Piece {
     Elements { first: u64, count: u64 },
@@ -137,7 +140,15 @@ fn is_float(dtype: DType) -> bool {
 }
 
 /// Compares one block of elements (`a` and `b` hold the same count of `es`-byte elements).
-fn block(dtype: DType, es: usize, a: &[u8], b: &[u8], d: &mut Delta, fa: &mut [f64], fb: &mut [f64]) {
+fn block(
+    dtype: DType,
+    es: usize,
+    a: &[u8],
+    b: &[u8],
+    d: &mut Delta,
+    fa: &mut [f64],
+    fb: &mut [f64],
+) {
     let n = a.len() / es;
     let (fa, fb) = (&mut fa[..n], &mut fb[..n]);
     let numeric = decode(dtype, a, fa) && decode(dtype, b, fb);
@@ -156,7 +167,11 @@ fn block(dtype: DType, es: usize, a: &[u8], b: &[u8], d: &mut Delta, fa: &mut [f
                 let diff = if both { y - x } else { 0.0 };
                 let sq = if both { x * x } else { 0.0 };
                 changed[k] += (!same) as u64;
-                max_abs[k] = if diff.abs() > max_abs[k] { diff.abs() } else { max_abs[k] };
+                max_abs[k] = if diff.abs() > max_abs[k] {
+                    diff.abs()
+                } else {
+                    max_abs[k]
+                };
                 diff_sq[k] += diff * diff;
                 a_sq[k] += sq;
             }
@@ -262,7 +277,7 @@ fn run(pair: &Pair, piece: Piece, s: &mut Scratch) -> Result<Delta, ModelError> 
 /// How each pair of `pairs` (same dtype and shape) differs, or why it cannot be told; pieces
 /// of every pair shared out over all cores.
 pub(crate) fn compare(
-    pairs: &[(Arc<dyn Tensor>, Arc<dyn Tensor>)],
+    pairs: &[TensorPair],
     max_dense: u64,
     req: &dyn Requester,
 ) -> Result<Vec<Result<Delta, String>>, LayoutError> {
@@ -312,12 +327,18 @@ mod tests {
     fn delta(a: &[f32], b: &[f32]) -> Delta {
         let ta: Arc<dyn Tensor> = Arc::new(MemTensor::f32(&[a.len() as u64], a));
         let tb: Arc<dyn Tensor> = Arc::new(MemTensor::f32(&[b.len() as u64], b));
-        compare(&[(ta, tb)], 1 << 30, &Patient).unwrap().remove(0).unwrap()
+        compare(&[(ta, tb)], 1 << 30, &Patient)
+            .unwrap()
+            .remove(0)
+            .unwrap()
     }
 
     #[test]
     fn changes_are_counted_and_measured_over_finite_pairs() {
-        let d = delta(&[1.0, 2.0, f32::NAN, 0.0, 3.0], &[1.0, 2.5, f32::NAN, -0.0, f32::INFINITY]);
+        let d = delta(
+            &[1.0, 2.0, f32::NAN, 0.0, 3.0],
+            &[1.0, 2.5, f32::NAN, -0.0, f32::INFINITY],
+        );
         assert_eq!((d.count, d.changed), (5, 2));
         assert_eq!(d.max_abs, 0.5);
         assert!((d.rel_l2().unwrap() - (0.25f64 / 5.0).sqrt()).abs() < 1e-15);

@@ -34,8 +34,14 @@ pub(crate) type Outcome = Result<Partial, String>;
 /// One unit of work: a run of tensor `t`'s elements or stored entries.
 #[derive(Clone, Copy)]
 enum Piece {
-    Dense { first: u64, count: u64 },
-    Entries { first: u64, count: u64 },
+    Dense {
+        first: u64,
+        count: u64,
+    },
+    Entries {
+        first: u64,
+        count: u64,
+    },
     /// A sparse tensor decoded whole (its reader cannot read entries by range).
     Whole,
     /// The entries a sparse tensor does not store (zeros).
@@ -65,7 +71,10 @@ fn remembered(t: &dyn Tensor, store: Option<&dyn OffsetStore>) -> Option<Partial
         sumsq: f64::from_bits(sumsq),
     };
     // What the store gives is checked like data: counts that add up, for this tensor's shape.
-    let total = finite.checked_add(nan)?.checked_add(posinf)?.checked_add(neginf)?;
+    let total = finite
+        .checked_add(nan)?
+        .checked_add(posinf)?
+        .checked_add(neginf)?;
     (total == count && Some(count) == t.meta().num_elements() && zeros <= finite).then_some(p)
 }
 
@@ -275,11 +284,7 @@ impl Make for StatsFile {
             ))
         })?;
         let meta = self.tensor.meta();
-        let mut text = json(
-            &String::from_utf8_lossy(&meta.name),
-            &meta.dtype.name(),
-            &p,
-        );
+        let mut text = json(&String::from_utf8_lossy(&meta.name), &meta.dtype.name(), &p);
         text.push('\n');
         Ok(text.into_bytes())
     }

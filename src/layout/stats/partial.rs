@@ -118,7 +118,9 @@ fn decoder(dtype: DType) -> Option<Decode> {
         U8 | QUInt8 | UInt4 | UInt2 => |b, p| summarise(b.chunks_exact(1), p, |c| c[0] as f64),
         Bool => |b, p| summarise(b.chunks_exact(1), p, |c| (c[0] != 0) as u8 as f64),
         I16 | QInt16 => |b, p| summarise(b.chunks_exact(2), p, |c| i16::from_le_bytes(w(c)) as f64),
-        U16 | QUInt16 => |b, p| summarise(b.chunks_exact(2), p, |c| u16::from_le_bytes(w(c)) as f64),
+        U16 | QUInt16 => {
+            |b, p| summarise(b.chunks_exact(2), p, |c| u16::from_le_bytes(w(c)) as f64)
+        }
         I32 | QInt32 => |b, p| summarise(b.chunks_exact(4), p, |c| i32::from_le_bytes(w(c)) as f64),
         U32 => |b, p| summarise(b.chunks_exact(4), p, |c| u32::from_le_bytes(w(c)) as f64),
         I64 => |b, p| summarise(b.chunks_exact(8), p, |c| i64::from_le_bytes(w(c)) as f64),
@@ -215,7 +217,9 @@ fn summarise_f32(bytes: &[u8], p: &mut Partial) {
         };
         let nonfinite = v.iter().fold(0u32, |a, x| a + (!x.is_finite()) as u32);
         if nonfinite > 0 {
-            summarise(block.chunks_exact(4), p, |c| f32::from_le_bytes(w(c)) as f64);
+            summarise(block.chunks_exact(4), p, |c| {
+                f32::from_le_bytes(w(c)) as f64
+            });
             continue;
         }
         let mut b = Partial {
@@ -351,7 +355,10 @@ mod tests {
             (p.count, p.finite, p.nan, p.posinf, p.neginf, p.zeros),
             (10_007, 10_004, 1, 1, 1, 2)
         );
-        assert_eq!((p.min, p.max), (0.0, finite.iter().copied().fold(0.0, f64::max)));
+        assert_eq!(
+            (p.min, p.max),
+            (0.0, finite.iter().copied().fold(0.0, f64::max))
+        );
         assert!((p.mean - mean).abs() <= 1e-12 * mean.abs());
         assert!((p.std().unwrap() - var.sqrt()).abs() <= 1e-9 * var.sqrt());
         let l2 = finite.iter().map(|x| x * x).sum::<f64>().sqrt();
@@ -365,13 +372,19 @@ mod tests {
         for cut in [0, 1, 2047, 2048, 4999, 5000] {
             let mut a = of(&v[..cut]);
             a.merge(&of(&v[cut..]));
-            assert_eq!((a.count, a.zeros, a.min, a.max), (5000, whole.zeros, -40.0, 56.0));
+            assert_eq!(
+                (a.count, a.zeros, a.min, a.max),
+                (5000, whole.zeros, -40.0, 56.0)
+            );
             assert!((a.mean - whole.mean).abs() < 1e-12);
             assert!((a.m2 - whole.m2).abs() < 1e-9 * whole.m2);
         }
         let mut z = of(&[2.0, 4.0]);
         z.merge(&Partial::zeros(2));
-        assert_eq!((z.count, z.zeros, z.min, z.mean, z.m2), (4, 2, 0.0, 1.5, 11.0));
+        assert_eq!(
+            (z.count, z.zeros, z.min, z.mean, z.m2),
+            (4, 2, 0.0, 1.5, 11.0)
+        );
     }
 
     #[test]
@@ -380,7 +393,11 @@ mod tests {
         add(DType::I16, &[0xff, 0xff, 2, 0], &mut p);
         assert_eq!((p.min, p.max, p.count), (-1.0, 2.0, 2));
         let mut p = Partial::default();
-        add(DType::BF16, &half::bf16::from_f32(1.5).to_le_bytes(), &mut p);
+        add(
+            DType::BF16,
+            &half::bf16::from_f32(1.5).to_le_bytes(),
+            &mut p,
+        );
         assert_eq!(p.max, 1.5);
         assert!(!has_stats(DType::Str) && !has_stats(DType::C64) && has_stats(DType::Bool));
     }

@@ -56,10 +56,15 @@ mod tests {
 
     #[test]
     fn results_come_in_item_order() {
-        let got = each(1000, &Patient, || 0u64, |seen, k| {
-            *seen += 1;
-            k * 2
-        })
+        let got = each(
+            1000,
+            &Patient,
+            || 0u64,
+            |seen, k| {
+                *seen += 1;
+                k * 2
+            },
+        )
         .unwrap();
         assert_eq!(got, (0..1000).map(|k| k * 2).collect::<Vec<_>>());
         assert!(each(0, &Patient, || (), |_, k| k).unwrap().is_empty());

@@ -57,7 +57,8 @@ impl ConcatBuilder {
 impl Concat {
     /// The index of the piece holding byte `offset` (or `pieces.len()` past the end).
     fn piece_at(&self, offset: u64) -> usize {
-        self.pieces.partition_point(|(start, size, _)| start + size <= offset)
+        self.pieces
+            .partition_point(|(start, size, _)| start + size <= offset)
     }
 }
 
@@ -84,9 +85,8 @@ impl FileContent for Concat {
                 return Err(LayoutError::Interrupted);
             }
             let at = offset + done as u64;
-            let want = usize::try_from(start + size - at).map_or(buf.len() - done, |left| {
-                left.min(buf.len() - done)
-            });
+            let want = usize::try_from(start + size - at)
+                .map_or(buf.len() - done, |left| left.min(buf.len() - done));
             let n = piece.read_for(at - start, &mut buf[done..done + want], req)?;
             if n != want {
                 return Err(LayoutError::Mismatch {

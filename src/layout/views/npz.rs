@@ -76,12 +76,14 @@ impl Archive {
             return Ok(c);
         }
         let store = self.store.as_deref();
-        let remembered = m.store_key.as_ref().zip(store).and_then(|(k, s)| {
-            match s.load(k)?[..] {
+        let remembered = m
+            .store_key
+            .as_ref()
+            .zip(store)
+            .and_then(|(k, s)| match s.load(k)?[..] {
                 [0, crc] => u32::try_from(crc).ok(),
                 _ => None,
-            }
-        });
+            });
         let crc = match remembered {
             Some(c) => c,
             None => {
@@ -152,7 +154,10 @@ fn le64(out: &mut Vec<u8>, v: u64) {
 }
 /// `v` in a 32-bit field, or the marker that sends the reader to the ZIP64 extra field.
 fn field32(v: u64) -> u32 {
-    u32::try_from(v).ok().filter(|&v| u64::from(v) < MAX32).unwrap_or(u32::MAX)
+    u32::try_from(v)
+        .ok()
+        .filter(|&v| u64::from(v) < MAX32)
+        .unwrap_or(u32::MAX)
 }
 
 /// Member `i`'s local file header (§4.3.7).
@@ -283,7 +288,10 @@ impl Make for Central {
             le64(&mut out, record_at);
             le32(&mut out, 1);
         }
-        let count16 = u16::try_from(n).ok().filter(|&c| c < 0xFFFF).unwrap_or(0xFFFF);
+        let count16 = u16::try_from(n)
+            .ok()
+            .filter(|&c| c < 0xFFFF)
+            .unwrap_or(0xFFFF);
         le32(&mut out, 0x0605_4b50);
         le16(&mut out, 0);
         le16(&mut out, 0);
@@ -302,7 +310,10 @@ fn store_key(t: &dyn Tensor) -> Option<String> {
 }
 
 /// `.npz` of the model whose tensors are `tensors` (sorted by key, unique).
-pub(crate) fn view(tensors: Vec<Arc<dyn Tensor>>, ctx: &Arc<LayoutCtx>) -> Result<View, ModelError> {
+pub(crate) fn view(
+    tensors: Vec<Arc<dyn Tensor>>,
+    ctx: &Arc<LayoutCtx>,
+) -> Result<View, ModelError> {
     let overflow = || ModelError::data(FILE, "the archive's size overflows");
     let mut members = Vec::new();
     let mut at = 0u64;

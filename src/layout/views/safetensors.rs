@@ -133,7 +133,10 @@ fn file(tensors: &[Arc<dyn Tensor>], ctx: &LayoutCtx) -> Result<(Concat, Vec<Str
 }
 
 /// `.safetensors` of the model whose tensors are `tensors` (sorted by key, unique).
-pub(crate) fn view(tensors: Vec<Arc<dyn Tensor>>, ctx: &Arc<LayoutCtx>) -> Result<View, ModelError> {
+pub(crate) fn view(
+    tensors: Vec<Arc<dyn Tensor>>,
+    ctx: &Arc<LayoutCtx>,
+) -> Result<View, ModelError> {
     Ok(View::file(file(&tensors, ctx)?.0))
 }
 

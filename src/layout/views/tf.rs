@@ -250,7 +250,10 @@ fn crc_key(r: &RawElements) -> Option<String> {
 /// The checksum (masked CRC32C, as a bundle entry holds it) of `t`'s raw little-endian
 /// elements when it is known without reading them: stored by a TF source, or remembered in
 /// `store` from an earlier `.tf/` index. Bool is left out (the view normalises its bytes).
-pub(crate) fn known_crc(t: &Arc<dyn crate::model::Tensor>, store: Option<&dyn OffsetStore>) -> Option<u32> {
+pub(crate) fn known_crc(
+    t: &Arc<dyn crate::model::Tensor>,
+    store: Option<&dyn OffsetStore>,
+) -> Option<u32> {
     let meta = t.meta();
     if meta.sparse || meta.dtype == DType::Bool || meta.dtype.elem_size().is_none() {
         return None;
