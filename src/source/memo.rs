@@ -2,7 +2,7 @@
 //! where a transient fault of the source is not an outcome: it is returned to the caller that
 //! met it and the next caller tries again (README: a transient fault is never remembered).
 
-use std::sync::OnceLock;
+use std::sync::{Condvar, Mutex, OnceLock};
 
 use super::SourceError;
 
@@ -37,6 +37,55 @@ impl<T> Memo<T> {
     }
 }
 
+/// Like `Memo`, for work too big to repeat (a checksum pass over a large tensor on every
+/// core): callers racing on the first use wait for the one working it out instead of each
+/// doing it again. No lock is held while the work runs (waiters sleep on a condition
+/// variable); a transient fault is not kept, and a waiter then takes the work over.
+pub struct Flight<T> {
+    cell: OnceLock<T>,
+    /// True while one caller works the outcome out.
+    busy: Mutex<bool>,
+    idle: Condvar,
+}
+
+impl<T> Default for Flight<T> {
+    fn default() -> Self {
+        Flight {
+            cell: OnceLock::new(),
+            busy: Mutex::new(false),
+            idle: Condvar::new(),
+        }
+    }
+}
+
+impl<T> Flight<T> {
+    /// The outcome, worked out by `f` (by one caller at a time) when not yet known.
+    pub fn get_or_try<E>(&self, f: impl FnOnce() -> Result<T, E>) -> Result<&T, E> {
+        if let Some(v) = self.cell.get() {
+            return Ok(v);
+        }
+        {
+            let mut busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
+            while *busy {
+                busy = self.idle.wait(busy).unwrap_or_else(|e| e.into_inner());
+            }
+            if let Some(v) = self.cell.get() {
+                return Ok(v);
+            }
+            *busy = true;
+        }
+        let got = f().map(|v| self.cell.get_or_init(|| v));
+        *self.busy.lock().unwrap_or_else(|e| e.into_inner()) = false;
+        self.idle.notify_all();
+        got
+    }
+
+    /// The outcome if already known.
+    pub fn get(&self) -> Option<&T> {
+        self.cell.get()
+    }
+}
+
 /// True when `e` or any error in its source chain is a transient source fault.
 pub fn is_transient(e: &(dyn std::error::Error + 'static)) -> bool {
     let mut cause = Some(e);
@@ -54,6 +103,32 @@ pub fn is_transient(e: &(dyn std::error::Error + 'static)) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn racing_callers_wait_for_one_flight_and_a_fault_is_retried() {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        let f: Flight<u32> = Flight::default();
+        let runs = AtomicU32::new(0);
+        std::thread::scope(|s| {
+            for _ in 0..8 {
+                s.spawn(|| {
+                    let got = f.get_or_try(|| {
+                        runs.fetch_add(1, Ordering::SeqCst);
+                        std::thread::sleep(std::time::Duration::from_millis(50));
+                        Ok::<u32, ()>(7)
+                    });
+                    assert_eq!(got, Ok(&7));
+                });
+            }
+        });
+        assert_eq!(runs.load(Ordering::SeqCst), 1);
+        let g: Flight<u32> = Flight::default();
+        assert_eq!(
+            g.get_or_try(|| Err::<u32, &str>("transient")),
+            Err("transient")
+        );
+        assert_eq!(g.get_or_try(|| Ok::<u32, &str>(3)), Ok(&3));
+    }
 
     #[test]
     fn transient_faults_are_not_kept() {

@@ -20,7 +20,7 @@ pub mod lru;
 mod memo;
 pub mod remote;
 
-pub use memo::{is_transient, Memo};
+pub use memo::{is_transient, Flight, Memo};
 mod sigbus;
 
 pub(crate) use local::LocalStorage;

@@ -13,6 +13,8 @@ use crate::model::{DType, ModelError, Tensor};
 
 /// Bytes of elements per chunk of work (of each side).
 const CHUNK: usize = 4 << 20;
+/// Bytes of each side per read within a chunk (both stay in L2 while compared).
+const READ: usize = 256 << 10;
 /// Strings per chunk of work.
 const STRING_CHUNK: u64 = 1 << 16;
 /// Elements decoded at a time (they sit in L1 for the arithmetic).
@@ -225,6 +227,58 @@ fn read<'b>(
     Ok(&buf[..])
 }
 
+/// Little-endian float32 bytes as floats in place (aligned, as reads are), else `None`.
+fn as_f32(b: &[u8]) -> Option<&[f32]> {
+    match cfg!(target_endian = "little") {
+        true => bytemuck::try_cast_slice(b).ok(),
+        false => None,
+    }
+}
+
+/// `block` for float32, the common case, on the floats in place: branch-free in independent
+/// lanes, compiled for AVX2 as well and chosen at run time. A difference of two float32 is
+/// exact in float64.
+#[multiversion::multiversion(targets("x86_64+avx2"))]
+fn compare_f32(a: &[f32], b: &[f32], d: &mut Delta) {
+    let mut changed = [0u64; LANES];
+    let mut max_abs = [0f64; LANES];
+    let mut diff_sq = [0f64; LANES];
+    let mut a_sq = [0f64; LANES];
+    let mut pairs = a.chunks_exact(LANES).zip(b.chunks_exact(LANES));
+    for (xs, ys) in pairs.by_ref() {
+        for k in 0..LANES {
+            let (x, y) = (xs[k], ys[k]);
+            let same = (x == y) | (x.is_nan() & y.is_nan());
+            let both = x.is_finite() & y.is_finite();
+            let (x, y) = (x as f64, y as f64);
+            let diff = if both { y - x } else { 0.0 };
+            let sq = if both { x * x } else { 0.0 };
+            changed[k] += (!same) as u64;
+            max_abs[k] = if diff.abs() > max_abs[k] {
+                diff.abs()
+            } else {
+                max_abs[k]
+            };
+            diff_sq[k] += diff * diff;
+            a_sq[k] += sq;
+        }
+    }
+    let rest = a.len() - a.len() % LANES;
+    for (k, (&x, &y)) in a[rest..].iter().zip(&b[rest..]).enumerate() {
+        let same = x == y || (x.is_nan() && y.is_nan());
+        let both = x.is_finite() && y.is_finite();
+        let diff = if both { y as f64 - x as f64 } else { 0.0 };
+        changed[k] += (!same) as u64;
+        max_abs[k] = max_abs[k].max(diff.abs());
+        diff_sq[k] += diff * diff;
+        a_sq[k] += if both { x as f64 * x as f64 } else { 0.0 };
+    }
+    d.changed += changed.iter().sum::<u64>();
+    d.max_abs = max_abs.iter().copied().fold(d.max_abs, f64::max);
+    d.diff_sq += diff_sq.iter().sum::<f64>();
+    d.a_sq += a_sq.iter().sum::<f64>();
+}
+
 /// Scratch buffers of one worker.
 #[derive(Default)]
 struct Scratch {
@@ -243,21 +297,31 @@ fn run(pair: &Pair, piece: Piece, s: &mut Scratch) -> Result<Delta, ModelError> 
     match piece {
         Piece::Elements { first, count } => {
             let es = dtype.elem_size().unwrap_or(1);
-            let len = count as usize * es;
-            let (mut lent_a, mut lent_b) = (None, None);
-            let a = read(&*pair.a, first, len, &mut s.a, &mut lent_a)?;
-            let b = read(&*pair.b, first, len, &mut s.b, &mut lent_b)?;
             s.fa.resize(BLOCK, 0.0);
             s.fb.resize(BLOCK, 0.0);
             d.count = count;
-            let equal = a[..] == b[..];
-            for (x, y) in a.chunks(BLOCK * es).zip(b.chunks(BLOCK * es)) {
-                if equal && !d.numeric {
-                    break;
+            // A cache-sized run of each side at a time: compared while still in L2.
+            let per = (READ / es).max(1) as u64;
+            let end = first + count;
+            let mut at = first;
+            while at < end {
+                let n = per.min(end - at) as usize;
+                let len = n * es;
+                let (mut lent_a, mut lent_b) = (None, None);
+                let a = read(&*pair.a, at, len, &mut s.a, &mut lent_a)?;
+                let b = read(&*pair.b, at, len, &mut s.b, &mut lent_b)?;
+                at += n as u64;
+                if let (DType::F32, Some(x), Some(y)) = (dtype, as_f32(a), as_f32(b)) {
+                    compare_f32(x, y, &mut d);
+                    continue;
                 }
-                block(dtype, es, x, y, &mut d, &mut s.fa, &mut s.fb);
+                if a == b && !d.numeric {
+                    continue;
+                }
+                for (x, y) in a.chunks(BLOCK * es).zip(b.chunks(BLOCK * es)) {
+                    block(dtype, es, x, y, &mut d, &mut s.fa, &mut s.fb);
+                }
             }
-            debug_assert!(!equal || d.changed == 0);
         }
         Piece::Strings { first, count } => {
             let mut left = Vec::with_capacity(count as usize);

@@ -25,6 +25,8 @@ use crate::store::{pack_words, unpack_words, OffsetStore};
 pub(crate) const SUFFIX: &str = "stats.json";
 /// Bytes of elements per chunk of work.
 const CHUNK: usize = 4 << 20;
+/// Bytes per read within a chunk: small enough that what was read is still in L2 when summed.
+const READ: usize = 256 << 10;
 /// Stored entries per chunk of a sparse tensor.
 const ENTRY_CHUNK: u64 = 1 << 20;
 
@@ -154,18 +156,23 @@ fn run(t: &dyn Tensor, piece: Piece, buf: &mut Vec<u8>, entries: &mut Entries) -
     let err = |e: ModelError| e.to_string();
     match piece {
         Piece::Dense { first, count } => {
-            let len = usize::try_from(count)
-                .ok()
-                .and_then(|c| c.checked_mul(es))
-                .ok_or("a chunk overflows")?;
-            // The source's own buffer when it can lend it (a mapped file): no copy.
-            match t.read_shared(first, len) {
-                Some(Ok(b)) if b.len() == len => partial::add(dtype, &b, &mut p),
-                _ => {
-                    buf.resize(len, 0);
-                    t.read_elements(first, &mut buf[..len]).map_err(err)?;
-                    partial::add(dtype, &buf[..len], &mut p);
+            // Read a cache-sized run at a time: the bytes copied are summed while in L2.
+            let per = (READ / es).max(1) as u64;
+            let end = first + count;
+            let mut at = first;
+            while at < end {
+                let n = per.min(end - at) as usize;
+                let len = n * es;
+                // The source's own buffer when it can lend it: no copy.
+                match t.read_shared(at, len) {
+                    Some(Ok(b)) if b.len() == len => partial::add(dtype, &b, &mut p),
+                    _ => {
+                        buf.resize(len, 0);
+                        t.read_elements(at, &mut buf[..len]).map_err(err)?;
+                        partial::add(dtype, &buf[..len], &mut p);
+                    }
                 }
+                at += n as u64;
             }
         }
         Piece::Entries { first, count } => {

@@ -44,7 +44,7 @@ pub(crate) struct TfTensor {
     meta: TensorMeta,
     loc: Option<DataLoc>,
     /// Fixed-size dtypes: the checksum verdict of the first read.
-    verdict: OnceLock<Result<(), TensorFault>>,
+    verdict: crate::source::Flight<Result<(), TensorFault>>,
     /// Strings / variants: the element index (built and verified on first read).
     var_index: OnceLock<Result<VarIndex, VarError>>,
 }
@@ -74,7 +74,7 @@ impl TfTensor {
             bundle,
             meta,
             loc: entry.loc,
-            verdict: OnceLock::new(),
+            verdict: Default::default(),
             var_index: OnceLock::new(),
         }
     }
@@ -128,12 +128,9 @@ impl TfTensor {
         if !self.bundle.verify {
             return Ok(());
         }
-        if let Some(verdict) = self.verdict.get() {
-            return verdict.clone().map_err(|f| self.fail(f));
-        }
-        // Only verdicts on the bytes are kept: a failed read may succeed next time.
-        let verdict = self.check_crc(file, loc)?;
-        let verdict = self.verdict.get_or_init(|| verdict);
+        // Only verdicts on the bytes are kept: a failed read may succeed next time. Readers
+        // racing on a first read wait for one checksum pass rather than each making one.
+        let verdict = self.verdict.get_or_try(|| self.check_crc(file, loc))?;
         verdict.clone().map_err(|f| self.fail(f))
     }
 
