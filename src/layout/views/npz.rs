@@ -383,3 +383,177 @@ pub(crate) fn view(
     .map_err(too_big)?;
     Ok(View::file(out.finish()))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::io::{Read, Seek, SeekFrom};
+    use std::sync::Mutex;
+
+    use super::*;
+    use crate::layout::cache::ChunkCache;
+    use crate::layout::Patient;
+    use crate::model::{DType, SourceFormat, TensorMeta};
+
+    /// 5 × 10^9 zero bytes (a member past every 32-bit field), read without memory.
+    struct Zeros(TensorMeta);
+
+    impl Tensor for Zeros {
+        fn meta(&self) -> &TensorMeta {
+            &self.0
+        }
+        fn read_elements(&self, _first: u64, out: &mut [u8]) -> Result<(), ModelError> {
+            out.fill(0);
+            Ok(())
+        }
+        fn cache_identity(&self) -> Option<String> {
+            Some("zeros".into())
+        }
+    }
+
+    #[derive(Default)]
+    struct Mem(Mutex<HashMap<String, Vec<u64>>>);
+
+    impl OffsetStore for Mem {
+        fn load(&self, key: &str) -> Option<Vec<u64>> {
+            self.0.lock().unwrap().get(key).cloned()
+        }
+        fn save(&self, key: &str, offsets: &[u64]) {
+            self.0.lock().unwrap().insert(key.into(), offsets.to_vec());
+        }
+    }
+
+    /// The view as a `Read + Seek` file.
+    struct File {
+        c: Arc<dyn FileContent>,
+        at: u64,
+    }
+
+    impl Read for File {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = self
+                .c
+                .read_for(self.at, buf, &Patient)
+                .map_err(std::io::Error::other)?;
+            self.at += n as u64;
+            Ok(n)
+        }
+    }
+
+    impl Seek for File {
+        fn seek(&mut self, pos: SeekFrom) -> std::io::Result<u64> {
+            let size = self.c.known_size().unwrap() as i64;
+            self.at = match pos {
+                SeekFrom::Start(p) => p as i64,
+                SeekFrom::End(d) => size + d,
+                SeekFrom::Current(d) => self.at as i64 + d,
+            } as u64;
+            Ok(self.at)
+        }
+    }
+
+    /// A member bigger than 4 GiB at the front: its sizes and the next member's offset need
+    /// ZIP64, and so does the end. Read by the `zip` crate (and by Python's zipfile over a
+    /// sparse copy when python3 is there): names, sizes, offsets, and the small member's bytes
+    /// and CRC. The big member's CRC is taken from the store (remembered), so nothing reads it.
+    #[test]
+    fn a_member_over_4_gib_is_written_with_zip64() {
+        let big: Arc<dyn Tensor> = Arc::new(Zeros(TensorMeta {
+            name: b"big".to_vec(),
+            dtype: DType::U8,
+            shape: vec![5_000_000_000],
+            format: SourceFormat::TfCheckpoint,
+            partitions: Vec::new(),
+            sparse: false,
+            extra: Default::default(),
+            problem: None,
+            mtime: std::time::SystemTime::UNIX_EPOCH,
+        }));
+        let small: Arc<dyn Tensor> =
+            Arc::new(crate::testing::MemTensor::f32(&[3], &[1.5, -2.0, 0.25]).named(b"small"));
+        let store = Arc::new(Mem::default());
+        store.save("zeros\0npz-crc:v1", &[0, 0x1234_5678]);
+        let cache = ChunkCache::new(1 << 20);
+        cache.set_offset_store(store.clone());
+        let ctx = Arc::new(LayoutCtx {
+            sep: ",".into(),
+            max_dense: 1 << 30,
+            layouts: vec![],
+            sparse_default: false,
+            cache: Arc::new(cache),
+            angel_format: None,
+            faults: Default::default(),
+        });
+        let v = view(vec![big, small.clone()], &ctx).unwrap();
+        let super::super::ViewEntry::File(c) = v.root else {
+            panic!("a file view")
+        };
+        let size = c.known_size().unwrap();
+        let mut z = zip::ZipArchive::new(File {
+            c: c.clone(),
+            at: 0,
+        })
+        .unwrap();
+        assert_eq!(z.len(), 2);
+        let npy_small = crate::layout::binary::npy_content(small).unwrap();
+        let mut want = vec![0u8; npy_small.known_size().unwrap() as usize];
+        npy_small.read_at(0, &mut want).unwrap();
+        {
+            let b = z.by_name("big.npy").unwrap();
+            assert!(b.size() > 5_000_000_000 && b.size() == b.compressed_size());
+            assert_eq!(b.crc32(), 0x1234_5678);
+        }
+        let mut s = z.by_name("small.npy").unwrap();
+        let small_at = s.header_start();
+        assert!(small_at > u64::from(u32::MAX));
+        let mut got = Vec::new();
+        s.read_to_end(&mut got).unwrap(); // checks the CRC computed from the bytes
+        assert_eq!(got, want);
+        drop(s);
+        // Python's zipfile, over a sparse file holding our bytes where they are not zeros.
+        if std::process::Command::new("python3")
+            .args(["-c", "import numpy"])
+            .output()
+            .is_ok_and(|o| o.status.success())
+        {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("m.npz");
+            let f = std::fs::File::create(&path).unwrap();
+            f.set_len(size).unwrap();
+            use std::os::unix::fs::FileExt;
+            let mut buf = vec![0u8; 1 << 16];
+            // Everything but the zeros of the big member: its headers, then the rest.
+            for (from, to) in [(0, 200), (small_at, size)] {
+                let mut at = from;
+                while at < to {
+                    let n = c
+                        .read_for(at, &mut buf[..((to - at) as usize).min(1 << 16)], &Patient)
+                        .unwrap();
+                    f.write_all_at(&buf[..n], at).unwrap();
+                    at += n as u64;
+                }
+            }
+            let out = std::process::Command::new("python3")
+                .args([
+                    "-c",
+                    "import sys, zipfile, numpy as np\n\
+                     z = zipfile.ZipFile(sys.argv[1])\n\
+                     i = {x.filename: x for x in z.infolist()}\n\
+                     assert i['big.npy'].file_size > 5_000_000_000, i\n\
+                     print(list(np.load(sys.argv[1])['small']))",
+                ])
+                .arg(&path)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert_eq!(
+                String::from_utf8_lossy(&out.stdout).trim(),
+                "[np.float32(1.5), np.float32(-2.0), np.float32(0.25)]"
+            );
+        }
+    }
+}
