@@ -133,6 +133,22 @@ pub(crate) fn stats(
         stats_table(&found, &outcomes)
     };
     write_out(text.as_bytes())?;
+    // A tensor that has stats but could not be read (a checksum that fails, …) is trouble.
+    let failed: Vec<String> = found
+        .iter()
+        .zip(&outcomes)
+        .filter(|(f, o)| o.is_err() && stats::check(f.tensor.meta()).is_ok())
+        .map(|(f, o)| {
+            format!(
+                "{}: {}",
+                f.path,
+                o.as_ref().err().map_or("", |e| e.as_str())
+            )
+        })
+        .collect();
+    if !failed.is_empty() {
+        return Err(Failure::new(EXIT_SOURCE, failed.join("; ")));
+    }
     let not_finite: Vec<&str> = found
         .iter()
         .zip(&outcomes)

@@ -163,6 +163,15 @@ impl Tensor for WithMeta {
     fn stored_crc32c(&self) -> Option<u32> {
         self.inner.stored_crc32c()
     }
+    fn deferred_crc32c(&self) -> Option<u32> {
+        self.inner.deferred_crc32c()
+    }
+    fn read_elements_unchecked(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
+        self.inner.read_elements_unchecked(first, out)
+    }
+    fn confirm_crc32c(&self, crc: u32) -> Result<(), ModelError> {
+        self.inner.confirm_crc32c(crc)
+    }
     fn read_shared(&self, first: u64, len: usize) -> Option<Result<bytes::Bytes, ModelError>> {
         self.inner.read_shared(first, len)
     }
@@ -513,6 +522,29 @@ pub trait Tensor: Send + Sync {
         Err(ModelError::Request(RequestError::NotStrings(
             self.meta().dtype.name().into_owned(),
         )))
+    }
+
+    /// For a caller that reads every byte of the tensor in any order of pieces (stats, diff):
+    /// the masked CRC32C it may confirm itself from the bytes it reads, instead of the
+    /// tensor's own checksum pass before its first read (one pass over the data, not two).
+    /// `Some(crc)`: reads with `read_elements_unchecked` are not verified, and the caller
+    /// must pass the CRC32C of all the bytes, in order, to `confirm_crc32c` before it uses
+    /// anything it read. `None` (the default): `read_elements` verifies as usual.
+    fn deferred_crc32c(&self) -> Option<u32> {
+        None
+    }
+
+    /// `read_elements` without the checksum pass (see `deferred_crc32c`).
+    fn read_elements_unchecked(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
+        self.read_elements(first, out)
+    }
+
+    /// The caller's CRC32C (unmasked) of all the tensor's bytes read with
+    /// `read_elements_unchecked`: `Err` (the tensor's checksum fault) when it is not the
+    /// stored one. The verdict is kept, as a checksum pass would keep it.
+    fn confirm_crc32c(&self, crc: u32) -> Result<(), ModelError> {
+        let _ = crc;
+        Ok(())
     }
 
     /// The stored entries of a sparse tensor (`meta().sparse`), all of them in memory.

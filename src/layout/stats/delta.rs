@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use super::pool;
+use super::{pool, Crc};
 use crate::layout::dense::dense_tensor;
 use crate::layout::{LayoutError, Requester};
 use crate::model::{DType, ModelError, Tensor};
@@ -70,6 +70,8 @@ struct Pair {
     a: Arc<dyn Tensor>,
     b: Arc<dyn Tensor>,
     pieces: Vec<Piece>,
+    /// Each side confirms its checksum from the bytes this pass reads (one pass, not two).
+    deferred: [bool; 2],
 }
 
 fn prepare(a: &Arc<dyn Tensor>, b: &Arc<dyn Tensor>, max_dense: u64) -> Result<Pair, String> {
@@ -104,7 +106,13 @@ fn prepare(a: &Arc<dyn Tensor>, b: &Arc<dyn Tensor>, max_dense: u64) -> Result<P
         }
         _ => return Err(format!("{} elements cannot be compared", meta.dtype.name())),
     }
-    Ok(Pair { a, b, pieces })
+    let deferred = [&a, &b].map(|t| t.deferred_crc32c().is_some());
+    Ok(Pair {
+        a,
+        b,
+        pieces,
+        deferred,
+    })
 }
 
 /// Decodes the elements of `bytes` (little-endian `dtype`) as float64 into `out`; false when
@@ -207,14 +215,22 @@ fn block(
 }
 
 /// `len` bytes of `t`'s elements from `first`: the source's own buffer when it lends it (a
-/// mapped file, no copy, kept in `lent`), else read into `buf`.
+/// mapped file, no copy, kept in `lent`), else read into `buf`; unchecked, their checksum
+/// added to `deferred`, when given.
 fn read<'b>(
     t: &dyn Tensor,
     first: u64,
     len: usize,
     buf: &'b mut Vec<u8>,
     lent: &'b mut Option<bytes::Bytes>,
+    deferred: Option<&mut Crc>,
 ) -> Result<&'b [u8], ModelError> {
+    if let Some(crc) = deferred {
+        buf.resize(len, 0);
+        t.read_elements_unchecked(first, buf)?;
+        crc.add(buf);
+        return Ok(&buf[..]);
+    }
     *lent = match t.read_shared(first, len) {
         Some(Ok(b)) if b.len() == len => Some(b),
         _ => None,
@@ -288,8 +304,9 @@ struct Scratch {
     fb: Vec<f64>,
 }
 
-fn run(pair: &Pair, piece: Piece, s: &mut Scratch) -> Result<Delta, ModelError> {
+fn run(pair: &Pair, piece: Piece, s: &mut Scratch) -> Result<(Delta, [Crc; 2]), ModelError> {
     let dtype = pair.a.meta().dtype;
+    let mut crcs = [Crc::default(); 2];
     let mut d = Delta {
         numeric: super::has_stats(dtype),
         ..Delta::default()
@@ -308,8 +325,23 @@ fn run(pair: &Pair, piece: Piece, s: &mut Scratch) -> Result<Delta, ModelError> 
                 let n = per.min(end - at) as usize;
                 let len = n * es;
                 let (mut lent_a, mut lent_b) = (None, None);
-                let a = read(&*pair.a, at, len, &mut s.a, &mut lent_a)?;
-                let b = read(&*pair.b, at, len, &mut s.b, &mut lent_b)?;
+                let [ca, cb] = &mut crcs;
+                let a = read(
+                    &*pair.a,
+                    at,
+                    len,
+                    &mut s.a,
+                    &mut lent_a,
+                    pair.deferred[0].then_some(ca),
+                )?;
+                let b = read(
+                    &*pair.b,
+                    at,
+                    len,
+                    &mut s.b,
+                    &mut lent_b,
+                    pair.deferred[1].then_some(cb),
+                )?;
                 at += n as u64;
                 if let (DType::F32, Some(x), Some(y)) = (dtype, as_f32(a), as_f32(b)) {
                     compare_f32(x, y, &mut d);
@@ -335,7 +367,7 @@ fn run(pair: &Pair, piece: Piece, s: &mut Scratch) -> Result<Delta, ModelError> 
             d.count = count;
         }
     }
-    Ok(d)
+    Ok((d, crcs))
 }
 
 /// How each pair of `pairs` (same dtype and shape) differs, or why it cannot be told; pieces
@@ -357,7 +389,7 @@ pub(crate) fn compare(
     let results = pool::each(work.len(), req, Scratch::default, |s, w| {
         let (i, k) = work[w];
         let Ok(pair) = &prepared[i] else {
-            return Ok(Delta::default());
+            return Ok((Delta::default(), [Crc::default(); 2]));
         };
         run(pair, pair.pieces[k], s)
     })?;
@@ -371,12 +403,33 @@ pub(crate) fn compare(
             Err(e) => Err(e.clone()),
         })
         .collect();
+    let mut crcs: Vec<Option<[Crc; 2]>> = vec![None; pairs.len()];
     for (&(i, _), r) in work.iter().zip(results) {
         let slot = &mut out[i];
         match (slot.as_mut(), r) {
-            (Ok(d), Ok(r)) => d.merge(&r),
+            (Ok(d), Ok((r, c))) => {
+                d.merge(&r);
+                crcs[i] = Some(match crcs[i] {
+                    None => c,
+                    Some([a, b]) => [a.then(c[0]), b.then(c[1])],
+                });
+            }
             (Ok(_), Err(e)) => *slot = Err(e.to_string()),
             (Err(_), _) => {}
+        }
+    }
+    // What was read unchecked counts only once its checksum is confirmed.
+    for (i, p) in prepared.iter().enumerate() {
+        let (Ok(p), Some(c), Ok(_)) = (p, crcs[i], &out[i]) else {
+            continue;
+        };
+        for (side, t) in [&p.a, &p.b].into_iter().enumerate() {
+            if p.deferred[side] {
+                if let Err(e) = t.confirm_crc32c(c[side].value()) {
+                    out[i] = Err(e.to_string());
+                    break;
+                }
+            }
         }
     }
     Ok(out)

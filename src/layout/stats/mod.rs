@@ -30,6 +30,33 @@ const READ: usize = 256 << 10;
 /// Stored entries per chunk of a sparse tensor.
 const ENTRY_CHUNK: u64 = 1 << 20;
 
+/// The CRC32C of a run of bytes read in order, and its length: pieces' checksums combine into
+/// the tensor's (a checksum confirmed by the reader of every byte, `Tensor::deferred_crc32c`).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Crc {
+    crc: u32,
+    len: u64,
+}
+
+impl Crc {
+    pub(crate) fn add(&mut self, bytes: &[u8]) {
+        self.crc = crc32c::crc32c_append(self.crc, bytes);
+        self.len += bytes.len() as u64;
+    }
+
+    /// `self` followed by `next`.
+    pub(crate) fn then(self, next: Crc) -> Crc {
+        Crc {
+            crc: crc32c::crc32c_combine(self.crc, next.crc, next.len as usize),
+            len: self.len + next.len,
+        }
+    }
+
+    pub(crate) fn value(self) -> u32 {
+        self.crc
+    }
+}
+
 /// What one tensor's stats are, or why it has none.
 pub(crate) type Outcome = Result<Partial, String>;
 
@@ -101,7 +128,7 @@ fn remember(t: &dyn Tensor, store: Option<&dyn OffsetStore>, p: &Partial) {
 }
 
 /// Whether a tensor described by `meta` has stats, and why not (metadata only).
-fn check(meta: &crate::model::TensorMeta) -> Result<(), String> {
+pub(crate) fn check(meta: &crate::model::TensorMeta) -> Result<(), String> {
     if let Some(p) = &meta.problem {
         return Err(p.clone());
     }
@@ -148,21 +175,39 @@ fn pieces(t: &dyn Tensor) -> Result<Vec<Piece>, String> {
 }
 
 /// Works out one piece of `t`.
-fn run(t: &dyn Tensor, piece: Piece, buf: &mut Vec<u8>, entries: &mut Entries) -> Outcome {
+/// Works out one piece of `t`; when `deferred`, reads unchecked and gives the bytes' checksum.
+fn run(
+    t: &dyn Tensor,
+    piece: Piece,
+    deferred: bool,
+    buf: &mut Vec<u8>,
+    entries: &mut Entries,
+) -> Result<(Partial, Crc), String> {
     let meta = t.meta();
     let dtype = meta.dtype;
     let es = dtype.elem_size().unwrap_or(1);
     let mut p = Partial::default();
+    let mut crc = Crc::default();
     let err = |e: ModelError| e.to_string();
     match piece {
         Piece::Dense { first, count } => {
-            // Read a cache-sized run at a time: the bytes copied are summed while in L2.
+            // Read a cache-sized run at a time: the bytes copied are summed (and checksummed)
+            // while in L2.
             let per = (READ / es).max(1) as u64;
             let end = first + count;
             let mut at = first;
             while at < end {
                 let n = per.min(end - at) as usize;
                 let len = n * es;
+                if deferred {
+                    buf.resize(len, 0);
+                    t.read_elements_unchecked(at, &mut buf[..len])
+                        .map_err(err)?;
+                    crc.add(&buf[..len]);
+                    partial::add(dtype, &buf[..len], &mut p);
+                    at += n as u64;
+                    continue;
+                }
                 // The source's own buffer when it can lend it: no copy.
                 match t.read_shared(at, len) {
                     Some(Ok(b)) if b.len() == len => partial::add(dtype, &b, &mut p),
@@ -188,7 +233,7 @@ fn run(t: &dyn Tensor, piece: Piece, buf: &mut Vec<u8>, entries: &mut Entries) -
         }
         Piece::Unstored(n) => p = Partial::zeros(n),
     }
-    Ok(p)
+    Ok((p, crc))
 }
 
 /// The stats of each of `tensors` (remembered ones from `store`, the rest computed on all
@@ -210,17 +255,27 @@ pub(crate) fn compute(
             Err(why) => outcomes[i] = Some(Err(why)),
         }
     }
+    // Tensors whose checksum this pass confirms itself (one pass over the bytes, not two).
+    let deferred: Vec<bool> = tensors
+        .iter()
+        .map(|t| !t.meta().sparse && t.deferred_crc32c().is_some())
+        .collect();
     let results = pool::each(
         work.len(),
         req,
         || (Vec::new(), Entries::default()),
         |(buf, entries), k| {
             let (i, piece) = work[k];
-            run(&*tensors[i], piece, buf, entries)
+            run(&*tensors[i], piece, deferred[i], buf, entries)
         },
     )?;
+    let mut crcs: Vec<Option<Crc>> = vec![None; tensors.len()];
     for ((i, _), r) in work.iter().zip(results) {
         let slot = &mut outcomes[*i];
+        let r = r.map(|(b, c)| {
+            crcs[*i] = Some(crcs[*i].map_or(c, |a| a.then(c)));
+            b
+        });
         *slot = Some(match (slot.take(), r) {
             (Some(Err(e)), _) | (_, Err(e)) => Err(e),
             (Some(Ok(mut a)), Ok(b)) => {
@@ -229,6 +284,13 @@ pub(crate) fn compute(
             }
             (None, Ok(b)) => Ok(b),
         });
+    }
+    for (i, t) in tensors.iter().enumerate() {
+        if let (true, Some(c), Some(Ok(_))) = (deferred[i], crcs[i], &outcomes[i]) {
+            if let Err(e) = t.confirm_crc32c(c.value()) {
+                outcomes[i] = Some(Err(e.to_string()));
+            }
+        }
     }
     let mut out = Vec::with_capacity(tensors.len());
     for (i, o) in outcomes.into_iter().enumerate() {
@@ -304,4 +366,64 @@ pub(crate) fn file(
 ) -> Result<Arc<dyn FileContent>, String> {
     check(tensor.meta())?;
     Ok(Arc::new(Made::new(StatsFile { tensor, store })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::detect::model_at;
+    use crate::layout::Patient;
+    use crate::model::{Model, ReaderOptions};
+
+    fn tensors(model: &dyn Model, names: &[&str]) -> Vec<Arc<dyn Tensor>> {
+        names
+            .iter()
+            .map(|n| model.tensor(&[n.as_bytes().to_vec()]).unwrap())
+            .collect()
+    }
+
+    /// A TF tensor's checksum is confirmed from the bytes stats reads (no pass of its own):
+    /// a flipped byte fails that tensor — with the reader's checksum error — and only it;
+    /// and the same pass over a clean copy gives the same stats as reads that verify first.
+    #[test]
+    fn a_deferred_checksum_fails_the_damaged_tensor_only() {
+        let src = crate::testing::fixtures_dir().join("tf/dtypes");
+        let dir = tempfile::tempdir().unwrap();
+        for f in ["ckpt.index", "ckpt.data-00000-of-00001"] {
+            std::fs::copy(src.join(f), dir.path().join(f)).unwrap();
+        }
+        let names = ["float32", "float64", "int32"];
+        let clean = model_at(&dir.path().join("ckpt"), &ReaderOptions::default()).unwrap();
+        let ts = tensors(&*clean, &names);
+        assert!(ts.iter().all(|t| t.deferred_crc32c().is_some()));
+        let deferred = compute(&ts, None, &Patient).unwrap();
+        // Now verified (the verdict is kept): the second pass reads checked.
+        assert!(ts.iter().all(|t| t.deferred_crc32c().is_none()));
+        let checked = compute(&ts, None, &Patient).unwrap();
+        for (a, b) in deferred.iter().zip(&checked) {
+            assert_eq!(a.as_ref().unwrap(), b.as_ref().unwrap());
+        }
+        // A copy with a byte of float64's data flipped.
+        let bad = tempfile::tempdir().unwrap();
+        for f in ["ckpt.index", "ckpt.data-00000-of-00001"] {
+            std::fs::copy(src.join(f), bad.path().join(f)).unwrap();
+        }
+        let t = clean.tensor(&[b"float64".to_vec()]).unwrap();
+        let mut first = vec![0u8; 8];
+        t.read_elements(0, &mut first).unwrap();
+        let path = bad.path().join("ckpt.data-00000-of-00001");
+        let mut data = std::fs::read(&path).unwrap();
+        let at = data.windows(8).position(|w| w == first).unwrap();
+        data[at] ^= 1;
+        std::fs::write(&path, &data).unwrap();
+        let damaged = model_at(&bad.path().join("ckpt"), &ReaderOptions::default()).unwrap();
+        let got = compute(&tensors(&*damaged, &names), None, &Patient).unwrap();
+        assert!(got[0].is_ok() && got[2].is_ok(), "{got:?}");
+        assert!(got[1].as_ref().unwrap_err().contains("checksum"), "{got:?}");
+        // diff confirms both sides the same way.
+        let again = model_at(&bad.path().join("ckpt"), &ReaderOptions::default()).unwrap();
+        let pair = (ts[1].clone(), tensors(&*again, &["float64"]).remove(0));
+        let d = delta::compare(&[pair], 1 << 30, &Patient).unwrap();
+        assert!(d[0].as_ref().unwrap_err().contains("checksum"), "{d:?}");
+    }
 }

@@ -124,6 +124,53 @@ impl TfTensor {
         Ok((self.bundle.shard(loc.shard)?, loc))
     }
 
+    /// Elements `first..` into `out`, verified by the checksum pass first when `check`.
+    fn read_fixed(&self, first: u64, out: &mut [u8], check: bool) -> Result<(), ModelError> {
+        let dtype = self.meta.dtype;
+        if let Some(p) = &self.meta.problem {
+            return Err(self.fail(TensorFault::Known(p.clone())));
+        }
+        let elem = dtype
+            .elem_size()
+            .ok_or_else(|| RequestError::NoFixedSize(dtype.name().into_owned()))?;
+        let (file, loc) = self.data_file()?;
+        if out.len() % elem != 0 {
+            return Err(RequestError::PartialElement {
+                len: out.len(),
+                elem,
+            }
+            .into());
+        }
+        let n = (out.len() / elem) as u64;
+        let total = loc.size / elem as u64;
+        let start = first
+            .checked_mul(elem as u64)
+            .filter(|_| first.checked_add(n).is_some_and(|e| e <= total))
+            .ok_or(RequestError::OutOfRange {
+                first,
+                count: n,
+                total,
+            })?;
+        if check {
+            self.verify_fixed(&*file, loc)?;
+        }
+        if out.is_empty() {
+            return Ok(());
+        }
+        file.read_into(loc.offset + start, out)?;
+        // A file rewritten in place during the copy must not yield a mix (source.rs).
+        file.check_consistent()?;
+        if self.bundle.big_endian {
+            swap_in_place(out, swap_width(dtype));
+        }
+        if dtype == DType::Bool {
+            for b in out.iter_mut() {
+                *b = (*b != 0) as u8;
+            }
+        }
+        Ok(())
+    }
+
     fn verify_fixed(&self, file: &dyn ReadAt, loc: DataLoc) -> Result<(), ModelError> {
         if !self.bundle.verify {
             return Ok(());
@@ -229,47 +276,32 @@ impl Tensor for TfTensor {
     }
 
     fn read_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
-        let dtype = self.meta.dtype;
-        if let Some(p) = &self.meta.problem {
-            return Err(self.fail(TensorFault::Known(p.clone())));
-        }
-        let elem = dtype
-            .elem_size()
-            .ok_or_else(|| RequestError::NoFixedSize(dtype.name().into_owned()))?;
+        self.read_fixed(first, out, true)
+    }
+
+    fn read_elements_unchecked(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
+        self.read_fixed(first, out, false)
+    }
+
+    fn deferred_crc32c(&self) -> Option<u32> {
+        let fixed = self.meta.dtype.elem_size().is_some() && self.meta.dtype != DType::Bool;
+        let unknown = self.bundle.verify && self.verdict.get().is_none();
+        (fixed && unknown && !self.bundle.big_endian && self.meta.problem.is_none())
+            .then_some(self.loc?.crc)
+    }
+
+    fn confirm_crc32c(&self, crc: u32) -> Result<(), ModelError> {
         let (file, loc) = self.data_file()?;
-        if out.len() % elem != 0 {
-            return Err(RequestError::PartialElement {
-                len: out.len(),
-                elem,
-            }
-            .into());
-        }
-        let n = (out.len() / elem) as u64;
-        let total = loc.size / elem as u64;
-        let start = first
-            .checked_mul(elem as u64)
-            .filter(|_| first.checked_add(n).is_some_and(|e| e <= total))
-            .ok_or(RequestError::OutOfRange {
-                first,
-                count: n,
-                total,
-            })?;
-        self.verify_fixed(&*file, loc)?;
-        if out.is_empty() {
-            return Ok(());
-        }
-        file.read_into(loc.offset + start, out)?;
-        // A file rewritten in place during the copy must not yield a mix (source.rs).
+        let verdict = match mask_crc(crc) == loc.crc {
+            true => Ok(()),
+            false => Err(TensorFault::Checksum(
+                self.bundle.shard_name(loc.shard).to_string(),
+            )),
+        };
+        // Bytes that changed while read prove nothing: nothing is kept then.
         file.check_consistent()?;
-        if self.bundle.big_endian {
-            swap_in_place(out, swap_width(dtype));
-        }
-        if dtype == DType::Bool {
-            for b in out.iter_mut() {
-                *b = (*b != 0) as u8;
-            }
-        }
-        Ok(())
+        let verdict = self.verdict.get_or_try(|| Ok::<_, ModelError>(verdict))?;
+        verdict.clone().map_err(|f| self.fail(f))
     }
 
     fn read_shared(&self, first: u64, len: usize) -> Option<Result<bytes::Bytes, ModelError>> {
