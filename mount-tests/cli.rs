@@ -603,3 +603,82 @@ print("ok", len(got), "tensors", changed, "changed")
         String::from_utf8_lossy(&res.stderr)
     );
 }
+
+/// Issue 28: `modelfs stats --json` equals numpy (float64) on every tensor of the dtype
+/// fixture (NaN, ±Inf, ±0, extremes of each width), and `--check-finite` exits 2 there.
+#[test]
+fn stats_json_equals_numpy() {
+    if !python_numpy() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "python3 with numpy is needed"
+        );
+        return;
+    }
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/tf/dtypes/ckpt");
+    let out = Command::new(modelfs())
+        .args(["stats", "--json", "-o", "cache_dir=none"])
+        .arg(&src)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let script = r#"
+import json, math, subprocess, sys
+import numpy as np
+modelfs, src = sys.argv[1:3]
+got = json.load(sys.stdin)
+checked = 0
+for g in got:
+    if "error" in g:
+        assert g["dtype"].startswith("complex"), g
+        continue
+    raw = subprocess.run([modelfs, "cat", src, g["name"] + ".npy"], check=True, capture_output=True).stdout
+    open("/tmp/_stats_check.npy", "wb").write(raw)
+    with np.errstate(all="ignore"):
+        a = np.load("/tmp/_stats_check.npy").astype(np.float64).ravel()
+        f = a[np.isfinite(a)]
+        want = {"count": a.size, "nan": int(np.isnan(a).sum()), "posinf": int((a == np.inf).sum()),
+                "neginf": int((a == -np.inf).sum()), "zeros": int((a == 0).sum())}
+        ref = {"min": f.min(), "max": f.max(), "mean": f.mean(), "std": f.std(), "l2": np.sqrt((f * f).sum())}
+    for k, v in want.items():
+        assert g[k] == v, (g, k, v)
+    scale = float(np.abs(f).max())
+    for k, v in ref.items():
+        if not math.isfinite(v):
+            assert g[k] is None or k == "mean", (g, k, v)
+            continue
+        tol = 1e-9 * abs(v) + (1e-12 * scale if k in ("mean", "std") else 0)
+        assert g[k] is not None and abs(g[k] - v) <= tol, (g, k, v)
+    checked += 1
+assert checked >= 15, checked
+print("ok", checked)
+"#;
+    let mut child = Command::new("python3")
+        .args(["-c", script, modelfs()])
+        .arg(&src)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(&out.stdout).unwrap();
+    let res = child.wait_with_output().unwrap();
+    assert!(
+        res.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&res.stdout),
+        String::from_utf8_lossy(&res.stderr)
+    );
+    let finite = Command::new(modelfs())
+        .args(["stats", "--check-finite", "-o", "cache_dir=none"])
+        .arg(&src)
+        .output()
+        .unwrap();
+    assert_eq!(finite.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&finite.stderr).contains("float32"));
+}

@@ -340,6 +340,21 @@ fn s3_sources_read_like_local() {
         assert!(a.status.success() && b.status.success(), "cat {name}");
         assert!(a.stdout == b.stdout, "cat {url} {name} differs");
     }
+    // `modelfs diff` of the local source and the same one by URL: identical, exit 0.
+    let diff = Command::new(modelfs())
+        .args(["diff", "--json", "-o", &remote_opts])
+        .arg(source)
+        .arg(&url)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&diff.stdout).into_owned();
+    assert_eq!(
+        diff.status.code(),
+        Some(0),
+        "{text}{}",
+        String::from_utf8_lossy(&diff.stderr)
+    );
+    assert!(text.matches("\"identical\"").count() >= 1, "{text}");
 }
 
 #[test]

@@ -208,3 +208,52 @@ fn safetensors_npz_and_stats_equal_every_npy() {
         "{mounted} sources, {checked} checks"
     );
 }
+
+/// Issue 28: `modelfs diff` of a model and its own `.tf/` view (a TF checkpoint read through
+/// the mount) finds every variable identical — for a TF source by equal stored checksums, for
+/// an Angel one (Angel vs TF) by comparing the values — and exits 0.
+#[test]
+fn a_model_and_its_tf_view_diff_identical() {
+    let Some(fuse) = Fuse::check() else { return };
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
+    for source in [
+        root.join("tf/dtypes/ckpt"),
+        root.join("tf/partitioned"),
+        root.join("angel/formats/model"),
+    ] {
+        let mount = fuse.mount(&source, "");
+        let view = mount.path().join(".tf/model");
+        let out = Command::new(modelfs())
+            .args(["diff", "--json"])
+            .arg(&source)
+            .arg(&view)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let lines: Vec<serde_json::Value> = serde_json::from_str(&text).unwrap();
+        let mut identical = 0;
+        for l in &lines {
+            let elements: u64 = l["shape"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|d| d.as_u64().unwrap())
+                .product();
+            // `.tf/` leaves out sparse matrices whose dense form exceeds `max_dense`.
+            if l["status"] == "only_a" && elements > 1 << 27 {
+                continue;
+            }
+            assert_eq!(l["status"], "identical", "{}: {l}", source.display());
+            identical += 1;
+        }
+        assert!(identical >= 3, "{}: {text}", source.display());
+        let all = identical == lines.len();
+        assert_eq!(
+            out.status.code(),
+            Some(if all { 0 } else { 1 }),
+            "{}",
+            source.display()
+        );
+        mount.unmount_and_check();
+    }
+}
