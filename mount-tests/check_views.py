@@ -144,6 +144,10 @@ for root in roots:
     npz_path = os.path.join(root, ".npz")
     read_whole(npz_path)
     npz = np.load(npz_path)
+    # np.load with mmap_mode gives the same members (numpy reads npz members whole).
+    npz_m = np.load(npz_path, mmap_mode="r")
+    if sorted(npz_m.files) != sorted(npz.files):
+        bad.append(f"{root}: np.load(mmap_mode='r') lists other members")
     deeper = [r for r in roots if r != root and r.startswith(root + "/")]
     for name, d, base, dtype, fmt in tensors:
         if not (d == root or d.startswith(root + "/")) or any(d == r or d.startswith(r + "/") for r in deeper):
@@ -159,6 +163,8 @@ for root in roots:
             z = npz[name]
             if z.dtype != arr.dtype or z.shape != arr.shape or z.tobytes() != arr.tobytes():
                 bad.append(f"{where}: .npz member differs")
+            if npz_m[name].tobytes() != arr.tobytes():
+                bad.append(f"{where}: .npz member differs with mmap_mode='r'")
             checked["npz"] += 1
         else:
             bad.append(f"{where}: {name} not in .npz")

@@ -426,4 +426,40 @@ mod tests {
         let d = delta::compare(&[pair], 1 << 30, &Patient).unwrap();
         assert!(d[0].as_ref().unwrap_err().contains("checksum"), "{d:?}");
     }
+
+    /// Stats are remembered in the persistent store by tensor identity: another run over the
+    /// same source (a new store object on the same directory, as a remount has) reads no data
+    /// and gives the same numbers; another source's store knows nothing of them.
+    #[test]
+    fn stats_are_remembered_across_mounts() {
+        use crate::model::DirEntry;
+        use crate::store::DiskStore;
+        use crate::testing::CountingModel;
+        let source = crate::testing::fixtures_dir().join("angel/formats/model");
+        let inner: Arc<dyn Model> = model_at(&source, &ReaderOptions::default()).unwrap();
+        let model = CountingModel::new(inner);
+        let ts: Vec<Arc<dyn Tensor>> = model
+            .list_dir(&[])
+            .unwrap()
+            .into_iter()
+            .filter_map(|e| match e {
+                DirEntry::Tensor(n) => Some(model.tensor(&[n]).unwrap()),
+                _ => None,
+            })
+            .collect();
+        assert!(ts.len() > 10);
+        let dir = tempfile::tempdir().unwrap();
+        let store =
+            |tag: &str| DiskStore::new(dir.path(), &format!("{}{tag}", source.display()), 1 << 30);
+        let first = compute(&ts, Some(&store("")), &Patient).unwrap();
+        let reads = model.reads();
+        assert!(reads > 0);
+        let again = compute(&ts, Some(&store("")), &Patient).unwrap();
+        assert_eq!(model.reads(), reads, "remembered: no data read");
+        for (a, b) in first.iter().zip(&again) {
+            assert_eq!(a, b);
+        }
+        compute(&ts, Some(&store("-other")), &Patient).unwrap();
+        assert!(model.reads() > reads);
+    }
 }
