@@ -279,6 +279,7 @@ pub(crate) mod gentext;
 pub(crate) mod json;
 mod lazy;
 pub mod num;
+pub(crate) mod pool;
 pub(crate) mod rows;
 pub(crate) mod stats;
 pub(crate) mod text;

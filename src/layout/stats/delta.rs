@@ -6,8 +6,9 @@
 
 use std::sync::Arc;
 
-use super::{pool, Crc};
+use super::Crc;
 use crate::layout::dense::dense_tensor;
+use crate::layout::pool;
 use crate::layout::{LayoutError, Requester};
 use crate::model::{DType, ModelError, Tensor};
 

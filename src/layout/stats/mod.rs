@@ -10,7 +10,6 @@
 
 pub(crate) mod delta;
 mod partial;
-mod pool;
 
 use std::sync::Arc;
 
@@ -260,7 +259,7 @@ pub(crate) fn compute(
         .iter()
         .map(|t| !t.meta().sparse && t.deferred_crc32c().is_some())
         .collect();
-    let results = pool::each(
+    let results = super::pool::each(
         work.len(),
         req,
         || (Vec::new(), Entries::default()),

@@ -11,12 +11,11 @@
 //! Left out (logged): what has no `.npy` (strings, variant), tensors whose metadata names a
 //! problem, sparse ones beyond `max_dense`, keys that are not UTF-8 or hold a NUL byte.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use super::concat::ConcatBuilder;
 use super::{Made, Make, View};
-use crate::layout::{generic, FileContent, LayoutCtx, LayoutError, Requester};
+use crate::layout::{generic, pool, FileContent, LayoutCtx, LayoutError, Requester};
 use crate::model::{ModelError, Tensor};
 use crate::store::OffsetStore;
 
@@ -114,32 +113,11 @@ impl Archive {
 
     /// Every member's CRC-32, members shared out over all cores.
     fn all_crcs(&self, req: &dyn Requester) -> Result<Vec<u32>, LayoutError> {
-        let next = AtomicUsize::new(0);
-        let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
-        std::thread::scope(|s| {
-            let handles: Vec<_> = (0..workers.min(self.members.len()).max(1))
-                .map(|_| {
-                    s.spawn(|| {
-                        let mut buf = Vec::new();
-                        loop {
-                            let i = next.fetch_add(1, Ordering::Relaxed);
-                            if i >= self.members.len() {
-                                return Ok(());
-                            }
-                            self.crc(i, &mut buf, req)?;
-                        }
-                    })
-                })
-                .collect();
-            for h in handles {
-                h.join().unwrap_or(Err(LayoutError::WorkerPanicked))?;
-            }
-            Ok::<(), LayoutError>(())
-        })?;
-        let mut buf = Vec::new();
-        (0..self.members.len())
-            .map(|i| self.crc(i, &mut buf, req))
-            .collect()
+        pool::each(self.members.len(), req, Vec::new, |buf, i| {
+            self.crc(i, buf, req)
+        })?
+        .into_iter()
+        .collect()
     }
 }
 

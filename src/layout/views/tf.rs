@@ -14,13 +14,13 @@
 //! view): variant and opaque tensors, sparse ones beyond `max_dense`, tensors whose metadata
 //! already names a problem, and string tensors that cannot be read.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use super::concat::ConcatBuilder;
 use super::{Bytes, FixedDir, Made, Make, View, ViewEntry};
 use crate::layout::binary::{ElemMap, RawElements};
 use crate::layout::dense::dense_tensor;
-use crate::layout::{FileContent, LayoutCtx, LayoutError, Requester};
+use crate::layout::{pool, FileContent, LayoutCtx, LayoutError, Requester};
 use crate::model::{DType, ModelError};
 use crate::store::OffsetStore;
 use crate::tf::coding::{crc32c_extend, mask_crc};
@@ -39,11 +39,12 @@ struct Entry {
     key: Vec<u8>,
     dtype: i32,
     shape: Vec<u64>,
-    body: Body,
+    body: Arc<Body>,
     offset: u64,
     size: u64,
 }
 
+/// A tensor's bytes in the data file.
 enum Body {
     /// Fixed-width elements, read from the tensor when asked.
     Elements(RawElements),
@@ -52,18 +53,43 @@ enum Body {
     Encoded(Vec<u8>, u32),
 }
 
-impl Body {
-    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize, LayoutError> {
+impl FileContent for Body {
+    fn known_size(&self) -> Option<u64> {
+        match self {
+            Body::Elements(e) => e.size(),
+            Body::Encoded(b, _) => Some(b.len() as u64),
+        }
+    }
+    fn size_for(&self, _req: &dyn Requester) -> Result<u64, LayoutError> {
+        self.known_size()
+            .ok_or(LayoutError::Overflow("element count"))
+    }
+    fn read_for(
+        &self,
+        offset: u64,
+        buf: &mut [u8],
+        _req: &dyn Requester,
+    ) -> Result<usize, LayoutError> {
         match self {
             Body::Elements(e) => e.read_at(offset, buf),
             Body::Encoded(b, _) => Ok(super::copy_at(b, offset, buf)),
+        }
+    }
+    fn read_shared(
+        &self,
+        offset: u64,
+        len: usize,
+        _req: &dyn Requester,
+    ) -> Option<Result<bytes::Bytes, LayoutError>> {
+        match self {
+            Body::Elements(e) => e.read_shared(offset, len),
+            Body::Encoded(..) => None,
         }
     }
 }
 
 struct Layout {
     entries: Vec<Entry>,
-    data_size: u64,
     index_size: u64,
 }
 
@@ -113,10 +139,17 @@ pub(crate) fn view(
     }
     let mut layout = Layout {
         entries,
-        data_size: offset,
         index_size: 0,
     };
     layout.index_size = index_bytes(&layout, None).len() as u64;
+    // The data file: every tensor's bytes back to back, at the offsets the index gives.
+    let mut data = ConcatBuilder::default();
+    for e in &layout.entries {
+        debug_assert_eq!(data.offset(), e.offset);
+        data.push(e.body.clone())
+            .map_err(|e| ModelError::data(DIR, e))?;
+    }
+    let data = data.finish();
     let layout = Arc::new(layout);
     let checkpoint =
         format!("model_checkpoint_path: \"{PREFIX}\"\nall_model_checkpoint_paths: \"{PREFIX}\"\n");
@@ -125,12 +158,7 @@ pub(crate) fn view(
             b"checkpoint".to_vec(),
             Arc::new(Bytes(checkpoint.into_bytes())),
         ),
-        (
-            DATA.into(),
-            Arc::new(Data {
-                layout: layout.clone(),
-            }),
-        ),
+        (DATA.into(), Arc::new(data)),
         (
             format!("{PREFIX}.index").into_bytes(),
             Arc::new(Made::new(Index {
@@ -152,16 +180,14 @@ fn push(
     meta: &crate::model::TensorMeta,
     body: Body,
 ) -> Result<(), ModelError> {
-    let size = match &body {
-        Body::Elements(e) => e.size(),
-        Body::Encoded(b, _) => Some(b.len() as u64),
-    };
-    let size = size.ok_or_else(|| ModelError::data(DIR, "a tensor's size overflows"))?;
+    let size = body
+        .known_size()
+        .ok_or_else(|| ModelError::data(DIR, "a tensor's size overflows"))?;
     entries.push(Entry {
         key: meta.name.clone(),
         dtype: to_tf(meta.dtype).unwrap_or(0),
         shape: meta.shape.clone(),
-        body,
+        body: Arc::new(body),
         offset: *offset,
         size,
     });
@@ -196,44 +222,6 @@ fn index_bytes(layout: &Layout, crcs: Option<&[u32]>) -> Vec<u8> {
     t.finish()
 }
 
-struct Data {
-    layout: Arc<Layout>,
-}
-
-impl FileContent for Data {
-    fn known_size(&self) -> Option<u64> {
-        Some(self.layout.data_size)
-    }
-    fn size_for(&self, _req: &dyn Requester) -> Result<u64, LayoutError> {
-        Ok(self.layout.data_size)
-    }
-    fn read_for(
-        &self,
-        offset: u64,
-        buf: &mut [u8],
-        req: &dyn Requester,
-    ) -> Result<usize, LayoutError> {
-        let entries = &self.layout.entries;
-        let mut i = entries.partition_point(|e| e.offset + e.size <= offset);
-        let mut done = 0;
-        while done < buf.len() && i < entries.len() {
-            if req.gone() {
-                return Err(LayoutError::Interrupted);
-            }
-            let e = &entries[i];
-            let at = offset + done as u64;
-            let n = e.body.read_at(at - e.offset, &mut buf[done..])?;
-            done += n;
-            if at + n as u64 >= e.offset + e.size {
-                i += 1;
-            } else if n == 0 {
-                break;
-            }
-        }
-        Ok(done)
-    }
-}
-
 struct Index {
     layout: Arc<Layout>,
     /// Where computed checksums outlive the mount (`cache_dir`), keyed by tensor identity.
@@ -261,10 +249,59 @@ pub(crate) fn known_crc(
     if let Some(c) = t.stored_crc32c() {
         return Some(c);
     }
-    let key = crc_key(&RawElements::new(t.clone(), ElemMap::Same)?)?;
-    match store?.load(&key)?[..] {
+    remembered(
+        store?,
+        &crc_key(&RawElements::new(t.clone(), ElemMap::Same)?)?,
+    )
+}
+
+/// A checksum remembered under `key` (stored as the offsets `[0, crc]`).
+fn remembered(store: &dyn OffsetStore, key: &str) -> Option<u32> {
+    match store.load(key)?[..] {
         [0, crc] => u32::try_from(crc).ok(),
         _ => None,
+    }
+}
+
+impl Index {
+    /// The checksum of entry `e`'s bytes: the source's own, remembered, or computed now (and
+    /// remembered).
+    fn crc(&self, e: &Entry, buf: &mut Vec<u8>, req: &dyn Requester) -> Result<u32, LayoutError> {
+        let r = match &*e.body {
+            Body::Encoded(_, crc) => return Ok(*crc),
+            Body::Elements(r) => r,
+        };
+        if let Some(crc) = r.tensor.stored_crc32c().filter(|_| r.map == ElemMap::Same) {
+            return Ok(crc);
+        }
+        let store = self.store.as_deref();
+        let key = store.and_then(|_| crc_key(r));
+        if let Some(crc) = store
+            .zip(key.as_deref())
+            .and_then(|(s, k)| remembered(s, k))
+        {
+            return Ok(crc);
+        }
+        buf.resize(CRC_CHUNK, 0);
+        let mut crc = 0u32;
+        let mut at = 0u64;
+        while at < e.size {
+            if req.gone() {
+                return Err(LayoutError::Interrupted);
+            }
+            let want = (e.size - at).min(CRC_CHUNK as u64) as usize;
+            let n = e.body.read_for(at, &mut buf[..want], req)?;
+            if n == 0 {
+                return Err(LayoutError::Internal("short tensor read"));
+            }
+            crc = crc32c_extend(crc, &buf[..n]);
+            at += n as u64;
+        }
+        let crc = mask_crc(crc);
+        if let (Some(k), Some(store)) = (&key, store) {
+            store.save(k, &[0, u64::from(crc)]);
+        }
+        Ok(crc)
     }
 }
 
@@ -276,78 +313,11 @@ impl Make for Index {
     /// The index with every checksum (tensors shared out over all cores).
     fn make(&self, req: &dyn Requester) -> Result<Vec<u8>, LayoutError> {
         let entries = &self.layout.entries;
-        let next = AtomicUsize::new(0);
-        let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let results: Vec<Result<Vec<(usize, u32)>, LayoutError>> = std::thread::scope(|s| {
-            let handles: Vec<_> = (0..workers.min(entries.len().max(1)))
-                .map(|_| {
-                    s.spawn(|| {
-                        let mut out = Vec::new();
-                        let mut buf = vec![0u8; CRC_CHUNK];
-                        loop {
-                            let i = next.fetch_add(1, Ordering::Relaxed);
-                            let Some(e) = entries.get(i) else { break };
-                            let stored = match &e.body {
-                                Body::Encoded(_, crc) => Some(*crc),
-                                Body::Elements(r) if r.map == ElemMap::Same => {
-                                    r.tensor.stored_crc32c()
-                                }
-                                Body::Elements(_) => None,
-                            };
-                            if let Some(crc) = stored {
-                                out.push((i, crc));
-                                continue;
-                            }
-                            let key = match (&e.body, &self.store) {
-                                (Body::Elements(r), Some(_)) => crc_key(r),
-                                _ => None,
-                            };
-                            let remembered =
-                                key.as_ref().and_then(
-                                    |k| match self.store.as_ref()?.load(k)?[..] {
-                                        [0, crc] => u32::try_from(crc).ok(),
-                                        _ => None,
-                                    },
-                                );
-                            if let Some(crc) = remembered {
-                                out.push((i, crc));
-                                continue;
-                            }
-                            let mut crc = 0u32;
-                            let mut at = 0u64;
-                            while at < e.size {
-                                if req.gone() {
-                                    return Err(LayoutError::Interrupted);
-                                }
-                                let want = (e.size - at).min(CRC_CHUNK as u64) as usize;
-                                let n = e.body.read_at(at, &mut buf[..want])?;
-                                if n == 0 {
-                                    return Err(LayoutError::Internal("short tensor read"));
-                                }
-                                crc = crc32c_extend(crc, &buf[..n]);
-                                at += n as u64;
-                            }
-                            let crc = mask_crc(crc);
-                            if let (Some(k), Some(store)) = (&key, &self.store) {
-                                store.save(k, &[0, u64::from(crc)]);
-                            }
-                            out.push((i, crc));
-                        }
-                        Ok(out)
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().unwrap_or(Err(LayoutError::WorkerPanicked)))
-                .collect()
-        });
-        let mut crcs = vec![0u32; entries.len()];
-        for r in results {
-            for (i, c) in r? {
-                crcs[i] = c;
-            }
-        }
+        let crcs = pool::each(entries.len(), req, Vec::new, |buf, i| {
+            self.crc(&entries[i], buf, req)
+        })?
+        .into_iter()
+        .collect::<Result<Vec<u32>, _>>()?;
         Ok(index_bytes(&self.layout, Some(&crcs)))
     }
 }
