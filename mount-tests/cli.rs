@@ -584,18 +584,11 @@ for g in got:
 assert changed >= 10, changed
 print("ok", len(got), "tensors", changed, "changed")
 "#;
-    let mut child = Command::new("python3")
-        .args(["-c", script, modelfs()])
-        .arg(&a)
-        .arg(&b)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::Write;
-    child.stdin.take().unwrap().write_all(&out.stdout).unwrap();
-    let res = child.wait_with_output().unwrap();
+    let res = python_with_stdin(
+        script,
+        &[modelfs().as_ref(), a.as_os_str(), b.as_os_str()],
+        &out.stdout,
+    );
     assert!(
         res.status.success(),
         "{}{}",
@@ -657,17 +650,7 @@ for g in got:
 assert checked >= 15, checked
 print("ok", checked)
 "#;
-    let mut child = Command::new("python3")
-        .args(["-c", script, modelfs()])
-        .arg(&src)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::Write;
-    child.stdin.take().unwrap().write_all(&out.stdout).unwrap();
-    let res = child.wait_with_output().unwrap();
+    let res = python_with_stdin(script, &[modelfs().as_ref(), src.as_os_str()], &out.stdout);
     assert!(
         res.status.success(),
         "{}{}",

@@ -395,6 +395,26 @@ pub fn decode(dtype: &str, b: &[u8]) -> Option<Vec<f64>> {
     })
 }
 
+/// `python3 -c script args…` with `input` on its standard input.
+pub fn python_with_stdin(
+    script: &str,
+    args: &[&std::ffi::OsStr],
+    input: &[u8],
+) -> std::process::Output {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut child = Command::new("python3")
+        .args(["-c", script])
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    child.wait_with_output().unwrap()
+}
+
 pub fn python_numpy() -> bool {
     Command::new("python3")
         .args(["-c", "import numpy"])

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use super::Crc;
+use super::{read_run, runs, Crc};
 use crate::layout::dense::dense_tensor;
 use crate::layout::pool;
 use crate::layout::{LayoutError, Requester};
@@ -14,8 +14,6 @@ use crate::model::{DType, ModelError, Tensor};
 
 /// Bytes of elements per chunk of work (of each side).
 const CHUNK: usize = 4 << 20;
-/// Bytes of each side per read within a chunk (both stay in L2 while compared).
-const READ: usize = 256 << 10;
 /// Strings per chunk of work.
 const STRING_CHUNK: u64 = 1 << 16;
 /// Elements decoded at a time (they sit in L1 for the arithmetic).
@@ -164,43 +162,7 @@ fn block(
     let (fa, fb) = (&mut fa[..n], &mut fb[..n]);
     let numeric = decode(dtype, a, fa) && decode(dtype, b, fb);
     if is_float(dtype) {
-        // Branch-free in independent lanes, so that it vectorises.
-        let mut changed = [0u64; LANES];
-        let mut max_abs = [0f64; LANES];
-        let mut diff_sq = [0f64; LANES];
-        let mut a_sq = [0f64; LANES];
-        let mut pairs = fa.chunks_exact(LANES).zip(fb.chunks_exact(LANES));
-        for (xs, ys) in pairs.by_ref() {
-            for k in 0..LANES {
-                let (x, y) = (xs[k], ys[k]);
-                let same = (x == y) | (x.is_nan() & y.is_nan());
-                let both = x.is_finite() & y.is_finite();
-                let diff = if both { y - x } else { 0.0 };
-                let sq = if both { x * x } else { 0.0 };
-                changed[k] += (!same) as u64;
-                max_abs[k] = if diff.abs() > max_abs[k] {
-                    diff.abs()
-                } else {
-                    max_abs[k]
-                };
-                diff_sq[k] += diff * diff;
-                a_sq[k] += sq;
-            }
-        }
-        let rest = fa.len() - fa.len() % LANES;
-        for (k, (&x, &y)) in fa[rest..].iter().zip(&fb[rest..]).enumerate() {
-            let same = x == y || (x.is_nan() && y.is_nan());
-            let both = x.is_finite() && y.is_finite();
-            let diff = if both { y - x } else { 0.0 };
-            changed[k] += (!same) as u64;
-            max_abs[k] = max_abs[k].max(diff.abs());
-            diff_sq[k] += diff * diff;
-            a_sq[k] += if both { x * x } else { 0.0 };
-        }
-        d.changed += changed.iter().sum::<u64>();
-        d.max_abs = max_abs.iter().copied().fold(d.max_abs, f64::max);
-        d.diff_sq += diff_sq.iter().sum::<f64>();
-        d.a_sq += a_sq.iter().sum::<f64>();
+        compare_floats(fa, fb, d);
         return;
     }
     // Integers and others by their bytes (float64 would merge neighbours above 2^53).
@@ -215,35 +177,6 @@ fn block(
     }
 }
 
-/// `len` bytes of `t`'s elements from `first`: the source's own buffer when it lends it (a
-/// mapped file, no copy, kept in `lent`), else read into `buf`; unchecked, their checksum
-/// added to `deferred`, when given.
-fn read<'b>(
-    t: &dyn Tensor,
-    first: u64,
-    len: usize,
-    buf: &'b mut Vec<u8>,
-    lent: &'b mut Option<bytes::Bytes>,
-    deferred: Option<&mut Crc>,
-) -> Result<&'b [u8], ModelError> {
-    if let Some(crc) = deferred {
-        buf.resize(len, 0);
-        t.read_elements_unchecked(first, buf)?;
-        crc.add(buf);
-        return Ok(&buf[..]);
-    }
-    *lent = match t.read_shared(first, len) {
-        Some(Ok(b)) if b.len() == len => Some(b),
-        _ => None,
-    };
-    if let Some(b) = lent {
-        return Ok(&b[..]);
-    }
-    buf.resize(len, 0);
-    t.read_elements(first, buf)?;
-    Ok(&buf[..])
-}
-
 /// Little-endian float32 bytes as floats in place (aligned, as reads are), else `None`.
 fn as_f32(b: &[u8]) -> Option<&[f32]> {
     match cfg!(target_endian = "little") {
@@ -252,43 +185,38 @@ fn as_f32(b: &[u8]) -> Option<&[f32]> {
     }
 }
 
-/// `block` for float32, the common case, on the floats in place: branch-free in independent
+/// Floats compared pairwise (float32 in place, or decoded ones): branch-free in independent
 /// lanes, compiled for AVX2 as well and chosen at run time. A difference of two float32 is
 /// exact in float64.
 #[multiversion::multiversion(targets("x86_64+avx2"))]
-fn compare_f32(a: &[f32], b: &[f32], d: &mut Delta) {
+fn compare_floats<T: Copy + Into<f64>>(a: &[T], b: &[T], d: &mut Delta) {
     let mut changed = [0u64; LANES];
     let mut max_abs = [0f64; LANES];
     let mut diff_sq = [0f64; LANES];
     let mut a_sq = [0f64; LANES];
+    let mut pair = |k: usize, x: T, y: T| {
+        let (x, y): (f64, f64) = (x.into(), y.into());
+        let same = (x == y) | (x.is_nan() & y.is_nan());
+        let both = x.is_finite() & y.is_finite();
+        let diff = if both { y - x } else { 0.0 };
+        changed[k] += (!same) as u64;
+        max_abs[k] = if diff.abs() > max_abs[k] {
+            diff.abs()
+        } else {
+            max_abs[k]
+        };
+        diff_sq[k] += diff * diff;
+        a_sq[k] += if both { x * x } else { 0.0 };
+    };
     let mut pairs = a.chunks_exact(LANES).zip(b.chunks_exact(LANES));
     for (xs, ys) in pairs.by_ref() {
         for k in 0..LANES {
-            let (x, y) = (xs[k], ys[k]);
-            let same = (x == y) | (x.is_nan() & y.is_nan());
-            let both = x.is_finite() & y.is_finite();
-            let (x, y) = (x as f64, y as f64);
-            let diff = if both { y - x } else { 0.0 };
-            let sq = if both { x * x } else { 0.0 };
-            changed[k] += (!same) as u64;
-            max_abs[k] = if diff.abs() > max_abs[k] {
-                diff.abs()
-            } else {
-                max_abs[k]
-            };
-            diff_sq[k] += diff * diff;
-            a_sq[k] += sq;
+            pair(k, xs[k], ys[k]);
         }
     }
     let rest = a.len() - a.len() % LANES;
     for (k, (&x, &y)) in a[rest..].iter().zip(&b[rest..]).enumerate() {
-        let same = x == y || (x.is_nan() && y.is_nan());
-        let both = x.is_finite() && y.is_finite();
-        let diff = if both { y as f64 - x as f64 } else { 0.0 };
-        changed[k] += (!same) as u64;
-        max_abs[k] = max_abs[k].max(diff.abs());
-        diff_sq[k] += diff * diff;
-        a_sq[k] += if both { x as f64 * x as f64 } else { 0.0 };
+        pair(k, x, y);
     }
     d.changed += changed.iter().sum::<u64>();
     d.max_abs = max_abs.iter().copied().fold(d.max_abs, f64::max);
@@ -318,16 +246,10 @@ fn run(pair: &Pair, piece: Piece, s: &mut Scratch) -> Result<(Delta, [Crc; 2]), 
             s.fa.resize(BLOCK, 0.0);
             s.fb.resize(BLOCK, 0.0);
             d.count = count;
-            // A cache-sized run of each side at a time: compared while still in L2.
-            let per = (READ / es).max(1) as u64;
-            let end = first + count;
-            let mut at = first;
-            while at < end {
-                let n = per.min(end - at) as usize;
-                let len = n * es;
-                let (mut lent_a, mut lent_b) = (None, None);
+            let (mut lent_a, mut lent_b) = (None, None);
+            for (at, len) in runs(first, count, es) {
                 let [ca, cb] = &mut crcs;
-                let a = read(
+                let a = read_run(
                     &*pair.a,
                     at,
                     len,
@@ -335,7 +257,7 @@ fn run(pair: &Pair, piece: Piece, s: &mut Scratch) -> Result<(Delta, [Crc; 2]), 
                     &mut lent_a,
                     pair.deferred[0].then_some(ca),
                 )?;
-                let b = read(
+                let b = read_run(
                     &*pair.b,
                     at,
                     len,
@@ -343,9 +265,8 @@ fn run(pair: &Pair, piece: Piece, s: &mut Scratch) -> Result<(Delta, [Crc; 2]), 
                     &mut lent_b,
                     pair.deferred[1].then_some(cb),
                 )?;
-                at += n as u64;
                 if let (DType::F32, Some(x), Some(y)) = (dtype, as_f32(a), as_f32(b)) {
-                    compare_f32(x, y, &mut d);
+                    compare_floats(x, y, &mut d);
                     continue;
                 }
                 if a == b && !d.numeric {

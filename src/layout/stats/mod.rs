@@ -56,6 +56,45 @@ impl Crc {
     }
 }
 
+/// `(first element, byte length)` of each cache-sized run of elements `first..first + count`
+/// of `es` bytes: a run is read, then summed or compared while still in L2.
+pub(crate) fn runs(first: u64, count: u64, es: usize) -> impl Iterator<Item = (u64, usize)> {
+    let per = (READ / es.max(1)).max(1) as u64;
+    let end = first + count;
+    (first..end)
+        .step_by(per as usize)
+        .map(move |at| (at, per.min(end - at) as usize * es))
+}
+
+/// `len` bytes of `t`'s elements from `first`: unchecked, their checksum added to
+/// `deferred`, when given (`Tensor::deferred_crc32c`); else the source's own buffer when it
+/// lends it (kept in `lent`: no copy), else read into `buf`.
+pub(crate) fn read_run<'b>(
+    t: &dyn Tensor,
+    first: u64,
+    len: usize,
+    buf: &'b mut Vec<u8>,
+    lent: &'b mut Option<bytes::Bytes>,
+    deferred: Option<&mut Crc>,
+) -> Result<&'b [u8], ModelError> {
+    if let Some(crc) = deferred {
+        buf.resize(len, 0);
+        t.read_elements_unchecked(first, buf)?;
+        crc.add(buf);
+        return Ok(&buf[..]);
+    }
+    *lent = match t.read_shared(first, len) {
+        Some(Ok(b)) if b.len() == len => Some(b),
+        _ => None,
+    };
+    if let Some(b) = lent {
+        return Ok(&b[..]);
+    }
+    buf.resize(len, 0);
+    t.read_elements(first, buf)?;
+    Ok(&buf[..])
+}
+
 /// What one tensor's stats are, or why it has none.
 pub(crate) type Outcome = Result<Partial, String>;
 
@@ -190,33 +229,10 @@ fn run(
     let err = |e: ModelError| e.to_string();
     match piece {
         Piece::Dense { first, count } => {
-            // Read a cache-sized run at a time: the bytes copied are summed (and checksummed)
-            // while in L2.
-            let per = (READ / es).max(1) as u64;
-            let end = first + count;
-            let mut at = first;
-            while at < end {
-                let n = per.min(end - at) as usize;
-                let len = n * es;
-                if deferred {
-                    buf.resize(len, 0);
-                    t.read_elements_unchecked(at, &mut buf[..len])
-                        .map_err(err)?;
-                    crc.add(&buf[..len]);
-                    partial::add(dtype, &buf[..len], &mut p);
-                    at += n as u64;
-                    continue;
-                }
-                // The source's own buffer when it can lend it: no copy.
-                match t.read_shared(at, len) {
-                    Some(Ok(b)) if b.len() == len => partial::add(dtype, &b, &mut p),
-                    _ => {
-                        buf.resize(len, 0);
-                        t.read_elements(at, &mut buf[..len]).map_err(err)?;
-                        partial::add(dtype, &buf[..len], &mut p);
-                    }
-                }
-                at += n as u64;
+            let mut lent = None;
+            for (at, len) in runs(first, count, es) {
+                let b = read_run(t, at, len, buf, &mut lent, deferred.then_some(&mut crc));
+                partial::add(dtype, b.map_err(err)?, &mut p);
             }
         }
         Piece::Entries { first, count } => {
