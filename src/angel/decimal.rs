@@ -14,6 +14,12 @@ const POW10: [f64; 23] = [
     1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
 ];
 
+/// The f64s nearest 10^-0 ..= 10^-22 (inexact from 10^-1 on).
+const POW10_INV: [f64; 23] = [
+    1e0, 1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8, 1e-9, 1e-10, 1e-11, 1e-12, 1e-13, 1e-14,
+    1e-15, 1e-16, 1e-17, 1e-18, 1e-19, 1e-20, 1e-21, 1e-22,
+];
+
 /// 10^0 ..= 10^8.
 const POW10_U64: [u64; 9] = [
     1,
@@ -83,7 +89,8 @@ pub(crate) fn simple_f64(field: &[u8]) -> Option<f64> {
 #[inline]
 pub(crate) fn simple_f64_prefix(data: &[u8]) -> Option<(f64, usize)> {
     let (neg, m, k, len) = plain_decimal(data)?;
-    let v = m as f64 / POW10[k];
+    // `m < 2^53`: exact, by the one-instruction signed conversion.
+    let v = m as i64 as f64 / POW10[k];
     Some((if neg { -v } else { v }, len))
 }
 
@@ -147,20 +154,32 @@ pub(crate) fn simple_f32(field: &[u8]) -> Option<f32> {
 #[inline]
 pub(crate) fn simple_f32_prefix(data: &[u8]) -> Option<(f32, usize)> {
     let (neg, m, k, n) = plain_decimal(data)?;
-    let d = m as f64 / POW10[k];
-    let d = if neg { -d } else { d };
-    // Rounding twice differs from once only when the f64 lands exactly halfway between two
-    // f32s (any f32 midpoint is an f64, so one strictly between the decimal and its nearest
-    // f64 would be nearer): that is the low 29 of the 52 fraction bits being 1 followed by
-    // zeros. Subnormal and overflowing f32s have other midpoints: left to str::parse.
+    // `m < 2^53`: exact as an f64 (and a signed conversion is one instruction).
+    let m = m as i64 as f64;
+    // A product with the nearest f64 to 10^-k instead of Clinger's division (several times
+    // its latency): within 2 ulps of the decimal (two roundings of 2^-53 each), so it
+    // rounds to the decimal's nearest f32 unless an f32 midpoint lies within 2 ulps of it.
+    // Any f32 midpoint is an f64 whose low 29 of 52 fraction bits are 1 then zeros; a
+    // quotient that close to one (with margin) takes the division, which is the f64
+    // nearest the decimal and differs from rounding the decimal once only when it lands
+    // exactly on a midpoint.
+    let near = |d: f64| (d.to_bits() & 0x1FFF_FFFF).abs_diff(0x1000_0000) <= 8;
+    let mut d = m * POW10_INV[k];
+    if near(d) {
+        d = m / POW10[k];
+        if d.to_bits() & 0x1FFF_FFFF == 0x1000_0000 {
+            return None;
+        }
+    }
+    // Subnormal and overflowing f32s have other midpoints: left to str::parse. A quotient
+    // within 2 ulps of their bounds rounds like the decimal (the bounds are f32s, not
+    // midpoints), so the test may use it.
     let a = d.abs();
     if a != 0.0 && !((f32::MIN_POSITIVE as f64)..=(f32::MAX as f64)).contains(&a) {
         return None;
     }
-    if d.to_bits() & 0x1FFF_FFFF == 0x1000_0000 {
-        return None;
-    }
-    Some((d as f32, n))
+    let v = d as f32;
+    Some((if neg { -v } else { v }, n))
 }
 
 #[cfg(test)]

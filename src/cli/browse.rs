@@ -2,6 +2,7 @@
 
 use std::ffi::OsStr;
 use std::io::{self, Write};
+use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
@@ -110,8 +111,16 @@ pub(crate) fn cat_into(tree: &Tree, path: &[u8], out: &mut dyn Write) -> Result<
 
 pub(crate) fn cat(source: &Path, path: &OsStr, opts: &Options) -> Result<(), Failure> {
     let tree = build_tree(source, opts)?;
+    // Writes the reads as they come, to a duplicate of fd 1: `Stdout` is line-buffered and
+    // would search each read for its last newline and copy the rest (a twentieth of a
+    // `cat` of a text file).
     let stdout = io::stdout();
-    let mut out = stdout.lock();
+    let _lock = stdout.lock();
+    let mut out = stdout
+        .as_fd()
+        .try_clone_to_owned()
+        .map(std::fs::File::from)
+        .map_err(write_failure)?;
     cat_into(&tree, path.as_bytes(), &mut out)?;
     out.flush().map_err(write_failure)
 }

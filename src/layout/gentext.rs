@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use super::elements::{check_shape, decode, for_each_value, rows_before_unit, with_entries};
-use super::num::{write_escaped, write_f32_py, write_i64, write_libsvm_col, write_u64};
+use super::num::{write_escaped, write_f32_py, write_i64, write_libsvm_col, write_u64, Ascending};
 use super::text::{ChunkSource, CHUNK_ELEMENTS};
 use super::LayoutError;
 use crate::model::{DType, SparseShape, Tensor};
@@ -145,6 +145,9 @@ pub(crate) struct LibsvmSparse {
     tensor: Arc<dyn Tensor>,
     shape: Arc<SparseShape>,
     units: u64,
+    /// Bytes a unit takes at most but for rare long values: ` <col>:` with the widest column
+    /// id and a float of up to 12 characters (`-123.456789`, `0.0012345678`).
+    unit_bytes: usize,
 }
 
 impl LibsvmSparse {
@@ -156,10 +159,13 @@ impl LibsvmSparse {
             .nnz()
             .checked_add(shape.rows.len() as u64)
             .ok_or(LayoutError::Overflow("libsvm units"))?;
+        let cols = tensor.meta().shape.last().copied().unwrap_or(0);
+        let col_digits = cols.checked_ilog10().map_or(1, |l| l as usize + 1);
         Ok(LibsvmSparse {
             tensor,
             shape,
             units,
+            unit_bytes: 2 + col_digits + 12,
         })
     }
 }
@@ -176,9 +182,9 @@ impl ChunkSource for LibsvmSparse {
         // Entries among the units: every unit but the row ids.
         let e0 = u0 - rows_before_unit(s, u0) as u64;
         let e1 = u1 - rows_before_unit(s, u1) as u64;
-        // About what a weight takes (` 12345678:-0.1234567`): growing the buffer by doubling
-        // copied each chunk about twice.
-        out.reserve((u1 - u0) as usize * 20);
+        // Reserved whole: a buffer regrown near its end is a copy of the chunk and twice its
+        // fresh pages.
+        out.reserve((u1 - u0) as usize * self.unit_bytes);
         with_entries(&*self.tensor, e0, e1 - e0, |got, es| {
             let units = (s, u0, u1, e0);
             // float32, most weights, without a dispatch on the dtype per entry (~8 % of a
@@ -206,6 +212,7 @@ fn libsvm_units(
     // The row holding unit u0: the last whose id is at or before it.
     let mut k = rows_before_unit(s, u0 + 1).saturating_sub(1);
     let mut u = u0;
+    let mut ids = Ascending::default();
     while u < u1 {
         let (start, end) = (s.row_ptr[k], s.row_ptr[k + 1]);
         if u == k as u64 + start {
@@ -225,7 +232,7 @@ fn libsvm_units(
         let (i0, i1) = ((e - e0) as usize, (stop - e0) as usize);
         let values = got.values[i0 * es..i1 * es].chunks_exact(es);
         for (&col, v) in got.cols[i0..i1].iter().zip(values) {
-            write_libsvm_col(col, out);
+            write_libsvm_col(col, &mut ids, out);
             value(v, out);
         }
         u += stop - e;

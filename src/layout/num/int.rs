@@ -56,6 +56,40 @@ pub(super) fn put_i64(v: i64, buf: &mut [u8]) -> usize {
     neg as usize + put_u64(v.unsigned_abs(), &mut buf[neg as usize..])
 }
 
+/// Digits of ascending integers, such as a sparse row's column ids: those above the last
+/// eight change rarely from one to the next, so their text is kept and only the low eight are
+/// made anew (half the work of `put_u64` for ids of 9 to 16 digits).
+#[derive(Default)]
+pub(crate) struct Ascending {
+    /// `v / 10^8` of the last id of 9 or more digits, and its text (`high_len` ≤ 12 bytes:
+    /// `u64::MAX / 10^8` has 12 digits).
+    high: u64,
+    high_text: [u8; 20],
+    high_len: usize,
+}
+
+impl Ascending {
+    /// Writes the digits of `v` at the front of `buf` (room for 20); their count. Any order
+    /// of values is correct; ascending ones are fast.
+    #[inline]
+    pub(crate) fn put(&mut self, v: u64, buf: &mut [u8]) -> usize {
+        const E8: u64 = 100_000_000;
+        let high = v / E8;
+        if high == 0 {
+            return put_u64(v, buf);
+        }
+        if high != self.high || self.high_len == 0 {
+            self.high = high;
+            self.high_len = put_u64(high, &mut self.high_text);
+        }
+        let n = self.high_len;
+        debug_assert!(n <= 12);
+        buf[..16].copy_from_slice(&self.high_text[..16]);
+        store(buf, n, v % E8, 8);
+        n + 8
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -80,6 +114,19 @@ mod tests {
             r ^= r >> 7;
             r ^= r << 17;
             edges.push(r >> (r % 64));
+        }
+        // Ascending ids through one writer, in the order given and sorted.
+        for order in [edges.clone(), {
+            let mut e = edges.clone();
+            e.sort_unstable();
+            e
+        }] {
+            let mut ids = Ascending::default();
+            for v in order {
+                let mut buf = [0u8; 20];
+                let n = ids.put(v, &mut buf);
+                assert_eq!(&buf[..n], v.to_string().as_bytes());
+            }
         }
         for v in edges {
             assert_eq!(text(v), v.to_string());

@@ -13,6 +13,7 @@
 mod int;
 mod shortest;
 
+pub(crate) use int::Ascending;
 use int::{put_i64, put_u64};
 
 pub(crate) use shortest::{digits_bf16, digits_f16, digits_f32, digits_f64, Digits};
@@ -29,12 +30,16 @@ pub(crate) fn write_i64(v: i64, out: &mut Vec<u8>) {
     in_tail::<21>(out, |t| put_i64(v, t));
 }
 
-/// ` {col}:`, the start of a libsvm entry, in one piece.
+/// ` {col}:`, the start of a libsvm entry, in one piece (`ids` keeps what ascending column
+/// ids share).
 #[inline]
-pub(crate) fn write_libsvm_col(col: i64, out: &mut Vec<u8>) {
+pub(crate) fn write_libsvm_col(col: i64, ids: &mut Ascending, out: &mut Vec<u8>) {
     in_tail::<23>(out, |t| {
         t[0] = b' ';
-        let n = 1 + put_i64(col, &mut t[1..]);
+        let n = 1 + match u64::try_from(col) {
+            Ok(c) => ids.put(c, &mut t[1..]),
+            Err(_) => put_i64(col, &mut t[1..]),
+        };
         t[n] = b':';
         n + 1
     });
