@@ -271,6 +271,18 @@ impl ChunkCache {
         self.recycle(evicted);
     }
 
+    /// Drops block `index` of `namespace` (if cached) and keeps its buffer for the next
+    /// render when nobody else holds it.
+    pub(crate) fn release(&self, namespace: u64, index: u64) {
+        let mut b = self.blocks.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(old) = b.map.pop(&(namespace, index)) else {
+            return;
+        };
+        b.bytes -= old.capacity() as u64;
+        drop(b);
+        self.recycle(vec![old]);
+    }
+
     /// An empty buffer for rendering a block of about `cap` bytes: a recycled one when there
     /// is one. A fresh buffer of a block's size is a new mapping (the allocator maps buffers
     /// over 128 KiB on their own): page faults, zeroed pages and an unmap per block, about a

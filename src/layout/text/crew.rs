@@ -73,6 +73,8 @@ pub(super) struct Plan {
     last_end: u64,
     /// Every chunk below this one has been queued or read already.
     scheduled_to: u64,
+    /// Chunks below this one that the sequential reader passed are out of the cache.
+    released_to: u64,
     last_read: Option<Instant>,
 }
 
@@ -148,6 +150,7 @@ impl Crew {
                 bg_workers: 0,
                 last_end: 0,
                 scheduled_to: 0,
+                released_to: 0,
                 last_read: None,
             }),
             changed: Condvar::new(),
@@ -214,10 +217,26 @@ impl Crew {
             // chunks queued for the old position are of no use now.
             st.last_end = end;
             st.scheduled_to = 0;
+            st.released_to = last_chunk;
             st.queue.clear();
             return (0, 0);
         }
         st.last_end = st.last_end.max(end);
+        // Chunks two behind the reader are passed: dropped from the cache, their buffers kept
+        // for the next renders. A streaming read then turns over a window's worth of buffers
+        // instead of filling the cache with fresh pages (a page fault and a zeroed page per
+        // 4 KiB) holding text nobody reads again (a file of known size is in the kernel's
+        // page cache; one read while its size is unknown is read once).
+        let ns = st.namespace(self.namespace);
+        let passed = last_chunk.saturating_sub(1);
+        if passed > st.released_to {
+            // Nor rendered again for it: one the reader rendered itself may still be queued.
+            st.queue.retain(|&c| c >= passed);
+            for c in st.released_to..passed {
+                self.cache.release(ns, c);
+            }
+            st.released_to = passed;
+        }
         let to = last_chunk.saturating_add(self.window());
         self.queue_for_reader(st, last_chunk + 1, to);
         self.hire(st)

@@ -429,6 +429,32 @@ fn a_sequential_read_of_unknown_size_renders_each_chunk_once() {
     }
 }
 
+/// A streaming reader's passed chunks leave the cache (their buffers go to the next renders):
+/// the cache holds about a read-ahead window, not the file; a chunk read again is rendered
+/// again, the same.
+#[test]
+fn a_sequential_reader_leaves_no_passed_chunks_cached() {
+    let n = 300u64;
+    let src = Counted::new(n as usize, 0);
+    let cache = Arc::new(ChunkCache::new(64 << 20).with_threads(2));
+    let f = file(src.clone(), &cache);
+    assert_eq!(read_sequentially(&f, 700), expected(n));
+    wait_idle(&cache);
+    // Each chunk is ~1 KB (buffers may have grown to twice that).
+    let window = WINDOW_PER_THREAD * 2;
+    assert!(
+        cache.used_bytes() <= (window + 4) * 2048,
+        "{} bytes cached after reading {} chunks",
+        cache.used_bytes(),
+        n
+    );
+    let mut buf = vec![0u8; 100];
+    let k = f.read_at(5000, &mut buf).unwrap();
+    assert_eq!(&buf[..k], &expected(n)[5000..5000 + k]);
+    // Chunk 4 holds bytes 4006..5010.
+    assert_eq!(src.renders[4].load(Relaxed), 2);
+}
+
 /// A read far beyond what is learnt sizes the way there on every worker and keeps none of the
 /// chunks it only measured.
 #[test]
