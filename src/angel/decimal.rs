@@ -156,13 +156,12 @@ pub(crate) fn simple_f32_prefix(data: &[u8]) -> Option<(f32, usize)> {
     let (neg, m, k, n) = plain_decimal(data)?;
     // `m < 2^53`: exact as an f64 (and a signed conversion is one instruction).
     let m = m as i64 as f64;
-    // A product with the nearest f64 to 10^-k instead of Clinger's division (several times
-    // its latency): within 2 ulps of the decimal (two roundings of 2^-53 each), so it
-    // rounds to the decimal's nearest f32 unless an f32 midpoint lies within 2 ulps of it.
-    // Any f32 midpoint is an f64 whose low 29 of 52 fraction bits are 1 then zeros; a
-    // quotient that close to one (with margin) takes the division, which is the f64
-    // nearest the decimal and differs from rounding the decimal once only when it lands
-    // exactly on a midpoint.
+    // A product with the f64 nearest 10^-k instead of Clinger's division (a fraction of its
+    // latency): within 2 ulps of the decimal (two roundings of 2^-53 each), so it rounds to
+    // the decimal's nearest f32 unless an f32 midpoint lies within 2 ulps of it. Any f32
+    // midpoint is an f64 whose low 29 of 52 fraction bits are 1 then zeros; a product that
+    // close to one (8 ulps: margin for a binade edge) takes the division, which is the f64
+    // nearest the decimal and rounds twice unlike once only when it lands on a midpoint.
     let near = |d: f64| (d.to_bits() & 0x1FFF_FFFF).abs_diff(0x1000_0000) <= 8;
     let mut d = m * POW10_INV[k];
     if near(d) {
@@ -171,9 +170,9 @@ pub(crate) fn simple_f32_prefix(data: &[u8]) -> Option<(f32, usize)> {
             return None;
         }
     }
-    // Subnormal and overflowing f32s have other midpoints: left to str::parse. A quotient
-    // within 2 ulps of their bounds rounds like the decimal (the bounds are f32s, not
-    // midpoints), so the test may use it.
+    // Subnormal and overflowing f32s have other midpoints: left to str::parse. The product
+    // may stand for the decimal in this test: within 2 ulps of a bound (an f32, not a
+    // midpoint) both round to the bound.
     let a = d.abs();
     if a != 0.0 && !((f32::MIN_POSITIVE as f64)..=(f32::MAX as f64)).contains(&a) {
         return None;
