@@ -501,9 +501,27 @@ impl Region {
                 Ok(lo)
             }
             Kind::TextRows { .. } | Kind::TextColumns => {
-                // Whole strides inside u0..u1: [a, b). The first whose first line is ≥ col.
+                // Whole strides inside u0..u1: [a, b). The first whose first line is ≥ col,
+                // in [lo, hi]: galloping from the first (strides a, a+1, a+3, a+7, …) while
+                // below the middle of what is left, then halving. A probe's line is found by
+                // scanning the partition up to it, so a column near the start (a `head`)
+                // scans about twice its own distance, not half the partition.
                 let (a, b) = (u0.div_ceil(STRIDE), (u1 - 1) / STRIDE + 1);
                 let (mut lo, mut hi) = (a, b.max(a));
+                let mut step = 1u64;
+                loop {
+                    let probe = lo + step - 1;
+                    if probe >= lo + (hi - lo) / 2 {
+                        break;
+                    }
+                    if self.col_of(file, probe * STRIDE, 0)? < col {
+                        lo = probe + 1;
+                        step = step.saturating_mul(2);
+                    } else {
+                        hi = probe;
+                        break;
+                    }
+                }
                 while lo < hi {
                     let mid = lo + (hi - lo) / 2;
                     if self.col_of(file, mid * STRIDE, 0)? < col {

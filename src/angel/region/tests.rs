@@ -192,3 +192,51 @@ fn miscounted_or_unterminated_text_is_refused() {
         assert!(decode_by_range(&inp).is_err());
     }
 }
+
+/// A seek to a column near the start of a big text partition (what a `head` of its dense
+/// layouts asks) scans the line index only that far, not to the partition's middle.
+#[test]
+fn a_seek_near_the_start_scans_little() {
+    #[derive(Debug)]
+    struct Counting(MemSource, std::sync::atomic::AtomicU64);
+    impl ReadAt for Counting {
+        fn size(&self) -> u64 {
+            self.0.size()
+        }
+        fn name(&self) -> &str {
+            self.0.name()
+        }
+        fn read_at(
+            &self,
+            offset: u64,
+            len: usize,
+        ) -> Result<std::borrow::Cow<'_, [u8]>, crate::source::SourceError> {
+            self.1
+                .fetch_add(len as u64, std::sync::atomic::Ordering::Relaxed);
+            self.0.read_at(offset, len)
+        }
+    }
+    let n = 200_000u64;
+    let text: String = (0..n).map(|i| format!("{},{}.5\n", 10 * i, i)).collect();
+    let len = text.len();
+    let m = parse_meta(&meta("ColIdValueTextRowFormat", 10, n, len, false)).unwrap();
+    let file = Counting(MemSource::new("0", text.into_bytes()), Default::default());
+    let inp = PartInput {
+        meta: &m,
+        part: &m.parts[0],
+        file: &file,
+        sep: ",",
+        lines_before: 0,
+    };
+    let r = Region::locate(&inp, None).unwrap();
+    let before = file.1.load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(r.seek(&file, 0, n, 10 * 30, 0).unwrap(), 30);
+    let read = file.1.load(std::sync::atomic::Ordering::Relaxed) - before;
+    // Lines are ~16 bytes: the first piece of the scan (256 KiB) holds the strides probed, of
+    // a 3.3 MB partition (halving from the start scanned to its middle).
+    assert!(
+        read < len as u64 / 4,
+        "{read} of {len} bytes read to seek line 30"
+    );
+    assert_eq!(r.seek(&file, 0, n, 10 * 150_000 + 1, 0).unwrap(), 150_001);
+}
