@@ -47,6 +47,15 @@ fn digits8(s: &[u8]) -> Option<(usize, u64)> {
     if n == 0 {
         return Some((0, 0));
     }
+    Some((n, first_digits(w, n)))
+}
+
+/// The value of the first `n` (1..=8) bytes of `w` (in memory order), which must be ASCII
+/// digits; the bytes after them may be anything.
+#[inline(always)]
+pub(super) fn first_digits(w: u64, n: usize) -> u64 {
+    debug_assert!((1..=8).contains(&n));
+    const THREES: u64 = 0x3030_3030_3030_3030;
     // The n digit values moved to the top bytes (leading zeros below); borrows out of the
     // bytes after them only reach bytes shifted out.
     let d = w.wrapping_sub(THREES) << (8 * (8 - n));
@@ -55,9 +64,7 @@ fn digits8(s: &[u8]) -> Option<(usize, u64)> {
     const MASK: u64 = 0x0000_00ff_0000_00ff;
     const MUL1: u64 = 100 + (1_000_000 << 32);
     const MUL2: u64 = 1 + (10_000 << 32);
-    let v =
-        ((d & MASK).wrapping_mul(MUL1)).wrapping_add(((d >> 16) & MASK).wrapping_mul(MUL2)) >> 32;
-    Some((n, v))
+    ((d & MASK).wrapping_mul(MUL1)).wrapping_add(((d >> 16) & MASK).wrapping_mul(MUL2)) >> 32
 }
 
 /// The digits at the start of `s` when there are fewer than 16 and a non-digit follows them
@@ -89,9 +96,18 @@ pub(crate) fn simple_f64(field: &[u8]) -> Option<f64> {
 #[inline]
 pub(crate) fn simple_f64_prefix(data: &[u8]) -> Option<(f64, usize)> {
     let (neg, m, k, len) = plain_decimal(data)?;
+    Some((f64_of(neg, m, k)?, len))
+}
+
+/// The f64 nearest `(-1)^neg m 10^-k`: `None` unless `m < 2^53` and `k <= 22`.
+#[inline]
+pub(crate) fn f64_of(neg: bool, m: u64, k: usize) -> Option<f64> {
+    if m >= 1 << 53 {
+        return None;
+    }
     // `m < 2^53`: exact, by the one-instruction signed conversion.
-    let v = m as i64 as f64 / POW10[k];
-    Some((if neg { -v } else { v }, len))
+    let v = m as i64 as f64 / POW10.get(k)?;
+    Some(if neg { -v } else { v })
 }
 
 /// The longest prefix of `data` shaped `[-]digits[.digits]` with at most 19 digits and a
@@ -154,6 +170,16 @@ pub(crate) fn simple_f32(field: &[u8]) -> Option<f32> {
 #[inline]
 pub(crate) fn simple_f32_prefix(data: &[u8]) -> Option<(f32, usize)> {
     let (neg, m, k, n) = plain_decimal(data)?;
+    Some((f32_of(neg, m, k)?, n))
+}
+
+/// The f32 nearest `(-1)^neg m 10^-k`; `None` unless `m < 2^53` and `k <= 22`, and when it
+/// is left to `str::parse` (below).
+#[inline]
+pub(crate) fn f32_of(neg: bool, m: u64, k: usize) -> Option<f32> {
+    if m >= 1 << 53 || k >= POW10.len() {
+        return None;
+    }
     // `m < 2^53`: exact as an f64 (and a signed conversion is one instruction).
     let m = m as i64 as f64;
     // A product with the f64 nearest 10^-k instead of Clinger's division (a fraction of its
@@ -178,7 +204,7 @@ pub(crate) fn simple_f32_prefix(data: &[u8]) -> Option<(f32, usize)> {
         return None;
     }
     let v = d as f32;
-    Some((if neg { -v } else { v }, n))
+    Some(if neg { -v } else { v })
 }
 
 #[cfg(test)]

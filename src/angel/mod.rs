@@ -17,6 +17,7 @@ pub mod decode;
 mod dir;
 mod direct;
 mod format;
+mod idline;
 mod lines;
 mod matrix;
 pub mod merge;

@@ -19,7 +19,7 @@ use super::decode::{
 };
 use super::lines::{LineIndex, STRIDE};
 use super::rowtype::ValueType;
-use super::{decimal, text, AngelFormat};
+use super::{idline, text, AngelFormat};
 use crate::model::Entries;
 use crate::source::ReadAt;
 use crate::store::OffsetStore;
@@ -282,40 +282,6 @@ impl Region {
         res
     }
 
-    /// The fast read of an `id<sep>value` line at the start of `rest` whose value is a plain
-    /// float (`decimal`): its id, with the value appended to `values`, and the bytes the line
-    /// took; `None` for any other line (nothing appended).
-    #[inline]
-    fn id_value_line(&self, rest: &[u8], sep: u8, values: &mut Vec<u8>) -> Option<(i64, usize)> {
-        let (col, after) = text::split_id(rest, sep)?;
-        if self.key_width != 8 && i32::try_from(col).is_err() {
-            return None;
-        }
-        let at = rest.len() - after.len();
-        // The value's length with the line end after it (LF or CR LF).
-        let ended = |len: usize| match after.get(len..) {
-            Some([b'\n', ..]) => Some(len + 1),
-            Some([b'\r', b'\n', ..]) => Some(len + 2),
-            _ => None,
-        };
-        let used = match self.value {
-            ValueType::Float => {
-                let (v, len) = decimal::simple_f32_prefix(after)?;
-                let used = ended(len)?;
-                values.extend_from_slice(&v.to_le_bytes());
-                used
-            }
-            ValueType::Double => {
-                let (v, len) = decimal::simple_f64_prefix(after)?;
-                let used = ended(len)?;
-                values.extend_from_slice(&v.to_le_bytes());
-                used
-            }
-            ValueType::Long | ValueType::Int => return None,
-        };
-        Some((col, at + used))
-    }
-
     fn check_col(&self, col: i64, last: &mut Option<i64>) -> Res<()> {
         if let Some(l) = *last {
             if col <= l {
@@ -384,7 +350,9 @@ impl Region {
                     // `id,value\n`, the bulk of an LR's text, read in one pass; a line the fast
                     // read refuses goes the general way, which says what is wrong.
                     if let Some(b) = id_sep {
-                        if let Some((col, used)) = self.id_value_line(rest, b, &mut out.values) {
+                        if let Some((col, used)) =
+                            idline::id_value(rest, b, self.key_width, self.value, &mut out.values)
+                        {
                             self.check_col(col, &mut last)?;
                             out.cols.push(col);
                             return Ok(used);
