@@ -7,7 +7,9 @@
 use std::sync::Arc;
 
 use super::elements::{check_shape, decode, for_each_value, rows_before_unit, with_entries};
-use super::num::{write_escaped, write_f32_py, write_i64, write_libsvm_col, write_u64, Ascending};
+use super::num::{
+    write_escaped, write_i64, write_libsvm_col, write_libsvm_f32, write_u64, Ascending,
+};
 use super::text::{ChunkSource, CHUNK_ELEMENTS};
 use super::LayoutError;
 use crate::model::{DType, SparseShape, Tensor};
@@ -190,24 +192,29 @@ impl ChunkSource for LibsvmSparse {
             // float32, most weights, without a dispatch on the dtype per entry (~8 % of a
             // `cat` of an LR's libsvm).
             match dtype {
-                DType::F32 => libsvm_units(units, got, 4, out, |b, out| {
-                    write_f32_py(f32::from_le_bytes([b[0], b[1], b[2], b[3]]), out)
+                DType::F32 => libsvm_units(units, got, 4, out, |col, b, ids, out| {
+                    let v = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+                    write_libsvm_f32(col, v, ids, out)
                 }),
-                _ => libsvm_units(units, got, es, out, |b, out| decode(dtype, b).write_py(out)),
+                _ => libsvm_units(units, got, es, out, |col, b, ids, out| {
+                    write_libsvm_col(col, ids, out);
+                    decode(dtype, b).write_py(out)
+                }),
             }
         })
     }
 }
 
 /// Units `u0..u1` (row ids and entries; entries from `e0` in `got`) of a sparse matrix of
-/// shape `s` as libsvm text, each value written by `value` from its `es` bytes.
+/// shape `s` as libsvm text, each entry (` <col>:<value>`) written by `entry` from its column
+/// and its value's `es` bytes.
 #[inline(always)]
 fn libsvm_units(
     (s, u0, u1, e0): (&SparseShape, u64, u64, u64),
     got: &crate::model::Entries,
     es: usize,
     out: &mut Vec<u8>,
-    value: impl Fn(&[u8], &mut Vec<u8>),
+    entry: impl Fn(i64, &[u8], &mut Ascending, &mut Vec<u8>),
 ) {
     // The row holding unit u0: the last whose id is at or before it.
     let mut k = rows_before_unit(s, u0 + 1).saturating_sub(1);
@@ -232,8 +239,7 @@ fn libsvm_units(
         let (i0, i1) = ((e - e0) as usize, (stop - e0) as usize);
         let values = got.values[i0 * es..i1 * es].chunks_exact(es);
         for (&col, v) in got.cols[i0..i1].iter().zip(values) {
-            write_libsvm_col(col, &mut ids, out);
-            value(v, out);
+            entry(col, v, &mut ids, out);
         }
         u += stop - e;
         if stop == end {

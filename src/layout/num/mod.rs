@@ -45,6 +45,40 @@ pub(crate) fn write_libsvm_col(col: i64, ids: &mut Ascending, out: &mut Vec<u8>)
     });
 }
 
+/// ` {col}:{x}`, a whole libsvm entry of a float32 value in one piece: one reservation and
+/// one length update for both numbers.
+#[inline]
+pub(crate) fn write_libsvm_f32(col: i64, x: f32, ids: &mut Ascending, out: &mut Vec<u8>) {
+    let a = x.abs() as f64;
+    let (Ok(c), true) = (u64::try_from(col), (PY_FAST_MIN..PY_FAST_MAX).contains(&a)) else {
+        write_libsvm_col(col, ids, out);
+        write_f32_py(x, out);
+        return;
+    };
+    let mut text = zmij::Buffer::new();
+    let v = text.format_finite(x).as_bytes();
+    // ` ` + 20 digits at most + `:` + the float's 4..=16 bytes (shortest f32 digits, 9 at
+    // most, a sign and a point, and up to 3 zeros before them below 1e-2).
+    let n = v.len();
+    debug_assert!((3..=16).contains(&n));
+    in_tail::<40>(out, |t| {
+        t[0] = b' ';
+        let at = 1 + ids.put(c, &mut t[1..]);
+        t[at] = b':';
+        let t = &mut t[at + 1..];
+        if n >= 8 {
+            t[..8].copy_from_slice(&v[..8]);
+            t[n - 8..n].copy_from_slice(&v[n - 8..]);
+        } else if n >= 4 {
+            t[..4].copy_from_slice(&v[..4]);
+            t[n - 4..n].copy_from_slice(&v[n - 4..]);
+        } else {
+            t[..n].copy_from_slice(v);
+        }
+        at + 1 + n
+    });
+}
+
 /// Appends `b`, a float's text (at most 24 bytes): two or three overlapping fixed-size copies,
 /// where `extend_from_slice` of a length known only at run time is a call to `memcpy` per
 /// number.

@@ -243,3 +243,45 @@ fn short_pushes_copy_every_length_exactly() {
         assert_eq!(&out[1..], &src[..n], "length {n}");
     }
 }
+
+#[test]
+fn a_libsvm_entry_in_one_piece_equals_its_two_parts() {
+    let mut values = vec![
+        0.0f32,
+        -0.0,
+        1.0,
+        -2.5,
+        1e-3,
+        0.00099999,
+        9_999_999.0,
+        1e7,
+        f32::MAX,
+        f32::MIN_POSITIVE,
+        1e-45,
+        f32::NAN,
+        f32::INFINITY,
+        -f32::INFINITY,
+        -908.504_6,
+        0.001_234_567_8,
+    ];
+    let mut cols = vec![0i64, 9, 10, 99_999_999, 100_000_000, i64::MAX, -1, i64::MIN];
+    let mut r = 0x2545_f491_4f6c_dd1du64;
+    for _ in 0..200_000 {
+        r ^= r << 13;
+        r ^= r >> 7;
+        r ^= r << 17;
+        values.push(f32::from_bits(r as u32));
+        values.push((r >> 32) as u32 as f32 / 4e6 - 500.0);
+        cols.push((r >> (r % 64)) as i64);
+    }
+    cols.sort_unstable();
+    let (mut one, mut two) = (Vec::new(), Vec::new());
+    let (mut ids1, mut ids2) = (Ascending::default(), Ascending::default());
+    for (i, &x) in values.iter().enumerate() {
+        let col = cols[i % cols.len()];
+        write_libsvm_f32(col, x, &mut ids1, &mut one);
+        write_libsvm_col(col, &mut ids2, &mut two);
+        write_f32_py(x, &mut two);
+    }
+    assert_eq!(String::from_utf8(one).unwrap(), String::from_utf8(two).unwrap());
+}
