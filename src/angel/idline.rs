@@ -29,10 +29,10 @@ pub(crate) fn id_value(
     if let Some(l) = id_decimal(rest, sep).filter(|l| fits(l.id)) {
         let read = match value {
             ValueType::Float => {
-                decimal::f32_of(l.neg, l.m, l.k).map(|v| values.extend(v.to_le_bytes()))
+                decimal::f32_of(l.neg, l.m, l.k).map(|v| values.extend_from_slice(&v.to_le_bytes()))
             }
             ValueType::Double => {
-                decimal::f64_of(l.neg, l.m, l.k).map(|v| values.extend(v.to_le_bytes()))
+                decimal::f64_of(l.neg, l.m, l.k).map(|v| values.extend_from_slice(&v.to_le_bytes()))
             }
             ValueType::Long | ValueType::Int => return None,
         };
