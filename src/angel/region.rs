@@ -282,24 +282,32 @@ impl Region {
         res
     }
 
+    /// Checks that `col` follows `last` and lies in the matrix's and the partition's columns;
+    /// it becomes `last`. Once per entry: the test is one branch, the message out of line.
+    #[inline]
     fn check_col(&self, col: i64, last: &mut Option<i64>) -> Res<()> {
-        if let Some(l) = *last {
-            if col <= l {
-                return Err(format!("column id {col} does not increase (after {l})").into());
-            }
-        }
-        if self.col > 0 && !(0..self.col).contains(&col) {
-            return Err(format!("column id {col} outside [0, {})", self.col).into());
-        }
-        if let Some((s, e)) = self.range {
-            if !(s..e).contains(&col) {
-                return Err(
-                    format!("column id {col} outside the partition's columns [{s}, {e})").into(),
-                );
-            }
+        let follows = last.is_none_or(|l| col > l);
+        let in_cols = self.col <= 0 || (0..self.col).contains(&col);
+        let in_part = self.range.is_none_or(|(s, e)| (s..e).contains(&col));
+        if !(follows && in_cols && in_part) {
+            return Err(self.bad_col(col, *last));
         }
         *last = Some(col);
         Ok(())
+    }
+
+    #[cold]
+    fn bad_col(&self, col: i64, last: Option<i64>) -> DecodeFault {
+        if let Some(l) = last.filter(|&l| col <= l) {
+            return format!("column id {col} does not increase (after {l})").into();
+        }
+        if let Some((s, e)) = self.range.filter(|&(s, e)| !(s..e).contains(&col)) {
+            if self.col <= 0 || (0..self.col).contains(&col) {
+                return format!("column id {col} outside the partition's columns [{s}, {e})")
+                    .into();
+            }
+        }
+        format!("column id {col} outside [0, {})", self.col).into()
     }
 
     /// Appends row-format records `first..first + n`, all of row `run.row`, to `out`.
