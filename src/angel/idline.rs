@@ -27,15 +27,14 @@ pub(crate) fn id_value(
 ) -> Option<(i64, usize)> {
     let fits = |id: i64| key_width == 8 || i32::try_from(id).is_ok();
     if let Some(l) = id_decimal(rest, sep).filter(|l| fits(l.id)) {
-        let read = match value {
-            ValueType::Float => {
-                decimal::f32_of(l.neg, l.m, l.k).map(|v| values.extend_from_slice(&v.to_le_bytes()))
-            }
-            ValueType::Double => {
-                decimal::f64_of(l.neg, l.m, l.k).map(|v| values.extend_from_slice(&v.to_le_bytes()))
-            }
-            ValueType::Long | ValueType::Int => return None,
-        };
+        let read =
+            match value {
+                ValueType::Float => decimal::f32_of(l.neg, l.m, l.k)
+                    .map(|v| values.extend_from_slice(&v.to_le_bytes())),
+                ValueType::Double => decimal::f64_of(l.neg, l.m, l.k)
+                    .map(|v| values.extend_from_slice(&v.to_le_bytes())),
+                ValueType::Long | ValueType::Int => return None,
+            };
         if read.is_some() {
             return Some((l.id, l.used));
         }

@@ -283,5 +283,8 @@ fn a_libsvm_entry_in_one_piece_equals_its_two_parts() {
         write_libsvm_col(col, &mut ids2, &mut two);
         write_f32_py(x, &mut two);
     }
-    assert_eq!(String::from_utf8(one).unwrap(), String::from_utf8(two).unwrap());
+    assert_eq!(
+        String::from_utf8(one).unwrap(),
+        String::from_utf8(two).unwrap()
+    );
 }
