@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::angel::decode::decode_partition;
-use crate::angel::meta::parse_meta;
+use crate::angel::meta::{parse_meta, MatrixMeta};
 use crate::source::MemSource;
 
 /// A one-partition, one-row meta over `n` records of `format` holding columns `10 i`.
@@ -26,16 +26,21 @@ fn meta(format: &str, row_type: i64, n: u64, len: usize, columns: bool) -> Vec<u
     .into_bytes()
 }
 
+/// The input of partition 0 of `m`, in `file`, fields separated by `,`.
+fn first_part<'a>(m: &'a MatrixMeta, file: &'a dyn ReadAt) -> PartInput<'a> {
+    PartInput {
+        meta: m,
+        part: &m.parts[0],
+        file,
+        sep: ",",
+        lines_before: 0,
+    }
+}
+
 fn check(format: &str, row_type: i64, n: u64, data: Vec<u8>, columns: bool) {
     let m = parse_meta(&meta(format, row_type, n, data.len(), columns)).unwrap();
     let file = MemSource::new("0", data);
-    let inp = PartInput {
-        meta: &m,
-        part: &m.parts[0],
-        file: &file,
-        sep: ",",
-        lines_before: 0,
-    };
+    let inp = first_part(&m, &file);
     let whole = decode_partition(&inp).unwrap_or_else(|e| panic!("{format} {n}: {e}"));
     let r = Region::locate(&inp, None).unwrap_or_else(|e| panic!("{format} {n}: {e}"));
     let slots: &[u64] = if columns { &[0, 1] } else { &[0] };
@@ -169,13 +174,7 @@ fn miscounted_or_unterminated_text_is_refused() {
     for (data, n) in [(&b"0,1.0\n10,2.0"[..], 2u64), (&b"0,1.0\n"[..], 2)] {
         let m = parse_meta(&meta("ColIdValueTextRowFormat", 10, n, data.len(), false)).unwrap();
         let file = MemSource::new("0", data.to_vec());
-        let inp = PartInput {
-            meta: &m,
-            part: &m.parts[0],
-            file: &file,
-            sep: ",",
-            lines_before: 0,
-        };
+        let inp = first_part(&m, &file);
         let r = Region::locate(&inp, None).unwrap();
         let mut got = Entries::default();
         let run = RowRun {
@@ -221,13 +220,7 @@ fn a_seek_near_the_start_scans_little() {
     let len = text.len();
     let m = parse_meta(&meta("ColIdValueTextRowFormat", 10, n, len, false)).unwrap();
     let file = Counting(MemSource::new("0", text.into_bytes()), Default::default());
-    let inp = PartInput {
-        meta: &m,
-        part: &m.parts[0],
-        file: &file,
-        sep: ",",
-        lines_before: 0,
-    };
+    let inp = first_part(&m, &file);
     let r = Region::locate(&inp, None).unwrap();
     let before = file.1.load(std::sync::atomic::Ordering::Relaxed);
     assert_eq!(r.seek(&file, 0, n, 10 * 30, 0).unwrap(), 30);

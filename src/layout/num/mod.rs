@@ -73,7 +73,7 @@ pub(crate) fn write_libsvm_f32(col: i64, x: f32, ids: &mut Ascending, out: &mut 
         let t = &mut t[at + 1..];
         // Four overlapping copies of four bytes cover any 4..=16, without a branch: copies
         // of different sizes on different branches are merged by LLVM into one `memcpy` call
-        // of a length known at run time (a third of a `cat`'s formatting).
+        // of a length known at run time (7 % of a one-core `cat` of an LR's libsvm).
         for o in [0, (n - 4) / 3, 2 * (n - 4) / 3, n - 4] {
             t[o..o + 4].copy_from_slice(&v[o..o + 4]);
         }
