@@ -267,8 +267,10 @@ fn decode_binary_rows(inp: &PartInput<'_>) -> Res<SparseRows> {
 fn with_text_slice<T>(inp: &PartInput<'_>, lines: u64, parse: impl Fn(&[u8]) -> Res<T>) -> Res<T> {
     let part = inp.part;
     let strict = slice(inp, part.offset, part.length).and_then(|d| {
-        if !d.is_empty() && d.last() != Some(&b'\n') {
-            return Err("text partition does not end with LF".into());
+        // Angel never writes CR: a first line ending CR LF is a CRLF copy, whose strict slice
+        // ends inside a line (the last line may lack its LF, so the count alone can pass).
+        if memchr::memchr(b'\n', &d).is_some_and(|i| i > 0 && d[i - 1] == b'\r') {
+            return Err("CR LF line endings".into());
         }
         let found = text::count_lines(&d);
         if found != lines {

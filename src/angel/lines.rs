@@ -5,7 +5,8 @@
 //!
 //! Invariants: `Scan::strides[i]` is the offset (from `start`) of line `i × STRIDE`, for every
 //! such line before `scanned`; once the scan reaches `len` it has checked that the partition
-//! holds exactly `lines` lines ending LF (CR LF in a CRLF copy) and appends `len`. A failed
+//! holds exactly `lines` lines ending LF (CR LF in a CRLF copy) — the last one may end at the
+//! partition's end without LF, as Java writers leave some — and appends `len`. A failed
 //! check is returned to the read that reached it and the state is left as it was (a transient
 //! fault is never remembered; a malformed end fails every read that needs it).
 
@@ -105,6 +106,12 @@ impl LineIndex {
 
     pub(crate) fn start(&self) -> u64 {
         self.start
+    }
+
+    /// The partition's length in bytes from `start`: a span ending here holds the last line,
+    /// which may lack its LF.
+    pub(crate) fn end(&self) -> u64 {
+        self.len
     }
 
     /// Byte offsets (from `start`) of line `s0 × STRIDE` and of line `s1 × STRIDE` (the end of
@@ -209,7 +216,8 @@ impl LineIndex {
         s.scanned += n;
         if s.scanned == self.len {
             if self.len > 0 && s.prev != b'\n' {
-                return Err("text partition does not end with LF".into());
+                // The last line ends at the partition's end, without LF.
+                s.found += 1;
             }
             if s.found != self.lines {
                 return Err(format!("{} lines where the meta says {}", s.found, self.lines).into());
@@ -327,6 +335,33 @@ mod tests {
         let index = LineIndex::new(0, len, lines + 1, false);
         assert!(index.span(&file, 0, 1).is_ok());
         assert!(index.finish(&file).is_err());
+    }
+
+    /// A last line without LF is a line: a stride may start on it, the count holds, and a
+    /// missing line is still found missing.
+    #[test]
+    fn a_last_line_without_lf_counts() {
+        for lines in [1, STRIDE, STRIDE + 1, 3 * STRIDE + 1] {
+            let mut text: Vec<u8> = (0..lines)
+                .flat_map(|i| format!("{i},2.5\n").into_bytes())
+                .collect();
+            text.pop();
+            let len = text.len() as u64;
+            let file = MemSource::new("p", text.clone());
+            let index = LineIndex::new(0, len, lines, false);
+            index.finish(&file).unwrap();
+            let last = ((lines - 1) / STRIDE) as usize;
+            let start = (0..(last as u64 * STRIDE))
+                .map(|i| format!("{i},2.5\n").len() as u64)
+                .sum::<u64>();
+            assert_eq!(index.span(&file, last, last + 1).unwrap(), (start, len));
+            assert!(LineIndex::new(0, len, lines + 1, false)
+                .finish(&file)
+                .is_err());
+            assert!(LineIndex::new(0, len, lines - 1, false)
+                .finish(&file)
+                .is_err());
+        }
     }
 
     /// An index saved by a complete scan is what the next mount's index starts from: it

@@ -172,9 +172,10 @@ impl Region {
             Ok(memchr::memchr(b'\n', &data).map(|i| i > 0 && data[i - 1] == b'\r'))
         };
         in_file(inp, part.offset, part.length)?;
-        let strict = lines == 0
-            || (starts_line(part.offset)
-                && first_line_crlf(part.offset, part.length)? != Some(true));
+        // A window that starts no line but whose first line is not CR LF follows a
+        // partition that ends without LF: strict too, unless a CRLF copy's window fits.
+        let plain = lines == 0 || first_line_crlf(part.offset, part.length)? != Some(true);
+        let strict = lines == 0 || (plain && starts_line(part.offset));
         let (start, len, crlf) = if strict {
             (part.offset, part.length, false)
         } else {
@@ -197,6 +198,7 @@ impl Region {
                     );
                     (off, len, true)
                 }
+                None if plain => (part.offset, part.length, false),
                 None => return Err("the partition does not start a line".into()),
             }
         };
@@ -262,7 +264,12 @@ impl Region {
         let s0 = (first / STRIDE) as usize;
         let s1 = end.div_ceil(STRIDE) as usize;
         let (a, b) = index.span(file, s0, s1)?;
-        let data: Cow<'_, [u8]> = file.read_at(index.start() + a, (b - a) as usize)?;
+        let mut data: Cow<'_, [u8]> = file.read_at(index.start() + a, (b - a) as usize)?;
+        if b == index.end() && data.last().is_some_and(|&c| c != b'\n') {
+            // The partition's last line has no LF: the lines below are read as if it had
+            // (a copy of at most two strides, for reads that reach the end only).
+            data.to_mut().push(b'\n');
+        }
         let mut pos = 0usize;
         for _ in 0..first % STRIDE {
             let nl = memchr::memchr(b'\n', &data[pos..]);
@@ -574,6 +581,10 @@ impl Region {
                             return key(&data[..nl]);
                         }
                         if want == b - a {
+                            if b == index.end() {
+                                // The last line, without LF.
+                                return key(&data);
+                            }
                             return Err("a line without LF".into());
                         }
                         want = (want * 4).min(b - a);

@@ -308,6 +308,12 @@ fn fixture_tree() {
 fn fixture_crlf() {
     check_case("crlf", None);
 }
+/// Java writers end some text partitions without LF (Angel's own test LR): every text
+/// format reads exactly, also where a partition starts right after an unterminated one.
+#[test]
+fn fixture_partitions_without_final_lf() {
+    check_case("nolf", None);
+}
 #[test]
 fn fixture_numbers() {
     check_case("numbers", None);

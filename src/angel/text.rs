@@ -5,12 +5,14 @@
 use super::decimal;
 use super::rowtype::ValueType;
 
-/// Number of LF bytes in `data`.
+/// Number of lines in `data`: its LF bytes, and one more when it ends without LF (Java
+/// writers leave some partitions' last line unterminated).
 pub(crate) fn count_lines(data: &[u8]) -> u64 {
-    data.iter().filter(|&&b| b == b'\n').count() as u64
+    let lfs = memchr::memchr_iter(b'\n', data).count() as u64;
+    lfs + u64::from(data.last().is_some_and(|&b| b != b'\n'))
 }
 
-/// Iterates over the lines of `data` (which must end with LF when non-empty), without the LF
+/// Iterates over the lines of `data` (the last one with or without its LF), without the LF
 /// and without one CR before it.
 pub(crate) fn lines(data: &[u8]) -> impl Iterator<Item = &[u8]> {
     let body = data.strip_suffix(b"\n").unwrap_or(data);

@@ -168,10 +168,27 @@ fn text_columns_across_strides() {
 }
 
 /// The line index checks what the whole decoder checks without decoding, when it reaches the
-/// end: line count and the final LF.
+/// end: the line count (a last line without LF is a line).
 #[test]
-fn miscounted_or_unterminated_text_is_refused() {
-    for (data, n) in [(&b"0,1.0\n10,2.0"[..], 2u64), (&b"0,1.0\n"[..], 2)] {
+fn miscounted_text_is_refused() {
+    let data = b"0,1.0\n10,2.0";
+    let m = parse_meta(&meta("ColIdValueTextRowFormat", 10, 2, data.len(), false)).unwrap();
+    let file = MemSource::new("0", data.to_vec());
+    let inp = first_part(&m, &file);
+    let r = Region::locate(&inp, None).unwrap();
+    let mut got = Entries::default();
+    let run = RowRun {
+        row: 0,
+        first_col: 0,
+    };
+    r.rows(&file, 0, 2, run, &mut got).unwrap();
+    assert_eq!(got.cols, [0, 10]);
+    assert_eq!(got.values, [1.0f32.to_le_bytes(), 2.0f32.to_le_bytes()].concat());
+    assert_eq!(r.col_of(&file, 1, 0).unwrap(), 10);
+    r.check_all(&file).unwrap();
+    assert_eq!(decode_by_range(&inp).unwrap().cols, [0, 10]);
+
+    for (data, n) in [(&b"0,1.0\n10,2.0"[..], 3u64), (&b"0,1.0\n"[..], 2)] {
         let m = parse_meta(&meta("ColIdValueTextRowFormat", 10, n, data.len(), false)).unwrap();
         let file = MemSource::new("0", data.to_vec());
         let inp = first_part(&m, &file);

@@ -98,7 +98,7 @@ fn fixture(case: &str) -> PathBuf {
 
 #[test]
 fn angel_fixture_matrices_round_trip() {
-    for case in ["formats", "numbers", "lr35", "tree"] {
+    for case in ["formats", "numbers", "lr35", "tree", "nolf"] {
         let m = open_model(&fixture(case));
         for (name, t) in tensors(&*m) {
             let name = format!("{case}/{}", String::from_utf8_lossy(&name));
