@@ -255,17 +255,46 @@ fn mount_t_fuse_modelfs_and_fstab() {
         eprintln!("skipping mount -t / fstab checks: they need root (mount(8) helpers)");
         return;
     }
-    // mount(8) runs /sbin/mount.fuse.modelfs for type fuse.modelfs (README: Install).
+    let tmp = tempfile::tempdir().unwrap();
+    let mnt = tmp.path().join("m");
+    std::fs::create_dir(&mnt).unwrap();
+    // Without the helper link, mount(8) runs mount.fuse3, which runs `modelfs SOURCE
+    // MOUNTPOINT -o …` by the shell's default PATH (mount passes none): a checkpoint prefix,
+    // which is no file, must mount (it was taken for a mistyped subcommand).
     let helper = Path::new("/sbin/mount.fuse.modelfs");
+    if !helper.exists() {
+        assert!(
+            Path::new("/sbin/mount.fuse3").exists(),
+            "mount.fuse3 is missing (package fuse3)"
+        );
+        let on_path = Path::new("/usr/local/bin/modelfs");
+        let _bin = if on_path.exists() {
+            HelperLink(None)
+        } else {
+            std::os::unix::fs::symlink(modelfs(), on_path).unwrap();
+            HelperLink(Some(on_path.to_path_buf()))
+        };
+        let prefix = fixture("tf1_saver/model.ckpt-1");
+        assert!(!prefix.exists());
+        let o = Command::new("mount")
+            .args(["-t", "fuse.modelfs"])
+            .arg(&prefix)
+            .arg(&mnt)
+            .args(["-o", "ro"])
+            .output()
+            .unwrap();
+        let _guard = MountGuard::adopt(mnt.clone());
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert!(mnt.join("W.txt").is_file());
+        assert!(Command::new("umount").arg(&mnt).status().unwrap().success());
+    }
+    // mount(8) runs /sbin/mount.fuse.modelfs for type fuse.modelfs (README: Install).
     let _link = if helper.exists() {
         HelperLink(None)
     } else {
         std::os::unix::fs::symlink(modelfs(), helper).unwrap();
         HelperLink(Some(helper.to_path_buf()))
     };
-    let tmp = tempfile::tempdir().unwrap();
-    let mnt = tmp.path().join("m");
-    std::fs::create_dir(&mnt).unwrap();
     let src = fixture("dtypes/ckpt");
     let st = Command::new("mount")
         .args(["-t", "fuse.modelfs"])

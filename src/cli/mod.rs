@@ -493,8 +493,7 @@ fn helper_args(mut args: Vec<OsString>) -> Vec<OsString> {
     let helper_shape = || {
         let source = args.get(1).map(Path::new);
         let mountpoint = args.get(2).map(Path::new);
-        source.is_some_and(|s| s.exists() || s.to_string_lossy().contains("://"))
-            && mountpoint.is_some_and(Path::is_dir)
+        source.is_some_and(names_a_source) && mountpoint.is_some_and(Path::is_dir)
     };
     let positional = first
         .as_deref()
@@ -504,6 +503,33 @@ fn helper_args(mut args: Vec<OsString>) -> Vec<OsString> {
         args.insert(1, "mount".into());
     }
     args
+}
+
+/// Whether `s` can be a SOURCE as mount(8) passes it: a path that exists, a URL, or a
+/// checkpoint prefix — a name that is no file itself but the start of files beside it
+/// (`P.index`, `P.data-…`, V1's `P-00000-of-00001`).
+fn names_a_source(s: &Path) -> bool {
+    if s.exists() || s.to_string_lossy().contains("://") {
+        return true;
+    }
+    let (Some(dir), Some(name)) = (s.parent(), s.file_name()) else {
+        return false;
+    };
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    let prefix = name.as_encoded_bytes();
+    std::fs::read_dir(dir).is_ok_and(|entries| {
+        entries.flatten().any(|e| {
+            let n = e.file_name();
+            let n = n.as_encoded_bytes();
+            n.len() > prefix.len()
+                && n.starts_with(prefix)
+                && matches!(n[prefix.len()], b'.' | b'-')
+        })
+    })
 }
 
 /// Applies every `-o` argument in order; unknown options are usage errors.
@@ -598,6 +624,18 @@ mod tests {
         assert_eq!(url[1], "mount");
         let helper = helper_args(args(&["/sbin/mount.fuse.modelfs", "x", "y"]));
         assert_eq!(helper[1], "mount");
+        // mount.fuse3's form with a checkpoint prefix (no file of that name exists) and a V1
+        // shard prefix; a name that starts no file beside it is not a source.
+        let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+        for prefix in ["fixtures/tf/tf1_saver/model.ckpt-1", "fixtures/tf/tf1_saver/model"] {
+            let p = here.join(prefix);
+            assert!(!p.exists());
+            let shaped = helper_args(vec!["modelfs".into(), p.clone().into(), mnt.into()]);
+            assert_eq!(shaped[1], "mount", "{prefix}");
+        }
+        let none = here.join("fixtures/tf/tf1_saver/nothing");
+        let not = helper_args(vec!["modelfs".into(), none.into(), mnt.into()]);
+        assert_ne!(not[1], "mount");
     }
 
     /// Issue 26 item 8: every command that opens a source explains SOURCE and OPTIONS in its
