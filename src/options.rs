@@ -149,14 +149,48 @@ pub(crate) fn parse_size(s: &str) -> Result<u64, OptionError> {
         .ok_or_else(|| OptionError(format!("bad size '{s}'")))
 }
 
+/// How `cache=` is shared between the memory caches of a mount — the one place the shares
+/// are set, so that together they are `cache=`: what a reader or a view renders, a row, a
+/// fetched block or an index block is kept only in one of these.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Budget {
+    /// Rendered text chunks and other byte blocks of layouts and views (the rest).
+    pub chunks: u64,
+    /// Rendered rows of `NAME.rows/` (1/32).
+    pub rows: u64,
+    /// Index (SSTable) blocks of TensorFlow checkpoints (1/8).
+    pub index_blocks: u64,
+    /// Fetched blocks of a remote source, read-ahead included (1/4; unused for a local one).
+    pub remote_blocks: u64,
+}
+
+impl Budget {
+    pub fn of(cache: u64) -> Budget {
+        let (rows, index_blocks, remote_blocks) = (cache / 32, cache / 8, cache / 4);
+        let b = Budget {
+            chunks: cache - rows - index_blocks - remote_blocks,
+            rows,
+            index_blocks,
+            remote_blocks,
+        };
+        debug_assert_eq!(b.chunks + b.rows + b.index_blocks + b.remote_blocks, cache);
+        b
+    }
+}
+
 impl Options {
-    /// What the readers take from these options: the TF index blocks get a quarter of
+    /// The shares of `cache=`.
+    pub fn budget(&self) -> Budget {
+        Budget::of(self.cache_bytes)
+    }
+
+    /// What the readers take from these options: the TF index blocks get their share of
     /// `cache=` (at least 4 MiB); nothing persists (see `reader_for`).
     pub fn reader(&self) -> ReaderOptions {
         ReaderOptions {
             verify: self.verify == Verify::Crc,
             sep: self.sep.clone(),
-            block_cache_bytes: (self.cache_bytes / 4).max(4 << 20),
+            block_cache_bytes: self.budget().index_blocks.max(4 << 20),
             verdicts: None,
             indexes: None,
             key_index_dir: None,
@@ -184,13 +218,13 @@ impl Options {
         Some(DiskStore::shared(dir, source, self.cache_max))
     }
 
-    /// Settings of a remote source: fetched blocks get half of `cache=`.
+    /// Settings of a remote source: fetched blocks get their share of `cache=`.
     pub fn remote(&self) -> crate::source::remote::RemoteSettings {
         crate::source::remote::RemoteSettings {
             endpoint: self.endpoint.clone(),
             region: self.region.clone(),
             profile: self.profile.clone(),
-            cache_bytes: self.cache_bytes / 2,
+            cache_bytes: self.budget().remote_blocks,
             disk: self.cache_dir.clone().map(|d| (d, self.cache_max)),
         }
     }
@@ -452,6 +486,11 @@ mod tests {
         o.apply("threads=3,cache=1G,verify=none,sep=tab").unwrap();
         assert_eq!(o.threads, 3);
         assert_eq!(o.cache_bytes, 1 << 30);
+        // The shares add up to `cache=`, whatever it is.
+        for cache in [0, 1, 31, 32 << 20, 1 << 30, (1 << 30) + 7, u64::MAX / 2] {
+            let b = Budget::of(cache);
+            assert_eq!(b.chunks + b.rows + b.index_blocks + b.remote_blocks, cache);
+        }
         assert_eq!(o.verify, Verify::None);
         assert_eq!(o.sep, "\t");
         assert!(o.apply("bogus=1").is_err());

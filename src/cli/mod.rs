@@ -627,7 +627,10 @@ mod tests {
         // mount.fuse3's form with a checkpoint prefix (no file of that name exists) and a V1
         // shard prefix; a name that starts no file beside it is not a source.
         let here = Path::new(env!("CARGO_MANIFEST_DIR"));
-        for prefix in ["fixtures/tf/tf1_saver/model.ckpt-1", "fixtures/tf/tf1_saver/model"] {
+        for prefix in [
+            "fixtures/tf/tf1_saver/model.ckpt-1",
+            "fixtures/tf/tf1_saver/model",
+        ] {
             let p = here.join(prefix);
             assert!(!p.exists());
             let shaped = helper_args(vec!["modelfs".into(), p.clone().into(), mnt.into()]);

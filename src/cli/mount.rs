@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use fuser::{Session, SessionUnmounter};
 
-use crate::fs::fuse::{fsname_for, mount_config, start_size_pass, ModelFs};
+use crate::fs::fuse::{fsname_for, mount_config, start_notices, ModelFs};
 use crate::fs::Tree;
 use crate::options::Options;
 
@@ -240,7 +240,7 @@ fn serve(
         }
     };
     spawn_signal_thread(session.unmount_callable(), mountpoint.to_path_buf());
-    let sizes = start_size_pass(&tree, session.notifier());
+    let sizes = start_notices(&tree, session.notifier());
     log::info!("mounted on {}", mountpoint.display());
     let daemon = notifier.is_daemon();
     let log_file = notifier.log_file();

@@ -59,30 +59,58 @@ fn attr_ttl(a: &Attr) -> Duration {
     }
 }
 
-/// Starts the background size pass of a mount: sizes learnt after a placeholder was reported
-/// invalidate the kernel's inode (from a thread of its own: never from inside a request).
-pub(crate) fn start_size_pass(tree: &Arc<Tree>, notifier: fuser::Notifier) -> Arc<SizePass> {
-    let (tx, rx) = std::sync::mpsc::channel::<u64>();
+/// What the kernel is told without being asked.
+enum Notice {
+    /// A size was learnt after a placeholder was reported: drop the cached attributes.
+    Size(u64),
+    /// A row held too long: drop the entry, so that the kernel forgets the node.
+    Entry(u64, String),
+}
+
+/// Starts the notices of a mount — its background size pass, and the rows the kernel is
+/// asked to let go of — sent from a thread of their own, never from inside a request (the
+/// kernel may wait on that request).
+pub(crate) fn start_notices(tree: &Arc<Tree>, notifier: fuser::Notifier) -> Arc<SizePass> {
+    let (tx, rx) = std::sync::mpsc::channel::<Notice>();
     let spawned = std::thread::Builder::new()
         .name("modelfs-notify".into())
         .spawn(move || {
-            for ino in rx {
-                if let Err(e) = notifier.inval_inode(INodeNo(ino), 0, 0) {
-                    // ENOENT: the kernel has forgotten the inode; nothing to invalidate.
-                    log::debug!("invalidating inode {ino}: {e}");
+            for notice in rx {
+                // ENOENT: the kernel holds nothing for it; nothing to drop.
+                let sent = match &notice {
+                    Notice::Size(ino) => notifier.inval_inode(INodeNo(*ino), 0, 0),
+                    Notice::Entry(parent, name) => {
+                        notifier.inval_entry(INodeNo(*parent), OsStr::new(name))
+                    }
+                };
+                if let Err(e) = sent {
+                    log::debug!("invalidating {:?}: {e}", Notice::describe(&notice));
                 }
             }
         });
     if let Err(e) = spawned {
-        log::warn!("no inode invalidation thread ({e})");
+        log::warn!("no invalidation thread ({e})");
     }
+    let evict = std::sync::Mutex::new(tx.clone());
+    tree.listen_evictions(Box::new(move |parent, name| {
+        let _ = evict.lock().map(|t| t.send(Notice::Entry(parent, name)));
+    }));
     let tx = std::sync::Mutex::new(tx);
     SizePass::start(
         tree,
         Box::new(move |ino| {
-            let _ = tx.lock().map(|t| t.send(ino));
+            let _ = tx.lock().map(|t| t.send(Notice::Size(ino)));
         }),
     )
+}
+
+impl Notice {
+    fn describe(&self) -> String {
+        match self {
+            Notice::Size(ino) => format!("inode {ino}"),
+            Notice::Entry(parent, name) => format!("entry {name} of inode {parent}"),
+        }
+    }
 }
 
 fn file_type(kind: FileKind) -> FileType {
@@ -199,17 +227,42 @@ impl Filesystem for ModelFs {
     }
 
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        let attr = self
+        let ino = match self.tree.lookup(parent.0, name.as_bytes()) {
+            Ok(ino) => ino,
+            Err(e) => return reply.error(errno(&e)),
+        };
+        match self
             .tree
-            .lookup_ino(parent.0, name.as_bytes())
-            .and_then(|ino| {
-                self.tree
-                    .getattr_for(ino, &Caller::new(&self.tree, ino, req.pid()))
-            });
-        match attr {
+            .getattr_for(ino, &Caller::new(&self.tree, ino, req.pid()))
+        {
             Ok(a) => reply.entry_with_ttls(&attr_ttl(&a), &TTL, &to_fuse(&a), Generation(0)),
-            Err(e) => reply.error(errno(&e)),
+            Err(e) => {
+                // The kernel takes nothing from an error reply.
+                self.tree.forget(ino, 1);
+                reply.error(errno(&e))
+            }
         }
+    }
+
+    /// (BATCH_FORGET comes here too: fuser's default splits it.)
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        self.tree.forget(ino.0, nlookup);
+    }
+
+    /// No file here is a terminal or takes an ioctl: ENOTTY, what `isatty` and the probes of
+    /// shells and editors expect, without fuser's "not implemented" log line for each.
+    fn ioctl(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _flags: fuser::IoctlFlags,
+        _cmd: u32,
+        _in_data: &[u8],
+        _out_size: u32,
+        reply: fuser::ReplyIoctl,
+    ) {
+        reply.error(Errno::ENOTTY);
     }
 
     fn getattr(&self, req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {

@@ -29,11 +29,12 @@ mod tree_tests;
 pub(crate) use error::FsError;
 pub(crate) use tree::{FileKind, Ino, Tree, TreeConfig, ROOT_INO};
 
-/// The rendering context of a mount (or of `ls`/`cat`) built from its options: `cache=`
-/// bounds the chunk cache, `cache_dir=` (unless `none`) keeps the chunk indexes of `source`
-/// (as shown: an absolute path or a URL) across mounts.
+/// The rendering context of a mount (or of `ls`/`cat`) built from its options: the chunk and
+/// row caches get their shares of `cache=` (`Budget`), `cache_dir=` (unless `none`) keeps the
+/// chunk indexes of `source` (as shown: an absolute path or a URL) across mounts.
 pub(crate) fn layout_ctx(opts: &Options, source: &str) -> Arc<LayoutCtx> {
-    let cache = ChunkCache::new(opts.cache_bytes);
+    let budget = opts.budget();
+    let cache = ChunkCache::new(budget.chunks);
     if let Some(store) = opts.store(source) {
         cache.set_offset_store(store);
     }
@@ -43,6 +44,7 @@ pub(crate) fn layout_ctx(opts: &Options, source: &str) -> Arc<LayoutCtx> {
         layouts: opts.layouts.clone(),
         sparse_default: !opts.layouts_chosen,
         cache: Arc::new(cache),
+        rows: Arc::new(ChunkCache::new(budget.rows)),
         angel_format: opts.angel_format,
         faults: Default::default(),
     })

@@ -2,9 +2,9 @@
 //! contents and extended attributes. `fs::fuse` and the CLI (`ls`, `cat`) both drive this.
 //!
 //! Invariants:
-//! - Inode numbers are assigned lazily on first lookup/readdir of a (parent, name), are never
-//!   reused and never freed for the life of the tree (the source is immutable, so a name
-//!   always denotes the same node). Inode 1 is the root.
+//! - Inode numbers are assigned lazily on first lookup/readdir of a (parent, name) and never
+//!   reused; a file node the kernel has forgotten may be freed (`nodes`: which, and when), and
+//!   its name gets a new number on its next lookup. Inode 1 is the root.
 //! - A directory's listing is computed once (metadata only) and cached in its node.
 //! - A file's content object is opened once and cached in its node; failures are not cached.
 //! - A file's size, once known, never changes. A text file whose size is not known yet (and is
@@ -16,7 +16,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::SystemTime;
 
 use crate::layout::views::{self, ViewEntry};
@@ -30,6 +30,7 @@ use super::listing::{self, Listing, ModelPath, NodeKind};
 use super::names;
 
 mod hidden;
+mod nodes;
 mod rows;
 
 pub(crate) type Ino = u64;
@@ -151,6 +152,8 @@ pub(crate) struct Node {
     pub(crate) kind: NodeKind,
     listing: OnceLock<Arc<Listing>>,
     opened: OnceLock<Arc<Opened>>,
+    /// The kernel's lookup count (`nodes`).
+    lookups: AtomicU64,
 }
 
 impl Node {
@@ -162,6 +165,7 @@ impl Node {
             kind,
             listing: OnceLock::new(),
             opened: OnceLock::new(),
+            lookups: AtomicU64::new(0),
         }
     }
 
@@ -170,23 +174,19 @@ impl Node {
     }
 }
 
-#[derive(Default)]
-struct Inodes {
-    /// `nodes[i]` has inode `i + 1`.
-    nodes: Vec<Arc<Node>>,
-    by_name: HashMap<(Ino, String), Ino>,
-}
-
 type ViewSlot = Arc<Memo<Result<Arc<views::View>, String>>>;
 
 /// Told about files whose size became known after a placeholder was reported.
 pub(crate) type SizeListener = Box<dyn Fn(Ino) + Send + Sync>;
 
+/// Told about entries (parent, name) the kernel should let go of (rows held too long).
+pub(crate) type EvictListener = Box<dyn Fn(Ino, String) + Send + Sync>;
+
 pub(crate) struct Tree {
     model: Arc<dyn Model>,
     ctx: Arc<LayoutCtx>,
     cfg: TreeConfig,
-    inodes: RwLock<Inodes>,
+    nodes: nodes::Nodes,
     /// The hidden views by model root and view, each built on its first lookup (the map's
     /// lock is held only to find or add a slot, never while building).
     views: Mutex<HashMap<(ModelPath, usize), ViewSlot>>,
@@ -194,6 +194,8 @@ pub(crate) struct Tree {
     on_unknown: OnceLock<SizeListener>,
     /// Files whose size became known after a placeholder was reported (kernel invalidation).
     on_learnt: OnceLock<SizeListener>,
+    /// Entries the kernel should let go of (kernel invalidation).
+    on_evict: OnceLock<EvictListener>,
 }
 
 impl Tree {
@@ -206,18 +208,15 @@ impl Tree {
                 path: Arc::from(Vec::new()),
             },
         );
-        let inodes = Inodes {
-            nodes: vec![Arc::new(root)],
-            by_name: HashMap::new(),
-        };
         Tree {
             model,
             ctx,
             cfg,
-            inodes: RwLock::new(inodes),
+            nodes: nodes::Nodes::new(root),
             views: Default::default(),
             on_unknown: OnceLock::new(),
             on_learnt: OnceLock::new(),
+            on_evict: OnceLock::new(),
         }
     }
 
@@ -228,25 +227,45 @@ impl Tree {
         let _ = self.on_learnt.set(on_learnt);
     }
 
-    /// Number of inodes assigned so far.
+    /// Sets who hears of entries the kernel should let go of. Once per tree.
+    pub(crate) fn listen_evictions(&self, on_evict: EvictListener) {
+        let _ = self.on_evict.set(on_evict);
+    }
+
+    /// Number of nodes in the table now.
     pub(crate) fn inode_count(&self) -> u64 {
-        self.inodes
-            .read()
-            .map(|t| t.nodes.len() as u64)
-            .unwrap_or(0)
+        self.nodes.len()
     }
 
     pub(crate) fn node(&self, ino: Ino) -> Result<Arc<Node>, FsError> {
-        let index = ino.checked_sub(1).ok_or(FsError::NotFound)?;
-        let table = self
-            .inodes
-            .read()
-            .map_err(|_| FsError::Io("inode table poisoned".into()))?;
-        usize::try_from(index)
-            .ok()
-            .and_then(|i| table.nodes.get(i))
-            .cloned()
-            .ok_or(FsError::NotFound)
+        self.nodes.get(ino)
+    }
+
+    /// The kernel's LOOKUP: `lookup_ino`, counted for the kernel (see `nodes`). Undo with
+    /// `forget(ino, 1)` when the reply fails.
+    pub(crate) fn lookup(&self, parent: Ino, name: &[u8]) -> Result<Ino, FsError> {
+        loop {
+            let ino = self.lookup_ino(parent, name)?;
+            match self.nodes.hold(ino)? {
+                // Forgotten between the two: look again (it gets a new node).
+                None => continue,
+                Some(false) => return Ok(ino),
+                Some(true) => {
+                    let evict = self.nodes.took_row(ino);
+                    if let Some(f) = self.on_evict.get() {
+                        for (parent, name) in evict {
+                            f(parent, name);
+                        }
+                    }
+                    return Ok(ino);
+                }
+            }
+        }
+    }
+
+    /// The kernel's FORGET: it let go of `n` lookups of `ino`.
+    pub(crate) fn forget(&self, ino: Ino, n: u64) {
+        self.nodes.forget(ino, n);
     }
 
     /// The cached listing of a directory node.
@@ -301,37 +320,12 @@ impl Tree {
 
     /// The inode of `name` in `parent` if one was assigned.
     fn known_child(&self, parent: Ino, name: &str) -> Result<Option<Ino>, FsError> {
-        let table = self
-            .inodes
-            .read()
-            .map_err(|_| FsError::Io("inode table poisoned".into()))?;
-        Ok(table.by_name.get(&(parent, name.to_string())).copied())
+        self.nodes.known_child(parent, name)
     }
 
     /// The inode of `child` of `parent`, assigning one on first sight.
     fn child_ino(&self, parent: Ino, child: &listing::Child) -> Result<Ino, FsError> {
-        let key = (parent, child.name.clone());
-        {
-            let table = self
-                .inodes
-                .read()
-                .map_err(|_| FsError::Io("inode table poisoned".into()))?;
-            if let Some(&ino) = table.by_name.get(&key) {
-                return Ok(ino);
-            }
-        }
-        let mut table = self
-            .inodes
-            .write()
-            .map_err(|_| FsError::Io("inode table poisoned".into()))?;
-        if let Some(&ino) = table.by_name.get(&key) {
-            return Ok(ino);
-        }
-        let ino = table.nodes.len() as Ino + 1;
-        let node = Node::new(ino, parent, child.name.clone(), child.kind.clone());
-        table.nodes.push(Arc::new(node));
-        table.by_name.insert(key, ino);
-        Ok(ino)
+        self.nodes.child(parent, child)
     }
 
     /// The inode of `name` in directory `parent`, without computing its attributes.

@@ -152,6 +152,9 @@ pub struct LayoutCtx {
     /// lines); `layouts=` names dense forms when they are wanted.
     pub sparse_default: bool,
     pub cache: Arc<cache::ChunkCache>,
+    /// Rendered rows (`NAME.rows/`), apart from the chunks so that ids looked up for weeks
+    /// take their small share of `cache=` and no more.
+    pub rows: Arc<cache::ChunkCache>,
     /// `angel_format=`: the format of the `.angel/` view (else its default).
     pub angel_format: Option<AngelFormat>,
     /// Each tensor's last read error (its `.json`'s `last_error`).

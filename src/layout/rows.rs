@@ -3,9 +3,12 @@
 
 use serde_json::json;
 
+use std::sync::Arc;
+
 use super::binary::{npy_descr, npy_header, ElemMap};
+use super::cache::ChunkCache;
 use super::elements::decode;
-use super::LayoutError;
+use super::{FileContent, InconsistentRows, LayoutError, Requester};
 use crate::model::{DType, KeyKind, RowHit, Tensor};
 
 /// The files a row has, by suffix.
@@ -143,6 +146,79 @@ impl FoundRow {
             })),
             "values": values,
         })
+    }
+}
+
+/// A row file whose bytes live in the chunk cache (bounded by `cache=`) and are rendered
+/// again on a miss: a mount that looks ids up for weeks keeps a few words per row file the
+/// kernel holds, not the row.
+pub(crate) struct RowContent {
+    tensor: Arc<dyn Tensor>,
+    id: i64,
+    file: RowFile,
+    size: u64,
+    cache: Arc<ChunkCache>,
+    /// The rendered bytes' key in `cache` (block 0).
+    namespace: u64,
+}
+
+impl RowContent {
+    /// Row `id` of `tensor` as file `file`, found and rendered once (so its size is exact
+    /// at once); `None` when the tensor has no such row or file.
+    pub(crate) fn open(
+        tensor: Arc<dyn Tensor>,
+        id: i64,
+        file: RowFile,
+        cache: Arc<ChunkCache>,
+    ) -> Result<Option<RowContent>, LayoutError> {
+        let Some(bytes) = render_row(&*tensor, id, file)? else {
+            return Ok(None);
+        };
+        let namespace = cache.new_namespace();
+        let size = bytes.len() as u64;
+        cache.insert(namespace, 0, Arc::new(bytes));
+        Ok(Some(RowContent {
+            tensor,
+            id,
+            file,
+            size,
+            cache,
+            namespace,
+        }))
+    }
+
+    fn bytes(&self) -> Result<Arc<Vec<u8>>, LayoutError> {
+        if let Some(b) = self.cache.get(self.namespace, 0) {
+            return Ok(b);
+        }
+        // The source does not change under a mount: the row renders as it did.
+        let b = render_row(&*self.tensor, self.id, self.file)?
+            .filter(|b| b.len() as u64 == self.size)
+            .ok_or(InconsistentRows)?;
+        let b = Arc::new(b);
+        self.cache.insert(self.namespace, 0, b.clone());
+        Ok(b)
+    }
+}
+
+fn render_row(tensor: &dyn Tensor, id: i64, file: RowFile) -> Result<Option<Vec<u8>>, LayoutError> {
+    Ok(find(tensor, id)?.and_then(|row| row.render(tensor, file)))
+}
+
+impl FileContent for RowContent {
+    fn known_size(&self) -> Option<u64> {
+        Some(self.size)
+    }
+    fn size_for(&self, _req: &dyn Requester) -> Result<u64, LayoutError> {
+        Ok(self.size)
+    }
+    fn read_for(
+        &self,
+        offset: u64,
+        buf: &mut [u8],
+        _req: &dyn Requester,
+    ) -> Result<usize, LayoutError> {
+        Ok(super::views::copy_at(&self.bytes()?, offset, buf))
     }
 }
 

@@ -19,6 +19,7 @@ fn ctx_with(layouts: Vec<Layout>, max_dense: u64) -> Arc<LayoutCtx> {
         layouts,
         sparse_default: false,
         cache: Arc::new(ChunkCache::new(64 << 20).with_threads(2)),
+        rows: Arc::new(ChunkCache::new(1 << 20)),
         angel_format: None,
         faults: Default::default(),
     })

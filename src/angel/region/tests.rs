@@ -183,7 +183,10 @@ fn miscounted_text_is_refused() {
     };
     r.rows(&file, 0, 2, run, &mut got).unwrap();
     assert_eq!(got.cols, [0, 10]);
-    assert_eq!(got.values, [1.0f32.to_le_bytes(), 2.0f32.to_le_bytes()].concat());
+    assert_eq!(
+        got.values,
+        [1.0f32.to_le_bytes(), 2.0f32.to_le_bytes()].concat()
+    );
     assert_eq!(r.col_of(&file, 1, 0).unwrap(), 10);
     r.check_all(&file).unwrap();
     assert_eq!(decode_by_range(&inp).unwrap().cols, [0, 10]);

@@ -11,8 +11,9 @@ use std::sync::Arc;
 
 use super::{FsError, Ino, Opened, Tree};
 use crate::fs::listing::{Child, Listing, ModelPath, NodeKind};
-use crate::layout::rows::{self as layout_rows, RowFile};
+use crate::layout::rows::{self as layout_rows, RowContent, RowFile};
 use crate::layout::views::Bytes;
+use crate::layout::FileContent;
 use crate::model::Tensor;
 
 /// The one name a rows directory lists.
@@ -33,12 +34,17 @@ pub(super) fn listing(tensor: &ModelPath) -> Listing {
 impl Opened {
     /// A small file held whole, its size known.
     fn whole(bytes: Vec<u8>, tensor: Arc<dyn Tensor>) -> Opened {
+        Opened::sized(Arc::new(Bytes(bytes)), tensor)
+    }
+
+    /// A small file of known size.
+    fn sized(content: Arc<dyn FileContent>, tensor: Arc<dyn Tensor>) -> Opened {
         Opened {
             mtime: tensor.meta().mtime,
             cheap: true,
-            size: AtomicU64::new(bytes.len() as u64),
+            size: AtomicU64::new(content.known_size().unwrap_or(0)),
             tensor: Some(tensor),
-            content: Arc::new(Bytes(bytes)),
+            content,
             placeholder: AtomicBool::new(false),
             seeking: AtomicU32::new(0),
         }
@@ -120,15 +126,14 @@ impl Tree {
         file: RowFile,
     ) -> Result<Opened, FsError> {
         let t = self.model.tensor(tensor)?;
-        let row = layout_rows::find(&*t, id)
+        let content = RowContent::open(t.clone(), id, file, self.ctx.rows.clone())
             .map_err(|e| {
                 let e = FsError::from(e);
                 log::error!("{}: row {id}: {e}", String::from_utf8_lossy(&t.meta().name));
                 e
             })?
             .ok_or(FsError::NotFound)?;
-        let bytes = row.render(&*t, file).ok_or(FsError::NotFound)?;
-        Ok(Opened::whole(bytes, t))
+        Ok(Opened::sized(Arc::new(content), t))
     }
 
     pub(super) fn open_rows_readme(&self, tensor: &ModelPath) -> Result<Opened, FsError> {

@@ -35,6 +35,7 @@ fn ctx_with(sep: &str, max_dense: u64) -> Arc<LayoutCtx> {
         layouts: vec![],
         sparse_default: false,
         cache: Arc::new(ChunkCache::new(64 << 20)),
+        rows: Arc::new(ChunkCache::new(1 << 20)),
         angel_format: None,
         faults: Default::default(),
     })
@@ -498,6 +499,7 @@ fn reads_touch_only_what_they_need() {
         layouts: vec![],
         sparse_default: false,
         cache: c.cache.clone(),
+        rows: c.rows.clone(),
         angel_format: None,
         faults: Default::default(),
     });

@@ -21,6 +21,7 @@ fn ctx(format: Option<AngelFormat>) -> Arc<LayoutCtx> {
         layouts: vec![],
         sparse_default: false,
         cache: Arc::new(ChunkCache::new(64 << 20)),
+        rows: Arc::new(ChunkCache::new(1 << 20)),
         angel_format: format,
         faults: Default::default(),
     })

@@ -344,6 +344,7 @@ mod tests {
             layouts: vec![],
             sparse_default: false,
             cache: Arc::new(cache),
+            rows: Arc::new(crate::layout::cache::ChunkCache::new(1 << 20)),
             angel_format: None,
             faults: Default::default(),
         });

@@ -9,7 +9,7 @@ use crate::tf::dtype;
 use crate::tf::proto::{BundleEntryProto, TensorSliceProto};
 
 /// Where a plain entry's bytes are.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct DataLoc {
     pub shard: u32,
     pub offset: u64,

@@ -8,6 +8,8 @@ pub mod tensor;
 pub mod varlen;
 
 use std::collections::HashMap;
+
+use entry::DataLoc;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
@@ -126,6 +128,10 @@ pub struct Bundle {
     verdicts: std::sync::OnceLock<Arc<dyn VerdictStore>>,
     /// Opened shards; the lock is never held while a file is opened.
     shards: Mutex<HashMap<u32, Arc<dyn ReadAt>>>,
+    /// Locations of large entries whose checksum passed during this mount: every tensor
+    /// object made of one entry (a file of each layout, each row lookup) shares the verdict,
+    /// with or without a `cache_dir`. At most one per entry of the index.
+    verified: Mutex<std::collections::HashSet<DataLoc>>,
 }
 
 impl std::fmt::Debug for Bundle {
@@ -174,6 +180,7 @@ impl Bundle {
             opener,
             verdicts: std::sync::OnceLock::new(),
             shards: Mutex::new(HashMap::new()),
+            verified: Mutex::default(),
         })
     }
 
@@ -184,6 +191,18 @@ impl Bundle {
 
     pub fn verdict_store(&self) -> Option<&Arc<dyn VerdictStore>> {
         self.verdicts.get()
+    }
+
+    /// Whether the checksum of the entry at `loc` passed during this mount.
+    pub(crate) fn passed(&self, loc: DataLoc) -> bool {
+        self.verified.lock().is_ok_and(|v| v.contains(&loc))
+    }
+
+    /// Notes that the checksum of the entry at `loc` passed.
+    pub(crate) fn mark_passed(&self, loc: DataLoc) {
+        if let Ok(mut v) = self.verified.lock() {
+            v.insert(loc);
+        }
     }
 
     pub fn shard_name(&self, shard: u32) -> String {

@@ -16,6 +16,9 @@ use crate::tf::dtype::{swap_in_place, swap_width};
 /// (checking them costs tens of milliseconds or more; small ones are cheaper to re-check than
 /// a cache file is to read).
 pub(crate) const PERSIST_VERDICT_MIN: u64 = 64 << 20;
+/// Entries at least this large share their verdict between tensor objects (`Bundle::passed`):
+/// checking them again costs more than a lookup in a set.
+const SHARE_VERDICT_MIN: u64 = 1 << 20;
 
 /// Why a bundle tensor's bytes cannot be served (source errors travel as `ModelError::Source`).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -193,6 +196,10 @@ impl TfTensor {
             .then(|| self.bundle.verdict_store().zip(self.cache_identity()))
             .flatten()
             .map(|(store, id)| (store, format!("crc32c {id}")));
+        let shared = loc.size >= SHARE_VERDICT_MIN;
+        if shared && self.bundle.passed(loc) {
+            return Ok(Ok(()));
+        }
         if let Some((store, key)) = &remembered {
             if store.is_verified(key) {
                 return Ok(Ok(()));
@@ -226,6 +233,9 @@ impl TfTensor {
         file.check_consistent()?;
         if let Some((store, key)) = &remembered {
             store.mark_verified(key);
+        }
+        if shared {
+            self.bundle.mark_passed(loc);
         }
         Ok(Ok(()))
     }

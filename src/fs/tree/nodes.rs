@@ -1,0 +1,158 @@
+//! The node table: inode numbers, the nodes behind them, and how long they live.
+//!
+//! Invariants:
+//! - An inode number is handed out once and never reused (numbers are 64-bit and counted up),
+//!   so a stale number can only miss, never reach another node. Inode 1 is the root.
+//! - `lookups` of a node is the kernel's lookup count of it (FUSE: every LOOKUP reply adds
+//!   one, FORGET subtracts what the kernel let go). A node stays in the table, with its
+//!   number and content, while that count is above zero.
+//! - A node whose count returns to zero is removed when it is *forgettable*: a file or a
+//!   symlink whose content is cheap to open again (rows, documents, binary layouts, sized
+//!   text). Directories (which hold listings and children) and text files whose size took
+//!   a render to learn stay for the mount's life: they are bounded by the model, not by
+//!   the number of lookups. Rows are bounded by time, so they are what this is for.
+//! - The count is changed under the table's lock (read lock + atomic to add, write lock to
+//!   subtract and remove), so a lookup racing a forget either keeps the node alive or finds
+//!   it gone and makes a new one.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, RwLock};
+
+use super::{FsError, Ino, Node, ROOT_INO};
+use crate::fs::listing::{Child, NodeKind};
+
+/// Row files the kernel may hold at once before the oldest are invalidated (so that it
+/// forgets them): a serving host looks up ids for weeks, and the kernel only forgets under
+/// memory pressure. Each is a few hundred bytes here; their bytes live in the chunk cache.
+pub(crate) const HELD_ROWS: usize = 4096;
+
+pub(super) struct Nodes {
+    table: RwLock<Table>,
+    /// Row nodes in the order the kernel first took them (some may be gone already).
+    held_rows: Mutex<VecDeque<Ino>>,
+}
+
+struct Table {
+    nodes: HashMap<Ino, Arc<Node>>,
+    by_name: HashMap<(Ino, String), Ino>,
+    /// The next number to hand out.
+    next: Ino,
+}
+
+fn poisoned<T>(_: T) -> FsError {
+    FsError::Io("inode table poisoned".into())
+}
+
+impl Nodes {
+    pub(super) fn new(root: Node) -> Nodes {
+        debug_assert_eq!(root.ino, ROOT_INO);
+        Nodes {
+            table: RwLock::new(Table {
+                nodes: HashMap::from([(ROOT_INO, Arc::new(root))]),
+                by_name: HashMap::new(),
+                next: ROOT_INO + 1,
+            }),
+            held_rows: Mutex::new(VecDeque::new()),
+        }
+    }
+
+    /// Nodes in the table now.
+    pub(super) fn len(&self) -> u64 {
+        self.table.read().map_or(0, |t| t.nodes.len() as u64)
+    }
+
+    pub(super) fn get(&self, ino: Ino) -> Result<Arc<Node>, FsError> {
+        let t = self.table.read().map_err(poisoned)?;
+        t.nodes.get(&ino).cloned().ok_or(FsError::NotFound)
+    }
+
+    /// The inode of `name` in `parent` if it has one now.
+    pub(super) fn known_child(&self, parent: Ino, name: &str) -> Result<Option<Ino>, FsError> {
+        let t = self.table.read().map_err(poisoned)?;
+        Ok(t.by_name.get(&(parent, name.to_string())).copied())
+    }
+
+    /// The inode of `child` of `parent`, made on first sight (count zero: a listing or a path
+    /// walk holds nothing; `hold` counts the kernel's lookups).
+    pub(super) fn child(&self, parent: Ino, child: &Child) -> Result<Ino, FsError> {
+        let key = (parent, child.name.clone());
+        if let Some(&ino) = self.table.read().map_err(poisoned)?.by_name.get(&key) {
+            return Ok(ino);
+        }
+        let mut t = self.table.write().map_err(poisoned)?;
+        if let Some(&ino) = t.by_name.get(&key) {
+            return Ok(ino);
+        }
+        let ino = t.next;
+        t.next += 1;
+        let node = Node::new(ino, parent, child.name.clone(), child.kind.clone());
+        t.nodes.insert(ino, Arc::new(node));
+        t.by_name.insert(key, ino);
+        Ok(ino)
+    }
+
+    /// Adds one to the kernel's count of `ino`. `None`: the node is gone (forgotten since it
+    /// was found); else whether it is a row file taken for the first time.
+    pub(super) fn hold(&self, ino: Ino) -> Result<Option<bool>, FsError> {
+        let t = self.table.read().map_err(poisoned)?;
+        let Some(node) = t.nodes.get(&ino) else {
+            return Ok(None);
+        };
+        let first = node.lookups.fetch_add(1, Ordering::AcqRel) == 0;
+        Ok(Some(first && matches!(node.kind, NodeKind::Row { .. })))
+    }
+
+    /// Notes that the kernel took row file `ino`; returns the rows it should let go of
+    /// (parent and name), oldest first, so that at most `HELD_ROWS` stay held.
+    pub(super) fn took_row(&self, ino: Ino) -> Vec<(Ino, String)> {
+        let mut out = Vec::new();
+        let Ok(mut q) = self.held_rows.lock() else {
+            return out;
+        };
+        q.push_back(ino);
+        while q.len() > HELD_ROWS {
+            let Some(old) = q.pop_front() else { break };
+            if let Ok(n) = self.get(old) {
+                if n.lookups.load(Ordering::Acquire) > 0 {
+                    out.push((n.parent, n.name.clone()));
+                }
+            }
+        }
+        out
+    }
+
+    /// Subtracts `n` from the kernel's count of `ino`; at zero a forgettable node is removed.
+    pub(super) fn forget(&self, ino: Ino, n: u64) {
+        if ino == ROOT_INO {
+            return;
+        }
+        let Ok(mut t) = self.table.write() else {
+            return;
+        };
+        let Some(node) = t.nodes.get(&ino) else {
+            return;
+        };
+        let before = node.lookups.load(Ordering::Acquire);
+        debug_assert!(before >= n, "ino {ino}: forget {n} of {before} lookups");
+        let left = before.saturating_sub(n);
+        node.lookups.store(left, Ordering::Release);
+        if left > 0 || !forgettable(node) {
+            return;
+        }
+        let key = (node.parent, node.name.clone());
+        t.nodes.remove(&ino);
+        if t.by_name.get(&key) == Some(&ino) {
+            t.by_name.remove(&key);
+        }
+    }
+}
+
+/// See the module comment.
+fn forgettable(node: &Node) -> bool {
+    match &node.kind {
+        k if k.is_dir() => false,
+        NodeKind::Symlink { .. } => true,
+        _ => node.opened.get().is_none_or(|o| o.cheap),
+    }
+}
