@@ -388,6 +388,49 @@ fn mount_points_are_made_and_removed_and_umount_z_detaches() {
     assert!(log.exists(), "--log-file was not created");
 }
 
+/// `modelfs umount` returns once the daemon has ended and removed the mount point it made:
+/// a script that unmounts and mounts again does not race it, even with both cores busy.
+#[test]
+fn umount_returns_when_the_mount_point_made_is_gone() {
+    let Some(_fuse) = Fuse::check() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let mnt = tmp.path().join("made");
+    let src = fixture("dtypes/ckpt");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let load: Vec<_> = (0..2)
+        .map(|_| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut x = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+                }
+            })
+        })
+        .collect();
+    let mut left = 0;
+    for _ in 0..100 {
+        let o = run(&["mount".as_ref(), src.as_os_str(), mnt.as_os_str()]);
+        let guard = MountGuard::adopt(mnt.clone());
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let o = run(&["umount".as_ref(), mnt.as_os_str()]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        if mnt.exists() {
+            left += 1;
+            assert!(wait_until(|| !mnt.exists()));
+        }
+        drop(guard);
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for t in load {
+        t.join().unwrap();
+    }
+    assert_eq!(
+        left, 0,
+        "the mount point was still there after umount returned"
+    );
+}
+
 #[test]
 fn help_man_and_completions() {
     let help = text(&run(&["--help".as_ref()]));

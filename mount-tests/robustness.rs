@@ -477,10 +477,40 @@ fn corrupt_data_gives_eio_and_a_log_line() {
     assert!(failed[0].contains("kernel"), "{failed:?}");
     assert_eq!(noted.len(), 1, "the kernel's .json tells: {noted:?}");
     assert!(noted[0].contains("kernel"), "{noted:?}");
+    let lines_before_probe = std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .lines()
+        .count();
+    // A terminal probe (what shells and editors send to a file they open): ENOTTY, no line.
+    let first = good.keys().next().unwrap();
+    let f = std::fs::File::open(mount.path().join(first)).unwrap();
+    // SAFETY: isatty on an open descriptor.
+    assert_eq!(
+        unsafe { libc::isatty(std::os::fd::AsRawFd::as_raw_fd(&f)) },
+        0
+    );
+    assert_eq!(
+        std::io::Error::last_os_error().raw_os_error(),
+        Some(libc::ENOTTY)
+    );
+    drop(f);
+    let mnt = mount.path().to_path_buf();
     mount.unmount_and_check();
     let logged = std::fs::read_to_string(&log).unwrap_or_default();
+    // The checksum line names the data file, the mount point and the source: several mounts
+    // share one log.
+    let line = logged
+        .lines()
+        .find(|l| l.contains("stress.data-00000-of-00001") && l.contains("checksum"))
+        .unwrap_or_else(|| panic!("no log line naming the file and the problem:\n{logged}"));
     assert!(
-        logged.contains("stress.data-00000-of-00001") && logged.contains("checksum"),
-        "no log line naming the file and the problem:\n{logged}"
+        line.contains(&*mnt.to_string_lossy()) && line.contains(&*prefix.to_string_lossy()),
+        "the line does not name its mount point and source: {line}"
+    );
+    // Neither the probe nor the clean unmount logged anything.
+    assert_eq!(
+        logged.lines().count(),
+        lines_before_probe,
+        "lines after the reads:\n{logged}"
     );
 }

@@ -213,3 +213,43 @@ fn a_damaged_monolith_shard_gives_eio() {
     .is_ok());
     mount.unmount_and_check();
 }
+
+/// A mount that looks ids up for ever stays small: the kernel is made to let go of the rows
+/// it holds past a bound (invalidated, then forgotten), so the daemon's node table — what
+/// `statfs` counts as files — stays bounded, and every row read is right.
+#[test]
+fn rows_looked_up_for_ever_do_not_pile_up() {
+    use std::os::unix::ffi::OsStrExt;
+    let Some(fuse) = Fuse::check() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (rows, width) = (20_000usize, 8usize);
+    let values: Vec<f32> = (0..rows * width).map(|i| i as f32 * 0.25 - 7.0).collect();
+    let mut b = modelfs::tf::writer::BundleBuilder::new("emb");
+    b.add_f32(b"emb", &[rows as u64, width as u64], &values);
+    let prefix = b.write_to_dir(dir.path()).unwrap();
+    let mount = fuse.mount(&prefix, "cache_dir=none");
+    let m = mount.path();
+    let files = || {
+        let c = std::ffi::CString::new(m.as_os_str().as_bytes()).unwrap();
+        // SAFETY: statvfs into a zeroed struct of the right type.
+        let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+        assert_eq!(unsafe { libc::statvfs(c.as_ptr(), &mut st) }, 0);
+        st.f_files
+    };
+    let ids = 12_000usize;
+    let mut most = 0;
+    for k in 0..ids {
+        let id = (k * 7919) % rows;
+        let text = std::fs::read_to_string(m.join(format!("emb.rows/{id}.txt"))).unwrap();
+        let want: Vec<f32> = values[id * width..(id + 1) * width].to_vec();
+        assert_eq!(f32_text(&text), want, "row {id}");
+        if k % 500 == 0 {
+            most = most.max(files());
+        }
+    }
+    most = most.max(files());
+    // 4,096 rows held at most (fs/tree/nodes.rs), plus the root, the tensor's files, and
+    // rows whose forget is on its way.
+    assert!(most < 6_000, "{most} nodes after {ids} distinct rows");
+    mount.unmount_and_check();
+}

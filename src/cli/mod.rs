@@ -26,6 +26,7 @@ mod index_tests;
 mod inspect;
 mod mount;
 pub(crate) mod mounts;
+mod serving_lock;
 mod umount;
 
 pub(crate) const EXIT_OK: i32 = 0;
@@ -309,6 +310,10 @@ fn log_builder(debug: bool) -> env_logger::Builder {
         // "Failed to send FUSE reply": a reply to a request the kernel dropped (interrupted,
         // or the file system unmounted under it, as at Ctrl-C). Nothing a user can act on.
         b.filter_module("fuser::reply", log::LevelFilter::Off);
+        // "Failed to umount filesystem" / "Unmount failed" (EINVAL): fuser unmounting again
+        // at the end of a session the kernel has already unmounted — every clean unmount.
+        b.filter_module("fuser::session", log::LevelFilter::Error);
+        b.filter_module("fuser::mnt", log::LevelFilter::Error);
     }
     b.format(|buf, record| {
         use std::io::Write;
@@ -322,19 +327,31 @@ fn log_builder(debug: bool) -> env_logger::Builder {
             };
             let pid = std::process::id();
             let (target, args) = (record.target(), record.args());
+            let tag = MOUNT_TAG.get().map_or("", String::as_str);
             write!(
                 buf,
-                "<{}>modelfs[{pid}]: {target}: {args}",
+                "<{}>modelfs[{pid}]: {tag}{target}: {args}",
                 3 * 8 + severity
             )
         } else {
             let (level, target, args) = (record.level(), record.target(), record.args());
             let ts = buf.timestamp_millis();
-            writeln!(buf, "[{ts} {level:<5} {target}] {args}")
+            match MOUNT_TAG.get() {
+                // Several mounts share one log file: each line says which it is about.
+                Some(tag) => {
+                    let pid = std::process::id();
+                    writeln!(buf, "[{ts} {level:<5} {target}] modelfs[{pid}] {tag}{args}")
+                }
+                None => writeln!(buf, "[{ts} {level:<5} {target}] {args}"),
+            }
         }
     });
     b
 }
+
+/// `MOUNTPOINT (SOURCE): `, set by a mount before it serves: the start of each of its log
+/// lines, so that a line in a log shared by several mounts names its mount and source.
+pub(crate) static MOUNT_TAG: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 
 /// Set once the daemon's stderr is a syslog socket (`daemon::detach_stdio`): each record is
 /// then one syslog message, written in one datagram.

@@ -17,6 +17,7 @@ use crate::fs::Tree;
 use crate::options::Options;
 
 use super::daemon::{self, Forked, Notifier};
+use super::serving_lock::ServingLock;
 use super::{build_tree, mounts, umount, Failure, EXIT_MOUNT};
 
 pub(crate) fn mount(
@@ -26,6 +27,11 @@ pub(crate) fn mount(
     foreground: bool,
 ) -> Result<(), Failure> {
     let mountpoint = mounts::normalize(mountpoint);
+    let _ = super::MOUNT_TAG.set(format!(
+        "{} ({}): ",
+        mountpoint.display(),
+        super::absolute_source(source).display()
+    ));
     let created = prepare_mountpoint(&mountpoint)?;
     // A mount point modelfs created is removed again when the mount ends (or fails).
     let _created = Created(created.then(|| mountpoint.clone()));
@@ -35,7 +41,10 @@ pub(crate) fn mount(
     // child reports a failure to open it (exit 2 and the reason) as the parent would.
     if foreground {
         let tree = build_tree(source, &opts)?;
-        return serve(tree, &mountpoint, &opts, &fsname, Notifier::foreground());
+        let served = serve(tree, &mountpoint, &opts, &fsname, Notifier::foreground());
+        drop(_created);
+        ServingLock::release(&mountpoint);
+        return served;
     }
     // Warnings and errors of a background mount go somewhere by default (said below).
     let log_file = opts
@@ -81,6 +90,7 @@ pub(crate) fn mount(
                 }
             };
             drop(_created);
+            ServingLock::release(&mountpoint);
             std::process::exit(status);
         }
     }
@@ -240,6 +250,9 @@ fn serve(
         }
     };
     spawn_signal_thread(session.unmount_callable(), mountpoint.to_path_buf());
+    // Held until this process exits (after it has removed a mount point it made), so that
+    // `modelfs umount` can wait for the end of the daemon, not only of the mount.
+    ServingLock::take(mountpoint);
     let sizes = start_notices(&tree, session.notifier());
     log::info!("mounted on {}", mountpoint.display());
     let daemon = notifier.is_daemon();

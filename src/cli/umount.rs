@@ -8,6 +8,7 @@ use std::path::Path;
 use std::process::Command;
 
 use super::mounts::{self, cstring};
+use super::serving_lock::ServingLock;
 use super::{Failure, EXIT_MOUNT};
 
 fn is_root() -> bool {
@@ -90,11 +91,23 @@ pub(crate) fn umount(mountpoint: &Path, lazy: bool) -> Result<(), Failure> {
         return lazy_detach(&mp);
     }
     if is_root() {
-        umount2(&mp, 0)
+        umount2(&mp, 0)?;
     } else {
-        fusermount(&mp, false)
+        fusermount(&mp, false)?;
     }
+    // The mount is gone; its daemon still has to end (and remove a mount point it made).
+    if !ServingLock::wait_gone(&mp, DAEMON_WAIT) {
+        log::warn!(
+            "{}: unmounted, but its daemon has not ended after {} s",
+            mp.display(),
+            DAEMON_WAIT.as_secs()
+        );
+    }
+    Ok(())
 }
+
+/// How long `umount` waits for the daemon of a mount it unmounted to end.
+const DAEMON_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Detaches the mount now; the kernel finishes when the last user lets go.
 pub(crate) fn lazy_detach(mp: &Path) -> Result<(), Failure> {

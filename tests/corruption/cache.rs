@@ -70,6 +70,7 @@ fn ctx(store: &Path) -> Arc<LayoutCtx> {
         layouts: LAYOUTS.to_vec(),
         sparse_default: false,
         cache: Arc::new(cache),
+        rows: Arc::new(modelfs::layout::cache::ChunkCache::new(1 << 20)),
         angel_format: None,
         faults: Default::default(),
     })

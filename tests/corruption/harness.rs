@@ -178,6 +178,7 @@ pub fn layout_ctx(layouts: Vec<Layout>) -> Arc<LayoutCtx> {
         layouts,
         sparse_default: false,
         cache: Arc::new(ChunkCache::new(16 << 20).with_threads(1)),
+        rows: Arc::new(modelfs::layout::cache::ChunkCache::new(1 << 20)),
         angel_format: None,
         faults: Default::default(),
     })
