@@ -16,7 +16,7 @@ pub(crate) struct ServingLock;
 static HELD: std::sync::OnceLock<std::fs::File> = std::sync::OnceLock::new();
 
 impl ServingLock {
-    fn path(mp: &Path) -> Option<PathBuf> {
+    fn path(mp: &Path) -> PathBuf {
         // SAFETY: geteuid cannot fail.
         let uid = unsafe { libc::geteuid() };
         let dir = if uid == 0 {
@@ -33,13 +33,13 @@ impl ServingLock {
             .fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
                 (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
             });
-        Some(dir.join(format!("{hash:016x}.lock")))
+        dir.join(format!("{hash:016x}.lock"))
     }
 
     /// Takes the lock of `mp` for the life of this process (best effort: without it,
     /// `umount` returns when the mount is gone, as before).
     pub(crate) fn take(mp: &Path) {
-        let Some(path) = Self::path(mp) else { return };
+        let path = Self::path(mp);
         if let Some(dir) = path.parent() {
             let _ = std::fs::create_dir_all(dir);
         }
@@ -60,18 +60,14 @@ impl ServingLock {
     /// Removes the lock file of `mp` as this process ends (the lock itself goes with it).
     pub(crate) fn release(mp: &Path) {
         if HELD.get().is_some() {
-            if let Some(path) = Self::path(mp) {
-                let _ = std::fs::remove_file(path);
-            }
+            let _ = std::fs::remove_file(Self::path(mp));
         }
     }
 
     /// Waits, at most `limit`, until no process serves `mp` any more. Returns false if one
     /// still does.
     pub(crate) fn wait_gone(mp: &Path, limit: std::time::Duration) -> bool {
-        let Some(path) = Self::path(mp) else {
-            return true;
-        };
+        let path = Self::path(mp);
         let Ok(f) = std::fs::File::open(&path) else {
             // No file: no daemon took it, or it has ended (it removes it last).
             return true;

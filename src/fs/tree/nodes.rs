@@ -25,7 +25,7 @@ use crate::fs::listing::{Child, NodeKind};
 /// Row files the kernel may hold at once before the oldest are invalidated (so that it
 /// forgets them): a serving host looks up ids for weeks, and the kernel only forgets under
 /// memory pressure. Each is a few hundred bytes here; their bytes live in the chunk cache.
-pub(crate) const HELD_ROWS: usize = 4096;
+pub(super) const HELD_ROWS: usize = 4096;
 
 pub(super) struct Nodes {
     table: RwLock<Table>,
@@ -154,5 +154,101 @@ fn forgettable(node: &Node) -> bool {
         k if k.is_dir() => false,
         NodeKind::Symlink { .. } => true,
         _ => node.opened.get().is_none_or(|o| o.cheap),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table() -> Nodes {
+        let root = Node::new(
+            ROOT_INO,
+            ROOT_INO,
+            String::new(),
+            NodeKind::Dir {
+                path: Arc::from(Vec::new()),
+            },
+        );
+        Nodes::new(root)
+    }
+
+    fn child(name: &str, kind: NodeKind) -> Child {
+        Child {
+            name: name.into(),
+            kind,
+        }
+    }
+
+    /// A forgotten file is freed and its name gets a new number; a directory stays; a node
+    /// still held, or held again before the forget, stays with its number.
+    #[test]
+    fn forgotten_files_go_and_directories_stay() {
+        let t = table();
+        let link = || {
+            child(
+                "l",
+                NodeKind::Symlink {
+                    target: b"x".to_vec(),
+                },
+            )
+        };
+        let dir = child(
+            "d",
+            NodeKind::Dir {
+                path: Arc::from(vec![b"d".to_vec()]),
+            },
+        );
+        let l = t.child(ROOT_INO, &link()).unwrap();
+        let d = t.child(ROOT_INO, &dir).unwrap();
+        assert_eq!(t.child(ROOT_INO, &link()).unwrap(), l);
+        for ino in [l, d] {
+            assert_eq!(t.hold(ino).unwrap(), Some(false));
+            assert_eq!(t.hold(ino).unwrap(), Some(false));
+        }
+        t.forget(l, 1);
+        assert!(t.get(l).is_ok(), "freed while still held once");
+        t.forget(l, 1);
+        t.forget(d, 2);
+        assert!(matches!(t.get(l), Err(FsError::NotFound)));
+        assert_eq!(t.known_child(ROOT_INO, "l").unwrap(), None);
+        assert!(t.get(d).is_ok(), "a directory was freed");
+        let again = t.child(ROOT_INO, &link()).unwrap();
+        assert!(again > d, "a number was reused");
+        assert_eq!(t.hold(l).unwrap(), None, "a freed node was held");
+        t.forget(ROOT_INO, 5);
+        assert!(t.get(ROOT_INO).is_ok());
+        assert_eq!(t.len(), 3);
+    }
+
+    /// Past `HELD_ROWS` row files held, the oldest still held are handed back to be let go.
+    #[test]
+    fn rows_held_past_the_bound_are_let_go_oldest_first() {
+        let t = table();
+        let row = |id: i64| {
+            child(
+                &format!("{id}.txt"),
+                NodeKind::Row {
+                    tensor: Arc::from(vec![b"emb".to_vec()]),
+                    id,
+                    file: crate::layout::rows::RowFile::Txt,
+                },
+            )
+        };
+        let mut evicted = Vec::new();
+        for id in 0..(HELD_ROWS as i64 + 10) {
+            let ino = t.child(ROOT_INO, &row(id)).unwrap();
+            assert_eq!(t.hold(ino).unwrap(), Some(true));
+            if id == 3 {
+                // Forgotten by the kernel on its own: nothing to let go.
+                t.forget(ino, 1);
+            }
+            evicted.extend(t.took_row(ino));
+        }
+        let names: Vec<&str> = evicted.iter().map(|(_, n)| n.as_str()).collect();
+        assert_eq!(
+            names,
+            ["0.txt", "1.txt", "2.txt", "4.txt", "5.txt", "6.txt", "7.txt", "8.txt", "9.txt"]
+        );
     }
 }
