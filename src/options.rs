@@ -21,6 +21,28 @@ pub enum TextSize {
     Exact,
 }
 
+/// `-o refresh=`: how a mount follows a source that is written to while mounted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refresh {
+    /// A local source is watched (inotify); a remote one is looked at again every 5 s.
+    Default,
+    /// A local source is watched; a remote one is looked at again every this many seconds.
+    Every(std::time::Duration),
+    /// The tree of the mount's first look, for the mount's life.
+    Never,
+}
+
+impl Refresh {
+    /// How often a remote source is looked at again (`None`: never).
+    pub fn remote_period(self) -> Option<std::time::Duration> {
+        match self {
+            Refresh::Default => Some(std::time::Duration::from_secs(5)),
+            Refresh::Every(d) => Some(d),
+            Refresh::Never => None,
+        }
+    }
+}
+
 /// The options of `-o` as shell completion offers them (with `=` when they take a value);
 /// the mount(8) conventions `apply` also accepts are left out.
 pub(crate) const KEYS: &[&str] = &[
@@ -45,6 +67,7 @@ pub(crate) const KEYS: &[&str] = &[
     "region=",
     "profile=",
     "log=",
+    "refresh=",
 ];
 
 #[derive(Clone, Debug)]
@@ -81,6 +104,8 @@ pub struct Options {
     pub angel_format: Option<crate::angel::AngelFormat>,
     /// `log=FILE`: where the daemon's log goes (else `$MODELFS_LOG`, else nowhere).
     pub log_file: Option<std::path::PathBuf>,
+    /// `refresh=SECS|never`: following a source written to while mounted.
+    pub refresh: Refresh,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -114,6 +139,7 @@ impl Default for Options {
             text_size: TextSize::Auto,
             angel_format: None,
             log_file: None,
+            refresh: Refresh::Default,
         }
     }
 }
@@ -195,6 +221,7 @@ impl Options {
             indexes: None,
             key_index_dir: None,
             storage: crate::source::local(),
+            members: Arc::default(),
         }
     }
 
@@ -321,6 +348,23 @@ impl Options {
                 "endpoint" => self.endpoint = Some(need(value)?),
                 "region" => self.region = Some(need(value)?),
                 "profile" => self.profile = Some(need(value)?),
+                "refresh" => {
+                    let v = need(value)?;
+                    self.refresh = match v.as_str() {
+                        "never" => Refresh::Never,
+                        _ => Refresh::Every(
+                            v.parse::<f64>()
+                                .ok()
+                                .filter(|s| (0.1..=86_400.0).contains(s))
+                                .map(std::time::Duration::from_secs_f64)
+                                .ok_or_else(|| {
+                                    OptionError(format!(
+                                        "refresh= takes seconds (0.1 to 86400) or never, not '{v}'"
+                                    ))
+                                })?,
+                        ),
+                    }
+                }
                 "text_size" => {
                     self.text_size = match need(value)?.as_str() {
                         "auto" => TextSize::Auto,
@@ -449,6 +493,7 @@ mod tests {
                 "max_dense=" | "cache=" | "cache_max=" => "1M".to_string(),
                 "cache_dir=" => tmp.path().display().to_string(),
                 "verify=" => "none".to_string(),
+                "refresh=" => "2.5".to_string(),
                 k if k.ends_with('=') => "x".to_string(),
                 _ => String::new(),
             };

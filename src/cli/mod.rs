@@ -11,9 +11,10 @@ use std::time::SystemTime;
 
 use clap::{Parser, Subcommand};
 
+use crate::fs::live::Follow;
 use crate::fs::{Tree, TreeConfig};
 use crate::model::Model;
-use crate::options::Options;
+use crate::options::{Options, Refresh};
 use crate::source::remote;
 
 mod browse;
@@ -55,6 +56,8 @@ OPTIONS (-o, comma-separated; also in /etc/fstab):
   cache_dir=DIR|none  persistent cache (default $XDG_CACHE_HOME/modelfs or ~/.cache/modelfs)
   cache_max=SIZE   most bytes kept under cache_dir (default 1G, least recently used go first)
   verify=crc|none  check checksums on first read (default crc)
+  refresh=SECS|never  follow a source written to while mounted: a local one is watched, a
+                   remote one listed again every SECS (default 5); never: the first look only
   allow_other, allow_root, uid=N, gid=N   who may read, and the owner shown
   fsname=NAME, auto_unmount, debug (-d)   libfuse's: the mount table's source, unmount when the
                    daemon dies (needs fusermount3), debug log and foreground
@@ -580,6 +583,12 @@ fn remote_url(source: &Path) -> Option<&str> {
 /// Opens SOURCE (a local path or a URL); failures are exit status 2 with the reader's
 /// one-line reason.
 pub(crate) fn open_model(source: &Path, opts: &Options) -> Result<Arc<dyn Model>, Failure> {
+    open_source(source, opts).map(|(model, _)| model)
+}
+
+/// `open_model`, and how to open it again as it is then (the same reader options: the
+/// members opened are found again).
+fn open_source(source: &Path, opts: &Options) -> Result<(Arc<dyn Model>, Follow), Failure> {
     let mut reader = opts.reader_for(&store_name(source));
     let path = match remote_url(source) {
         Some(url) => {
@@ -590,10 +599,21 @@ pub(crate) fn open_model(source: &Path, opts: &Options) -> Result<Arc<dyn Model>
         }
         None => absolute_source(source),
     };
-    crate::detect::model_at(&path, &reader).map_err(|e| match remote_url(source) {
+    let model = crate::detect::model_at(&path, &reader).map_err(|e| match remote_url(source) {
         Some(url) => Failure::new(EXIT_SOURCE, format!("{url}: {e}")),
         None => Failure::new(EXIT_SOURCE, e.to_string()),
-    })
+    })?;
+    let local = remote_url(source).is_none();
+    let follow = Follow {
+        path: path.clone(),
+        storage: Arc::clone(&reader.storage),
+        watch: local && opts.refresh != Refresh::Never,
+        period: (!local).then(|| opts.refresh.remote_period()).flatten(),
+        reopen: Box::new(move || {
+            crate::detect::model_at(&path, &reader).map_err(|e| e.to_string())
+        }),
+    };
+    Ok((model, follow))
 }
 
 /// The source's mtime (for directories): the path itself, else `<prefix>.index`; the time of
@@ -610,14 +630,24 @@ pub(crate) fn source_mtime(source: &Path) -> SystemTime {
 
 /// The tree that a mount of SOURCE with `opts` shows.
 pub(crate) fn build_tree(source: &Path, opts: &Options) -> Result<Arc<Tree>, Failure> {
-    let model = open_model(source, opts)?;
+    build_mount_tree(source, opts).map(|(tree, _)| tree)
+}
+
+/// `build_tree`, and how the mount follows its source (`None`: `refresh=never`).
+pub(crate) fn build_mount_tree(
+    source: &Path,
+    opts: &Options,
+) -> Result<(Arc<Tree>, Option<Follow>), Failure> {
+    let (model, follow) = open_source(source, opts)?;
+    let follow = (follow.watch || follow.period.is_some()).then_some(follow);
     let mut cfg = TreeConfig::for_user(opts.uid, opts.gid, source_mtime(source));
     cfg.text_size = opts.text_size;
-    Ok(Arc::new(Tree::new(
+    let tree = Arc::new(Tree::new(
         model,
         crate::fs::layout_ctx(opts, &store_name(source)),
         cfg,
-    )))
+    ));
+    Ok((tree, follow))
 }
 
 #[cfg(test)]

@@ -18,7 +18,8 @@ use crate::options::Options;
 
 use super::daemon::{self, Forked, Notifier};
 use super::serving_lock::ServingLock;
-use super::{build_tree, mounts, umount, Failure, EXIT_MOUNT};
+use super::{build_mount_tree, mounts, umount, Failure, EXIT_MOUNT};
+use crate::fs::live::Follow;
 
 pub(crate) fn mount(
     source: &Path,
@@ -40,7 +41,7 @@ pub(crate) fn mount(
     // would not survive the fork, and opening it twice would cost its requests twice. The
     // child reports a failure to open it (exit 2 and the reason) as the parent would.
     if foreground {
-        let tree = build_tree(source, &opts)?;
+        let tree = build_mount_tree(source, &opts)?;
         let served = serve(tree, &mountpoint, &opts, &fsname, Notifier::foreground());
         drop(_created);
         ServingLock::release(&mountpoint);
@@ -54,7 +55,7 @@ pub(crate) fn mount(
         .or_else(daemon::default_log_file);
     let tree = match super::remote_url(source) {
         Some(_) => None,
-        None => Some(build_tree(source, &opts)?),
+        None => Some(build_mount_tree(source, &opts)?),
     };
     match daemon::daemonize(log_file.clone())? {
         Forked::Parent(result) => {
@@ -78,7 +79,7 @@ pub(crate) fn mount(
         Forked::Child(mut notifier) => {
             let tree = match tree {
                 Some(t) => Ok(t),
-                None => build_tree(source, &opts).map_err(|f| notifier.failed(f)),
+                None => build_mount_tree(source, &opts).map_err(|f| notifier.failed(f)),
             };
             let status = match tree.and_then(|t| serve(t, &mountpoint, &opts, &fsname, notifier)) {
                 Ok(()) => 0,
@@ -219,7 +220,7 @@ fn spawn_signal_thread(mut unmounter: SessionUnmounter, mountpoint: PathBuf) {
 }
 
 fn serve(
-    tree: Arc<Tree>,
+    (tree, follow): (Arc<Tree>, Option<Follow>),
     mountpoint: &Path,
     opts: &Options,
     fsname: &str,
@@ -254,6 +255,10 @@ fn serve(
     // `modelfs umount` can wait for the end of the daemon, not only of the mount.
     ServingLock::take(mountpoint);
     let sizes = start_notices(&tree, session.notifier());
+    // After the fork (a daemon's threads start in the daemon) and once changes can be told.
+    if let Some(f) = follow {
+        crate::fs::live::start(&tree, f);
+    }
     log::info!("mounted on {}", mountpoint.display());
     let daemon = notifier.is_daemon();
     let log_file = notifier.log_file();

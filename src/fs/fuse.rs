@@ -1,8 +1,9 @@
 //! The fuser `Filesystem` on top of `tree::Tree`: a thin translation of requests into tree
 //! calls and of `FsError`s into errnos. Read-only: every modifying request gets EROFS.
 //!
-//! Caching: the source is immutable, so entries and attributes get long TTLs and files are
-//! opened with FOPEN_KEEP_CACHE (page cache survives close/open), so mmap works. The one
+//! Caching: a file's bytes never change (a source that changes shows new files: `replace_model`,
+//! whose entries the notice thread invalidates), so entries and attributes get long TTLs and
+//! files are opened with FOPEN_KEEP_CACHE (page cache survives close/open), so mmap works. The one
 //! exception is a text file whose size is not known yet: its placeholder size 0 gets no
 //! attribute TTL and it is opened with FOPEN_DIRECT_IO (every read reaches us and ends at the
 //! real end of file); once its size is learnt the kernel's copy of the inode is invalidated.
@@ -29,7 +30,7 @@ use super::tree::{self, Attr, FileKind, OpenMode, Tree, XattrReply};
 use crate::options::Options;
 use crate::source::aligned::AlignedBuf;
 
-/// How long the kernel may cache entries and attributes (the source never changes).
+/// How long the kernel may cache entries and attributes (changes are told: `Notice`).
 const TTL: Duration = Duration::from_secs(24 * 3600);
 /// Largest read we accept (the kernel asks for at most max_pages * page size).
 const MAX_READ: u32 = 16 << 20;
@@ -61,9 +62,11 @@ fn attr_ttl(a: &Attr) -> Duration {
 
 /// What the kernel is told without being asked.
 enum Notice {
-    /// A size was learnt after a placeholder was reported: drop the cached attributes.
-    Size(u64),
-    /// A row held too long: drop the entry, so that the kernel forgets the node.
+    /// A size was learnt after a placeholder was reported, or a directory's listing changed:
+    /// drop the cached attributes (and pages).
+    Inode(u64),
+    /// A row held too long, or a name that left the source or now names another file: drop
+    /// the entry (the kernel then forgets the node, or looks the name up again).
     Entry(u64, String),
 }
 
@@ -78,7 +81,7 @@ pub(crate) fn start_notices(tree: &Arc<Tree>, notifier: fuser::Notifier) -> Arc<
             for notice in rx {
                 // ENOENT: the kernel holds nothing for it; nothing to drop.
                 let sent = match &notice {
-                    Notice::Size(ino) => notifier.inval_inode(INodeNo(*ino), 0, 0),
+                    Notice::Inode(ino) => notifier.inval_inode(INodeNo(*ino), 0, 0),
                     Notice::Entry(parent, name) => {
                         notifier.inval_entry(INodeNo(*parent), OsStr::new(name))
                     }
@@ -95,11 +98,22 @@ pub(crate) fn start_notices(tree: &Arc<Tree>, notifier: fuser::Notifier) -> Arc<
     tree.listen_evictions(Box::new(move |parent, name| {
         let _ = evict.lock().map(|t| t.send(Notice::Entry(parent, name)));
     }));
+    let changed = std::sync::Mutex::new(tx.clone());
+    tree.listen_changes(Box::new(move |entries, inodes| {
+        if let Ok(t) = changed.lock() {
+            for (parent, name) in entries {
+                let _ = t.send(Notice::Entry(parent, name));
+            }
+            for ino in inodes {
+                let _ = t.send(Notice::Inode(ino));
+            }
+        }
+    }));
     let tx = std::sync::Mutex::new(tx);
     SizePass::start(
         tree,
         Box::new(move |ino| {
-            let _ = tx.lock().map(|t| t.send(Notice::Size(ino)));
+            let _ = tx.lock().map(|t| t.send(Notice::Inode(ino)));
         }),
     )
 }
@@ -107,7 +121,7 @@ pub(crate) fn start_notices(tree: &Arc<Tree>, notifier: fuser::Notifier) -> Arc<
 impl Notice {
     fn describe(&self) -> String {
         match self {
-            Notice::Size(ino) => format!("inode {ino}"),
+            Notice::Inode(ino) => format!("inode {ino}"),
             Notice::Entry(parent, name) => format!("entry {name} of inode {parent}"),
         }
     }

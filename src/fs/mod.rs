@@ -18,6 +18,7 @@ mod fuse_tests;
 #[cfg(test)]
 mod laziness_tests;
 pub(crate) mod listing;
+pub(crate) mod live;
 pub(crate) mod names;
 pub(crate) mod sizing;
 #[cfg(test)]

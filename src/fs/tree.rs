@@ -14,9 +14,9 @@
 //! - No lock is held while the model or a layout is called: the inode table lock only guards
 //!   the table itself.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::SystemTime;
 
 use crate::layout::views::{self, ViewEntry};
@@ -154,6 +154,8 @@ pub(crate) struct Node {
     opened: OnceLock<Arc<Opened>>,
     /// The kernel's lookup count (`nodes`).
     lookups: AtomicU64,
+    /// Its model part left the source (`replace_model`): it serves only what it opened.
+    gone: AtomicBool,
 }
 
 impl Node {
@@ -166,6 +168,7 @@ impl Node {
             listing: OnceLock::new(),
             opened: OnceLock::new(),
             lookups: AtomicU64::new(0),
+            gone: AtomicBool::new(false),
         }
     }
 
@@ -183,7 +186,9 @@ pub(crate) type SizeListener = Box<dyn Fn(Ino) + Send + Sync>;
 pub(crate) type EvictListener = Box<dyn Fn(Ino, String) + Send + Sync>;
 
 pub(crate) struct Tree {
-    model: Arc<dyn Model>,
+    /// Replaced when the source changes (`replace_model`); the lock is held only to clone
+    /// or swap the `Arc`.
+    model: RwLock<Arc<dyn Model>>,
     ctx: Arc<LayoutCtx>,
     cfg: TreeConfig,
     nodes: nodes::Nodes,
@@ -196,7 +201,13 @@ pub(crate) struct Tree {
     on_learnt: OnceLock<SizeListener>,
     /// Entries the kernel should let go of (kernel invalidation).
     on_evict: OnceLock<EvictListener>,
+    /// Entries and inodes the kernel should drop after the source changed.
+    on_changed: OnceLock<ChangeListener>,
 }
+
+/// Told what the kernel should drop after the source changed: entries (parent, name) and
+/// inodes whose attributes or listing changed.
+pub(crate) type ChangeListener = Box<dyn Fn(Vec<(Ino, String)>, Vec<Ino>) + Send + Sync>;
 
 impl Tree {
     pub(crate) fn new(model: Arc<dyn Model>, ctx: Arc<LayoutCtx>, cfg: TreeConfig) -> Tree {
@@ -209,7 +220,7 @@ impl Tree {
             },
         );
         Tree {
-            model,
+            model: RwLock::new(model),
             ctx,
             cfg,
             nodes: nodes::Nodes::new(root),
@@ -217,7 +228,65 @@ impl Tree {
             on_unknown: OnceLock::new(),
             on_learnt: OnceLock::new(),
             on_evict: OnceLock::new(),
+            on_changed: OnceLock::new(),
         }
+    }
+
+    /// The model shown now.
+    pub(crate) fn model(&self) -> Arc<dyn Model> {
+        Arc::clone(&self.model.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Sets who hears of what the kernel should drop after a change. Once per tree.
+    pub(crate) fn listen_changes(&self, on_changed: ChangeListener) {
+        let _ = self.on_changed.set(on_changed);
+    }
+
+    /// Shows `new` in place of the model shown now (the source changed). Each member of the
+    /// old model that `new` shows with the same id (`Model::members`) keeps its subtree:
+    /// inode numbers, opened files, sizes learnt. Every other child of the root, and all
+    /// below it, is gone: out of the names, freed once the kernel forgets it, and serving
+    /// only what it opened before (an open file reads the bytes it opened). Returns the
+    /// number of root entries let go.
+    pub(crate) fn replace_model(&self, new: Arc<dyn Model>) -> usize {
+        let old = std::mem::replace(
+            &mut *self.model.write().unwrap_or_else(|e| e.into_inner()),
+            Arc::clone(&new),
+        );
+        let kept: HashSet<Vec<u8>> = match (old.members(), new.members()) {
+            (Some(before), Some(now)) => {
+                let before: HashMap<Vec<u8>, u64> = before.into_iter().collect();
+                now.into_iter()
+                    .filter(|(name, id)| before.get(name) == Some(id))
+                    .map(|(name, _)| name)
+                    .collect()
+            }
+            _ => HashSet::new(),
+        };
+        let in_kept = |path: &[Vec<u8>]| path.first().is_some_and(|m| kept.contains(m));
+        let keep = |node: &Node| matches!(&node.kind, NodeKind::Dir { path } if path.len() == 1 && in_kept(path));
+        let fresh_root = Node::new(
+            ROOT_INO,
+            ROOT_INO,
+            String::new(),
+            NodeKind::Dir {
+                path: Arc::from(Vec::new()),
+            },
+        );
+        let let_go = self.nodes.replace_root(fresh_root, &keep);
+        if let Ok(mut views) = self.views.lock() {
+            views.retain(|(root, _), _| in_kept(root));
+        }
+        log::info!(
+            "the source changed: {} of its entries changed or left, {} kept",
+            let_go.len(),
+            kept.len()
+        );
+        let n = let_go.len();
+        if let Some(f) = self.on_changed.get() {
+            f(let_go, vec![ROOT_INO]);
+        }
+        n
     }
 
     /// Sets who hears of placeholder sizes reported (`on_unknown`) and of sizes learnt after
@@ -270,15 +339,19 @@ impl Tree {
 
     /// The cached listing of a directory node.
     fn listing(&self, node: &Node) -> Result<Arc<Listing>, FsError> {
+        if node.gone.load(Ordering::Acquire) {
+            // As a directory removed under a shell standing in it: empty, nothing found.
+            return Ok(Arc::new(Listing::default()));
+        }
         if let Some(l) = node.listing.get() {
             return Ok(l.clone());
         }
         let listing = match &node.kind {
             NodeKind::Dir { path } => {
-                listing::list_model_dir(self.model.as_ref(), &self.ctx, path)?
+                listing::list_model_dir(self.model().as_ref(), &self.ctx, path)?
             }
             NodeKind::Parts { tensor } => {
-                listing::list_parts_dir(self.model.as_ref(), &self.ctx, tensor)?
+                listing::list_parts_dir(self.model().as_ref(), &self.ctx, tensor)?
             }
             NodeKind::Rows { tensor } => rows::listing(tensor),
             NodeKind::View {
@@ -337,6 +410,7 @@ impl Tree {
         match name {
             b"." => return Ok(parent),
             b".." => return Ok(dir.parent),
+            _ if dir.gone.load(Ordering::Acquire) => return Err(FsError::NotFound),
             _ => {}
         }
         // The hidden views of a model root: found by name, never listed.
@@ -344,7 +418,7 @@ impl Tree {
             views::NAMES.iter().position(|v| v.as_bytes() == name),
             &dir.kind,
         ) {
-            if self.model.model_roots().iter().any(|r| r[..] == path[..]) {
+            if self.model().model_roots().iter().any(|r| r[..] == path[..]) {
                 let child = listing::Child {
                     name: views::NAMES[i].to_string(),
                     kind: NodeKind::View {
@@ -385,7 +459,7 @@ impl Tree {
             map.entry((root.clone(), i)).or_default().clone()
         };
         let got = slot.get_or_try(|| {
-            match views::build(name, self.model.as_ref(), root, &self.ctx) {
+            match views::build(name, self.model().as_ref(), root, &self.ctx) {
                 Ok(v) => Ok(Ok(Arc::new(v))),
                 Err(e) => {
                     log::error!("{name}: {e}");
@@ -457,13 +531,19 @@ impl Tree {
     }
 
     fn open_node(&self, node: &Node) -> Result<Arc<Opened>, FsError> {
+        if node.gone.load(Ordering::Acquire) {
+            return Err(FsError::Stale(format!(
+                "{}: gone from the source",
+                self.path_of(node.ino)
+            )));
+        }
         let result = match &node.kind {
             NodeKind::File {
                 tensor,
                 layout,
                 partition,
             } => (|| {
-                let mut t = self.model.tensor(tensor)?;
+                let mut t = self.model().tensor(tensor)?;
                 if let Some(i) = partition {
                     t = t.partition(*i)?;
                 }
@@ -501,7 +581,7 @@ impl Tree {
                 })
             })(),
             NodeKind::Doc { path } => (|| {
-                let doc = self.model.document(path)?;
+                let doc = self.model().document(path)?;
                 Ok(Opened {
                     mtime: doc.mtime(),
                     cheap: doc.small(),
@@ -777,7 +857,7 @@ impl Tree {
             return Ok(Some(t));
         }
         // Metadata only: do not require the content (size) to be computable.
-        let mut t = self.model.tensor(tensor)?;
+        let mut t = self.model().tensor(tensor)?;
         if let Some(i) = partition {
             t = t.partition(*i)?;
         }

@@ -13,6 +13,8 @@
 pub(crate) mod rows;
 
 pub(crate) use rows::default_key_kind;
+pub mod member;
+pub use member::{Member, Members, Opener};
 pub use rows::{KeyKind, RowHit, MAX_ROW_BYTES};
 
 use std::borrow::Cow;
@@ -703,6 +705,9 @@ pub struct ReaderOptions {
     pub key_index_dir: Option<PathBuf>,
     /// Where the source's files are (local, S3, HTTP).
     pub storage: Arc<dyn crate::source::Storage>,
+    /// The members opened from this source (checkpoints of a directory, Serving versions),
+    /// found again when the source is looked at again.
+    pub members: Arc<Members>,
 }
 
 impl Default for ReaderOptions {
@@ -715,6 +720,7 @@ impl Default for ReaderOptions {
             indexes: None,
             key_index_dir: None,
             storage: crate::source::local(),
+            members: Arc::default(),
         }
     }
 }
@@ -802,5 +808,12 @@ pub trait Model: Send + Sync {
     /// the root, or each checkpoint of a directory of several.
     fn model_roots(&self) -> Vec<Vec<Vec<u8>>> {
         vec![Vec::new()]
+    }
+
+    /// The models shown side by side at the root (a directory of checkpoints, a Serving
+    /// base), by name, with their member ids (`member`): when the source is looked at again,
+    /// the file system keeps the subtree of each name whose id is unchanged. `None`: one model.
+    fn members(&self) -> Option<Vec<(Vec<u8>, u64)>> {
+        None
     }
 }

@@ -46,6 +46,20 @@ impl Storage for LocalStorage {
             })
             .collect())
     }
+
+    fn stamp(&self, path: &Path) -> Result<Option<String>, SourceError> {
+        match std::fs::metadata(path) {
+            Ok(m) => {
+                let id = FileIdentity::of(&m);
+                Ok(Some(format!(
+                    "{}:{}:{}:{}",
+                    id.dev, id.ino, id.size, id.mtime_ns
+                )))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(SourceError::io(path, e)),
+        }
+    }
 }
 
 /// A memory-mapped local file.
@@ -226,8 +240,11 @@ impl ReadAt for MmapFile {
         if last != 0 && now.saturating_sub(last) < RECHECK_INTERVAL.as_nanos() as u64 {
             return Ok(());
         }
-        match std::fs::metadata(&self.path) {
-            Ok(meta) if FileIdentity::of(&meta) == self.identity => {
+        // The mapped inode itself, not the path: a file renamed over or unlinked (a new
+        // checkpoint written beside, an old one deleted) leaves this one, and the mapping,
+        // intact; only a rewrite of this inode in place makes its bytes other than opened.
+        match self.file.metadata() {
+            Ok(meta) if same_content(&FileIdentity::of(&meta), &self.identity) => {
                 self.last_check_ns.store(now, Ordering::Relaxed);
                 Ok(())
             }
@@ -238,19 +255,17 @@ impl ReadAt for MmapFile {
         if self.guard.as_ref().is_some_and(sigbus::Guard::faulted) {
             return Err(self.changed());
         }
-        // The mapped inode itself (a rename over the path leaves it, and the mapping, intact).
         match self.file.metadata() {
-            Ok(m) => {
-                let now = FileIdentity::of(&m);
-                if now.size == self.identity.size && now.mtime_ns == self.identity.mtime_ns {
-                    Ok(())
-                } else {
-                    Err(self.changed())
-                }
-            }
+            Ok(m) if same_content(&FileIdentity::of(&m), &self.identity) => Ok(()),
+            Ok(_) => Err(self.changed()),
             Err(e) => Err(SourceError::io(&self.path, e)),
         }
     }
+}
+
+/// An inode whose size and mtime are as opened still holds the bytes opened.
+fn same_content(now: &FileIdentity, opened: &FileIdentity) -> bool {
+    now.size == opened.size && now.mtime_ns == opened.mtime_ns
 }
 
 impl MmapFile {
@@ -266,19 +281,31 @@ mod tests {
     use super::*;
     use std::io::Write;
 
+    /// A file renamed over or unlinked (a training job's new checkpoint, an old one
+    /// deleted) leaves the opened inode and its bytes; a rewrite of that inode in place is
+    /// `Changed`, never other bytes.
     #[test]
-    fn mmap_detects_rewrite() {
+    fn mmap_keeps_a_replaced_file_and_detects_a_rewrite_in_place() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("f");
         std::fs::write(&p, b"hello world").unwrap();
         let f = MmapFile::open(&p).unwrap();
         assert_eq!(&*f.read_at(6, 5).unwrap(), b"world");
-        // Replace the file (new inode), as a training job's rename would.
         let tmp = dir.path().join("g");
         let mut g = std::fs::File::create(&tmp).unwrap();
         g.write_all(b"HELLO WORLD!").unwrap();
         drop(g);
         std::fs::rename(&tmp, &p).unwrap();
+        f.last_check_ns.store(0, Ordering::Relaxed);
+        assert_eq!(&*f.read_at(0, 5).unwrap(), b"hello");
+        std::fs::remove_file(&p).unwrap();
+        f.last_check_ns.store(0, Ordering::Relaxed);
+        assert_eq!(&*f.read_at(6, 5).unwrap(), b"world");
+
+        std::fs::write(&p, b"hello world").unwrap();
+        let f = MmapFile::open(&p).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::fs::write(&p, b"HELLO WORLD").unwrap();
         f.last_check_ns.store(0, Ordering::Relaxed);
         assert!(matches!(f.read_at(0, 5), Err(SourceError::Changed { .. })));
     }

@@ -219,6 +219,15 @@ pub trait Storage: Send + Sync + fmt::Debug {
     fn is_local(&self) -> bool {
         false
     }
+    /// What tells the content of the file at `path` now from another (local: device, inode,
+    /// size, mtime; remote: size, ETag, time), without opening it; `None` if there is none.
+    fn stamp(&self, path: &Path) -> Result<Option<String>, SourceError> {
+        let _ = path;
+        Ok(None)
+    }
+    /// Forgets the listings and files learnt so far: the next look sees the source as it is
+    /// now (a remote source remembers them; a local one asks each time).
+    fn look_again(&self) {}
 }
 
 /// The local file system.

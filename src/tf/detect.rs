@@ -13,10 +13,10 @@ use super::checkpoint_state::{resolve_prefix, CheckpointState};
 use super::graph::{sniff, GraphKind, GraphModel};
 use super::model::{block_cache_for, TfModel};
 use super::multi::MultiModel;
-use super::table::footer::TABLE_MAGIC;
 use super::table::{BlockCache, Table};
 use super::v1::V1Model;
-use crate::model::{Model, OpenError, ReaderOptions};
+use super::whole::{self, ends_with_table_magic};
+use crate::model::{Member, Model, OpenError, ReaderOptions};
 use crate::source::{EntryKind, Storage};
 
 const INDEX_SUFFIX: &[u8] = b".index";
@@ -285,19 +285,6 @@ fn is_v1_checkpoint(fs: &dyn Storage, p: &Path) -> bool {
     })
 }
 
-fn ends_with_table_magic(fs: &dyn Storage, f: &Path) -> bool {
-    if !fs.is_file(f) {
-        return false;
-    }
-    let Ok(file) = fs.open(f) else {
-        return false;
-    };
-    file.size() >= 48
-        && file
-            .read_at(file.size() - 8, 8)
-            .is_ok_and(|tail| *tail == TABLE_MAGIC)
-}
-
 /// A V1 table file in `dir` (`P-0000i-of-0000N` with table magic, no `P.index`).
 fn dir_v1(fs: &dyn Storage, dir: &Path) -> Option<PathBuf> {
     let entries = fs.list(dir).ok()?;
@@ -383,18 +370,28 @@ fn open_serving_base(
         return Ok(None);
     }
     versions.sort();
-    let latest = versions.last().map(|(_, n)| n.clone());
-    let opened = versions.into_iter().map(|(_, name)| {
+    let mut members = Vec::new();
+    for (_, name) in versions {
         let sub = dir.join(OsStr::from_bytes(&name));
-        let model = open_saved_model(fs, &sub, opts, Arc::clone(&cache)).and_then(|m| {
-            m.ok_or_else(|| OpenError::NotRecognised {
-                path: sub.clone(),
-                looked_for: "a SavedModel".into(),
+        let known = |stamp: &str| opts.members.get(&sub, stamp).is_some();
+        // A version being copied in place (not renamed in whole) waits until it is whole.
+        let Some(stamp) = whole::version_stamp(fs, &sub, &SAVED_MODEL_FILES, &known) else {
+            log::info!("{}: not whole yet, not shown", fs.display(&sub));
+            continue;
+        };
+        let (o, c, p) = (opts.clone(), Arc::clone(&cache), sub.clone());
+        let open = Box::new(move || {
+            open_saved_model(&*o.storage, &p, &o, Arc::clone(&c))?.ok_or_else(|| {
+                OpenError::NotRecognised {
+                    path: p.clone(),
+                    looked_for: "a SavedModel".into(),
+                }
             })
         });
-        (name, model)
-    });
-    several(opened, latest).map(Some)
+        members.push((name, opts.members.get_or_make(&sub, stamp, open)));
+    }
+    let latest = members.last().map(|(n, _)| n.clone());
+    Ok(Some(Arc::new(MultiModel::new(members, latest))))
 }
 
 const SAVED_MODEL_FILES: [&str; 3] = ["saved_model.pb", "saved_model.pbtxt", "saved_model.cpb"];
@@ -524,42 +521,35 @@ impl Checkpoints {
     }
 }
 
-/// One sub-directory per checkpoint; those that cannot be opened are skipped with a warning.
+/// One sub-directory per whole checkpoint (`whole`), each opened on first use; a checkpoint
+/// whose files are unchanged since the last look is the same member.
 fn open_several(
     found: Checkpoints,
     opts: &ReaderOptions,
     cache: Arc<BlockCache>,
 ) -> Result<Arc<dyn Model>, OpenError> {
+    let fs = &*opts.storage;
     // Beside others, the checkpoint with an empty base name (`dir/.index`) is shown as `_`.
     let shown = |name: Vec<u8>| if name.is_empty() { b"_".to_vec() } else { name };
-    let opened = found
-        .prefixes
-        .into_iter()
-        .map(|(name, prefix)| (shown(name), open_prefix(&prefix, opts, Arc::clone(&cache))));
-    several(opened, found.latest.map(shown))
-}
-
-/// One model of the checkpoints that opened (the others are skipped with a warning); the
-/// first failure when none did.
-fn several(
-    opened: impl Iterator<Item = (Vec<u8>, Result<Arc<dyn Model>, OpenError>)>,
-    latest: Option<Vec<u8>>,
-) -> Result<Arc<dyn Model>, OpenError> {
-    let mut children: Vec<(Vec<u8>, Arc<dyn Model>)> = Vec::new();
-    let mut first_error = None;
-    for (name, model) in opened {
-        match model {
-            Ok(m) => children.push((name, m)),
-            Err(e) => {
-                log::warn!("skipped: {e}");
-                first_error.get_or_insert(e);
-            }
+    let mut listings: BTreeMap<PathBuf, Vec<(OsString, EntryKind)>> = BTreeMap::new();
+    let mut members: Vec<(Vec<u8>, Arc<Member>)> = Vec::new();
+    for (name, prefix) in found.prefixes {
+        let (dir, base) = split_prefix(&prefix);
+        if !listings.contains_key(&dir) {
+            let entries = fs.list(&dir).unwrap_or_default();
+            listings.insert(dir.clone(), entries);
         }
+        let entries = listings.get(&dir).map(Vec::as_slice).unwrap_or_default();
+        let known = |stamp: &str| opts.members.get(&prefix, stamp).is_some();
+        let Some(stamp) = whole::checkpoint_stamp(fs, &dir, &base, entries, &known) else {
+            log::info!("{}: not whole yet, not shown", fs.display(&prefix));
+            continue;
+        };
+        let (o, c, p) = (opts.clone(), Arc::clone(&cache), prefix.clone());
+        let open = Box::new(move || open_prefix(&p, &o, Arc::clone(&c)));
+        members.push((shown(name), opts.members.get_or_make(&prefix, stamp, open)));
     }
-    match first_error {
-        Some(e) if children.is_empty() => Err(e),
-        _ => Ok(Arc::new(MultiModel::new(children, latest))),
-    }
+    Ok(Arc::new(MultiModel::new(members, found.latest.map(shown))))
 }
 
 #[cfg(test)]

@@ -17,4 +17,5 @@ pub(crate) mod ordered_code;
 pub mod proto;
 pub mod table;
 pub(crate) mod v1;
+mod whole;
 pub mod writer;

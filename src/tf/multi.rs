@@ -1,27 +1,26 @@
-//! A directory of several checkpoints (SPEC §1): the root lists one directory per prefix
-//! (named by its base name) and a `latest` symlink to the one the state file names.
+//! A directory of several checkpoints (SPEC §1), or a TF Serving base: the root lists one
+//! directory per member (named by its base name or version) and a `latest` symlink to the
+//! one the state file names (the highest version). Members are opened on first use
+//! (`model::member`), so a directory of 500 checkpoints costs what its listing costs.
 
 use std::sync::Arc;
 
-use crate::model::{DirEntry, Document, Model, ModelError, ModelSummary, Tensor};
+use crate::model::{DirEntry, Document, Member, Model, ModelError, ModelSummary, Tensor};
 
 pub(crate) struct MultiModel {
-    /// `(base name, model)`, sorted by name, names unique.
-    children: Vec<(Vec<u8>, Arc<dyn Model>)>,
+    /// `(name, member)`, sorted by name, names unique.
+    children: Vec<(Vec<u8>, Arc<Member>)>,
     latest: Option<Vec<u8>>,
 }
 
 const LATEST: &[u8] = b"latest";
 
-/// A checkpoint and the path inside it.
-type Routed<'a> = (&'a Arc<dyn Model>, &'a [Vec<u8>]);
+/// A member's model and the path inside it.
+type Routed<'a> = (Arc<dyn Model>, &'a [Vec<u8>]);
 
 impl MultiModel {
     /// `latest` is shown only if it names a child and no child is itself called `latest`.
-    pub(crate) fn new(
-        mut children: Vec<(Vec<u8>, Arc<dyn Model>)>,
-        latest: Option<Vec<u8>>,
-    ) -> Self {
+    pub(crate) fn new(mut children: Vec<(Vec<u8>, Arc<Member>)>, latest: Option<Vec<u8>>) -> Self {
         children.sort_by(|a, b| a.0.cmp(&b.0));
         children.dedup_by(|a, b| a.0 == b.0);
         let latest = latest.filter(|l| {
@@ -30,12 +29,12 @@ impl MultiModel {
         MultiModel { children, latest }
     }
 
-    fn child(&self, name: &[u8]) -> Result<&Arc<dyn Model>, ModelError> {
-        self.children
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, m)| m)
-            .ok_or_else(|| ModelError::NotFound(String::from_utf8_lossy(name).into_owned()))
+    fn child(&self, name: &[u8]) -> Result<Arc<dyn Model>, ModelError> {
+        let at = self
+            .children
+            .binary_search_by(|(n, _)| n.as_slice().cmp(name))
+            .map_err(|_| ModelError::NotFound(String::from_utf8_lossy(name).into_owned()))?;
+        self.children[at].1.model()
     }
 
     /// Resolves the `latest` link when it is the first component.
@@ -88,6 +87,15 @@ impl Model for MultiModel {
         self.children.iter().map(|(n, _)| vec![n.clone()]).collect()
     }
 
+    fn members(&self) -> Option<Vec<(Vec<u8>, u64)>> {
+        Some(
+            self.children
+                .iter()
+                .map(|(n, m)| (n.clone(), m.id()))
+                .collect(),
+        )
+    }
+
     fn document(&self, path: &[Vec<u8>]) -> Result<Arc<dyn Document>, ModelError> {
         let (model, rest) = self.route(path)?;
         model.document(rest)
@@ -99,7 +107,13 @@ impl Model for MultiModel {
             ..Default::default()
         };
         for (name, m) in &self.children {
-            let c = m.summary()?;
+            let c = match m.model() {
+                Ok(m) => m.summary()?,
+                Err(e) => ModelSummary {
+                    problems: vec![e.to_string()],
+                    ..Default::default()
+                },
+            };
             s.tensors += c.tensors;
             s.total_bytes = s.total_bytes.saturating_add(c.total_bytes);
             for (k, v) in &c.dtypes {

@@ -57,7 +57,7 @@ impl Tree {
 
     /// Hidden file `file` of `tensor`; `NotFound` when the tensor has no such form.
     pub(super) fn open_hidden(&self, tensor: &ModelPath, file: Hidden) -> Result<Opened, FsError> {
-        let t = self.model.tensor(tensor)?;
+        let t = self.model().tensor(tensor)?;
         let content = layout::hidden(file, t.clone(), &self.ctx).map_err(|why| {
             log::info!(
                 "{}.{}: none: {why}",

@@ -122,6 +122,50 @@ impl Nodes {
         out
     }
 
+    /// Puts `root` in place of the root node (a fresh listing), keeping the root's children
+    /// for which `keep` holds with all below them. The others and all below them are gone:
+    /// out of the names at once, and out of the table once the kernel holds none of them.
+    /// Returns the root entries let go (for the kernel to drop).
+    pub(super) fn replace_root(
+        &self,
+        root: Node,
+        keep: &dyn Fn(&Node) -> bool,
+    ) -> Vec<(Ino, String)> {
+        debug_assert_eq!(root.ino, ROOT_INO);
+        let Ok(mut t) = self.table.write() else {
+            return Vec::new();
+        };
+        let mut children: HashMap<Ino, Vec<(String, Ino)>> = HashMap::new();
+        for ((parent, name), &ino) in &t.by_name {
+            children
+                .entry(*parent)
+                .or_default()
+                .push((name.clone(), ino));
+        }
+        let mut let_go = Vec::new();
+        let mut todo: Vec<(Ino, String, Ino)> = Vec::new();
+        for (name, ino) in children.remove(&ROOT_INO).unwrap_or_default() {
+            if !t.nodes.get(&ino).is_some_and(|n| keep(n)) {
+                let_go.push((ROOT_INO, name.clone()));
+                todo.push((ROOT_INO, name, ino));
+            }
+        }
+        while let Some((parent, name, ino)) = todo.pop() {
+            t.by_name.remove(&(parent, name));
+            if let Some(node) = t.nodes.get(&ino).cloned() {
+                node.gone.store(true, Ordering::Release);
+                if node.lookups.load(Ordering::Acquire) == 0 {
+                    t.nodes.remove(&ino);
+                }
+            }
+            for (n, c) in children.remove(&ino).unwrap_or_default() {
+                todo.push((ino, n, c));
+            }
+        }
+        t.nodes.insert(ROOT_INO, Arc::new(root));
+        let_go
+    }
+
     /// Subtracts `n` from the kernel's count of `ino`; at zero a forgettable node is removed.
     pub(super) fn forget(&self, ino: Ino, n: u64) {
         if ino == ROOT_INO {
@@ -150,6 +194,9 @@ impl Nodes {
 
 /// See the module comment.
 fn forgettable(node: &Node) -> bool {
+    if node.gone.load(Ordering::Acquire) {
+        return true;
+    }
     match &node.kind {
         k if k.is_dir() => false,
         NodeKind::Symlink { .. } => true,

@@ -67,7 +67,7 @@ impl Tree {
             .ok_or(FsError::NotFound)?;
         let tensor = match super::hidden::listed_tensor(listing, base) {
             Some(t) => {
-                if self.model.tensor(&t)?.key_kind().is_none() {
+                if self.model().tensor(&t)?.key_kind().is_none() {
                     return Err(FsError::NotFound);
                 }
                 t
@@ -79,7 +79,7 @@ impl Tree {
                 }
                 let mut path = dir.to_vec();
                 path.push(base.as_bytes().to_vec());
-                let t = self.model.tensor(&path).map_err(|_| FsError::NotFound)?;
+                let t = self.model().tensor(&path).map_err(|_| FsError::NotFound)?;
                 if t.key_kind() != Some(crate::model::KeyKind::HashKey) {
                     return Err(FsError::NotFound);
                 }
@@ -125,7 +125,7 @@ impl Tree {
         id: i64,
         file: RowFile,
     ) -> Result<Opened, FsError> {
-        let t = self.model.tensor(tensor)?;
+        let t = self.model().tensor(tensor)?;
         let content = RowContent::open(t.clone(), id, file, self.ctx.rows.clone())
             .map_err(|e| {
                 let e = FsError::from(e);
@@ -137,7 +137,7 @@ impl Tree {
     }
 
     pub(super) fn open_rows_readme(&self, tensor: &ModelPath) -> Result<Opened, FsError> {
-        let t = self.model.tensor(tensor)?;
+        let t = self.model().tensor(tensor)?;
         Ok(Opened::whole(layout_rows::readme(&*t), t))
     }
 }

@@ -311,4 +311,20 @@ impl Storage for RemoteStorage {
     fn display(&self, path: &Path) -> String {
         self.url(path)
     }
+
+    fn stamp(&self, path: &Path) -> Result<Option<String>, SourceError> {
+        Ok(self.head(path)?.map(|m| {
+            format!(
+                "{}:{}:{}",
+                m.size,
+                m.e_tag.as_deref().unwrap_or(""),
+                m.last_modified.timestamp_nanos_opt().unwrap_or(0)
+            )
+        }))
+    }
+
+    fn look_again(&self) {
+        self.heads.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        self.lists.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    }
 }

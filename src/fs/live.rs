@@ -1,0 +1,238 @@
+//! A mount that follows its source: a local source is watched (inotify), a remote one is
+//! looked at again every period; when what it holds changed, the model is opened again and
+//! shown in place of the old one (`Tree::replace_model`, which keeps unchanged members).
+//!
+//! Invariants:
+//! - One thread per mount; it holds no lock of the tree while it opens the model.
+//! - A look costs a listing: the model is opened again only when the source's fingerprint
+//!   (its files and their identities) changed, and opening again reuses every member whose
+//!   files are unchanged (`model::member`).
+//! - A failed look (a fault, a model not whole) changes nothing; the next event or period
+//!   looks again.
+
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::tree::Tree;
+use crate::model::Model;
+use crate::source::{EntryKind, Storage};
+
+/// Opens the source again (with the reader options of the first open, members included).
+pub(crate) type Reopen = Box<dyn Fn() -> Result<Arc<dyn Model>, String> + Send>;
+
+/// What a mount follows, and how.
+pub(crate) struct Follow {
+    /// The source as the storage names it (a directory, or a checkpoint prefix).
+    pub(crate) path: PathBuf,
+    pub(crate) storage: Arc<dyn Storage>,
+    /// Watch with inotify (a local source).
+    pub(crate) watch: bool,
+    /// Look again this often whatever happened (a remote source).
+    pub(crate) period: Option<Duration>,
+    pub(crate) reopen: Reopen,
+}
+
+/// Events closer together than this are one change (a checkpoint is several files).
+const QUIET: Duration = Duration::from_millis(150);
+/// A stream of events is looked at no later than this after it began.
+const AT_MOST: Duration = Duration::from_millis(800);
+/// Directory levels below the source that a fingerprint (and the watch) covers: a Serving
+/// base's `version/variables/` is the deepest a model goes.
+const DEPTH: usize = 4;
+/// Entries a fingerprint lists at most (a source pointed at a huge tree stops there).
+const MAX_ENTRIES: usize = 200_000;
+
+/// Starts following `follow` for `tree`; the thread ends when the tree is dropped.
+pub(crate) fn start(tree: &Arc<Tree>, follow: Follow) {
+    let (tx, rx) = channel::<()>();
+    let mut watcher = None;
+    if follow.watch {
+        watcher = watch(&follow.path, tx);
+    }
+    let weak = Arc::downgrade(tree);
+    let spawned = std::thread::Builder::new()
+        .name("modelfs-follow".into())
+        .spawn(move || {
+            let _watcher = watcher;
+            let mut last = fingerprint(&*follow.storage, &follow.path);
+            loop {
+                if !wait(&rx, follow.period) {
+                    return;
+                }
+                let Some(tree) = weak.upgrade() else { return };
+                follow.storage.look_again();
+                let now = fingerprint(&*follow.storage, &follow.path);
+                if now.is_none() || now == last {
+                    continue;
+                }
+                match (follow.reopen)() {
+                    Ok(model) => {
+                        tree.replace_model(model);
+                        last = now;
+                    }
+                    Err(e) => log::warn!(
+                        "{}: not shown yet: {e}",
+                        follow.storage.display(&follow.path)
+                    ),
+                }
+            }
+        });
+    if let Err(e) = spawned {
+        log::warn!("the source will not be followed: {e}");
+    }
+}
+
+/// Waits for a change (events, or the period). False when the watcher is gone and there is
+/// no period (nothing will ever come).
+fn wait(rx: &Receiver<()>, period: Option<Duration>) -> bool {
+    let first = match period {
+        Some(p) => rx.recv_timeout(p),
+        None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
+    };
+    match first {
+        Ok(()) => {}
+        Err(RecvTimeoutError::Timeout) => return true,
+        Err(RecvTimeoutError::Disconnected) => {
+            if let Some(p) = period {
+                std::thread::sleep(p);
+                return true;
+            }
+            return false;
+        }
+    }
+    let began = Instant::now();
+    while began.elapsed() < AT_MOST {
+        match rx.recv_timeout(QUIET) {
+            Ok(()) => continue,
+            Err(_) => break,
+        }
+    }
+    true
+}
+
+/// An inotify watch of the source's directory (the parent of a prefix), recursive: new
+/// files and directories, removals and renames, files written and closed.
+fn watch(path: &Path, tx: std::sync::mpsc::Sender<()>) -> Option<notify::RecommendedWatcher> {
+    use notify::{EventKind, RecursiveMode, Watcher};
+    let (dir, mode) = match path.is_dir() {
+        true => (path.to_path_buf(), RecursiveMode::Recursive),
+        false => (path.parent()?.to_path_buf(), RecursiveMode::NonRecursive),
+    };
+    let handler = move |ev: notify::Result<notify::Event>| {
+        let Ok(ev) = ev else { return };
+        // Reads and metadata touches change nothing a model shows.
+        if matches!(
+            ev.kind,
+            EventKind::Access(_) | EventKind::Any | EventKind::Other
+        ) {
+            return;
+        }
+        let _ = tx.send(());
+    };
+    let mut w = match notify::recommended_watcher(handler) {
+        Ok(w) => w,
+        Err(e) => {
+            log::warn!("{}: not watched: {e}", dir.display());
+            return None;
+        }
+    };
+    if let Err(e) = w.watch(&dir, mode) {
+        log::warn!("{}: not watched: {e}", dir.display());
+        return None;
+    }
+    Some(w)
+}
+
+/// What the source holds: every file under it (to `DEPTH`) with its identity, hashed; a
+/// prefix's own files beside it. `None` when it cannot be listed now (a fault).
+pub(crate) fn fingerprint(fs: &dyn Storage, path: &Path) -> Option<u64> {
+    let mut h = DefaultHasher::new();
+    match fs.kind(path).ok()? {
+        Some(EntryKind::Dir) => {
+            let mut seen = 0;
+            if !hash_dir(fs, path, DEPTH, &mut seen, &mut h)? {
+                // No listing (HTTP): the files a model there is found by.
+                for f in ["checkpoint", "saved_model.pb", "variables/variables.index"] {
+                    fs.stamp(&path.join(f)).ok()?.hash(&mut h);
+                }
+            }
+        }
+        Some(EntryKind::File) | None => {
+            let dir = path.parent()?;
+            let base = path.file_name()?.as_encoded_bytes();
+            let mut entries = fs.list(dir).ok()?;
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            for (name, _) in entries {
+                if name.as_encoded_bytes().starts_with(base) {
+                    name.hash(&mut h);
+                    fs.stamp(&dir.join(&name)).ok()?.hash(&mut h);
+                }
+            }
+        }
+    }
+    Some(h.finish())
+}
+
+/// Hashes `dir`'s files and their identities, `depth` levels down. `Some(false)`: the
+/// storage cannot list.
+fn hash_dir(
+    fs: &dyn Storage,
+    dir: &Path,
+    depth: usize,
+    seen: &mut usize,
+    h: &mut DefaultHasher,
+) -> Option<bool> {
+    let mut entries = match fs.list(dir) {
+        Ok(e) => e,
+        Err(crate::source::SourceError::NoListing { .. }) => return Some(false),
+        Err(_) => return None,
+    };
+    entries.sort_by(|a, b| a.0.cmp(&b.0));
+    for (name, kind) in entries {
+        *seen += 1;
+        if *seen > MAX_ENTRIES {
+            break;
+        }
+        name.hash(h);
+        let p = dir.join(&name);
+        match kind {
+            EntryKind::File => fs.stamp(&p).ok()?.hash(h),
+            EntryKind::Dir if depth > 1 => {
+                hash_dir(fs, &p, depth - 1, seen, h)?;
+            }
+            EntryKind::Dir => {}
+        }
+    }
+    Some(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fingerprint_changes_with_the_files_and_only_then() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = crate::source::local();
+        std::fs::write(dir.path().join("a.index"), b"1").unwrap();
+        let first = fingerprint(&*fs, dir.path()).unwrap();
+        assert_eq!(fingerprint(&*fs, dir.path()), Some(first));
+        std::fs::create_dir(dir.path().join("3")).unwrap();
+        std::fs::write(dir.path().join("3/saved_model.pb"), b"x").unwrap();
+        let second = fingerprint(&*fs, dir.path()).unwrap();
+        assert_ne!(first, second);
+        std::fs::write(dir.path().join("3/saved_model.pb"), b"xy").unwrap();
+        assert_ne!(fingerprint(&*fs, dir.path()).unwrap(), second);
+        // A prefix: its own files, not its neighbours'.
+        let prefix = dir.path().join("a");
+        let p1 = fingerprint(&*fs, &prefix).unwrap();
+        std::fs::write(dir.path().join("b.index"), b"2").unwrap();
+        assert_eq!(fingerprint(&*fs, &prefix), Some(p1));
+        std::fs::write(dir.path().join("a.data-00000-of-00001"), b"2").unwrap();
+        assert_ne!(fingerprint(&*fs, &prefix), Some(p1));
+    }
+}
