@@ -15,6 +15,7 @@ mod cli;
 mod faults;
 mod firstlook;
 mod graphs;
+mod live;
 mod proxy;
 mod remote;
 mod robustness;

@@ -557,3 +557,111 @@ fn s3_blocks_persist_on_disk_across_mounts() {
     assert_eq!(gets() - before, 2, "the changed object was not fetched");
     mount.unmount_and_check();
 }
+
+/// Puts `files` (key, bytes) in `bucket`, in order, and deletes `gone`.
+fn put_and_delete(port: u16, bucket: &str, files: &[(String, Vec<u8>)], gone: &[String]) {
+    let store = AmazonS3Builder::new()
+        .with_endpoint(format!("http://127.0.0.1:{port}"))
+        .with_allow_http(true)
+        .with_bucket_name(bucket)
+        .with_region("us-east-1")
+        .with_access_key_id("modelfs-test")
+        .with_secret_access_key("modelfs-test-secret")
+        .build()
+        .unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        for (key, data) in files {
+            let p = object_store::path::Path::from(key.as_str());
+            store.put(&p, data.clone().into()).await.unwrap();
+        }
+        for key in gone {
+            let p = object_store::path::Path::from(key.as_str());
+            store.delete(&p).await.unwrap();
+        }
+    });
+}
+
+/// Issue 38: a bucket prefix a CheckpointManager saves to, mounted with `refresh=1`: each
+/// new checkpoint (data, then index, then the state file) is seen within 2 × the TTL, and a
+/// deleted one is gone (ENOENT).
+#[test]
+fn s3_directory_followed_with_refresh() {
+    let Some(fuse) = Fuse::check() else { return };
+    let Some(s3) = moto() else { return };
+    set_s3_env();
+    let steps = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/live/manager");
+    let tmp = tempfile::tempdir().unwrap();
+    let run = tmp.path().join("run");
+    std::fs::create_dir(&run).unwrap();
+    for e in std::fs::read_dir(steps.join("after-1")).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), run.join(e.file_name())).unwrap();
+    }
+    upload(s3.port, "live", tmp.path());
+    let opts = format!(
+        "cache_dir=none,refresh=1,endpoint=http://127.0.0.1:{}",
+        s3.port
+    );
+    let mount = fuse.mount(Path::new("s3://live/run"), &opts);
+    let m = mount.path().to_path_buf();
+    assert_eq!(
+        std::fs::read_link(m.join("latest")).unwrap(),
+        Path::new("ckpt-1")
+    );
+    let names = |d: &Path| -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    };
+    for n in 2..=3 {
+        let after = steps.join(format!("after-{n}"));
+        let before = steps.join(format!("after-{}", n - 1));
+        let (now, was) = (names(&after), names(&before));
+        let mut files: Vec<(String, Vec<u8>)> = Vec::new();
+        let new: Vec<&String> = now.iter().filter(|f| !was.contains(f)).collect();
+        for f in new.iter().filter(|f| f.contains(".data-")) {
+            files.push((format!("run/{f}"), std::fs::read(after.join(f)).unwrap()));
+        }
+        for f in new.iter().filter(|f| f.ends_with(".index")) {
+            files.push((format!("run/{f}"), std::fs::read(after.join(f)).unwrap()));
+        }
+        files.push((
+            "run/checkpoint".into(),
+            std::fs::read(after.join("checkpoint")).unwrap(),
+        ));
+        let gone: Vec<String> = was
+            .iter()
+            .filter(|f| !now.contains(f))
+            .map(|f| format!("run/{f}"))
+            .collect();
+        put_and_delete(s3.port, "live", &files, &gone);
+        let changed = std::time::Instant::now();
+        let name = format!("ckpt-{n}");
+        assert!(
+            wait_until(|| std::fs::read_link(m.join("latest")).is_ok_and(|t| t == Path::new(&name))),
+            "latest never became {name}"
+        );
+        let took = changed.elapsed();
+        eprintln!("s3: {name} seen after {took:?}");
+        assert!(
+            took < std::time::Duration::from_secs(2),
+            "{name} seen after {took:?}"
+        );
+        let text = std::fs::read_to_string(m.join("latest/w.txt")).unwrap();
+        assert!(
+            text.split_whitespace().all(|v| v.parse() == Ok(n as f64)),
+            "{text}"
+        );
+    }
+    assert!(wait_until(|| !names(&m).contains(&"ckpt-1".to_string())));
+    let err = std::fs::metadata(m.join("ckpt-1/w.txt")).unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::ENOENT), "{err}");
+    mount.unmount_and_check();
+}

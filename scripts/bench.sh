@@ -15,7 +15,8 @@
 #                                  10 rows by id: a 10 M-id Monolith table (gen_monolith), a 10 M-id TF
 #                                  hash table (tensorflow-cpu writes it) and target 9's Angel embedding:
 #                                  index build, lookup p99, exactness, peak RSS,
-#                                  11 stats of the 1 GiB W and diff of two 1 GiB checkpoints vs verify
+#                                  11 stats of the 1 GiB W and diff of two 1 GiB checkpoints vs verify,
+#                                  12 a directory gaining 500 checkpoints while mounted: ls, time to show, RSS
 #   SAVETXT_VALUES=2000000         values numpy.savetxt formats for its rate
 #   QUIET=1                        pause the kernel's DAMON page-out schemes for the run (root;
 #                                  restored at exit): on machines that page cold page cache out

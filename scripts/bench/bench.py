@@ -501,6 +501,13 @@ def main():
                                     daemon_of=daemon_of, vm_hwm=vm_hwm, median=median,
                                     add=add, log=log)
         bench_rows(ctx)
+    if want(12):
+        import types
+        from live import bench_live
+        ctx = types.SimpleNamespace(WORK=WORK, RUNS=RUNS, env=Env("live").env, fixture=fixture,
+                                    mountpoint=mountpoint, mount=mount, umount=umount,
+                                    daemon_of=daemon_of, add=add, log=log)
+        bench_live(ctx)
     if want(7):
         # Imported here: boto3 comes with moto[server], needed by this target only.
         import types

@@ -19,6 +19,8 @@ mod fuse_tests;
 mod laziness_tests;
 pub(crate) mod listing;
 pub(crate) mod live;
+#[cfg(test)]
+mod live_tests;
 pub(crate) mod names;
 pub(crate) mod sizing;
 #[cfg(test)]

@@ -17,7 +17,7 @@ use super::table::{BlockCache, Table};
 use super::v1::V1Model;
 use super::whole::{self, ends_with_table_magic};
 use crate::model::{Member, Model, OpenError, ReaderOptions};
-use crate::source::{EntryKind, Storage};
+use crate::source::{EntryKind, SourceError, Storage};
 
 const INDEX_SUFFIX: &[u8] = b".index";
 
@@ -531,15 +531,21 @@ fn open_several(
     let fs = &*opts.storage;
     // Beside others, the checkpoint with an empty base name (`dir/.index`) is shown as `_`.
     let shown = |name: Vec<u8>| if name.is_empty() { b"_".to_vec() } else { name };
-    let mut listings: BTreeMap<PathBuf, Vec<(OsString, EntryKind)>> = BTreeMap::new();
+    // `None`: a storage that cannot list (HTTP).
+    let mut listings: BTreeMap<PathBuf, Option<Vec<(OsString, EntryKind)>>> = BTreeMap::new();
     let mut members: Vec<(Vec<u8>, Arc<Member>)> = Vec::new();
     for (name, prefix) in found.prefixes {
         let (dir, base) = split_prefix(&prefix);
         if !listings.contains_key(&dir) {
-            let entries = fs.list(&dir).unwrap_or_default();
+            let entries = match fs.list(&dir) {
+                Ok(e) => Some(e),
+                Err(SourceError::NoListing { .. }) => None,
+                // A fault now must not show the directory as empty.
+                Err(e) => return Err(OpenError::unreadable(&dir, e)),
+            };
             listings.insert(dir.clone(), entries);
         }
-        let entries = listings.get(&dir).map(Vec::as_slice).unwrap_or_default();
+        let entries = listings.get(&dir).and_then(Option::as_deref);
         let known = |stamp: &str| opts.members.get(&prefix, stamp).is_some();
         let Some(stamp) = whole::checkpoint_stamp(fs, &dir, &base, entries, &known) else {
             log::info!("{}: not whole yet, not shown", fs.display(&prefix));

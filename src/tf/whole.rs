@@ -72,15 +72,19 @@ fn whole_shards(base: &[u8], entries: &Entries) -> Option<Vec<OsString>> {
 
 /// The stamp of checkpoint `base` in `dir` (whose entries are `entries`) if it is whole:
 /// the identities of its `.index`, `.meta` (when there) and data shards. `known` says
-/// whether a stamp was seen whole before (its index is then not read again).
+/// whether a stamp was seen whole before (its index is then not read again). A storage that
+/// cannot list (HTTP, `entries` `None`) serves whole files: the index alone is checked.
 pub(super) fn checkpoint_stamp(
     fs: &dyn Storage,
     dir: &Path,
     base: &[u8],
-    entries: &Entries,
+    entries: Option<&Entries>,
     known: &dyn Fn(&str) -> bool,
 ) -> Option<String> {
-    let shards = whole_shards(base, entries)?;
+    let (shards, entries) = match entries {
+        Some(e) => (whole_shards(base, e)?, e),
+        None => (Vec::new(), &[][..]),
+    };
     let named = |suffix: &[u8]| {
         let mut n = base.to_vec();
         n.extend_from_slice(suffix);
@@ -114,9 +118,9 @@ pub(super) fn version_stamp(
         .find(|p| fs.is_file(p))?;
     let mut stamp = fs.stamp(&graph).ok()??;
     let variables = dir.join("variables");
-    if fs.is_dir(&variables) {
-        let entries = fs.list(&variables).ok()?;
-        let v = checkpoint_stamp(fs, &variables, b"variables", &entries, known)?;
+    if fs.is_dir(&variables) || fs.is_file(&variables.join("variables.index")) {
+        let entries = fs.list(&variables).ok();
+        let v = checkpoint_stamp(fs, &variables, b"variables", entries.as_deref(), known)?;
         stamp.push('|');
         stamp.push_str(&v);
     }
@@ -162,14 +166,14 @@ mod tests {
         let fs = crate::source::local();
         let list = fs.list(dir.path()).unwrap();
         let never = |_: &str| false;
-        let whole = checkpoint_stamp(&*fs, dir.path(), b"ckpt-2", &list, &never);
+        let whole = checkpoint_stamp(&*fs, dir.path(), b"ckpt-2", Some(&list), &never);
         assert!(whole.is_some());
         let index = std::fs::read(src.join("ckpt-2.index")).unwrap();
         std::fs::write(dir.path().join("ckpt-2.index"), &index[..index.len() - 20]).unwrap();
-        let half = checkpoint_stamp(&*fs, dir.path(), b"ckpt-2", &list, &never);
+        let half = checkpoint_stamp(&*fs, dir.path(), b"ckpt-2", Some(&list), &never);
         assert!(half.is_none());
         std::fs::remove_file(dir.path().join("ckpt-2.data-00000-of-00001")).unwrap();
         let list = fs.list(dir.path()).unwrap();
-        assert!(checkpoint_stamp(&*fs, dir.path(), b"ckpt-2", &list, &never).is_none());
+        assert!(checkpoint_stamp(&*fs, dir.path(), b"ckpt-2", Some(&list), &never).is_none());
     }
 }
