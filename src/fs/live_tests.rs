@@ -2,7 +2,6 @@
 //! changes: what stays (inode numbers, opened files), what goes (names, nodes), what comes.
 
 use std::path::Path;
-use std::sync::Arc;
 use std::time::SystemTime;
 
 use super::testing::ctx;
