@@ -74,7 +74,7 @@ def bench_live(ctx):
     ls_live = ls_time(mnt, ctx.RUNS)
     # Open a few (the latest and some old ones), as users browsing would.
     for n in (STEPS + 1, STEPS // 2, 2):
-        with open(os.path.join(mnt, f"ckpt-{n}", "block_000.npy"), "rb") as f:
+        with open(os.path.join(mnt, f"ckpt-{n}", "block_000", "layer_000", "kernel.npy"), "rb") as f:
             f.read()
     after = rss_kib(pid)
     hwm = rss_kib(pid, "VmHWM")

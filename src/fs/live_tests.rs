@@ -39,6 +39,17 @@ fn a_changed_directory_keeps_its_unchanged_checkpoints_and_lets_the_others_go() 
     };
     let open = || crate::detect::model_at(dir.path(), &opts).unwrap();
     let tree = Tree::new(open(), ctx(&[Layout::Json, Layout::Txt]), cfg);
+    // `ls -l` of the root opens no checkpoint.
+    let mut items = Vec::new();
+    tree.readdir(ROOT_INO, 0, |i| {
+        items.push(i.ino);
+        true
+    })
+    .unwrap();
+    for ino in items {
+        tree.getattr(ino).unwrap();
+    }
+    assert_eq!(tree.model().member_opened(b"ckpt-1"), Some(false));
     let ckpt1 = tree.lookup(ROOT_INO, b"ckpt-1").unwrap();
     let ckpt2 = tree.lookup(ROOT_INO, b"ckpt-2").unwrap();
     let w1 = tree.lookup(ckpt1, b"w.txt").unwrap();

@@ -662,6 +662,15 @@ impl Tree {
             exact: true,
         };
         match &node.kind {
+            NodeKind::Dir { path }
+                if node.listing.get().is_none()
+                    && path.len() == 1
+                    && self.model().member_opened(&path[0]) == Some(false) =>
+            {
+                // A checkpoint of a directory of many, not opened yet: its subdirectories
+                // are not counted (that would open it). 1 is the "not counted" of btrfs
+                // and network file systems; find(1) then reads the directory itself.
+            }
             k if k.is_dir() => {
                 let subdirs = self.listing(&node)?.subdirs();
                 attr.nlink = u32::try_from(subdirs.saturating_add(2)).unwrap_or(u32::MAX);

@@ -816,4 +816,11 @@ pub trait Model: Send + Sync {
     fn members(&self) -> Option<Vec<(Vec<u8>, u64)>> {
         None
     }
+
+    /// Whether member `name` (`members`) is opened yet; `None` if there is no such member.
+    /// Its directory's `stat` does not open it (`ls -l` of 500 checkpoints opens none).
+    fn member_opened(&self, name: &[u8]) -> Option<bool> {
+        let _ = name;
+        None
+    }
 }

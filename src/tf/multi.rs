@@ -96,6 +96,14 @@ impl Model for MultiModel {
         )
     }
 
+    fn member_opened(&self, name: &[u8]) -> Option<bool> {
+        let at = self
+            .children
+            .binary_search_by(|(n, _)| n.as_slice().cmp(name))
+            .ok()?;
+        Some(self.children[at].1.is_open())
+    }
+
     fn document(&self, path: &[Vec<u8>]) -> Result<Arc<dyn Document>, ModelError> {
         let (model, rest) = self.route(path)?;
         model.document(rest)
