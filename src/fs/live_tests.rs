@@ -54,6 +54,8 @@ fn a_changed_directory_keeps_its_unchanged_checkpoints_and_lets_the_others_go() 
     let ckpt2 = tree.lookup(ROOT_INO, b"ckpt-2").unwrap();
     let w1 = tree.lookup(ckpt1, b"w.txt").unwrap();
     let w2 = tree.lookup(ckpt2, b"w.txt").unwrap();
+    // Opened (as by open(2)), not read yet.
+    tree.check_open(w2, false).unwrap();
     tree.lookup(ROOT_INO, b"latest").unwrap();
     assert_eq!(read_text(&tree, w1).unwrap().trim(), "1.0\n1.0\n1.0");
     let nodes_before = tree.inode_count();
@@ -101,4 +103,23 @@ fn a_changed_directory_keeps_its_unchanged_checkpoints_and_lets_the_others_go() 
         "only latest, a root entry of its own"
     );
     assert_eq!(tree.lookup(ROOT_INO, b"ckpt-3").unwrap(), ckpt3);
+    // ckpt-2's files replaced (renamed over by others): a new checkpoint, new numbers; the
+    // file opened before reads what it opened, one looked up only is stale.
+    std::thread::sleep(std::time::Duration::from_millis(10));
+    for (from, to) in [
+        ("ckpt-3.data-00000-of-00001", "ckpt-2.data-00000-of-00001"),
+        ("ckpt-3.index", "ckpt-2.index"),
+    ] {
+        let tmp = dir.path().join("tmp");
+        std::fs::copy(steps.join("after-3").join(from), &tmp).unwrap();
+        std::fs::rename(&tmp, dir.path().join(to)).unwrap();
+    }
+    tree.replace_model(open());
+    let ckpt2_new = tree.lookup(ROOT_INO, b"ckpt-2").unwrap();
+    assert_ne!(ckpt2_new, ckpt2);
+    let w2_new = tree.lookup(ckpt2_new, b"w.txt").unwrap();
+    assert_eq!(read_text(&tree, w2_new).unwrap().trim(), "3.0\n3.0\n3.0");
+    assert_eq!(read_text(&tree, w2).unwrap().trim(), "2.0\n2.0\n2.0");
+    let step2 = tree.lookup(ckpt2, b"step.txt").unwrap_err();
+    assert!(matches!(step2, FsError::NotFound), "{step2:?}");
 }

@@ -58,6 +58,12 @@ impl TfModel {
             dir,
         };
         let mut model = Self::from_table(table, name, Box::new(shards), opts.verify)?;
+        // The data shards are opened with the index, not on first read: a checkpoint
+        // replaced later (a live directory) keeps serving this index's own shards, never
+        // the new ones under the old index. A shard missing now fails its reads, as before.
+        for i in 0..model.bundle.num_shards {
+            let _ = model.bundle.shard(i);
+        }
         model.key_index_dir = opts.key_index_dir.clone();
         if let (true, Some(store)) = (opts.verify, &opts.verdicts) {
             model.bundle.set_verdict_store(store.clone());
