@@ -3,12 +3,14 @@
 //!
 //! Layers, bottom up; each module uses only those before it (`layers_tests` checks it):
 //! `source` (byte access) → `store` (persistent caches) → `model` (the format-neutral tree)
-//! → `tf`, `angel` (the readers, which never use each other) → `detect` (which reader a source
-//! is for) → `layout` (file renderers) → `options` → `fs` (tree of files, FUSE glue) → `cli`.
+//! → `tf`, `angel`, `monolith` (the readers, which never use each other) → `detect` (which
+//! reader a source is for) → `layout` (file renderers) → `options` → `fs` (tree of files, FUSE
+//! glue, following a changing source) → `cli`.
 //!
 //! The binary needs `cli::main`; the integration tests, fuzzers and examples drive the readers
 //! and layouts directly, so those modules are public (their internals are `pub(crate)`), and
-//! the `testkit` feature adds in-memory doubles and the TF writer.
+//! the `testkit` feature adds the in-memory doubles (`testing`). The TF writer (`tf::writer`)
+//! is always built: the `.tf/` view writes with it.
 
 #![deny(clippy::undocumented_unsafe_blocks)]
 

@@ -16,6 +16,7 @@ mod decimal;
 pub mod decode;
 mod dir;
 mod direct;
+mod fault;
 mod format;
 mod idline;
 mod lines;

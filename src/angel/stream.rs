@@ -12,7 +12,7 @@
 use std::sync::Arc;
 
 use super::decode::DecodeError;
-use super::matrix::MatrixFault;
+use super::fault::MatrixFault;
 use super::meta::{MatrixMeta, PartMeta};
 use super::region::{Region, RowRun};
 use crate::model::{Entries, SparseShape};

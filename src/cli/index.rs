@@ -155,11 +155,11 @@ pub(crate) fn index_tree(
             });
         }
         if let Some(cache) = progress {
-            let rendered_at_start = cache.rendered_values();
+            let rendered_at_start = rendered_values(cache);
             let mut err = std::io::stderr().lock();
             while finished.load(Ordering::Relaxed) < workers {
                 std::thread::sleep(Duration::from_millis(200));
-                let rendered = cache.rendered_values() - rendered_at_start;
+                let rendered = rendered_values(cache) - rendered_at_start;
                 let partial = done_other
                     .load(Ordering::Relaxed)
                     .saturating_add(rendered)
@@ -247,6 +247,13 @@ fn values_of(t: &dyn Tensor) -> u64 {
     } else {
         meta.num_elements().unwrap_or(0)
     }
+}
+
+/// About how many tensor values the rendered chunks covered (for the progress display).
+fn rendered_values(cache: &crate::layout::cache::ChunkCache) -> u64 {
+    cache
+        .rendered_chunks()
+        .saturating_mul(crate::layout::text::CHUNK_ELEMENTS)
 }
 
 #[cfg(test)]

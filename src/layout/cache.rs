@@ -201,12 +201,6 @@ impl ChunkCache {
         self.rendered.load(Ordering::Relaxed)
     }
 
-    /// About how many tensor values the rendered chunks covered (for progress displays).
-    pub(crate) fn rendered_values(&self) -> u64 {
-        self.rendered_chunks()
-            .saturating_mul(super::text::CHUNK_ELEMENTS)
-    }
-
     pub(crate) fn count_rendered(&self, n: u64) {
         self.rendered.fetch_add(n, Ordering::Relaxed);
     }

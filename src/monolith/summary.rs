@@ -4,8 +4,10 @@
 
 use std::collections::BTreeMap;
 
-use super::table::STRIDE;
 use crate::store::OffsetStore;
+
+/// Records between two kept offsets (the table walks at most `STRIDE - 1` records to a row).
+pub(super) const STRIDE: u64 = 256;
 
 /// Where the pass got to: entries seen, width, the kept offsets, entries per slot.
 pub(super) struct Summary {

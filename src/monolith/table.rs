@@ -15,16 +15,13 @@ use serde_json::json;
 
 use super::entry::{parse_entry, EntryError};
 use super::record::{frame, Framed, RecordError, FRAMING};
-use super::summary::{load, save, Summary};
+use super::summary::{load, save, Summary, STRIDE};
 use crate::model::{
     DType, KeyKind, ModelError, RequestError, RowHit, SourceFormat, Tensor, TensorMeta,
     MAX_ROW_BYTES,
 };
 use crate::source::{identity_string, ReadAt};
 use crate::store::{IndexPlace, KeyIndex, KeyIndexBuilder, KeyIndexError, OffsetStore, Pending};
-
-/// Records between two kept offsets.
-pub(super) const STRIDE: u64 = 256;
 
 /// What is wrong with a table's shards, and where.
 #[derive(Debug, thiserror::Error)]

@@ -19,27 +19,7 @@ use super::whole::{self, ends_with_table_magic};
 use crate::model::{Member, Model, OpenError, ReaderOptions};
 use crate::source::{EntryKind, SourceError, Storage};
 
-const INDEX_SUFFIX: &[u8] = b".index";
-
-/// `P` → `P.index`.
-pub(crate) fn index_path(prefix: &Path) -> PathBuf {
-    let mut s = prefix.as_os_str().to_owned();
-    s.push(OsStr::from_bytes(INDEX_SUFFIX));
-    PathBuf::from(s)
-}
-
-/// A prefix's directory and base name. A prefix ending in `/` (Keras `save_weights("dir/")`,
-/// `Checkpoint.write("dir/")`: files `dir/.index`, `dir/.data-…`) has an empty base name in
-/// that directory, where `Path::file_name` would name the directory itself.
-pub(crate) fn split_prefix(prefix: &Path) -> (PathBuf, Vec<u8>) {
-    let bytes = prefix.as_os_str().as_bytes();
-    if let Some(dir) = bytes.strip_suffix(b"/") {
-        return (PathBuf::from(OsStr::from_bytes(dir)), Vec::new());
-    }
-    let dir = prefix.parent().map(Path::to_path_buf).unwrap_or_default();
-    let name = prefix.file_name().map(|n| n.as_bytes().to_vec());
-    (dir, name.unwrap_or_default())
-}
+pub(crate) use super::prefix::{index_path, split_prefix, INDEX_SUFFIX};
 
 /// The prefix of the checkpoint with an empty base name in `dir` (`dir/`).
 fn unnamed_prefix(dir: &Path) -> PathBuf {

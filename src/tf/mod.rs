@@ -14,6 +14,7 @@ pub mod model;
 pub(crate) mod multi;
 pub(crate) mod object_graph;
 pub(crate) mod ordered_code;
+mod prefix;
 pub mod proto;
 pub mod table;
 pub(crate) mod v1;

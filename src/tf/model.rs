@@ -48,10 +48,10 @@ impl TfModel {
     ) -> Result<TfModel, BundleError> {
         let file = opts
             .storage
-            .open(&super::detect::index_path(prefix))
+            .open(&super::prefix::index_path(prefix))
             .map_err(TableError::from)?;
         let table = Table::open(file, cache)?;
-        let (dir, name) = super::detect::split_prefix(prefix);
+        let (dir, name) = super::prefix::split_prefix(prefix);
         let name = String::from_utf8_lossy(&name).into_owned();
         let shards = DirShards {
             storage: opts.storage.clone(),

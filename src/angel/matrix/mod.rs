@@ -31,6 +31,7 @@ use serde_json::{json, Map, Value};
 use super::decode::{self, PartInput};
 use super::dir::MatrixDir;
 use super::direct::Plan;
+pub(crate) use super::fault::MatrixFault;
 use super::merge;
 use super::meta::{self, MatrixMeta, PartMeta};
 use super::region::Region;
@@ -43,24 +44,6 @@ use crate::source::{identity_string, Memo, ReadAt};
 use crate::store::OffsetStore;
 
 type Cached = Memo<Result<Arc<SparseRows>, Arc<MatrixFault>>>;
-
-/// Why a matrix (or one partition) cannot be read.
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum MatrixFault {
-    /// Found while loading the meta (`TensorMeta::problem`).
-    #[error("{0}")]
-    Known(String),
-    #[error("{0}")]
-    Decode(#[from] decode::DecodeError),
-    #[error("{0}")]
-    Duplicate(#[from] merge::DuplicateEntry),
-}
-
-impl MatrixFault {
-    fn is_transient(&self) -> bool {
-        matches!(self, MatrixFault::Decode(d) if matches!(&d.fault, decode::DecodeFault::Source(s) if s.is_transient()))
-    }
-}
 
 /// The cell's value, computed by `f` on first use; a transient fault is returned, not kept.
 fn cache_unless_transient(
