@@ -35,42 +35,40 @@ pub(crate) const EXIT_USAGE: i32 = 1;
 pub(crate) const EXIT_SOURCE: i32 = 2;
 pub(crate) const EXIT_MOUNT: i32 = 3;
 
-/// What SOURCE and `-o` accept: at the end of the help of every command that opens a source.
-macro_rules! source_and_options {
-    () => {
+/// What SOURCE and `-o` accept: at the end of the help of every command that opens a source
+/// (the options from their table, `options::SPECS`).
+fn source_and_options() -> String {
+    format!(
         "\
 SOURCE: a TensorFlow checkpoint prefix (or its .index, .data-*, .meta file), a directory of
 checkpoints, a SavedModel directory (or its saved_model.pb), a TF Serving base directory, an
 Angel model directory; or s3://bucket/key, http(s)://host/path of the same forms.
 
 OPTIONS (-o, comma-separated; also in /etc/fstab):
-  layouts=L,L…     json txt csv bin npy libsvm, the eight Angel formats (ValueText ValueBinary
-                   TextColumn BinaryColumn ColIdValueText ColIdValueBinary RowIdColIdValueText
-                   RowIdColIdValueBinary), or the groups generic, angel, all (default json,txt,npy)
-  sep=S            separator of csv and Angel text formats: a string, tab, space, comma (default ,)
-  max_dense=SIZE   largest dense form of a sparse tensor (default 16G)
-  text_size=auto|exact  auto: a big text file reads as 0 bytes in stat until its size is learnt
-                   (in the background, or by reading it); exact: every size before first use
-  threads=N        FUSE and rendering threads (default: the number of cores)
-  cache=SIZE       memory for rendered text and fetched blocks (default 256M)
-  cache_dir=DIR|none  persistent cache (default $XDG_CACHE_HOME/modelfs or ~/.cache/modelfs)
-  cache_max=SIZE   most bytes kept under cache_dir (default 1G, least recently used go first)
-  verify=crc|none  check checksums on first read (default crc)
-  refresh=SECS|never  follow a source written to while mounted: a local one is watched, a
-                   remote one listed again every SECS (default 5); never: the first look only
-  allow_other, allow_root, uid=N, gid=N   who may read, and the owner shown
-  fsname=NAME, auto_unmount, debug (-d)   libfuse's: the mount table's source, unmount when the
-                   daemon dies (needs fusermount3), debug log and foreground
-  endpoint=URL, region=R, profile=P   S3 settings (credentials from the environment)
-  log=FILE         the daemon's log (else $MODELFS_LOG, else syslog at /dev/log, else
-                   $XDG_STATE_HOME/modelfs/modelfs.log; mount says which)
-  defaults, ro, nosuid, nodev, noatime, _netdev, x-…   accepted for mount(8) and fstab"
-    };
+{}",
+        crate::options::options_help()
+    )
 }
 
-const AFTER_HELP: &str = concat!(
-    source_and_options!(),
-    "\n\n\
+/// The commands whose help ends with `source_and_options`.
+const OPENING_SOURCES: [&str; 10] = [
+    "mount", "ls", "cat", "row", "stats", "diff", "info", "list", "verify", "index",
+];
+
+/// The command line as parsed, with the help texts made from the options table.
+fn command() -> clap::Command {
+    use clap::CommandFactory;
+    let opening = source_and_options();
+    Cli::command()
+        .after_help(format!("{opening}{AFTER_HELP}"))
+        .mut_subcommands(|s| match OPENING_SOURCES.contains(&s.get_name()) {
+            true => s.after_help(opening.clone()),
+            false => s,
+        })
+}
+
+/// The end of the top-level help, after `source_and_options`.
+const AFTER_HELP: &str = "\n\n\
 ENVIRONMENT: MODELFS_LOG (daemon log file), RUST_LOG (log level: error, warn, info, debug),
 AWS_* (S3 credentials and region).
 
@@ -79,8 +77,7 @@ EXIT STATUS: 0 success; 1 usage (bad arguments, unknown option, a path not in th
 
 As a mount(8) helper (`ln -s $(command -v modelfs) /sbin/mount.fuse.modelfs`):
   mount -t fuse.modelfs SOURCE MOUNTPOINT -o OPTIONS, or in /etc/fstab:
-  /models/run1  /mnt/run1  fuse.modelfs  defaults,layouts=all  0 0"
-);
+  /models/run1  /mnt/run1  fuse.modelfs  defaults,layouts=all  0 0";
 
 /// `-o`: any text (options are checked by `Options::apply`), with the option names offered to
 /// shell completion.
@@ -100,19 +97,32 @@ impl clap::builder::TypedValueParser for OptionList {
     fn possible_values(
         &self,
     ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
-        let keys = crate::options::KEYS.iter();
+        // Made once for the process: clap takes the names as `&'static str`.
+        static KEYS: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
+        let keys = KEYS.get_or_init(|| {
+            crate::options::keys()
+                .map(|k| &*Box::leak(k.into_boxed_str()))
+                .collect()
+        });
         Some(Box::new(
-            keys.map(|k| clap::builder::PossibleValue::new(*k)),
+            keys.iter().map(|k| clap::builder::PossibleValue::new(*k)),
         ))
     }
+}
+
+/// The `-o` argument, the same for every command that takes one.
+#[derive(clap::Args, Debug)]
+struct OptArgs {
+    /// Options, comma-separated (see OPTIONS below).
+    #[arg(short = 'o', value_name = "OPT,OPT…", global = true, value_parser = OptionList, hide_possible_values = true)]
+    list: Vec<String>,
 }
 
 #[derive(Parser, Debug)]
 #[command(
     name = "modelfs",
     version,
-    about = "Mount TensorFlow checkpoints and Angel models read-only as files in the layouts you pick",
-    after_help = AFTER_HELP
+    about = "Mount TensorFlow checkpoints and Angel models read-only as files in the layouts you pick"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -123,7 +133,6 @@ struct Cli {
 enum Command {
     /// Mount SOURCE at MOUNTPOINT (created if missing, and removed again at unmount); returns
     /// once the mount is usable.
-    #[command(after_help = source_and_options!())]
     Mount {
         /// Stay in the foreground (SIGINT/SIGTERM unmount).
         #[arg(short = 'f', long)]
@@ -131,9 +140,8 @@ enum Command {
         /// Debug: log at debug level and stay in the foreground (libfuse's -d).
         #[arg(short = 'd')]
         debug: bool,
-        /// Options, comma-separated (see OPTIONS below).
-        #[arg(short = 'o', value_name = "OPT,OPT…", value_parser = OptionList, hide_possible_values = true)]
-        options: Vec<String>,
+        #[command(flatten)]
+        options: OptArgs,
         /// Append the daemon's log to FILE (like -o log=FILE).
         #[arg(long, value_name = "FILE")]
         log_file: Option<PathBuf>,
@@ -160,40 +168,37 @@ enum Command {
     Cache {
         #[command(subcommand)]
         action: cache::CacheAction,
-        #[arg(short = 'o', value_name = "OPT,OPT…", global = true, value_parser = OptionList, hide_possible_values = true)]
-        options: Vec<String>,
+        #[command(flatten)]
+        options: OptArgs,
     },
     /// Print the man page (roff) on stdout: `modelfs man > /usr/local/share/man/man1/modelfs.1`.
     Man,
     /// Print completions for SHELL (bash, zsh, fish, elvish, powershell) on stdout.
     Completions { shell: clap_complete::Shell },
     /// Every path of the tree under PATH, one per line, directories ending in `/`.
-    #[command(after_help = source_and_options!())]
     Ls {
-        #[arg(short = 'o', value_name = "OPT,OPT…", value_parser = OptionList, hide_possible_values = true)]
-        options: Vec<String>,
+        #[command(flatten)]
+        options: OptArgs,
         source: PathBuf,
         path: Option<OsString>,
     },
     /// The exact bytes the mounted file PATH would give.
-    #[command(after_help = source_and_options!())]
     Cat {
-        #[arg(short = 'o', value_name = "OPT,OPT…", value_parser = OptionList, hide_possible_values = true)]
-        options: Vec<String>,
+        #[command(flatten)]
+        options: OptArgs,
         source: PathBuf,
         path: OsString,
     },
     /// Rows of the keyed tensor NAME (its path in the mount, without a suffix) by ID: one
     /// `id<TAB>values` line per ID found, by lookup (the same as `NAME.rows/ID.txt`). Exit 1
     /// when an ID is not found (each is named on stderr).
-    #[command(after_help = source_and_options!())]
     Row {
         /// A JSON array of objects instead (id, tensor, key, dtype, width, position,
         /// partition, values).
         #[arg(long)]
         json: bool,
-        #[arg(short = 'o', value_name = "OPT,OPT…", value_parser = OptionList, hide_possible_values = true)]
-        options: Vec<String>,
+        #[command(flatten)]
+        options: OptArgs,
         source: PathBuf,
         name: OsString,
         #[arg(required = true, allow_negative_numbers = true)]
@@ -202,7 +207,6 @@ enum Command {
     /// Statistics of every tensor at or below each PATH (all when none): count, min, max,
     /// mean, std, NaN/+Inf/-Inf/zero counts, L2 norm (over the finite values, in float64),
     /// read on all cores and remembered in the cache (cache_dir) for the next time.
-    #[command(after_help = source_and_options!())]
     Stats {
         /// A JSON array of objects instead (name, dtype, count, min, max, mean, std, nan,
         /// posinf, neginf, zeros, l2).
@@ -211,8 +215,8 @@ enum Command {
         /// Exit 2 when any value is NaN or infinite (naming the tensors).
         #[arg(long)]
         check_finite: bool,
-        #[arg(short = 'o', value_name = "OPT,OPT…", value_parser = OptionList, hide_possible_values = true)]
-        options: Vec<String>,
+        #[command(flatten)]
+        options: OptArgs,
         source: PathBuf,
         paths: Vec<OsString>,
     },
@@ -220,50 +224,45 @@ enum Command {
     /// retyped (dtype or shape), changed (how many elements, max |Δ|, ‖B−A‖/‖A‖), identical.
     /// Both read lazily on all cores; equal stored checksums mean identical without a read.
     /// Exit 0 when identical, 1 when they differ, 2 on trouble.
-    #[command(after_help = source_and_options!())]
     Diff {
         /// A JSON array of objects instead (name, status, dtype, shape, count, changed_count,
         /// max_abs_diff, rel_l2; `a` and `b` for retyped ones).
         #[arg(long)]
         json: bool,
-        #[arg(short = 'o', value_name = "OPT,OPT…", value_parser = OptionList, hide_possible_values = true)]
-        options: Vec<String>,
+        #[command(flatten)]
+        options: OptArgs,
         a: PathBuf,
         b: PathBuf,
     },
     /// Format, tensor count, dtypes, total bytes (per checkpoint for a directory of several),
     /// problems found in the metadata. Reads no tensor data: `verify` does.
-    #[command(after_help = source_and_options!())]
     Info {
-        #[arg(short = 'o', value_name = "OPT,OPT…", value_parser = OptionList, hide_possible_values = true)]
-        options: Vec<String>,
+        #[command(flatten)]
+        options: OptArgs,
         source: PathBuf,
     },
     /// One line per tensor: path in the mount, dtype, shape, bytes, partitions.
-    #[command(after_help = source_and_options!())]
     List {
         /// A JSON array of objects instead (path, name, dtype, shape, bytes, partitions,
         /// sparse, problem).
         #[arg(long)]
         json: bool,
-        #[arg(short = 'o', value_name = "OPT,OPT…", value_parser = OptionList, hide_possible_values = true)]
-        options: Vec<String>,
+        #[command(flatten)]
+        options: OptArgs,
         source: PathBuf,
     },
     /// Read every byte of every tensor and check every checksum and structure; exit 2 with
     /// the list of problems when there are any.
-    #[command(after_help = source_and_options!())]
     Verify {
-        #[arg(short = 'o', value_name = "OPT,OPT…", value_parser = OptionList, hide_possible_values = true)]
-        options: Vec<String>,
+        #[command(flatten)]
+        options: OptArgs,
         source: PathBuf,
     },
     /// Precompute the exact size of every text file a mount with the same options shows,
     /// into the index cache (cache_dir), so later mounts know them without rendering.
-    #[command(after_help = source_and_options!())]
     Index {
-        #[arg(short = 'o', value_name = "OPT,OPT…", value_parser = OptionList, hide_possible_values = true)]
-        options: Vec<String>,
+        #[command(flatten)]
+        options: OptArgs,
         source: PathBuf,
     },
 }
@@ -378,7 +377,10 @@ fn tune_malloc() {
 pub fn main() -> i32 {
     tune_malloc();
     init_logging();
-    let cli = match Cli::try_parse_from(helper_args(std::env::args_os().collect())) {
+    let parsed = command()
+        .try_get_matches_from(helper_args(std::env::args_os().collect()))
+        .and_then(|m| <Cli as clap::FromArgMatches>::from_arg_matches(&m));
+    let cli = match parsed {
         Ok(c) => c,
         Err(e) => {
             let _ = e.print();
@@ -394,7 +396,7 @@ pub fn main() -> i32 {
             source,
             mountpoint,
             ..
-        } => parse_options(&options).and_then(|mut opts| {
+        } => parse_options(&options.list).and_then(|mut opts| {
             opts.log_file = log_file.or(opts.log_file);
             opts.debug |= debug;
             mount::mount(&source, &mountpoint, opts, foreground || debug)
@@ -402,10 +404,10 @@ pub fn main() -> i32 {
         Command::Umount { lazy, mountpoint } => umount::umount(&mountpoint, lazy),
         Command::Man => man(),
         Command::Cache { action, options } => {
-            parse_options(&options).and_then(|opts| cache::cache(&action, &opts))
+            parse_options(&options.list).and_then(|opts| cache::cache(&action, &opts))
         }
         Command::Completions { shell } => {
-            let mut cmd = <Cli as clap::CommandFactory>::command();
+            let mut cmd = command();
             clap_complete::generate(shell, &mut cmd, "modelfs", &mut std::io::stdout());
             Ok(())
         }
@@ -413,48 +415,48 @@ pub fn main() -> i32 {
             options,
             source,
             path,
-        } => parse_options(&options).and_then(|opts| browse::ls(&source, path.as_deref(), &opts)),
+        } => parse_options(&options.list)
+            .and_then(|opts| browse::ls(&source, path.as_deref(), &opts)),
         Command::Cat {
             options,
             source,
             path,
-        } => parse_options(&options).and_then(|opts| browse::cat(&source, &path, &opts)),
+        } => parse_options(&options.list).and_then(|opts| browse::cat(&source, &path, &opts)),
         Command::Row {
             json,
             options,
             source,
             name,
             ids,
-        } => {
-            parse_options(&options).and_then(|opts| browse::row(&source, &name, &ids, json, &opts))
-        }
+        } => parse_options(&options.list)
+            .and_then(|opts| browse::row(&source, &name, &ids, json, &opts)),
         Command::Info { options, source } => {
-            parse_options(&options).and_then(|opts| inspect::info(&source, &opts))
+            parse_options(&options.list).and_then(|opts| inspect::info(&source, &opts))
         }
         Command::List {
             json,
             options,
             source,
-        } => parse_options(&options).and_then(|opts| inspect::list(&source, &opts, json)),
+        } => parse_options(&options.list).and_then(|opts| inspect::list(&source, &opts, json)),
         Command::Stats {
             json,
             check_finite,
             options,
             source,
             paths,
-        } => parse_options(&options)
+        } => parse_options(&options.list)
             .and_then(|opts| compare::stats(&source, &paths, json, check_finite, &opts)),
         Command::Diff {
             json,
             options,
             a,
             b,
-        } => parse_options(&options).and_then(|opts| compare::diff(&a, &b, json, &opts)),
+        } => parse_options(&options.list).and_then(|opts| compare::diff(&a, &b, json, &opts)),
         Command::Verify { options, source } => {
-            parse_options(&options).and_then(|opts| inspect::verify(&source, &opts))
+            parse_options(&options.list).and_then(|opts| inspect::verify(&source, &opts))
         }
         Command::Index { options, source } => {
-            parse_options(&options).and_then(|opts| index::index(&source, &opts))
+            parse_options(&options.list).and_then(|opts| index::index(&source, &opts))
         }
     };
     match result {
@@ -469,9 +471,8 @@ pub fn main() -> i32 {
 }
 
 fn man() -> Result<(), Failure> {
-    let cmd = <Cli as clap::CommandFactory>::command();
     let mut out = Vec::new();
-    clap_mangen::Man::new(cmd)
+    clap_mangen::Man::new(command())
         .render(&mut out)
         .map_err(|e| Failure::new(EXIT_USAGE, e.to_string()))?;
     use std::io::Write;
@@ -692,9 +693,8 @@ mod tests {
     /// own help, and completions offer the `-o` option names.
     #[test]
     fn help_and_completions_name_the_options() {
-        use clap::CommandFactory;
-        let mut cmd = Cli::command();
-        for sub in ["mount", "ls", "cat", "info", "list", "verify", "index"] {
+        let mut cmd = command();
+        for sub in OPENING_SOURCES {
             let help = cmd
                 .find_subcommand_mut(sub)
                 .unwrap()
@@ -748,7 +748,7 @@ mod tests {
                 ..
             } => {
                 assert!(foreground);
-                assert_eq!(options, ["a", "b"]);
+                assert_eq!(options.list, ["a", "b"]);
             }
             _ => panic!(),
         }

@@ -192,7 +192,10 @@ impl ChunkCache {
 
     /// A fresh namespace for blocks of one file (never reused).
     pub(crate) fn new_namespace(&self) -> u64 {
-        self.next_namespace.fetch_add(1, Ordering::Relaxed)
+        let n = self.next_namespace.fetch_add(1, Ordering::Relaxed);
+        // Never reused: a wrap would take 2^64 files.
+        debug_assert_ne!(n, u64::MAX);
+        n
     }
 
     /// Chunks rendered so far (by index builds and reads); tests use it to show that a read
@@ -261,6 +264,7 @@ impl ChunkCache {
                 None => break,
             }
         }
+        debug_assert!(b.bytes <= self.max_bytes);
         drop(b);
         self.recycle(evicted);
     }
@@ -327,6 +331,7 @@ impl ChunkCache {
     }
 
     pub(crate) fn keep_offsets(&self, key: &OffsetsKey, owner: &Owner, index: Arc<ChunkOffsets>) {
+        debug_assert!(ChunkOffsets::is_valid(&index.offsets, index.chunks()));
         let owner = match key {
             OffsetsKey::Stable(_) => None,
             OffsetsKey::Object { .. } => Some(owner.downgrade()),

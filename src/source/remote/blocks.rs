@@ -156,6 +156,13 @@ impl Blocks {
     ) -> Result<Bytes, SourceError> {
         let key = (obj.id, index);
         if let Ok(bytes) = &got {
+            let r = self.range(obj, index);
+            debug_assert_eq!(
+                bytes.len() as u64,
+                r.end - r.start,
+                "block {index} of {}",
+                obj.url
+            );
             self.insert(key, bytes.clone());
         }
         let shared = got.map_err(Arc::new);
@@ -199,6 +206,7 @@ impl Blocks {
                 None => break,
             }
         }
+        debug_assert!(c.bytes <= self.cap.saturating_add(self.block_size));
     }
 
     /// The block from the disk cache, or fetched and then stored there.

@@ -105,6 +105,10 @@ async fn run(
         }
         let at = *reader.borrow();
         claim_up_to(at.saturating_add(window), &mut held);
+        // Claims reach at most `window` blocks past the reader, and block `i` is not past it.
+        debug_assert!(held
+            .keys()
+            .all(|&k| k >= i && k <= at.saturating_add(window)));
         let r = blocks.range(&obj, i);
         let want = (r.end - r.start) as usize;
         // A recycled buffer per block, filled straight from the body's chunks.
@@ -127,6 +131,7 @@ async fn run(
                 }
             }
         }
+        debug_assert_eq!(buf.len() as u64, r.end - r.start);
         let block = blocks.pool.freeze(buf);
         if let Some(tx) = held.remove(&i) {
             blocks.keep_on_disk(&obj, i, block.clone()).await;

@@ -2,9 +2,12 @@
 
 use std::sync::Arc;
 
+mod specs;
+
 use crate::layout::Layout;
 use crate::model::ReaderOptions;
 use crate::store::{DiskStore, VerdictStore};
+pub(crate) use specs::{help as options_help, keys};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Verify {
@@ -42,33 +45,6 @@ impl Refresh {
         }
     }
 }
-
-/// The options of `-o` as shell completion offers them (with `=` when they take a value);
-/// the mount(8) conventions `apply` also accepts are left out.
-pub(crate) const KEYS: &[&str] = &[
-    "layouts=",
-    "sep=",
-    "max_dense=",
-    "angel_format=",
-    "text_size=",
-    "threads=",
-    "cache=",
-    "cache_dir=",
-    "cache_max=",
-    "verify=",
-    "allow_other",
-    "allow_root",
-    "uid=",
-    "gid=",
-    "fsname=",
-    "auto_unmount",
-    "debug",
-    "endpoint=",
-    "region=",
-    "profile=",
-    "log=",
-    "refresh=",
-];
 
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -256,154 +232,22 @@ impl Options {
         }
     }
 
-    /// Applies one `-o` argument (comma-separated list) on top of `self`. Every option is
-    /// in `KEYS` (a test checks it).
+    /// Applies one `-o` argument (comma-separated list) on top of `self`: each option by
+    /// its entry in `specs::SPECS`.
     pub(crate) fn apply(&mut self, arg: &str) -> Result<(), OptionError> {
         for opt in split_options(arg) {
             let (key, value) = match opt.split_once('=') {
                 Some((k, v)) => (k, Some(v)),
                 None => (opt.as_str(), None),
             };
-            let need = |v: Option<&str>| {
-                v.map(str::to_string)
-                    .ok_or_else(|| OptionError(format!("option '{key}' needs a value")))
-            };
-            match key {
-                "layouts" => {
-                    self.layouts = Layout::parse_list(&need(value)?)
-                        .map_err(|e| OptionError(e.to_string()))?;
-                    self.layouts_chosen = true;
+            match (specs::SPECS.iter().find(|s| s.key == key), value) {
+                (Some(spec), Some(v)) if spec.value.is_some() => (spec.apply)(self, v)?,
+                (Some(spec), None) if spec.value.is_none() => (spec.apply)(self, "")?,
+                (Some(spec), None) if spec.value.is_some() => {
+                    return Err(OptionError(format!("option '{key}' needs a value")))
                 }
-                "sep" => {
-                    let v = need(value)?;
-                    self.sep = unescape_sep(&v);
-                    if self.sep.is_empty() {
-                        return Err(OptionError("sep= must not be empty".into()));
-                    }
-                }
-                "max_dense" => self.max_dense = parse_size(&need(value)?)?,
-                "angel_format" => {
-                    let v = need(value)?;
-                    let simple = v.rsplit('.').next().unwrap_or(&v);
-                    self.angel_format = Some(
-                        crate::angel::AngelFormat::ALL
-                            .into_iter()
-                            .find(|f| f.class_name() == simple || f.name() == simple)
-                            .ok_or_else(|| {
-                                OptionError(format!(
-                                    "angel_format= takes one of Angel's eight formats \
-                                     (e.g. ColIdValueBinaryRowFormat), not '{v}'"
-                                ))
-                            })?,
-                    )
-                }
-                "threads" => {
-                    self.threads = need(value)?
-                        .parse()
-                        .ok()
-                        .filter(|n| (1..=1024).contains(n))
-                        .ok_or_else(|| OptionError("threads= takes 1..1024".into()))?
-                }
-                "cache" => self.cache_bytes = parse_size(&need(value)?)?,
-                "verify" => {
-                    self.verify = match need(value)?.as_str() {
-                        "crc" => Verify::Crc,
-                        "none" => Verify::None,
-                        v => {
-                            return Err(OptionError(format!(
-                                "verify= takes crc or none, not '{v}'"
-                            )))
-                        }
-                    }
-                }
-                "allow_other" if value.is_none() => self.allow_other = true,
-                // libfuse's standard options (fuse(8)).
-                "allow_root" if value.is_none() => self.allow_root = true,
-                "auto_unmount" if value.is_none() => self.auto_unmount = true,
-                "debug" if value.is_none() => self.debug = true,
-                "fsname" => self.fsname = Some(need(value)?),
-                "uid" => {
-                    self.uid = Some(
-                        need(value)?
-                            .parse()
-                            .map_err(|_| OptionError("bad uid=".into()))?,
-                    )
-                }
-                "gid" => {
-                    self.gid = Some(
-                        need(value)?
-                            .parse()
-                            .map_err(|_| OptionError("bad gid=".into()))?,
-                    )
-                }
-                "cache_dir" => {
-                    let v = need(value)?;
-                    self.cache_dir = if v == "none" {
-                        None
-                    } else {
-                        Some(usable_dir(&v)?)
-                    };
-                }
-                "cache_max" => self.cache_max = parse_size(&need(value)?)?,
-                "endpoint" => self.endpoint = Some(need(value)?),
-                "region" => self.region = Some(need(value)?),
-                "profile" => self.profile = Some(need(value)?),
-                "refresh" => {
-                    let v = need(value)?;
-                    self.refresh = match v.as_str() {
-                        "never" => Refresh::Never,
-                        _ => Refresh::Every(
-                            v.parse::<f64>()
-                                .ok()
-                                .filter(|s| (0.1..=86_400.0).contains(s))
-                                .map(std::time::Duration::from_secs_f64)
-                                .ok_or_else(|| {
-                                    OptionError(format!(
-                                        "refresh= takes seconds (0.1 to 86400) or never, not '{v}'"
-                                    ))
-                                })?,
-                        ),
-                    }
-                }
-                "text_size" => {
-                    self.text_size = match need(value)?.as_str() {
-                        "auto" => TextSize::Auto,
-                        "exact" => TextSize::Exact,
-                        v => {
-                            return Err(OptionError(format!(
-                                "text_size= takes auto or exact, not '{v}'"
-                            )))
-                        }
-                    }
-                }
-                "log" => self.log_file = Some(need(value)?.into()),
-                // mount(8)/fstab conventions: accepted and implied (the mount is always
-                // read-only, nosuid, nodev) or meaningful only to mount(8) itself.
-                "defaults"
-                | "ro"
-                | "rw"
-                | "default_permissions"
-                | "nosuid"
-                | "nodev"
-                | "suid"
-                | "dev"
-                | "exec"
-                | "noexec"
-                | "noatime"
-                | "atime"
-                | "relatime"
-                | "nodiratime"
-                | "_netdev"
-                | "auto"
-                | "noauto"
-                | "nofail"
-                | "user"
-                | "users"
-                | "nouser"
-                | "async"
-                | "sync"
-                    if value.is_none() => {}
-                k if k.starts_with("x-") || k == "comment" => {}
+                (None, None) if specs::CONVENTIONS.contains(&key) => {}
+                (None, _) if key.starts_with("x-") || key == "comment" => {}
                 _ => return Err(OptionError(format!("unknown mount option '{opt}'"))),
             }
         }
@@ -483,8 +327,9 @@ mod tests {
     #[test]
     fn completion_keys_are_options() {
         let tmp = tempfile::tempdir().unwrap();
-        for k in KEYS {
-            let sample = match *k {
+        for k in keys() {
+            let k = k.as_str();
+            let sample = match k {
                 "layouts=" => "all".to_string(),
                 "sep=" => "tab".to_string(),
                 "angel_format=" => "ColIdValueBinaryRowFormat".to_string(),
