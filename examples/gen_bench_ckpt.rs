@@ -16,7 +16,7 @@
 use std::fs::File;
 use std::io::{BufWriter, Write};
 
-use modelfs::tf::coding::{crc32c_extend, mask_crc, put_varint64};
+use modelfs::codec::{crc32c_extend, mask_crc, put_varint64};
 use modelfs::tf::proto::{BundleEntryProto, BundleHeaderProto, Dim, TensorShapeProto, VersionDef};
 use prost::Message;
 

@@ -7,6 +7,7 @@ use std::path::Path;
 /// Rank of each top-level module: a module may use only modules of a lower rank.
 const RANKS: &[(&str, u32)] = &[
     ("source", 0),
+    ("codec", 0),
     ("store", 1),
     ("model", 2),
     ("testing", 3),

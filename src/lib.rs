@@ -16,6 +16,7 @@
 
 pub mod angel;
 mod cli;
+pub mod codec;
 pub mod detect;
 mod fs;
 #[cfg(test)]

@@ -1,6 +1,8 @@
 //! `EntryDump` (proto2, package `monolith.hash_table`; formats/monolith.md): field 1 `id`
 //! (sfixed64), field 2 `num` (repeated float, unpacked or packed), others skipped by wire type.
 
+use crate::codec::wire::{Fields, Value, WireError};
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub(crate) enum EntryError {
     #[error("entry: truncated field")]
@@ -11,74 +13,46 @@ pub(crate) enum EntryError {
     Group(u8),
     #[error("entry: no id")]
     NoId,
-    #[error("entry: a varint longer than 10 bytes")]
-    Varint,
 }
 
-fn varint(data: &[u8], at: &mut usize) -> Result<u64, EntryError> {
-    let mut v = 0u64;
-    for shift in (0..70).step_by(7) {
-        let b = *data.get(*at).ok_or(EntryError::Truncated)?;
-        *at += 1;
-        if shift == 63 && b > 1 {
-            return Err(EntryError::Varint);
-        }
-        v |= u64::from(b & 0x7f) << shift;
-        if b < 0x80 {
-            return Ok(v);
+impl From<WireError> for EntryError {
+    fn from(e: WireError) -> Self {
+        match e {
+            WireError::Malformed(_) => EntryError::Truncated,
+            WireError::WireType(w, _) => EntryError::Group(w),
         }
     }
-    Err(EntryError::Varint)
-}
-
-fn take<'a>(data: &'a [u8], at: &mut usize, n: u64) -> Result<&'a [u8], EntryError> {
-    let n = usize::try_from(n).map_err(|_| EntryError::Truncated)?;
-    let end = at
-        .checked_add(n)
-        .filter(|&e| e <= data.len())
-        .ok_or(EntryError::Truncated)?;
-    let s = &data[*at..end];
-    *at = end;
-    Ok(s)
 }
 
 /// The entry's id; its `num` values are appended to `nums` (little-endian f32 bytes, as read).
 /// The last `id` wins, as in protobuf; `num`s accumulate in order.
 pub(crate) fn parse_entry(data: &[u8], nums: &mut Vec<u8>) -> Result<i64, EntryError> {
-    let mut at = 0;
     let mut id = None;
-    while at < data.len() {
-        let key = varint(data, &mut at)?;
-        let (field, wire) = (key >> 3, (key & 7) as u8);
-        match (field, wire) {
-            (1, 1) => {
-                let b = take(data, &mut at, 8)?;
-                id = Some(i64::from_le_bytes(b.try_into().expect("8 bytes")));
-            }
-            (2, 5) => nums.extend_from_slice(take(data, &mut at, 4)?),
-            (2, 2) => {
-                let n = varint(data, &mut at)?;
-                let b = take(data, &mut at, n)?;
+    for field in Fields::new(data) {
+        let field = field?;
+        match (field.number, field.value) {
+            (1, Value::Fixed64(v)) => id = Some(v as i64),
+            (2, Value::Fixed32(v)) => nums.extend_from_slice(&v.to_le_bytes()),
+            (2, Value::Bytes { start, end }) => {
+                let b = &data[start..end];
                 if b.len() % 4 != 0 {
                     return Err(EntryError::Truncated);
                 }
                 nums.extend_from_slice(b);
             }
-            (1 | 2, _) => return Err(EntryError::WireType { field, wire }),
-            (_, 0) => {
-                varint(data, &mut at)?;
+            (1 | 2, v) => {
+                let wire = match v {
+                    Value::Varint(_) => 0,
+                    Value::Fixed64(_) => 1,
+                    Value::Bytes { .. } => 2,
+                    Value::Fixed32(_) => 5,
+                };
+                return Err(EntryError::WireType {
+                    field: u64::from(field.number),
+                    wire,
+                });
             }
-            (_, 1) => {
-                take(data, &mut at, 8)?;
-            }
-            (_, 2) => {
-                let n = varint(data, &mut at)?;
-                take(data, &mut at, n)?;
-            }
-            (_, 5) => {
-                take(data, &mut at, 4)?;
-            }
-            (_, w) => return Err(EntryError::Group(w)),
+            _ => {}
         }
     }
     id.ok_or(EntryError::NoId)

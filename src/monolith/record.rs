@@ -34,8 +34,7 @@ impl RecordError {
 
 /// TF's masked CRC32C.
 pub(crate) fn masked_crc(data: &[u8]) -> u32 {
-    let c = crc32c::crc32c(data);
-    c.rotate_right(15).wrapping_add(0xa282_ead8)
+    crate::codec::mask_crc(crc32c::crc32c(data))
 }
 
 fn le_u32(b: &[u8]) -> u32 {

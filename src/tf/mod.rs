@@ -2,7 +2,6 @@
 
 pub mod bundle;
 pub mod checkpoint_state;
-pub mod coding;
 pub(crate) mod detect;
 pub(crate) mod dtype;
 #[cfg(any(test, feature = "testkit"))]

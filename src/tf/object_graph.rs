@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::tf::graph::wire::{Fields, Value, WireError};
+use crate::codec::wire::{Fields, Value, WireError};
 
 /// What the object graph says of one checkpoint key.
 #[derive(Clone, Debug, Default, PartialEq)]

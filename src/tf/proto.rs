@@ -166,7 +166,7 @@ mod tests {
         assert!(BundleEntryProto::decode(&[0x12, 0x05, 0x00][..]).is_err());
         // Negative int32 as a 10-byte varint.
         let mut neg = vec![0x18];
-        crate::tf::coding::put_varint64(&mut neg, (-3i64) as u64);
+        crate::codec::put_varint64(&mut neg, (-3i64) as u64);
         assert_eq!(BundleEntryProto::decode(&neg[..]).unwrap().shard_id, -3);
     }
 }

@@ -10,10 +10,10 @@ use std::sync::Arc;
 use super::bundle::partitioned::{PartitionedTensor, SlicePart};
 use super::dtype::from_tf;
 use super::graph::tensor_proto::{self, ProtoTensor};
-use super::graph::wire::{Fields, Value};
 use super::ordered_code::slice_key;
 use super::proto::{Extent, TensorSliceProto};
 use super::table::{Table, TableError};
+use crate::codec::wire::{Fields, Value};
 use crate::model::{
     DirEntry, Model, ModelError, ModelSummary, PartitionMeta, SourceFormat, Tensor, TensorMeta,
 };

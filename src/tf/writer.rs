@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::codec::{crc32c_extend, mask_crc, put_varint64};
 use crate::source::{MemSource, ReadAt};
-use crate::tf::coding::{crc32c_extend, mask_crc, put_varint64};
 use crate::tf::table::footer::TABLE_MAGIC;
 
 /// Builds block contents the way LevelDB's BlockBuilder does.

@@ -588,7 +588,7 @@ fn hand_built_overflowing_entries() {
     }
     // A string entry whose first length varint claims 2^60 bytes.
     let mut lying = Vec::new();
-    modelfs::tf::coding::put_varint64(&mut lying, 1 << 60);
+    modelfs::codec::put_varint64(&mut lying, 1 << 60);
     lying.extend_from_slice(&[1, 0, 0, 0, 0, b'a']);
     b.add_raw(b"bad/string_length_2e60", 7, &[2], 0, &lying, 0);
     let prefix = b.write_to_dir(tmp.path()).unwrap();

@@ -18,12 +18,12 @@ use std::sync::Arc;
 
 use super::concat::ConcatBuilder;
 use super::{Bytes, FixedDir, Made, Make, View, ViewEntry};
+use crate::codec::{crc32c_extend, mask_crc};
 use crate::layout::binary::{ElemMap, RawElements};
 use crate::layout::dense::dense_tensor;
 use crate::layout::{pool, FileContent, LayoutCtx, LayoutError, Requester};
 use crate::model::{DType, ModelError};
 use crate::store::OffsetStore;
-use crate::tf::coding::{crc32c_extend, mask_crc};
 use crate::tf::dtype::to_tf;
 use crate::tf::writer::{encode_strings, entry_proto, TableBuilder};
 

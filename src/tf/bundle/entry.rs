@@ -170,7 +170,7 @@ mod tests {
             .is_some());
         // Negative dim: shape { dim { size: -1 } }.
         let mut v = vec![0x08, 0x01, 0x12, 0x0d, 0x12, 0x0b, 0x08];
-        crate::tf::coding::put_varint64(&mut v, u64::MAX);
+        crate::codec::put_varint64(&mut v, u64::MAX);
         assert!(parse_entry(&v, 1).problem.unwrap().contains("negative"));
         // Zero dim [3, 0]: 0 elements, size 0.
         let z = parse_entry(

@@ -7,9 +7,9 @@ use std::sync::{Arc, OnceLock};
 use super::entry::{DataLoc, Entry};
 use super::varlen::{VarError, VarIndex};
 use super::Bundle;
+use crate::codec::{crc32c_parallel, mask_crc, PARALLEL_CRC_MIN};
 use crate::model::{DType, ModelError, RequestError, SourceFormat, Tensor, TensorMeta};
 use crate::source::{identity_string, ReadAt};
-use crate::tf::coding::{crc32c_parallel, mask_crc, PARALLEL_CRC_MIN};
 use crate::tf::dtype::{swap_in_place, swap_width};
 
 /// Tensors at least this large keep their checksum verdict in the bundle's verdict store

@@ -172,7 +172,7 @@ fn missing_and_truncated_shards() {
 }
 
 fn mask_crc0() -> u32 {
-    crate::tf::coding::mask_crc(crate::tf::coding::crc32c_extend(0, &[0, 0, 0, 0]))
+    crate::codec::mask_crc(crate::codec::crc32c_extend(0, &[0, 0, 0, 0]))
 }
 
 #[test]

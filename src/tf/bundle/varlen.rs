@@ -5,7 +5,7 @@
 //! later reads of element `i` decode at most `STRIDE` lengths before reaching it. Memory is
 //! bounded by `size / STRIDE`, never by the element count the entry claims.
 
-use crate::tf::coding::{crc32c_extend, decode_varint64, mask_crc, unmask_crc};
+use crate::codec::{crc32c_extend, decode_varint64, mask_crc, unmask_crc};
 
 const STRIDE: u64 = 256;
 
@@ -288,7 +288,7 @@ pub(crate) mod tests {
         // Only the checksum computation: a length > u32::MAX contributes 8 bytes.
         let len: u64 = 1 << 32;
         let mut data = Vec::new();
-        crate::tf::coding::put_varint64(&mut data, len);
+        crate::codec::put_varint64(&mut data, len);
         let c = crc32c_extend(0, &len.to_le_bytes());
         data.extend_from_slice(&mask_crc(c).to_le_bytes());
         // The string itself is absent: the structural check fails after the checksum, which
@@ -303,7 +303,7 @@ pub(crate) mod tests {
         let mut data = Vec::new();
         let mut crc = 0u32;
         for e in elems {
-            crate::tf::coding::put_varint64(&mut data, e.len() as u64);
+            crate::codec::put_varint64(&mut data, e.len() as u64);
             data.extend_from_slice(e);
             crc = crc32c_extend(crc32c_extend(crc, &(e.len() as u64).to_le_bytes()), e);
             let m = mask_crc(crc).to_le_bytes();

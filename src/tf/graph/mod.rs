@@ -9,7 +9,6 @@ pub(crate) mod scan;
 mod signatures;
 pub(crate) mod sniff;
 pub(crate) mod tensor_proto;
-pub(crate) mod wire;
 
 pub(crate) use model::GraphModel;
 pub(crate) use scan::GraphKind;

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::ops::Range;
 
 use super::tensor_proto::{self, ProtoInfo};
-use super::wire::{text, Fields, Value, WireError};
+use crate::codec::wire::{text, Fields, Value, WireError};
 
 /// Which message the file holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -10,7 +10,7 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use super::wire::{packed_varints, Fields, Value, WireError};
+use crate::codec::wire::{packed_varints, Fields, Value, WireError};
 use crate::model::{DType, ModelError, RequestError, SourceFormat, Tensor, TensorMeta};
 use crate::source::{identity_string, Memo, ReadAt};
 use crate::tf::dtype::from_tf;

@@ -8,7 +8,7 @@ use std::cmp::Ordering;
 use std::ops::Range;
 use std::sync::Arc;
 
-use crate::tf::coding::{decode_varint32, fixed32_at};
+use crate::codec::{decode_varint32, fixed32_at};
 
 /// A decoded, validated block.
 #[derive(Debug)]

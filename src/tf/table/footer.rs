@@ -1,7 +1,7 @@
 //! The 48-byte table footer (§3.1) and block handles.
 
 use super::TableError;
-use crate::tf::coding::decode_varint64;
+use crate::codec::decode_varint64;
 
 pub(crate) const FOOTER_LEN: u64 = 48;
 /// `0xdb4775248b80fb57` little-endian.
@@ -118,10 +118,10 @@ mod tests {
         assert!(Footer::decode(&v, 1000).is_err());
         // Overflowing handle.
         let mut big = Vec::new();
-        crate::tf::coding::put_varint64(&mut big, 0);
-        crate::tf::coding::put_varint64(&mut big, 8);
-        crate::tf::coding::put_varint64(&mut big, u64::MAX - 2);
-        crate::tf::coding::put_varint64(&mut big, 10);
+        crate::codec::put_varint64(&mut big, 0);
+        crate::codec::put_varint64(&mut big, 8);
+        crate::codec::put_varint64(&mut big, u64::MAX - 2);
+        crate::codec::put_varint64(&mut big, 10);
         assert!(Footer::decode(&footer_bytes(&big), 1000).is_err());
     }
 }

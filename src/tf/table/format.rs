@@ -3,8 +3,8 @@
 use super::block::Block;
 use super::footer::{BlockHandle, TRAILER_LEN};
 use super::TableError;
+use crate::codec::{crc32c_extend, fixed32_at, unmask_crc};
 use crate::source::ReadAt;
-use crate::tf::coding::{crc32c_extend, fixed32_at, unmask_crc};
 
 const TYPE_RAW: u8 = 0;
 const TYPE_SNAPPY: u8 = 1;

@@ -221,8 +221,8 @@ fn out_of_order_blocks_detected() {
     // Block 2 starts after block 1 (contents 3+1+8 = 12 bytes + 5 trailer).
     let start = 17;
     let end = pos + 1 + 8;
-    let crc = crate::tf::coding::mask_crc(crate::tf::coding::crc32c_extend(
-        crate::tf::coding::crc32c_extend(0, &bytes[start..end]),
+    let crc = crate::codec::mask_crc(crate::codec::crc32c_extend(
+        crate::codec::crc32c_extend(0, &bytes[start..end]),
         &[0],
     ));
     bytes[end + 1..end + 5].copy_from_slice(&crc.to_le_bytes());

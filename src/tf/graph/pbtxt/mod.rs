@@ -23,7 +23,7 @@ use std::ops::Range;
 
 use schema::{Kind, M};
 
-use super::wire::{packed_varints, Fields, Value, WireError};
+use crate::codec::wire::{packed_varints, Fields, Value, WireError};
 use crate::tf::dtype;
 
 /// Input bytes per chunk of `graph.pbtxt`: rendered text is at most a few times this.

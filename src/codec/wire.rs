@@ -5,7 +5,7 @@
 //! Invariant: every position handed out lies inside the slice the reader was made from, and a
 //! length is accepted only when the bytes it claims exist.
 
-use crate::tf::coding::decode_varint64;
+use super::decode_varint64;
 
 /// A field's value by wire type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

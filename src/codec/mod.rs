@@ -1,9 +1,13 @@
-//! Primitive encodings of the TF table and bundle formats (formats/tf-checkpoint.md §2):
-//! varints, little-endian fixed integers and the masked CRC32C.
+//! Wire encodings shared by the readers and the views, below them all (readers may not
+//! import each other): varints, little-endian fixed integers and the masked CRC32C of the TF
+//! table and bundle formats and of TFRecord framing (formats/tf-checkpoint.md §2), and the
+//! protobuf wire format read in place (`wire`).
 //!
 //! Every decoder takes the remaining input and returns the value plus the bytes consumed, or
 //! `None` when the input ends early or the varint is over-long; callers turn `None` into their
 //! own corruption error.
+
+pub(crate) mod wire;
 
 /// Added to the rotated CRC by `mask` (LevelDB's `kMaskDelta`).
 const MASK_DELTA: u32 = 0xa282_ead8;
@@ -14,7 +18,7 @@ pub fn mask_crc(crc: u32) -> u32 {
 }
 
 /// Inverse of `mask_crc`.
-pub(crate) fn unmask_crc(masked: u32) -> u32 {
+pub fn unmask_crc(masked: u32) -> u32 {
     masked.wrapping_sub(MASK_DELTA).rotate_left(15)
 }
 
