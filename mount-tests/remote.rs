@@ -134,7 +134,8 @@ fn ls_with(source: &Path, opts: &str) -> std::process::Output {
 }
 
 /// Uploads every file under `root` to `bucket` with keys relative to `root`.
-fn upload(port: u16, bucket: &str, root: &Path) {
+/// A client of `bucket` on the moto at `port`.
+fn store_of(port: u16, bucket: &str) -> Arc<dyn ObjectStore> {
     let store = AmazonS3Builder::new()
         .with_endpoint(format!("http://127.0.0.1:{port}"))
         .with_allow_http(true)
@@ -144,7 +145,11 @@ fn upload(port: u16, bucket: &str, root: &Path) {
         .with_secret_access_key("modelfs-test-secret")
         .build()
         .unwrap();
-    let store: Arc<dyn ObjectStore> = Arc::new(store);
+    Arc::new(store)
+}
+
+fn upload(port: u16, bucket: &str, root: &Path) {
+    let store = store_of(port, bucket);
     // moto creates buckets on PUT /bucket.
     let status = Command::new("curl")
         .args(["-s", "-o", "/dev/null", "-X", "PUT"])
@@ -560,15 +565,7 @@ fn s3_blocks_persist_on_disk_across_mounts() {
 
 /// Puts `files` (key, bytes) in `bucket`, in order, and deletes `gone`.
 fn put_and_delete(port: u16, bucket: &str, files: &[(String, Vec<u8>)], gone: &[String]) {
-    let store = AmazonS3Builder::new()
-        .with_endpoint(format!("http://127.0.0.1:{port}"))
-        .with_allow_http(true)
-        .with_bucket_name(bucket)
-        .with_region("us-east-1")
-        .with_access_key_id("modelfs-test")
-        .with_secret_access_key("modelfs-test-secret")
-        .build()
-        .unwrap();
+    let store = store_of(port, bucket);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -172,6 +172,18 @@ impl Node {
         }
     }
 
+    /// A root node (inode 1, the model's top directory), its listing not made yet.
+    pub(super) fn root() -> Node {
+        Node::new(
+            ROOT_INO,
+            ROOT_INO,
+            String::new(),
+            NodeKind::Dir {
+                path: Arc::from(Vec::new()),
+            },
+        )
+    }
+
     pub(crate) fn file_kind(&self) -> FileKind {
         kind_of(&self.kind)
     }
@@ -211,14 +223,7 @@ pub(crate) type ChangeListener = Box<dyn Fn(Vec<(Ino, String)>, Vec<Ino>) + Send
 
 impl Tree {
     pub(crate) fn new(model: Arc<dyn Model>, ctx: Arc<LayoutCtx>, cfg: TreeConfig) -> Tree {
-        let root = Node::new(
-            ROOT_INO,
-            ROOT_INO,
-            String::new(),
-            NodeKind::Dir {
-                path: Arc::from(Vec::new()),
-            },
-        );
+        let root = Node::root();
         Tree {
             model: RwLock::new(model),
             ctx,
@@ -265,14 +270,7 @@ impl Tree {
         };
         let in_kept = |path: &[Vec<u8>]| path.first().is_some_and(|m| kept.contains(m));
         let keep = |node: &Node| matches!(&node.kind, NodeKind::Dir { path } if path.len() == 1 && in_kept(path));
-        let fresh_root = Node::new(
-            ROOT_INO,
-            ROOT_INO,
-            String::new(),
-            NodeKind::Dir {
-                path: Arc::from(Vec::new()),
-            },
-        );
+        let fresh_root = Node::root();
         let let_go = self.nodes.replace_root(fresh_root, &keep);
         if let Ok(mut views) = self.views.lock() {
             views.retain(|(root, _), _| in_kept(root));

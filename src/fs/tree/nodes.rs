@@ -209,14 +209,7 @@ mod tests {
     use super::*;
 
     fn table() -> Nodes {
-        let root = Node::new(
-            ROOT_INO,
-            ROOT_INO,
-            String::new(),
-            NodeKind::Dir {
-                path: Arc::from(Vec::new()),
-            },
-        );
+        let root = Node::root();
         Nodes::new(root)
     }
 
