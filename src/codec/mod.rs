@@ -1,12 +1,13 @@
 //! Wire encodings shared by the readers and the views, below them all (readers may not
 //! import each other): varints, little-endian fixed integers and the masked CRC32C of the TF
 //! table and bundle formats and of TFRecord framing (formats/tf-checkpoint.md §2), and the
-//! protobuf wire format read in place (`wire`).
+//! protobuf wire format read in place (`wire`), and the LevelDB table writer (`table`).
 //!
 //! Every decoder takes the remaining input and returns the value plus the bytes consumed, or
 //! `None` when the input ends early or the varint is over-long; callers turn `None` into their
 //! own corruption error.
 
+pub(crate) mod table;
 pub(crate) mod wire;
 
 /// Added to the rotated CRC by `mask` (LevelDB's `kMaskDelta`).

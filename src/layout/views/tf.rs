@@ -18,6 +18,7 @@ use std::sync::Arc;
 
 use super::concat::ConcatBuilder;
 use super::{Bytes, FixedDir, Made, Make, View, ViewEntry};
+use crate::codec::table::TableBuilder;
 use crate::codec::{crc32c_extend, mask_crc};
 use crate::layout::binary::{ElemMap, RawElements};
 use crate::layout::dense::dense_tensor;
@@ -25,7 +26,7 @@ use crate::layout::{pool, FileContent, LayoutCtx, LayoutError, Requester};
 use crate::model::{DType, ModelError};
 use crate::store::OffsetStore;
 use crate::tf::dtype::to_tf;
-use crate::tf::writer::{encode_strings, entry_proto, TableBuilder};
+use crate::tf::writer::{encode_strings, entry_proto};
 
 pub(crate) const DIR: &str = ".tf";
 const PREFIX: &str = "model";

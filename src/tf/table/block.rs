@@ -290,7 +290,7 @@ impl BlockIter {
 pub(crate) mod tests {
     use super::*;
 
-    pub(crate) use crate::tf::writer::build_block;
+    pub(crate) use crate::codec::table::build_block;
 
     fn keys(n: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
         (0..n)

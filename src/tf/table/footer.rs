@@ -4,8 +4,7 @@ use super::TableError;
 use crate::codec::decode_varint64;
 
 pub(crate) const FOOTER_LEN: u64 = 48;
-/// `0xdb4775248b80fb57` little-endian.
-pub(crate) const TABLE_MAGIC: [u8; 8] = [0x57, 0xfb, 0x80, 0x8b, 0x24, 0x75, 0x47, 0xdb];
+pub(crate) use crate::codec::table::TABLE_MAGIC;
 /// Type byte plus masked CRC after every block.
 pub(crate) const TRAILER_LEN: u64 = 5;
 

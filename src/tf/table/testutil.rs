@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::source::{MemSource, ReadAt, SourceError};
 
-pub(crate) use crate::tf::writer::TableBuilder;
+pub(crate) use crate::codec::table::TableBuilder;
 
 /// Records every `(offset, len)` read.
 #[derive(Debug)]
