@@ -161,13 +161,25 @@ pub(crate) fn fingerprint(fs: &dyn Storage, path: &Path) -> Option<u64> {
                 }
             }
         }
-        Some(EntryKind::File) | None => {
+        kind @ (Some(EntryKind::File) | None) => {
             let dir = path.parent()?;
-            let base = path.file_name()?.as_encoded_bytes();
+            // A prefix `P` (no file of that name) stands for `P` and `P.…`; a file `P.x` (an
+            // index, a graph) for its siblings `P.…`. Not `P0…`: `ckpt-1` is not `ckpt-10`.
+            let mut stem = path.file_name()?.as_encoded_bytes();
+            if kind.is_some() {
+                if let Some(dot) = stem.iter().rposition(|&b| b == b'.') {
+                    stem = &stem[..dot];
+                }
+            }
+            let ours = |n: &[u8]| {
+                n == stem
+                    || n.strip_prefix(stem)
+                        .is_some_and(|r| r.first() == Some(&b'.'))
+            };
             let mut entries = fs.list(dir).ok()?;
             entries.sort_by(|a, b| a.0.cmp(&b.0));
             for (name, _) in entries {
-                if name.as_encoded_bytes().starts_with(base) {
+                if ours(name.as_encoded_bytes()) {
                     name.hash(&mut h);
                     fs.stamp(&dir.join(&name)).ok()?.hash(&mut h);
                 }
@@ -227,12 +239,20 @@ mod tests {
         assert_ne!(first, second);
         std::fs::write(dir.path().join("3/saved_model.pb"), b"xy").unwrap();
         assert_ne!(fingerprint(&*fs, dir.path()).unwrap(), second);
-        // A prefix: its own files, not its neighbours'.
+        // A prefix: its own files, not its neighbours' (not `a1.index` either).
         let prefix = dir.path().join("a");
         let p1 = fingerprint(&*fs, &prefix).unwrap();
-        std::fs::write(dir.path().join("b.index"), b"2").unwrap();
-        assert_eq!(fingerprint(&*fs, &prefix), Some(p1));
+        for other in ["b.index", "a1.index", "a1.data-00000-of-00001"] {
+            std::fs::write(dir.path().join(other), b"2").unwrap();
+            assert_eq!(fingerprint(&*fs, &prefix), Some(p1), "{other}");
+        }
+        let by_index = fingerprint(&*fs, &dir.path().join("a.index")).unwrap();
         std::fs::write(dir.path().join("a.data-00000-of-00001"), b"2").unwrap();
         assert_ne!(fingerprint(&*fs, &prefix), Some(p1));
+        // The source named by its index file covers the data beside it.
+        assert_ne!(
+            fingerprint(&*fs, &dir.path().join("a.index")),
+            Some(by_index)
+        );
     }
 }
