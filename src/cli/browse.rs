@@ -6,7 +6,8 @@ use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use crate::fs::{FileKind, FsError, Tree};
+use crate::fs::{FileKind, FsError, Opening, Tree};
+use crate::layout::Patient;
 use crate::options::Options;
 
 use super::{build_tree, Failure, EXIT_OK, EXIT_SOURCE, EXIT_USAGE};
@@ -80,32 +81,33 @@ pub(crate) fn cat_into(tree: &Tree, path: &[u8], out: &mut dyn Write) -> Result<
     if node.kind.is_dir() {
         return Err(path_failure(shown, &FsError::IsDir));
     }
-    let (content, size) = tree.content(ino).map_err(|e| path_failure(shown, &e))?;
-    let mut buf = vec![0u8; CAT_CHUNK];
+    let opened = tree
+        .open(ino, false, &Patient)
+        .map_err(|e| path_failure(shown, &e))?;
+    let result = cat_open(tree, opened, shown, out);
+    tree.release(opened.fh);
+    result
+}
+
+/// Writes open file `o` to `out` from its start, `CAT_CHUNK` at a time.
+fn cat_open(tree: &Tree, o: Opening, shown: &OsStr, out: &mut dyn Write) -> Result<(), Failure> {
     let mut offset = 0u64;
     loop {
-        // A text file whose size is not known yet is read to its end.
-        let want = match size {
-            Some(size) if offset >= size => return Ok(()),
-            Some(size) => {
-                usize::try_from(size - offset).map_or(CAT_CHUNK, |left| left.min(CAT_CHUNK))
-            }
-            None => CAT_CHUNK,
-        };
-        let n = content
-            .read_at(offset, &mut buf[..want])
-            .map_err(|e| path_failure(shown, &FsError::from(e)))?;
-        if n == 0 {
-            return match size {
-                Some(size) => {
+        let got = tree
+            .read(o.fh, offset, CAT_CHUNK, &Patient)
+            .map_err(|e| path_failure(shown, &e))?;
+        if got.is_empty() {
+            // A text file whose size is not known yet is read to its end.
+            return match o.size {
+                Some(size) if offset < size => {
                     let msg = format!("file ended at {offset} of {size} bytes");
                     Err(path_failure(shown, &FsError::Io(msg)))
                 }
-                None => Ok(()),
+                _ => Ok(()),
             };
         }
-        out.write_all(&buf[..n.min(want)]).map_err(write_failure)?;
-        offset += n.min(want) as u64;
+        out.write_all(&got).map_err(write_failure)?;
+        offset += got.len() as u64;
     }
 }
 

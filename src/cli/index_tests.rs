@@ -35,7 +35,7 @@ fn read_all(tree: &Tree, path: &str) -> Vec<u8> {
     let mut out = Vec::new();
     let mut buf = vec![0u8; 64 << 10];
     loop {
-        let n = tree.read(ino, out.len() as u64, &mut buf).unwrap();
+        let n = tree.read_ino(ino, out.len() as u64, &mut buf).unwrap();
         if n == 0 {
             return out;
         }
@@ -111,7 +111,7 @@ fn tf_second_mount_renders_nothing_and_rewrite_invalidates() {
     let ino = tree2.resolve(b"layer/W.txt").unwrap();
     let mut tail = [0u8; 20];
     let size = before[0].len() as u64;
-    tree2.read(ino, size - 20, &mut tail).unwrap();
+    tree2.read_ino(ino, size - 20, &mut tail).unwrap();
     assert_eq!(&tail[..], &before[0][before[0].len() - 20..]);
     assert_eq!(ctx2.cache.rendered_chunks(), 1);
     for (p, want) in TF_FILES.iter().zip(&before) {

@@ -30,6 +30,9 @@ pub(crate) enum FsError {
     /// Bad or unreadable source data; the message names the problem (it is logged).
     #[error("{0}")]
     Io(String),
+    /// A read through a file handle that is not open.
+    #[error("bad file handle")]
+    BadHandle,
     /// The caller went away (Ctrl-C) before the work was done.
     #[error("interrupted")]
     Interrupted,
@@ -49,6 +52,7 @@ impl FsError {
             FsError::Invalid => libc::EINVAL,
             FsError::Stale(_) => libc::ESTALE,
             FsError::Io(_) => libc::EIO,
+            FsError::BadHandle => libc::EBADF,
             FsError::Interrupted => libc::EINTR,
         }
     }

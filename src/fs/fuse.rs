@@ -28,7 +28,6 @@ use super::error::FsError;
 use super::sizing::SizePass;
 use super::tree::{self, Attr, FileKind, OpenMode, Tree, XattrReply};
 use crate::options::Options;
-use crate::source::aligned::AlignedBuf;
 
 /// How long the kernel may cache entries and attributes (changes are told: `Notice`).
 const TTL: Duration = Duration::from_secs(24 * 3600);
@@ -394,54 +393,51 @@ impl Filesystem for ModelFs {
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         let write = flags.acc_mode() != OpenAccMode::O_RDONLY || flags.0 & libc::O_TRUNC != 0;
         let caller = Caller::new(&self.tree, ino.0, req.pid());
-        match self.tree.open_for(ino.0, write, &caller) {
-            Ok(OpenMode::Cached) => reply.opened(FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE),
-            Ok(OpenMode::Direct) => reply.opened(FileHandle(0), FopenFlags::FOPEN_DIRECT_IO),
+        match self.tree.open(ino.0, write, &caller) {
+            Ok(o) => reply.opened(
+                FileHandle(o.fh),
+                match o.mode {
+                    OpenMode::Cached => FopenFlags::FOPEN_KEEP_CACHE,
+                    OpenMode::Direct => FopenFlags::FOPEN_DIRECT_IO,
+                },
+            ),
             Err(e) => reply.error(errno(&e)),
         }
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        self.tree.release(fh.0);
+        reply.ok();
     }
 
     fn read(
         &self,
         req: &Request,
         ino: INodeNo,
-        _fh: FileHandle,
+        fh: FileHandle,
         offset: u64,
         size: u32,
         _flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        // One buffer per FUSE thread, reused: no allocation or zeroing per request; its
-        // contents start on a page, like the FUSE pages the kernel copies them into.
-        thread_local! {
-            static READ_BUF: std::cell::RefCell<AlignedBuf> = std::cell::RefCell::default();
-        }
         // One line per READ at trace level: how tests count the requests that reach us.
         log::trace!("read ino {} offset {offset} size {size}", ino.0);
         let len = size.min(MAX_READ) as usize;
         let caller = Caller::new(&self.tree, ino.0, req.pid());
-        // Bytes the content holds in one piece already (a rendered text chunk) go out as they
-        // are; anything else is copied into this thread's buffer.
-        match self.tree.read_shared_for(ino.0, offset, len, &caller) {
-            Some(Ok(bytes)) => return reply.data(&bytes),
-            Some(Err(e)) => return reply.error(errno(&e)),
-            None => {}
+        match self.tree.read(fh.0, offset, len, &caller) {
+            Ok(bytes) => reply.data(&bytes),
+            Err(e) => reply.error(errno(&e)),
         }
-        READ_BUF.with(|b| {
-            let mut b = b.borrow_mut();
-            if b.capacity() < len {
-                *b = AlignedBuf::with_capacity(len);
-            }
-            if b.len() < len {
-                b.resize(len);
-            }
-            let buf = &mut b.as_mut_slice()[..len];
-            match self.tree.read_for(ino.0, offset, buf, &caller) {
-                Ok(n) => reply.data(&buf[..n]),
-                Err(e) => reply.error(errno(&e)),
-            }
-        });
     }
 
     fn write(

@@ -72,7 +72,7 @@ fn listing_and_json_do_no_work() {
                 let size = tree.getattr(ino).unwrap().size;
                 if f.ends_with(".json") {
                     let mut buf = vec![0u8; size as usize];
-                    assert_eq!(tree.read(ino, 0, &mut buf).unwrap(), size as usize);
+                    assert_eq!(tree.read_ino(ino, 0, &mut buf).unwrap(), size as usize);
                 }
             }
             if tree.file_source(ino).unwrap().is_none() {
@@ -260,12 +260,12 @@ fn a_big_angel_model_is_listed_without_decoding() {
     // The head of the LR's last partition, and of the embedding's text (row 0, column 0).
     let mut buf = [0u8; 64];
     let ino = tree.resolve(b"lr.parts/3.libsvm").unwrap();
-    let n = tree.read(ino, 0, &mut buf).unwrap();
+    let n = tree.read_ino(ino, 0, &mut buf).unwrap();
     let first_col = 3 * ((1u64 << 31) + 9).div_ceil(4);
     let want = format!("0 {first_col}:-1.0 ");
     assert_eq!(&buf[..want.len().min(n)], want.as_bytes());
     let ino = tree.resolve(b"emb.txt").unwrap();
-    let n = tree.read(ino, 0, &mut buf).unwrap();
+    let n = tree.read_ino(ino, 0, &mut buf).unwrap();
     assert!(
         buf[..n].starts_with(b"0.0\n0.07\n0.14\n"),
         "{:?}",

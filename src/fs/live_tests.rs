@@ -21,7 +21,7 @@ fn copy_step(step: &Path, dir: &Path) {
 
 fn read_text(t: &Tree, ino: Ino) -> Result<String, FsError> {
     let mut buf = vec![0u8; 4096];
-    let n = t.read(ino, 0, &mut buf)?;
+    let n = t.read_ino(ino, 0, &mut buf)?;
     Ok(String::from_utf8_lossy(&buf[..n]).into_owned())
 }
 

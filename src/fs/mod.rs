@@ -30,7 +30,7 @@ pub(crate) mod tree;
 mod tree_tests;
 
 pub(crate) use error::FsError;
-pub(crate) use tree::{FileKind, Ino, Tree, TreeConfig, ROOT_INO};
+pub(crate) use tree::{FileKind, Ino, Opening, Tree, TreeConfig, ROOT_INO};
 
 /// The rendering context of a mount (or of `ls`/`cat`) built from its options: the chunk and
 /// row caches get their shares of `cache=` (`Budget`), `cache_dir=` (unless `none`) keeps the

@@ -29,9 +29,12 @@ use super::error::FsError;
 use super::listing::{self, Listing, ModelPath, NodeKind};
 use super::names;
 
+mod handles;
 mod hidden;
 mod nodes;
 mod rows;
+
+pub(crate) use handles::Opening;
 
 pub(crate) type Ino = u64;
 pub(crate) const ROOT_INO: Ino = 1;
@@ -204,6 +207,7 @@ pub(crate) struct Tree {
     ctx: Arc<LayoutCtx>,
     cfg: TreeConfig,
     nodes: nodes::Nodes,
+    handles: handles::Handles,
     /// The hidden views by model root and view, each built on its first lookup (the map's
     /// lock is held only to find or add a slot, never while building).
     views: Mutex<HashMap<(ModelPath, usize), ViewSlot>>,
@@ -229,6 +233,7 @@ impl Tree {
             ctx,
             cfg,
             nodes: nodes::Nodes::new(root),
+            handles: Default::default(),
             views: Default::default(),
             on_unknown: OnceLock::new(),
             on_learnt: OnceLock::new(),
@@ -734,106 +739,9 @@ impl Tree {
     #[cfg(test)]
     /// Checks that `ino` can be opened for reading; says how the kernel should read it.
     pub(crate) fn check_open(&self, ino: Ino, write: bool) -> Result<OpenMode, FsError> {
-        self.open_for(ino, write, &Patient)
-    }
-
-    pub(crate) fn open_for(
-        &self,
-        ino: Ino,
-        write: bool,
-        req: &dyn Requester,
-    ) -> Result<OpenMode, FsError> {
-        let node = self.node(ino)?;
-        if write {
-            return Err(FsError::ReadOnly);
-        }
-        let o = self.opened(&node, req)?;
-        Ok(match o.size() {
-            Some(_) if !o.content.volatile() => OpenMode::Cached,
-            _ => OpenMode::Direct,
-        })
-    }
-
-    /// Content object of a file and its size if known (for streaming in `modelfs cat`).
-    pub(crate) fn content(&self, ino: Ino) -> Result<(Arc<dyn FileContent>, Option<u64>), FsError> {
-        let node = self.node(ino)?;
-        let o = self.opened(&node, &Patient)?;
-        Ok((o.content.clone(), o.size()))
-    }
-
-    #[cfg(test)]
-    /// Reads up to `buf.len()` bytes at `offset`; short only at end of file.
-    pub(crate) fn read(&self, ino: Ino, offset: u64, buf: &mut [u8]) -> Result<usize, FsError> {
-        self.read_for(ino, offset, buf, &Patient)
-    }
-
-    /// `read`, stopping with `FsError::Interrupted` once `req` is gone.
-    pub(crate) fn read_for(
-        &self,
-        ino: Ino,
-        offset: u64,
-        buf: &mut [u8],
-        req: &dyn Requester,
-    ) -> Result<usize, FsError> {
-        let node = self.node(ino)?;
-        let o = self.opened(&node, req)?;
-        let (want, known) = match o.size() {
-            Some(size) if offset >= size => return Ok(0),
-            Some(size) => (
-                usize::try_from(size - offset).map_or(buf.len(), |left| left.min(buf.len())),
-                true,
-            ),
-            None => (buf.len(), false),
-        };
-        let n = o
-            .content
-            .read_for(offset, &mut buf[..want], req)
-            .map_err(|e| {
-                let e = FsError::from(e);
-                if !matches!(e, FsError::Interrupted) {
-                    log::error!("{}: read at {offset}: {e}", self.path_of(ino));
-                    if let Some(t) = &o.tensor {
-                        let what = format!("{}: read at {offset}: {e}", self.path_of(ino));
-                        self.ctx.faults.note(&t.meta().name, what);
-                    }
-                }
-                e
-            })?;
-        if !known && n < want && !o.content.volatile() {
-            // A short read is the end of the file: the whole index has been learnt.
-            if let Some(s) = o.content.known_size() {
-                self.set_size(ino, &o, s);
-            }
-        }
-        Ok(n.min(want))
-    }
-
-    /// `read_for` as a view of a buffer the file's content holds (see
-    /// `FileContent::read_shared`), for a reply without a copy; `None`: use `read_for`.
-    pub(crate) fn read_shared_for(
-        &self,
-        ino: Ino,
-        offset: u64,
-        len: usize,
-        req: &dyn Requester,
-    ) -> Option<Result<bytes::Bytes, FsError>> {
-        let node = self.node(ino).ok()?;
-        let o = node.opened.get()?.clone();
-        // Only once the size is known: a read that finds the end of a file of unknown size
-        // must go through `read_for`, which records it.
-        let size = o.size()?;
-        if offset >= size {
-            return Some(Ok(bytes::Bytes::new()));
-        }
-        let want = usize::try_from(size - offset).map_or(len, |left| left.min(len));
-        let got = o.content.read_shared(offset, want, req)?;
-        Some(got.map_err(|e| {
-            let e = FsError::from(e);
-            if !matches!(e, FsError::Interrupted) {
-                log::error!("{}: read at {offset}: {e}", self.path_of(ino));
-            }
-            e
-        }))
+        let o = self.open(ino, write, &Patient)?;
+        self.release(o.fh);
+        Ok(o.mode)
     }
 
     pub(crate) fn readlink(&self, ino: Ino) -> Result<Vec<u8>, FsError> {

@@ -65,7 +65,7 @@ fn read_all(t: &Tree, path: &str) -> Vec<u8> {
     let ino = t.resolve(path.as_bytes()).unwrap();
     let size = t.getattr(ino).unwrap().size as usize;
     let mut buf = vec![0u8; size + 10];
-    let n = t.read(ino, 0, &mut buf).unwrap();
+    let n = t.read_ino(ino, 0, &mut buf).unwrap();
     buf.truncate(n);
     buf
 }
@@ -129,12 +129,12 @@ fn sizes_are_exact_and_reads_match() {
     let full = read_all(&t, "layer1/W.bin");
     for off in 0..=24u64 {
         let mut buf = [0u8; 5];
-        let n = t.read(ino, off, &mut buf).unwrap();
+        let n = t.read_ino(ino, off, &mut buf).unwrap();
         let end = (off as usize + 5).min(24);
         assert_eq!(&buf[..n], &full[off as usize..end]);
     }
     let mut buf = [0u8; 4];
-    assert_eq!(t.read(ino, 1 << 40, &mut buf).unwrap(), 0);
+    assert_eq!(t.read_ino(ino, 1 << 40, &mut buf).unwrap(), 0);
     assert_eq!(read_all(&t, "emb.parts/1.bin").len(), 12);
     assert_eq!(read_all(&t, "angel.parts/11.txt"), b"8.0\n");
 }
@@ -222,7 +222,7 @@ fn errors_carry_errnos() {
     t.check_open(file, false).unwrap();
     let mut buf = [0u8; 4];
     assert_eq!(
-        t.read(ROOT_INO, 0, &mut buf).unwrap_err().errno(),
+        t.read_ino(ROOT_INO, 0, &mut buf).unwrap_err().errno(),
         libc::EISDIR
     );
     assert_eq!(t.readlink(file).unwrap_err().errno(), libc::EINVAL);
@@ -237,7 +237,10 @@ fn errors_carry_errnos() {
     let bad_bin = t.resolve(b"bad.bin").unwrap();
     assert_eq!(t.getattr(bad_bin).unwrap().size, 8);
     let mut buf = [0u8; 8];
-    assert_eq!(t.read(bad_bin, 0, &mut buf).unwrap_err().errno(), libc::EIO);
+    assert_eq!(
+        t.read_ino(bad_bin, 0, &mut buf).unwrap_err().errno(),
+        libc::EIO
+    );
     // xattrs still work on it (metadata only).
     assert_eq!(t.getxattr(bad, XATTR_SHAPE.as_bytes()).unwrap(), b"[2]");
 }
@@ -417,7 +420,7 @@ fn big_text_sizes_are_placeholders_until_learnt() {
     let mut got = Vec::new();
     let mut buf = vec![0u8; 1 << 20];
     loop {
-        let k = t.read(txt, got.len() as u64, &mut buf).unwrap();
+        let k = t.read_ino(txt, got.len() as u64, &mut buf).unwrap();
         if k == 0 {
             break;
         }
@@ -464,7 +467,7 @@ fn a_failed_read_shows_in_the_tensors_json() {
     assert!(!attr.exact, "a volatile size is not to be cached");
     let bin = t.resolve(b"flaky.bin").unwrap();
     let mut buf = [0u8; 8];
-    assert_eq!(t.read(bin, 0, &mut buf).unwrap_err().errno(), libc::EIO);
+    assert_eq!(t.read_ino(bin, 0, &mut buf).unwrap_err().errno(), libc::EIO);
     let after = read_all(&t, "flaky.json");
     let doc: serde_json::Value = serde_json::from_slice(&after).unwrap();
     let last = doc["last_error"].as_str().unwrap();
@@ -525,4 +528,43 @@ fn rows_are_found_by_id_under_a_hidden_dir_that_lists_only_its_readme() {
     }
     // Nothing listed changed.
     assert_eq!(all_paths(&t), before);
+}
+
+#[test]
+fn a_handle_reads_what_it_opened_until_released() {
+    use crate::layout::Patient;
+    let t = tree();
+    let bin = t.resolve(b"b.bin").unwrap();
+    let (a, b) = (
+        t.open(bin, false, &Patient).unwrap(),
+        t.open(bin, false, &Patient).unwrap(),
+    );
+    assert!(a.fh != 0 && b.fh != 0 && a.fh != b.fh);
+    assert_eq!((a.size, t.open_files()), (Some(12), 2));
+    let want: Vec<u8> = [0.25f32, 0.5, 0.75]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    // One read path: the size bounds every read; a read at the end is empty.
+    assert_eq!(t.read(a.fh, 4, 100, &Patient).unwrap(), want[4..]);
+    assert!(t.read(a.fh, 12, 4, &Patient).unwrap().is_empty());
+    // The kernel forgets the name; the open file still reads.
+    t.forget(bin, u64::MAX);
+    assert_eq!(t.read(b.fh, 0, 12, &Patient).unwrap(), want);
+    t.release(a.fh);
+    assert_eq!(t.read(a.fh, 0, 4, &Patient).unwrap_err().errno(), libc::EBADF);
+    t.release(a.fh);
+    t.release(b.fh);
+    assert_eq!(t.open_files(), 0);
+}
+
+#[test]
+fn a_read_fault_is_logged_and_recorded_for_the_json() {
+    let t = tree();
+    let bad_bin = t.resolve(b"bad.bin").unwrap();
+    let mut buf = [0u8; 8];
+    assert_eq!(t.read_ino(bad_bin, 0, &mut buf).unwrap_err().errno(), libc::EIO);
+    let json = String::from_utf8(read_all(&t, "bad.json")).unwrap();
+    assert!(json.contains("\"last_error\""), "{json}");
+    assert!(json.contains("bad.bin: read at 0"), "{json}");
 }

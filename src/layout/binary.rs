@@ -4,8 +4,11 @@
 
 use std::sync::Arc;
 
+use bytes::Bytes;
+
 use super::{FileContent, LayoutError, Requester};
 use crate::model::{DType, Tensor};
+use crate::source::scratch;
 
 /// How source elements become file elements.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,13 +51,18 @@ impl RawElements {
         self.elements.checked_mul(self.width() as u64)
     }
 
-    /// `read_at` of `len` bytes at `offset` as a view of the source's own buffer, when the
-    /// elements are served as stored and whole (see `Tensor::read_shared`).
-    pub(crate) fn read_shared(
-        &self,
-        offset: u64,
-        len: usize,
-    ) -> Option<Result<bytes::Bytes, LayoutError>> {
+    /// Up to `len` bytes at byte `offset` of the element data (fewer only at the end): a view
+    /// of the source's own buffer when it has the bytes in one, else a copy.
+    pub(crate) fn read(&self, offset: u64, len: usize) -> Result<Bytes, LayoutError> {
+        if let Some(got) = self.read_shared(offset, len) {
+            return got;
+        }
+        scratch::filled(len, |buf| self.read_at(offset, buf))
+    }
+
+    /// `read` as a view of the source's own buffer, when the elements are served as stored
+    /// and whole (see `Tensor::read_shared`).
+    fn read_shared(&self, offset: u64, len: usize) -> Option<Result<bytes::Bytes, LayoutError>> {
         let size = self.size()?;
         let w = self.width() as u64;
         let len = (len as u64).min(size.checked_sub(offset)?);
@@ -114,21 +122,8 @@ impl FileContent for BinContent {
     fn size_for(&self, _req: &dyn Requester) -> Result<u64, LayoutError> {
         self.0.size().ok_or(LayoutError::Overflow("element count"))
     }
-    fn read_for(
-        &self,
-        offset: u64,
-        buf: &mut [u8],
-        _req: &dyn Requester,
-    ) -> Result<usize, LayoutError> {
-        self.0.read_at(offset, buf)
-    }
-    fn read_shared(
-        &self,
-        offset: u64,
-        len: usize,
-        _req: &dyn Requester,
-    ) -> Option<Result<bytes::Bytes, LayoutError>> {
-        self.0.read_shared(offset, len)
+    fn read(&self, offset: u64, len: usize, _req: &dyn Requester) -> Result<Bytes, LayoutError> {
+        self.0.read(offset, len)
     }
 }
 
@@ -238,38 +233,28 @@ impl FileContent for NpyContent {
             .ok_or(LayoutError::Overflow("npy size"))
     }
 
-    fn read_for(
-        &self,
-        offset: u64,
-        buf: &mut [u8],
-        _req: &dyn Requester,
-    ) -> Result<usize, LayoutError> {
-        let h = &self.header[..];
-        let mut written = 0usize;
-        let mut pos = offset;
-        if pos < h.len() as u64 {
-            let n = (h.len() - pos as usize).min(buf.len());
-            buf[..n].copy_from_slice(&h[pos as usize..pos as usize + n]);
-            written += n;
-            pos += n as u64;
+    fn read(&self, offset: u64, len: usize, _req: &dyn Requester) -> Result<Bytes, LayoutError> {
+        // The header is ours: a read wholly in the element data is the data's read.
+        if let Some(at) = offset.checked_sub(self.header.len() as u64) {
+            return self.raw.read(at, len);
         }
-        if written == buf.len() {
-            return Ok(written);
-        }
-        let n = self
-            .raw
-            .read_at(pos - h.len() as u64, &mut buf[written..])?;
-        Ok(written + n)
-    }
-
-    fn read_shared(
-        &self,
-        offset: u64,
-        len: usize,
-        _req: &dyn Requester,
-    ) -> Option<Result<bytes::Bytes, LayoutError>> {
-        // The header is ours: only reads wholly in the element data.
-        let at = offset.checked_sub(self.header.len() as u64)?;
-        self.raw.read_shared(at, len)
+        scratch::filled(len, |buf: &mut [u8]| {
+            let h = &self.header[..];
+            let mut written = 0usize;
+            let mut pos = offset;
+            if pos < h.len() as u64 {
+                let n = (h.len() - pos as usize).min(buf.len());
+                buf[..n].copy_from_slice(&h[pos as usize..pos as usize + n]);
+                written += n;
+                pos += n as u64;
+            }
+            if written == buf.len() {
+                return Ok(written);
+            }
+            let n = self
+                .raw
+                .read_at(pos - h.len() as u64, &mut buf[written..])?;
+            Ok(written + n)
+        })
     }
 }

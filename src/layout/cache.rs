@@ -131,6 +131,22 @@ struct BlockLru {
     bytes: u64,
 }
 
+/// Up to `len` bytes of a cached chunk from `from`, lent to a reply without a copy: the
+/// `Bytes` keep the chunk alive after the cache lets it go.
+pub(crate) fn lend(chunk: Arc<Vec<u8>>, from: usize, len: usize) -> bytes::Bytes {
+    let from = from.min(chunk.len());
+    let to = from + len.min(chunk.len() - from);
+    bytes::Bytes::from_owner(Lent(chunk)).slice(from..to)
+}
+
+struct Lent(Arc<Vec<u8>>);
+
+impl AsRef<[u8]> for Lent {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
 /// Shared cache of one mount.
 pub struct ChunkCache {
     max_bytes: u64,

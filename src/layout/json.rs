@@ -53,19 +53,21 @@ impl FileContent for JsonContent {
     fn size_for(&self, _req: &dyn Requester) -> Result<u64, LayoutError> {
         Ok(self.bytes().len() as u64)
     }
-    fn read_for(
+    fn read(
         &self,
         offset: u64,
-        buf: &mut [u8],
+        len: usize,
         _req: &dyn Requester,
-    ) -> Result<usize, LayoutError> {
-        let b = self.bytes();
-        if offset >= b.len() as u64 {
-            return Ok(0);
-        }
-        let n = (b.len() - offset as usize).min(buf.len());
-        buf[..n].copy_from_slice(&b[offset as usize..offset as usize + n]);
-        Ok(n)
+    ) -> Result<bytes::Bytes, LayoutError> {
+        crate::source::scratch::filled(len, |buf: &mut [u8]| {
+            let b = self.bytes();
+            if offset >= b.len() as u64 {
+                return Ok(0);
+            }
+            let n = (b.len() - offset as usize).min(buf.len());
+            buf[..n].copy_from_slice(&b[offset as usize..offset as usize + n]);
+            Ok(n)
+        })
     }
     fn volatile(&self) -> bool {
         true

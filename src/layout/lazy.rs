@@ -41,23 +41,15 @@ impl FileContent for Lazy {
     fn size_for(&self, req: &dyn Requester) -> Result<u64, LayoutError> {
         self.get()?.size_for(req)
     }
-    fn read_for(
-        &self,
-        offset: u64,
-        buf: &mut [u8],
-        req: &dyn Requester,
-    ) -> Result<usize, LayoutError> {
-        self.get()?.read_for(offset, buf, req)
-    }
-    fn size_progress(&self) -> Option<(u64, u64)> {
-        self.built.get()?.size_progress()
-    }
-    fn read_shared(
+    fn read(
         &self,
         offset: u64,
         len: usize,
         req: &dyn Requester,
-    ) -> Option<Result<bytes::Bytes, LayoutError>> {
-        self.built.get()?.read_shared(offset, len, req)
+    ) -> Result<bytes::Bytes, LayoutError> {
+        self.get()?.read(offset, len, req)
+    }
+    fn size_progress(&self) -> Option<(u64, u64)> {
+        self.built.get()?.size_progress()
     }
 }

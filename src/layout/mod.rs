@@ -12,6 +12,8 @@
 
 use std::sync::Arc;
 
+use bytes::Bytes;
+
 pub use crate::angel::AngelFormat;
 use crate::model::{ModelError, Tensor, TensorMeta};
 
@@ -233,34 +235,22 @@ pub trait FileContent: Send + Sync {
     fn size(&self) -> Result<u64, LayoutError> {
         self.size_for(&Patient)
     }
-    /// Fills `buf` from `offset`; returns the bytes written (short only at end of file).
+    /// Copies `read` into `buf`; returns the bytes written (short only at end of file).
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize, LayoutError> {
-        self.read_for(offset, buf, &Patient)
+        let got = self.read(offset, buf.len(), &Patient)?;
+        buf[..got.len()].copy_from_slice(&got);
+        Ok(got.len())
     }
     /// `size`, stopping when `req` is gone.
     fn size_for(&self, req: &dyn Requester) -> Result<u64, LayoutError>;
-    /// `read_at`, stopping when `req` is gone. Serves any offset whether or not the size is
-    /// known yet (a text file learns only the part of its index the read needs).
-    fn read_for(
-        &self,
-        offset: u64,
-        buf: &mut [u8],
-        req: &dyn Requester,
-    ) -> Result<usize, LayoutError>;
+    /// Up to `len` bytes at `offset`, fewer only at the end of the file; stops once `req` is
+    /// gone. Serves any offset whether or not the size is known yet (a text file learns only
+    /// the part of its index the read needs). Bytes the content holds anyway (a rendered
+    /// chunk, a fetched block) come back as a view of them; others are copied into a
+    /// recycled buffer (`source::scratch`).
+    fn read(&self, offset: u64, len: usize, req: &dyn Requester) -> Result<Bytes, LayoutError>;
     /// How far learning the size has gone: (done, total) in the content's own units.
     fn size_progress(&self) -> Option<(u64, u64)> {
-        None
-    }
-    /// What `read_for` of `len` bytes at `offset` would give, as a view of a buffer the
-    /// content holds anyway (a rendered chunk), so that it is replied without a copy. `None`
-    /// when the bytes are not in one such buffer: the caller uses `read_for`.
-    fn read_shared(
-        &self,
-        offset: u64,
-        len: usize,
-        req: &dyn Requester,
-    ) -> Option<Result<bytes::Bytes, LayoutError>> {
-        let _ = (offset, len, req);
         None
     }
     /// The bytes may change while mounted (a `.json` gaining a `last_error`): the file system

@@ -212,13 +212,14 @@ impl FileContent for RowContent {
     fn size_for(&self, _req: &dyn Requester) -> Result<u64, LayoutError> {
         Ok(self.size)
     }
-    fn read_for(
+    fn read(
         &self,
         offset: u64,
-        buf: &mut [u8],
+        len: usize,
         _req: &dyn Requester,
-    ) -> Result<usize, LayoutError> {
-        Ok(super::views::copy_at(&self.bytes()?, offset, buf))
+    ) -> Result<bytes::Bytes, LayoutError> {
+        let from = usize::try_from(offset).unwrap_or(usize::MAX);
+        Ok(super::cache::lend(self.bytes()?, from, len))
     }
 }
 

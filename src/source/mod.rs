@@ -15,10 +15,12 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 pub(crate) mod aligned;
+pub mod cursor;
 mod local;
 pub mod lru;
 mod memo;
 pub mod remote;
+pub mod scratch;
 
 pub use memo::{is_transient, Flight, Memo};
 mod sigbus;

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use super::{FsError, Ino, Opened, Tree};
 use crate::fs::listing::{Child, Listing, ModelPath, NodeKind};
 use crate::layout::rows::{self as layout_rows, RowContent, RowFile};
-use crate::layout::views::Bytes;
+use crate::layout::views::Whole;
 use crate::layout::FileContent;
 use crate::model::Tensor;
 
@@ -34,7 +34,7 @@ pub(super) fn listing(tensor: &ModelPath) -> Listing {
 impl Opened {
     /// A small file held whole, its size known.
     fn whole(bytes: Vec<u8>, tensor: Arc<dyn Tensor>) -> Opened {
-        Opened::sized(Arc::new(Bytes(bytes)), tensor)
+        Opened::sized(Arc::new(Whole(bytes.into())), tensor)
     }
 
     /// A small file of known size.

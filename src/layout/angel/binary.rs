@@ -107,31 +107,33 @@ impl FileContent for AngelBinary {
         Ok(self.size)
     }
 
-    fn read_for(
+    fn read(
         &self,
         offset: u64,
-        buf: &mut [u8],
+        len: usize,
         _req: &dyn Requester,
-    ) -> Result<usize, LayoutError> {
-        if offset >= self.size || buf.is_empty() {
-            return Ok(0);
-        }
-        let want = (buf.len() as u64).min(self.size - offset);
-        let end = offset + want;
-        let mut tmp = Vec::new();
-        let start = match self.format {
-            AngelFormat::BinaryColumn => self.render_columns(offset, end, &mut tmp)?,
-            _ => self.render_rows(offset, end, &mut tmp)?,
-        };
-        let skip = (offset - start) as usize;
-        let got = tmp
-            .get(skip..skip + want as usize)
-            .ok_or(LayoutError::Mismatch {
-                what: "binary record bytes rendered",
-                got: tmp.len() as u64,
-                want: skip as u64 + want,
-            })?;
-        buf[..want as usize].copy_from_slice(got);
-        Ok(want as usize)
+    ) -> Result<bytes::Bytes, LayoutError> {
+        crate::source::scratch::filled(len, |buf: &mut [u8]| {
+            if offset >= self.size || buf.is_empty() {
+                return Ok(0);
+            }
+            let want = (buf.len() as u64).min(self.size - offset);
+            let end = offset + want;
+            let mut tmp = Vec::new();
+            let start = match self.format {
+                AngelFormat::BinaryColumn => self.render_columns(offset, end, &mut tmp)?,
+                _ => self.render_rows(offset, end, &mut tmp)?,
+            };
+            let skip = (offset - start) as usize;
+            let got = tmp
+                .get(skip..skip + want as usize)
+                .ok_or(LayoutError::Mismatch {
+                    what: "binary record bytes rendered",
+                    got: tmp.len() as u64,
+                    want: skip as u64 + want,
+                })?;
+            buf[..want as usize].copy_from_slice(got);
+            Ok(want as usize)
+        })
     }
 }

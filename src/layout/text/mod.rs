@@ -17,9 +17,12 @@ mod tests;
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
+
 use self::crew::Crew;
-use super::cache::{ChunkCache, ChunkOffsets, OffsetsKey, Owner};
+use super::cache::{self, ChunkCache, ChunkOffsets, OffsetsKey, Owner};
 use super::{FileContent, LayoutError, Requester};
+use crate::source::scratch;
 
 /// Elements per chunk for element-per-record text layouts: small enough that a random read
 /// renders well under a megabyte, large enough that the index stays tiny (8 bytes per chunk).
@@ -284,15 +287,6 @@ impl ChunkedText {
     }
 }
 
-/// A rendered chunk lent to a reply (`read_shared`).
-struct SharedChunk(Arc<Vec<u8>>);
-
-impl AsRef<[u8]> for SharedChunk {
-    fn as_ref(&self) -> &[u8] {
-        &self.0
-    }
-}
-
 /// The chunks of `offsets` (prefix sums) overlapping `offset..offset + len`.
 fn spans(offsets: &[u64], offset: u64, len: usize) -> Vec<(u64, u64, u64)> {
     let chunks = offsets.len().saturating_sub(1);
@@ -339,71 +333,46 @@ impl FileContent for ChunkedText {
         Ok(self.offsets_for(req)?.size())
     }
 
-    fn read_for(
-        &self,
-        offset: u64,
-        buf: &mut [u8],
-        req: &dyn Requester,
-    ) -> Result<usize, LayoutError> {
-        if buf.is_empty() {
-            return Ok(0);
+    fn read(&self, offset: u64, len: usize, req: &dyn Requester) -> Result<Bytes, LayoutError> {
+        if len == 0 {
+            return Ok(Bytes::new());
         }
-        let need = Need::Past(offset, offset.saturating_add(buf.len() as u64 - 1));
+        let need = Need::Past(offset, offset.saturating_add(len as u64 - 1));
         let (namespace, spans) = match self.learn(need, req)? {
             Some(index) => {
                 if offset >= index.size() {
-                    return Ok(0);
+                    return Ok(Bytes::new());
                 }
-                (index.namespace, spans(&index.offsets, offset, buf.len()))
+                (index.namespace, spans(&index.offsets, offset, len))
             }
             // The learnt prefix covers the whole range.
             None => {
                 let st = self.crew.lock();
                 match &st.full {
                     // Completed meanwhile (the prefix moved into the index): read from that.
-                    Some(index) => (index.namespace, spans(&index.offsets, offset, buf.len())),
-                    None => (
-                        self.crew.namespace,
-                        spans(st.learnt.prefix(), offset, buf.len()),
-                    ),
+                    Some(index) => (index.namespace, spans(&index.offsets, offset, len)),
+                    None => (self.crew.namespace, spans(st.learnt.prefix(), offset, len)),
                 }
             }
         };
-        let (written, last) = self.copy_out(namespace, &spans, offset, buf)?;
-        if written > 0 {
-            self.after_read(offset, offset + written as u64, last);
+        // A read inside one chunk (most reads) is a view of the rendered chunk.
+        if let &[(i, start, end)] = &spans[..] {
+            let chunk = self.crew.chunk(namespace, i, end - start)?;
+            let from =
+                usize::try_from(offset - start).map_err(|_| LayoutError::Overflow("offset"))?;
+            let got = cache::lend(chunk, from, len);
+            if !got.is_empty() {
+                self.after_read(offset, offset + got.len() as u64, i);
+            }
+            return Ok(got);
         }
-        Ok(written)
-    }
-
-    fn read_shared(
-        &self,
-        offset: u64,
-        len: usize,
-        _req: &dyn Requester,
-    ) -> Option<Result<bytes::Bytes, LayoutError>> {
-        // Only with the whole index at hand (no learning here) and within one chunk.
-        let index = self.crew.lock().full.clone()?;
-        if offset >= index.size() || len == 0 {
-            return Some(Ok(bytes::Bytes::new()));
-        }
-        let span = spans(&index.offsets, offset, len);
-        let &[(i, start, end)] = &span[..] else {
-            return None;
-        };
-        let chunk = match self.crew.chunk(index.namespace, i, end - start) {
-            Ok(c) => c,
-            Err(e) => return Some(Err(e)),
-        };
-        let from = usize::try_from(offset - start).ok()?;
-        let to = chunk.len().min(from.saturating_add(len));
-        if from > to {
-            return None;
-        }
-        self.after_read(offset, offset + (to - from) as u64, i);
-        Some(Ok(
-            bytes::Bytes::from_owner(SharedChunk(chunk)).slice(from..to)
-        ))
+        scratch::filled(len, |buf| {
+            let (written, last) = self.copy_out(namespace, &spans, offset, buf)?;
+            if written > 0 {
+                self.after_read(offset, offset + written as u64, last);
+            }
+            Ok(written)
+        })
     }
 
     fn size_progress(&self) -> Option<(u64, u64)> {

@@ -59,36 +59,37 @@ fn any_offset_reads_and_chunk_counts() {
 }
 
 #[test]
-fn shared_reads_are_the_bytes_of_one_chunk() {
+fn a_read_inside_one_chunk_is_a_view_of_the_chunk() {
     let cache = Arc::new(ChunkCache::new(1 << 20).with_threads(2));
     let owner: Arc<dyn Tensor> = Arc::new(MemTensor::f32(&[1], &[0.0]));
     let t = ChunkedText::new(Arc::new(Steps(100)), owner, "steps", cache);
     let want = full(100);
-    // Not before the index is complete.
-    assert!(t.read_shared(0, 1, &Patient).is_none());
-    assert_eq!(t.size().unwrap(), want.len() as u64);
-    // Chunk i holds i bytes from i(i-1)/2 on.
-    let (mut shared, mut other) = (0, 0);
-    for off in (0..want.len() as u64 + 3).step_by(7) {
-        for len in [1usize, 5, 40, 99, 300] {
-            match t.read_shared(off, len, &Patient) {
-                Some(got) => {
-                    let got = got.unwrap();
-                    let end = (off as usize + len).min(want.len());
-                    let from = (off as usize).min(end);
-                    assert_eq!(&got[..], &want[from..end], "at {off}+{len}");
-                    shared += 1;
-                }
-                None => {
-                    // Only a range over two chunks or more falls back to copying.
-                    let first = (0..100u64).find(|&i| i * (i + 1) / 2 > off).unwrap();
-                    assert!(off + len as u64 > first * (first + 1) / 2, "at {off}+{len}");
-                    other += 1;
+    // Chunk i holds i bytes from i(i-1)/2 on; reads before and after the index is complete.
+    let (mut lent, mut copied) = (0, 0);
+    for round in 0..2 {
+        for off in (0..want.len() as u64 + 3).step_by(7) {
+            for len in [1usize, 5, 40, 99, 300] {
+                let got = t.read(off, len, &Patient).unwrap();
+                let end = (off as usize + len).min(want.len());
+                let from = (off as usize).min(end);
+                assert_eq!(&got[..], &want[from..end], "at {off}+{len} (round {round})");
+                // Held together, two reads of one chunk point into it; copies would not.
+                let again = t.read(off, len, &Patient).unwrap();
+                let first = (0..100u64).find(|&i| i * (i + 1) / 2 > off);
+                let in_one = first.is_some_and(|f| off + len as u64 <= f * (f + 1) / 2);
+                if !got.is_empty() && in_one {
+                    assert_eq!(got.as_ptr(), again.as_ptr(), "at {off}+{len}");
+                    lent += 1;
+                } else if !got.is_empty() {
+                    copied += 1;
                 }
             }
         }
+        if round == 0 {
+            assert_eq!(t.size().unwrap(), want.len() as u64);
+        }
     }
-    assert!(shared > 100 && other > 100, "{shared} {other}");
+    assert!(lent > 100 && copied > 100, "{lent} {copied}");
 }
 
 /// A tensor with a stable identity: a second tensor object (even with a fresh cache, via

@@ -23,7 +23,7 @@ use std::sync::{Arc, OnceLock};
 
 use super::angel_meta::{self, RowMetas};
 use super::angel_parts::{file_groups, sub_rows, Cell, Concat, Grid, Window};
-use super::{Bytes, Entries, FixedDir, Made, Make, View, ViewDir, ViewEntry};
+use super::{Entries, FixedDir, Made, Make, View, ViewDir, ViewEntry, Whole};
 use crate::angel::AngelFormat;
 use crate::layout::angel::{check, part_content, rows_cols, AngelValue, Part};
 use crate::layout::elements::check_sparse;
@@ -275,7 +275,7 @@ impl MatrixDir {
         // Known sizes (binary formats): the meta is made now, so its size is exact at once.
         let meta_file: Arc<dyn FileContent> =
             if meta_file.contents.iter().all(|c| c.known_size().is_some()) {
-                Arc::new(Bytes(meta_file.make(&Patient)?))
+                Arc::new(Whole(meta_file.make(&Patient)?.into()))
             } else {
                 Arc::new(Made::new(meta_file))
             };

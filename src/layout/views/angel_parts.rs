@@ -285,35 +285,39 @@ impl FileContent for Concat {
     fn size_for(&self, req: &dyn Requester) -> Result<u64, LayoutError> {
         Ok(*self.starts(req)?.last().unwrap_or(&0))
     }
-    fn read_for(
+    fn read(
         &self,
         offset: u64,
-        buf: &mut [u8],
+        len: usize,
         req: &dyn Requester,
-    ) -> Result<usize, LayoutError> {
-        let starts = self.starts(req)?;
-        let mut done = 0;
-        // The part holding `offset`: the last start ≤ offset among non-empty parts.
-        let mut i = starts.partition_point(|&s| s <= offset).saturating_sub(1);
-        while done < buf.len() && i < self.parts.len() {
-            let at = offset + done as u64;
-            let end = starts[i + 1];
-            if at >= end {
-                i += 1;
-                continue;
+    ) -> Result<bytes::Bytes, LayoutError> {
+        crate::source::scratch::filled(len, |buf: &mut [u8]| {
+            let starts = self.starts(req)?;
+            let mut done = 0;
+            // The part holding `offset`: the last start ≤ offset among non-empty parts.
+            let mut i = starts.partition_point(|&s| s <= offset).saturating_sub(1);
+            while done < buf.len() && i < self.parts.len() {
+                let at = offset + done as u64;
+                let end = starts[i + 1];
+                if at >= end {
+                    i += 1;
+                    continue;
+                }
+                let want = ((end - at) as usize).min(buf.len() - done);
+                let got = self.parts[i].read(at - starts[i], want, req)?;
+                let n = got.len();
+                buf[done..done + n].copy_from_slice(&got);
+                if n == 0 {
+                    return Err(LayoutError::Mismatch {
+                        what: ".angel/ partition bytes",
+                        got: at - starts[i],
+                        want: end - starts[i],
+                    });
+                }
+                done += n;
             }
-            let want = ((end - at) as usize).min(buf.len() - done);
-            let n = self.parts[i].read_for(at - starts[i], &mut buf[done..done + want], req)?;
-            if n == 0 {
-                return Err(LayoutError::Mismatch {
-                    what: ".angel/ partition bytes",
-                    got: at - starts[i],
-                    want: end - starts[i],
-                });
-            }
-            done += n;
-        }
-        Ok(done)
+            Ok(done)
+        })
     }
 }
 

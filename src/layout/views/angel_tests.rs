@@ -34,12 +34,12 @@ fn read_all(f: &dyn FileContent) -> Vec<u8> {
     while at < size {
         // Odd read sizes cross partition and record boundaries.
         let end = (at + 7919).min(size);
-        let n = f.read_for(at as u64, &mut out[at..end], &Patient).unwrap();
+        let n = f.read_at(at as u64, &mut out[at..end]).unwrap();
         assert!(n > 0, "short read at {at} of {size}");
         at += n;
     }
     let mut extra = [0u8; 4];
-    assert_eq!(f.read_for(size as u64, &mut extra, &Patient).unwrap(), 0);
+    assert_eq!(f.read_at(size as u64, &mut extra).unwrap(), 0);
     out
 }
 

@@ -4,7 +4,10 @@
 
 use std::sync::Arc;
 
+use bytes::Bytes;
+
 use crate::layout::{FileContent, LayoutError, Requester};
+use crate::source::scratch;
 
 pub(crate) struct Concat {
     /// `(start, size, piece)`; invariant: each piece starts where the one before ends, the
@@ -42,7 +45,7 @@ impl ConcatBuilder {
     }
 
     pub(crate) fn bytes(&mut self, b: Vec<u8>) -> Result<(), TooBig> {
-        self.push(Arc::new(super::Bytes(b)))
+        self.push(Arc::new(super::Whole(b.into())))
     }
 
     pub(crate) fn finish(self) -> Concat {
@@ -69,57 +72,52 @@ impl FileContent for Concat {
     fn size_for(&self, _req: &dyn Requester) -> Result<u64, LayoutError> {
         Ok(self.size)
     }
-    fn read_for(
-        &self,
-        offset: u64,
-        buf: &mut [u8],
-        req: &dyn Requester,
-    ) -> Result<usize, LayoutError> {
-        let mut i = self.piece_at(offset);
-        let mut done = 0;
-        while done < buf.len() {
-            let Some((start, size, piece)) = self.pieces.get(i) else {
-                break;
-            };
-            if req.gone() {
-                return Err(LayoutError::Interrupted);
+    fn read(&self, offset: u64, len: usize, req: &dyn Requester) -> Result<Bytes, LayoutError> {
+        let len = usize::try_from(self.size.saturating_sub(offset)).map_or(len, |l| l.min(len));
+        let i = self.piece_at(offset);
+        // A read inside one piece (most of a big file's reads: inside a tensor) is the
+        // piece's read, a view of its bytes where it has them.
+        if let Some((start, size, piece)) = self.pieces.get(i) {
+            if offset + len as u64 <= start + size {
+                return exact(piece.read(offset - start, len, req)?, len);
             }
-            let at = offset + done as u64;
-            let want = usize::try_from(start + size - at)
-                .map_or(buf.len() - done, |left| left.min(buf.len() - done));
-            let n = piece.read_for(at - start, &mut buf[done..done + want], req)?;
-            if n != want {
-                return Err(LayoutError::Mismatch {
-                    what: "view piece read",
-                    got: n as u64,
-                    want: want as u64,
-                });
+        }
+        scratch::filled(len, |buf: &mut [u8]| {
+            let mut done = 0;
+            for (start, size, piece) in &self.pieces[i..] {
+                if done == buf.len() {
+                    break;
+                }
+                if req.gone() {
+                    return Err(LayoutError::Interrupted);
+                }
+                let at = offset + done as u64;
+                let want = usize::try_from(start + size - at)
+                    .map_or(buf.len() - done, |left| left.min(buf.len() - done));
+                let got = exact(piece.read(at - start, want, req)?, want)?;
+                buf[done..done + want].copy_from_slice(&got);
+                done += want;
             }
-            done += n;
-            i += 1;
-        }
-        Ok(done)
+            Ok(done)
+        })
     }
-    fn read_shared(
-        &self,
-        offset: u64,
-        len: usize,
-        req: &dyn Requester,
-    ) -> Option<Result<bytes::Bytes, LayoutError>> {
-        // Only a read wholly inside one piece (most of a big file's reads: inside a tensor).
-        let (start, size, piece) = self.pieces.get(self.piece_at(offset))?;
-        let end = offset.checked_add(len as u64)?;
-        if end > start + size {
-            return None;
-        }
-        piece.read_shared(offset - start, len, req)
+}
+
+/// `got`, which must be `want` bytes: a piece is as long as the view says.
+pub(super) fn exact(got: Bytes, want: usize) -> Result<Bytes, LayoutError> {
+    if got.len() != want {
+        return Err(LayoutError::Mismatch {
+            what: "view piece read",
+            got: got.len() as u64,
+            want: want as u64,
+        });
     }
+    Ok(got)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::layout::Patient;
 
     #[test]
     fn reads_across_pieces_equal_the_pieces_back_to_back() {
@@ -133,7 +131,7 @@ mod tests {
         for from in 0..10u64 {
             for len in 0..12usize {
                 let mut buf = vec![0u8; len];
-                let n = c.read_for(from, &mut buf, &Patient).unwrap();
+                let n = c.read_at(from, &mut buf).unwrap();
                 let want = &b"abcdefghi"[(from as usize).min(9)..];
                 let want = &want[..want.len().min(len)];
                 assert_eq!(&buf[..n], want, "{from} {len}");

@@ -144,22 +144,22 @@ fn tensors(model: &dyn Model, root: &[Vec<u8>]) -> Result<Vec<Arc<dyn Tensor>>, 
 }
 
 /// A small file held whole.
-pub(crate) struct Bytes(pub(crate) Vec<u8>);
+pub(crate) struct Whole(pub(crate) bytes::Bytes);
 
-impl FileContent for Bytes {
+impl FileContent for Whole {
     fn known_size(&self) -> Option<u64> {
         Some(self.0.len() as u64)
     }
     fn size_for(&self, _req: &dyn Requester) -> Result<u64, LayoutError> {
         Ok(self.0.len() as u64)
     }
-    fn read_for(
+    fn read(
         &self,
         offset: u64,
-        buf: &mut [u8],
+        len: usize,
         _req: &dyn Requester,
-    ) -> Result<usize, LayoutError> {
-        Ok(copy_at(&self.0, offset, buf))
+    ) -> Result<bytes::Bytes, LayoutError> {
+        Ok(slice_at(&self.0, offset, len))
     }
 }
 
@@ -177,7 +177,7 @@ pub(crate) trait Make: Send + Sync {
 /// A file made by `M` on first need and kept.
 pub(crate) struct Made<M> {
     make: M,
-    bytes: OnceLock<Vec<u8>>,
+    bytes: OnceLock<bytes::Bytes>,
 }
 
 impl<M: Make> Made<M> {
@@ -188,7 +188,7 @@ impl<M: Make> Made<M> {
         }
     }
 
-    fn bytes(&self, req: &dyn Requester) -> Result<&[u8], LayoutError> {
+    fn bytes(&self, req: &dyn Requester) -> Result<&bytes::Bytes, LayoutError> {
         if let Some(b) = self.bytes.get() {
             return Ok(b);
         }
@@ -200,7 +200,7 @@ impl<M: Make> Made<M> {
                 want,
             });
         }
-        Ok(self.bytes.get_or_init(|| b))
+        Ok(self.bytes.get_or_init(|| b.into()))
     }
 }
 
@@ -217,20 +217,18 @@ impl<M: Make> FileContent for Made<M> {
             None => Ok(self.bytes(req)?.len() as u64),
         }
     }
-    fn read_for(
+    fn read(
         &self,
         offset: u64,
-        buf: &mut [u8],
+        len: usize,
         req: &dyn Requester,
-    ) -> Result<usize, LayoutError> {
-        Ok(copy_at(self.bytes(req)?, offset, buf))
+    ) -> Result<bytes::Bytes, LayoutError> {
+        Ok(slice_at(self.bytes(req)?, offset, len))
     }
 }
 
-/// Copies the bytes of `b` from `offset` into `buf`; returns how many (0 at or past the end).
-pub(crate) fn copy_at(b: &[u8], offset: u64, buf: &mut [u8]) -> usize {
+/// Up to `len` bytes of `b` from `offset`, without a copy (none at or past the end).
+pub(crate) fn slice_at(b: &bytes::Bytes, offset: u64, len: usize) -> bytes::Bytes {
     let from = usize::try_from(offset).unwrap_or(usize::MAX).min(b.len());
-    let n = buf.len().min(b.len() - from);
-    buf[..n].copy_from_slice(&b[from..from + n]);
-    n
+    b.slice(from..from + len.min(b.len() - from))
 }

@@ -69,7 +69,7 @@ struct Archive {
 
 impl Archive {
     /// The CRC-32 of member `i`'s bytes: known, remembered, or computed now.
-    fn crc(&self, i: usize, buf: &mut Vec<u8>, req: &dyn Requester) -> Result<u32, LayoutError> {
+    fn crc(&self, i: usize, req: &dyn Requester) -> Result<u32, LayoutError> {
         let m = &self.members[i];
         if let Some(&c) = m.crc.get() {
             return Ok(c);
@@ -86,7 +86,6 @@ impl Archive {
         let crc = match remembered {
             Some(c) => c,
             None => {
-                buf.resize(CRC_CHUNK, 0);
                 let mut h = crc32fast::Hasher::new();
                 let mut at = 0u64;
                 while at < m.size {
@@ -94,12 +93,12 @@ impl Archive {
                         return Err(LayoutError::Interrupted);
                     }
                     let want = (m.size - at).min(CRC_CHUNK as u64) as usize;
-                    let n = m.npy.read_for(at, &mut buf[..want], req)?;
-                    if n == 0 {
+                    let got = m.npy.read(at, want, req)?;
+                    if got.is_empty() {
                         return Err(LayoutError::Internal("short member read"));
                     }
-                    h.update(&buf[..n]);
-                    at += n as u64;
+                    h.update(&got);
+                    at += got.len() as u64;
                 }
                 let c = h.finalize();
                 if let (Some(k), Some(s)) = (&m.store_key, store) {
@@ -113,11 +112,9 @@ impl Archive {
 
     /// Every member's CRC-32, members shared out over all cores.
     fn all_crcs(&self, req: &dyn Requester) -> Result<Vec<u32>, LayoutError> {
-        pool::each(self.members.len(), req, Vec::new, |buf, i| {
-            self.crc(i, buf, req)
-        })?
-        .into_iter()
-        .collect()
+        pool::each(self.members.len(), req, || (), |_, i| self.crc(i, req))?
+            .into_iter()
+            .collect()
     }
 }
 
@@ -150,7 +147,7 @@ impl Make for LocalHeader {
     }
     fn make(&self, req: &dyn Requester) -> Result<Vec<u8>, LayoutError> {
         let m = &self.archive.members[self.i];
-        let crc = self.archive.crc(self.i, &mut Vec::new(), req)?;
+        let crc = self.archive.crc(self.i, req)?;
         let mut h = Vec::with_capacity(m.local_header_len() as usize);
         le32(&mut h, 0x0403_4b50);
         le16(&mut h, if m.zip64() { 45 } else { 20 });
@@ -370,7 +367,6 @@ mod tests {
 
     use super::*;
     use crate::layout::cache::ChunkCache;
-    use crate::layout::Patient;
     use crate::model::{DType, SourceFormat, TensorMeta};
 
     /// 5 × 10^9 zero bytes (a member past every 32-bit field), read without memory.
@@ -411,7 +407,7 @@ mod tests {
         fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
             let n = self
                 .c
-                .read_for(self.at, buf, &Patient)
+                .read_at(self.at, buf)
                 .map_err(std::io::Error::other)?;
             self.at += n as u64;
             Ok(n)
@@ -510,7 +506,7 @@ mod tests {
                 let mut at = from;
                 while at < to {
                     let n = c
-                        .read_for(at, &mut buf[..((to - at) as usize).min(1 << 16)], &Patient)
+                        .read_at(at, &mut buf[..((to - at) as usize).min(1 << 16)])
                         .unwrap();
                     f.write_all_at(&buf[..n], at).unwrap();
                     at += n as u64;

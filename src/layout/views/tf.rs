@@ -17,7 +17,9 @@
 use std::sync::Arc;
 
 use super::concat::ConcatBuilder;
-use super::{Bytes, FixedDir, Made, Make, View, ViewEntry};
+use bytes::Bytes;
+
+use super::{FixedDir, Made, Make, View, ViewEntry, Whole};
 use crate::codec::table::TableBuilder;
 use crate::codec::{crc32c_extend, mask_crc};
 use crate::layout::binary::{ElemMap, RawElements};
@@ -51,7 +53,7 @@ enum Body {
     Elements(RawElements),
     /// A string tensor in the bundle's string encoding (§6.1), encoded when the view is built
     /// (its length needs every string's), with its checksum.
-    Encoded(Vec<u8>, u32),
+    Encoded(Bytes, u32),
 }
 
 impl FileContent for Body {
@@ -65,26 +67,10 @@ impl FileContent for Body {
         self.known_size()
             .ok_or(LayoutError::Overflow("element count"))
     }
-    fn read_for(
-        &self,
-        offset: u64,
-        buf: &mut [u8],
-        _req: &dyn Requester,
-    ) -> Result<usize, LayoutError> {
+    fn read(&self, offset: u64, len: usize, _req: &dyn Requester) -> Result<Bytes, LayoutError> {
         match self {
-            Body::Elements(e) => e.read_at(offset, buf),
-            Body::Encoded(b, _) => Ok(super::copy_at(b, offset, buf)),
-        }
-    }
-    fn read_shared(
-        &self,
-        offset: u64,
-        len: usize,
-        _req: &dyn Requester,
-    ) -> Option<Result<bytes::Bytes, LayoutError>> {
-        match self {
-            Body::Elements(e) => e.read_shared(offset, len),
-            Body::Encoded(..) => None,
+            Body::Elements(e) => e.read(offset, len),
+            Body::Encoded(b, _) => Ok(super::slice_at(b, offset, len)),
         }
     }
 }
@@ -157,7 +143,7 @@ pub(crate) fn view(
     let files: Vec<(Vec<u8>, Arc<dyn FileContent>)> = vec![
         (
             b"checkpoint".to_vec(),
-            Arc::new(Bytes(checkpoint.into_bytes())),
+            Arc::new(Whole(checkpoint.into_bytes().into())),
         ),
         (DATA.into(), Arc::new(data)),
         (
@@ -205,7 +191,7 @@ fn strings(t: &dyn crate::model::Tensor) -> Result<Body, ModelError> {
     t.for_each_string(0, n, &mut |s| items.push(s.to_vec()))?;
     let refs: Vec<&[u8]> = items.iter().map(Vec::as_slice).collect();
     let (data, crc) = encode_strings(&refs, false);
-    Ok(Body::Encoded(data, crc))
+    Ok(Body::Encoded(data.into(), crc))
 }
 
 /// The index with `crcs` (zeros while unknown: the length is the same).
@@ -267,7 +253,7 @@ fn remembered(store: &dyn OffsetStore, key: &str) -> Option<u32> {
 impl Index {
     /// The checksum of entry `e`'s bytes: the source's own, remembered, or computed now (and
     /// remembered).
-    fn crc(&self, e: &Entry, buf: &mut Vec<u8>, req: &dyn Requester) -> Result<u32, LayoutError> {
+    fn crc(&self, e: &Entry, req: &dyn Requester) -> Result<u32, LayoutError> {
         let r = match &*e.body {
             Body::Encoded(_, crc) => return Ok(*crc),
             Body::Elements(r) => r,
@@ -283,7 +269,6 @@ impl Index {
         {
             return Ok(crc);
         }
-        buf.resize(CRC_CHUNK, 0);
         let mut crc = 0u32;
         let mut at = 0u64;
         while at < e.size {
@@ -291,12 +276,12 @@ impl Index {
                 return Err(LayoutError::Interrupted);
             }
             let want = (e.size - at).min(CRC_CHUNK as u64) as usize;
-            let n = e.body.read_for(at, &mut buf[..want], req)?;
-            if n == 0 {
+            let got = e.body.read(at, want, req)?;
+            if got.is_empty() {
                 return Err(LayoutError::Internal("short tensor read"));
             }
-            crc = crc32c_extend(crc, &buf[..n]);
-            at += n as u64;
+            crc = crc32c_extend(crc, &got);
+            at += got.len() as u64;
         }
         let crc = mask_crc(crc);
         if let (Some(k), Some(store)) = (&key, store) {
@@ -314,11 +299,9 @@ impl Make for Index {
     /// The index with every checksum (tensors shared out over all cores).
     fn make(&self, req: &dyn Requester) -> Result<Vec<u8>, LayoutError> {
         let entries = &self.layout.entries;
-        let crcs = pool::each(entries.len(), req, Vec::new, |buf, i| {
-            self.crc(&entries[i], buf, req)
-        })?
-        .into_iter()
-        .collect::<Result<Vec<u32>, _>>()?;
+        let crcs = pool::each(entries.len(), req, || (), |_, i| self.crc(&entries[i], req))?
+            .into_iter()
+            .collect::<Result<Vec<u32>, _>>()?;
         Ok(index_bytes(&self.layout, Some(&crcs)))
     }
 }
@@ -359,7 +342,7 @@ mod tests {
         };
         let size = index.size_for(&Patient).unwrap() as usize;
         let mut bytes = vec![0u8; size];
-        assert_eq!(index.read_for(0, &mut bytes, &Patient).unwrap(), size);
+        assert_eq!(index.read_at(0, &mut bytes).unwrap(), size);
         (model.reads() - before, bytes)
     }
 

@@ -61,8 +61,19 @@ pub(crate) struct Blocks {
     pub(crate) pool: Arc<BufPool>,
 }
 
-/// Free block buffers kept for reuse: a stream's window turns over a few at a time.
-const POOL_KEEP: usize = 4;
+/// Most free block buffers kept for reuse: a stream's window turns over a few at a time.
+const POOL_KEEP: u64 = 4;
+
+/// How a share of memory is spent on `block_size` blocks: (bytes of cached blocks, free
+/// buffers kept). Together they stay within `share`, except that a share under three blocks
+/// still gets two cached blocks and one buffer (a reader needs its block and the next).
+fn split(share: u64, block_size: u64) -> (u64, usize) {
+    let blocks = share / block_size.max(1);
+    let keep = (blocks / 4).clamp(1, POOL_KEEP);
+    let cached = blocks.saturating_sub(keep).max(2);
+    debug_assert!(blocks < 3 || (cached + keep) * block_size <= share);
+    (cached.saturating_mul(block_size), keep as usize)
+}
 
 struct Cached {
     lru: LruCache<Key, Bytes>,
@@ -70,12 +81,14 @@ struct Cached {
 }
 
 impl Blocks {
+    /// Blocks of `block_size` whose cache and recycled buffers share `share` bytes.
     pub(crate) fn new(
         store: Arc<dyn ObjectStore>,
         block_size: u64,
-        cap: u64,
+        share: u64,
         disk: Option<DiskBlocks>,
     ) -> Blocks {
+        let (cap, keep) = split(share, block_size);
         Blocks {
             disk: disk.map(Arc::new),
             store,
@@ -86,7 +99,7 @@ impl Blocks {
                 bytes: 0,
             }),
             inflight: Mutex::new(HashMap::new()),
-            pool: BufPool::new(usize::try_from(block_size).unwrap_or(usize::MAX), POOL_KEEP),
+            pool: BufPool::new(usize::try_from(block_size).unwrap_or(usize::MAX), keep),
         }
     }
 
@@ -320,5 +333,27 @@ pub(crate) fn remote_error(obj: &ObjectRef, e: object_store::Error) -> SourceErr
             url: obj.url.clone(),
             cause: other.to_string(),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split;
+
+    const MB8: u64 = 8 << 20;
+
+    #[test]
+    fn cached_blocks_and_kept_buffers_share_the_budget() {
+        // cache=256M: a 64 MiB share is 6 cached blocks and 2 buffers.
+        assert_eq!(split(64 << 20, MB8), (6 * MB8, 2));
+        // cache=1G: 256 MiB, 28 cached and the most buffers kept (4).
+        assert_eq!(split(256 << 20, MB8), (28 * MB8, 4));
+        for share in [24 << 20, 40 << 20, 100 << 20, 1 << 30] {
+            let (cached, keep) = split(share, MB8);
+            assert!(cached + keep as u64 * MB8 <= share, "{share}");
+        }
+        // Under three blocks: two cached and one buffer all the same.
+        assert_eq!(split(16 << 20, MB8), (2 * MB8, 1));
+        assert_eq!(split(0, MB8), (2 * MB8, 1));
     }
 }

@@ -12,6 +12,7 @@ use futures::{StreamExt, TryStreamExt};
 use super::blocks::{Blocks, ObjectRef};
 use super::runtime;
 use super::stream::Stream;
+use crate::source::cursor::Cursor;
 use crate::source::{checked_range, ReadAt, SourceError};
 
 /// Most blocks fetched ahead of a sequential reader.
@@ -29,9 +30,18 @@ pub(crate) struct RemoteFile {
 
 /// Where the reader is, and the read-ahead serving it.
 struct Reader {
-    /// End of the last read.
+    /// End of the last read (`u64::MAX`: none yet).
     end: u64,
     stream: Option<Stream>,
+}
+
+impl Default for Reader {
+    fn default() -> Reader {
+        Reader {
+            end: u64::MAX,
+            stream: None,
+        }
+    }
 }
 
 impl std::fmt::Debug for RemoteFile {
@@ -47,17 +57,21 @@ impl RemoteFile {
         RemoteFile {
             obj: Arc::new(obj),
             blocks,
-            reader: Mutex::new(Reader {
-                end: u64::MAX,
-                stream: None,
-            }),
+            reader: Mutex::new(Reader::default()),
         }
     }
 
     /// Keeps a stream ahead of a sequential reader (whose read ends in block `last`); stops
-    /// it on a seek.
+    /// it on a seek. The reader is the current cursor's (an open file handle's), else the
+    /// object's own.
     fn read_ahead(&self, offset: u64, end: u64, last: u64) {
-        let mut r = self.reader.lock().unwrap_or_else(|e| e.into_inner());
+        let step = |r: &mut Reader| self.advance(r, offset, end, last);
+        if Cursor::with_state(self.obj.id, Reader::default, step).is_none() {
+            step(&mut self.reader.lock().unwrap_or_else(|e| e.into_inner()));
+        }
+    }
+
+    fn advance(&self, r: &mut Reader, offset: u64, end: u64, last: u64) {
         // The kernel's read-ahead sends several reads at once, answered by several threads:
         // they arrive a little out of order, and still form one sequential reader.
         let sequential = r.end != u64::MAX && offset.abs_diff(r.end) <= SEQUENTIAL_SLACK;

@@ -100,12 +100,11 @@ pub fn open(
         } else {
             return Err(bad("not a remote URL".into()));
         };
-    let cap = settings.cache_bytes.max(4 * BLOCK_SIZE);
     let storage = RemoteStorage {
         blocks: Arc::new(Blocks::new(
             Arc::clone(&store),
             BLOCK_SIZE,
-            cap,
+            settings.cache_bytes,
             settings
                 .disk
                 .as_ref()
