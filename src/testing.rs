@@ -158,7 +158,7 @@ impl Tensor for MemTensor {
         &self.meta
     }
 
-    fn read_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
+    fn fill_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
         self.check()?;
         let es = self
             .meta
@@ -339,7 +339,7 @@ impl Tensor for CountingTensor {
     fn meta(&self) -> &TensorMeta {
         self.inner.meta()
     }
-    fn read_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
+    fn fill_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
         self.count();
         self.inner.read_elements(first, out)
     }
@@ -551,5 +551,48 @@ impl crate::source::Storage for FlakyStorage {
     ) -> Result<Vec<(std::ffi::OsString, crate::source::EntryKind)>, crate::source::SourceError>
     {
         self.inner.list(dir)
+    }
+}
+
+#[cfg(test)]
+mod read_checks {
+    use std::sync::Arc;
+
+    use super::MemTensor;
+    use crate::model::{ModelError, RequestError, Tensor};
+
+    fn request(e: ModelError) -> RequestError {
+        match e {
+            ModelError::Request(r) => r,
+            other => panic!("not a request error: {other}"),
+        }
+    }
+
+    #[test]
+    fn every_read_is_checked_once_before_a_reader_sees_it() {
+        let t: Arc<dyn Tensor> = Arc::new(MemTensor::f32(&[2, 2], &[1.0, 2.0, 3.0, 4.0]));
+        let mut out = [0u8; 8];
+        t.read_elements(2, &mut out).unwrap();
+        assert_eq!(
+            out,
+            [3.0f32.to_le_bytes(), 4.0f32.to_le_bytes()].concat()[..]
+        );
+        assert!(matches!(
+            request(t.read_elements(0, &mut [0u8; 6]).unwrap_err()),
+            RequestError::PartialElement { len: 6, elem: 4 }
+        ));
+        assert!(matches!(
+            request(t.read_elements(3, &mut out).unwrap_err()),
+            RequestError::OutOfRange {
+                first: 3,
+                count: 2,
+                total: 4
+            }
+        ));
+        assert!(matches!(
+            request(t.read_elements_unchecked(u64::MAX, &mut out).unwrap_err()),
+            RequestError::OutOfRange { .. }
+        ));
+        t.read_elements(4, &mut []).unwrap();
     }
 }

@@ -552,7 +552,10 @@ fn a_handle_reads_what_it_opened_until_released() {
     t.forget(bin, u64::MAX);
     assert_eq!(t.read(b.fh, 0, 12, &Patient).unwrap(), want);
     t.release(a.fh);
-    assert_eq!(t.read(a.fh, 0, 4, &Patient).unwrap_err().errno(), libc::EBADF);
+    assert_eq!(
+        t.read(a.fh, 0, 4, &Patient).unwrap_err().errno(),
+        libc::EBADF
+    );
     t.release(a.fh);
     t.release(b.fh);
     assert_eq!(t.open_files(), 0);
@@ -563,7 +566,10 @@ fn a_read_fault_is_logged_and_recorded_for_the_json() {
     let t = tree();
     let bad_bin = t.resolve(b"bad.bin").unwrap();
     let mut buf = [0u8; 8];
-    assert_eq!(t.read_ino(bad_bin, 0, &mut buf).unwrap_err().errno(), libc::EIO);
+    assert_eq!(
+        t.read_ino(bad_bin, 0, &mut buf).unwrap_err().errno(),
+        libc::EIO
+    );
     let json = String::from_utf8(read_all(&t, "bad.json")).unwrap();
     assert!(json.contains("\"last_error\""), "{json}");
     assert!(json.contains("bad.bin: read at 0"), "{json}");

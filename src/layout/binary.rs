@@ -51,28 +51,20 @@ impl RawElements {
         self.elements.checked_mul(self.width() as u64)
     }
 
-    /// Up to `len` bytes at byte `offset` of the element data (fewer only at the end): a view
-    /// of the source's own buffer when it has the bytes in one, else a copy.
+    /// Up to `len` bytes at byte `offset` of the element data (fewer only at the end): the
+    /// tensor's read when the elements are served as stored and whole (a view of the
+    /// source's buffer where it lends one), else converted into a copy.
     pub(crate) fn read(&self, offset: u64, len: usize) -> Result<Bytes, LayoutError> {
-        if let Some(got) = self.read_shared(offset, len) {
-            return got;
+        let size = self.size().ok_or(LayoutError::Overflow("element count"))?;
+        let len = usize::try_from(size.saturating_sub(offset)).map_or(len, |left| left.min(len));
+        if len == 0 {
+            return Ok(Bytes::new());
+        }
+        let w = self.width() as u64;
+        if self.map == ElemMap::Same && offset % w == 0 && len as u64 % w == 0 {
+            return Ok(self.tensor.read(offset / w, len)?);
         }
         scratch::filled(len, |buf| self.read_at(offset, buf))
-    }
-
-    /// `read` as a view of the source's own buffer, when the elements are served as stored
-    /// and whole (see `Tensor::read_shared`).
-    fn read_shared(&self, offset: u64, len: usize) -> Option<Result<bytes::Bytes, LayoutError>> {
-        let size = self.size()?;
-        let w = self.width() as u64;
-        let len = (len as u64).min(size.checked_sub(offset)?);
-        if self.map != ElemMap::Same || offset % w != 0 || len % w != 0 || len == 0 {
-            return None;
-        }
-        let got = self
-            .tensor
-            .read_shared(offset / w, usize::try_from(len).ok()?)?;
-        Some(got.map_err(LayoutError::from))
     }
 
     /// Fills `buf` from byte `offset` of the element data; short only at the end.

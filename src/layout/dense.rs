@@ -4,7 +4,7 @@
 use std::sync::{Arc, OnceLock};
 
 use super::{InconsistentRows, Unavailable};
-use crate::model::{fill_dense_by_range, ModelError, RequestError, SparseRows, Tensor, TensorMeta};
+use crate::model::{debug_check, fill_dense_by_range, ModelError, SparseRows, Tensor, TensorMeta};
 
 /// Whether dense layouts can show the tensor: always when it is dense; for a sparse one, when
 /// it is a matrix whose dense bytes fit in `max_dense`.
@@ -83,19 +83,11 @@ impl Tensor for DenseView {
         self.inner.cache_identity().map(|id| format!("{id}\0dense"))
     }
 
-    fn read_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
+    fn fill_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
         let es = self.meta.dtype.elem_size().unwrap_or(1) as u64;
         let count = out.len() as u64 / es;
         let cols = self.meta.shape.get(1).copied().unwrap_or(0);
-        let total = self.meta.num_elements().unwrap_or(0);
-        if first.checked_add(count).is_none_or(|e| e > total) {
-            return Err(RequestError::OutOfRange {
-                first,
-                count,
-                total,
-            }
-            .into());
-        }
+        debug_check(&self.meta, first, out.len());
         out.fill(0);
         if count == 0 || cols == 0 {
             return Ok(());

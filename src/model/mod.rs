@@ -130,7 +130,7 @@ impl Tensor for WithMeta {
     fn meta(&self) -> &TensorMeta {
         &self.meta
     }
-    fn read_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
+    fn fill_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
         self.inner.read_elements(first, out)
     }
     fn for_each_string(
@@ -168,14 +168,14 @@ impl Tensor for WithMeta {
     fn deferred_crc32c(&self) -> Option<u32> {
         self.inner.deferred_crc32c()
     }
-    fn read_elements_unchecked(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
+    fn fill_elements_unverified(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
         self.inner.read_elements_unchecked(first, out)
     }
     fn confirm_crc32c(&self, crc: u32) -> Result<(), ModelError> {
         self.inner.confirm_crc32c(crc)
     }
-    fn read_shared(&self, first: u64, len: usize) -> Option<Result<bytes::Bytes, ModelError>> {
-        self.inner.read_shared(first, len)
+    fn lend(&self, first: u64, len: usize) -> Option<Result<bytes::Bytes, ModelError>> {
+        self.inner.lend(first, len)
     }
     fn key_kind(&self) -> Option<KeyKind> {
         self.inner.key_kind()
@@ -510,8 +510,10 @@ pub trait Tensor: Send + Sync {
     fn meta(&self) -> &TensorMeta;
 
     /// Fills `out` with elements `first..first + out.len() / elem_size` (dense tensors with a
-    /// fixed-size dtype). Verifies the source checksum on first use.
-    fn read_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError>;
+    /// fixed-size dtype). Verifies the source checksum on first use. Called through
+    /// `read_elements`, which has checked the request: the dtype has a fixed width, `out`
+    /// holds whole elements, and they lie within the tensor (`debug_check` says so).
+    fn fill_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError>;
 
     /// Calls `f` with each element `first..first + count` of a string (or variant) tensor.
     fn for_each_string(
@@ -536,9 +538,10 @@ pub trait Tensor: Send + Sync {
         None
     }
 
-    /// `read_elements` without the checksum pass (see `deferred_crc32c`).
-    fn read_elements_unchecked(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
-        self.read_elements(first, out)
+    /// `fill_elements` without the checksum pass (see `deferred_crc32c`), called through
+    /// `read_elements_unchecked`.
+    fn fill_elements_unverified(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
+        self.fill_elements(first, out)
     }
 
     /// The caller's CRC32C (unmasked) of all the tensor's bytes read with
@@ -601,10 +604,10 @@ pub trait Tensor: Send + Sync {
         None
     }
 
-    /// What `read_elements` would give for `len` bytes from element `first`, as a view of a
-    /// buffer the source holds anyway (see `ReadAt::read_shared`); `None`: use
-    /// `read_elements`.
-    fn read_shared(&self, first: u64, len: usize) -> Option<Result<bytes::Bytes, ModelError>> {
+    /// What `fill_elements` would give for `len` bytes from element `first`, as a view of a
+    /// buffer the source holds anyway (see `ReadAt::read_shared`); `None`: the bytes are not
+    /// in one such buffer. Called through `read`, which has checked the request.
+    fn lend(&self, first: u64, len: usize) -> Option<Result<bytes::Bytes, ModelError>> {
         let _ = (first, len);
         None
     }
@@ -629,6 +632,82 @@ pub trait Tensor: Send + Sync {
             None => Ok(None),
         }
     }
+}
+
+impl dyn Tensor + '_ {
+    /// Fills `out` with elements `first..first + out.len() / elem_size` of a dense tensor with
+    /// a fixed-size dtype, verifying the source checksum on first use. The one place a
+    /// request is checked (width, whole elements, range) before any reader sees it.
+    pub fn read_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
+        read_elements(self, first, out)
+    }
+
+    /// `len` bytes of elements from `first` (checked as `read_elements` checks them): a view
+    /// of the source's own buffer where it lends one (`Tensor::lend`), else a copy in a
+    /// recycled buffer (`source::scratch`).
+    pub fn read(&self, first: u64, len: usize) -> Result<bytes::Bytes, ModelError> {
+        check_request(self.meta(), first, len)?;
+        if let Some(got) = self.lend(first, len) {
+            let got = got?;
+            if got.len() == len {
+                return Ok(got);
+            }
+            debug_assert!(false, "lent {} bytes of {len}", got.len());
+        }
+        crate::source::scratch::filled(len, |buf| self.fill_elements(first, buf).map(|()| len))
+    }
+
+    /// `read_elements` without the checksum pass (see `Tensor::deferred_crc32c`).
+    pub fn read_elements_unchecked(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
+        check_request(self.meta(), first, out.len())?;
+        self.fill_elements_unverified(first, out)
+    }
+}
+
+/// `read_elements` of any tensor type (the method is on `dyn Tensor`).
+pub(crate) fn read_elements<T: Tensor + ?Sized>(
+    t: &T,
+    first: u64,
+    out: &mut [u8],
+) -> Result<(), ModelError> {
+    check_request(t.meta(), first, out.len())?;
+    t.fill_elements(first, out)
+}
+
+/// Whether `len` bytes of elements from `first` are a request a tensor of `meta` can serve:
+/// a fixed-width dtype, whole elements, within the tensor. Returns the element width.
+pub(crate) fn check_request(
+    meta: &TensorMeta,
+    first: u64,
+    len: usize,
+) -> Result<usize, ModelError> {
+    let elem = meta
+        .dtype
+        .elem_size()
+        .ok_or_else(|| RequestError::NoFixedSize(meta.dtype.name().into_owned()))?;
+    if len % elem != 0 {
+        return Err(RequestError::PartialElement { len, elem }.into());
+    }
+    let count = (len / elem) as u64;
+    let total = meta.num_elements().unwrap_or(u64::MAX);
+    if first.checked_add(count).is_none_or(|end| end > total) {
+        return Err(RequestError::OutOfRange {
+            first,
+            count,
+            total,
+        }
+        .into());
+    }
+    Ok(elem)
+}
+
+/// In debug builds, asserts what `read_elements` checked before calling `fill_elements`.
+pub(crate) fn debug_check(meta: &TensorMeta, first: u64, len: usize) {
+    debug_assert!(
+        check_request(meta, first, len).is_ok(),
+        "{}: unchecked request of {len} bytes from element {first}",
+        String::from_utf8_lossy(&meta.name)
+    );
 }
 
 /// One child of a directory in the model tree.

@@ -113,7 +113,7 @@ pub(crate) fn dense_row<T: Tensor + ?Sized>(
     let at = out.len();
     out.resize(at + n, 0);
     // row < v and v·d elements exist, so row·d cannot overflow.
-    let read = t.read_elements(row * d, &mut out[at..]);
+    let read = super::read_elements(t, row * d, &mut out[at..]);
     if let Err(e) = read {
         out.truncate(at);
         return Err(e);

@@ -17,8 +17,8 @@ use super::entry::{parse_entry, EntryError};
 use super::record::{frame, Framed, RecordError, FRAMING};
 use super::summary::{load, save, Summary, STRIDE};
 use crate::model::{
-    DType, KeyKind, ModelError, RequestError, RowHit, SourceFormat, Tensor, TensorMeta,
-    MAX_ROW_BYTES,
+    debug_check, DType, KeyKind, ModelError, RequestError, RowHit, SourceFormat, Tensor,
+    TensorMeta, MAX_ROW_BYTES,
 };
 use crate::source::{identity_string, ReadAt};
 use crate::store::{IndexPlace, KeyIndex, KeyIndexBuilder, KeyIndexError, OffsetStore, Pending};
@@ -424,25 +424,10 @@ impl Tensor for MonolithTable {
         &self.meta
     }
 
-    fn read_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
+    fn fill_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
+        debug_check(&self.meta, first, out.len());
         let dim = self.dim();
-        let total = self.entries().saturating_mul(dim);
         let count = (out.len() / 4) as u64;
-        if out.len() % 4 != 0 {
-            return Err(RequestError::PartialElement {
-                len: out.len(),
-                elem: 4,
-            }
-            .into());
-        }
-        if first.checked_add(count).is_none_or(|e| e > total) {
-            return Err(RequestError::OutOfRange {
-                first,
-                count,
-                total,
-            }
-            .into());
-        }
         if count == 0 || dim == 0 {
             return Ok(());
         }

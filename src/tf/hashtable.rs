@@ -13,7 +13,9 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use crate::model::{DType, KeyKind, ModelError, RequestError, RowHit, Tensor, TensorMeta};
+use crate::model::{
+    debug_check, DType, KeyKind, ModelError, RequestError, RowHit, Tensor, TensorMeta,
+};
 use crate::store::{IndexPlace, KeyIndex};
 
 pub(crate) const KEYS_SUFFIX: &[u8] = b"-keys";
@@ -224,7 +226,7 @@ impl Tensor for HashTable {
         &self.meta
     }
 
-    fn read_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
+    fn fill_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
         if let [(_, v)] = &self.parts[..] {
             return v.read_elements(first, out);
         }
@@ -232,15 +234,11 @@ impl Tensor for HashTable {
         let es = self.meta.dtype.elem_size().unwrap_or(1);
         let width = self.width().max(1);
         let count = (out.len() / es) as u64;
-        let total = self.entries().saturating_mul(width);
-        if first.checked_add(count).is_none_or(|e| e > total) {
-            return Err(RequestError::OutOfRange {
-                first,
-                count,
-                total,
-            }
-            .into());
-        }
+        debug_check(&self.meta, first, out.len());
+        debug_assert_eq!(
+            self.meta.num_elements(),
+            Some(self.entries().saturating_mul(width))
+        );
         let mut done = 0u64;
         while done < count {
             let e = first + done;

@@ -222,8 +222,8 @@ impl Tensor for LazySlice {
         &self.meta
     }
 
-    fn read_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
-        self.value()?.read_elements(first, out)
+    fn fill_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
+        crate::model::read_elements(self.value()?, first, out)
     }
 
     fn for_each_string(

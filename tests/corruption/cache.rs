@@ -20,7 +20,7 @@ impl Tensor for Stable {
     fn meta(&self) -> &TensorMeta {
         self.0.meta()
     }
-    fn read_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
+    fn fill_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
         self.0.read_elements(first, out)
     }
     fn for_each_string(

@@ -520,7 +520,7 @@ impl Tensor for AngelMatrix {
         }
     }
 
-    fn read_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
+    fn fill_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
         let inner = self.inner()?;
         let direct = inner.direct.get_or_init(|| {
             let files = |p: &PartMeta| inner.files.get(&p.file_name)?.as_ref().ok().cloned();

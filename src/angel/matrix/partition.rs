@@ -53,7 +53,7 @@ impl Tensor for AngelPartition {
         &self.tmeta
     }
 
-    fn read_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
+    fn fill_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
         let w = self.tmeta.dtype.elem_size().unwrap_or(1);
         let (base, cols) = (self.row_base, self.tmeta.shape[1]);
         let shape = shape_of(self)?;

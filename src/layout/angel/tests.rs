@@ -453,7 +453,7 @@ impl Tensor for Counting {
     fn meta(&self) -> &crate::model::TensorMeta {
         self.0.meta()
     }
-    fn read_elements(&self, first: u64, out: &mut [u8]) -> Result<(), crate::model::ModelError> {
+    fn fill_elements(&self, first: u64, out: &mut [u8]) -> Result<(), crate::model::ModelError> {
         let n = out.len() as u64 / self.0.meta().dtype.elem_size().unwrap() as u64;
         self.1.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
         self.0.read_elements(first, out)

@@ -227,8 +227,6 @@ fn compare_floats<T: Copy + Into<f64>>(a: &[T], b: &[T], d: &mut Delta) {
 /// Scratch buffers of one worker.
 #[derive(Default)]
 struct Scratch {
-    a: Vec<u8>,
-    b: Vec<u8>,
     fa: Vec<f64>,
     fb: Vec<f64>,
 }
@@ -246,25 +244,11 @@ fn run(pair: &Pair, piece: Piece, s: &mut Scratch) -> Result<(Delta, [Crc; 2]), 
             s.fa.resize(BLOCK, 0.0);
             s.fb.resize(BLOCK, 0.0);
             d.count = count;
-            let (mut lent_a, mut lent_b) = (None, None);
             for (at, len) in runs(first, count, es) {
                 let [ca, cb] = &mut crcs;
-                let a = read_run(
-                    &*pair.a,
-                    at,
-                    len,
-                    &mut s.a,
-                    &mut lent_a,
-                    pair.deferred[0].then_some(ca),
-                )?;
-                let b = read_run(
-                    &*pair.b,
-                    at,
-                    len,
-                    &mut s.b,
-                    &mut lent_b,
-                    pair.deferred[1].then_some(cb),
-                )?;
+                let a = read_run(&*pair.a, at, len, pair.deferred[0].then_some(ca))?;
+                let b = read_run(&*pair.b, at, len, pair.deferred[1].then_some(cb))?;
+                let (a, b) = (&a[..], &b[..]);
                 if let (DType::F32, Some(x), Some(y)) = (dtype, as_f32(a), as_f32(b)) {
                     compare_floats(x, y, &mut d);
                     continue;

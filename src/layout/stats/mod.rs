@@ -13,11 +13,14 @@ mod partial;
 
 use std::sync::Arc;
 
+use bytes::Bytes;
+
 pub(crate) use partial::{has_stats, Partial};
 
 use super::views::{Made, Make};
 use super::{FileContent, LayoutError, Requester};
 use crate::model::{Entries, ModelError, Tensor};
+use crate::source::scratch;
 use crate::store::{pack_words, unpack_words, OffsetStore};
 
 /// The per-tensor file's suffix (`NAME.stats.json`).
@@ -67,32 +70,22 @@ pub(crate) fn runs(first: u64, count: u64, es: usize) -> impl Iterator<Item = (u
 }
 
 /// `len` bytes of `t`'s elements from `first`: unchecked, their checksum added to
-/// `deferred`, when given (`Tensor::deferred_crc32c`); else the source's own buffer when it
-/// lends it (kept in `lent`: no copy), else read into `buf`.
-pub(crate) fn read_run<'b>(
+/// `deferred`, when given (`Tensor::deferred_crc32c`); else as `read` gives them (the
+/// source's own buffer where it lends it: no copy).
+pub(crate) fn read_run(
     t: &dyn Tensor,
     first: u64,
     len: usize,
-    buf: &'b mut Vec<u8>,
-    lent: &'b mut Option<bytes::Bytes>,
     deferred: Option<&mut Crc>,
-) -> Result<&'b [u8], ModelError> {
-    if let Some(crc) = deferred {
-        buf.resize(len, 0);
-        t.read_elements_unchecked(first, buf)?;
-        crc.add(buf);
-        return Ok(&buf[..]);
+) -> Result<Bytes, ModelError> {
+    match deferred {
+        Some(crc) => scratch::filled(len, |buf| {
+            t.read_elements_unchecked(first, buf)?;
+            crc.add(buf);
+            Ok(len)
+        }),
+        None => t.read(first, len),
     }
-    *lent = match t.read_shared(first, len) {
-        Some(Ok(b)) if b.len() == len => Some(b),
-        _ => None,
-    };
-    if let Some(b) = lent {
-        return Ok(&b[..]);
-    }
-    buf.resize(len, 0);
-    t.read_elements(first, buf)?;
-    Ok(&buf[..])
 }
 
 /// What one tensor's stats are, or why it has none.
@@ -212,13 +205,11 @@ fn pieces(t: &dyn Tensor) -> Result<Vec<Piece>, String> {
     Ok(out)
 }
 
-/// Works out one piece of `t`.
 /// Works out one piece of `t`; when `deferred`, reads unchecked and gives the bytes' checksum.
 fn run(
     t: &dyn Tensor,
     piece: Piece,
     deferred: bool,
-    buf: &mut Vec<u8>,
     entries: &mut Entries,
 ) -> Result<(Partial, Crc), String> {
     let meta = t.meta();
@@ -229,10 +220,9 @@ fn run(
     let err = |e: ModelError| e.to_string();
     match piece {
         Piece::Dense { first, count } => {
-            let mut lent = None;
             for (at, len) in runs(first, count, es) {
-                let b = read_run(t, at, len, buf, &mut lent, deferred.then_some(&mut crc));
-                partial::add(dtype, b.map_err(err)?, &mut p);
+                let b = read_run(t, at, len, deferred.then_some(&mut crc));
+                partial::add(dtype, &b.map_err(err)?, &mut p);
             }
         }
         Piece::Entries { first, count } => {
@@ -275,15 +265,10 @@ pub(crate) fn compute(
         .iter()
         .map(|t| !t.meta().sparse && t.deferred_crc32c().is_some())
         .collect();
-    let results = super::pool::each(
-        work.len(),
-        req,
-        || (Vec::new(), Entries::default()),
-        |(buf, entries), k| {
-            let (i, piece) = work[k];
-            run(&*tensors[i], piece, deferred[i], buf, entries)
-        },
-    )?;
+    let results = super::pool::each(work.len(), req, Entries::default, |entries, k| {
+        let (i, piece) = work[k];
+        run(&*tensors[i], piece, deferred[i], entries)
+    })?;
     let mut crcs: Vec<Option<Crc>> = vec![None; tensors.len()];
     for ((i, _), r) in work.iter().zip(results) {
         let slot = &mut outcomes[*i];

@@ -99,8 +99,8 @@ impl Tensor for Stable {
     fn meta(&self) -> &crate::model::TensorMeta {
         self.0.meta()
     }
-    fn read_elements(&self, f: u64, o: &mut [u8]) -> Result<(), crate::model::ModelError> {
-        self.0.read_elements(f, o)
+    fn fill_elements(&self, f: u64, o: &mut [u8]) -> Result<(), crate::model::ModelError> {
+        crate::model::read_elements(&self.0, f, o)
     }
     fn cache_identity(&self) -> Option<String> {
         Some("file:1:2:3/key".into())

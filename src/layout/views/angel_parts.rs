@@ -203,7 +203,7 @@ impl Tensor for Window {
         &self.meta
     }
 
-    fn read_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
+    fn fill_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
         let es = self.meta.dtype.elem_size().unwrap_or(1);
         let width = self.cell.width();
         if width == self.cols {

@@ -376,7 +376,7 @@ mod tests {
         fn meta(&self) -> &TensorMeta {
             &self.0
         }
-        fn read_elements(&self, _first: u64, out: &mut [u8]) -> Result<(), ModelError> {
+        fn fill_elements(&self, _first: u64, out: &mut [u8]) -> Result<(), ModelError> {
             out.fill(0);
             Ok(())
         }

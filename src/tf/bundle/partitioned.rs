@@ -12,7 +12,9 @@ use super::entry::{parse_entry, Entry};
 use super::shard_file_name;
 use super::tensor::TfTensor;
 use super::Bundle;
-use crate::model::{ModelError, PartitionMeta, RequestError, SourceFormat, Tensor, TensorMeta};
+use crate::model::{
+    debug_check, ModelError, PartitionMeta, RequestError, SourceFormat, Tensor, TensorMeta,
+};
 use crate::tf::ordered_code::slice_key;
 use crate::tf::table::TableError;
 
@@ -372,19 +374,9 @@ impl Tensor for PartitionedTensor {
         &self.meta
     }
 
-    fn read_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
-        let elem = self
-            .meta
-            .dtype
-            .elem_size()
-            .ok_or_else(|| RequestError::NoFixedSize(self.meta.dtype.name().into_owned()))?;
-        if out.len() % elem != 0 {
-            return Err(RequestError::PartialElement {
-                len: out.len(),
-                elem,
-            }
-            .into());
-        }
+    fn fill_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
+        debug_check(&self.meta, first, out.len());
+        let elem = self.meta.dtype.elem_size().unwrap_or(1);
         let n = (out.len() / elem) as u64;
         let mut at = 0usize;
         self.for_each_run(first, n, &mut |t, start, run| {

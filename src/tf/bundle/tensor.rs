@@ -8,7 +8,9 @@ use super::entry::{DataLoc, Entry};
 use super::varlen::{VarError, VarIndex};
 use super::Bundle;
 use crate::codec::{crc32c_parallel, mask_crc, PARALLEL_CRC_MIN};
-use crate::model::{DType, ModelError, RequestError, SourceFormat, Tensor, TensorMeta};
+use crate::model::{
+    debug_check, DType, ModelError, RequestError, SourceFormat, Tensor, TensorMeta,
+};
 use crate::source::{identity_string, ReadAt};
 use crate::tf::dtype::{swap_in_place, swap_width};
 
@@ -133,26 +135,20 @@ impl TfTensor {
         if let Some(p) = &self.meta.problem {
             return Err(self.fail(TensorFault::Known(p.clone())));
         }
-        let elem = dtype
-            .elem_size()
-            .ok_or_else(|| RequestError::NoFixedSize(dtype.name().into_owned()))?;
+        debug_check(&self.meta, first, out.len());
+        let elem = dtype.elem_size().unwrap_or(1) as u64;
         let (file, loc) = self.data_file()?;
-        if out.len() % elem != 0 {
-            return Err(RequestError::PartialElement {
-                len: out.len(),
-                elem,
-            }
-            .into());
-        }
-        let n = (out.len() / elem) as u64;
-        let total = loc.size / elem as u64;
+        // The entry's stored bytes bound the read as well as its shape does.
         let start = first
-            .checked_mul(elem as u64)
-            .filter(|_| first.checked_add(n).is_some_and(|e| e <= total))
+            .checked_mul(elem)
+            .filter(|s| {
+                s.checked_add(out.len() as u64)
+                    .is_some_and(|e| e <= loc.size)
+            })
             .ok_or(RequestError::OutOfRange {
                 first,
-                count: n,
-                total,
+                count: out.len() as u64 / elem,
+                total: loc.size / elem,
             })?;
         if check {
             self.verify_fixed(&*file, loc)?;
@@ -285,11 +281,11 @@ impl Tensor for TfTensor {
         ))
     }
 
-    fn read_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
+    fn fill_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
         self.read_fixed(first, out, true)
     }
 
-    fn read_elements_unchecked(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
+    fn fill_elements_unverified(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
         self.read_fixed(first, out, false)
     }
 
@@ -314,22 +310,18 @@ impl Tensor for TfTensor {
         verdict.clone().map_err(|f| self.fail(f))
     }
 
-    fn read_shared(&self, first: u64, len: usize) -> Option<Result<bytes::Bytes, ModelError>> {
+    fn lend(&self, first: u64, len: usize) -> Option<Result<bytes::Bytes, ModelError>> {
         let dtype = self.meta.dtype;
         // Only bytes served as stored: no byte swap, no bool normalisation.
         if self.bundle.big_endian || dtype == DType::Bool {
             return None;
         }
-        let elem = dtype.elem_size()?;
+        debug_check(&self.meta, first, len);
+        let elem = dtype.elem_size()? as u64;
         let (file, loc) = self.data_file().ok()?;
-        if len % elem != 0 || len == 0 {
-            return None;
-        }
-        let total = loc.size / elem as u64;
-        let n = (len / elem) as u64;
         let start = first
-            .checked_mul(elem as u64)
-            .filter(|_| first.checked_add(n).is_some_and(|e| e <= total))?;
+            .checked_mul(elem)
+            .filter(|s| s.checked_add(len as u64).is_some_and(|e| e <= loc.size))?;
         let got = file.read_shared(loc.offset + start, len)?;
         Some((|| {
             self.verify_fixed(&*file, loc)?;

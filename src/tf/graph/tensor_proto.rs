@@ -11,7 +11,9 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use crate::codec::wire::{packed_varints, Fields, Value, WireError};
-use crate::model::{DType, ModelError, RequestError, SourceFormat, Tensor, TensorMeta};
+use crate::model::{
+    debug_check, DType, ModelError, RequestError, SourceFormat, Tensor, TensorMeta,
+};
 use crate::source::{identity_string, Memo, ReadAt};
 use crate::tf::dtype::from_tf;
 
@@ -285,19 +287,9 @@ impl Tensor for ProtoTensor {
         &self.meta
     }
 
-    fn read_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
-        let elem = self
-            .meta
-            .dtype
-            .elem_size()
-            .ok_or_else(|| RequestError::NoFixedSize(self.meta.dtype.name().into_owned()))?;
-        if out.len() % elem != 0 {
-            return Err(RequestError::PartialElement {
-                len: out.len(),
-                elem,
-            }
-            .into());
-        }
+    fn fill_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
+        debug_check(&self.meta, first, out.len());
+        let elem = self.meta.dtype.elem_size().unwrap_or(1);
         self.check_range(first, (out.len() / elem) as u64)?;
         if out.is_empty() {
             return Ok(());
