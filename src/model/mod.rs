@@ -605,8 +605,9 @@ pub trait Tensor: Send + Sync {
     }
 
     /// What `fill_elements` would give for `len` bytes from element `first`, as a view of a
-    /// buffer the source holds anyway (see `ReadAt::read_shared`); `None`: the bytes are not
-    /// in one such buffer. Called through `read`, which has checked the request.
+    /// buffer the source holds anyway or a copy (`ReadAt::read`); `None`: the reader must
+    /// transform them (byte order, bools) and `fill_elements` does. Called through `read`,
+    /// which has checked the request.
     fn lend(&self, first: u64, len: usize) -> Option<Result<bytes::Bytes, ModelError>> {
         let _ = (first, len);
         None

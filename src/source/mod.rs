@@ -15,12 +15,12 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 pub(crate) mod aligned;
-pub mod cursor;
+pub(crate) mod cursor;
 mod local;
 pub mod lru;
 mod memo;
 pub mod remote;
-pub mod scratch;
+pub(crate) mod scratch;
 
 pub use memo::{is_transient, Flight, Memo};
 mod sigbus;
@@ -108,12 +108,11 @@ pub trait ReadAt: Send + Sync + fmt::Debug {
     fn mtime(&self) -> SystemTime {
         SystemTime::UNIX_EPOCH
     }
-    /// Exactly `len` bytes at `offset` as a view of a buffer the source holds anyway (a
-    /// remote object's cached block), to be replied without a copy; `None` when they are not
-    /// in one such buffer (or the source has none): use `read_into`.
-    fn read_shared(&self, offset: u64, len: usize) -> Option<Result<bytes::Bytes, SourceError>> {
-        let _ = (offset, len);
-        None
+    /// Exactly `len` bytes at `offset` for the data path: a view of a buffer the source holds
+    /// anyway where the bytes are in one (a remote object's cached block), else copied by
+    /// `read_into` into a recycled buffer (`scratch`). Callers still call `check_consistent`.
+    fn read(&self, offset: u64, len: usize) -> Result<bytes::Bytes, SourceError> {
+        scratch::filled(len, |out| self.read_into(offset, out).map(|()| len))
     }
     /// Hands the bytes `offset..offset + len` to `visit` in order, in pieces that need not
     /// all be in memory at once: for a pass over a whole tensor (its checksum). A remote

@@ -13,7 +13,7 @@ use super::blocks::{Blocks, ObjectRef};
 use super::runtime;
 use super::stream::Stream;
 use crate::source::cursor::Cursor;
-use crate::source::{checked_range, ReadAt, SourceError};
+use crate::source::{checked_range, scratch, ReadAt, SourceError};
 
 /// Most blocks fetched ahead of a sequential reader.
 const MAX_AHEAD: u64 = 8;
@@ -104,6 +104,30 @@ impl RemoteFile {
             window,
         ));
     }
+
+    /// `len` bytes at `offset` (inside the object) as a view of their block, when they lie
+    /// in one; `None` otherwise.
+    fn in_one_block(&self, offset: u64, len: usize) -> Option<Result<bytes::Bytes, SourceError>> {
+        let bs = self.blocks.block_size;
+        let end = offset + len as u64;
+        let i = offset / bs;
+        if len == 0 || (end - 1) / bs != i {
+            return None;
+        }
+        self.read_ahead(offset, end, i);
+        let got = runtime().block_on(self.blocks.get(&self.obj, i));
+        Some(got.and_then(|block| {
+            let from = (offset - self.blocks.range(&self.obj, i).start) as usize;
+            let to = from + len;
+            if to > block.len() {
+                return Err(SourceError::Remote {
+                    url: self.obj.url.clone(),
+                    cause: format!("block {i} is short"),
+                });
+            }
+            Ok(block.slice(from..to))
+        }))
+    }
 }
 
 impl ReadAt for RemoteFile {
@@ -136,31 +160,13 @@ impl ReadAt for RemoteFile {
         Ok(Cow::Owned(out))
     }
 
-    fn read_shared(&self, offset: u64, len: usize) -> Option<Result<bytes::Bytes, SourceError>> {
-        if let Err(e) = checked_range(&self.obj.url, offset, len, self.obj.size) {
-            return Some(Err(e));
+    fn read(&self, offset: u64, len: usize) -> Result<bytes::Bytes, SourceError> {
+        checked_range(&self.obj.url, offset, len, self.obj.size)?;
+        match self.in_one_block(offset, len) {
+            Some(got) => got,
+            None => scratch::filled(len, |out| self.read_into(offset, out).map(|()| len)),
         }
-        let bs = self.blocks.block_size;
-        let end = offset + len as u64;
-        let i = offset / bs;
-        if len == 0 || (end - 1) / bs != i {
-            return None;
-        }
-        self.read_ahead(offset, end, i);
-        let got = runtime().block_on(self.blocks.get(&self.obj, i));
-        Some(got.and_then(|block| {
-            let from = (offset - self.blocks.range(&self.obj, i).start) as usize;
-            let to = from + len;
-            if to > block.len() {
-                return Err(SourceError::Remote {
-                    url: self.obj.url.clone(),
-                    cause: format!("block {i} is short"),
-                });
-            }
-            Ok(block.slice(from..to))
-        }))
     }
-
     /// Block by block, as a sequential reader: the first block by its own request, the rest by
     /// one streamed request running ahead (2 GETs for a tensor of any size), each block
     /// handed over as it arrives and kept in the block caches for the reads that follow.
@@ -185,7 +191,7 @@ impl ReadAt for RemoteFile {
         let mut at = offset;
         while at < end {
             let piece_end = end.min((at / bs + 1) * bs);
-            let piece = match self.read_shared(at, (piece_end - at) as usize) {
+            let piece = match self.in_one_block(at, (piece_end - at) as usize) {
                 Some(got) => got?,
                 None => {
                     return Err(SourceError::Remote {
@@ -259,7 +265,7 @@ mod tests {
     }
 
     #[test]
-    fn shared_reads_are_the_bytes_and_only_within_a_block() {
+    fn reads_within_a_block_are_views_of_it() {
         let data: Vec<u8> = (0..300_000u32).map(|i| (i * 7 % 251) as u8).collect();
         let f = remote(&data);
         let bs = 64 << 10;
@@ -271,21 +277,18 @@ mod tests {
             (299_990, 10),
         ] {
             let within = off / bs == (off + len - 1) / bs;
-            match f.read_shared(off as u64, len) {
-                Some(got) => {
-                    assert!(within, "{off}+{len} spans blocks");
-                    assert_eq!(&got.unwrap()[..], &data[off..off + len], "{off}+{len}");
-                }
-                None => assert!(!within, "{off}+{len} lies in one block"),
-            }
+            let (a, b) = (
+                f.read(off as u64, len).unwrap(),
+                f.read(off as u64, len).unwrap(),
+            );
+            assert_eq!(&a[..], &data[off..off + len], "{off}+{len}");
+            // Held together, two reads of one block point into it; copies would not.
+            assert_eq!(a.as_ptr() == b.as_ptr(), within, "{off}+{len}");
             let mut out = vec![0u8; len];
             f.read_into(off as u64, &mut out).unwrap();
             assert_eq!(out, &data[off..off + len]);
         }
-        assert!(
-            matches!(f.read_shared(299_995, 10), Some(Err(_))),
-            "past the end"
-        );
+        assert!(f.read(299_995, 10).is_err(), "past the end");
         assert!(f.read_into(299_995, &mut [0u8; 10]).is_err());
     }
 

@@ -312,8 +312,9 @@ impl Tensor for TfTensor {
 
     fn lend(&self, first: u64, len: usize) -> Option<Result<bytes::Bytes, ModelError>> {
         let dtype = self.meta.dtype;
-        // Only bytes served as stored: no byte swap, no bool normalisation.
-        if self.bundle.big_endian || dtype == DType::Bool {
+        // Only bytes served as stored: no byte swap, no bool normalisation; a known problem
+        // is `fill_elements`'s to report.
+        if self.bundle.big_endian || dtype == DType::Bool || self.meta.problem.is_some() {
             return None;
         }
         debug_check(&self.meta, first, len);
@@ -322,7 +323,7 @@ impl Tensor for TfTensor {
         let start = first
             .checked_mul(elem)
             .filter(|s| s.checked_add(len as u64).is_some_and(|e| e <= loc.size))?;
-        let got = file.read_shared(loc.offset + start, len)?;
+        let got = file.read(loc.offset + start, len);
         Some((|| {
             self.verify_fixed(&*file, loc)?;
             let bytes = got?;
