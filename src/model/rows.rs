@@ -10,6 +10,7 @@
 
 use super::Entries;
 use super::{ModelError, RequestError, Tensor, TensorMeta};
+use crate::store::{IndexPlace, KeyIndex, ReadKeys};
 
 /// What an id names in a keyed tensor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -244,4 +245,30 @@ pub(crate) fn row_of<T: Tensor + ?Sized>(
         // A hash table is its reader's to search.
         KeyKind::HashKey => Ok(None),
     }
+}
+
+/// The key index of a keyed table (a TF hash table, a Monolith table), made once for the
+/// table's life and kept in `slot`: the one `place` holds (built before for `entries` keys),
+/// else built now from `read` (keys in row order, asked for front to back).
+pub(crate) fn key_index(
+    slot: &std::sync::Mutex<Option<std::sync::Arc<KeyIndex>>>,
+    name: &[u8],
+    entries: u64,
+    place: &IndexPlace,
+    read: &mut ReadKeys<'_>,
+) -> Result<std::sync::Arc<KeyIndex>, ModelError> {
+    let what = || String::from_utf8_lossy(name).into_owned();
+    let mut slot = slot
+        .lock()
+        .map_err(|_| ModelError::data(what(), "key index lock poisoned"))?;
+    if let Some(ix) = &*slot {
+        return Ok(ix.clone());
+    }
+    let ix = match place.existing(entries) {
+        Some(ix) => ix,
+        None => place
+            .build(entries, read)
+            .map_err(|e| ModelError::data(format!("{}: key index", what()), e))?,
+    };
+    Ok(slot.insert(std::sync::Arc::new(ix)).clone())
 }

@@ -16,6 +16,7 @@ use serde_json::json;
 use super::entry::{parse_entry, EntryError};
 use super::record::{frame, Framed, RecordError, FRAMING};
 use super::summary::{load, save, Summary, STRIDE};
+use crate::model::rows::key_index;
 use crate::model::{
     debug_check, DType, KeyKind, ModelError, RequestError, RowHit, SourceFormat, Tensor,
     TensorMeta, MAX_ROW_BYTES,
@@ -382,21 +383,6 @@ impl MonolithTable {
     }
 
     fn index(&self) -> Result<Arc<KeyIndex>, ModelError> {
-        let mut slot = self
-            .index
-            .lock()
-            .map_err(|_| ModelError::data("monolith table", "key index lock poisoned"))?;
-        if let Some(ix) = &*slot {
-            return Ok(ix.clone());
-        }
-        let what = String::from_utf8_lossy(&self.meta.name).into_owned();
-        let fail =
-            |e: crate::store::KeyIndexError| ModelError::data(format!("{what}: key index"), e);
-        let n = self.entries();
-        let place = self.place();
-        if let Some(ix) = place.existing(n) {
-            return Ok(slot.insert(Arc::new(ix)).clone());
-        }
         // Keys are asked for in order: one cursor walks the shards once.
         let mut cur: Option<(u64, Cursor<'_>)> = None;
         let mut nums = Vec::new();
@@ -414,8 +400,13 @@ impl MonolithTable {
             }
             Ok(())
         };
-        let ix = place.build(n, &mut read).map_err(fail)?;
-        Ok(slot.insert(Arc::new(ix)).clone())
+        key_index(
+            &self.index,
+            &self.meta.name,
+            self.entries(),
+            &self.place(),
+            &mut read,
+        )
     }
 }
 

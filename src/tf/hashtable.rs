@@ -13,6 +13,7 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+use crate::model::rows::key_index;
 use crate::model::{
     debug_check, DType, KeyKind, ModelError, RequestError, RowHit, Tensor, TensorMeta,
 };
@@ -196,29 +197,19 @@ impl HashTable {
 
     /// The key index: opened from `cache_dir` when built before, else built now.
     fn index(&self) -> Result<Arc<KeyIndex>, ModelError> {
-        let mut slot = self.index.lock().map_err(|_| poisoned())?;
-        if let Some(ix) = &*slot {
-            return Ok(ix.clone());
-        }
-        let what = String::from_utf8_lossy(&self.meta.name).into_owned();
-        let fail =
-            |e: crate::store::KeyIndexError| ModelError::data(format!("{what}: key index"), e);
-        let n = self.entries();
         let place = IndexPlace::new(self.index_dir.as_deref(), self.index_identity().as_deref());
-        if let Some(ix) = place.existing(n) {
-            return Ok(slot.insert(Arc::new(ix)).clone());
-        }
         let mut read = |first: u64, out: &mut [i64]| {
             self.read_keys(first, out)
                 .map_err(|e| Box::new(e) as crate::store::KeysError)
         };
-        let built = place.build(n, &mut read).map_err(fail);
-        Ok(slot.insert(Arc::new(built?)).clone())
+        key_index(
+            &self.index,
+            &self.meta.name,
+            self.entries(),
+            &place,
+            &mut read,
+        )
     }
-}
-
-fn poisoned() -> ModelError {
-    ModelError::data("hash table", "key index lock poisoned")
 }
 
 impl Tensor for HashTable {
