@@ -293,6 +293,30 @@ mod tests {
     }
 
     #[test]
+    fn two_readers_keep_their_own_read_ahead() {
+        let data: Vec<u8> = (0..(2u32 << 20)).map(|i| (i * 13 % 251) as u8).collect();
+        let f = remote(&data);
+        let bs = 64 << 10;
+        let (a, b) = (Arc::new(Cursor::default()), Arc::new(Cursor::default()));
+        // Interleaved sequential readers at blocks 0.. and 16..: each read continues its own
+        // reader's, so neither is a seek that stops the other's stream.
+        for k in 0..4 {
+            for (c, base) in [(&a, 0), (&b, 16)] {
+                let _in = c.enter();
+                let off = (base + k) * bs;
+                assert_eq!(&f.read(off as u64, bs).unwrap()[..], &data[off..off + bs]);
+            }
+        }
+        for c in [&a, &b] {
+            let _in = c.enter();
+            let streaming = Cursor::with_state(1, Reader::default, |r| r.stream.is_some());
+            assert_eq!(streaming, Some(true));
+        }
+        // Reads without a handle use the object's own reader; these had handles.
+        assert_eq!(f.reader.lock().unwrap().end, u64::MAX);
+    }
+
+    #[test]
     fn pieces_are_the_bytes_block_by_block() {
         let data: Vec<u8> = (0..300_000u32).map(|i| (i * 7 % 251) as u8).collect();
         let f = remote(&data);
