@@ -676,16 +676,15 @@ pub(crate) fn read_elements<T: Tensor + ?Sized>(
 }
 
 /// Whether `len` bytes of elements from `first` are a request a tensor of `meta` can serve:
-/// a fixed-width dtype, whole elements, within the tensor. A tensor with a known problem
-/// passes: its reader reports the problem, naming the file.
+/// a fixed-width dtype, whole elements, within the tensor. A tensor with a known problem and
+/// no width passes: its reader reports the problem, naming the file.
 pub(crate) fn check_request(meta: &TensorMeta, first: u64, len: usize) -> Result<(), ModelError> {
-    if meta.problem.is_some() {
-        return Ok(());
-    }
-    let elem = meta
-        .dtype
-        .elem_size()
-        .ok_or_else(|| RequestError::NoFixedSize(meta.dtype.name().into_owned()))?;
+    let Some(elem) = meta.dtype.elem_size() else {
+        return match meta.problem {
+            Some(_) => Ok(()),
+            None => Err(RequestError::NoFixedSize(meta.dtype.name().into_owned()).into()),
+        };
+    };
     if len % elem != 0 {
         return Err(RequestError::PartialElement { len, elem }.into());
     }
