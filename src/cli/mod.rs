@@ -584,12 +584,17 @@ fn remote_url(source: &Path) -> Option<&str> {
 /// Opens SOURCE (a local path or a URL); failures are exit status 2 with the reader's
 /// one-line reason.
 pub(crate) fn open_model(source: &Path, opts: &Options) -> Result<Arc<dyn Model>, Failure> {
-    open_source(source, opts).map(|(model, _)| model)
+    open_source(source, opts, false).map(|(model, _)| model)
 }
 
 /// `open_model`, and how to open it again as it is then (the same reader options: the
-/// members opened are found again).
-fn open_source(source: &Path, opts: &Options) -> Result<(Arc<dyn Model>, Follow), Failure> {
+/// members opened are found again). When `following`, the source's fingerprint is taken
+/// before the open, so that a change made while it opens is never taken for the state shown.
+fn open_source(
+    source: &Path,
+    opts: &Options,
+    following: bool,
+) -> Result<(Arc<dyn Model>, Follow), Failure> {
     let mut reader = opts.reader_for(&store_name(source));
     let path = match remote_url(source) {
         Some(url) => {
@@ -600,16 +605,24 @@ fn open_source(source: &Path, opts: &Options) -> Result<(Arc<dyn Model>, Follow)
         }
         None => absolute_source(source),
     };
+    let local = remote_url(source).is_none();
+    let watch = following && local;
+    let period = (following && !local)
+        .then(|| opts.refresh.remote_period())
+        .flatten();
+    let opened_from = (watch || period.is_some())
+        .then(|| crate::fs::live::fingerprint(&*reader.storage, &path))
+        .flatten();
     let model = crate::detect::model_at(&path, &reader).map_err(|e| match remote_url(source) {
         Some(url) => Failure::new(EXIT_SOURCE, format!("{url}: {e}")),
         None => Failure::new(EXIT_SOURCE, e.to_string()),
     })?;
-    let local = remote_url(source).is_none();
     let follow = Follow {
         path: path.clone(),
         storage: Arc::clone(&reader.storage),
-        watch: local && opts.refresh != Refresh::Never,
-        period: (!local).then(|| opts.refresh.remote_period()).flatten(),
+        watch,
+        period,
+        opened_from,
         reopen: Box::new(move || {
             crate::detect::model_at(&path, &reader).map_err(|e| e.to_string())
         }),
@@ -639,7 +652,8 @@ pub(crate) fn build_mount_tree(
     source: &Path,
     opts: &Options,
 ) -> Result<(Arc<Tree>, Option<Follow>), Failure> {
-    let (model, follow) = open_source(source, opts)?;
+    let following = opts.refresh != Refresh::Never;
+    let (model, follow) = open_source(source, opts, following)?;
     let follow = (follow.watch || follow.period.is_some()).then_some(follow);
     let mut cfg = TreeConfig::for_user(opts.uid, opts.gid, source_mtime(source));
     cfg.text_size = opts.text_size;

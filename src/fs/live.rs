@@ -7,6 +7,8 @@
 //! - A look costs a listing: the model is opened again only when the source's fingerprint
 //!   (its files and their identities) changed, and opening again reuses every member whose
 //!   files are unchanged (`model::member`).
+//! - Nothing saved after the open is missed: the first look is made as soon as the watch is
+//!   in place, against the fingerprint taken before the open.
 //! - A failed look (a fault, a model not whole) changes nothing; the next event or period
 //!   looks again.
 
@@ -33,6 +35,9 @@ pub(crate) struct Follow {
     pub(crate) watch: bool,
     /// Look again this often whatever happened (a remote source).
     pub(crate) period: Option<Duration>,
+    /// The source's fingerprint taken before the model shown was opened (`None`: not known;
+    /// the first look then opens again if it can list).
+    pub(crate) opened_from: Option<u64>,
     pub(crate) reopen: Reopen,
 }
 
@@ -58,9 +63,12 @@ pub(crate) fn start(tree: &Arc<Tree>, follow: Follow) {
         .name("modelfs-follow".into())
         .spawn(move || {
             let _watcher = watcher;
-            let mut last = fingerprint(&*follow.storage, &follow.path);
+            let mut last = follow.opened_from;
+            // The first look is at once: what changed between the open and the watch (the
+            // fork, a loaded machine) sent no event this watch could see.
+            let mut first = true;
             loop {
-                if !wait(&rx, follow.period) {
+                if !std::mem::take(&mut first) && !wait(&rx, follow.period) {
                     return;
                 }
                 let Some(tree) = weak.upgrade() else { return };
@@ -254,5 +262,59 @@ mod tests {
             fingerprint(&*fs, &dir.path().join("a.index")),
             Some(by_index)
         );
+    }
+
+    /// A save finished after the model was opened and before the watch was in place sends
+    /// no event the watch sees; the first look still finds it (it once waited for the next
+    /// save: `latest` stayed behind on a loaded CI machine).
+    #[test]
+    fn a_change_before_the_watch_is_shown_without_an_event() {
+        use crate::fs::testing::ctx;
+        use crate::fs::TreeConfig;
+        use crate::fs::ROOT_INO;
+        let steps = crate::testing::fixtures_dir().join("live/manager");
+        let dir = tempfile::tempdir().unwrap();
+        let copy = |step: &str| {
+            for e in std::fs::read_dir(steps.join(step)).unwrap() {
+                let e = e.unwrap();
+                std::fs::copy(e.path(), dir.path().join(e.file_name())).unwrap();
+            }
+        };
+        copy("after-1");
+        let storage = crate::source::local();
+        let opts = crate::model::ReaderOptions::default();
+        let opened_from = fingerprint(&*storage, dir.path());
+        let model = crate::detect::model_at(dir.path(), &opts).unwrap();
+        let cfg = TreeConfig {
+            uid: 0,
+            gid: 0,
+            mtime: std::time::SystemTime::UNIX_EPOCH,
+            text_size: crate::options::TextSize::Exact,
+        };
+        let tree = Arc::new(Tree::new(model, ctx(&[crate::layout::Layout::Txt]), cfg));
+        copy("after-2");
+        let path = dir.path().to_path_buf();
+        let reopen_at = path.clone();
+        start(
+            &tree,
+            Follow {
+                path,
+                storage,
+                watch: true,
+                period: None,
+                opened_from,
+                reopen: Box::new(move || {
+                    crate::detect::model_at(&reopen_at, &opts).map_err(|e| e.to_string())
+                }),
+            },
+        );
+        let began = Instant::now();
+        while tree.lookup_ino(ROOT_INO, b"ckpt-2").is_err() {
+            assert!(
+                began.elapsed() < Duration::from_secs(10),
+                "ckpt-2, saved before the watch, never shown"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
 }
