@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use crate::model::{
-    DType, DirEntry, KnownProblem, Model, ModelError, ModelSummary, PartitionMeta, RequestError,
-    SourceFormat, SparseRows, Tensor, TensorMeta,
+    Checksummed, DType, DirEntry, KnownProblem, Model, ModelError, ModelSummary, PartitionMeta,
+    RequestError, SourceFormat, Sparse, SparseRows, Strings, Tensor, TensorMeta,
 };
 
 /// `n` deterministic pseudo-random floats in [-1, 1) (an LCG), for throughput tests.
@@ -182,6 +182,23 @@ impl Tensor for MemTensor {
         }
     }
 
+    fn partition(&self, i: usize) -> Result<Arc<dyn Tensor>, ModelError> {
+        self.parts
+            .get(i)
+            .cloned()
+            .ok_or_else(|| ModelError::NotFound(format!("partition {i}")))
+    }
+
+    fn as_strings(&self) -> Option<&dyn Strings> {
+        Some(self)
+    }
+
+    fn as_sparse(&self) -> Option<&dyn Sparse> {
+        Some(self)
+    }
+}
+
+impl Strings for MemTensor {
     fn for_each_string(
         &self,
         first: u64,
@@ -202,19 +219,14 @@ impl Tensor for MemTensor {
         }
         Ok(())
     }
+}
 
+impl Sparse for MemTensor {
     fn sparse(&self) -> Result<Arc<SparseRows>, ModelError> {
         self.check()?;
         self.sparse_rows
             .clone()
             .ok_or_else(|| RequestError::NotSparse.into())
-    }
-
-    fn partition(&self, i: usize) -> Result<Arc<dyn Tensor>, ModelError> {
-        self.parts
-            .get(i)
-            .cloned()
-            .ok_or_else(|| ModelError::NotFound(format!("partition {i}")))
     }
 }
 
@@ -343,6 +355,27 @@ impl Tensor for CountingTensor {
         self.count();
         self.inner.read_elements(first, out)
     }
+    fn cache_identity(&self) -> Option<String> {
+        self.inner.cache_identity()
+    }
+    fn partition(&self, i: usize) -> Result<Arc<dyn Tensor>, ModelError> {
+        Ok(CountingTensor::wrap(self.inner.partition(i)?, &self.reads))
+    }
+
+    fn as_strings(&self) -> Option<&dyn Strings> {
+        Some(self)
+    }
+
+    fn as_sparse(&self) -> Option<&dyn Sparse> {
+        Some(self)
+    }
+
+    fn as_checksummed(&self) -> Option<&dyn Checksummed> {
+        Some(self)
+    }
+}
+
+impl Strings for CountingTensor {
     fn for_each_string(
         &self,
         first: u64,
@@ -352,10 +385,14 @@ impl Tensor for CountingTensor {
         self.count();
         self.inner.for_each_string(first, count, f)
     }
+}
+
+impl Sparse for CountingTensor {
     fn sparse(&self) -> Result<Arc<SparseRows>, ModelError> {
         self.count();
         self.inner.sparse()
     }
+
     /// Data only when the shape is not metadata.
     fn sparse_shape(&self) -> Result<Arc<crate::model::SparseShape>, ModelError> {
         if !self.inner.sparse_shape_is_cheap() {
@@ -363,9 +400,11 @@ impl Tensor for CountingTensor {
         }
         self.inner.sparse_shape()
     }
+
     fn sparse_shape_is_cheap(&self) -> bool {
         self.inner.sparse_shape_is_cheap()
     }
+
     fn read_entries(
         &self,
         first: u64,
@@ -373,18 +412,16 @@ impl Tensor for CountingTensor {
         out: &mut crate::model::Entries,
     ) -> Result<(), ModelError> {
         self.count();
-        self.inner.read_entries(first, count, out)
+        self.inner.entries()?.read_entries(first, count, out)
     }
+
     fn seek_col(&self, k: usize, col: i64) -> Result<u64, ModelError> {
         self.count();
-        self.inner.seek_col(k, col)
+        self.inner.entries()?.seek_col(k, col)
     }
-    fn cache_identity(&self) -> Option<String> {
-        self.inner.cache_identity()
-    }
-    fn partition(&self, i: usize) -> Result<Arc<dyn Tensor>, ModelError> {
-        Ok(CountingTensor::wrap(self.inner.partition(i)?, &self.reads))
-    }
+}
+
+impl Checksummed for CountingTensor {
     fn stored_crc32c(&self) -> Option<u32> {
         self.inner.stored_crc32c()
     }

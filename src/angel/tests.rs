@@ -227,7 +227,8 @@ fn check_ranges(ctx: &str, t: &dyn Tensor, s: &SparseRows) {
         let mut at = 0;
         while at < nnz {
             let n = step.min(nnz - at);
-            t.read_entries(at, n, &mut got)
+            t.entries()
+                .and_then(|e| e.read_entries(at, n, &mut got))
                 .unwrap_or_else(|e| panic!("{ctx}: entries {at}+{n}: {e}"));
             at += n;
         }
@@ -237,7 +238,9 @@ fn check_ranges(ctx: &str, t: &dyn Tensor, s: &SparseRows) {
     }
     let mut got = crate::model::Entries::default();
     assert!(
-        t.read_entries(nnz, 1, &mut got).is_err(),
+        t.entries()
+            .and_then(|e| e.read_entries(nnz, 1, &mut got))
+            .is_err(),
         "{ctx}: past the end"
     );
     for k in 0..s.rows.len() {
@@ -249,7 +252,7 @@ fn check_ranges(ctx: &str, t: &dyn Tensor, s: &SparseRows) {
             .chain([i64::MIN, -1, 0, i64::MAX]);
         for c in probes {
             let want = (a + row.partition_point(|&x| x < c)) as u64;
-            assert_eq!(t.seek_col(k, c).unwrap(), want, "{ctx}: row {k} seek {c}");
+            assert_eq!(t.entries().unwrap().seek_col(k, c).unwrap(), want, "{ctx}: row {k} seek {c}");
         }
     }
 }

@@ -98,7 +98,8 @@ impl Tensor for DenseView {
             if shape.row_ptr.len() != shape.rows.len() + 1 {
                 return Err(self.inconsistent());
             }
-            return fill_dense_by_range(&*self.inner, &shape, 0, 0, cols, es as usize, first, out);
+            let entries = self.inner.entries()?;
+            return fill_dense_by_range(entries, &shape, 0, 0, cols, es as usize, first, out);
         }
         let s = self.rows()?;
         let (r0, r1) = (first / cols, (first + count - 1) / cols);

@@ -182,7 +182,8 @@ pub(crate) fn with_entries<R>(
         let mut got = cell.take();
         got.clear();
         let res = tensor
-            .read_entries(first, count, &mut got)
+            .entries()
+            .and_then(|s| s.read_entries(first, count, &mut got))
             .map_err(LayoutError::from)
             .and_then(|()| {
                 let n = got.cols.len();

@@ -298,10 +298,14 @@ mod model_rows_tests {
         Some((f32s(&out[3..]), hit))
     }
 
+    fn dynt(t: &MemTensor) -> &dyn Tensor {
+        t
+    }
+
     #[test]
     fn a_dense_matrix_is_keyed_by_row_index() {
         let t = MemTensor::f32(&[3, 2], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
-        assert_eq!(t.key_kind(), Some(KeyKind::RowIndex));
+        assert_eq!(dynt(&t).key_kind(), Some(KeyKind::RowIndex));
         let (v, hit) = row(&t, 1).unwrap();
         assert_eq!(v, [3.0, 4.0]);
         assert_eq!((hit.width, hit.position, hit.partition), (2, 1, None));
@@ -310,8 +314,8 @@ mod model_rows_tests {
         assert!(row(&t, -1).is_none());
         assert!(row(&t, i64::MAX).is_none());
         // Not rank 2: no ids.
-        assert_eq!(MemTensor::f32(&[2], &[1.0, 2.0]).key_kind(), None);
-        assert_eq!(MemTensor::f32(&[1, 1, 2], &[1.0, 2.0]).key_kind(), None);
+        assert_eq!(dynt(&MemTensor::f32(&[2], &[1.0, 2.0])).key_kind(), None);
+        assert_eq!(dynt(&MemTensor::f32(&[1, 1, 2], &[1.0, 2.0])).key_kind(), None);
     }
 
     fn lr() -> MemTensor {
@@ -368,7 +372,7 @@ mod model_rows_tests {
         assert_eq!(col(1), Some(vec![1.0, 0.0]));
         assert_eq!(col(3), None);
         // By row id: dense rows of the stored ones.
-        assert_eq!(t.key_kind(), Some(KeyKind::RowId));
+        assert_eq!(dynt(&t).key_kind(), Some(KeyKind::RowId));
         let (v, hit) = row(&t, 3).unwrap();
         assert_eq!(v, [0.0, 0.0, 3.0, 0.0, 4.0, 0.0, 0.0, 0.0]);
         assert_eq!(hit.position, 2);
@@ -386,7 +390,7 @@ mod model_rows_tests {
         };
         let t = MemTensor::sparse(DType::F32, 2, 1 << 40, s);
         let mut out = Vec::new();
-        let e = t.row_by_id(0, &mut out).unwrap_err();
+        let e = dynt(&t).row_by_id(0, &mut out).unwrap_err();
         assert!(
             matches!(e, ModelError::Request(RequestError::RowTooWide { .. })),
             "{e}"

@@ -11,11 +11,14 @@
 //! - Listing a directory never requires decoding tensor data.
 
 pub(crate) mod rows;
+mod tensor;
 
 pub(crate) use rows::default_key_kind;
 pub mod member;
 pub use member::{Member, Members, Opener};
 pub use rows::{KeyKind, RowHit, MAX_ROW_BYTES};
+pub(crate) use tensor::{debug_check, read_elements, WithMeta};
+pub use tensor::{Checksummed, Keyed, Sparse, Strings, Tensor};
 
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
@@ -116,75 +119,6 @@ impl DType {
             Opaque(20) => "resource",
             Opaque(code) => return Cow::Owned(format!("dtype_{code}")),
         })
-    }
-}
-
-/// A tensor with other metadata (names a reader learnt besides the tensor's own: TF2 full
-/// names); everything else is the inner tensor's.
-pub(crate) struct WithMeta {
-    pub(crate) inner: Arc<dyn Tensor>,
-    pub(crate) meta: TensorMeta,
-}
-
-impl Tensor for WithMeta {
-    fn meta(&self) -> &TensorMeta {
-        &self.meta
-    }
-    fn fill_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
-        self.inner.read_elements(first, out)
-    }
-    fn for_each_string(
-        &self,
-        first: u64,
-        count: u64,
-        f: &mut dyn FnMut(&[u8]),
-    ) -> Result<(), ModelError> {
-        self.inner.for_each_string(first, count, f)
-    }
-    fn sparse(&self) -> Result<Arc<SparseRows>, ModelError> {
-        self.inner.sparse()
-    }
-    fn sparse_shape(&self) -> Result<Arc<SparseShape>, ModelError> {
-        self.inner.sparse_shape()
-    }
-    fn sparse_shape_is_cheap(&self) -> bool {
-        self.inner.sparse_shape_is_cheap()
-    }
-    fn read_entries(&self, first: u64, count: u64, out: &mut Entries) -> Result<(), ModelError> {
-        self.inner.read_entries(first, count, out)
-    }
-    fn seek_col(&self, k: usize, col: i64) -> Result<u64, ModelError> {
-        self.inner.seek_col(k, col)
-    }
-    fn cache_identity(&self) -> Option<String> {
-        self.inner.cache_identity()
-    }
-    fn partition(&self, i: usize) -> Result<Arc<dyn Tensor>, ModelError> {
-        self.inner.partition(i)
-    }
-    fn stored_crc32c(&self) -> Option<u32> {
-        self.inner.stored_crc32c()
-    }
-    fn deferred_crc32c(&self) -> Option<u32> {
-        self.inner.deferred_crc32c()
-    }
-    fn fill_elements_unverified(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
-        self.inner.read_elements_unchecked(first, out)
-    }
-    fn confirm_crc32c(&self, crc: u32) -> Result<(), ModelError> {
-        self.inner.confirm_crc32c(crc)
-    }
-    fn lend(&self, first: u64, len: usize) -> Option<Result<bytes::Bytes, ModelError>> {
-        self.inner.lend(first, len)
-    }
-    fn key_kind(&self) -> Option<KeyKind> {
-        self.inner.key_kind()
-    }
-    fn row_keys(&self, first: u64, out: &mut [i64]) -> Option<Result<(), ModelError>> {
-        self.inner.row_keys(first, out)
-    }
-    fn row_by_id(&self, id: i64, out: &mut Vec<u8>) -> Result<Option<RowHit>, ModelError> {
-        self.inner.row_by_id(id, out)
     }
 }
 
@@ -400,7 +334,7 @@ impl Entries {
 /// `0..cols` are ignored.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn fill_dense_by_range(
-    t: &dyn Tensor,
+    t: &dyn Sparse,
     shape: &SparseShape,
     row_base: u64,
     col_base: i64,
@@ -503,211 +437,6 @@ pub(crate) fn seek_col_in(s: &SparseRows, k: usize, col: i64) -> Result<u64, Mod
         }
         .into()),
     }
-}
-
-/// A tensor (or one partition of one) that can be read.
-pub trait Tensor: Send + Sync {
-    fn meta(&self) -> &TensorMeta;
-
-    /// Fills `out` with elements `first..first + out.len() / elem_size` (dense tensors with a
-    /// fixed-size dtype). Verifies the source checksum on first use. Called through
-    /// `read_elements`, which has checked the request: the dtype has a fixed width, `out`
-    /// holds whole elements, and they lie within the tensor (`debug_check` says so).
-    fn fill_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError>;
-
-    /// Calls `f` with each element `first..first + count` of a string (or variant) tensor.
-    fn for_each_string(
-        &self,
-        first: u64,
-        count: u64,
-        f: &mut dyn FnMut(&[u8]),
-    ) -> Result<(), ModelError> {
-        let _ = (first, count, f);
-        Err(ModelError::Request(RequestError::NotStrings(
-            self.meta().dtype.name().into_owned(),
-        )))
-    }
-
-    /// For a caller that reads every byte of the tensor in any order of pieces (stats, diff):
-    /// the masked CRC32C it may confirm itself from the bytes it reads, instead of the
-    /// tensor's own checksum pass before its first read (one pass over the data, not two).
-    /// `Some(crc)`: reads with `read_elements_unchecked` are not verified, and the caller
-    /// must pass the CRC32C of all the bytes, in order, to `confirm_crc32c` before it uses
-    /// anything it read. `None` (the default): `read_elements` verifies as usual.
-    fn deferred_crc32c(&self) -> Option<u32> {
-        None
-    }
-
-    /// `fill_elements` without the checksum pass (see `deferred_crc32c`), called through
-    /// `read_elements_unchecked`.
-    fn fill_elements_unverified(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
-        self.fill_elements(first, out)
-    }
-
-    /// The caller's CRC32C (unmasked) of all the tensor's bytes read with
-    /// `read_elements_unchecked`: `Err` (the tensor's checksum fault) when it is not the
-    /// stored one. The verdict is kept, as a checksum pass would keep it.
-    fn confirm_crc32c(&self, crc: u32) -> Result<(), ModelError> {
-        let _ = crc;
-        Ok(())
-    }
-
-    /// The stored entries of a sparse tensor (`meta().sparse`), all of them in memory.
-    fn sparse(&self) -> Result<Arc<SparseRows>, ModelError> {
-        Err(RequestError::NotSparse.into())
-    }
-
-    /// The row structure of a sparse tensor. Readers that know it without decoding entries
-    /// (Angel: from the meta) say so with `sparse_shape_is_cheap`.
-    fn sparse_shape(&self) -> Result<Arc<SparseShape>, ModelError> {
-        let s = self.sparse()?;
-        Ok(Arc::new(SparseShape {
-            rows: s.rows.clone(),
-            row_ptr: s.row_ptr.clone(),
-        }))
-    }
-
-    /// True when `sparse_shape` reads no data (metadata only).
-    fn sparse_shape_is_cheap(&self) -> bool {
-        false
-    }
-
-    /// Appends entries `first..first + count` (CSR order) to `out`. Readers that can decode a
-    /// range without the whole tensor override this (memory stays bounded).
-    fn read_entries(&self, first: u64, count: u64, out: &mut Entries) -> Result<(), ModelError> {
-        let es = self.meta().dtype.elem_size().unwrap_or(1);
-        entries_in(&*self.sparse()?, es, first, count, out)
-    }
-
-    /// The index of the first entry of stored row `k` (`sparse_shape().rows[k]`) whose column
-    /// is ≥ `col` (the row's end when none is).
-    fn seek_col(&self, k: usize, col: i64) -> Result<u64, ModelError> {
-        seek_col_in(&*self.sparse()?, k, col)
-    }
-
-    /// A stable string that changes whenever this tensor's bytes could change (e.g. data file
-    /// path + identity + key + partition index). Lets rendered-file indexes be shared across
-    /// tensor objects and kept on disk; `None` (the default) keeps them per object.
-    fn cache_identity(&self) -> Option<String> {
-        None
-    }
-
-    /// Partition `i` of `meta().partitions`, readable as a tensor of its own.
-    fn partition(&self, i: usize) -> Result<Arc<dyn Tensor>, ModelError> {
-        Err(ModelError::NotFound(format!("partition {i}")))
-    }
-
-    /// TF's masked CRC32C of exactly the bytes `read_elements` gives, when the source stores
-    /// it (a little-endian TF bundle entry): a `.tf/` view's index then needs no data read.
-    /// Reads still verify the stored bytes against it.
-    fn stored_crc32c(&self) -> Option<u32> {
-        None
-    }
-
-    /// What `fill_elements` would give for `len` bytes from element `first`, as a view of a
-    /// buffer the source holds anyway or a copy (`ReadAt::read`); `None`: the reader must
-    /// transform them (byte order, bools) and `fill_elements` does. Called through `read`,
-    /// which has checked the request.
-    fn lend(&self, first: u64, len: usize) -> Option<Result<bytes::Bytes, ModelError>> {
-        let _ = (first, len);
-        None
-    }
-
-    /// The ids of rows `first..first + out.len()` of a hash table (`KeyKind::HashKey`), in
-    /// row order (`libsvm` labels its lines with them); `None` for other tensors.
-    fn row_keys(&self, first: u64, out: &mut [i64]) -> Option<Result<(), ModelError>> {
-        let _ = (first, out);
-        None
-    }
-
-    /// What an id names in this tensor (`NAME.rows/`), `None` when its rows have no ids.
-    fn key_kind(&self) -> Option<KeyKind> {
-        rows::default_key_kind(self.meta())
-    }
-
-    /// Appends the values of the row with id `id` to `out`: where it was, or `None` when no
-    /// row has that id. Reads only what the row needs (a seek, not a scan).
-    fn row_by_id(&self, id: i64, out: &mut Vec<u8>) -> Result<Option<RowHit>, ModelError> {
-        match self.key_kind() {
-            Some(kind) => rows::row_of(self, kind, id, out),
-            None => Ok(None),
-        }
-    }
-}
-
-impl dyn Tensor + '_ {
-    /// Fills `out` with elements `first..first + out.len() / elem_size` of a dense tensor with
-    /// a fixed-size dtype, verifying the source checksum on first use. The one place a
-    /// request is checked (width, whole elements, range) before any reader sees it.
-    pub fn read_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
-        read_elements(self, first, out)
-    }
-
-    /// `len` bytes of elements from `first` (checked as `read_elements` checks them): a view
-    /// of the source's own buffer where it lends one (`Tensor::lend`), else a copy in a
-    /// recycled buffer (`source::scratch`).
-    pub fn read(&self, first: u64, len: usize) -> Result<bytes::Bytes, ModelError> {
-        check_request(self.meta(), first, len)?;
-        if let Some(got) = self.lend(first, len) {
-            let got = got?;
-            if got.len() == len {
-                return Ok(got);
-            }
-            debug_assert!(false, "lent {} bytes of {len}", got.len());
-        }
-        crate::source::scratch::filled(len, |buf| self.fill_elements(first, buf).map(|()| len))
-    }
-
-    /// `read_elements` without the checksum pass (see `Tensor::deferred_crc32c`).
-    pub fn read_elements_unchecked(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
-        check_request(self.meta(), first, out.len())?;
-        self.fill_elements_unverified(first, out)
-    }
-}
-
-/// `read_elements` of any tensor type (the method is on `dyn Tensor`).
-pub(crate) fn read_elements<T: Tensor + ?Sized>(
-    t: &T,
-    first: u64,
-    out: &mut [u8],
-) -> Result<(), ModelError> {
-    check_request(t.meta(), first, out.len())?;
-    t.fill_elements(first, out)
-}
-
-/// Whether `len` bytes of elements from `first` are a request a tensor of `meta` can serve:
-/// a fixed-width dtype, whole elements, within the tensor. A tensor with a known problem and
-/// no width passes: its reader reports the problem, naming the file.
-pub(crate) fn check_request(meta: &TensorMeta, first: u64, len: usize) -> Result<(), ModelError> {
-    let Some(elem) = meta.dtype.elem_size() else {
-        return match meta.problem {
-            Some(_) => Ok(()),
-            None => Err(RequestError::NoFixedSize(meta.dtype.name().into_owned()).into()),
-        };
-    };
-    if len % elem != 0 {
-        return Err(RequestError::PartialElement { len, elem }.into());
-    }
-    let count = (len / elem) as u64;
-    let total = meta.num_elements().unwrap_or(u64::MAX);
-    if first.checked_add(count).is_none_or(|end| end > total) {
-        return Err(RequestError::OutOfRange {
-            first,
-            count,
-            total,
-        }
-        .into());
-    }
-    Ok(())
-}
-
-/// In debug builds, asserts what `read_elements` checked before calling `fill_elements`.
-pub(crate) fn debug_check(meta: &TensorMeta, first: u64, len: usize) {
-    debug_assert!(
-        check_request(meta, first, len).is_ok(),
-        "{}: unchecked request of {len} bytes from element {first}",
-        String::from_utf8_lossy(&meta.name)
-    );
 }
 
 /// One child of a directory in the model tree.

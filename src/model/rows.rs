@@ -9,7 +9,7 @@
 //!   values, one per saved row), the row id of the other row formats (the dense row).
 
 use super::Entries;
-use super::{ModelError, RequestError, Tensor, TensorMeta};
+use super::{ModelError, RequestError, Sparse, Tensor, TensorMeta};
 use crate::store::{IndexPlace, KeyIndex, ReadKeys};
 
 /// What an id names in a keyed tensor.
@@ -128,8 +128,8 @@ pub(crate) fn dense_row<T: Tensor + ?Sized>(
 
 /// The values of stored entry `e` (checked to be at column `col`), appended to `out`; false
 /// when entry `e` is at another column (`col` is not stored in its row).
-fn entry_at<T: Tensor + ?Sized>(
-    t: &T,
+fn entry_at(
+    t: &dyn Sparse,
     e: u64,
     col: i64,
     got: &mut Entries,
@@ -147,8 +147,8 @@ fn entry_at<T: Tensor + ?Sized>(
 
 /// Column `id` of a sparse matrix: its value in each stored row (zero where a row does not
 /// store it); `None` when no row stores it.
-pub(crate) fn sparse_column<T: Tensor + ?Sized>(
-    t: &T,
+pub(crate) fn sparse_column(
+    t: &dyn Sparse,
     id: i64,
     out: &mut Vec<u8>,
 ) -> Result<Option<RowHit>, ModelError> {
@@ -183,8 +183,8 @@ pub(crate) fn sparse_column<T: Tensor + ?Sized>(
 
 /// Row `id` of a sparse matrix, dense (zero where nothing is stored); `None` when the row is
 /// not stored.
-pub(crate) fn sparse_row<T: Tensor + ?Sized>(
-    t: &T,
+pub(crate) fn sparse_row(
+    t: &dyn Sparse,
     id: i64,
     out: &mut Vec<u8>,
 ) -> Result<Option<RowHit>, ModelError> {
@@ -240,11 +240,15 @@ pub(crate) fn row_of<T: Tensor + ?Sized>(
 ) -> Result<Option<RowHit>, ModelError> {
     match kind {
         KeyKind::RowIndex => dense_row(t, id, out),
-        KeyKind::ColumnId => sparse_column(t, id, out),
-        KeyKind::RowId => sparse_row(t, id, out),
+        KeyKind::ColumnId => sparse_column(entries(t)?, id, out),
+        KeyKind::RowId => sparse_row(entries(t)?, id, out),
         // A hash table is its reader's to search.
         KeyKind::HashKey => Ok(None),
     }
+}
+
+fn entries<T: Tensor + ?Sized>(t: &T) -> Result<&dyn Sparse, ModelError> {
+    t.as_sparse().ok_or_else(|| RequestError::NotSparse.into())
 }
 
 /// The key index of a keyed table (a TF hash table, a Monolith table), made once for the

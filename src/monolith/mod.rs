@@ -15,7 +15,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::model::{
-    own_component, DirEntry, Document, Model, ModelError, ModelSummary, ReaderOptions, Tensor,
+    own_component, DirEntry, Document, Keyed, Model, ModelError, ModelSummary, ReaderOptions,
+    Tensor,
 };
 use crate::source::{Memo, Storage};
 use table::{MonolithTable, Shard};
@@ -184,9 +185,17 @@ impl Tensor for Unreadable {
     fn fill_elements(&self, _first: u64, _out: &mut [u8]) -> Result<(), ModelError> {
         Err(self.fail())
     }
+
+    fn as_keyed(&self) -> Option<&dyn Keyed> {
+        Some(self)
+    }
+}
+
+impl Keyed for Unreadable {
     fn key_kind(&self) -> Option<crate::model::KeyKind> {
         Some(crate::model::KeyKind::HashKey)
     }
+
     fn row_by_id(
         &self,
         _id: i64,

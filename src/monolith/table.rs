@@ -18,7 +18,7 @@ use super::record::{frame, Framed, RecordError, FRAMING};
 use super::summary::{load, save, Summary, STRIDE};
 use crate::model::rows::key_index;
 use crate::model::{
-    debug_check, DType, KeyKind, ModelError, RequestError, RowHit, SourceFormat, Tensor,
+    debug_check, DType, KeyKind, Keyed, ModelError, RequestError, RowHit, SourceFormat, Tensor,
     TensorMeta, MAX_ROW_BYTES,
 };
 use crate::source::{identity_string, ReadAt};
@@ -438,6 +438,12 @@ impl Tensor for MonolithTable {
         self.identity.clone()
     }
 
+    fn as_keyed(&self) -> Option<&dyn Keyed> {
+        Some(self)
+    }
+}
+
+impl Keyed for MonolithTable {
     fn key_kind(&self) -> Option<KeyKind> {
         Some(KeyKind::HashKey)
     }

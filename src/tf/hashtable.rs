@@ -15,7 +15,8 @@ use std::sync::{Arc, Mutex};
 
 use crate::model::rows::key_index;
 use crate::model::{
-    debug_check, DType, KeyKind, ModelError, RequestError, RowHit, Tensor, TensorMeta,
+    debug_check, Checksummed, DType, KeyKind, Keyed, ModelError, RequestError, RowHit, Tensor,
+    TensorMeta,
 };
 use crate::store::{IndexPlace, KeyIndex};
 
@@ -251,13 +252,16 @@ impl Tensor for HashTable {
         ids.map(|v| v.join("|"))
     }
 
-    fn stored_crc32c(&self) -> Option<u32> {
-        match &self.parts[..] {
-            [(_, v)] => v.stored_crc32c(),
-            _ => None,
-        }
+    fn as_keyed(&self) -> Option<&dyn Keyed> {
+        Some(self)
     }
 
+    fn as_checksummed(&self) -> Option<&dyn Checksummed> {
+        Some(self)
+    }
+}
+
+impl Keyed for HashTable {
     fn key_kind(&self) -> Option<KeyKind> {
         self.meta.problem.is_none().then_some(KeyKind::HashKey)
     }
@@ -308,6 +312,15 @@ impl Tensor for HashTable {
             partition: None,
             position: slot,
         }))
+    }
+}
+
+impl Checksummed for HashTable {
+    fn stored_crc32c(&self) -> Option<u32> {
+        match &self.parts[..] {
+            [(_, v)] => v.stored_crc32c(),
+            _ => None,
+        }
     }
 }
 

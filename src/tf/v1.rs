@@ -15,7 +15,8 @@ use super::proto::{Extent, TensorSliceProto};
 use super::table::{Table, TableError};
 use crate::codec::wire::{Fields, Value};
 use crate::model::{
-    DirEntry, Model, ModelError, ModelSummary, PartitionMeta, SourceFormat, Tensor, TensorMeta,
+    DirEntry, Model, ModelError, ModelSummary, PartitionMeta, SourceFormat, Strings, Tensor,
+    TensorMeta,
 };
 use crate::source::{MemSource, Memo, ReadAt};
 
@@ -226,6 +227,17 @@ impl Tensor for LazySlice {
         crate::model::read_elements(self.value()?, first, out)
     }
 
+    /// None: V1 text indexes are kept per mount only (a V1 checkpoint is small and rare).
+    fn cache_identity(&self) -> Option<String> {
+        None
+    }
+
+    fn as_strings(&self) -> Option<&dyn Strings> {
+        Some(self)
+    }
+}
+
+impl Strings for LazySlice {
     fn for_each_string(
         &self,
         first: u64,
@@ -233,11 +245,6 @@ impl Tensor for LazySlice {
         f: &mut dyn FnMut(&[u8]),
     ) -> Result<(), ModelError> {
         self.value()?.for_each_string(first, count, f)
-    }
-
-    /// None: V1 text indexes are kept per mount only (a V1 checkpoint is small and rare).
-    fn cache_identity(&self) -> Option<String> {
-        None
     }
 }
 

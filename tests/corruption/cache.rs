@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use modelfs::layout::cache::ChunkCache;
 use modelfs::layout::{self, AngelFormat, Layout, LayoutCtx};
-use modelfs::model::{ModelError, SparseRows, Tensor, TensorMeta};
+use modelfs::model::{ModelError, Sparse, Strings, Tensor, TensorMeta};
 use modelfs::store::DiskStore;
 use modelfs::testing::MemTensor;
 
@@ -23,16 +23,11 @@ impl Tensor for Stable {
     fn fill_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
         self.0.read_elements(first, out)
     }
-    fn for_each_string(
-        &self,
-        first: u64,
-        count: u64,
-        f: &mut dyn FnMut(&[u8]),
-    ) -> Result<(), ModelError> {
-        self.0.for_each_string(first, count, f)
+    fn as_strings(&self) -> Option<&dyn Strings> {
+        self.0.as_strings()
     }
-    fn sparse(&self) -> Result<Arc<SparseRows>, ModelError> {
-        self.0.sparse()
+    fn as_sparse(&self) -> Option<&dyn Sparse> {
+        self.0.as_sparse()
     }
     fn cache_identity(&self) -> Option<String> {
         Some(self.1.clone())

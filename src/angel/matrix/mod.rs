@@ -37,8 +37,8 @@ use super::meta::{self, MatrixMeta, PartMeta};
 use super::region::Region;
 use super::stream::{Located, Parts, Segments};
 use crate::model::{
-    default_key_kind as model_key_kind, fill_dense_by_range, DType, Entries, KeyKind, ModelError,
-    PartitionMeta, SourceFormat, SparseRows, SparseShape, Tensor, TensorMeta,
+    default_key_kind as model_key_kind, fill_dense_by_range, DType, Entries, KeyKind, Keyed,
+    ModelError, PartitionMeta, SourceFormat, Sparse, SparseRows, SparseShape, Tensor, TensorMeta,
 };
 use crate::source::{identity_string, Memo, ReadAt};
 use crate::store::OffsetStore;
@@ -502,24 +502,6 @@ impl Tensor for AngelMatrix {
         &self.tmeta
     }
 
-    /// Feature ids are what Angel keys by, and they are column ids: a column format's records,
-    /// a one-row matrix's entries (an LR), a matrix whose rows are too wide to be one answer
-    /// (an embedding saved by row: a row per dimension, a column per feature) are all read by
-    /// column id. The other sparse row formats (an FC layer) by row id.
-    fn key_kind(&self) -> Option<KeyKind> {
-        let inner = self.inner.as_ref()?;
-        model_key_kind(&self.tmeta)?;
-        let es = self.tmeta.dtype.elem_size().unwrap_or(1) as u64;
-        let wide = self.tmeta.shape[1].saturating_mul(es) > crate::model::MAX_ROW_BYTES;
-        if inner.meta.format.is_column() || self.tmeta.shape[0] == 1 || wide {
-            Some(KeyKind::ColumnId)
-        } else if self.tmeta.sparse {
-            Some(KeyKind::RowId)
-        } else {
-            Some(KeyKind::RowIndex)
-        }
-    }
-
     fn fill_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
         let inner = self.inner()?;
         let direct = inner.direct.get_or_init(|| {
@@ -537,26 +519,6 @@ impl Tensor for AngelMatrix {
         let w = self.tmeta.dtype.elem_size().unwrap_or(1);
         let shape = shape_of(self)?;
         fill_dense_by_range(self, &shape, 0, 0, inner.cols, w, first, out)
-    }
-
-    fn sparse(&self) -> Result<Arc<SparseRows>, ModelError> {
-        self.entries()
-    }
-
-    fn sparse_shape(&self) -> Result<Arc<SparseShape>, ModelError> {
-        shape_of(self)
-    }
-
-    fn sparse_shape_is_cheap(&self) -> bool {
-        matches!(self.segments(), Ok(Some(_)))
-    }
-
-    fn read_entries(&self, first: u64, count: u64, out: &mut Entries) -> Result<(), ModelError> {
-        entries_of(self, first, count, out)
-    }
-
-    fn seek_col(&self, k: usize, col: i64) -> Result<u64, ModelError> {
-        seek_of(self, k, col)
     }
 
     fn cache_identity(&self) -> Option<String> {
@@ -606,6 +568,56 @@ impl Tensor for AngelMatrix {
             col_base,
             segments: OnceLock::new(),
         }))
+    }
+
+    fn as_sparse(&self) -> Option<&dyn Sparse> {
+        Some(self)
+    }
+
+    fn as_keyed(&self) -> Option<&dyn Keyed> {
+        Some(self)
+    }
+}
+
+impl Sparse for AngelMatrix {
+    fn sparse(&self) -> Result<Arc<SparseRows>, ModelError> {
+        self.entries()
+    }
+
+    fn sparse_shape(&self) -> Result<Arc<SparseShape>, ModelError> {
+        shape_of(self)
+    }
+
+    fn sparse_shape_is_cheap(&self) -> bool {
+        matches!(self.segments(), Ok(Some(_)))
+    }
+
+    fn read_entries(&self, first: u64, count: u64, out: &mut Entries) -> Result<(), ModelError> {
+        entries_of(self, first, count, out)
+    }
+
+    fn seek_col(&self, k: usize, col: i64) -> Result<u64, ModelError> {
+        seek_of(self, k, col)
+    }
+}
+
+impl Keyed for AngelMatrix {
+    /// Feature ids are what Angel keys by, and they are column ids: a column format's records,
+    /// a one-row matrix's entries (an LR), a matrix whose rows are too wide to be one answer
+    /// (an embedding saved by row: a row per dimension, a column per feature) are all read by
+    /// column id. The other sparse row formats (an FC layer) by row id.
+    fn key_kind(&self) -> Option<KeyKind> {
+        let inner = self.inner.as_ref()?;
+        model_key_kind(&self.tmeta)?;
+        let es = self.tmeta.dtype.elem_size().unwrap_or(1) as u64;
+        let wide = self.tmeta.shape[1].saturating_mul(es) > crate::model::MAX_ROW_BYTES;
+        if inner.meta.format.is_column() || self.tmeta.shape[0] == 1 || wide {
+            Some(KeyKind::ColumnId)
+        } else if self.tmeta.sparse {
+            Some(KeyKind::RowId)
+        } else {
+            Some(KeyKind::RowIndex)
+        }
     }
 }
 

@@ -7,7 +7,7 @@ use super::super::stream::Segments;
 use super::ranged::{entries_of, seek_of, shape_of, Ranged};
 use super::{matrix_error, Inner, MatrixFault};
 use crate::model::{
-    fill_dense_by_range, Entries, ModelError, SparseRows, SparseShape, Tensor, TensorMeta,
+    fill_dense_by_range, Entries, ModelError, Sparse, SparseRows, SparseShape, Tensor, TensorMeta,
 };
 
 /// Partition `index` of a matrix (coordinates: see the module comment).
@@ -60,6 +60,16 @@ impl Tensor for AngelPartition {
         fill_dense_by_range(self, &shape, base, self.col_base, cols, w, first, out)
     }
 
+    fn cache_identity(&self) -> Option<String> {
+        self.identity.clone()
+    }
+
+    fn as_sparse(&self) -> Option<&dyn Sparse> {
+        Some(self)
+    }
+}
+
+impl Sparse for AngelPartition {
     /// The partition's stored entries, in matrix coordinates (see the module comment).
     fn sparse(&self) -> Result<Arc<SparseRows>, ModelError> {
         self.global()
@@ -79,10 +89,6 @@ impl Tensor for AngelPartition {
 
     fn seek_col(&self, k: usize, col: i64) -> Result<u64, ModelError> {
         seek_of(self, k, col)
-    }
-
-    fn cache_identity(&self) -> Option<String> {
-        self.identity.clone()
     }
 }
 

@@ -227,7 +227,9 @@ fn run(
         }
         Piece::Entries { first, count } => {
             entries.clear();
-            t.read_entries(first, count, entries).map_err(err)?;
+            t.entries()
+                .and_then(|s| s.read_entries(first, count, entries))
+                .map_err(err)?;
             partial::add(dtype, &entries.values, &mut p);
         }
         Piece::Whole => {

@@ -13,7 +13,7 @@ use super::shard_file_name;
 use super::tensor::TfTensor;
 use super::Bundle;
 use crate::model::{
-    debug_check, ModelError, PartitionMeta, RequestError, SourceFormat, Tensor, TensorMeta,
+    debug_check, ModelError, PartitionMeta, RequestError, SourceFormat, Strings, Tensor, TensorMeta,
 };
 use crate::tf::ordered_code::slice_key;
 use crate::tf::table::TableError;
@@ -387,17 +387,6 @@ impl Tensor for PartitionedTensor {
         })
     }
 
-    fn for_each_string(
-        &self,
-        first: u64,
-        count: u64,
-        f: &mut dyn FnMut(&[u8]),
-    ) -> Result<(), ModelError> {
-        self.for_each_run(first, count, &mut |t, start, run| {
-            t.for_each_string(start, run, &mut *f)
-        })
-    }
-
     /// The key + every slice's own identity (index file, key, location).
     fn cache_identity(&self) -> Option<String> {
         if self.meta.problem.is_some() {
@@ -420,5 +409,22 @@ impl Tensor for PartitionedTensor {
             Some(t) => Ok(Arc::clone(t)),
             None => Err(self.fail(PartitionedFault::NoEntry(i))),
         }
+    }
+
+    fn as_strings(&self) -> Option<&dyn Strings> {
+        Some(self)
+    }
+}
+
+impl Strings for PartitionedTensor {
+    fn for_each_string(
+        &self,
+        first: u64,
+        count: u64,
+        f: &mut dyn FnMut(&[u8]),
+    ) -> Result<(), ModelError> {
+        self.for_each_run(first, count, &mut |t, start, run| {
+            t.for_each_string(start, run, &mut *f)
+        })
     }
 }

@@ -9,7 +9,8 @@ use super::varlen::{VarError, VarIndex};
 use super::Bundle;
 use crate::codec::{crc32c_parallel, mask_crc, PARALLEL_CRC_MIN};
 use crate::model::{
-    debug_check, DType, ModelError, RequestError, SourceFormat, Tensor, TensorMeta,
+    debug_check, Checksummed, DType, ModelError, RequestError, SourceFormat, Strings, Tensor,
+    TensorMeta,
 };
 use crate::source::{identity_string, ReadAt};
 use crate::tf::dtype::{swap_in_place, swap_width};
@@ -263,13 +264,6 @@ impl Tensor for TfTensor {
         &self.meta
     }
 
-    /// The entry's checksum covers exactly the bytes served when they are stored
-    /// little-endian with a fixed width (strings and byte-swapped data differ).
-    fn stored_crc32c(&self) -> Option<u32> {
-        let fixed = self.meta.dtype.elem_size().is_some() && self.meta.dtype != DType::Bool;
-        (fixed && !self.bundle.big_endian && self.meta.problem.is_none()).then_some(self.loc?.crc)
-    }
-
     /// Index file identity + data file identity + location + key: any rewrite of either file
     /// changes it, so a stored text index is never used for other bytes.
     fn cache_identity(&self) -> Option<String> {
@@ -283,31 +277,6 @@ impl Tensor for TfTensor {
 
     fn fill_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
         self.read_fixed(first, out, true)
-    }
-
-    fn fill_elements_unverified(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
-        self.read_fixed(first, out, false)
-    }
-
-    fn deferred_crc32c(&self) -> Option<u32> {
-        let fixed = self.meta.dtype.elem_size().is_some() && self.meta.dtype != DType::Bool;
-        let unknown = self.bundle.verify && self.verdict.get().is_none();
-        (fixed && unknown && !self.bundle.big_endian && self.meta.problem.is_none())
-            .then_some(self.loc?.crc)
-    }
-
-    fn confirm_crc32c(&self, crc: u32) -> Result<(), ModelError> {
-        let (file, loc) = self.data_file()?;
-        let verdict = match mask_crc(crc) == loc.crc {
-            true => Ok(()),
-            false => Err(TensorFault::Checksum(
-                self.bundle.shard_name(loc.shard).to_string(),
-            )),
-        };
-        // Bytes that changed while read prove nothing: nothing is kept then.
-        file.check_consistent()?;
-        let verdict = self.verdict.get_or_try(|| Ok::<_, ModelError>(verdict))?;
-        verdict.clone().map_err(|f| self.fail(f))
     }
 
     fn lend(&self, first: u64, len: usize) -> Option<Result<bytes::Bytes, ModelError>> {
@@ -332,6 +301,16 @@ impl Tensor for TfTensor {
         })())
     }
 
+    fn as_strings(&self) -> Option<&dyn Strings> {
+        Some(self)
+    }
+
+    fn as_checksummed(&self) -> Option<&dyn Checksummed> {
+        Some(self)
+    }
+}
+
+impl Strings for TfTensor {
     fn for_each_string(
         &self,
         first: u64,
@@ -372,5 +351,39 @@ impl Tensor for TfTensor {
         // they were read fails the call (callers drop what `f` collected).
         file.check_consistent()?;
         Ok(())
+    }
+}
+
+impl Checksummed for TfTensor {
+    /// The entry's checksum covers exactly the bytes served when they are stored
+    /// little-endian with a fixed width (strings and byte-swapped data differ).
+    fn stored_crc32c(&self) -> Option<u32> {
+        let fixed = self.meta.dtype.elem_size().is_some() && self.meta.dtype != DType::Bool;
+        (fixed && !self.bundle.big_endian && self.meta.problem.is_none()).then_some(self.loc?.crc)
+    }
+
+    fn fill_elements_unverified(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
+        self.read_fixed(first, out, false)
+    }
+
+    fn deferred_crc32c(&self) -> Option<u32> {
+        let fixed = self.meta.dtype.elem_size().is_some() && self.meta.dtype != DType::Bool;
+        let unknown = self.bundle.verify && self.verdict.get().is_none();
+        (fixed && unknown && !self.bundle.big_endian && self.meta.problem.is_none())
+            .then_some(self.loc?.crc)
+    }
+
+    fn confirm_crc32c(&self, crc: u32) -> Result<(), ModelError> {
+        let (file, loc) = self.data_file()?;
+        let verdict = match mask_crc(crc) == loc.crc {
+            true => Ok(()),
+            false => Err(TensorFault::Checksum(
+                self.bundle.shard_name(loc.shard).to_string(),
+            )),
+        };
+        // Bytes that changed while read prove nothing: nothing is kept then.
+        file.check_consistent()?;
+        let verdict = self.verdict.get_or_try(|| Ok::<_, ModelError>(verdict))?;
+        verdict.clone().map_err(|f| self.fail(f))
     }
 }

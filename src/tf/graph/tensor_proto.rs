@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use crate::codec::wire::{packed_varints, Fields, Value, WireError};
 use crate::model::{
-    debug_check, DType, ModelError, RequestError, SourceFormat, Tensor, TensorMeta,
+    debug_check, DType, ModelError, RequestError, SourceFormat, Strings, Tensor, TensorMeta,
 };
 use crate::source::{identity_string, Memo, ReadAt};
 use crate::tf::dtype::from_tf;
@@ -307,6 +307,20 @@ impl Tensor for ProtoTensor {
         Ok(())
     }
 
+    fn cache_identity(&self) -> Option<String> {
+        let id = identity_string(&*self.file)?;
+        Some(format!(
+            "{id}/proto@{}+{}",
+            self.info.proto.start, self.info.proto.end
+        ))
+    }
+
+    fn as_strings(&self) -> Option<&dyn Strings> {
+        Some(self)
+    }
+}
+
+impl Strings for ProtoTensor {
     fn for_each_string(
         &self,
         first: u64,
@@ -329,14 +343,6 @@ impl Tensor for ProtoTensor {
             f(s);
         }
         Ok(())
-    }
-
-    fn cache_identity(&self) -> Option<String> {
-        let id = identity_string(&*self.file)?;
-        Some(format!(
-            "{id}/proto@{}+{}",
-            self.info.proto.start, self.info.proto.end
-        ))
     }
 }
 

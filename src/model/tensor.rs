@@ -1,0 +1,368 @@
+//! What a reader implements for a tensor: `Tensor` is metadata and one raw read of elements;
+//! what only some tensors can do is a capability of its own (`Strings`, `Sparse`, `Keyed`,
+//! `Checksummed`), reached through `Tensor::as_*`. Callers use the methods on `dyn Tensor`,
+//! which check a request once (`check_request`) and answer for a tensor without the
+//! capability (an error, or the dense default).
+//!
+//! Invariants:
+//! - `fill_elements`, `lend` and `fill_elements_unverified` are only called with a request
+//!   `check_request` accepted; implementations may `debug_check` it.
+//! - A capability's methods see the same tensor as its `Tensor` methods (`Sparse: Tensor`):
+//!   a wrapper forwards `as_*` to what it wraps.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::rows::{self, default_key_kind, KeyKind, RowHit};
+use super::{
+    entries_in, seek_col_in, Entries, ModelError, RequestError, SparseRows, SparseShape, TensorMeta,
+};
+
+/// A tensor (or one partition of one) that can be read.
+pub trait Tensor: Send + Sync {
+    fn meta(&self) -> &TensorMeta;
+
+    /// Fills `out` with elements `first..first + out.len() / elem_size` (dense tensors with a
+    /// fixed-size dtype). Verifies the source checksum on first use. Called through
+    /// `read_elements`, which has checked the request: the dtype has a fixed width, `out`
+    /// holds whole elements, and they lie within the tensor (`debug_check` says so).
+    fn fill_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError>;
+
+    /// What `fill_elements` would give for `len` bytes from element `first`, as a view of a
+    /// buffer the source holds anyway or a copy (`ReadAt::read`); `None`: the reader must
+    /// transform them (byte order, bools) and `fill_elements` does. Called through `read`,
+    /// which has checked the request.
+    fn lend(&self, first: u64, len: usize) -> Option<Result<Bytes, ModelError>> {
+        let _ = (first, len);
+        None
+    }
+
+    /// A stable string that changes whenever this tensor's bytes could change (e.g. data file
+    /// path + identity + key + partition index). Lets rendered-file indexes be shared across
+    /// tensor objects and kept on disk; `None` (the default) keeps them per object.
+    fn cache_identity(&self) -> Option<String> {
+        None
+    }
+
+    /// Partition `i` of `meta().partitions`, readable as a tensor of its own.
+    fn partition(&self, i: usize) -> Result<Arc<dyn Tensor>, ModelError> {
+        Err(ModelError::NotFound(format!("partition {i}")))
+    }
+
+    /// A string (or variant) tensor's elements.
+    fn as_strings(&self) -> Option<&dyn Strings> {
+        None
+    }
+
+    /// Stored entries (a sparse tensor, or one that keeps entries: Angel).
+    fn as_sparse(&self) -> Option<&dyn Sparse> {
+        None
+    }
+
+    /// Rows found by an id the reader knows (hash tables, Angel's feature ids); without it
+    /// a 2-D tensor's rows are found by index (`rows::default_key_kind`).
+    fn as_keyed(&self) -> Option<&dyn Keyed> {
+        None
+    }
+
+    /// A checksum stored with the data, and reads that may defer checking it.
+    fn as_checksummed(&self) -> Option<&dyn Checksummed> {
+        None
+    }
+}
+
+/// A string (or variant) tensor.
+pub trait Strings: Tensor {
+    /// Calls `f` with each element `first..first + count`.
+    fn for_each_string(
+        &self,
+        first: u64,
+        count: u64,
+        f: &mut dyn FnMut(&[u8]),
+    ) -> Result<(), ModelError>;
+}
+
+/// A tensor whose stored entries can be read (CSR order).
+pub trait Sparse: Tensor {
+    /// All the stored entries, in memory.
+    fn sparse(&self) -> Result<Arc<SparseRows>, ModelError>;
+
+    /// The row structure. Readers that know it without decoding entries (Angel: from the
+    /// meta) say so with `sparse_shape_is_cheap`.
+    fn sparse_shape(&self) -> Result<Arc<SparseShape>, ModelError> {
+        let s = self.sparse()?;
+        Ok(Arc::new(SparseShape {
+            rows: s.rows.clone(),
+            row_ptr: s.row_ptr.clone(),
+        }))
+    }
+
+    /// True when `sparse_shape` reads no data (metadata only).
+    fn sparse_shape_is_cheap(&self) -> bool {
+        false
+    }
+
+    /// Appends entries `first..first + count` to `out`. Readers that can decode a range
+    /// without the whole tensor override this (memory stays bounded).
+    fn read_entries(&self, first: u64, count: u64, out: &mut Entries) -> Result<(), ModelError> {
+        let es = self.meta().dtype.elem_size().unwrap_or(1);
+        entries_in(&*self.sparse()?, es, first, count, out)
+    }
+
+    /// The index of the first entry of stored row `k` (`sparse_shape().rows[k]`) whose column
+    /// is ≥ `col` (the row's end when none is).
+    fn seek_col(&self, k: usize, col: i64) -> Result<u64, ModelError> {
+        seek_col_in(&*self.sparse()?, k, col)
+    }
+}
+
+/// A tensor whose rows are found by an id of the reader's own.
+pub trait Keyed: Tensor {
+    /// What an id names, `None` when its rows have no ids after all.
+    fn key_kind(&self) -> Option<KeyKind>;
+
+    /// The ids of rows `first..first + out.len()` of a hash table (`KeyKind::HashKey`), in
+    /// row order (`libsvm` labels its lines with them); `None` when rows have no stored ids.
+    fn row_keys(&self, first: u64, out: &mut [i64]) -> Option<Result<(), ModelError>> {
+        let _ = (first, out);
+        None
+    }
+
+    /// Appends the values of the row with id `id` to `out`: where it was, or `None` when no
+    /// row has that id. Reads only what the row needs (a seek, not a scan).
+    fn row_by_id(&self, id: i64, out: &mut Vec<u8>) -> Result<Option<RowHit>, ModelError> {
+        match self.key_kind() {
+            Some(kind) => rows::row_of(self, kind, id, out),
+            None => Ok(None),
+        }
+    }
+}
+
+/// A tensor stored with a checksum of its bytes.
+pub trait Checksummed: Tensor {
+    /// TF's masked CRC32C of exactly the bytes `read_elements` gives, when the source stores
+    /// it (a little-endian TF bundle entry): a `.tf/` view's index then needs no data read.
+    /// Reads still verify the stored bytes against it.
+    fn stored_crc32c(&self) -> Option<u32> {
+        None
+    }
+
+    /// For a caller that reads every byte of the tensor in any order of pieces (stats, diff):
+    /// the masked CRC32C it may confirm itself from the bytes it reads, instead of the
+    /// tensor's own checksum pass before its first read (one pass over the data, not two).
+    /// `Some(crc)`: reads with `read_elements_unchecked` are not verified, and the caller
+    /// must pass the CRC32C of all the bytes, in order, to `confirm_crc32c` before it uses
+    /// anything it read. `None`: `read_elements` verifies as usual.
+    fn deferred_crc32c(&self) -> Option<u32> {
+        None
+    }
+
+    /// `fill_elements` without the checksum pass (see `deferred_crc32c`), called through
+    /// `read_elements_unchecked`.
+    fn fill_elements_unverified(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
+        self.fill_elements(first, out)
+    }
+
+    /// The caller's CRC32C (unmasked) of all the tensor's bytes read with
+    /// `read_elements_unchecked`: `Err` (the tensor's checksum fault) when it is not the
+    /// stored one. The verdict is kept, as a checksum pass would keep it.
+    fn confirm_crc32c(&self, crc: u32) -> Result<(), ModelError> {
+        let _ = crc;
+        Ok(())
+    }
+}
+
+impl dyn Tensor + '_ {
+    /// Fills `out` with elements `first..first + out.len() / elem_size` of a dense tensor with
+    /// a fixed-size dtype, verifying the source checksum on first use. The one place a
+    /// request is checked (width, whole elements, range) before any reader sees it.
+    pub fn read_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
+        read_elements(self, first, out)
+    }
+
+    /// `len` bytes of elements from `first` (checked as `read_elements` checks them): a view
+    /// of the source's own buffer where it lends one (`Tensor::lend`), else a copy in a
+    /// recycled buffer (`source::scratch`).
+    pub fn read(&self, first: u64, len: usize) -> Result<Bytes, ModelError> {
+        check_request(self.meta(), first, len)?;
+        if let Some(got) = self.lend(first, len) {
+            let got = got?;
+            if got.len() == len {
+                return Ok(got);
+            }
+            debug_assert!(false, "lent {} bytes of {len}", got.len());
+        }
+        crate::source::scratch::filled(len, |buf| self.fill_elements(first, buf).map(|()| len))
+    }
+
+    /// `read_elements` without the checksum pass (see `Checksummed::deferred_crc32c`).
+    pub fn read_elements_unchecked(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
+        check_request(self.meta(), first, out.len())?;
+        match self.as_checksummed() {
+            Some(c) => c.fill_elements_unverified(first, out),
+            None => self.fill_elements(first, out),
+        }
+    }
+
+    /// `Strings::for_each_string`; an error for a tensor of another dtype.
+    pub fn for_each_string(
+        &self,
+        first: u64,
+        count: u64,
+        f: &mut dyn FnMut(&[u8]),
+    ) -> Result<(), ModelError> {
+        match self.as_strings() {
+            Some(s) => s.for_each_string(first, count, f),
+            None => Err(ModelError::Request(RequestError::NotStrings(
+                self.meta().dtype.name().into_owned(),
+            ))),
+        }
+    }
+
+    /// The stored entries' capability; an error for a tensor without entries.
+    pub fn entries(&self) -> Result<&dyn Sparse, ModelError> {
+        self.as_sparse()
+            .ok_or_else(|| RequestError::NotSparse.into())
+    }
+
+    /// `Sparse::sparse`; an error for a tensor without entries.
+    pub fn sparse(&self) -> Result<Arc<SparseRows>, ModelError> {
+        self.entries()?.sparse()
+    }
+
+    /// `Sparse::sparse_shape`; an error for a tensor without entries.
+    pub fn sparse_shape(&self) -> Result<Arc<SparseShape>, ModelError> {
+        self.entries()?.sparse_shape()
+    }
+
+    /// `Sparse::sparse_shape_is_cheap`; false for a tensor without entries.
+    pub fn sparse_shape_is_cheap(&self) -> bool {
+        self.as_sparse().is_some_and(|s| s.sparse_shape_is_cheap())
+    }
+
+    /// What an id names in this tensor (`NAME.rows/`), `None` when its rows have no ids.
+    pub fn key_kind(&self) -> Option<KeyKind> {
+        match self.as_keyed() {
+            Some(k) => k.key_kind(),
+            None => default_key_kind(self.meta()),
+        }
+    }
+
+    /// `Keyed::row_keys`; `None` for a tensor whose rows have no stored ids.
+    pub fn row_keys(&self, first: u64, out: &mut [i64]) -> Option<Result<(), ModelError>> {
+        self.as_keyed()?.row_keys(first, out)
+    }
+
+    /// The values of the row with id `id` (see `Keyed::row_by_id`); rows by index for a
+    /// tensor without ids of its own.
+    pub fn row_by_id(&self, id: i64, out: &mut Vec<u8>) -> Result<Option<RowHit>, ModelError> {
+        if let Some(k) = self.as_keyed() {
+            return k.row_by_id(id, out);
+        }
+        match default_key_kind(self.meta()) {
+            Some(kind) => rows::row_of(self, kind, id, out),
+            None => Ok(None),
+        }
+    }
+
+    /// `Checksummed::stored_crc32c`.
+    pub fn stored_crc32c(&self) -> Option<u32> {
+        self.as_checksummed()?.stored_crc32c()
+    }
+
+    /// `Checksummed::deferred_crc32c`.
+    pub fn deferred_crc32c(&self) -> Option<u32> {
+        self.as_checksummed()?.deferred_crc32c()
+    }
+
+    /// `Checksummed::confirm_crc32c`; nothing to confirm without a stored checksum.
+    pub fn confirm_crc32c(&self, crc: u32) -> Result<(), ModelError> {
+        match self.as_checksummed() {
+            Some(c) => c.confirm_crc32c(crc),
+            None => Ok(()),
+        }
+    }
+}
+
+/// `read_elements` of any tensor type (the method is on `dyn Tensor`).
+pub(crate) fn read_elements<T: Tensor + ?Sized>(
+    t: &T,
+    first: u64,
+    out: &mut [u8],
+) -> Result<(), ModelError> {
+    check_request(t.meta(), first, out.len())?;
+    t.fill_elements(first, out)
+}
+
+/// Whether `len` bytes of elements from `first` are a request a tensor of `meta` can serve:
+/// a fixed-width dtype, whole elements, within the tensor. A tensor with a known problem and
+/// no width passes: its reader reports the problem, naming the file.
+pub(crate) fn check_request(meta: &TensorMeta, first: u64, len: usize) -> Result<(), ModelError> {
+    let Some(elem) = meta.dtype.elem_size() else {
+        return match meta.problem {
+            Some(_) => Ok(()),
+            None => Err(RequestError::NoFixedSize(meta.dtype.name().into_owned()).into()),
+        };
+    };
+    if len % elem != 0 {
+        return Err(RequestError::PartialElement { len, elem }.into());
+    }
+    let count = (len / elem) as u64;
+    let total = meta.num_elements().unwrap_or(u64::MAX);
+    if first.checked_add(count).is_none_or(|end| end > total) {
+        return Err(RequestError::OutOfRange {
+            first,
+            count,
+            total,
+        }
+        .into());
+    }
+    Ok(())
+}
+
+/// In debug builds, asserts what `read_elements` checked before calling `fill_elements`.
+pub(crate) fn debug_check(meta: &TensorMeta, first: u64, len: usize) {
+    debug_assert!(
+        check_request(meta, first, len).is_ok(),
+        "{}: unchecked request of {len} bytes from element {first}",
+        String::from_utf8_lossy(&meta.name)
+    );
+}
+
+/// A tensor with other metadata (names a reader learnt besides the tensor's own: TF2 full
+/// names); everything else is the inner tensor's.
+pub(crate) struct WithMeta {
+    pub(crate) inner: Arc<dyn Tensor>,
+    pub(crate) meta: TensorMeta,
+}
+
+impl Tensor for WithMeta {
+    fn meta(&self) -> &TensorMeta {
+        &self.meta
+    }
+    fn fill_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
+        self.inner.read_elements(first, out)
+    }
+    fn lend(&self, first: u64, len: usize) -> Option<Result<Bytes, ModelError>> {
+        self.inner.lend(first, len)
+    }
+    fn cache_identity(&self) -> Option<String> {
+        self.inner.cache_identity()
+    }
+    fn partition(&self, i: usize) -> Result<Arc<dyn Tensor>, ModelError> {
+        self.inner.partition(i)
+    }
+    fn as_strings(&self) -> Option<&dyn Strings> {
+        self.inner.as_strings()
+    }
+    fn as_sparse(&self) -> Option<&dyn Sparse> {
+        self.inner.as_sparse()
+    }
+    fn as_keyed(&self) -> Option<&dyn Keyed> {
+        self.inner.as_keyed()
+    }
+    fn as_checksummed(&self) -> Option<&dyn Checksummed> {
+        self.inner.as_checksummed()
+    }
+}
