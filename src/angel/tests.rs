@@ -252,7 +252,11 @@ fn check_ranges(ctx: &str, t: &dyn Tensor, s: &SparseRows) {
             .chain([i64::MIN, -1, 0, i64::MAX]);
         for c in probes {
             let want = (a + row.partition_point(|&x| x < c)) as u64;
-            assert_eq!(t.entries().unwrap().seek_col(k, c).unwrap(), want, "{ctx}: row {k} seek {c}");
+            assert_eq!(
+                t.entries().unwrap().seek_col(k, c).unwrap(),
+                want,
+                "{ctx}: row {k} seek {c}"
+            );
         }
     }
 }

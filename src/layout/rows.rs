@@ -315,7 +315,10 @@ mod model_rows_tests {
         assert!(row(&t, i64::MAX).is_none());
         // Not rank 2: no ids.
         assert_eq!(dynt(&MemTensor::f32(&[2], &[1.0, 2.0])).key_kind(), None);
-        assert_eq!(dynt(&MemTensor::f32(&[1, 1, 2], &[1.0, 2.0])).key_kind(), None);
+        assert_eq!(
+            dynt(&MemTensor::f32(&[1, 1, 2], &[1.0, 2.0])).key_kind(),
+            None
+        );
     }
 
     fn lr() -> MemTensor {
