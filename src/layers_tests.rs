@@ -16,6 +16,8 @@ const RANKS: &[(&str, u32)] = &[
     ("monolith", 4),
     ("detect", 5),
     ("layout", 6),
+    ("views", 7),
+    ("stats", 7),
     ("options", 7),
     ("fs", 8),
     ("cli", 9),
@@ -227,4 +229,27 @@ fn no_file_cycles() {
         }
     }
     assert!(found.is_empty(), "file cycles:\n{}", found.join("\n"));
+}
+
+/// README's map of the code names only paths that exist, and every top-level module.
+#[test]
+fn the_readme_code_map_names_the_tree_as_it_is() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let map = readme
+        .split("## Layout of the code")
+        .nth(1)
+        .expect("README has a code map");
+    let mut named = Vec::new();
+    for (i, _) in map.match_indices("`src/") {
+        let path: String = map[i + 1..].chars().take_while(|&c| c != '`').collect();
+        assert!(root.join(&path).exists(), "README names {path}, which is gone");
+        named.push(path);
+    }
+    for (module, _) in RANKS {
+        let listed = named
+            .iter()
+            .any(|p| p == &format!("src/{module}/") || p == &format!("src/{module}.rs"));
+        assert!(listed, "README's code map does not list src/{module}");
+    }
 }

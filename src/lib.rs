@@ -4,8 +4,9 @@
 //! Layers, bottom up; each module uses only those before it (`layers_tests` checks it):
 //! `source` (byte access) → `store` (persistent caches) → `model` (the format-neutral tree)
 //! → `tf`, `angel`, `monolith` (the readers, which never use each other) → `detect` (which
-//! reader a source is for) → `layout` (file renderers) → `options` → `fs` (tree of files, FUSE
-//! glue, following a changing source) → `cli`.
+//! reader a source is for) → `layout` (file renderers, on the content contract of
+//! `layout::content`) → `views` (whole-model views), `stats` (statistics and diffs),
+//! `options` → `fs` (tree of files, FUSE glue, following a changing source) → `cli`.
 //!
 //! The binary needs `cli::main`; the integration tests, fuzzers and examples drive the readers
 //! and layouts directly, so those modules are public (their internals are `pub(crate)`), and
@@ -26,9 +27,11 @@ pub mod model;
 pub mod monolith;
 pub mod options;
 pub mod source;
+mod stats;
 pub mod store;
 #[cfg(any(test, feature = "testkit"))]
 pub mod testing;
 pub mod tf;
+mod views;
 
 pub use cli::main;

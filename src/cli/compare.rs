@@ -10,12 +10,12 @@ use std::sync::Arc;
 
 use super::inspect::{shape_compact, source_failure, walk, write_out, Found};
 use super::{open_model, store_name, Failure, EXIT_SOURCE, EXIT_USAGE};
-use crate::layout::stats::{self, delta, Outcome};
-use crate::layout::views::tf::known_crc;
 use crate::layout::Patient;
 use crate::model::Tensor;
 use crate::options::Options;
+use crate::stats::{self, delta, Outcome};
 use crate::store::OffsetStore;
+use crate::views::tf::known_crc;
 
 /// Exit status of `stats --check-finite` when a value is NaN or infinite, and of `diff` when
 /// the models differ (as `diff(1)` and `cmp(1)` do).

@@ -51,10 +51,7 @@ pub(crate) enum NodeKind {
         dir: bool,
     },
     /// A file of the tensor at `tensor` there by name, never listed (`NAME.safetensors`, …).
-    Hidden {
-        tensor: ModelPath,
-        file: crate::layout::Hidden,
-    },
+    Hidden { tensor: ModelPath, file: Hidden },
     /// `NAME.rows/` of the keyed tensor at `tensor`: there by name, never listed.
     Rows { tensor: ModelPath },
     /// The `README` of a `NAME.rows/`.
@@ -357,6 +354,35 @@ pub(crate) fn list_parts_dir(
         }
     }
     Ok(Listing::from_unsorted(children, &display(key)))
+}
+
+/// Files of a tensor there by name only, never listed (like the hidden views): a listing
+/// stays what the model's own tools list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Hidden {
+    /// `NAME.safetensors`: the tensor alone as a safetensors file.
+    Safetensors,
+    /// `NAME.stats.json`: its statistics, computed on first read.
+    Stats,
+}
+
+impl Hidden {
+    pub(crate) fn suffix(self) -> &'static str {
+        match self {
+            Hidden::Safetensors => crate::views::safetensors::SUFFIX,
+            Hidden::Stats => crate::stats::SUFFIX,
+        }
+    }
+
+    /// `NAME.<suffix>` as `(NAME, file)`.
+    pub(crate) fn split(name: &str) -> Option<(&str, Hidden)> {
+        [Hidden::Safetensors, Hidden::Stats]
+            .into_iter()
+            .find_map(|h| {
+                let base = name.strip_suffix(h.suffix())?.strip_suffix('.')?;
+                (!base.is_empty()).then_some((base, h))
+            })
+    }
 }
 
 #[cfg(test)]

@@ -19,11 +19,11 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::SystemTime;
 
-use crate::layout::views::{self, ViewEntry};
 use crate::layout::{self, FileContent, Layout, LayoutCtx, Patient, Requester};
 use crate::model::{Model, Tensor};
 pub(crate) use crate::options::TextSize;
 use crate::source::Memo;
+use crate::views::{self, ViewEntry};
 
 use super::error::FsError;
 use super::listing::{self, Listing, ModelPath, NodeKind};

@@ -7,8 +7,9 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
 use std::sync::Arc;
 
 use super::{FsError, Ino, Opened, Tree, UNKNOWN};
-use crate::fs::listing::{Child, Listing, ModelPath, NodeKind};
-use crate::layout::{self, Hidden};
+use crate::fs::listing::{Child, Hidden, Listing, ModelPath, NodeKind};
+use crate::layout::{FileContent, LayoutCtx};
+use crate::model::Tensor;
 
 /// The tensor of `listing` whose files are `base.<suffix>`.
 pub(super) fn listed_tensor(listing: &Listing, base: &str) -> Option<ModelPath> {
@@ -58,7 +59,7 @@ impl Tree {
     /// Hidden file `file` of `tensor`; `NotFound` when the tensor has no such form.
     pub(super) fn open_hidden(&self, tensor: &ModelPath, file: Hidden) -> Result<Opened, FsError> {
         let t = self.model().tensor(tensor)?;
-        let content = layout::hidden(file, t.clone(), &self.ctx).map_err(|why| {
+        let content = hidden_content(file, t.clone(), &self.ctx).map_err(|why| {
             log::info!(
                 "{}.{}: none: {why}",
                 String::from_utf8_lossy(&t.meta().name),
@@ -76,5 +77,17 @@ impl Tree {
             placeholder: AtomicBool::new(false),
             seeking: AtomicU32::new(0),
         })
+    }
+}
+
+/// The content of hidden file `h` of `tensor`, or why it has none (metadata only).
+fn hidden_content(
+    h: Hidden,
+    tensor: Arc<dyn Tensor>,
+    ctx: &Arc<LayoutCtx>,
+) -> Result<Arc<dyn FileContent>, String> {
+    match h {
+        Hidden::Safetensors => crate::views::safetensors::single(tensor, ctx),
+        Hidden::Stats => crate::stats::file(tensor, ctx.cache.offset_store().cloned()),
     }
 }

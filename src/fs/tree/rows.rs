@@ -11,8 +11,8 @@ use std::sync::Arc;
 
 use super::{FsError, Ino, Opened, Tree};
 use crate::fs::listing::{Child, Listing, ModelPath, NodeKind};
+use crate::layout::held::Whole;
 use crate::layout::rows::{self as layout_rows, RowContent, RowFile};
-use crate::layout::views::Whole;
 use crate::layout::FileContent;
 use crate::model::Tensor;
 

@@ -9,10 +9,10 @@ use super::*;
 use crate::detect::model_at;
 use crate::layout::cache::ChunkCache;
 use crate::layout::elements::for_each_value;
-use crate::layout::views::{build, NAMES};
 use crate::model::ReaderOptions;
 use crate::model::{DType, Model};
 use crate::testing::{key, MemModel, MemTensor};
+use crate::views::{build, NAMES};
 
 fn ctx(format: Option<AngelFormat>) -> Arc<LayoutCtx> {
     Arc::new(LayoutCtx {

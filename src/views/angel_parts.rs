@@ -4,9 +4,8 @@
 //! and grouped into files as one parameter server groups its partitions.
 
 use std::ops::Range;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
-use crate::layout::{FileContent, LayoutError, Requester};
 use crate::model::{ModelError, SparseRows, Tensor, TensorMeta};
 
 /// Angel's partition grid over rows `0..rows` and columns `lo..lo + width`.
@@ -230,94 +229,6 @@ impl Tensor for Window {
         self.parent
             .cache_identity()
             .map(|id| format!("{id}\0window {}..{} {}..{}", c.r0, c.r1, c.c0, c.c1))
-    }
-}
-
-/// Files back to back (a data file of several partitions).
-pub(crate) struct Concat {
-    parts: Vec<Arc<dyn FileContent>>,
-    /// Start of each part and the total, once every part's size is known.
-    starts: OnceLock<Vec<u64>>,
-}
-
-impl Concat {
-    pub(crate) fn new(parts: Vec<Arc<dyn FileContent>>) -> Concat {
-        let c = Concat {
-            parts,
-            starts: OnceLock::new(),
-        };
-        let sizes: Option<Vec<u64>> = c.parts.iter().map(|p| p.known_size()).collect();
-        if let Some(starts) = sizes.and_then(|s| prefix(&s)) {
-            let _ = c.starts.set(starts);
-        }
-        c
-    }
-
-    fn starts(&self, req: &dyn Requester) -> Result<&[u64], LayoutError> {
-        if let Some(s) = self.starts.get() {
-            return Ok(s);
-        }
-        let mut sizes = Vec::with_capacity(self.parts.len());
-        for p in &self.parts {
-            sizes.push(p.size_for(req)?);
-        }
-        let starts = prefix(&sizes).ok_or(LayoutError::Overflow("data file size"))?;
-        Ok(self.starts.get_or_init(|| starts))
-    }
-}
-
-/// `[0, s0, s0 + s1, …, total]`, `None` on overflow.
-fn prefix(sizes: &[u64]) -> Option<Vec<u64>> {
-    let mut out = Vec::with_capacity(sizes.len() + 1);
-    let mut at = 0u64;
-    out.push(0);
-    for &s in sizes {
-        at = at.checked_add(s)?;
-        out.push(at);
-    }
-    Some(out)
-}
-
-impl FileContent for Concat {
-    fn known_size(&self) -> Option<u64> {
-        self.starts.get()?.last().copied()
-    }
-    fn size_for(&self, req: &dyn Requester) -> Result<u64, LayoutError> {
-        Ok(*self.starts(req)?.last().unwrap_or(&0))
-    }
-    fn read(
-        &self,
-        offset: u64,
-        len: usize,
-        req: &dyn Requester,
-    ) -> Result<bytes::Bytes, LayoutError> {
-        crate::source::scratch::filled(len, |buf: &mut [u8]| {
-            let starts = self.starts(req)?;
-            let mut done = 0;
-            // The part holding `offset`: the last start ≤ offset among non-empty parts.
-            let mut i = starts.partition_point(|&s| s <= offset).saturating_sub(1);
-            while done < buf.len() && i < self.parts.len() {
-                let at = offset + done as u64;
-                let end = starts[i + 1];
-                if at >= end {
-                    i += 1;
-                    continue;
-                }
-                let want = ((end - at) as usize).min(buf.len() - done);
-                let got = self.parts[i].read(at - starts[i], want, req)?;
-                let n = got.len();
-                buf[done..done + n].copy_from_slice(&got);
-                if n == 0 {
-                    return Err(LayoutError::Mismatch {
-                        what: ".angel/ partition bytes",
-                        got: at - starts[i],
-                        want: end - starts[i],
-                    });
-                }
-                done += n;
-            }
-            Ok(done)
-        })
     }
 }
 

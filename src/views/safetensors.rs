@@ -17,9 +17,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::concat::{Concat, ConcatBuilder};
 use super::View;
 use crate::layout::binary::{BinContent, ElemMap, RawElements};
+use crate::layout::concat::{Concat, ConcatBuilder};
 use crate::layout::dense::dense_tensor;
 use crate::layout::{FileContent, LayoutCtx};
 use crate::model::{DType, ModelError, Tensor};

@@ -16,10 +16,11 @@
 
 use std::sync::Arc;
 
-use super::concat::ConcatBuilder;
+use crate::layout::concat::ConcatBuilder;
+use crate::layout::held::{slice_at, Made, Make, Whole};
 use bytes::Bytes;
 
-use super::{FixedDir, Made, Make, View, ViewEntry, Whole};
+use super::{FixedDir, View, ViewEntry};
 use crate::codec::table::TableBuilder;
 use crate::codec::{crc32c_extend, mask_crc};
 use crate::layout::binary::{ElemMap, RawElements};
@@ -70,7 +71,7 @@ impl FileContent for Body {
     fn read(&self, offset: u64, len: usize, _req: &dyn Requester) -> Result<Bytes, LayoutError> {
         match self {
             Body::Elements(e) => e.read(offset, len),
-            Body::Encoded(b, _) => Ok(super::slice_at(b, offset, len)),
+            Body::Encoded(b, _) => Ok(slice_at(b, offset, len)),
         }
     }
 }

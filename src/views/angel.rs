@@ -22,11 +22,13 @@ use std::ops::Range;
 use std::sync::{Arc, OnceLock};
 
 use super::angel_meta::{self, RowMetas};
-use super::angel_parts::{file_groups, sub_rows, Cell, Concat, Grid, Window};
-use super::{Entries, FixedDir, Made, Make, View, ViewDir, ViewEntry, Whole};
+use super::angel_parts::{file_groups, sub_rows, Cell, Grid, Window};
+use super::{Entries, FixedDir, View, ViewDir, ViewEntry};
 use crate::angel::AngelFormat;
 use crate::layout::angel::{check, part_content, rows_cols, AngelValue, Part};
+use crate::layout::concat::Concat;
 use crate::layout::elements::check_sparse;
+use crate::layout::held::{Made, Make, Whole};
 use crate::layout::{FileContent, LayoutCtx, LayoutError, Patient, Requester};
 use crate::model::{ModelError, SourceFormat, SparseRows, Tensor, TensorMeta};
 

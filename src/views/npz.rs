@@ -13,8 +13,9 @@
 
 use std::sync::{Arc, OnceLock};
 
-use super::concat::ConcatBuilder;
-use super::{Made, Make, View};
+use super::View;
+use crate::layout::concat::ConcatBuilder;
+use crate::layout::held::{Made, Make};
 use crate::layout::{generic, pool, FileContent, LayoutCtx, LayoutError, Requester};
 use crate::model::{ModelError, Tensor};
 use crate::store::OffsetStore;

@@ -17,8 +17,8 @@ use bytes::Bytes;
 
 pub(crate) use partial::{has_stats, Partial};
 
-use super::views::{Made, Make};
-use super::{FileContent, LayoutError, Requester};
+use crate::layout::held::{Made, Make};
+use crate::layout::{FileContent, LayoutError, Requester};
 use crate::model::{Entries, ModelError, Tensor};
 use crate::source::scratch;
 use crate::store::{pack_words, unpack_words, OffsetStore};
@@ -267,7 +267,7 @@ pub(crate) fn compute(
         .iter()
         .map(|t| !t.meta().sparse && t.deferred_crc32c().is_some())
         .collect();
-    let results = super::pool::each(work.len(), req, Entries::default, |entries, k| {
+    let results = crate::layout::pool::each(work.len(), req, Entries::default, |entries, k| {
         let (i, piece) = work[k];
         run(&*tensors[i], piece, deferred[i], entries)
     })?;
