@@ -243,7 +243,10 @@ fn the_readme_code_map_names_the_tree_as_it_is() {
     let mut named = Vec::new();
     for (i, _) in map.match_indices("`src/") {
         let path: String = map[i + 1..].chars().take_while(|&c| c != '`').collect();
-        assert!(root.join(&path).exists(), "README names {path}, which is gone");
+        assert!(
+            root.join(&path).exists(),
+            "README names {path}, which is gone"
+        );
         named.push(path);
     }
     for (module, _) in RANKS {
