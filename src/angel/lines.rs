@@ -14,7 +14,7 @@ use std::sync::{Arc, Condvar, Mutex};
 
 use super::decode::DecodeFault;
 use crate::source::ReadAt;
-use crate::store::{starts_at_zero_ascending, OffsetStore};
+use crate::store::{Offsets, Store};
 
 /// Lines between two indexed line offsets.
 pub(crate) const STRIDE: u64 = 1024;
@@ -41,7 +41,7 @@ pub(crate) struct LineIndex {
     /// Signalled when a scan of a piece ends (`Scan::busy` cleared).
     turn: Condvar,
     /// Where the complete index is saved, and its key there.
-    store: Option<(Arc<dyn OffsetStore>, String)>,
+    store: Option<(Arc<dyn Store>, String)>,
 }
 
 #[derive(Clone)]
@@ -78,18 +78,15 @@ impl LineIndex {
     /// Keeps the complete index in `store` under the identity `file` of the data file (so a
     /// remount seeks at once), and takes it from there when a previous mount saved it: it was
     /// checked then against exactly these bytes.
-    pub(crate) fn persist(&mut self, store: Arc<dyn OffsetStore>, file: &str) {
+    pub(crate) fn persist(&mut self, store: Arc<dyn Store>, file: &str) {
         let key = format!(
             "angel-lines:v1\0{file}\0{}\0{}\0{}\0{}",
             self.start, self.len, self.lines, self.crlf
         );
-        if let Some(strides) = store.load(&key) {
+        if let Some(Offsets(strides)) = store.get(&key) {
             // Line strides (lines 0, STRIDE, … before `lines`), then `len`.
             let want = self.lines.div_ceil(STRIDE).max(1) + 1;
-            if strides.len() as u64 == want
-                && starts_at_zero_ascending(&strides)
-                && strides.last() == Some(&self.len)
-            {
+            if strides.len() as u64 == want && strides.last() == Some(&self.len) {
                 let s = self.scan.get_mut().unwrap_or_else(|e| e.into_inner());
                 *s = Scan {
                     strides,
@@ -157,7 +154,7 @@ impl LineIndex {
             };
             drop(g);
             if let (Some(strides), Some((store, key))) = (complete, &self.store) {
-                store.save(key, &strides);
+                store.put(key, &Offsets(strides));
             }
         }
     }
@@ -368,21 +365,11 @@ mod tests {
     /// reads nothing to find a line, and a wrong saved one is not used.
     #[test]
     fn a_complete_index_is_kept_for_the_next_mount() {
-        #[derive(Default)]
-        struct Mem(Mutex<std::collections::HashMap<String, Vec<u64>>>);
-        impl OffsetStore for Mem {
-            fn load(&self, key: &str) -> Option<Vec<u64>> {
-                self.0.lock().unwrap().get(key).cloned()
-            }
-            fn save(&self, key: &str, offsets: &[u64]) {
-                self.0.lock().unwrap().insert(key.into(), offsets.to_vec());
-            }
-        }
         let lines = 5000u64;
         let text: String = (0..lines).map(|i| format!("{i},1.5\n")).collect();
         let len = text.len() as u64;
         let file = Counting(MemSource::new("p", text.into_bytes()), AtomicU64::new(0));
-        let store: Arc<dyn OffsetStore> = Arc::new(Mem::default());
+        let store: Arc<dyn Store> = Arc::new(crate::store::MemStore::default());
         let mut first = LineIndex::new(0, len, lines, false);
         first.persist(store.clone(), "id");
         let want = first.span(&file, 3, 4).unwrap();
@@ -401,7 +388,9 @@ mod tests {
         other.persist(store.clone(), "id");
         assert!(other.finish(&file).is_err());
         let key = format!("angel-lines:v1\0id\00\0{len}\0{lines}\0false");
-        store.save(&key, &[0, 7, 3, len, len, len]);
+        let mut rotten = Vec::new();
+        crate::store::put_words(&mut rotten, &[0, 7, 3, len, len, len]);
+        store.put_bytes(<Offsets as crate::store::Record>::KIND, &key, &rotten);
         let mut bad = LineIndex::new(0, len, lines, false);
         bad.persist(store, "id");
         assert_eq!(bad.span(&file, 3, 4).unwrap(), want);

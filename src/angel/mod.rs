@@ -154,7 +154,7 @@ pub(crate) struct AngelModel {
     problems: Vec<String>,
     sep: String,
     /// Where text partitions' line indexes persist (`cache_dir`).
-    indexes: Option<Arc<dyn crate::store::OffsetStore>>,
+    indexes: Option<Arc<dyn crate::store::Store>>,
 }
 
 impl AngelModel {

@@ -22,7 +22,7 @@ use super::rowtype::ValueType;
 use super::{idline, text, AngelFormat};
 use crate::model::Entries;
 use crate::source::ReadAt;
-use crate::store::OffsetStore;
+use crate::store::Store;
 
 type Res<T> = Result<T, DecodeFault>;
 
@@ -66,10 +66,7 @@ pub(crate) struct RowRun {
 
 impl Region {
     /// Locates partition `inp.part` (see the module comment).
-    pub(crate) fn locate(
-        inp: &PartInput<'_>,
-        indexes: Option<&Arc<dyn OffsetStore>>,
-    ) -> Res<Region> {
+    pub(crate) fn locate(inp: &PartInput<'_>, indexes: Option<&Arc<dyn Store>>) -> Res<Region> {
         let (meta, part) = (inp.meta, inp.part);
         let vw = meta.row_type.value.width() as u64;
         let kw = meta.row_type.key_width as u64;
@@ -149,11 +146,7 @@ impl Region {
     /// The strict position, else the CRLF-copy one (§9.7, accepted with a warning), told
     /// apart by the first line: Angel never writes CR, so a first line ending CR LF is a CRLF
     /// copy. The line count and the final LF are checked when the scan reaches the end.
-    fn index_text(
-        &mut self,
-        inp: &PartInput<'_>,
-        indexes: Option<&Arc<dyn OffsetStore>>,
-    ) -> Res<()> {
+    fn index_text(&mut self, inp: &PartInput<'_>, indexes: Option<&Arc<dyn Store>>) -> Res<()> {
         let part = inp.part;
         let lines = self.records;
         let file = inp.file;

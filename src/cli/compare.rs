@@ -14,7 +14,7 @@ use crate::layout::Patient;
 use crate::model::Tensor;
 use crate::options::Options;
 use crate::stats::{self, delta, Outcome};
-use crate::store::OffsetStore;
+use crate::store::Store;
 use crate::views::tf::known_crc;
 
 /// Exit status of `stats --check-finite` when a value is NaN or infinite, and of `diff` when
@@ -124,7 +124,7 @@ pub(crate) fn stats(
     let ctx = crate::fs::layout_ctx(opts, &store_name(source));
     let found = select(walk(&*model).map_err(|e| source_failure(source, e))?, paths)?;
     let tensors: Vec<Arc<dyn Tensor>> = found.iter().map(|f| f.tensor.clone()).collect();
-    let store = ctx.cache.offset_store().map(|s| &**s as &dyn OffsetStore);
+    let store = ctx.cache.offset_store().map(|s| &**s as &dyn Store);
     let outcomes =
         stats::compute(&tensors, store, &Patient).map_err(|e| source_failure(source, e))?;
     let text = if as_json {
@@ -247,8 +247,8 @@ pub(crate) fn diff(a: &Path, b: &Path, as_json: bool, opts: &Options) -> Result<
     };
     let (ta, ctx_a) = open(a)?;
     let (tb, ctx_b) = open(b)?;
-    let store_a = ctx_a.cache.offset_store().map(|s| &**s as &dyn OffsetStore);
-    let store_b = ctx_b.cache.offset_store().map(|s| &**s as &dyn OffsetStore);
+    let store_a = ctx_a.cache.offset_store().map(|s| &**s as &dyn Store);
+    let store_b = ctx_b.cache.offset_store().map(|s| &**s as &dyn Store);
     let mut names: Vec<&String> = ta.keys().chain(tb.keys()).collect();
     names.sort();
     names.dedup();

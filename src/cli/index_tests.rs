@@ -217,7 +217,7 @@ fn angel_second_mount_renders_nothing_and_rewrite_invalidates() {
 /// same bytes does not re-verify, a rewritten data file is verified again (and fails here).
 #[test]
 fn large_tensor_checksum_verdict_persists_until_the_file_changes() {
-    use crate::store::VerdictStore;
+    use crate::store::{Store, Verified};
     let dir = tempfile::tempdir().unwrap();
     let cache = dir.path().join("cache");
     let n = (crate::tf::bundle::tensor::PERSIST_VERDICT_MIN / 4) as usize;
@@ -236,12 +236,12 @@ fn large_tensor_checksum_verdict_persists_until_the_file_changes() {
     let model = crate::detect::model_at(&prefix, &o.reader_for(&name)).unwrap();
     let t = model.tensor(&[b"big".to_vec()]).unwrap();
     let key = format!("crc32c {}", t.cache_identity().unwrap());
-    let store = o.store(&name).unwrap();
-    assert!(!store.is_verified(&key));
+    let store: Arc<dyn Store> = o.store(&name).unwrap();
+    assert!(store.get::<Verified>(&key).is_none());
     let mut four = [0u8; 4];
     t.read_elements(1, &mut four).unwrap();
     assert_eq!(f32::from_le_bytes(four), 1.0);
-    assert!(store.is_verified(&key), "verdict not stored");
+    assert!(store.get::<Verified>(&key).is_some(), "verdict not stored");
 
     // Corrupt one value in place: a new identity, verified again, and the read fails.
     let mut bytes = std::fs::read(&data).unwrap();

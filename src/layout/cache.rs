@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use lru::LruCache;
 
 use crate::model::{Document, Tensor};
-use crate::store::OffsetStore;
+use crate::store::Store;
 
 /// Chunk-offset index of one text file: `offsets[i]..offsets[i + 1]` are the bytes of chunk
 /// `i`; `offsets[0] == 0`, non-decreasing, `offsets.len() == chunks + 1`.
@@ -53,7 +53,7 @@ impl ChunkOffsets {
 #[derive(Clone, Debug)]
 pub(crate) enum OffsetsKey {
     /// A stable identity (`Tensor::cache_identity` plus layout parameters): shared across
-    /// tensor objects and, through an `OffsetStore`, across mounts.
+    /// tensor objects and, through an `Store`, across mounts.
     Stable(String),
     /// A tensor object's address plus layout parameters: in-process only.
     Object { addr: usize, tag: String },
@@ -153,7 +153,7 @@ pub struct ChunkCache {
     threads: usize,
     blocks: Mutex<BlockLru>,
     indexes: Mutex<LruCache<MapKey, OffsetsEntry>>,
-    store: OnceLock<Arc<dyn OffsetStore>>,
+    store: OnceLock<Arc<dyn Store>>,
     next_namespace: AtomicU64,
     rendered: AtomicU64,
     /// Read-ahead worker threads running (bounded by `2 × threads`).
@@ -198,11 +198,11 @@ impl ChunkCache {
     }
 
     /// Plugs in a persistent index store (once; later calls are ignored).
-    pub fn set_offset_store(&self, store: Arc<dyn OffsetStore>) {
+    pub fn set_offset_store(&self, store: Arc<dyn Store>) {
         let _ = self.store.set(store);
     }
 
-    pub(crate) fn offset_store(&self) -> Option<&Arc<dyn OffsetStore>> {
+    pub(crate) fn offset_store(&self) -> Option<&Arc<dyn Store>> {
         self.store.get()
     }
 

@@ -505,10 +505,10 @@ pub struct ReaderOptions {
     /// Memory for decoded index blocks (TF tables).
     pub block_cache_bytes: u64,
     /// Where checksum verdicts of large tensors persist (`cache_dir`), if anywhere.
-    pub verdicts: Option<Arc<dyn crate::store::VerdictStore>>,
+    pub verdicts: Option<Arc<dyn crate::store::Store>>,
     /// Where readers' indexes of data files persist (`cache_dir`: an Angel text partition's
     /// line index), if anywhere.
-    pub indexes: Option<Arc<dyn crate::store::OffsetStore>>,
+    pub indexes: Option<Arc<dyn crate::store::Store>>,
     /// Where hash tables' key indexes persist (`cache_dir`), if anywhere.
     pub key_index_dir: Option<PathBuf>,
     /// Where the source's files are (local, S3, HTTP).

@@ -1,10 +1,9 @@
-//! What one pass over a table's shards learns, and how it is kept in the store so that a
-//! remount makes no pass: the kept offsets under the shards' identity (ascending, as the store
-//! requires), the counts under `#n`, entries per slot under `#s`.
+//! What one pass over a table's shards learns, kept in the store under the shards' identity
+//! (a `Record`) so that a remount makes no pass.
 
 use std::collections::BTreeMap;
 
-use crate::store::OffsetStore;
+use crate::store::{put_words, starts_at_zero_ascending, words, Record};
 
 /// Records between two kept offsets (the table walks at most `STRIDE - 1` records to a row).
 pub(super) const STRIDE: u64 = 256;
@@ -18,75 +17,53 @@ pub(super) struct Summary {
     pub(super) slots: BTreeMap<u64, u64>,
 }
 
-/// The persisted summary: offsets (ascending, as the store keeps them) under the identity,
-/// the counts under `#n` as `[0, entries, entries + dim]`, slots under `#s` as running sums.
-pub(super) fn load(store: &dyn OffsetStore, id: &str) -> Option<Summary> {
-    let strides = store.load(id)?;
-    let n = store.load(&format!("{id}#n"))?;
-    let s = store.load(&format!("{id}#s"))?;
-    let (&[0, entries, end], true) = (&n[..], s.len() % 2 == 0) else {
-        return None;
-    };
-    if strides.len() as u64 != entries.div_ceil(STRIDE) {
-        return None;
+/// As kept: entries, dim, the number of kept offsets, the offsets, then (slot, entries)
+/// pairs in slot order.
+impl Record for Summary {
+    const KIND: &'static str = "monolith-summary/1";
+    fn encode(&self, out: &mut Vec<u8>) {
+        put_words(out, &[self.entries, self.dim, self.strides.len() as u64]);
+        put_words(out, &self.strides);
+        for (&slot, &count) in &self.slots {
+            put_words(out, &[slot, count]);
+        }
     }
-    // What the store gives is checked like the file it came from: a width an entry can have.
-    let dim = end.checked_sub(entries)?;
-    if dim > super::record::MAX_RECORD / 4 {
-        return None;
+    fn decode(bytes: &[u8]) -> Option<Summary> {
+        let w = words(bytes)?;
+        let (&[entries, dim, n], rest) = (w.get(..3)?, w.get(3..)?) else {
+            return None;
+        };
+        // Checked like the file it came from: a width an entry can have, one kept offset per
+        // STRIDE records, ascending, slots that count no more entries than there are.
+        if dim > super::record::MAX_RECORD / 4 || n != entries.div_ceil(STRIDE) {
+            return None;
+        }
+        let n = usize::try_from(n).ok().filter(|&n| n <= rest.len())?;
+        let (strides, pairs) = rest.split_at(n);
+        if !starts_at_zero_ascending(strides) || pairs.len() % 2 != 0 {
+            return None;
+        }
+        let mut slots = BTreeMap::new();
+        let mut total = 0u64;
+        for p in pairs.chunks_exact(2) {
+            total = total.checked_add(p[1]).filter(|&t| t <= entries)?;
+            if slots.insert(p[0], p[1]).is_some() {
+                return None;
+            }
+        }
+        Some(Summary {
+            entries,
+            dim,
+            strides: strides.to_vec(),
+            slots,
+        })
     }
-    let mut slots = BTreeMap::new();
-    let mut before = 0u64;
-    for p in s.chunks_exact(2) {
-        let slot = p[0].checked_sub(before)?;
-        let count = p[1].checked_sub(p[0])?;
-        before = before.checked_add(count)?;
-        slots.insert(slot, count);
-    }
-    Some(Summary {
-        entries,
-        dim,
-        strides,
-        slots,
-    })
-}
-
-pub(super) fn save(store: &dyn OffsetStore, id: &str, s: &Summary) {
-    let mut slots = Vec::with_capacity(s.slots.len() * 2);
-    let mut before = 0u64;
-    for (&slot, &count) in &s.slots {
-        slots.push(slot + before);
-        slots.push(slot + before + count);
-        before += count;
-    }
-    store.save(id, &s.strides);
-    store.save(&format!("{id}#n"), &[0, s.entries, s.entries + s.dim]);
-    store.save(&format!("{id}#s"), &slots);
 }
 
 #[cfg(test)]
 mod tests {
-    use std::collections::HashMap;
-    use std::sync::Mutex;
-
     use super::*;
-
-    #[derive(Default)]
-    struct Mem(Mutex<HashMap<String, Vec<u64>>>);
-
-    impl OffsetStore for Mem {
-        fn load(&self, key: &str) -> Option<Vec<u64>> {
-            self.0.lock().unwrap().get(key).cloned()
-        }
-        fn save(&self, key: &str, offsets: &[u64]) {
-            // The disk store keeps only what starts at 0 and never decreases.
-            assert!(
-                crate::store::starts_at_zero_ascending(offsets),
-                "{key}: {offsets:?}"
-            );
-            self.0.lock().unwrap().insert(key.into(), offsets.to_vec());
-        }
-    }
+    use crate::store::{put_words, MemStore, Store};
 
     #[test]
     fn a_summary_kept_reads_back_the_same_and_a_partial_one_not_at_all() {
@@ -96,16 +73,26 @@ mod tests {
             strides: vec![0, 7000, 14500],
             slots: [(0, 3), (5, 2 * STRIDE), (65535, 2)].into_iter().collect(),
         };
-        let store = Mem::default();
-        save(&store, "t", &s);
-        let got = load(&store, "t").unwrap();
+        let store: &dyn Store = &MemStore::default();
+        store.put("t", &s);
+        let got: Summary = store.get("t").unwrap();
         assert_eq!(
             (got.entries, got.dim, &got.strides, &got.slots),
             (s.entries, s.dim, &s.strides, &s.slots)
         );
-        // Offsets that do not match the count are not used.
-        store.0.lock().unwrap().insert("t".into(), vec![0, 7000]);
-        assert!(load(&store, "t").is_none());
-        assert!(load(&store, "other").is_none());
+        assert!(store.get::<Summary>("other").is_none());
+        // Offsets that do not match the count, or slots counting more entries than there
+        // are, are not used.
+        for words in [
+            vec![2 * STRIDE + 5, 16, 2, 0, 7000],
+            vec![5, 16, 1, 0, 1, 6],
+            vec![5, 16, 1, 0, 1, 3, 1, 3],
+            vec![5, u64::MAX, 1, 0],
+        ] {
+            let mut b = Vec::new();
+            put_words(&mut b, &words);
+            store.put_bytes(Summary::KIND, "t", &b);
+            assert!(store.get::<Summary>("t").is_none(), "{words:?}");
+        }
     }
 }

@@ -15,14 +15,14 @@ use serde_json::json;
 
 use super::entry::{parse_entry, EntryError};
 use super::record::{frame, Framed, RecordError, FRAMING};
-use super::summary::{load, save, Summary, STRIDE};
+use super::summary::{Summary, STRIDE};
 use crate::model::rows::key_index;
 use crate::model::{
     debug_check, DType, KeyKind, Keyed, ModelError, RequestError, RowHit, SourceFormat, Tensor,
     TensorMeta, MAX_ROW_BYTES,
 };
 use crate::source::{identity_string, ReadAt};
-use crate::store::{IndexPlace, KeyIndex, KeyIndexBuilder, KeyIndexError, OffsetStore, Pending};
+use crate::store::{IndexPlace, KeyIndex, KeyIndexBuilder, KeyIndexError, Pending, Store};
 
 /// What is wrong with a table's shards, and where.
 #[derive(Debug, thiserror::Error)]
@@ -165,7 +165,7 @@ impl MonolithTable {
     pub(crate) fn open(
         name: &str,
         shards: Vec<Shard>,
-        store: Option<&Arc<dyn OffsetStore>>,
+        store: Option<&Arc<dyn Store>>,
         index_dir: Option<PathBuf>,
     ) -> Result<MonolithTable, TableError> {
         let mut bases = Vec::with_capacity(shards.len());
@@ -203,7 +203,7 @@ impl MonolithTable {
             index: Mutex::new(None),
         };
         let kept = match (store, &table.identity) {
-            (Some(st), Some(id)) => load(&**st, id),
+            (Some(st), Some(id)) => st.get::<Summary>(id),
             _ => None,
         };
         let summary = match kept {
@@ -217,7 +217,7 @@ impl MonolithTable {
                     .ok();
                 let s = table.pass(keys.as_mut().map(|(b, _)| b))?;
                 if let (Some(st), Some(id)) = (store, &table.identity) {
-                    save(&**st, id, &s);
+                    st.put(id, &s);
                 }
                 if let Some((b, pending)) = keys {
                     match b.finish() {

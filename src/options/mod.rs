@@ -6,7 +6,7 @@ mod specs;
 
 use crate::layout::Layout;
 use crate::model::ReaderOptions;
-use crate::store::{DiskStore, VerdictStore};
+use crate::store::{DiskStore, Store};
 pub(crate) use specs::{help as options_help, keys};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -206,12 +206,12 @@ impl Options {
     pub fn reader_for(&self, source: &str) -> ReaderOptions {
         let mut r = self.reader();
         if r.verify {
-            r.verdicts = self.store(source).map(|s| s as Arc<dyn VerdictStore>);
+            r.verdicts = self.store(source).map(|s| s as Arc<dyn Store>);
         }
         r.key_index_dir = self.cache_dir.clone();
         r.indexes = self
             .store(source)
-            .map(|s| s as Arc<dyn crate::store::OffsetStore>);
+            .map(|s| s as Arc<dyn crate::store::Store>);
         r
     }
 

@@ -21,7 +21,7 @@ use crate::layout::held::{Made, Make};
 use crate::layout::{FileContent, LayoutError, Requester};
 use crate::model::{Entries, ModelError, Tensor};
 use crate::source::scratch;
-use crate::store::{pack_words, unpack_words, OffsetStore};
+use crate::store::{put_words, words, Record, Store};
 
 /// The per-tensor file's suffix (`NAME.stats.json`).
 pub(crate) const SUFFIX: &str = "stats.json";
@@ -108,54 +108,64 @@ enum Piece {
     Unstored(u64),
 }
 
-fn store_key(t: &dyn Tensor) -> Option<String> {
-    Some(format!("{}\0stats:v1", t.cache_identity()?))
+/// A tensor's statistics as kept: eleven words, the floats as their bits.
+impl Record for Partial {
+    const KIND: &'static str = "stats/1";
+    fn encode(&self, out: &mut Vec<u8>) {
+        let p = self;
+        put_words(
+            out,
+            &[
+                p.count,
+                p.finite,
+                p.nan,
+                p.posinf,
+                p.neginf,
+                p.zeros,
+                p.min.to_bits(),
+                p.max.to_bits(),
+                p.mean.to_bits(),
+                p.m2.to_bits(),
+                p.sumsq.to_bits(),
+            ],
+        );
+    }
+    fn decode(bytes: &[u8]) -> Option<Partial> {
+        let w = words(bytes)?;
+        let [count, finite, nan, posinf, neginf, zeros, min, max, mean, m2, sumsq] = w[..] else {
+            return None;
+        };
+        // Counts that add up, checked like data.
+        let total = finite
+            .checked_add(nan)?
+            .checked_add(posinf)?
+            .checked_add(neginf)?;
+        (total == count && zeros <= finite).then_some(Partial {
+            count,
+            finite,
+            nan,
+            posinf,
+            neginf,
+            zeros,
+            min: f64::from_bits(min),
+            max: f64::from_bits(max),
+            mean: f64::from_bits(mean),
+            m2: f64::from_bits(m2),
+            sumsq: f64::from_bits(sumsq),
+        })
+    }
 }
 
-fn remembered(t: &dyn Tensor, store: Option<&dyn OffsetStore>) -> Option<Partial> {
-    let w = unpack_words(&store?.load(&store_key(t)?)?)?;
-    let [count, finite, nan, posinf, neginf, zeros, min, max, mean, m2, sumsq] = w[..] else {
-        return None;
-    };
-    let p = Partial {
-        count,
-        finite,
-        nan,
-        posinf,
-        neginf,
-        zeros,
-        min: f64::from_bits(min),
-        max: f64::from_bits(max),
-        mean: f64::from_bits(mean),
-        m2: f64::from_bits(m2),
-        sumsq: f64::from_bits(sumsq),
-    };
-    // What the store gives is checked like data: counts that add up, for this tensor's shape.
-    let total = finite
-        .checked_add(nan)?
-        .checked_add(posinf)?
-        .checked_add(neginf)?;
-    (total == count && Some(count) == t.meta().num_elements() && zeros <= finite).then_some(p)
+fn remembered(t: &dyn Tensor, store: Option<&dyn Store>) -> Option<Partial> {
+    let p: Partial = store?.get(&t.cache_identity()?)?;
+    // For this tensor's shape.
+    (Some(p.count) == t.meta().num_elements()).then_some(p)
 }
 
-fn remember(t: &dyn Tensor, store: Option<&dyn OffsetStore>, p: &Partial) {
-    let (Some(store), Some(key)) = (store, store_key(t)) else {
-        return;
-    };
-    let words = [
-        p.count,
-        p.finite,
-        p.nan,
-        p.posinf,
-        p.neginf,
-        p.zeros,
-        p.min.to_bits(),
-        p.max.to_bits(),
-        p.mean.to_bits(),
-        p.m2.to_bits(),
-        p.sumsq.to_bits(),
-    ];
-    store.save(&key, &pack_words(&words));
+fn remember(t: &dyn Tensor, store: Option<&dyn Store>, p: &Partial) {
+    if let (Some(store), Some(key)) = (store, t.cache_identity()) {
+        store.put(&key, p);
+    }
 }
 
 /// Whether a tensor described by `meta` has stats, and why not (metadata only).
@@ -247,7 +257,7 @@ fn run(
 /// cores and remembered), in order. Stops with `Interrupted` once `req` is gone.
 pub(crate) fn compute(
     tensors: &[Arc<dyn Tensor>],
-    store: Option<&dyn OffsetStore>,
+    store: Option<&dyn Store>,
     req: &dyn Requester,
 ) -> Result<Vec<Outcome>, LayoutError> {
     let mut outcomes: Vec<Option<Outcome>> = vec![None; tensors.len()];
@@ -341,7 +351,7 @@ pub(crate) fn json(name: &str, dtype: &str, p: &Partial) -> String {
 /// `NAME.stats.json`: made on first read (its size is unknown until then).
 struct StatsFile {
     tensor: Arc<dyn Tensor>,
-    store: Option<Arc<dyn OffsetStore>>,
+    store: Option<Arc<dyn Store>>,
 }
 
 impl Make for StatsFile {
@@ -364,7 +374,7 @@ impl Make for StatsFile {
 /// `NAME.stats.json` of `tensor`, or why it has none (from metadata).
 pub(crate) fn file(
     tensor: Arc<dyn Tensor>,
-    store: Option<Arc<dyn OffsetStore>>,
+    store: Option<Arc<dyn Store>>,
 ) -> Result<Arc<dyn FileContent>, String> {
     check(tensor.meta())?;
     Ok(Arc::new(Made::new(StatsFile { tensor, store })))

@@ -4,12 +4,12 @@
 //!
 //! File format (little-endian): a header `MFSTORE1`, source length (u32), source bytes,
 //! CRC32C (u32) of what precedes it; then records, each `len` (u32), `body` (`len` bytes),
-//! CRC32C (u32) of `len` and `body`. A body is a kind byte, key length (u32), key bytes and,
-//! for kind `O` (chunk offsets), a count (u64) and that many u64 offsets; kind `V` (a verified
-//! checksum) has nothing more. The last record of a key wins.
+//! CRC32C (u32) of `len` and `body`. A body is the record's kind (`Record::KIND`: length u32,
+//! bytes), key (length u32, bytes) and the record's own encoding (the rest). The last record
+//! of a kind and key wins.
 //!
 //! Invariants: nothing from the file is used unless its checksum holds and its lengths fit in
-//! the bytes that exist; offsets are used only when they start at 0 and never decrease; a
+//! the bytes that exist; a record is used only as its type decodes it (`Record::decode`); a
 //! header naming another source (a hash collision) leaves the store unused. Each record is
 //! appended with one `write` on an `O_APPEND` descriptor, so concurrent mounts of one source
 //! do not interleave. A damaged record ends the readable part of the file, so loading a file
@@ -17,7 +17,7 @@
 //! renamed into place): readers never see half a file. A writer whose file was replaced or
 //! evicted meanwhile notices (link count 0) and appends to the new one instead.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fs::File;
 use std::io::Write;
 use std::os::unix::fs::MetadataExt;
@@ -25,11 +25,10 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 
-use super::{fnv1a64, OffsetStore, VerdictStore};
+use super::{fnv1a64, Store};
 
-const MAGIC: &[u8] = b"MFSTORE1";
-const OFFSETS: u8 = b'O';
-const VERIFIED: u8 = b'V';
+/// `2`: typed records (`1` kept offsets and verdicts only; such a file starts afresh).
+const MAGIC: &[u8] = b"MFSTORE2";
 /// Superseded records are dropped when they are the majority of a file bigger than this.
 const COMPACT_ABOVE: u64 = 256 << 10;
 
@@ -45,10 +44,12 @@ pub struct DiskStore {
     loaded: OnceLock<Loaded>,
 }
 
+/// Records by (kind, key).
+type Records = HashMap<(String, String), Vec<u8>>;
+
 #[derive(Default)]
 struct Loaded {
-    offsets: RwLock<HashMap<String, Vec<u64>>>,
-    verified: RwLock<HashSet<String>>,
+    records: RwLock<Records>,
     /// Where records are appended: opened on the first save (`None` once that failed, or when
     /// the file belongs to another source).
     appender: Mutex<Option<Arc<File>>>,
@@ -134,23 +135,20 @@ impl DiskStore {
         };
         let mut records = 0u64;
         while !rest.is_empty() {
-            let Some((kind, key, offsets, tail)) = record(rest) else {
+            let Some((kind, key, body, tail)) = record(rest) else {
                 log::warn!("{}: damaged record; rewriting", self.path.display());
                 break;
             };
             rest = tail;
             records += 1;
-            match kind {
-                OFFSETS => {
-                    out.offsets.get_mut().unwrap().insert(key, offsets);
-                }
-                _ => {
-                    out.verified.get_mut().unwrap().insert(key);
-                }
-            }
+            let all = out.records.get_mut().unwrap_or_else(|e| e.into_inner());
+            all.insert((kind.to_owned(), key.to_owned()), body.to_vec());
         }
-        let live =
-            (out.offsets.get_mut().unwrap().len() + out.verified.get_mut().unwrap().len()) as u64;
+        let live = out
+            .records
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .len() as u64;
         let bloated = bytes.len() as u64 > COMPACT_ABOVE && records > live * 2;
         if !rest.is_empty() || bloated {
             self.rewrite(&mut out);
@@ -161,11 +159,13 @@ impl DiskStore {
     /// Replaces the file by its live records.
     fn rewrite(&self, l: &mut Loaded) {
         let mut buf = self.header_bytes();
-        for (k, o) in l.offsets.get_mut().unwrap().iter() {
-            encode(&mut buf, OFFSETS, k, o);
-        }
-        for k in l.verified.get_mut().unwrap().iter() {
-            encode(&mut buf, VERIFIED, k, &[]);
+        for ((kind, key), body) in l
+            .records
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+        {
+            encode(&mut buf, kind, key, body);
         }
         if let Err(e) = write_atomically(&self.path, &buf) {
             log::warn!("{}: {e}", self.path.display());
@@ -205,7 +205,7 @@ impl DiskStore {
         Ok(Arc::new(open()?))
     }
 
-    fn append(&self, kind: u8, key: &str, offsets: &[u64]) {
+    fn append(&self, kind: &str, key: &str, body: &[u8]) {
         let l = self.loaded();
         if !l.usable {
             return;
@@ -215,7 +215,7 @@ impl DiskStore {
             return;
         }
         let mut rec = Vec::new();
-        encode(&mut rec, kind, key, offsets);
+        encode(&mut rec, kind, key, body);
         let write = || -> std::io::Result<()> {
             for _ in 0..2 {
                 let current = l.appender.lock().unwrap_or_else(|e| e.into_inner()).clone();
@@ -290,50 +290,34 @@ fn header(bytes: &[u8]) -> Option<&[u8]> {
     (crc32c::crc32c(&bytes[..end]).to_le_bytes() == crc).then(|| &bytes[MAGIC.len() + 4..end])
 }
 
-/// One record: kind, key, offsets (empty for a verdict), and what follows it.
-fn record(bytes: &[u8]) -> Option<(u8, String, Vec<u64>, &[u8])> {
+/// One record: kind, key, body, and what follows it.
+fn record(bytes: &[u8]) -> Option<(&str, &str, &[u8], &[u8])> {
     let len = u32::from_le_bytes(bytes.get(..4)?.try_into().ok()?) as usize;
     let end = 4usize.checked_add(len)?;
     let crc = bytes.get(end..end.checked_add(4)?)?;
     if crc32c::crc32c(&bytes[..end]).to_le_bytes() != crc {
         return None;
     }
-    let body = &bytes[4..end];
-    let (&kind, body) = body.split_first()?;
-    let klen = u32::from_le_bytes(body.get(..4)?.try_into().ok()?) as usize;
-    let key = std::str::from_utf8(body.get(4..4usize.checked_add(klen)?)?).ok()?;
-    let body = &body[4 + klen..];
-    let offsets = match kind {
-        OFFSETS => {
-            let n = u64::from_le_bytes(body.get(..8)?.try_into().ok()?);
-            let body = &body[8..];
-            if Some(body.len() as u64) != n.checked_mul(8) {
-                return None;
-            }
-            let o: Vec<u64> = body
-                .chunks_exact(8)
-                .map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])))
-                .collect();
-            super::starts_at_zero_ascending(&o).then_some(o)?
-        }
-        VERIFIED if body.is_empty() => Vec::new(),
-        _ => return None,
-    };
-    Some((kind, key.to_owned(), offsets, &bytes[end + 4..]))
+    let (kind, rest) = text(&bytes[4..end])?;
+    let (key, body) = text(rest)?;
+    Some((kind, key, body, &bytes[end + 4..]))
 }
 
-fn encode(buf: &mut Vec<u8>, kind: u8, key: &str, offsets: &[u64]) {
+/// A length (u32) and that many bytes of UTF-8, and what follows.
+fn text(bytes: &[u8]) -> Option<(&str, &[u8])> {
+    let n = u32::from_le_bytes(bytes.get(..4)?.try_into().ok()?) as usize;
+    let s = std::str::from_utf8(bytes.get(4..4usize.checked_add(n)?)?).ok()?;
+    Some((s, &bytes[4 + n..]))
+}
+
+fn encode(buf: &mut Vec<u8>, kind: &str, key: &str, body: &[u8]) {
     let start = buf.len();
     buf.extend_from_slice(&[0; 4]);
-    buf.push(kind);
-    buf.extend_from_slice(&(key.len() as u32).to_le_bytes());
-    buf.extend_from_slice(key.as_bytes());
-    if kind == OFFSETS {
-        buf.extend_from_slice(&(offsets.len() as u64).to_le_bytes());
-        for o in offsets {
-            buf.extend_from_slice(&o.to_le_bytes());
-        }
+    for s in [kind, key] {
+        buf.extend_from_slice(&(s.len() as u32).to_le_bytes());
+        buf.extend_from_slice(s.as_bytes());
     }
+    buf.extend_from_slice(body);
     let len = (buf.len() - start - 4) as u32;
     buf[start..start + 4].copy_from_slice(&len.to_le_bytes());
     let crc = crc32c::crc32c(&buf[start..]);
@@ -357,48 +341,27 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     std::fs::rename(&tmp, path)
 }
 
-impl VerdictStore for DiskStore {
-    fn is_verified(&self, identity: &str) -> bool {
-        let v = self
+impl Store for DiskStore {
+    fn get_bytes(&self, kind: &str, key: &str) -> Option<Vec<u8>> {
+        let r = self
             .loaded()
-            .verified
+            .records
             .read()
             .unwrap_or_else(|e| e.into_inner());
-        v.contains(identity)
+        r.get(&(kind.to_owned(), key.to_owned())).cloned()
     }
 
-    fn mark_verified(&self, identity: &str) {
-        let fresh = {
-            let l = self.loaded();
-            let mut v = l.verified.write().unwrap_or_else(|e| e.into_inner());
-            v.insert(identity.to_owned())
-        };
-        if fresh {
-            self.append(VERIFIED, identity, &[]);
-        }
-    }
-}
-
-impl OffsetStore for DiskStore {
-    fn load(&self, key: &str) -> Option<Vec<u64>> {
-        let o = self
-            .loaded()
-            .offsets
-            .read()
-            .unwrap_or_else(|e| e.into_inner());
-        o.get(key).cloned()
-    }
-
-    fn save(&self, key: &str, offsets: &[u64]) {
+    fn put_bytes(&self, kind: &str, key: &str, body: &[u8]) {
         {
             let l = self.loaded();
-            let mut o = l.offsets.write().unwrap_or_else(|e| e.into_inner());
-            if o.get(key).is_some_and(|old| old == offsets) {
+            let mut r = l.records.write().unwrap_or_else(|e| e.into_inner());
+            let k = (kind.to_owned(), key.to_owned());
+            if r.get(&k).is_some_and(|old| old == body) {
                 return;
             }
-            o.insert(key.to_owned(), offsets.to_vec());
+            r.insert(k, body.to_vec());
         }
-        self.append(OFFSETS, key, offsets);
+        self.append(kind, key, body);
     }
 
     fn failures(&self) -> u64 {

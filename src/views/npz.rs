@@ -18,7 +18,7 @@ use crate::layout::concat::ConcatBuilder;
 use crate::layout::held::{Made, Make};
 use crate::layout::{generic, pool, FileContent, LayoutCtx, LayoutError, Requester};
 use crate::model::{ModelError, Tensor};
-use crate::store::OffsetStore;
+use crate::store::{Crc, Store};
 
 pub(crate) const FILE: &str = ".npz";
 /// Bytes per read while computing a checksum.
@@ -65,7 +65,7 @@ struct Archive {
     /// Where the central directory starts, and its length.
     cd_at: u64,
     cd_len: u64,
-    store: Option<Arc<dyn OffsetStore>>,
+    store: Option<Arc<dyn Store>>,
 }
 
 impl Archive {
@@ -80,10 +80,8 @@ impl Archive {
             .store_key
             .as_ref()
             .zip(store)
-            .and_then(|(k, s)| match s.load(k)?[..] {
-                [0, crc] => u32::try_from(crc).ok(),
-                _ => None,
-            });
+            .and_then(|(k, s)| s.get::<Crc>(k))
+            .map(|c| c.0);
         let crc = match remembered {
             Some(c) => c,
             None => {
@@ -103,7 +101,7 @@ impl Archive {
                 }
                 let c = h.finalize();
                 if let (Some(k), Some(s)) = (&m.store_key, store) {
-                    s.save(k, &[0, u64::from(c)]);
+                    s.put(k, &Crc(c));
                 }
                 c
             }
@@ -362,9 +360,7 @@ pub(crate) fn view(
 
 #[cfg(test)]
 mod tests {
-    use std::collections::HashMap;
     use std::io::{Read, Seek, SeekFrom};
-    use std::sync::Mutex;
 
     use super::*;
     use crate::layout::cache::ChunkCache;
@@ -383,18 +379,6 @@ mod tests {
         }
         fn cache_identity(&self) -> Option<String> {
             Some("zeros".into())
-        }
-    }
-
-    #[derive(Default)]
-    struct Mem(Mutex<HashMap<String, Vec<u64>>>);
-
-    impl OffsetStore for Mem {
-        fn load(&self, key: &str) -> Option<Vec<u64>> {
-            self.0.lock().unwrap().get(key).cloned()
-        }
-        fn save(&self, key: &str, offsets: &[u64]) {
-            self.0.lock().unwrap().insert(key.into(), offsets.to_vec());
         }
     }
 
@@ -446,8 +430,8 @@ mod tests {
         }));
         let small: Arc<dyn Tensor> =
             Arc::new(crate::testing::MemTensor::f32(&[3], &[1.5, -2.0, 0.25]).named(b"small"));
-        let store = Arc::new(Mem::default());
-        store.save("zeros\0npz-crc:v1", &[0, 0x1234_5678]);
+        let store: Arc<dyn Store> = Arc::new(crate::store::MemStore::default());
+        store.put("zeros\0npz-crc:v1", &Crc(0x1234_5678));
         let cache = ChunkCache::new(1 << 20);
         cache.set_offset_store(store.clone());
         let ctx = Arc::new(LayoutCtx {

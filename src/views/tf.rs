@@ -27,7 +27,7 @@ use crate::layout::binary::{ElemMap, RawElements};
 use crate::layout::dense::dense_tensor;
 use crate::layout::{pool, FileContent, LayoutCtx, LayoutError, Requester};
 use crate::model::{DType, ModelError};
-use crate::store::OffsetStore;
+use crate::store::{Crc, Store};
 use crate::tf::dtype::to_tf;
 use crate::tf::writer::{encode_strings, entry_proto};
 
@@ -213,7 +213,7 @@ fn index_bytes(layout: &Layout, crcs: Option<&[u32]>) -> Vec<u8> {
 struct Index {
     layout: Arc<Layout>,
     /// Where computed checksums outlive the mount (`cache_dir`), keyed by tensor identity.
-    store: Option<Arc<dyn OffsetStore>>,
+    store: Option<Arc<dyn Store>>,
 }
 
 /// The store key of the checksum of a tensor's view bytes, when the tensor has a stable
@@ -228,7 +228,7 @@ fn crc_key(r: &RawElements) -> Option<String> {
 /// `store` from an earlier `.tf/` index. Bool is left out (the view normalises its bytes).
 pub(crate) fn known_crc(
     t: &Arc<dyn crate::model::Tensor>,
-    store: Option<&dyn OffsetStore>,
+    store: Option<&dyn Store>,
 ) -> Option<u32> {
     let meta = t.meta();
     if meta.sparse || meta.dtype == DType::Bool || meta.dtype.elem_size().is_none() {
@@ -243,12 +243,9 @@ pub(crate) fn known_crc(
     )
 }
 
-/// A checksum remembered under `key` (stored as the offsets `[0, crc]`).
-fn remembered(store: &dyn OffsetStore, key: &str) -> Option<u32> {
-    match store.load(key)?[..] {
-        [0, crc] => u32::try_from(crc).ok(),
-        _ => None,
-    }
+/// A checksum remembered under `key`.
+fn remembered(store: &dyn Store, key: &str) -> Option<u32> {
+    store.get::<Crc>(key).map(|c| c.0)
 }
 
 impl Index {
@@ -286,7 +283,7 @@ impl Index {
         }
         let crc = mask_crc(crc);
         if let (Some(k), Some(store)) = (&key, store) {
-            store.save(k, &[0, u64::from(crc)]);
+            store.put(k, &Crc(crc));
         }
         Ok(crc)
     }

@@ -41,7 +41,7 @@ use crate::model::{
     ModelError, PartitionMeta, SourceFormat, Sparse, SparseRows, SparseShape, Tensor, TensorMeta,
 };
 use crate::source::{identity_string, Memo, ReadAt};
-use crate::store::OffsetStore;
+use crate::store::Store;
 
 type Cached = Memo<Result<Arc<SparseRows>, Arc<MatrixFault>>>;
 
@@ -80,7 +80,7 @@ struct Inner {
     /// Held while a partition is being located, so concurrent first readers index it once.
     locating: Vec<Mutex<()>>,
     /// Where text partitions' line indexes persist.
-    indexes: Option<Arc<dyn OffsetStore>>,
+    indexes: Option<Arc<dyn Store>>,
 }
 
 pub(crate) struct AngelMatrix {
@@ -107,7 +107,7 @@ impl AngelMatrix {
     pub(crate) fn load(
         m: &MatrixDir,
         sep: &str,
-        indexes: Option<Arc<dyn OffsetStore>>,
+        indexes: Option<Arc<dyn Store>>,
     ) -> (Arc<AngelMatrix>, bool) {
         let mut mtime = SystemTime::UNIX_EPOCH;
         let mut meta_identity = None;
@@ -169,7 +169,7 @@ impl AngelMatrix {
         sep: &str,
         mtime: SystemTime,
         meta_identity: Option<String>,
-        indexes: Option<Arc<dyn OffsetStore>>,
+        indexes: Option<Arc<dyn Store>>,
     ) -> (AngelMatrix, bool) {
         let dir: PathBuf = m.dir.clone();
         let mut files = BTreeMap::new();

@@ -23,6 +23,7 @@ use self::crew::Crew;
 use super::cache::{self, ChunkCache, ChunkOffsets, OffsetsKey, Owner};
 use super::{FileContent, LayoutError, Requester};
 use crate::source::scratch;
+use crate::store::Offsets;
 
 /// Elements per chunk for element-per-record text layouts: small enough that a random read
 /// renders well under a megabyte, large enough that the index stays tiny (8 bytes per chunk).
@@ -217,7 +218,7 @@ impl ChunkedText {
         let cache = &self.crew.cache;
         cache.keep_offsets(&self.key, &self.owner, index.clone());
         if let (OffsetsKey::Stable(k), Some(store)) = (&self.key, cache.offset_store()) {
-            store.save(k, &index.offsets);
+            store.put(k, &Offsets(index.offsets.clone()));
         }
     }
 
@@ -229,7 +230,8 @@ impl ChunkedText {
         }
         let offsets = match (&self.key, cache.offset_store()) {
             (OffsetsKey::Stable(k), Some(store)) if chunks <= MAX_CHUNKS => store
-                .load(k)
+                .get::<Offsets>(k)
+                .map(|o| o.0)
                 .filter(|o| ChunkOffsets::is_valid(o, chunks))?,
             _ => return None,
         };

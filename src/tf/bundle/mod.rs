@@ -18,7 +18,7 @@ use prost::Message;
 
 use crate::model::ModelError;
 use crate::source::{ReadAt, SourceError, Storage};
-use crate::store::VerdictStore;
+use crate::store::Store;
 use crate::tf::proto::BundleHeaderProto;
 use crate::tf::table::{Table, TableError};
 
@@ -125,7 +125,7 @@ pub struct Bundle {
     pub(crate) mtime: SystemTime,
     opener: Box<dyn ShardOpener>,
     /// Where verdicts of large tensors' checksums persist across mounts (`cache_dir`).
-    verdicts: std::sync::OnceLock<Arc<dyn VerdictStore>>,
+    verdicts: std::sync::OnceLock<Arc<dyn Store>>,
     /// Opened shards; the lock is never held while a file is opened.
     shards: Mutex<HashMap<u32, Arc<dyn ReadAt>>>,
     /// Locations of large entries whose checksum passed during this mount: every tensor
@@ -185,11 +185,11 @@ impl Bundle {
     }
 
     /// Keeps checksum verdicts of large tensors in `store` (set once; see `TfTensor`).
-    pub fn set_verdict_store(&self, store: Arc<dyn VerdictStore>) {
+    pub fn set_verdict_store(&self, store: Arc<dyn Store>) {
         let _ = self.verdicts.set(store);
     }
 
-    pub fn verdict_store(&self) -> Option<&Arc<dyn VerdictStore>> {
+    pub fn verdict_store(&self) -> Option<&Arc<dyn Store>> {
         self.verdicts.get()
     }
 

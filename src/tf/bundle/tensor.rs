@@ -13,6 +13,7 @@ use crate::model::{
     TensorMeta,
 };
 use crate::source::{identity_string, ReadAt};
+use crate::store::Verified;
 use crate::tf::dtype::{swap_in_place, swap_width};
 
 /// Tensors at least this large keep their checksum verdict in the bundle's verdict store
@@ -198,7 +199,7 @@ impl TfTensor {
             return Ok(Ok(()));
         }
         if let Some((store, key)) = &remembered {
-            if store.is_verified(key) {
+            if store.get::<Verified>(key).is_some() {
                 return Ok(Ok(()));
             }
         }
@@ -229,7 +230,7 @@ impl TfTensor {
         // A file rewritten during the read proves nothing about either version.
         file.check_consistent()?;
         if let Some((store, key)) = &remembered {
-            store.mark_verified(key);
+            store.put(key, &Verified);
         }
         if shared {
             self.bundle.mark_passed(loc);
