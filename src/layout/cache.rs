@@ -17,6 +17,8 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use lru::LruCache;
 
+use crate::source::byte_lru::ByteLru;
+
 use crate::model::{Document, Tensor};
 use crate::store::Store;
 
@@ -126,11 +128,6 @@ impl WeakOwner {
     }
 }
 
-struct BlockLru {
-    map: LruCache<(u64, u64), Arc<Vec<u8>>>,
-    bytes: u64,
-}
-
 /// Up to `len` bytes of a cached chunk from `from`, lent to a reply without a copy: the
 /// `Bytes` keep the chunk alive after the cache lets it go.
 pub(crate) fn lend(chunk: Arc<Vec<u8>>, from: usize, len: usize) -> bytes::Bytes {
@@ -147,11 +144,14 @@ impl AsRef<[u8]> for Lent {
     }
 }
 
+/// Rendered chunks by (namespace, index).
+type RenderedBlocks = ByteLru<(u64, u64), Arc<Vec<u8>>>;
+
 /// Shared cache of one mount.
 pub struct ChunkCache {
     max_bytes: u64,
     threads: usize,
-    blocks: Mutex<BlockLru>,
+    blocks: Mutex<RenderedBlocks>,
     indexes: Mutex<LruCache<MapKey, OffsetsEntry>>,
     store: OnceLock<Arc<dyn Store>>,
     next_namespace: AtomicU64,
@@ -174,10 +174,7 @@ impl ChunkCache {
         ChunkCache {
             max_bytes,
             threads,
-            blocks: Mutex::new(BlockLru {
-                map: LruCache::unbounded(),
-                bytes: 0,
-            }),
+            blocks: Mutex::new(ByteLru::new(max_bytes)),
             indexes: Mutex::new(LruCache::new(NonZeroUsize::new(MAX_OFFSET_TABLES).unwrap())),
             store: OnceLock::new(),
             next_namespace: AtomicU64::new(1),
@@ -248,12 +245,15 @@ impl ChunkCache {
     /// Bytes currently held by blocks.
     #[cfg(test)]
     pub(crate) fn used_bytes(&self) -> u64 {
-        self.blocks.lock().unwrap_or_else(|e| e.into_inner()).bytes
+        self.blocks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .bytes()
     }
 
     pub(crate) fn get(&self, namespace: u64, index: u64) -> Option<Arc<Vec<u8>>> {
         let mut b = self.blocks.lock().unwrap_or_else(|e| e.into_inner());
-        b.map.get(&(namespace, index)).cloned()
+        b.get(&(namespace, index)).cloned()
     }
 
     /// Inserts a block, evicting least recently used ones to stay within `max_bytes`. A block
@@ -266,21 +266,9 @@ impl ChunkCache {
             return;
         }
         let mut b = self.blocks.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(old) = b.map.put((namespace, index), block) {
-            b.bytes -= old.capacity() as u64;
-        }
-        b.bytes += len;
         let mut evicted = Vec::new();
-        while b.bytes > self.max_bytes {
-            match b.map.pop_lru() {
-                Some((_, old)) => {
-                    b.bytes -= old.capacity() as u64;
-                    evicted.push(old);
-                }
-                None => break,
-            }
-        }
-        debug_assert!(b.bytes <= self.max_bytes);
+        b.insert((namespace, index), block, |old| evicted.push(old));
+        debug_assert!(b.bytes() <= self.max_bytes);
         drop(b);
         self.recycle(evicted);
     }
@@ -289,10 +277,9 @@ impl ChunkCache {
     /// render when nobody else holds it.
     pub(crate) fn release(&self, namespace: u64, index: u64) {
         let mut b = self.blocks.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(old) = b.map.pop(&(namespace, index)) else {
+        let Some(old) = b.remove(&(namespace, index)) else {
             return;
         };
-        b.bytes -= old.capacity() as u64;
         drop(b);
         self.recycle(vec![old]);
     }

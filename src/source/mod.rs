@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 pub(crate) mod aligned;
+pub(crate) mod byte_lru;
 pub(crate) mod cursor;
 mod local;
 pub mod lru;

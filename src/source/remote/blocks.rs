@@ -15,13 +15,13 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use futures::StreamExt;
-use lru::LruCache;
 use object_store::path::Path as ObjectPath;
 use object_store::{GetOptions, GetRange, ObjectStore};
 use tokio::sync::watch;
 
 use super::disk::DiskBlocks;
 use super::pool::BufPool;
+use crate::source::byte_lru::ByteLru;
 use crate::source::SourceError;
 
 /// One object as opened: what every block request of it is pinned to.
@@ -53,7 +53,7 @@ pub(crate) struct Blocks {
     store: Arc<dyn ObjectStore>,
     pub(crate) block_size: u64,
     cap: u64,
-    cached: Mutex<Cached>,
+    cached: Mutex<ByteLru<Key, Bytes>>,
     inflight: Mutex<HashMap<Key, watch::Receiver<Answer>>>,
     /// Blocks kept across mounts (`cache_dir`), for objects with an ETag.
     disk: Option<Arc<DiskBlocks>>,
@@ -75,11 +75,6 @@ fn split(share: u64, block_size: u64) -> (u64, usize) {
     (cached.saturating_mul(block_size), keep as usize)
 }
 
-struct Cached {
-    lru: LruCache<Key, Bytes>,
-    bytes: u64,
-}
-
 impl Blocks {
     /// Blocks of `block_size` whose cache and recycled buffers share `share` bytes.
     pub(crate) fn new(
@@ -94,10 +89,7 @@ impl Blocks {
             store,
             block_size,
             cap,
-            cached: Mutex::new(Cached {
-                lru: LruCache::unbounded(),
-                bytes: 0,
-            }),
+            cached: Mutex::new(ByteLru::new(cap)),
             inflight: Mutex::new(HashMap::new()),
             pool: BufPool::new(usize::try_from(block_size).unwrap_or(usize::MAX), keep),
         }
@@ -116,7 +108,7 @@ impl Blocks {
 
     pub(crate) fn cached(&self, obj: &ObjectRef, index: u64) -> Option<Bytes> {
         let mut c = self.cached.lock().unwrap_or_else(|e| e.into_inner());
-        c.lru.get(&(obj.id, index)).cloned()
+        c.get(&(obj.id, index)).cloned()
     }
 
     /// Block `index` of `obj`, from the cache or fetched (once for all concurrent callers).
@@ -209,17 +201,8 @@ impl Blocks {
 
     fn insert(&self, key: Key, bytes: Bytes) {
         let mut c = self.cached.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(old) = c.lru.put(key, bytes.clone()) {
-            c.bytes -= old.len() as u64;
-        }
-        c.bytes += bytes.len() as u64;
-        while c.bytes > self.cap && c.lru.len() > 1 {
-            match c.lru.pop_lru() {
-                Some((_, b)) => c.bytes -= b.len() as u64,
-                None => break,
-            }
-        }
-        debug_assert!(c.bytes <= self.cap.saturating_add(self.block_size));
+        c.insert(key, bytes, drop);
+        debug_assert!(c.bytes() <= self.cap.saturating_add(self.block_size));
     }
 
     /// The block from the disk cache, or fetched and then stored there.

@@ -5,9 +5,14 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use lru::LruCache;
-
 use super::block::Block;
+use crate::source::byte_lru::{ByteLru, Weigh};
+
+impl Weigh for Arc<Block> {
+    fn weight(&self) -> u64 {
+        self.charge()
+    }
+}
 
 /// Identifies a block: the table it belongs to (unique per opened table) and its offset.
 pub(crate) type BlockKey = (u64, u64);
@@ -19,14 +24,9 @@ pub fn new_table_id() -> u64 {
     NEXT_TABLE_ID.fetch_add(1, Ordering::Relaxed)
 }
 
-struct Inner {
-    map: LruCache<BlockKey, Arc<Block>>,
-    bytes: u64,
-}
-
 pub struct BlockCache {
     capacity: u64,
-    inner: Mutex<Inner>,
+    inner: Mutex<ByteLru<BlockKey, Arc<Block>>>,
 }
 
 impl std::fmt::Debug for BlockCache {
@@ -43,16 +43,13 @@ impl BlockCache {
     pub fn new(capacity: u64) -> Self {
         BlockCache {
             capacity,
-            inner: Mutex::new(Inner {
-                map: LruCache::unbounded(),
-                bytes: 0,
-            }),
+            inner: Mutex::new(ByteLru::new(capacity)),
         }
     }
 
     pub(crate) fn get(&self, key: BlockKey) -> Option<Arc<Block>> {
         let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        inner.map.get(&key).cloned()
+        inner.get(&key).cloned()
     }
 
     pub(crate) fn insert(&self, key: BlockKey, block: Arc<Block>) {
@@ -61,21 +58,12 @@ impl BlockCache {
             return;
         }
         let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(old) = inner.map.put(key, block) {
-            inner.bytes = inner.bytes.saturating_sub(old.charge());
-        }
-        inner.bytes += cost;
-        while inner.bytes > self.capacity {
-            match inner.map.pop_lru() {
-                Some((_, evicted)) => inner.bytes = inner.bytes.saturating_sub(evicted.charge()),
-                None => break,
-            }
-        }
+        inner.insert(key, block, drop);
     }
 
     /// Bytes currently held.
     #[cfg(test)]
     pub fn bytes(&self) -> u64 {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner()).bytes
+        self.inner.lock().unwrap_or_else(|e| e.into_inner()).bytes()
     }
 }
