@@ -7,6 +7,7 @@ mod specs;
 use crate::layout::Layout;
 use crate::model::ReaderOptions;
 use crate::store::{DiskStore, Store};
+pub use specs::Options;
 pub(crate) use specs::{help as options_help, keys};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,79 +47,9 @@ impl Refresh {
     }
 }
 
-#[derive(Clone, Debug)]
-pub struct Options {
-    pub layouts: Vec<Layout>,
-    /// `layouts=` was given (else sparse matrices show `json,libsvm`: see `LayoutCtx`).
-    pub layouts_chosen: bool,
-    pub sep: String,
-    pub max_dense: u64,
-    pub threads: usize,
-    pub cache_bytes: u64,
-    pub verify: Verify,
-    pub allow_other: bool,
-    /// `allow_root`: the owner and root may read.
-    pub allow_root: bool,
-    /// `auto_unmount`: the kernel unmounts when the daemon dies (through fusermount3).
-    pub auto_unmount: bool,
-    /// `fsname=`: the source column of the mount table (else the source).
-    pub fsname: Option<String>,
-    /// `debug` (`-d`): the daemon logs at debug level.
-    pub debug: bool,
-    pub uid: Option<u32>,
-    pub gid: Option<u32>,
-    /// Persistent chunk-index cache directory; `None` = disabled (`cache_dir=none`).
-    pub cache_dir: Option<std::path::PathBuf>,
-    /// Most bytes kept under `cache_dir` (`cache_max=`).
-    pub cache_max: u64,
-    /// Remote sources: `endpoint=`, `region=`, `profile=`.
-    pub endpoint: Option<String>,
-    pub region: Option<String>,
-    pub profile: Option<String>,
-    pub text_size: TextSize,
-    /// `angel_format=`: the `.angel/` view's format (Angel's class name or layout name).
-    pub angel_format: Option<crate::angel::AngelFormat>,
-    /// `log=FILE`: where the daemon's log goes (else `$MODELFS_LOG`, else nowhere).
-    pub log_file: Option<std::path::PathBuf>,
-    /// `refresh=SECS|never`: following a source written to while mounted.
-    pub refresh: Refresh,
-}
-
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub(crate) struct OptionError(pub String);
-
-impl Default for Options {
-    fn default() -> Self {
-        Options {
-            layouts: vec![Layout::Json, Layout::Txt, Layout::Npy],
-            layouts_chosen: false,
-            sep: ",".into(),
-            max_dense: 16 << 30,
-            threads: std::thread::available_parallelism()
-                .map(|n| n.get())
-                .unwrap_or(2),
-            cache_bytes: 256 << 20,
-            verify: Verify::Crc,
-            allow_other: false,
-            allow_root: false,
-            auto_unmount: false,
-            fsname: None,
-            debug: false,
-            uid: None,
-            gid: None,
-            cache_dir: default_cache_dir(),
-            cache_max: 1 << 30,
-            endpoint: None,
-            region: None,
-            profile: None,
-            text_size: TextSize::Auto,
-            angel_format: None,
-            log_file: None,
-            refresh: Refresh::Default,
-        }
-    }
-}
 
 fn default_cache_dir() -> Option<std::path::PathBuf> {
     let base = std::env::var_os("XDG_CACHE_HOME")

@@ -1,11 +1,9 @@
-//! Every `-o` option, once: how it is written, what the help says, how it applies. `KEYS`
-//! (shell completion), `--help`, the man page and the option parser all come from `SPECS`;
-//! a test checks README's options table against it. Adding an option is one entry here
-//! (and its field in `Options`).
+//! Every `-o` option, once: its field in `Options` and default, how it is written, what the
+//! help says, and how it applies — one entry of the `options!` table below. `Options`, its
+//! `Default`, `SPECS`, `KEYS` (shell completion), `--help`, the man page and the option
+//! parser all come from that table; a test checks README's options table against it.
 
-use super::{
-    parse_size, unescape_sep, usable_dir, OptionError, Options, Refresh, TextSize, Verify,
-};
+use super::{parse_size, unescape_sep, usable_dir, OptionError, Refresh, TextSize, Verify};
 use crate::layout::Layout;
 
 /// One `-o` option.
@@ -27,45 +25,78 @@ fn number<T: std::str::FromStr>(v: &str, what: &str) -> Result<T, OptionError> {
     v.parse().map_err(|_| OptionError(format!("bad {what}=")))
 }
 
-pub(crate) const SPECS: &[Spec] = &[
-    Spec {
-        key: "layouts",
-        value: Some("L,L…"),
-        help: "json txt csv bin npy libsvm, the eight Angel formats (ValueText ValueBinary\n\
+/// The table: each entry is a field of `Options` with its type and default, and, when users
+/// set it, `option "key" [= "FORM"], "help", apply;` (no `= "FORM"`: a flag). `SPECS` keeps
+/// the table's order (the order of `--help`).
+macro_rules! options {
+    (
+        $(
+            $(#[$doc:meta])*
+            $field:ident : $ty:ty = $default:expr
+            $(, option $key:literal $(= $form:literal)?, $help:literal, $apply:expr)?
+            ;
+        )*
+    ) => {
+        /// The options of a command (SPEC §4), each from the `options!` table.
+        #[derive(Clone, Debug)]
+        pub struct Options {
+            $( $(#[$doc])* pub $field: $ty, )*
+        }
+
+        impl Default for Options {
+            fn default() -> Self {
+                Options { $( $field: $default, )* }
+            }
+        }
+
+        pub(crate) const SPECS: &[Spec] = &[
+            $( $( Spec {
+                key: $key,
+                value: options!(@form $($form)?),
+                help: $help,
+                apply: $apply,
+            }, )? )*
+        ];
+    };
+    (@form) => { None };
+    (@form $form:literal) => { Some($form) };
+}
+
+options! {
+    layouts: Vec<Layout> = vec![Layout::Json, Layout::Txt, Layout::Npy],
+        option "layouts" = "L,L…",
+        "json txt csv bin npy libsvm, the eight Angel formats (ValueText ValueBinary\n\
                TextColumn BinaryColumn ColIdValueText ColIdValueBinary RowIdColIdValueText\n\
                RowIdColIdValueBinary), or the groups generic, angel, all (default json,txt,npy)",
-        apply: |o, v| {
+        |o, v| {
             o.layouts = Layout::parse_list(v).map_err(|e| OptionError(e.to_string()))?;
             o.layouts_chosen = true;
             Ok(())
-        },
-    },
-    Spec {
-        key: "sep",
-        value: Some("S"),
-        help: "separator of csv and Angel text formats: a string, tab, space, comma (default ,)",
-        apply: |o, v| {
+        };
+    /// `layouts=` was given (else sparse matrices show `json,libsvm`: see `LayoutCtx`).
+    layouts_chosen: bool = false;
+    sep: String = ",".into(),
+        option "sep" = "S",
+        "separator of csv and Angel text formats: a string, tab, space, comma (default ,)",
+        |o, v| {
             o.sep = unescape_sep(v);
             if o.sep.is_empty() {
                 return Err(OptionError("sep= must not be empty".into()));
             }
             Ok(())
-        },
-    },
-    Spec {
-        key: "max_dense",
-        value: Some("SIZE"),
-        help: "largest dense form of a sparse tensor (default 16G)",
-        apply: |o, v| {
+        };
+    max_dense: u64 = 16 << 30,
+        option "max_dense" = "SIZE",
+        "largest dense form of a sparse tensor (default 16G)",
+        |o, v| {
             o.max_dense = size(v)?;
             Ok(())
-        },
-    },
-    Spec {
-        key: "angel_format",
-        value: Some("NAME"),
-        help: "the .angel/ view's format: any of Angel's eight (default ColIdValueBinaryRowFormat)",
-        apply: |o, v| {
+        };
+    /// `angel_format=`: the `.angel/` view's format (Angel's class name or layout name).
+    angel_format: Option<crate::angel::AngelFormat> = None,
+        option "angel_format" = "NAME",
+        "the .angel/ view's format: any of Angel's eight (default ColIdValueBinaryRowFormat)",
+        |o, v| {
             let simple = v.rsplit('.').next().unwrap_or(v);
             let f = crate::angel::AngelFormat::ALL
                 .into_iter()
@@ -78,14 +109,12 @@ pub(crate) const SPECS: &[Spec] = &[
                 })?;
             o.angel_format = Some(f);
             Ok(())
-        },
-    },
-    Spec {
-        key: "text_size",
-        value: Some("auto|exact"),
-        help: "auto: a big text file reads as 0 bytes in stat until its size is learnt\n\
+        };
+    text_size: TextSize = TextSize::Auto,
+        option "text_size" = "auto|exact",
+        "auto: a big text file reads as 0 bytes in stat until its size is learnt\n\
                (in the background, or by reading it); exact: every size before first use",
-        apply: |o, v| {
+        |o, v| {
             o.text_size = match v {
                 "auto" => TextSize::Auto,
                 "exact" => TextSize::Exact,
@@ -96,70 +125,63 @@ pub(crate) const SPECS: &[Spec] = &[
                 }
             };
             Ok(())
-        },
-    },
-    Spec {
-        key: "threads",
-        value: Some("N"),
-        help: "FUSE and rendering threads (default: the number of cores)",
-        apply: |o, v| {
+        };
+    threads: usize = std::thread::available_parallelism()
+    .map(|n| n.get())
+    .unwrap_or(2),
+        option "threads" = "N",
+        "FUSE and rendering threads (default: the number of cores)",
+        |o, v| {
             o.threads = v
                 .parse()
                 .ok()
                 .filter(|n| (1..=1024).contains(n))
                 .ok_or_else(|| OptionError("threads= takes 1..1024".into()))?;
             Ok(())
-        },
-    },
-    Spec {
-        key: "cache",
-        value: Some("SIZE"),
-        help: "memory for rendered text and fetched blocks (default 256M)",
-        apply: |o, v| {
+        };
+    cache_bytes: u64 = 256 << 20,
+        option "cache" = "SIZE",
+        "memory for rendered text and fetched blocks (default 256M)",
+        |o, v| {
             o.cache_bytes = size(v)?;
             Ok(())
-        },
-    },
-    Spec {
-        key: "cache_dir",
-        value: Some("DIR|none"),
-        help: "persistent cache (default $XDG_CACHE_HOME/modelfs or ~/.cache/modelfs)",
-        apply: |o, v| {
+        };
+    /// Persistent chunk-index cache directory; `None` = disabled (`cache_dir=none`).
+    cache_dir: Option<std::path::PathBuf> = super::default_cache_dir(),
+        option "cache_dir" = "DIR|none",
+        "persistent cache (default $XDG_CACHE_HOME/modelfs or ~/.cache/modelfs)",
+        |o, v| {
             o.cache_dir = match v {
                 "none" => None,
                 _ => Some(usable_dir(v)?),
             };
             Ok(())
-        },
-    },
-    Spec {
-        key: "cache_max",
-        value: Some("SIZE"),
-        help: "most bytes kept under cache_dir (default 1G, least recently used go first)",
-        apply: |o, v| {
+        };
+    /// Most bytes kept under `cache_dir` (`cache_max=`).
+    cache_max: u64 = 1 << 30,
+        option "cache_max" = "SIZE",
+        "most bytes kept under cache_dir (default 1G, least recently used go first)",
+        |o, v| {
             o.cache_max = size(v)?;
             Ok(())
-        },
-    },
-    Spec {
-        key: "verify",
-        value: Some("crc|none"),
-        help: "check checksums on first read (default crc)",
-        apply: |o, v| {
+        };
+    verify: Verify = Verify::Crc,
+        option "verify" = "crc|none",
+        "check checksums on first read (default crc)",
+        |o, v| {
             o.verify = match v {
                 "crc" => Verify::Crc,
                 "none" => Verify::None,
                 v => return Err(OptionError(format!("verify= takes crc or none, not '{v}'"))),
             };
             Ok(())
-        },
-    },
-    Spec {
-        key: "refresh",
-        value: Some("SECS|never"),
-        help: "follow a source written to while mounted: a local one is watched, a\n\
+        };
+    /// `refresh=SECS|never`: following a source written to while mounted.
+    refresh: Refresh = Refresh::Default,
+        option "refresh" = "SECS|never",
+        "follow a source written to while mounted: a local one is watched, a\n\
                remote one listed again every SECS (default 5); never: the first look only",
-        apply: |o, v| {
+        |o, v| {
             o.refresh = match v {
                 "never" => Refresh::Never,
                 _ => Refresh::Every(
@@ -175,109 +197,92 @@ pub(crate) const SPECS: &[Spec] = &[
                 ),
             };
             Ok(())
-        },
-    },
-    Spec {
-        key: "allow_other",
-        value: None,
-        help: "every user may read",
-        apply: |o, _| {
+        };
+    allow_other: bool = false,
+        option "allow_other",
+        "every user may read",
+        |o, _| {
             o.allow_other = true;
             Ok(())
-        },
-    },
-    Spec {
-        key: "allow_root",
-        value: None,
-        help: "the owner and root may read (libfuse's)",
-        apply: |o, _| {
+        };
+    /// `allow_root`: the owner and root may read.
+    allow_root: bool = false,
+        option "allow_root",
+        "the owner and root may read (libfuse's)",
+        |o, _| {
             o.allow_root = true;
             Ok(())
-        },
-    },
-    Spec {
-        key: "uid",
-        value: Some("N"),
-        help: "the owner shown (default: the mounting user)",
-        apply: |o, v| {
+        };
+    uid: Option<u32> = None,
+        option "uid" = "N",
+        "the owner shown (default: the mounting user)",
+        |o, v| {
             o.uid = Some(number(v, "uid")?);
             Ok(())
-        },
-    },
-    Spec {
-        key: "gid",
-        value: Some("N"),
-        help: "the group shown (default: the mounting user's)",
-        apply: |o, v| {
+        };
+    gid: Option<u32> = None,
+        option "gid" = "N",
+        "the group shown (default: the mounting user's)",
+        |o, v| {
             o.gid = Some(number(v, "gid")?);
             Ok(())
-        },
-    },
-    Spec {
-        key: "fsname",
-        value: Some("NAME"),
-        help: "the mount table's source column (libfuse's; default the source)",
-        apply: |o, v| {
+        };
+    /// `fsname=`: the source column of the mount table (else the source).
+    fsname: Option<String> = None,
+        option "fsname" = "NAME",
+        "the mount table's source column (libfuse's; default the source)",
+        |o, v| {
             o.fsname = Some(v.to_string());
             Ok(())
-        },
-    },
-    Spec {
-        key: "auto_unmount",
-        value: None,
-        help: "unmount when the daemon dies (libfuse's; needs fusermount3)",
-        apply: |o, _| {
+        };
+    /// `auto_unmount`: the kernel unmounts when the daemon dies (through fusermount3).
+    auto_unmount: bool = false,
+        option "auto_unmount",
+        "unmount when the daemon dies (libfuse's; needs fusermount3)",
+        |o, _| {
             o.auto_unmount = true;
             Ok(())
-        },
-    },
-    Spec {
-        key: "debug",
-        value: None,
-        help: "debug log, and stay in the foreground (libfuse's; also -d)",
-        apply: |o, _| {
+        };
+    /// `debug` (`-d`): the daemon logs at debug level.
+    debug: bool = false,
+        option "debug",
+        "debug log, and stay in the foreground (libfuse's; also -d)",
+        |o, _| {
             o.debug = true;
             Ok(())
-        },
-    },
-    Spec {
-        key: "endpoint",
-        value: Some("URL"),
-        help: "S3-compatible endpoint (else AWS_ENDPOINT_URL)",
-        apply: |o, v| {
+        };
+    /// Remote sources: `endpoint=`, `region=`, `profile=`.
+    endpoint: Option<String> = None,
+        option "endpoint" = "URL",
+        "S3-compatible endpoint (else AWS_ENDPOINT_URL)",
+        |o, v| {
             o.endpoint = Some(v.to_string());
             Ok(())
-        },
-    },
-    Spec {
-        key: "region",
-        value: Some("R"),
-        help: "S3 region (else AWS_REGION, ~/.aws/config)",
-        apply: |o, v| {
+        };
+    region: Option<String> = None,
+        option "region" = "R",
+        "S3 region (else AWS_REGION, ~/.aws/config)",
+        |o, v| {
             o.region = Some(v.to_string());
             Ok(())
-        },
-    },
-    Spec {
-        key: "profile",
-        value: Some("P"),
-        help: "profile of ~/.aws/credentials (else AWS_PROFILE); credentials from the environment",
-        apply: |o, v| {
+        };
+    profile: Option<String> = None,
+        option "profile" = "P",
+        "profile of ~/.aws/credentials (else AWS_PROFILE); credentials from the environment",
+        |o, v| {
             o.profile = Some(v.to_string());
             Ok(())
-        },
-    },
-    Spec {
-        key: "log",
-        value: Some("FILE"),
-        help: "the daemon's log (else $MODELFS_LOG, else syslog at /dev/log, else\n\
+        };
+    /// `log=FILE`: where the daemon's log goes (else `$MODELFS_LOG`, else nowhere).
+    log_file: Option<std::path::PathBuf> = None,
+        option "log" = "FILE",
+        "the daemon's log (else $MODELFS_LOG, else syslog at /dev/log, else\n\
                $XDG_STATE_HOME/modelfs/modelfs.log; mount says which)",
-        apply: |o, v| {
+        |o, v| {
             o.log_file = Some(v.into());
             Ok(())
-        },
-    },
-];
+        };
+}
 
 /// mount(8)/fstab conventions: accepted and implied (the mount is always read-only, nosuid,
 /// nodev) or meaningful only to mount(8) itself; also any `x-…` and `comment`.
