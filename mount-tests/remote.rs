@@ -442,7 +442,12 @@ fn s3_reads_cost_one_block_and_repeat_for_free() {
         "{:#?}",
         s3.requests("ckpt")
     );
-    assert_eq!(count("ckpt.index", "HEAD"), 1, "{:#?}", s3.requests("ckpt"));
+    // The size may come from the listing the mount's fingerprint made (no HEAD at all).
+    assert!(
+        count("ckpt.index", "HEAD") <= 1,
+        "{:#?}",
+        s3.requests("ckpt")
+    );
     assert!(
         count("ckpt.data", "HEAD") <= 1,
         "{:#?}",

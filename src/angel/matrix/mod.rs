@@ -37,8 +37,8 @@ use super::meta::{self, MatrixMeta, PartMeta};
 use super::region::Region;
 use super::stream::{Located, Parts, Segments};
 use crate::model::{
-    default_key_kind as model_key_kind, fill_dense_by_range, DType, Entries, KeyKind, Keyed,
-    ModelError, PartitionMeta, SourceFormat, Sparse, SparseRows, SparseShape, Tensor, TensorMeta,
+    default_key_kind as model_key_kind, fill_dense_by_range, DType, KeyKind, Keyed, ModelError,
+    PartitionMeta, SourceFormat, Sparse, SparseRows, Tensor, TensorMeta,
 };
 use crate::source::{identity_string, Memo, ReadAt};
 use crate::store::Store;
@@ -579,28 +579,6 @@ impl Tensor for AngelMatrix {
     }
 }
 
-impl Sparse for AngelMatrix {
-    fn sparse(&self) -> Result<Arc<SparseRows>, ModelError> {
-        self.entries()
-    }
-
-    fn sparse_shape(&self) -> Result<Arc<SparseShape>, ModelError> {
-        shape_of(self)
-    }
-
-    fn sparse_shape_is_cheap(&self) -> bool {
-        matches!(self.segments(), Ok(Some(_)))
-    }
-
-    fn read_entries(&self, first: u64, count: u64, out: &mut Entries) -> Result<(), ModelError> {
-        entries_of(self, first, count, out)
-    }
-
-    fn seek_col(&self, k: usize, col: i64) -> Result<u64, ModelError> {
-        seek_of(self, k, col)
-    }
-}
-
 impl Keyed for AngelMatrix {
     /// Feature ids are what Angel keys by, and they are column ids: a column format's records,
     /// a one-row matrix's entries (an LR), a matrix whose rows are too wide to be one answer
@@ -632,4 +610,4 @@ mod partition;
 mod ranged;
 
 pub(crate) use partition::AngelPartition;
-use ranged::{entries_of, seek_of, shape_of};
+use ranged::shape_of;

@@ -4,11 +4,9 @@
 use std::sync::{Arc, OnceLock};
 
 use super::super::stream::Segments;
-use super::ranged::{entries_of, seek_of, shape_of, Ranged};
+use super::ranged::{shape_of, Ranged};
 use super::{matrix_error, Inner, MatrixFault};
-use crate::model::{
-    fill_dense_by_range, Entries, ModelError, Sparse, SparseRows, SparseShape, Tensor, TensorMeta,
-};
+use crate::model::{fill_dense_by_range, ModelError, Sparse, SparseRows, Tensor, TensorMeta};
 
 /// Partition `index` of a matrix (coordinates: see the module comment).
 pub(crate) struct AngelPartition {
@@ -66,29 +64,6 @@ impl Tensor for AngelPartition {
 
     fn as_sparse(&self) -> Option<&dyn Sparse> {
         Some(self)
-    }
-}
-
-impl Sparse for AngelPartition {
-    /// The partition's stored entries, in matrix coordinates (see the module comment).
-    fn sparse(&self) -> Result<Arc<SparseRows>, ModelError> {
-        self.global()
-    }
-
-    fn sparse_shape(&self) -> Result<Arc<SparseShape>, ModelError> {
-        shape_of(self)
-    }
-
-    fn sparse_shape_is_cheap(&self) -> bool {
-        matches!(self.segments(), Ok(Some(_)))
-    }
-
-    fn read_entries(&self, first: u64, count: u64, out: &mut Entries) -> Result<(), ModelError> {
-        entries_of(self, first, count, out)
-    }
-
-    fn seek_col(&self, k: usize, col: i64) -> Result<u64, ModelError> {
-        seek_of(self, k, col)
     }
 }
 

@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use super::super::stream::{Segments, Stream};
 use super::{AngelMatrix, Inner, MatrixFault};
-use crate::model::{entries_in, seek_col_in, Entries, ModelError, SparseRows, SparseShape};
+use crate::model::{
+    entries_in, seek_col_in, Entries, ModelError, Sparse, SparseRows, SparseShape, Tensor,
+};
 
 /// A matrix or one partition: its entries by range (`stream`), or, when its partitions must
 /// be merged, from the decoded whole.
@@ -15,6 +17,30 @@ pub(super) trait Ranged {
     fn parts(&self) -> &Inner;
     fn fault(&self, f: Arc<MatrixFault>) -> ModelError;
     fn elem_size(&self) -> usize;
+}
+
+/// A matrix's and a partition's stored entries are their ranged reads (a partition's in
+/// matrix coordinates: see `partition.rs`).
+impl<T: Ranged + Tensor> Sparse for T {
+    fn sparse(&self) -> Result<Arc<SparseRows>, ModelError> {
+        self.whole()
+    }
+
+    fn sparse_shape(&self) -> Result<Arc<SparseShape>, ModelError> {
+        shape_of(self)
+    }
+
+    fn sparse_shape_is_cheap(&self) -> bool {
+        matches!(self.segments(), Ok(Some(_)))
+    }
+
+    fn read_entries(&self, first: u64, count: u64, out: &mut Entries) -> Result<(), ModelError> {
+        entries_of(self, first, count, out)
+    }
+
+    fn seek_col(&self, k: usize, col: i64) -> Result<u64, ModelError> {
+        seek_of(self, k, col)
+    }
 }
 
 impl Ranged for AngelMatrix {
