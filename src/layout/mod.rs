@@ -7,8 +7,9 @@
 //!   tensor, and why not (`Unavailable`: strings in binary layouts, sparse beyond `max_dense`…).
 //! - `content(layout, tensor, ctx)` builds the file's content object. Neither decodes tensor
 //!   data nor renders text: that happens on the first `size` or `read_at`.
-//! - `FileContent::known_size` never does work; `size` is exact (a text layout may render once
-//!   to learn it); `read_at` serves any offset.
+//! - What a file gives the file system is the contract of `content.rs` (`FileContent`,
+//!   `Requester`, `LayoutError`); the whole-model views (`crate::views`) and statistics
+//!   (`crate::stats`) build on it from above, and nothing here knows them.
 
 use std::sync::Arc;
 
