@@ -8,8 +8,8 @@
 //! - `content(layout, tensor, ctx)` builds the file's content object. Neither decodes tensor
 //!   data nor renders text: that happens on the first `size` or `read_at`.
 //! - What a file gives the file system is the contract of `content.rs` (`FileContent`,
-//!   `Requester`, `LayoutError`); the whole-model views (`crate::views`) and statistics
-//!   (`crate::stats`) build on it from above, and nothing here knows them.
+//!   `Requester`, `LayoutError`); the whole-model views (`src/views/`) and statistics
+//!   (`src/stats/`) build on it from above, and nothing here knows them.
 
 use std::sync::Arc;
 
