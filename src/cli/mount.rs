@@ -254,7 +254,7 @@ fn serve(
     // Held until this process exits (after it has removed a mount point it made), so that
     // `modelfs umount` can wait for the end of the daemon, not only of the mount.
     ServingLock::take(mountpoint);
-    let sizes = start_notices(&tree, session.notifier());
+    let sizes = start_notices(&tree, session.notifier(), opts);
     // After the fork (a daemon's threads start in the daemon) and once changes can be told.
     if let Some(f) = follow {
         crate::fs::live::start(&tree, f);

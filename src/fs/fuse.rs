@@ -72,7 +72,16 @@ enum Notice {
 /// Starts the notices of a mount — its background size pass, and the rows the kernel is
 /// asked to let go of — sent from a thread of their own, never from inside a request (the
 /// kernel may wait on that request).
-pub(crate) fn start_notices(tree: &Arc<Tree>, notifier: fuser::Notifier) -> Arc<SizePass> {
+pub(crate) fn start_notices(
+    tree: &Arc<Tree>,
+    notifier: fuser::Notifier,
+    opts: &Options,
+) -> Arc<SizePass> {
+    tree.start_pushing(
+        Arc::new(StoreSink(notifier.clone())),
+        opts.ahead,
+        opts.threads,
+    );
     let (tx, rx) = std::sync::mpsc::channel::<Notice>();
     let spawned = std::thread::Builder::new()
         .name("modelfs-notify".into())
@@ -115,6 +124,15 @@ pub(crate) fn start_notices(tree: &Arc<Tree>, notifier: fuser::Notifier) -> Arc<
             let _ = tx.lock().map(|t| t.send(Notice::Inode(ino)));
         }),
     )
+}
+
+/// Pushed bytes go into the kernel's page cache of the file.
+struct StoreSink(fuser::Notifier);
+
+impl super::push::Sink for StoreSink {
+    fn store(&self, ino: u64, offset: u64, data: &[u8]) -> io::Result<()> {
+        self.0.store(INodeNo(ino), offset, data)
+    }
 }
 
 impl Notice {

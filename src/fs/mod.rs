@@ -22,6 +22,7 @@ pub(crate) mod live;
 #[cfg(test)]
 mod live_tests;
 pub(crate) mod names;
+pub(crate) mod push;
 pub(crate) mod sizing;
 #[cfg(test)]
 pub(crate) mod testing;

@@ -219,6 +219,8 @@ pub(crate) struct Tree {
     on_evict: OnceLock<EvictListener>,
     /// Entries and inodes the kernel should drop after the source changed.
     on_changed: OnceLock<ChangeListener>,
+    /// Fills the kernel's page cache ahead of readers (a mount only).
+    push: OnceLock<super::push::Pusher>,
 }
 
 /// Told what the kernel should drop after the source changed: entries (parent, name) and
@@ -239,7 +241,16 @@ impl Tree {
             on_learnt: OnceLock::new(),
             on_evict: OnceLock::new(),
             on_changed: OnceLock::new(),
+            push: OnceLock::new(),
         }
+    }
+
+    /// Starts filling the kernel's page cache ahead of readers (`fs::push`), at most `ahead`
+    /// bytes ahead, from `threads` threads storing into `sink`. Once per tree.
+    pub(crate) fn start_pushing(&self, sink: Arc<dyn super::push::Sink>, ahead: u64, threads: usize) {
+        let pusher = super::push::Pusher::new(ahead);
+        pusher.start(sink, threads);
+        let _ = self.push.set(pusher);
     }
 
     /// The model shown now.

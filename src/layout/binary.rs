@@ -61,8 +61,18 @@ impl RawElements {
             return Ok(Bytes::new());
         }
         let w = self.width() as u64;
-        if self.map == ElemMap::Same && offset % w == 0 && len as u64 % w == 0 {
-            return Ok(self.tensor.read(offset / w, len)?);
+        if self.map == ElemMap::Same {
+            // The whole elements that cover the range (a view where the source lends one),
+            // cut to it: a file whose elements start at an odd offset (a view's member) reads
+            // as cheaply as one whose elements are aligned.
+            let first = offset / w;
+            let last = (offset + len as u64).div_ceil(w);
+            let covering = usize::try_from((last - first) * w)
+                .map_err(|_| LayoutError::Overflow("read length"))?;
+            let got = self.tensor.read(first, covering)?;
+            let from = (offset - first * w) as usize;
+            debug_assert!(from + len <= got.len());
+            return Ok(got.slice(from..from + len));
         }
         scratch::filled(len, |buf| self.read_at(offset, buf))
     }

@@ -139,6 +139,17 @@ options! {
                 .ok_or_else(|| OptionError("threads= takes 1..1024".into()))?;
             Ok(())
         };
+    /// `ahead=SIZE`: how far the daemon fills the kernel's page cache ahead of a reader
+    /// (`fs::push`); 0 = off.
+    ahead: u64 = 1 << 30,
+        option "ahead" = "SIZE",
+        "page cache filled ahead of a reader, by threads of the daemon: a window ahead of\n\
+               a sequential reader, a file up to this size whole for a reader that jumps\n\
+               about (default 1G; 0: off)",
+        |o, v| {
+            o.ahead = size(v)?;
+            Ok(())
+        };
     cache_bytes: u64 = 256 << 20,
         option "cache" = "SIZE",
         "memory for rendered text and fetched blocks (default 256M)",

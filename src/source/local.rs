@@ -2,6 +2,7 @@
 //! `source`), and the local file system as a `Storage`.
 
 use std::borrow::Cow;
+use std::cell::Cell;
 use std::ffi::OsString;
 use std::fmt;
 use std::fs::File;
@@ -13,7 +14,9 @@ use std::time::{Duration, Instant, SystemTime};
 
 use memmap2::Mmap;
 
-use super::{checked_range, sigbus, EntryKind, FileIdentity, ReadAt, SourceError, Storage};
+use bytes::Bytes;
+
+use super::{checked_range, scratch, sigbus, EntryKind, FileIdentity, ReadAt, SourceError, Storage};
 
 /// The local file system.
 #[derive(Debug)]
@@ -69,7 +72,7 @@ pub(crate) struct MmapFile {
     /// Registered with the SIGBUS handler; declared before `map` so it is dropped (and the
     /// region unregistered) before the mapping is unmapped.
     guard: Option<sigbus::Guard>,
-    map: Option<Mmap>, // None for an empty file (an empty mapping is not allowed)
+    map: Option<Arc<Mmap>>, // None for an empty file (an empty mapping is not allowed)
     /// The opened file, for `fstat` in `check_consistent`.
     file: File,
     identity: FileIdentity,
@@ -113,7 +116,7 @@ impl MmapFile {
             // SAFETY: the mapping is read-only; the file may change underneath, which
             // `check_unchanged` detects before every read (see the module comment).
             let map = unsafe { Mmap::map(&file) }.map_err(|e| SourceError::io(path, e))?;
-            Some(map)
+            Some(Arc::new(map))
         };
         let guard = map.as_ref().map(|m| sigbus::register(m.as_ptr(), m.len()));
         Ok(MmapFile {
@@ -131,6 +134,56 @@ impl MmapFile {
     }
 }
 
+thread_local! {
+    static LENDING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `f` with reads of mapped files answered by views of the mapping instead of copies:
+/// for a thread that hands the bytes to the kernel (a page-cache push), which then copies
+/// them once. Such a view must not outlive its use: a file cut short underneath makes the
+/// kernel's copy fail (EFAULT), which only a push may shrug off.
+pub(crate) fn lending<R>(f: impl FnOnce() -> R) -> R {
+    struct Reset(bool);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            LENDING.with(|l| l.set(self.0));
+        }
+    }
+    let _reset = Reset(LENDING.with(|l| l.replace(true)));
+    f()
+}
+
+/// Bytes of a mapping, keeping it mapped.
+struct Lent {
+    map: Arc<Mmap>,
+    range: std::ops::Range<usize>,
+}
+
+impl AsRef<[u8]> for Lent {
+    fn as_ref(&self) -> &[u8] {
+        &self.map[self.range.clone()]
+    }
+}
+
+impl MmapFile {
+    /// Counts `len` bytes handed out; every `DROP_MAPPED_EVERY` bytes the mapping's pages are
+    /// dropped from the process.
+    fn dropping_pages(&self, len: usize) {
+        let before = self
+            .read_since_drop
+            .fetch_add(len as u64, Ordering::Relaxed);
+        if before + len as u64 >= DROP_MAPPED_EVERY && before < DROP_MAPPED_EVERY {
+            self.read_since_drop.store(0, Ordering::Relaxed);
+            if let Some(map) = &self.map {
+                // SAFETY: the mapping is shared, read-only and of an unchanged file (checked
+                // by the caller): dropped pages fault back in with the same bytes, so slices
+                // other threads hold stay valid and keep their contents.
+                let _ = unsafe { map.unchecked_advise(memmap2::UncheckedAdvice::DontNeed) };
+            }
+        }
+    }
+}
+
 impl ReadAt for MmapFile {
     fn size(&self) -> u64 {
         self.identity.size
@@ -144,6 +197,17 @@ impl ReadAt for MmapFile {
     fn identity(&self) -> Option<FileIdentity> {
         Some(self.identity)
     }
+    /// A view of the mapping on a thread that lends (`lending`), else a copy (`pread`).
+    fn read(&self, offset: u64, len: usize) -> Result<Bytes, SourceError> {
+        if !LENDING.with(Cell::get) || len == 0 {
+            return scratch::filled(len, |out| self.read_into(offset, out).map(|()| len));
+        }
+        let range = checked_range(&self.name, offset, len, self.size())?;
+        self.check_unchanged()?;
+        let map = Arc::clone(self.map.as_ref().expect("non-empty range implies a mapping"));
+        self.dropping_pages(len);
+        Ok(Bytes::from_owner(Lent { map, range }))
+    }
     fn read_at(&self, offset: u64, len: usize) -> Result<Cow<'_, [u8]>, SourceError> {
         let range = checked_range(&self.name, offset, len, self.size())?;
         if len == 0 {
@@ -154,16 +218,7 @@ impl ReadAt for MmapFile {
             .map
             .as_ref()
             .expect("non-empty range implies a mapping");
-        let before = self
-            .read_since_drop
-            .fetch_add(len as u64, Ordering::Relaxed);
-        if before + len as u64 >= DROP_MAPPED_EVERY && before < DROP_MAPPED_EVERY {
-            self.read_since_drop.store(0, Ordering::Relaxed);
-            // SAFETY: the mapping is shared, read-only and of an unchanged file (checked
-            // above): dropped pages fault back in with the same bytes, so slices other threads
-            // hold stay valid and keep their contents.
-            let _ = unsafe { map.unchecked_advise(memmap2::UncheckedAdvice::DontNeed) };
-        }
+        self.dropping_pages(len);
         Ok(Cow::Borrowed(&map[range]))
     }
     /// Pieces of `DROP_MAPPED_EVERY` bytes, each unmapped from the process once visited: a

@@ -26,7 +26,7 @@ pub(crate) mod scratch;
 pub use memo::{is_transient, Flight, Memo};
 mod sigbus;
 
-pub(crate) use local::LocalStorage;
+pub(crate) use local::{lending, LocalStorage};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {

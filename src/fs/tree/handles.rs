@@ -18,6 +18,7 @@ use bytes::Bytes;
 
 use super::{Ino, OpenMode, Opened, Tree};
 use crate::fs::error::FsError;
+use crate::fs::push::Follow;
 use crate::layout::Requester;
 use crate::source::cursor::Cursor;
 
@@ -29,6 +30,10 @@ struct Handle {
     ino: Ino,
     opened: Arc<Opened>,
     cursor: Arc<Cursor>,
+    /// Its reader's pattern, for pushing ahead of it (`fs::push`).
+    follow: Follow,
+    /// Held while open: pushes for a closed file are dropped.
+    live: Arc<()>,
 }
 
 /// The open files of a tree.
@@ -88,6 +93,8 @@ impl Tree {
             ino,
             opened,
             cursor: Arc::default(),
+            follow: Follow::default(),
+            live: Arc::new(()),
         });
         let mut open = self.handles.open.lock().unwrap_or_else(|e| e.into_inner());
         debug_assert!(fh != 0 && !open.contains_key(&fh));
@@ -133,6 +140,12 @@ impl Tree {
             // A short read is the end of the file: the whole index has been learnt.
             if let Some(s) = o.content.known_size() {
                 self.set_size(h.ino, o, s);
+            }
+        }
+        if let (Some(size), Some(push)) = (size, self.push.get()) {
+            if !o.content.volatile() {
+                let end = offset + got.len() as u64;
+                push.follow(&h.follow, h.ino, &o.content, size, (offset, end), &h.live);
             }
         }
         Ok(got)
