@@ -17,6 +17,7 @@ mod firstlook;
 mod graphs;
 mod live;
 mod proxy;
+mod push;
 mod remote;
 mod robustness;
 mod rows;

@@ -16,7 +16,11 @@
 #                                  hash table (tensorflow-cpu writes it) and target 9's Angel embedding:
 #                                  index build, lookup p99, exactness, peak RSS,
 #                                  11 stats of the 1 GiB W and diff of two 1 GiB checkpoints vs verify,
-#                                  12 a directory gaining 500 checkpoints while mounted: ls, time to show, RSS
+#                                  12 a directory gaining 500 checkpoints while mounted: ls, time to show, RSS,
+#                                  13 loads through a fresh mount vs the same library on its own local file:
+#                                  safetensors, np.load of .npz, random rows by np.load(mmap_mode='r') (and
+#                                  bindfs), tf.train.load_checkpoint of .tf/ (model written by TensorFlow)
+#   TF_PYTHON=python3              target 13's python: numpy, safetensors and tensorflow-cpu
 #   SAVETXT_VALUES=2000000         values numpy.savetxt formats for its rate
 #   QUIET=1                        pause the kernel's DAMON page-out schemes for the run (root;
 #                                  restored at exit): on machines that page cold page cache out

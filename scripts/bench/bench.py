@@ -508,6 +508,14 @@ def main():
                                     mountpoint=mountpoint, mount=mount, umount=umount,
                                     daemon_of=daemon_of, add=add, log=log)
         bench_live(ctx)
+    if want(13):
+        import types
+        from loads import bench_loads
+        ctx = types.SimpleNamespace(WORK=WORK, RUNS=RUNS, env=Env("loads").env, run=run,
+                                    mountpoint=mountpoint, mount=mount, umount=umount,
+                                    bindfs_mount=bindfs_mount, bindfs_umount=bindfs_umount,
+                                    median=median, add=add, log=log)
+        bench_loads(ctx)
     if want(7):
         # Imported here: boto3 comes with moto[server], needed by this target only.
         import types

@@ -23,6 +23,8 @@ pub(crate) mod live;
 mod live_tests;
 pub(crate) mod names;
 pub(crate) mod push;
+#[cfg(test)]
+mod push_tests;
 pub(crate) mod sizing;
 #[cfg(test)]
 pub(crate) mod testing;

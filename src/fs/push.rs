@@ -5,9 +5,12 @@
 //!
 //! What is pushed follows what each open file's reader does (`Follow`):
 //! - a sequential reader (safetensors' mmap faults, a zip member read in order, `cat`) gets
-//!   a window ahead of it that doubles up to `WINDOW_MAX`, never beyond `ahead=`;
-//! - a reader that jumps about (rows through `np.load(mmap_mode='r')`) in a file no larger
-//!   than `ahead=` gets the whole file, once per file;
+//!   a window ahead of it twice as long as its run of reads so far (`WINDOW_MIN` to
+//!   `WINDOW_MAX`, never beyond `ahead=`);
+//! - a reader that jumps about (rows through `np.load(mmap_mode='r')`, TensorFlow reading
+//!   tensors in its own order) in a file no larger than `ahead=` gets the whole file, once
+//!   per open file, from where it is first;
+//! - each chunk of a file is queued once while the file is open, whoever asked;
 //! - bytes a view computes anyway for the whole file (the `.npz` CRC pass) are offered and
 //!   stored where they belong (`offer`), so nothing is read twice.
 //!
@@ -22,7 +25,7 @@
 //! - Work queued is bounded (`QUEUE_MAX` bytes); past it a push is dropped, never waited for.
 //!   A push of a file closed meanwhile is dropped.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
 
@@ -45,6 +48,8 @@ const JUMPS_FOR_WHOLE: u32 = 3;
 /// Bytes of queued pushes, at most (the queue holds what to read, not the bytes: this bounds
 /// the work ahead, which `ahead=` bounds per reader).
 const QUEUE_MAX: u64 = 64 << 30;
+/// Bytes offered and held in the queue, at most (some are copies: memory of the daemon's).
+const OFFERED_MAX: u64 = 64 << 20;
 /// A read that starts this close to where the last one ended still follows it: the kernel
 /// sends a reader's read-ahead requests on several threads, so they arrive a little out of
 /// order.
@@ -61,34 +66,41 @@ pub(crate) trait Sink: Send + Sync {
 #[derive(Default)]
 pub(crate) struct Follow {
     state: Mutex<FollowState>,
+    chunks: Arc<Chunks>,
 }
 
 #[derive(Default)]
 struct FollowState {
-    /// Where the last read ended.
+    /// Where the last read ended, and where the reader's sequential run started.
     last_end: u64,
+    run_start: u64,
     window: u64,
     jumps: u32,
     /// The file was queued whole.
     whole: bool,
-    /// A bit per `CHUNK` of the file queued already (grown as far as needed).
-    queued: Vec<u64>,
 }
 
-impl FollowState {
+/// The chunks of one file queued or offered already, shared by its open handles: a bit per
+/// `CHUNK`, grown as far as needed. (Forgotten with the file's last handle: pages the kernel
+/// dropped meanwhile may be pushed again by a later reader.)
+#[derive(Default)]
+struct Chunks(Mutex<Vec<u64>>);
+
+impl Chunks {
     /// The chunks of `[from, to)` not queued yet, marked queued now.
-    fn claim(&mut self, from: u64, to: u64) -> Vec<u64> {
+    fn claim(&self, from: u64, to: u64) -> Vec<u64> {
         let mut fresh = Vec::new();
         if to <= from {
             return fresh;
         }
+        let mut bits = self.0.lock().unwrap_or_else(|e| e.into_inner());
         for c in from / CHUNK..=(to - 1) / CHUNK {
             let (word, bit) = ((c / 64) as usize, c % 64);
-            if self.queued.len() <= word {
-                self.queued.resize(word + 1, 0);
+            if bits.len() <= word {
+                bits.resize(word + 1, 0);
             }
-            if self.queued[word] & (1 << bit) == 0 {
-                self.queued[word] |= 1 << bit;
+            if bits[word] & (1 << bit) == 0 {
+                bits[word] |= 1 << bit;
                 fresh.push(c);
             }
         }
@@ -141,6 +153,8 @@ struct Queue {
     next: VecDeque<Work>,
     later: VecDeque<Work>,
     bytes: u64,
+    /// Bytes of `Work::Store` held.
+    offered: u64,
     closed: bool,
 }
 
@@ -157,6 +171,8 @@ struct Shared {
     ready: Condvar,
     /// Bytes stored, for tests and the log.
     stored: AtomicU64,
+    /// Each open file's chunks queued (`Follow::chunks`).
+    files: Mutex<HashMap<Ino, Weak<Chunks>>>,
 }
 
 impl Pusher {
@@ -169,6 +185,7 @@ impl Pusher {
                 queue: Mutex::default(),
                 ready: Condvar::new(),
                 stored: AtomicU64::new(0),
+                files: Mutex::default(),
             }),
         }
     }
@@ -187,6 +204,27 @@ impl Pusher {
             if let Err(e) = spawned {
                 log::warn!("no push thread ({e})");
             }
+        }
+    }
+
+    /// The state of a new open of file `ino`: its own pattern, the file's chunks.
+    pub(crate) fn follower(&self, ino: Ino) -> Follow {
+        let mut files = self.shared.files.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(chunks) = files.get(&ino).and_then(Weak::upgrade) {
+            return Follow {
+                state: Mutex::default(),
+                chunks,
+            };
+        }
+        // Closed files' entries go when the map has doubled since the last sweep.
+        if files.len() >= 64 && files.len().is_power_of_two() {
+            files.retain(|_, c| c.strong_count() > 0);
+        }
+        let chunks = Arc::new(Chunks::default());
+        files.insert(ino, Arc::downgrade(&chunks));
+        Follow {
+            state: Mutex::default(),
+            chunks,
         }
     }
 
@@ -221,18 +259,23 @@ impl Pusher {
                 && offset.saturating_add(SLACK) >= s.last_end;
             if follows {
                 s.last_end = s.last_end.max(end);
-                s.window = (s.window * 2).clamp(WINDOW_MIN, WINDOW_MAX.min(ahead));
+                // Twice what the run has read so far, as the kernel's read-ahead grows.
+                let run = s.last_end - s.run_start.min(s.last_end);
+                s.window = run
+                    .saturating_mul(2)
+                    .clamp(WINDOW_MIN, WINDOW_MAX.min(ahead).max(WINDOW_MIN));
                 let (from, to) = (s.last_end, s.last_end.saturating_add(s.window).min(size));
-                (s.claim(from, to), Urgency::Next)
+                (follow.chunks.claim(from, to), Urgency::Next)
             } else {
                 s.jumps = s.jumps.saturating_add(1);
                 s.last_end = end;
+                s.run_start = offset;
                 s.window = 0;
                 if s.jumps >= JUMPS_FOR_WHOLE && size <= ahead && !s.whole {
                     s.whole = true;
                     // From where the reader is, then the part before it.
-                    let mut c = s.claim(end, size);
-                    c.extend(s.claim(0, end));
+                    let mut c = follow.chunks.claim(end, size);
+                    c.extend(follow.chunks.claim(0, end));
                     (c, Urgency::Later)
                 } else {
                     (Vec::new(), Urgency::Later)
@@ -273,6 +316,17 @@ impl Pusher {
             return;
         }
         let bytes = bytes.slice((first - at) as usize..(last - at) as usize);
+        let chunks = self
+            .shared
+            .files
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&ino)
+            .and_then(Weak::upgrade);
+        if let Some(chunks) = chunks {
+            // Readers' windows need not read these again.
+            chunks.claim(first, last);
+        }
         let offered = Work::Store(Offered {
             ino,
             at: first,
@@ -297,18 +351,17 @@ impl Shared {
     /// Queues `work`, as much of it as fits under `QUEUE_MAX`.
     fn put(&self, work: Vec<Work>, urgency: Urgency) {
         let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
-        let room = QUEUE_MAX.saturating_sub(q.bytes);
-        let mut taken = 0u64;
-        let work: Vec<Work> = work
-            .into_iter()
-            .take_while(|w| {
-                taken += w.len();
-                taken <= room
-            })
-            .collect();
-        for w in work.iter() {
+        let mut kept = Vec::with_capacity(work.len());
+        for w in work {
+            let held = matches!(w, Work::Store(_)) as u64 * w.len();
+            if q.bytes + w.len() > QUEUE_MAX || q.offered + held > OFFERED_MAX {
+                break;
+            }
             q.bytes += w.len();
+            q.offered += held;
+            kept.push(w);
         }
+        let work = kept;
         match urgency {
             Urgency::Next => q.next.extend(work),
             Urgency::Later => q.later.extend(work),
@@ -325,6 +378,9 @@ impl Shared {
             }
             if let Some(w) = q.next.pop_front().or_else(|| q.later.pop_front()) {
                 q.bytes -= w.len();
+                if let Work::Store(_) = w {
+                    q.offered -= w.len();
+                }
                 return Some(w);
             }
             q = self.ready.wait(q).unwrap_or_else(|e| e.into_inner());

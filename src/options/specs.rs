@@ -141,11 +141,11 @@ options! {
         };
     /// `ahead=SIZE`: how far the daemon fills the kernel's page cache ahead of a reader
     /// (`fs::push`); 0 = off.
-    ahead: u64 = 1 << 30,
+    ahead: u64 = 4 << 30,
         option "ahead" = "SIZE",
         "page cache filled ahead of a reader, by threads of the daemon: a window ahead of\n\
                a sequential reader, a file up to this size whole for a reader that jumps\n\
-               about (default 1G; 0: off)",
+               about (default 4G; 0: off)",
         |o, v| {
             o.ahead = size(v)?;
             Ok(())

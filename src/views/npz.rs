@@ -18,6 +18,7 @@ use crate::layout::concat::ConcatBuilder;
 use crate::layout::held::{Made, Make};
 use crate::layout::{generic, pool, FileContent, LayoutCtx, LayoutError, Requester};
 use crate::model::{ModelError, Tensor};
+use crate::source::lending;
 use crate::store::{Crc, Store};
 
 pub(crate) const FILE: &str = ".npz";
@@ -86,17 +87,24 @@ impl Archive {
             Some(c) => c,
             None => {
                 let mut h = crc32fast::Hasher::new();
+                // Where the member's bytes sit in the archive: each piece read for the sum is
+                // offered to the reader's page cache there (`Requester::offer`), so the load
+                // that follows reads none of them again. Pieces end on `CRC_CHUNK` boundaries
+                // of the archive, so that all but a member's first and last are whole pages.
+                let base = m.at + m.local_header_len();
                 let mut at = 0u64;
                 while at < m.size {
                     if req.gone() {
                         return Err(LayoutError::Interrupted);
                     }
-                    let want = (m.size - at).min(CRC_CHUNK as u64) as usize;
-                    let got = m.npy.read(at, want, req)?;
+                    let boundary = (base + at) / CRC_CHUNK as u64 * CRC_CHUNK as u64;
+                    let want = (boundary + CRC_CHUNK as u64 - base - at).min(m.size - at) as usize;
+                    let got = lending(|| m.npy.read(at, want, req))?;
                     if got.is_empty() {
                         return Err(LayoutError::Internal("short member read"));
                     }
                     h.update(&got);
+                    req.offer(base + at, &got);
                     at += got.len() as u64;
                 }
                 let c = h.finalize();

@@ -30,8 +30,9 @@ struct Handle {
     ino: Ino,
     opened: Arc<Opened>,
     cursor: Arc<Cursor>,
-    /// Its reader's pattern, for pushing ahead of it (`fs::push`).
-    follow: Follow,
+    /// Its reader's pattern, for pushing ahead of it (`fs::push`); `None` unless the kernel
+    /// caches its pages (a push into a file whose size it does not know would set one).
+    follow: Option<Follow>,
     /// Held while open: pushes for a closed file are dropped.
     live: Arc<()>,
 }
@@ -93,7 +94,11 @@ impl Tree {
             ino,
             opened,
             cursor: Arc::default(),
-            follow: Follow::default(),
+            follow: self
+                .push
+                .get()
+                .filter(|_| mode == OpenMode::Cached)
+                .map(|p| p.follower(ino)),
             live: Arc::new(()),
         });
         let mut open = self.handles.open.lock().unwrap_or_else(|e| e.into_inner());
@@ -142,11 +147,9 @@ impl Tree {
                 self.set_size(h.ino, o, s);
             }
         }
-        if let (Some(size), Some(push)) = (size, self.push.get()) {
-            if !o.content.volatile() {
-                let end = offset + got.len() as u64;
-                push.follow(&h.follow, h.ino, &o.content, size, (offset, end), &h.live);
-            }
+        if let (Some(size), Some(push), Some(follow)) = (size, self.push.get(), &h.follow) {
+            let end = offset + got.len() as u64;
+            push.follow(follow, h.ino, &o.content, size, (offset, end), &h.live);
         }
         Ok(got)
     }
