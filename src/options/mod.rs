@@ -266,7 +266,7 @@ mod tests {
                 "angel_format=" => "ColIdValueBinaryRowFormat".to_string(),
                 "text_size=" => "exact".to_string(),
                 "threads=" | "uid=" | "gid=" => "2".to_string(),
-                "max_dense=" | "cache=" | "cache_max=" => "1M".to_string(),
+                "max_dense=" | "cache=" | "cache_max=" | "ahead=" => "1M".to_string(),
                 "cache_dir=" => tmp.path().display().to_string(),
                 "verify=" => "none".to_string(),
                 "refresh=" => "2.5".to_string(),
