@@ -31,9 +31,11 @@ use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
 
 use bytes::Bytes;
 
-use super::tree::Ino;
 use crate::layout::{FileContent, Patient};
 use crate::source::lending;
+
+/// An inode number (as `tree` hands them out).
+type Ino = u64;
 
 /// The kernel's page size (stores start on pages).
 const PAGE: u64 = 4096;

@@ -67,8 +67,15 @@ fn check_stores(rec: &Recorder, bytes: &Bytes) {
         assert_eq!(*ino, INO);
         assert_eq!(at % 4096, 0, "a store at {at}");
         let end = *at as usize + d.len();
-        assert!(d.len() % 4096 == 0 || end == bytes.len(), "a store of {}", d.len());
-        assert!(d[..] == bytes[*at as usize..end], "bytes stored at {at} differ");
+        assert!(
+            d.len() % 4096 == 0 || end == bytes.len(),
+            "a store of {}",
+            d.len()
+        );
+        assert!(
+            d[..] == bytes[*at as usize..end],
+            "bytes stored at {at} differ"
+        );
     }
     let spans = rec.covered();
     for w in spans.windows(2) {
@@ -148,7 +155,14 @@ fn pushes_for_a_closed_file_are_dropped_and_ahead_0_pushes_nothing() {
     let live = Arc::new(());
     let follow = off.follower(INO);
     for i in 0..8u64 {
-        off.follow(&follow, INO, &c, 64 * MIB, (i * 4096, (i + 1) * 4096), &live);
+        off.follow(
+            &follow,
+            INO,
+            &c,
+            64 * MIB,
+            (i * 4096, (i + 1) * 4096),
+            &live,
+        );
     }
     off.offer(INO, 0, Bytes::from(vec![0u8; 1 << 20]));
     settle(&off, 0);
@@ -174,5 +188,10 @@ fn offered_bytes_are_stored_in_whole_pages_and_not_read_again() {
     }
     settle(&p, 8 * MIB - 4096);
     let spans = rec.covered();
-    assert!(spans.iter().all(|s| s.0 >= 4 * MIB || s == &(4096, 4 * MIB)), "{spans:?}");
+    assert!(
+        spans
+            .iter()
+            .all(|s| s.0 >= 4 * MIB || s == &(4096, 4 * MIB)),
+        "{spans:?}"
+    );
 }

@@ -247,7 +247,12 @@ impl Tree {
 
     /// Starts filling the kernel's page cache ahead of readers (`fs::push`), at most `ahead`
     /// bytes ahead, from `threads` threads storing into `sink`. Once per tree.
-    pub(crate) fn start_pushing(&self, sink: Arc<dyn super::push::Sink>, ahead: u64, threads: usize) {
+    pub(crate) fn start_pushing(
+        &self,
+        sink: Arc<dyn super::push::Sink>,
+        ahead: u64,
+        threads: usize,
+    ) {
         let pusher = super::push::Pusher::new(ahead);
         pusher.start(sink, threads);
         let _ = self.push.set(pusher);

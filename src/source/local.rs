@@ -16,7 +16,9 @@ use memmap2::Mmap;
 
 use bytes::Bytes;
 
-use super::{checked_range, scratch, sigbus, EntryKind, FileIdentity, ReadAt, SourceError, Storage};
+use super::{
+    checked_range, scratch, sigbus, EntryKind, FileIdentity, ReadAt, SourceError, Storage,
+};
 
 /// The local file system.
 #[derive(Debug)]
@@ -204,7 +206,11 @@ impl ReadAt for MmapFile {
         }
         let range = checked_range(&self.name, offset, len, self.size())?;
         self.check_unchanged()?;
-        let map = Arc::clone(self.map.as_ref().expect("non-empty range implies a mapping"));
+        let map = Arc::clone(
+            self.map
+                .as_ref()
+                .expect("non-empty range implies a mapping"),
+        );
         self.dropping_pages(len);
         Ok(Bytes::from_owner(Lent { map, range }))
     }
