@@ -37,12 +37,19 @@ pub(crate) fn mount(
     // A mount point modelfs created is removed again when the mount ends (or fails).
     let _created = Created(created.then(|| mountpoint.clone()));
     let fsname = fsname_for(&super::absolute_source(source));
+    let remote = crate::source::remote::is_remote(&source.to_string_lossy());
     // A remote source is opened once, by the process that serves it: a runtime's threads
     // would not survive the fork, and opening it twice would cost its requests twice. The
     // child reports a failure to open it (exit 2 and the reason) as the parent would.
     if foreground {
         let tree = build_mount_tree(source, &opts)?;
-        let served = serve(tree, &mountpoint, &opts, &fsname, Notifier::foreground());
+        let served = serve(
+            tree,
+            &mountpoint,
+            &opts,
+            (&fsname, remote),
+            Notifier::foreground(),
+        );
         drop(_created);
         ServingLock::release(&mountpoint);
         return served;
@@ -81,7 +88,9 @@ pub(crate) fn mount(
                 Some(t) => Ok(t),
                 None => build_mount_tree(source, &opts).map_err(|f| notifier.failed(f)),
             };
-            let status = match tree.and_then(|t| serve(t, &mountpoint, &opts, &fsname, notifier)) {
+            let status = match tree
+                .and_then(|t| serve(t, &mountpoint, &opts, (&fsname, remote), notifier))
+            {
                 Ok(()) => 0,
                 Err(f) => {
                     if let Some(m) = &f.message {
@@ -223,7 +232,7 @@ fn serve(
     (tree, follow): (Arc<Tree>, Option<Follow>),
     mountpoint: &Path,
     opts: &Options,
-    fsname: &str,
+    (fsname, remote): (&str, bool),
     mut notifier: Notifier,
 ) -> Result<(), Failure> {
     if !Path::new("/dev/fuse").exists() {
@@ -254,7 +263,7 @@ fn serve(
     // Held until this process exits (after it has removed a mount point it made), so that
     // `modelfs umount` can wait for the end of the daemon, not only of the mount.
     ServingLock::take(mountpoint);
-    let sizes = start_notices(&tree, session.notifier(), opts);
+    let sizes = start_notices(&tree, session.notifier(), opts, remote);
     // After the fork (a daemon's threads start in the daemon) and once changes can be told.
     if let Some(f) = follow {
         crate::fs::live::start(&tree, f);

@@ -72,16 +72,22 @@ enum Notice {
 /// Starts the notices of a mount — its background size pass, and the rows the kernel is
 /// asked to let go of — sent from a thread of their own, never from inside a request (the
 /// kernel may wait on that request).
+/// A remote source's mount pushes nothing: its own stream reads ahead of a sequential reader
+/// (one request for the rest of the object, `source::remote`), and pushing ahead would cost
+/// downloads a reader may never want.
 pub(crate) fn start_notices(
     tree: &Arc<Tree>,
     notifier: fuser::Notifier,
     opts: &Options,
+    remote: bool,
 ) -> Arc<SizePass> {
-    tree.start_pushing(
-        Arc::new(StoreSink(notifier.clone())),
-        opts.ahead,
-        opts.threads,
-    );
+    if !remote {
+        tree.start_pushing(
+            Arc::new(StoreSink(notifier.clone())),
+            (opts.ahead, opts.ahead),
+            opts.threads,
+        );
+    }
     let (tx, rx) = std::sync::mpsc::channel::<Notice>();
     let spawned = std::thread::Builder::new()
         .name("modelfs-notify".into())

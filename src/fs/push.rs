@@ -32,6 +32,7 @@ use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
 use bytes::Bytes;
 
 use crate::layout::{FileContent, Patient};
+use crate::source::cursor::Cursor;
 use crate::source::lending;
 
 /// An inode number (as `tree` hands them out).
@@ -113,6 +114,8 @@ impl Chunks {
 /// A push: `[at, end)` of `content`, for file `ino`, while its opener holds `live`.
 struct Job {
     ino: Ino,
+    /// The reader's cursor: a remote source's stream serves the push as it would the reader.
+    cursor: Arc<Cursor>,
     content: Arc<dyn FileContent>,
     at: u64,
     end: u64,
@@ -166,8 +169,11 @@ pub(crate) struct Pusher {
 }
 
 struct Shared {
-    /// The most bytes pushed ahead of one reader, and the largest file pushed whole (`ahead=`).
+    /// The most bytes pushed ahead of one reader (`ahead=`).
     ahead: u64,
+    /// The largest file pushed whole (`ahead=` for a local source; 0 for a remote one, whose
+    /// bytes cost a download each).
+    whole_max: u64,
     sink: OnceLock<Arc<dyn Sink>>,
     queue: Mutex<Queue>,
     ready: Condvar,
@@ -179,10 +185,11 @@ struct Shared {
 
 impl Pusher {
     /// A pusher that pushes nothing until `start` gives it a sink.
-    pub(crate) fn new(ahead: u64) -> Pusher {
+    pub(crate) fn new(ahead: u64, whole_max: u64) -> Pusher {
         Pusher {
             shared: Arc::new(Shared {
                 ahead,
+                whole_max: whole_max.min(ahead),
                 sink: OnceLock::new(),
                 queue: Mutex::default(),
                 ready: Condvar::new(),
@@ -249,7 +256,7 @@ impl Pusher {
         content: &Arc<dyn FileContent>,
         size: u64,
         (offset, end): (u64, u64),
-        live: &Arc<()>,
+        (live, cursor): (&Arc<()>, &Arc<Cursor>),
     ) {
         if !self.on() {
             return;
@@ -273,7 +280,7 @@ impl Pusher {
                 s.last_end = end;
                 s.run_start = offset;
                 s.window = 0;
-                if s.jumps >= JUMPS_FOR_WHOLE && size <= ahead && !s.whole {
+                if s.jumps >= JUMPS_FOR_WHOLE && size <= self.shared.whole_max && !s.whole {
                     s.whole = true;
                     // From where the reader is, then the part before it.
                     let mut c = follow.chunks.claim(end, size);
@@ -293,6 +300,7 @@ impl Pusher {
                 let at = c * CHUNK;
                 Work::Read(Job {
                     ino,
+                    cursor: Arc::clone(cursor),
                     content: Arc::clone(content),
                     at,
                     end: (at + CHUNK).min(size),
@@ -403,6 +411,7 @@ impl Shared {
                     }
                     debug_assert!(j.at % PAGE == 0 && j.end > j.at);
                     let len = (j.end - j.at) as usize;
+                    let _reading = j.cursor.enter();
                     match lending(|| j.content.read(j.at, len, &Patient)) {
                         Ok(b) if !b.is_empty() => (j.ino, j.at, b),
                         Ok(_) => continue,

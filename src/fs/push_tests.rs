@@ -8,6 +8,7 @@ use bytes::Bytes;
 use super::push::{Pusher, Sink};
 use crate::layout::held::Whole;
 use crate::layout::FileContent;
+use crate::source::cursor::Cursor;
 
 const MIB: u64 = 1 << 20;
 const INO: u64 = 7;
@@ -46,7 +47,7 @@ fn content(len: usize) -> (Bytes, Arc<dyn FileContent>) {
 }
 
 fn pusher(ahead: u64) -> (Pusher, Arc<Recorder>) {
-    let p = Pusher::new(ahead);
+    let p = Pusher::new(ahead, ahead);
     let rec = Arc::new(Recorder::default());
     p.start(rec.clone(), 2);
     (p, rec)
@@ -88,10 +89,18 @@ fn a_sequential_reader_gets_a_window_ahead_and_no_byte_twice() {
     let (bytes, c) = content(64 * MIB as usize);
     let (p, rec) = pusher(1 << 30);
     let live = Arc::new(());
+    let cursor = Arc::new(Cursor::default());
     let follow = p.follower(INO);
     for i in 0..8u64 {
         let at = i * 128 * 1024;
-        p.follow(&follow, INO, &c, 64 * MIB, (at, at + 128 * 1024), &live);
+        p.follow(
+            &follow,
+            INO,
+            &c,
+            64 * MIB,
+            (at, at + 128 * 1024),
+            (&live, &cursor),
+        );
     }
     settle(&p, 8 * MIB);
     check_stores(&rec, &bytes);
@@ -107,9 +116,10 @@ fn a_reader_that_jumps_about_gets_the_whole_file_once() {
     let size = bytes.len() as u64;
     let (p, rec) = pusher(1 << 30);
     let live = Arc::new(());
+    let cursor = Arc::new(Cursor::default());
     let follow = p.follower(INO);
     for at in [9 * MIB, MIB, 14 * MIB, 5 * MIB, 12 * MIB, 2 * MIB] {
-        p.follow(&follow, INO, &c, size, (at, at + 4096), &live);
+        p.follow(&follow, INO, &c, size, (at, at + 4096), (&live, &cursor));
     }
     settle(&p, size);
     check_stores(&rec, &bytes);
@@ -118,7 +128,7 @@ fn a_reader_that_jumps_about_gets_the_whole_file_once() {
     // A second open of the same file shares what was queued.
     let again = p.follower(INO);
     for at in [9 * MIB, MIB, 14 * MIB, 5 * MIB] {
-        p.follow(&again, INO, &c, size, (at, at + 4096), &live);
+        p.follow(&again, INO, &c, size, (at, at + 4096), (&live, &cursor));
     }
     settle(&p, size);
     assert_eq!(p.stored(), size, "pushed again for a second open");
@@ -129,9 +139,17 @@ fn a_file_bigger_than_ahead_is_not_pushed_whole() {
     let (_, c) = content(16 * MIB as usize);
     let (p, _) = pusher(8 * MIB);
     let live = Arc::new(());
+    let cursor = Arc::new(Cursor::default());
     let follow = p.follower(INO);
     for at in [9 * MIB, MIB, 14 * MIB, 5 * MIB, 12 * MIB] {
-        p.follow(&follow, INO, &c, 16 * MIB, (at, at + 4096), &live);
+        p.follow(
+            &follow,
+            INO,
+            &c,
+            16 * MIB,
+            (at, at + 4096),
+            (&live, &cursor),
+        );
     }
     settle(&p, 0);
     assert_eq!(p.stored(), 0);
@@ -142,10 +160,18 @@ fn pushes_for_a_closed_file_are_dropped_and_ahead_0_pushes_nothing() {
     let (_, c) = content(64 * MIB as usize);
     let (p, _) = pusher(1 << 30);
     let live = Arc::new(());
+    let cursor = Arc::new(Cursor::default());
     let follow = p.follower(INO);
     // Closed before the push threads could take much of it.
     for at in [9 * MIB, MIB, 40 * MIB, 5 * MIB] {
-        p.follow(&follow, INO, &c, 64 * MIB, (at, at + 4096), &live);
+        p.follow(
+            &follow,
+            INO,
+            &c,
+            64 * MIB,
+            (at, at + 4096),
+            (&live, &cursor),
+        );
     }
     drop(live);
     settle(&p, 0);
@@ -153,6 +179,7 @@ fn pushes_for_a_closed_file_are_dropped_and_ahead_0_pushes_nothing() {
 
     let (off, rec) = pusher(0);
     let live = Arc::new(());
+    let cursor = Arc::new(Cursor::default());
     let follow = off.follower(INO);
     for i in 0..8u64 {
         off.follow(
@@ -161,7 +188,7 @@ fn pushes_for_a_closed_file_are_dropped_and_ahead_0_pushes_nothing() {
             &c,
             64 * MIB,
             (i * 4096, (i + 1) * 4096),
-            &live,
+            (&live, &cursor),
         );
     }
     off.offer(INO, 0, Bytes::from(vec![0u8; 1 << 20]));
@@ -174,6 +201,7 @@ fn offered_bytes_are_stored_in_whole_pages_and_not_read_again() {
     let (bytes, c) = content(8 * MIB as usize);
     let (p, rec) = pusher(1 << 30);
     let live = Arc::new(());
+    let cursor = Arc::new(Cursor::default());
     let follow = p.follower(INO);
     // Offered from an odd offset: only the whole pages inside are stored.
     let (from, to) = (1000u64, 4 * MIB + 123);
@@ -184,7 +212,14 @@ fn offered_bytes_are_stored_in_whole_pages_and_not_read_again() {
     // A reader then going through those chunks gets only what was not offered.
     for i in 0..4u64 {
         let at = i * 128 * 1024;
-        p.follow(&follow, INO, &c, 8 * MIB, (at, at + 128 * 1024), &live);
+        p.follow(
+            &follow,
+            INO,
+            &c,
+            8 * MIB,
+            (at, at + 128 * 1024),
+            (&live, &cursor),
+        );
     }
     settle(&p, 8 * MIB - 4096);
     let spans = rec.covered();

@@ -246,14 +246,15 @@ impl Tree {
     }
 
     /// Starts filling the kernel's page cache ahead of readers (`fs::push`), at most `ahead`
-    /// bytes ahead, from `threads` threads storing into `sink`. Once per tree.
+    /// bytes ahead (whole files up to `whole_max`), from `threads` threads storing into
+    /// `sink`. Once per tree.
     pub(crate) fn start_pushing(
         &self,
         sink: Arc<dyn super::push::Sink>,
-        ahead: u64,
+        (ahead, whole_max): (u64, u64),
         threads: usize,
     ) {
-        let pusher = super::push::Pusher::new(ahead);
+        let pusher = super::push::Pusher::new(ahead, whole_max);
         pusher.start(sink, threads);
         let _ = self.push.set(pusher);
     }

@@ -149,7 +149,14 @@ impl Tree {
         }
         if let (Some(size), Some(push), Some(follow)) = (size, self.push.get(), &h.follow) {
             let end = offset + got.len() as u64;
-            push.follow(follow, h.ino, &o.content, size, (offset, end), &h.live);
+            push.follow(
+                follow,
+                h.ino,
+                &o.content,
+                size,
+                (offset, end),
+                (&h.live, &h.cursor),
+            );
         }
         Ok(got)
     }
