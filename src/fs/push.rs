@@ -53,6 +53,8 @@ const JUMPS_FOR_WHOLE: u32 = 3;
 const QUEUE_MAX: u64 = 64 << 30;
 /// Bytes offered and held in the queue, at most (some are copies: memory of the daemon's).
 const OFFERED_MAX: u64 = 64 << 20;
+/// How long an offer waits for room before its bytes are let go.
+const OFFER_WAIT: std::time::Duration = std::time::Duration::from_millis(100);
 /// A read that starts this close to where the last one ended still follows it: the kernel
 /// sends a reader's read-ahead requests on several threads, so they arrive a little out of
 /// order.
@@ -177,6 +179,8 @@ struct Shared {
     sink: OnceLock<Arc<dyn Sink>>,
     queue: Mutex<Queue>,
     ready: Condvar,
+    /// Offered bytes left the queue.
+    room: Condvar,
     /// Bytes stored, for tests and the log.
     stored: AtomicU64,
     /// Each open file's chunks queued (`Follow::chunks`).
@@ -193,6 +197,7 @@ impl Pusher {
                 sink: OnceLock::new(),
                 queue: Mutex::default(),
                 ready: Condvar::new(),
+                room: Condvar::new(),
                 stored: AtomicU64::new(0),
                 files: Mutex::default(),
             }),
@@ -326,6 +331,36 @@ impl Pusher {
             return;
         }
         let bytes = bytes.slice((first - at) as usize..(last - at) as usize);
+        let len = bytes.len() as u64;
+        let offered = Work::Store(Offered {
+            ino,
+            at: first,
+            bytes,
+        });
+        // The work offering runs ahead of the push threads: it waits for them a little (a
+        // bounded wait, so nothing can wait on it in turn), else the bytes are let go.
+        let mut q = self.shared.queue.lock().unwrap_or_else(|e| e.into_inner());
+        let deadline = std::time::Instant::now() + OFFER_WAIT;
+        while q.offered + len > OFFERED_MAX && !q.closed {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return;
+            }
+            q = self
+                .shared
+                .room
+                .wait_timeout(q, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        if q.closed {
+            return;
+        }
+        q.bytes += len;
+        q.offered += len;
+        q.next.push_back(offered);
+        drop(q);
+        self.shared.ready.notify_one();
         let chunks = self
             .shared
             .files
@@ -337,12 +372,6 @@ impl Pusher {
             // Readers' windows need not read these again.
             chunks.claim(first, last);
         }
-        let offered = Work::Store(Offered {
-            ino,
-            at: first,
-            bytes,
-        });
-        self.shared.put(vec![offered], Urgency::Next);
     }
 }
 
@@ -354,6 +383,7 @@ impl Drop for Pusher {
         q.later.clear();
         drop(q);
         self.shared.ready.notify_all();
+        self.shared.room.notify_all();
     }
 }
 
@@ -390,6 +420,7 @@ impl Shared {
                 q.bytes -= w.len();
                 if let Work::Store(_) = w {
                     q.offered -= w.len();
+                    self.room.notify_all();
                 }
                 return Some(w);
             }
