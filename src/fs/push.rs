@@ -424,6 +424,8 @@ impl Shared {
                 }
                 return Some(w);
             }
+            // Idle: the buffers this thread kept for its reads go.
+            crate::source::scratch::let_go();
             q = self.ready.wait(q).unwrap_or_else(|e| e.into_inner());
         }
     }

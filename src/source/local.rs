@@ -167,6 +167,28 @@ impl AsRef<[u8]> for Lent {
     }
 }
 
+/// Lent pages leave the process with the view (they stay in the page cache): pushing a whole
+/// file through views keeps the resident set to the views in flight.
+impl Drop for Lent {
+    fn drop(&mut self) {
+        const PAGE: usize = 4096;
+        let start = self.range.start.div_ceil(PAGE) * PAGE;
+        let end = self.range.end / PAGE * PAGE;
+        if end > start {
+            // SAFETY: as in `MmapFile::read_at`: a shared read-only mapping of an unchanged
+            // file; dropped pages fault back in with the same bytes, so slices other threads
+            // hold stay valid.
+            let _ = unsafe {
+                self.map.unchecked_advise_range(
+                    memmap2::UncheckedAdvice::DontNeed,
+                    start,
+                    end - start,
+                )
+            };
+        }
+    }
+}
+
 impl MmapFile {
     /// Counts `len` bytes handed out; every `DROP_MAPPED_EVERY` bytes the mapping's pages are
     /// dropped from the process.

@@ -45,6 +45,12 @@ pub fn filled<E>(len: usize, fill: impl FnOnce(&mut [u8]) -> Result<usize, E>) -
     }))
 }
 
+/// Frees the buffers this thread keeps: for a thread that goes idle after a burst of reads
+/// (a push thread), so that its stash does not stay resident while it waits.
+pub fn let_go() {
+    let _ = STASH.try_with(|s| s.borrow_mut().clear());
+}
+
 fn take(len: usize) -> AlignedBuf {
     let kept = STASH
         .try_with(|s| {
