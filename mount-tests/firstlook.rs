@@ -302,31 +302,7 @@ fn a_second_read_never_reaches_the_daemon() {
     }
 }
 
-/// Whether every page of `p` is in the kernel's page cache (`mincore` of a mapping of it; no
-/// READ is sent: the mapping is never touched).
+/// Whether every page of `p` is in the kernel's page cache (no READ is sent).
 fn resident(p: &Path) -> bool {
-    use std::os::fd::AsRawFd;
-    let f = std::fs::File::open(p).unwrap();
-    let len = f.metadata().unwrap().len() as usize;
-    if len == 0 {
-        return true;
-    }
-    let mut pages = vec![0u8; len.div_ceil(4096)];
-    // SAFETY: a read-only shared mapping of `len` bytes, unmapped before returning and never
-    // dereferenced; `pages` has a byte per page of it.
-    unsafe {
-        let at = libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ,
-            libc::MAP_SHARED,
-            f.as_raw_fd(),
-            0,
-        );
-        assert_ne!(at, libc::MAP_FAILED, "mmap {}", p.display());
-        let r = libc::mincore(at, len, pages.as_mut_ptr());
-        libc::munmap(at, len);
-        assert_eq!(r, 0, "mincore {}", p.display());
-    }
-    pages.iter().all(|&b| b & 1 == 1)
+    crate::support::resident_share(p, 0, u64::MAX) == 1.0
 }

@@ -476,3 +476,35 @@ impl Lcg {
         }
     }
 }
+
+/// The share of the pages of `[from, to)` of `p` that are in the kernel's page cache
+/// (`mincore` of a mapping never touched: no READ is sent).
+pub fn resident_share(p: &Path, from: u64, to: u64) -> f64 {
+    use std::os::fd::AsRawFd;
+    let f = std::fs::File::open(p).unwrap();
+    let len = f.metadata().unwrap().len() as usize;
+    let to = (to as usize).min(len);
+    let from = from as usize / 4096 * 4096;
+    if to <= from {
+        return 1.0;
+    }
+    let mut pages = vec![0u8; len.div_ceil(4096)];
+    // SAFETY: a read-only shared mapping of `len` bytes, unmapped before returning and never
+    // dereferenced; `pages` has a byte per page of it.
+    unsafe {
+        let at = libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            f.as_raw_fd(),
+            0,
+        );
+        assert_ne!(at, libc::MAP_FAILED, "mmap {}", p.display());
+        let r = libc::mincore(at, len, pages.as_mut_ptr());
+        libc::munmap(at, len);
+        assert_eq!(r, 0, "mincore {}", p.display());
+    }
+    let span = &pages[from / 4096..to.div_ceil(4096)];
+    span.iter().filter(|&&b| b & 1 == 1).count() as f64 / span.len() as f64
+}
