@@ -94,6 +94,33 @@ fn nothing_is_pushed_with_ahead_0() {
     m.unmount_and_check();
 }
 
+/// Text is made on read: rendering it ahead of a reader that may stop (`head`) would cost
+/// CPU and fill the daemon's chunk cache, so a text reader gets no window (its renderer reads
+/// ahead by itself, into memory bounded by `cache=`).
+#[test]
+fn a_text_reader_gets_no_pushes() {
+    let Some(fuse) = Fuse::check() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let src = checkpoint(tmp.path(), 2048, 4096);
+    let m = fuse.mount(&src, "layouts=txt,text_size=exact,cache_dir=none");
+    let p = m.path().join("W.txt");
+    let size = std::fs::metadata(&p).unwrap().len();
+    assert!(size > 32 * MIB, "W.txt is {size} bytes");
+    let f = std::fs::File::open(&p).unwrap();
+    let mut buf = vec![0u8; 128 << 10];
+    for i in 0..4u64 {
+        f.read_exact_at(&mut buf, i * (128 << 10)).unwrap();
+    }
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let ahead = resident_share(&p, 2 * MIB, 16 * MIB);
+    assert!(
+        ahead < 0.1,
+        "{ahead:.2} of the text ahead of its reader cached"
+    );
+    drop(f);
+    m.unmount_and_check();
+}
+
 /// Reading `.npz`'s central directory computes every member's CRC-32; the bytes read for it
 /// are stored where the members sit, so `np.load` then reads them from the page cache.
 #[test]

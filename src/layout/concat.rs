@@ -71,6 +71,9 @@ impl FileContent for Concat {
     fn size_for(&self, req: &dyn Requester) -> Result<u64, LayoutError> {
         Ok(*self.starts(req)?.last().unwrap_or(&0))
     }
+    fn rendered(&self) -> bool {
+        self.parts.iter().any(|p| p.rendered())
+    }
     fn read(&self, offset: u64, len: usize, req: &dyn Requester) -> Result<Bytes, LayoutError> {
         let starts = self.starts(req)?;
         debug_assert_eq!(starts.len(), self.parts.len() + 1);

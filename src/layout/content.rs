@@ -144,4 +144,11 @@ pub trait FileContent: Send + Sync {
     fn volatile(&self) -> bool {
         false
     }
+    /// The bytes are made on read (text rendered from values) rather than copied from the
+    /// source: reading them before anyone asks costs rendering and memory, and their
+    /// renderer reads ahead on its own, so a mount does not fill the page cache ahead of
+    /// their reader.
+    fn rendered(&self) -> bool {
+        false
+    }
 }

@@ -52,4 +52,8 @@ impl FileContent for Lazy {
     fn size_progress(&self) -> Option<(u64, u64)> {
         self.built.get()?.size_progress()
     }
+    /// Not built yet: not known to be cheap to read ahead.
+    fn rendered(&self) -> bool {
+        self.built.get().is_none_or(|c| c.rendered())
+    }
 }

@@ -89,16 +89,14 @@ impl Tree {
             Some(_) if !opened.content.volatile() => OpenMode::Cached,
             _ => OpenMode::Direct,
         };
+        // Pushes go into cached pages of bytes copied, not made, on read.
+        let pushed = mode == OpenMode::Cached && !opened.content.rendered();
         let fh = self.handles.next.fetch_add(1, Ordering::Relaxed);
         let handle = Arc::new(Handle {
             ino,
             opened,
             cursor: Arc::default(),
-            follow: self
-                .push
-                .get()
-                .filter(|_| mode == OpenMode::Cached)
-                .map(|p| p.follower(ino)),
+            follow: self.push.get().filter(|_| pushed).map(|p| p.follower(ino)),
             live: Arc::new(()),
         });
         let mut open = self.handles.open.lock().unwrap_or_else(|e| e.into_inner());

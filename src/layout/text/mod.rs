@@ -304,6 +304,9 @@ fn spans(offsets: &[u64], offset: u64, len: usize) -> Vec<(u64, u64, u64)> {
 }
 
 impl FileContent for ChunkedText {
+    fn rendered(&self) -> bool {
+        true
+    }
     fn known_size(&self) -> Option<u64> {
         let looked = {
             let mut st = self.crew.lock();
