@@ -14,6 +14,7 @@ const RANKS: &[(&str, u32)] = &[
     ("tf", 4),
     ("angel", 4),
     ("monolith", 4),
+    ("safetensors", 4),
     ("detect", 5),
     ("layout", 6),
     ("views", 7),

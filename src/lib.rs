@@ -3,7 +3,7 @@
 //!
 //! Layers, bottom up; each module uses only those before it (`layers_tests` checks it):
 //! `source` (byte access) → `store` (persistent caches) → `model` (the format-neutral tree)
-//! → `tf`, `angel`, `monolith` (the readers, which never use each other) → `detect` (which
+//! → `tf`, `angel`, `monolith`, `safetensors` (the readers, which never use each other) → `detect` (which
 //! reader a source is for) → `layout` (file renderers, on the content contract of
 //! `layout::content`) → `views` (whole-model views), `stats` (statistics and diffs),
 //! `options` → `fs` (tree of files, FUSE glue, following a changing source) → `cli`.
@@ -26,6 +26,7 @@ pub mod layout;
 pub mod model;
 pub mod monolith;
 pub mod options;
+pub mod safetensors;
 pub mod source;
 mod stats;
 pub mod store;

@@ -131,6 +131,8 @@ pub enum SourceFormat {
     Angel,
     /// A Monolith hash-table dump (formats/monolith.md).
     Monolith,
+    /// A safetensors file or sharded directory.
+    Safetensors,
 }
 
 impl SourceFormat {
@@ -140,6 +142,7 @@ impl SourceFormat {
             SourceFormat::TfGraph => "tf-graph",
             SourceFormat::Angel => "angel",
             SourceFormat::Monolith => "monolith",
+            SourceFormat::Safetensors => "safetensors",
         }
     }
 }

@@ -1,0 +1,256 @@
+//! safetensors (huggingface/safetensors): a file `*.safetensors`, or a directory of shards
+//! with their `*.safetensors.index.json` (`weight_map`: key → shard file), or a directory of
+//! `*.safetensors` files without one. Only the headers are read at mount; a tensor's bytes
+//! are read in place from the (mapped) file.
+//!
+//! Keys are split on `/` into directories as a TF key is (SPEC §2): a key `a.b.c` is one file
+//! name, so the `.safetensors` view of a mounted checkpoint mounts back as the same tree. The
+//! header's `__metadata__` is the root's `__metadata__.json` (the format reserves the key, so
+//! no tensor has that name).
+
+mod header;
+mod tensor;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use crate::model::{
+    DirEntry, Document, Model, ModelError, ModelSummary, OpenError, ReaderOptions, Tensor,
+};
+use crate::source::{EntryKind, ReadAt, Storage};
+pub use header::HeaderError;
+use tensor::StTensor;
+
+const SUFFIX: &str = ".safetensors";
+const INDEX_SUFFIX: &str = ".safetensors.index.json";
+/// The root document holding `__metadata__`.
+const METADATA: &[u8] = b"__metadata__.json";
+/// The largest index json read.
+const INDEX_MAX: u64 = 64 << 20;
+
+/// The files of the safetensors source at `path`, if it is one: the file itself, or a
+/// directory's shards (from its index, else every `*.safetensors` in it, sorted).
+pub fn files_of(fs: &dyn Storage, path: &Path) -> Result<Option<Vec<PathBuf>>, OpenError> {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    if name.ends_with(SUFFIX) && fs.is_file(path) {
+        return Ok(Some(vec![path.to_path_buf()]));
+    }
+    if name.ends_with(INDEX_SUFFIX) && fs.is_file(path) {
+        let dir = path.parent().unwrap_or(Path::new(""));
+        return shards_of_index(fs, dir, path).map(Some);
+    }
+    if !fs.is_dir(path) {
+        return Ok(None);
+    }
+    let Ok(entries) = fs.list(path) else {
+        return Ok(None);
+    };
+    let names = |suffix: &str| -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = entries
+            .iter()
+            .filter(|(n, k)| *k == EntryKind::File && n.to_str().is_some_and(|n| n.ends_with(suffix)))
+            .map(|(n, _)| path.join(n))
+            .collect();
+        v.sort();
+        v
+    };
+    let indexes = names(INDEX_SUFFIX);
+    match indexes.as_slice() {
+        [index] => shards_of_index(fs, path, index).map(Some),
+        [] => {
+            let files = names(SUFFIX);
+            Ok((!files.is_empty()).then_some(files))
+        }
+        _ => Err(OpenError::Unsupported {
+            path: path.to_path_buf(),
+            what: format!(
+                "{} safetensors index files; mount one of them",
+                indexes.len()
+            ),
+        }),
+    }
+}
+
+/// The shard files an index names (each once, in name order).
+fn shards_of_index(fs: &dyn Storage, dir: &Path, index: &Path) -> Result<Vec<PathBuf>, OpenError> {
+    let bytes = fs
+        .read_small(index, INDEX_MAX)
+        .map_err(|e| OpenError::unreadable(index, e))?;
+    let v: serde_json::Value =
+        serde_json::from_slice(&bytes).map_err(|e| OpenError::unreadable(index, e))?;
+    let map = v
+        .get("weight_map")
+        .and_then(|m| m.as_object())
+        .ok_or_else(|| OpenError::unreadable(index, "no \"weight_map\" object"))?;
+    let mut files = std::collections::BTreeSet::new();
+    for f in map.values() {
+        let f = f
+            .as_str()
+            .filter(|f| !f.contains('/') && *f != ".." && !f.is_empty())
+            .ok_or_else(|| OpenError::unreadable(index, format!("shard {f} is not a file name")))?;
+        files.insert(dir.join(f));
+    }
+    Ok(files.into_iter().collect())
+}
+
+/// The model of the safetensors `files` (`files_of`).
+pub fn open(files: &[PathBuf], opts: &ReaderOptions) -> Result<Arc<dyn Model>, OpenError> {
+    let mut tensors: BTreeMap<Vec<Vec<u8>>, Arc<StTensor>> = BTreeMap::new();
+    let mut metadata = BTreeMap::new();
+    let mut problems = Vec::new();
+    let mut mtime = SystemTime::UNIX_EPOCH;
+    for path in files {
+        let file = opts
+            .storage
+            .open(path)
+            .map_err(|e| OpenError::unreadable(path, e))?;
+        mtime = mtime.max(file.mtime());
+        let h = read_header(&*file).map_err(|e| OpenError::unreadable(path, e))?;
+        for (k, v) in h.metadata {
+            metadata.insert(k, v);
+        }
+        for e in &h.entries {
+            let key: Vec<Vec<u8>> = e.name.split('/').map(|c| c.as_bytes().to_vec()).collect();
+            if let Some(p) = &e.problem {
+                problems.push(format!("{}: {}: {p}", file.name(), e.name));
+            }
+            if tensors.contains_key(&key) {
+                problems.push(format!("{}: {} is in two shards; the first is shown", file.name(), e.name));
+                continue;
+            }
+            tensors.insert(key, Arc::new(StTensor::new(e, &file)));
+        }
+    }
+    Ok(Arc::new(Safetensors {
+        tensors,
+        metadata: Arc::new(MetadataDoc { metadata, mtime }),
+        problems,
+    }))
+}
+
+fn read_header(file: &dyn ReadAt) -> Result<header::Header, ModelError> {
+    let size = file.size();
+    let first = file.read_at(0, 8.min(size) as usize)?;
+    let n = header::header_len(&first, size).map_err(|e| ModelError::data(file.name(), e))?;
+    // Bounded by the file's size and MAX_HEADER (header_len).
+    let json = file.read_at(8, n as usize)?;
+    let h = header::parse(&json, size).map_err(|e| ModelError::data(file.name(), e))?;
+    file.check_consistent()?;
+    Ok(h)
+}
+
+struct Safetensors {
+    /// By tree path (the key split on `/`).
+    tensors: BTreeMap<Vec<Vec<u8>>, Arc<StTensor>>,
+    metadata: Arc<MetadataDoc>,
+    problems: Vec<String>,
+}
+
+impl Model for Safetensors {
+    fn list_dir(&self, dir: &[Vec<u8>]) -> Result<Vec<DirEntry>, ModelError> {
+        let mut out = Vec::new();
+        // Paths under `dir` are one range of the map: it is ordered component by component.
+        for k in self.tensors.range(dir.to_vec()..).map(|(k, _)| k) {
+            if !k.starts_with(dir) {
+                break;
+            }
+            if k.len() == dir.len() {
+                continue;
+            }
+            let name = k[dir.len()].clone();
+            out.push(match k.len() == dir.len() + 1 {
+                true => DirEntry::Tensor(name),
+                false => DirEntry::Dir(name),
+            });
+        }
+        if dir.is_empty() {
+            out.push(DirEntry::Document(METADATA.to_vec()));
+        } else if out.is_empty() {
+            return Err(ModelError::NotFound(format!("{} components", dir.len())));
+        }
+        out.sort();
+        out.dedup();
+        Ok(out)
+    }
+
+    fn tensor(&self, path: &[Vec<u8>]) -> Result<Arc<dyn Tensor>, ModelError> {
+        self.tensors
+            .get(path)
+            .map(|t| Arc::clone(t) as Arc<dyn Tensor>)
+            .ok_or_else(|| ModelError::NotFound("no such tensor".into()))
+    }
+
+    fn document(&self, path: &[Vec<u8>]) -> Result<Arc<dyn Document>, ModelError> {
+        match path {
+            // The file system asks for a reader's own entry by its marked name (`own_component`).
+            [name] if name.split_first() == Some((&0, METADATA)) => Ok(Arc::clone(&self.metadata) as Arc<dyn Document>),
+            _ => Err(ModelError::NotFound("no such document".into())),
+        }
+    }
+
+    fn summary(&self) -> Result<ModelSummary, ModelError> {
+        let mut s = ModelSummary {
+            format: "safetensors".into(),
+            problems: self.problems.clone(),
+            ..Default::default()
+        };
+        for t in self.tensors.values() {
+            let m = t.meta();
+            s.tensors += 1;
+            *s.dtypes.entry(m.dtype.name().into_owned()).or_default() += 1;
+            let bytes = m.num_elements().zip(m.dtype.elem_size()).map(|(n, w)| n * w as u64);
+            s.total_bytes += bytes.unwrap_or(0);
+        }
+        for (k, v) in &self.metadata.metadata {
+            s.details.push(format!("metadata {k}: {v}"));
+        }
+        Ok(s)
+    }
+}
+
+/// `__metadata__` as a JSON object.
+struct MetadataDoc {
+    metadata: BTreeMap<String, String>,
+    mtime: SystemTime,
+}
+
+impl Document for MetadataDoc {
+    fn chunks(&self) -> u64 {
+        1
+    }
+    fn render(&self, _chunk: u64, out: &mut Vec<u8>) -> Result<(), ModelError> {
+        let v = serde_json::to_vec_pretty(&self.metadata)
+            .map_err(|e| ModelError::data("__metadata__", e))?;
+        out.extend_from_slice(&v);
+        out.push(b'\n');
+        Ok(())
+    }
+    fn mtime(&self) -> SystemTime {
+        self.mtime
+    }
+}
+
+/// The fuzz target's entry (`fuzz/fuzz_targets/safetensors.rs`): `data` as a safetensors
+/// file, opened and every tensor's first and last elements read. Any `Err` is fine; a panic,
+/// a hang or a huge allocation is a bug.
+#[cfg(any(test, feature = "testkit"))]
+pub fn fuzz_file(data: &[u8]) {
+    let file: Arc<dyn ReadAt> = Arc::new(crate::source::MemSource::new("f.safetensors", data.to_vec()));
+    let Ok(h) = read_header(&*file) else {
+        return;
+    };
+    for e in &h.entries {
+        let t: Arc<dyn Tensor> = Arc::new(StTensor::new(e, &file));
+        let n = t.meta().num_elements().unwrap_or(0);
+        let w = t.meta().dtype.elem_size().unwrap_or(1);
+        let mut buf = vec![0u8; w * n.min(16) as usize];
+        let _ = t.read_elements(0, &mut buf);
+        let _ = t.read_elements(n.saturating_sub(16), &mut buf);
+        let _ = t.read(0, buf.len());
+    }
+}
+
+#[cfg(test)]
+mod tests;

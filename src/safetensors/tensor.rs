@@ -1,0 +1,100 @@
+//! One tensor of a safetensors file: its bytes are `[begin, end)` of the file, little-endian,
+//! row-major, exactly as served (no checksum: the format has none).
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::header::Entry;
+use crate::model::{debug_check, DType, ModelError, SourceFormat, Tensor, TensorMeta};
+use crate::source::ReadAt;
+
+pub(crate) struct StTensor {
+    meta: TensorMeta,
+    file: Arc<dyn ReadAt>,
+    /// Where its bytes start in the file.
+    begin: u64,
+    /// The file's identity and the key, for caches of rendered files.
+    identity: Option<String>,
+}
+
+impl StTensor {
+    pub(crate) fn new(e: &Entry, file: &Arc<dyn ReadAt>) -> StTensor {
+        let mut extra = serde_json::Map::new();
+        extra.insert("file".into(), file.name().into());
+        extra.insert("safetensors_dtype".into(), e.st_dtype.clone().into());
+        extra.insert("data_offsets".into(), vec![e.begin, e.end].into());
+        StTensor {
+            meta: TensorMeta {
+                name: e.name.clone().into_bytes(),
+                dtype: e.dtype,
+                shape: e.shape.clone(),
+                format: SourceFormat::Safetensors,
+                partitions: Vec::new(),
+                sparse: false,
+                extra,
+                problem: e.problem.clone(),
+                mtime: file.mtime(),
+            },
+            file: Arc::clone(file),
+            begin: e.begin,
+            identity: crate::source::identity_string(&**file).map(|f| format!("{f}:{}", e.name)),
+        }
+    }
+
+    /// File offset of element `first` (the request was checked against the shape, whose byte
+    /// size the header check bounded by the file).
+    fn at(&self, first: u64) -> Result<u64, ModelError> {
+        let width = self.meta.dtype.elem_size().unwrap_or(1) as u64;
+        first
+            .checked_mul(width)
+            .and_then(|o| o.checked_add(self.begin))
+            .ok_or_else(|| ModelError::data(self.file.name(), "offset overflows"))
+    }
+
+    fn problem(&self) -> Result<(), ModelError> {
+        match &self.meta.problem {
+            Some(p) => Err(ModelError::data(
+                format!("{} in {}", self.meta.name.escape_ascii(), self.file.name()),
+                p.clone(),
+            )),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Tensor for StTensor {
+    fn meta(&self) -> &TensorMeta {
+        &self.meta
+    }
+
+    fn fill_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
+        debug_check(&self.meta, first, out.len());
+        self.problem()?;
+        self.file.read_into(self.at(first)?, out)?;
+        if self.meta.dtype == DType::Bool {
+            // numpy's bool is one byte, 0 or 1; any other byte reads as true.
+            for b in out.iter_mut() {
+                *b = u8::from(*b != 0);
+            }
+        }
+        self.file.check_consistent()?;
+        Ok(())
+    }
+
+    fn lend(&self, first: u64, len: usize) -> Option<Result<Bytes, ModelError>> {
+        if self.meta.problem.is_some() || self.meta.dtype == DType::Bool {
+            return None;
+        }
+        debug_check(&self.meta, first, len);
+        Some((|| {
+            let got = self.file.read(self.at(first)?, len)?;
+            self.file.check_consistent()?;
+            Ok(got)
+        })())
+    }
+
+    fn cache_identity(&self) -> Option<String> {
+        self.identity.clone()
+    }
+}
