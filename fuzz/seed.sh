@@ -99,6 +99,8 @@ for p in files():
         put("object_graph", data[-2048:])
     elif re.search(r"-\d{5}-of-\d{5}$", name):
         put("monolith", data[:MAX])  # a Monolith hash-table shard
+    elif name.endswith(".safetensors"):
+        put("safetensors", data)
     elif name == "checkpoint":
         put("checkpoint_state", data)
     elif name in ("_meta", "meta"):

@@ -21,6 +21,7 @@ mod push;
 mod remote;
 mod robustness;
 mod rows;
+mod sources;
 mod support;
 mod views;
 

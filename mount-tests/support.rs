@@ -66,6 +66,18 @@ pub fn cases() -> Vec<Case> {
             }
         }
     }
+    // Sources of the other readers, written by their own writers.
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    for s in [
+        "fixtures/safetensors/dtypes.safetensors",
+        "fixtures/safetensors/sharded",
+    ] {
+        out.push(Case {
+            name: format!("fixture:{s}"),
+            source: root.join(s),
+            expected_dir: None,
+        });
+    }
     if let Some(shared) = shared_dir() {
         let mut found = Vec::new();
         let is_expected = |p: &Path| {

@@ -173,6 +173,8 @@ fn safetensors_npz_and_stats_equal_every_npy() {
         "fixtures/tf/hashtable/tf1",
         "fixtures/tf/hashtable/tf2",
         "fixtures/monolith/ps_export",
+        "fixtures/safetensors/dtypes.safetensors",
+        "fixtures/safetensors/sharded",
     ] {
         sources.push(here.join(s));
     }

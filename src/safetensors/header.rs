@@ -214,7 +214,10 @@ mod tests {
         let h = parse(&f[8..8 + n as usize], f.len() as u64).unwrap();
         assert_eq!(h.metadata["format"], "pt");
         let e = &h.entries[0];
-        assert_eq!((e.dtype, &e.shape[..], e.problem.as_deref()), (DType::F32, &[2, 3][..], None));
+        assert_eq!(
+            (e.dtype, &e.shape[..], e.problem.as_deref()),
+            (DType::F32, &[2, 3][..], None)
+        );
         assert_eq!((e.begin, e.end), (8 + n, 8 + n + 24));
     }
 
@@ -222,15 +225,39 @@ mod tests {
     /// an allocation of their size.
     #[test]
     fn hostile_headers() {
-        assert!(matches!(header_len(&[0xff; 8], 100), Err(HeaderError::TooLong { .. })));
-        assert!(matches!(header_len(&[1; 4], 4), Err(HeaderError::TooShort(4))));
+        assert!(matches!(
+            header_len(&[0xff; 8], 100),
+            Err(HeaderError::TooLong { .. })
+        ));
+        assert!(matches!(
+            header_len(&[1; 4], 4),
+            Err(HeaderError::TooShort(4))
+        ));
         let cases = [
-            (r#"{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,99]}}"#, "outside"),
-            (r#"{"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}}"#, "expected"),
-            (r#"{"w":{"dtype":"F32","shape":[4294967296,4294967296,16],"data_offsets":[0,8]}}"#, "overflows"),
-            (r#"{"w":{"dtype":"F8_E8M0","shape":[2],"data_offsets":[0,2]}}"#, "not decoded"),
-            (r#"{"w":{"dtype":"F32","shape":[-1],"data_offsets":[0,8]}}"#, "no shape"),
-            (r#"{"w":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}}"#, "outside"),
+            (
+                r#"{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,99]}}"#,
+                "outside",
+            ),
+            (
+                r#"{"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}}"#,
+                "expected",
+            ),
+            (
+                r#"{"w":{"dtype":"F32","shape":[4294967296,4294967296,16],"data_offsets":[0,8]}}"#,
+                "overflows",
+            ),
+            (
+                r#"{"w":{"dtype":"F8_E8M0","shape":[2],"data_offsets":[0,2]}}"#,
+                "not decoded",
+            ),
+            (
+                r#"{"w":{"dtype":"F32","shape":[-1],"data_offsets":[0,8]}}"#,
+                "no shape",
+            ),
+            (
+                r#"{"w":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}}"#,
+                "outside",
+            ),
         ];
         for (json, why) in cases {
             let f = file(json, 8);

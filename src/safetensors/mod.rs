@@ -1,6 +1,7 @@
 //! safetensors (huggingface/safetensors): a file `*.safetensors`, or a directory of shards
 //! with their `*.safetensors.index.json` (`weight_map`: key → shard file), or a directory of
-//! `*.safetensors` files without one. Only the headers are read at mount; a tensor's bytes
+//! `*.safetensors` files without one (a directory that cannot be listed, over HTTP: its
+//! `model.safetensors.index.json`, else its `model.safetensors`). Only the headers are read at mount; a tensor's bytes
 //! are read in place from the (mapped) file.
 //!
 //! Keys are split on `/` into directories as a TF key is (SPEC §2): a key `a.b.c` is one file
@@ -41,16 +42,21 @@ pub fn files_of(fs: &dyn Storage, path: &Path) -> Result<Option<Vec<PathBuf>>, O
         let dir = path.parent().unwrap_or(Path::new(""));
         return shards_of_index(fs, dir, path).map(Some);
     }
-    if !fs.is_dir(path) {
-        return Ok(None);
-    }
-    let Ok(entries) = fs.list(path) else {
-        return Ok(None);
+    // A directory that cannot be listed (HTTP) is found by the names `save_pretrained` gives.
+    let index = path.join(format!("model{INDEX_SUFFIX}"));
+    let single = path.join(format!("model{SUFFIX}"));
+    let entries = match fs.list(path) {
+        Ok(entries) if fs.is_dir(path) => entries,
+        _ if fs.is_file(&index) => return shards_of_index(fs, path, &index).map(Some),
+        _ if fs.is_file(&single) => return Ok(Some(vec![single])),
+        _ => return Ok(None),
     };
     let names = |suffix: &str| -> Vec<PathBuf> {
         let mut v: Vec<PathBuf> = entries
             .iter()
-            .filter(|(n, k)| *k == EntryKind::File && n.to_str().is_some_and(|n| n.ends_with(suffix)))
+            .filter(|(n, k)| {
+                *k == EntryKind::File && n.to_str().is_some_and(|n| n.ends_with(suffix))
+            })
             .map(|(n, _)| path.join(n))
             .collect();
         v.sort();
@@ -117,7 +123,11 @@ pub fn open(files: &[PathBuf], opts: &ReaderOptions) -> Result<Arc<dyn Model>, O
                 problems.push(format!("{}: {}: {p}", file.name(), e.name));
             }
             if tensors.contains_key(&key) {
-                problems.push(format!("{}: {} is in two shards; the first is shown", file.name(), e.name));
+                problems.push(format!(
+                    "{}: {} is in two shards; the first is shown",
+                    file.name(),
+                    e.name
+                ));
                 continue;
             }
             tensors.insert(key, Arc::new(StTensor::new(e, &file)));
@@ -185,7 +195,9 @@ impl Model for Safetensors {
     fn document(&self, path: &[Vec<u8>]) -> Result<Arc<dyn Document>, ModelError> {
         match path {
             // The file system asks for a reader's own entry by its marked name (`own_component`).
-            [name] if name.split_first() == Some((&0, METADATA)) => Ok(Arc::clone(&self.metadata) as Arc<dyn Document>),
+            [name] if name.split_first() == Some((&0, METADATA)) => {
+                Ok(Arc::clone(&self.metadata) as Arc<dyn Document>)
+            }
             _ => Err(ModelError::NotFound("no such document".into())),
         }
     }
@@ -200,7 +212,10 @@ impl Model for Safetensors {
             let m = t.meta();
             s.tensors += 1;
             *s.dtypes.entry(m.dtype.name().into_owned()).or_default() += 1;
-            let bytes = m.num_elements().zip(m.dtype.elem_size()).map(|(n, w)| n * w as u64);
+            let bytes = m
+                .num_elements()
+                .zip(m.dtype.elem_size())
+                .map(|(n, w)| n * w as u64);
             s.total_bytes += bytes.unwrap_or(0);
         }
         for (k, v) in &self.metadata.metadata {
@@ -237,7 +252,10 @@ impl Document for MetadataDoc {
 /// a hang or a huge allocation is a bug.
 #[cfg(any(test, feature = "testkit"))]
 pub fn fuzz_file(data: &[u8]) {
-    let file: Arc<dyn ReadAt> = Arc::new(crate::source::MemSource::new("f.safetensors", data.to_vec()));
+    let file: Arc<dyn ReadAt> = Arc::new(crate::source::MemSource::new(
+        "f.safetensors",
+        data.to_vec(),
+    ));
     let Ok(h) = read_header(&*file) else {
         return;
     };

@@ -12,7 +12,9 @@ fn dir() -> PathBuf {
 
 fn opened(path: &Path) -> Arc<dyn Model> {
     let opts = ReaderOptions::default();
-    let files = files_of(&*opts.storage, path).unwrap().expect("a safetensors source");
+    let files = files_of(&*opts.storage, path)
+        .unwrap()
+        .expect("a safetensors source");
     open(&files, &opts).unwrap()
 }
 
@@ -35,12 +37,20 @@ fn check(model: &dyn Model, files: &[&str]) -> usize {
             let path: Vec<Vec<u8>> = key.split('/').map(|c| c.as_bytes().to_vec()).collect();
             let t = model.tensor(&path).unwrap();
             let m = t.meta();
-            let shape: Vec<u64> = want["shape"].as_array().unwrap().iter().map(|d| d.as_u64().unwrap()).collect();
+            let shape: Vec<u64> = want["shape"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|d| d.as_u64().unwrap())
+                .collect();
             assert_eq!(m.shape, shape, "{key}");
             assert_eq!(m.extra["safetensors_dtype"], want["dtype"], "{key}");
             let st = want["dtype"].as_str().unwrap();
             if matches!(st, "F4" | "F8_E8M0") {
-                assert!(m.problem.as_deref().unwrap().contains("not decoded"), "{key}");
+                assert!(
+                    m.problem.as_deref().unwrap().contains("not decoded"),
+                    "{key}"
+                );
                 continue;
             }
             assert_eq!(m.problem, None, "{key}");
@@ -72,10 +82,18 @@ fn every_dtype_reads_as_the_writer_reads_it() {
     let root = names(&m.list_dir(&[]).unwrap());
     assert_eq!(
         root,
-        ["t", "model.layers.0.bias", "model.layers.0.weight", "doc:__metadata__.json"]
+        [
+            "t",
+            "model.layers.0.bias",
+            "model.layers.0.weight",
+            "doc:__metadata__.json"
+        ]
     );
     let mut meta = Vec::new();
-    m.document(&[crate::model::own_component(METADATA)]).unwrap().render(0, &mut meta).unwrap();
+    m.document(&[crate::model::own_component(METADATA)])
+        .unwrap()
+        .render(0, &mut meta)
+        .unwrap();
     let meta: serde_json::Value = serde_json::from_slice(&meta).unwrap();
     assert_eq!(meta["format"], "pt");
     let s = m.summary().unwrap();
@@ -90,7 +108,10 @@ fn a_sharded_model_is_one_tree() {
         "sharded/model-00002-of-00002.safetensors",
     ];
     // The directory, or its index.
-    for path in [dir().join("sharded"), dir().join("sharded/model.safetensors.index.json")] {
+    for path in [
+        dir().join("sharded"),
+        dir().join("sharded/model.safetensors.index.json"),
+    ] {
         let m = opened(&path);
         assert_eq!(check(&*m, &files), 4);
         assert_eq!(m.summary().unwrap().tensors, 4);

@@ -1,0 +1,48 @@
+"""Checks a mount of safetensors files against the `safetensors` package's own reading of
+them: every tensor's `.bin` is the bytes `deserialize` gives (every dtype), its `.npy` is what
+`safe_open(framework="np")` gives (bfloat16: widened to float32, as `.npy` shows it; the float8
+types: their raw bytes as uint8), its `.json` names its dtype and shape.
+
+argv: mountpoint, then the source files. Exit 1 naming every mismatch.
+"""
+import json
+import os
+import sys
+
+import numpy as np
+from safetensors import deserialize, safe_open
+
+mnt, files = sys.argv[1], sys.argv[2:]
+bad = []
+checked = 0
+for f in files:
+    with open(f, "rb") as fh:
+        raw = dict(deserialize(fh.read()))
+    with safe_open(f, framework="np") as st:
+        for key, t in raw.items():
+            base = os.path.join(mnt, key)
+            meta = json.load(open(base + ".json"))
+            if meta["shape"] != list(t["shape"]):
+                bad.append(f"{key}: shape {meta['shape']} != {t['shape']}")
+            if t["dtype"] in ("F4", "F8_E8M0"):
+                if "not decoded" not in meta.get("problem", ""):
+                    bad.append(f"{key}: {t['dtype']} without its problem")
+                continue
+            data = bytes(t["data"])
+            if open(base + ".bin", "rb").read() != data:
+                bad.append(f"{key}: .bin differs")
+            got = np.load(base + ".npy")
+            if t["dtype"] == "BF16":
+                want = (np.frombuffer(data, "<u2").astype("<u4") << 16).view("<f4")
+            elif t["dtype"].startswith("F8"):
+                want = np.frombuffer(data, "u1")
+            else:
+                want = st.get_tensor(key)
+            want = np.asarray(want).reshape(t["shape"])
+            if got.shape != want.shape or got.tobytes() != want.tobytes():
+                bad.append(f"{key}: .npy differs ({got.dtype} {got.shape} vs {want.dtype} {want.shape})")
+            checked += 1
+print(f"checked {checked} tensors")
+if bad:
+    print("\n".join(bad))
+    sys.exit(1)
