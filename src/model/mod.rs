@@ -14,6 +14,7 @@ pub(crate) mod rows;
 mod tensor;
 
 pub(crate) use rows::default_key_kind;
+pub mod flat;
 pub mod member;
 pub use member::{Member, Members, Opener};
 pub use rows::{KeyKind, RowHit, MAX_ROW_BYTES};
@@ -133,6 +134,8 @@ pub enum SourceFormat {
     Monolith,
     /// A safetensors file or sharded directory.
     Safetensors,
+    /// A `.npy` file or the arrays of an `.npz`.
+    Numpy,
 }
 
 impl SourceFormat {
@@ -143,6 +146,7 @@ impl SourceFormat {
             SourceFormat::Angel => "angel",
             SourceFormat::Monolith => "monolith",
             SourceFormat::Safetensors => "safetensors",
+            SourceFormat::Numpy => "numpy",
         }
     }
 }

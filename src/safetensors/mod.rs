@@ -17,9 +17,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use crate::model::{
-    DirEntry, Document, Model, ModelError, ModelSummary, OpenError, ReaderOptions, Tensor,
-};
+use crate::model::flat::Flat;
+use crate::model::{Document, Model, ModelError, OpenError, ReaderOptions};
 use crate::source::{EntryKind, ReadAt, Storage};
 pub use header::HeaderError;
 use tensor::StTensor;
@@ -103,9 +102,8 @@ fn shards_of_index(fs: &dyn Storage, dir: &Path, index: &Path) -> Result<Vec<Pat
 
 /// The model of the safetensors `files` (`files_of`).
 pub fn open(files: &[PathBuf], opts: &ReaderOptions) -> Result<Arc<dyn Model>, OpenError> {
-    let mut tensors: BTreeMap<Vec<Vec<u8>>, Arc<StTensor>> = BTreeMap::new();
+    let mut model = Flat::new("safetensors");
     let mut metadata = BTreeMap::new();
-    let mut problems = Vec::new();
     let mut mtime = SystemTime::UNIX_EPOCH;
     for path in files {
         let file = opts
@@ -114,30 +112,16 @@ pub fn open(files: &[PathBuf], opts: &ReaderOptions) -> Result<Arc<dyn Model>, O
             .map_err(|e| OpenError::unreadable(path, e))?;
         mtime = mtime.max(file.mtime());
         let h = read_header(&*file).map_err(|e| OpenError::unreadable(path, e))?;
-        for (k, v) in h.metadata {
-            metadata.insert(k, v);
-        }
+        metadata.extend(h.metadata);
         for e in &h.entries {
-            let key: Vec<Vec<u8>> = e.name.split('/').map(|c| c.as_bytes().to_vec()).collect();
-            if let Some(p) = &e.problem {
-                problems.push(format!("{}: {}: {p}", file.name(), e.name));
-            }
-            if tensors.contains_key(&key) {
-                problems.push(format!(
-                    "{}: {} is in two shards; the first is shown",
-                    file.name(),
-                    e.name
-                ));
-                continue;
-            }
-            tensors.insert(key, Arc::new(StTensor::new(e, &file)));
+            model.add(&e.name, Arc::new(StTensor::new(e, &file)), file.name());
         }
     }
-    Ok(Arc::new(Safetensors {
-        tensors,
-        metadata: Arc::new(MetadataDoc { metadata, mtime }),
-        problems,
-    }))
+    for (k, v) in &metadata {
+        model.detail(format!("metadata {k}: {v}"));
+    }
+    model.add_document(METADATA, Arc::new(MetadataDoc { metadata, mtime }));
+    Ok(Arc::new(model))
 }
 
 fn read_header(file: &dyn ReadAt) -> Result<header::Header, ModelError> {
@@ -149,80 +133,6 @@ fn read_header(file: &dyn ReadAt) -> Result<header::Header, ModelError> {
     let h = header::parse(&json, size).map_err(|e| ModelError::data(file.name(), e))?;
     file.check_consistent()?;
     Ok(h)
-}
-
-struct Safetensors {
-    /// By tree path (the key split on `/`).
-    tensors: BTreeMap<Vec<Vec<u8>>, Arc<StTensor>>,
-    metadata: Arc<MetadataDoc>,
-    problems: Vec<String>,
-}
-
-impl Model for Safetensors {
-    fn list_dir(&self, dir: &[Vec<u8>]) -> Result<Vec<DirEntry>, ModelError> {
-        let mut out = Vec::new();
-        // Paths under `dir` are one range of the map: it is ordered component by component.
-        for k in self.tensors.range(dir.to_vec()..).map(|(k, _)| k) {
-            if !k.starts_with(dir) {
-                break;
-            }
-            if k.len() == dir.len() {
-                continue;
-            }
-            let name = k[dir.len()].clone();
-            out.push(match k.len() == dir.len() + 1 {
-                true => DirEntry::Tensor(name),
-                false => DirEntry::Dir(name),
-            });
-        }
-        if dir.is_empty() {
-            out.push(DirEntry::Document(METADATA.to_vec()));
-        } else if out.is_empty() {
-            return Err(ModelError::NotFound(format!("{} components", dir.len())));
-        }
-        out.sort();
-        out.dedup();
-        Ok(out)
-    }
-
-    fn tensor(&self, path: &[Vec<u8>]) -> Result<Arc<dyn Tensor>, ModelError> {
-        self.tensors
-            .get(path)
-            .map(|t| Arc::clone(t) as Arc<dyn Tensor>)
-            .ok_or_else(|| ModelError::NotFound("no such tensor".into()))
-    }
-
-    fn document(&self, path: &[Vec<u8>]) -> Result<Arc<dyn Document>, ModelError> {
-        match path {
-            // The file system asks for a reader's own entry by its marked name (`own_component`).
-            [name] if name.split_first() == Some((&0, METADATA)) => {
-                Ok(Arc::clone(&self.metadata) as Arc<dyn Document>)
-            }
-            _ => Err(ModelError::NotFound("no such document".into())),
-        }
-    }
-
-    fn summary(&self) -> Result<ModelSummary, ModelError> {
-        let mut s = ModelSummary {
-            format: "safetensors".into(),
-            problems: self.problems.clone(),
-            ..Default::default()
-        };
-        for t in self.tensors.values() {
-            let m = t.meta();
-            s.tensors += 1;
-            *s.dtypes.entry(m.dtype.name().into_owned()).or_default() += 1;
-            let bytes = m
-                .num_elements()
-                .zip(m.dtype.elem_size())
-                .map(|(n, w)| n * w as u64);
-            s.total_bytes += bytes.unwrap_or(0);
-        }
-        for (k, v) in &self.metadata.metadata {
-            s.details.push(format!("metadata {k}: {v}"));
-        }
-        Ok(s)
-    }
 }
 
 /// `__metadata__` as a JSON object.
@@ -260,7 +170,7 @@ pub fn fuzz_file(data: &[u8]) {
         return;
     };
     for e in &h.entries {
-        let t: Arc<dyn Tensor> = Arc::new(StTensor::new(e, &file));
+        let t: Arc<dyn crate::model::Tensor> = Arc::new(StTensor::new(e, &file));
         let n = t.meta().num_elements().unwrap_or(0);
         let w = t.meta().dtype.elem_size().unwrap_or(1);
         let mut buf = vec![0u8; w * n.min(16) as usize];

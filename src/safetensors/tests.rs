@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use super::*;
+use crate::model::DirEntry;
 use crate::testing::fixtures_dir;
 
 fn dir() -> PathBuf {

@@ -1,0 +1,120 @@
+//! A model that is a set of named tensors (a safetensors file, an `.npz`): keys split on `/`
+//! into directories (SPEC §2), plus documents of the reader's own at the root.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::{DirEntry, Document, Model, ModelError, ModelSummary, Tensor};
+
+pub struct Flat {
+    /// By tree path (the key split on `/`).
+    tensors: BTreeMap<Vec<Vec<u8>>, Arc<dyn Tensor>>,
+    /// The root's documents, by file name.
+    documents: Vec<(Vec<u8>, Arc<dyn Document>)>,
+    summary: ModelSummary,
+}
+
+impl Flat {
+    /// An empty model of `format` (as `info` names it).
+    pub fn new(format: &str) -> Flat {
+        Flat {
+            tensors: BTreeMap::new(),
+            documents: Vec::new(),
+            summary: ModelSummary {
+                format: format.into(),
+                ..Default::default()
+            },
+        }
+    }
+
+    /// Adds the tensor of `key`; a key seen before keeps its first tensor and is a problem.
+    pub fn add(&mut self, key: &str, t: Arc<dyn Tensor>, from: &str) {
+        let path: Vec<Vec<u8>> = key.split('/').map(|c| c.as_bytes().to_vec()).collect();
+        if let Some(p) = &t.meta().problem {
+            self.summary.problems.push(format!("{from}: {key}: {p}"));
+        }
+        if self.tensors.contains_key(&path) {
+            self.summary
+                .problems
+                .push(format!("{from}: {key} is there twice; the first is shown"));
+            return;
+        }
+        self.tensors.insert(path, t);
+    }
+
+    /// Adds the root document `name` (a name no key can take).
+    pub fn add_document(&mut self, name: &[u8], d: Arc<dyn Document>) {
+        self.documents.push((name.to_vec(), d));
+    }
+
+    /// A line for `info`.
+    pub fn detail(&mut self, line: String) {
+        self.summary.details.push(line);
+    }
+}
+
+impl Model for Flat {
+    fn list_dir(&self, dir: &[Vec<u8>]) -> Result<Vec<DirEntry>, ModelError> {
+        let mut out = Vec::new();
+        // Paths under `dir` are one range of the map: it is ordered component by component.
+        for k in self.tensors.range(dir.to_vec()..).map(|(k, _)| k) {
+            if !k.starts_with(dir) {
+                break;
+            }
+            if k.len() == dir.len() {
+                continue;
+            }
+            let name = k[dir.len()].clone();
+            out.push(match k.len() == dir.len() + 1 {
+                true => DirEntry::Tensor(name),
+                false => DirEntry::Dir(name),
+            });
+        }
+        if dir.is_empty() {
+            out.extend(
+                self.documents
+                    .iter()
+                    .map(|(n, _)| DirEntry::Document(n.clone())),
+            );
+        } else if out.is_empty() {
+            return Err(ModelError::NotFound(format!("{} components", dir.len())));
+        }
+        out.sort();
+        out.dedup();
+        Ok(out)
+    }
+
+    fn tensor(&self, path: &[Vec<u8>]) -> Result<Arc<dyn Tensor>, ModelError> {
+        self.tensors
+            .get(path)
+            .cloned()
+            .ok_or_else(|| ModelError::NotFound("no such tensor".into()))
+    }
+
+    fn document(&self, path: &[Vec<u8>]) -> Result<Arc<dyn Document>, ModelError> {
+        // The file system asks for a reader's own entry by its marked name (`own_component`).
+        let [name] = path else {
+            return Err(ModelError::NotFound("no such document".into()));
+        };
+        self.documents
+            .iter()
+            .find(|(n, _)| name.split_first() == Some((&0, n.as_slice())))
+            .map(|(_, d)| Arc::clone(d))
+            .ok_or_else(|| ModelError::NotFound("no such document".into()))
+    }
+
+    fn summary(&self) -> Result<ModelSummary, ModelError> {
+        let mut s = self.summary.clone();
+        for t in self.tensors.values() {
+            let m = t.meta();
+            s.tensors += 1;
+            *s.dtypes.entry(m.dtype.name().into_owned()).or_default() += 1;
+            let bytes = m
+                .num_elements()
+                .zip(m.dtype.elem_size())
+                .map(|(n, w)| n * w as u64);
+            s.total_bytes += bytes.unwrap_or(0);
+        }
+        Ok(s)
+    }
+}

@@ -1,0 +1,149 @@
+//! One numpy array stored uncompressed (a `.npy` file, or a stored member of an `.npz`): its
+//! bytes start at `data` of the file, in C or Fortran order, little- or big-endian. Reads give
+//! row-major little-endian elements, as every other reader's do.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::npy::{dtype_of, NpyHeader};
+use crate::model::{debug_check, DType, ModelError, SourceFormat, Tensor, TensorMeta};
+use crate::source::ReadAt;
+
+pub(crate) struct NpyTensor {
+    meta: TensorMeta,
+    file: Arc<dyn ReadAt>,
+    /// Where element 0 is in the file.
+    data: u64,
+    big_endian: bool,
+    fortran: bool,
+    identity: Option<String>,
+}
+
+impl NpyTensor {
+    /// The array of `name` whose header `h` starts at `at` of `file`.
+    pub(crate) fn new(name: &str, h: &NpyHeader, at: u64, file: &Arc<dyn ReadAt>) -> NpyTensor {
+        let mut extra = serde_json::Map::new();
+        extra.insert("file".into(), file.name().into());
+        extra.insert("descr".into(), h.descr.clone().into());
+        extra.insert("fortran_order".into(), h.fortran.into());
+        let data = at.saturating_add(h.data_offset);
+        let (dtype, big_endian, mut problem) = match dtype_of(&h.descr) {
+            Ok((d, big)) => (d, big, None),
+            Err(why) => (DType::Opaque(0), false, Some(why)),
+        };
+        // The data must lie in the file: a truncated array is its problem.
+        let bytes = h
+            .shape
+            .iter()
+            .try_fold(dtype.elem_size().unwrap_or(0) as u64, |a, &d| a.checked_mul(d));
+        if problem.is_none() {
+            match bytes.and_then(|b| b.checked_add(data)) {
+                Some(end) if end <= file.size() => {}
+                Some(end) => problem = Some(format!("data ends at {end}, past the file's {} bytes", file.size())),
+                None => problem = Some("its size overflows".into()),
+            }
+        }
+        NpyTensor {
+            meta: TensorMeta {
+                name: name.as_bytes().to_vec(),
+                dtype,
+                shape: h.shape.clone(),
+                format: SourceFormat::Numpy,
+                partitions: Vec::new(),
+                sparse: false,
+                extra,
+                problem,
+                mtime: file.mtime(),
+            },
+            file: Arc::clone(file),
+            data,
+            big_endian,
+            fortran: h.fortran && h.shape.len() > 1,
+            identity: crate::source::identity_string(&**file).map(|f| format!("{f}:{name}")),
+        }
+    }
+
+    fn problem(&self) -> Result<(), ModelError> {
+        match &self.meta.problem {
+            Some(p) => Err(ModelError::data(
+                format!("{} in {}", self.meta.name.escape_ascii(), self.file.name()),
+                p.clone(),
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// Row-major elements `first..` of a Fortran-order array into `out`, one element at a time
+    /// from its column-major place.
+    fn gather(&self, first: u64, out: &mut [u8], width: usize) -> Result<(), ModelError> {
+        let shape = &self.meta.shape;
+        // Column-major strides (in elements): dimension d moves by the product of those before.
+        let mut strides = Vec::with_capacity(shape.len());
+        let mut s = 1u64;
+        for &n in shape {
+            strides.push(s);
+            s = s.saturating_mul(n);
+        }
+        for (k, slot) in out.chunks_exact_mut(width).enumerate() {
+            // Row-major index → per-dimension index → column-major index.
+            let mut rest = first + k as u64;
+            let mut col_major = 0u64;
+            for (&n, &stride) in shape.iter().zip(&strides).rev() {
+                col_major += rest % n.max(1) * stride;
+                rest /= n.max(1);
+            }
+            let at = self.data + col_major * width as u64;
+            slot.copy_from_slice(&self.file.read_at(at, width)?);
+        }
+        Ok(())
+    }
+}
+
+impl Tensor for NpyTensor {
+    fn meta(&self) -> &TensorMeta {
+        &self.meta
+    }
+
+    fn fill_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
+        debug_check(&self.meta, first, out.len());
+        self.problem()?;
+        let width = self.meta.dtype.elem_size().unwrap_or(1);
+        // In bounds: the header check bounded the whole array by the file.
+        match self.fortran {
+            false => self.file.read_into(self.data + first * width as u64, out)?,
+            true => self.gather(first, out, width)?,
+        }
+        if self.big_endian {
+            // A complex number is two floats, each swapped on its own.
+            let part = match self.meta.dtype {
+                DType::C64 | DType::C128 => width / 2,
+                _ => width,
+            };
+            out.chunks_exact_mut(part).for_each(<[u8]>::reverse);
+        }
+        if self.meta.dtype == DType::Bool {
+            out.iter_mut().for_each(|b| *b = u8::from(*b != 0));
+        }
+        self.file.check_consistent()?;
+        Ok(())
+    }
+
+    fn lend(&self, first: u64, len: usize) -> Option<Result<Bytes, ModelError>> {
+        let plain = !self.fortran && !self.big_endian && self.meta.dtype != DType::Bool;
+        if !plain || self.meta.problem.is_some() {
+            return None;
+        }
+        debug_check(&self.meta, first, len);
+        let width = self.meta.dtype.elem_size().unwrap_or(1) as u64;
+        Some((|| {
+            let got = self.file.read(self.data + first * width, len)?;
+            self.file.check_consistent()?;
+            Ok(got)
+        })())
+    }
+
+    fn cache_identity(&self) -> Option<String> {
+        self.identity.clone()
+    }
+}
