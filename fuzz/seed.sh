@@ -101,6 +101,8 @@ for p in files():
         put("monolith", data[:MAX])  # a Monolith hash-table shard
     elif name.endswith(".safetensors"):
         put("safetensors", data)
+    elif name.endswith((".npy", ".npz")):
+        put("numpy", data)
     elif name == "checkpoint":
         put("checkpoint_state", data)
     elif name in ("_meta", "meta"):

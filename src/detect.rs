@@ -27,6 +27,9 @@ pub fn model_at(path: &Path, opts: &ReaderOptions) -> Result<Arc<dyn Model>, Ope
     if crate::angel::is_model_dir(fs, path) {
         return crate::angel::open(path, opts);
     }
+    if crate::numpy::is_source(&**fs, path) {
+        return crate::numpy::open(path, opts);
+    }
     if let Some(files) = crate::safetensors::files_of(&**fs, path)? {
         return crate::safetensors::open(&files, opts);
     }

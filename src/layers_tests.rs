@@ -15,6 +15,7 @@ const RANKS: &[(&str, u32)] = &[
     ("angel", 4),
     ("monolith", 4),
     ("safetensors", 4),
+    ("numpy", 4),
     ("detect", 5),
     ("layout", 6),
     ("views", 7),

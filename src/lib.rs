@@ -3,7 +3,7 @@
 //!
 //! Layers, bottom up; each module uses only those before it (`layers_tests` checks it):
 //! `source` (byte access) → `store` (persistent caches) → `model` (the format-neutral tree)
-//! → `tf`, `angel`, `monolith`, `safetensors` (the readers, which never use each other) → `detect` (which
+//! → `tf`, `angel`, `monolith`, `safetensors`, `numpy` (the readers, which never use each other) → `detect` (which
 //! reader a source is for) → `layout` (file renderers, on the content contract of
 //! `layout::content`) → `views` (whole-model views), `stats` (statistics and diffs),
 //! `options` → `fs` (tree of files, FUSE glue, following a changing source) → `cli`.
@@ -25,6 +25,7 @@ mod layers_tests;
 pub mod layout;
 pub mod model;
 pub mod monolith;
+pub mod numpy;
 pub mod options;
 pub mod safetensors;
 pub mod source;

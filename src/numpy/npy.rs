@@ -62,7 +62,13 @@ pub(crate) fn parse(text: &[u8], data_offset: u64) -> Result<NpyHeader, NpyError
     let descr = match descr.strip_prefix('\'').and_then(|d| d.split_once('\'')) {
         Some((d, _)) => d.to_string(),
         // A structured dtype: a list, shown as written.
-        None => descr.split("'fortran_order'").next().unwrap_or(descr).trim().trim_end_matches(',').to_string(),
+        None => descr
+            .split("'fortran_order'")
+            .next()
+            .unwrap_or(descr)
+            .trim()
+            .trim_end_matches(',')
+            .to_string(),
     };
     let fortran = match value_of(t, "fortran_order").map(|v| v.trim_start()) {
         Some(v) if v.starts_with("False") => false,
@@ -125,7 +131,11 @@ pub(crate) fn dtype_of(descr: &str) -> Result<(DType, bool), String> {
         "f8" => F64,
         "c8" => C64,
         "c16" => C128,
-        _ => return Err(format!("numpy dtype {descr:?} is not read (its .json only)")),
+        _ => {
+            return Err(format!(
+                "numpy dtype {descr:?} is not read (its .json only)"
+            ))
+        }
     };
     let width = dtype.elem_size().unwrap_or(1);
     Ok((dtype, order && width > 1))
@@ -137,12 +147,35 @@ mod tests {
 
     #[test]
     fn headers_numpy_writes() {
-        let h = parse(b"{'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }    \n", 128).unwrap();
-        assert_eq!((h.descr.as_str(), h.fortran, &h.shape[..]), ("<f4", false, &[3, 4][..]));
-        let h = parse(b"{'descr': '>i8', 'fortran_order': True, 'shape': (5,), }", 64).unwrap();
+        let h = parse(
+            b"{'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }    \n",
+            128,
+        )
+        .unwrap();
+        assert_eq!(
+            (h.descr.as_str(), h.fortran, &h.shape[..]),
+            ("<f4", false, &[3, 4][..])
+        );
+        let h = parse(
+            b"{'descr': '>i8', 'fortran_order': True, 'shape': (5,), }",
+            64,
+        )
+        .unwrap();
         assert_eq!((h.fortran, &h.shape[..]), (true, &[5][..]));
-        assert_eq!(parse(b"{'descr': '|b1', 'fortran_order': False, 'shape': (), }", 64).unwrap().shape, Vec::<u64>::new());
-        let s = parse(b"{'descr': [('a', '<i4'), ('b', '<f8')], 'fortran_order': False, 'shape': (2,), }", 64).unwrap();
+        assert_eq!(
+            parse(
+                b"{'descr': '|b1', 'fortran_order': False, 'shape': (), }",
+                64
+            )
+            .unwrap()
+            .shape,
+            Vec::<u64>::new()
+        );
+        let s = parse(
+            b"{'descr': [('a', '<i4'), ('b', '<f8')], 'fortran_order': False, 'shape': (2,), }",
+            64,
+        )
+        .unwrap();
         assert!(s.descr.starts_with('[') && dtype_of(&s.descr).is_err());
         assert_eq!(dtype_of(">f8"), Ok((DType::F64, true)));
         assert_eq!(dtype_of("|u1"), Ok((DType::U8, false)));
@@ -152,10 +185,24 @@ mod tests {
 
     #[test]
     fn hostile_headers_are_errors() {
-        assert!(matches!(prefix(b"\x93NUMPX\x01\x00\x10\x00"), Err(NpyError::Magic)));
-        assert!(matches!(prefix(b"\x93NUMPY\x09\x00\x10\x00"), Err(NpyError::Version(9, 0))));
-        assert!(matches!(prefix(b"\x93NUMPY\x02\x00\xff\xff\xff\xff"), Err(NpyError::TooLong(_))));
-        for bad in [&b"{}"[..], b"{'descr': '<f4'}", b"{'descr': '<f4', 'fortran_order': False, 'shape': (-1,), }", b"\xff"] {
+        assert!(matches!(
+            prefix(b"\x93NUMPX\x01\x00\x10\x00"),
+            Err(NpyError::Magic)
+        ));
+        assert!(matches!(
+            prefix(b"\x93NUMPY\x09\x00\x10\x00"),
+            Err(NpyError::Version(9, 0))
+        ));
+        assert!(matches!(
+            prefix(b"\x93NUMPY\x02\x00\xff\xff\xff\xff"),
+            Err(NpyError::TooLong(_))
+        ));
+        for bad in [
+            &b"{}"[..],
+            b"{'descr': '<f4'}",
+            b"{'descr': '<f4', 'fortran_order': False, 'shape': (-1,), }",
+            b"\xff",
+        ] {
             assert!(parse(bad, 64).is_err());
         }
     }

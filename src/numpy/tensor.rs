@@ -21,8 +21,15 @@ pub(crate) struct NpyTensor {
 }
 
 impl NpyTensor {
-    /// The array of `name` whose header `h` starts at `at` of `file`.
-    pub(crate) fn new(name: &str, h: &NpyHeader, at: u64, file: &Arc<dyn ReadAt>) -> NpyTensor {
+    /// The array of `name` whose header `h` starts at `at` of `file`, its data ending by `end`
+    /// (the file's size, or the end of its `.npz` member).
+    pub(crate) fn new(
+        name: &str,
+        h: &NpyHeader,
+        at: u64,
+        end: u64,
+        file: &Arc<dyn ReadAt>,
+    ) -> NpyTensor {
         let mut extra = serde_json::Map::new();
         extra.insert("file".into(), file.name().into());
         extra.insert("descr".into(), h.descr.clone().into());
@@ -36,11 +43,13 @@ impl NpyTensor {
         let bytes = h
             .shape
             .iter()
-            .try_fold(dtype.elem_size().unwrap_or(0) as u64, |a, &d| a.checked_mul(d));
+            .try_fold(dtype.elem_size().unwrap_or(0) as u64, |a, &d| {
+                a.checked_mul(d)
+            });
         if problem.is_none() {
             match bytes.and_then(|b| b.checked_add(data)) {
-                Some(end) if end <= file.size() => {}
-                Some(end) => problem = Some(format!("data ends at {end}, past the file's {} bytes", file.size())),
+                Some(e) if e <= end => {}
+                Some(e) => problem = Some(format!("data ends at {e}, past the {end} bytes it has")),
                 None => problem = Some("its size overflows".into()),
             }
         }
@@ -62,6 +71,11 @@ impl NpyTensor {
             fortran: h.fortran && h.shape.len() > 1,
             identity: crate::source::identity_string(&**file).map(|f| format!("{f}:{name}")),
         }
+    }
+
+    /// Makes `why` the array's problem (its data reads fail; it is still listed).
+    pub(crate) fn set_problem(&mut self, why: String) {
+        self.meta.problem = Some(why);
     }
 
     fn problem(&self) -> Result<(), ModelError> {

@@ -1,0 +1,196 @@
+//! numpy files: a `.npy` (one array, shown under its file's stem) or an `.npz` (a zip of
+//! `<key>.npy` members, `np.savez`; keys split on `/` as a TF key is). Only headers are read at
+//! mount: the zip's central directory and each member's `.npy` header. A stored member's array
+//! is read in place; a deflated one (`np.savez_compressed`) is listed with its dtype and shape
+//! and a problem (not read yet). Object arrays are pickles: refused, never unpickled.
+
+mod npy;
+mod tensor;
+
+use std::io::{Read, Seek, SeekFrom};
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::model::flat::Flat;
+use crate::model::{Model, ModelError, OpenError, ReaderOptions};
+use crate::source::{ReadAt, Storage};
+pub use npy::NpyError;
+use npy::NpyHeader;
+use tensor::NpyTensor;
+
+/// Whether `path` is a numpy file this reader opens.
+pub fn is_source(fs: &dyn Storage, path: &Path) -> bool {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    (name.ends_with(".npy") || name.ends_with(".npz")) && fs.is_file(path)
+}
+
+/// The model of the `.npy` or `.npz` at `path`.
+pub fn open(path: &Path, opts: &ReaderOptions) -> Result<Arc<dyn Model>, OpenError> {
+    let file = opts
+        .storage
+        .open(path)
+        .map_err(|e| OpenError::unreadable(path, e))?;
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let mut model = Flat::new("numpy");
+    if let Some(stem) = name.strip_suffix(".npy") {
+        let h = header_at(&mut At::new(&file), 0).map_err(|e| OpenError::unreadable(path, e))?;
+        let t = NpyTensor::new(stem, &h, 0, file.size(), &file);
+        model.add(stem, Arc::new(t), file.name());
+    } else {
+        npz(&file, &mut model).map_err(|e| OpenError::unreadable(path, e))?;
+    }
+    Ok(Arc::new(model))
+}
+
+/// The members of an `.npz` into `model`.
+fn npz(file: &Arc<dyn ReadAt>, model: &mut Flat) -> Result<(), ModelError> {
+    let zip_err = |e: zip::result::ZipError| ModelError::data(file.name(), e);
+    let mut zip = zip::ZipArchive::new(At::new(file)).map_err(zip_err)?;
+    for i in 0..zip.len() {
+        let (name, stored, at, size) = {
+            let m = zip.by_index_raw(i).map_err(zip_err)?;
+            let stored = m.compression() == zip::CompressionMethod::Stored;
+            (m.name().to_string(), stored, m.data_start(), m.size())
+        };
+        let Some(key) = name.strip_suffix(".npy") else {
+            model.detail(format!("member {name}: not an array (.npy), not shown"));
+            continue;
+        };
+        let end = at.checked_add(size).filter(|&e| e <= file.size());
+        let t = match (stored, end) {
+            (true, Some(end)) => {
+                let h = header_at(&mut At::new(file), at)?;
+                NpyTensor::new(key, &h, at, end, file)
+            }
+            (true, None) => {
+                return Err(ModelError::data(
+                    file.name(),
+                    format!("member {name} ends past the file"),
+                ))
+            }
+            // Deflated: the header is read from the start of the stream to list the array.
+            (false, _) => {
+                let mut m = zip.by_index(i).map_err(zip_err)?;
+                let h = deflated_header(&mut m)?;
+                let mut t = NpyTensor::new(key, &h, at, file.size(), file);
+                t.set_problem(
+                    "a deflated member (np.savez_compressed): listed, not read yet".into(),
+                );
+                t
+            }
+        };
+        model.add(key, Arc::new(t), file.name());
+    }
+    Ok(())
+}
+
+/// The `.npy` header at `at` of the reader's file.
+fn header_at(r: &mut At, at: u64) -> Result<NpyHeader, ModelError> {
+    let name = r.file.name().to_string();
+    let bad = |e: NpyError| ModelError::data(&name, e);
+    let first = r
+        .file
+        .read_at(at, 12.min(r.file.size().saturating_sub(at)) as usize)?;
+    let (prefix, len) = npy::prefix(&first).map_err(bad)?;
+    let start = at + prefix;
+    if start.checked_add(len).is_none_or(|e| e > r.file.size()) {
+        return Err(ModelError::data(
+            &name,
+            "the .npy header ends past the file",
+        ));
+    }
+    let text = r.file.read_at(start, len as usize)?;
+    npy::parse(&text, prefix + len).map_err(bad)
+}
+
+/// The `.npy` header at the start of a decompressing reader.
+fn deflated_header(r: &mut impl Read) -> Result<NpyHeader, ModelError> {
+    let mut first = [0u8; 12];
+    r.read_exact(&mut first)
+        .map_err(|e| ModelError::data("a deflated member", e))?;
+    let (prefix, len) =
+        npy::prefix(&first).map_err(|e| ModelError::data("a deflated member", e))?;
+    let mut text = first[prefix as usize..].to_vec();
+    let more = (len as usize).saturating_sub(text.len());
+    let mut rest = Vec::new();
+    r.take(more as u64)
+        .read_to_end(&mut rest)
+        .map_err(|e| ModelError::data("a deflated member", e))?;
+    text.extend_from_slice(&rest);
+    text.truncate(len as usize);
+    npy::parse(&text, prefix + len).map_err(|e| ModelError::data("a deflated member", e))
+}
+
+/// `Read + Seek` over a file for the zip reader.
+struct At {
+    file: Arc<dyn ReadAt>,
+    pos: u64,
+}
+
+impl At {
+    fn new(file: &Arc<dyn ReadAt>) -> At {
+        At {
+            file: Arc::clone(file),
+            pos: 0,
+        }
+    }
+}
+
+impl Read for At {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let left = self.file.size().saturating_sub(self.pos);
+        let n = (buf.len() as u64).min(left) as usize;
+        if n == 0 {
+            return Ok(0);
+        }
+        self.file
+            .read_into(self.pos, &mut buf[..n])
+            .map_err(std::io::Error::other)?;
+        self.pos += n as u64;
+        Ok(n)
+    }
+}
+
+impl Seek for At {
+    fn seek(&mut self, to: SeekFrom) -> std::io::Result<u64> {
+        let pos = match to {
+            SeekFrom::Start(p) => Some(p),
+            SeekFrom::End(d) => self.file.size().checked_add_signed(d),
+            SeekFrom::Current(d) => self.pos.checked_add_signed(d),
+        };
+        self.pos = pos.ok_or_else(|| std::io::Error::other("seek before the start"))?;
+        Ok(self.pos)
+    }
+}
+
+/// The fuzz target's entry (`fuzz/fuzz_targets/numpy.rs`): `data` as an `.npy` and as an
+/// `.npz`, opened and every array's first elements read. Any `Err` is fine; a panic, a hang
+/// or a huge allocation is a bug.
+#[cfg(any(test, feature = "testkit"))]
+pub fn fuzz_file(data: &[u8]) {
+    use crate::model::DirEntry;
+    let file: Arc<dyn ReadAt> = Arc::new(crate::source::MemSource::new("f", data.to_vec()));
+    let mut model = Flat::new("numpy");
+    if let Ok(h) = header_at(&mut At::new(&file), 0) {
+        model.add(
+            "a",
+            Arc::new(NpyTensor::new("a", &h, 0, file.size(), &file)),
+            "f",
+        );
+    }
+    let _ = npz(&file, &mut model);
+    let _ = model.summary();
+    for e in model.list_dir(&[]).unwrap_or_default() {
+        let DirEntry::Tensor(n) = e else { continue };
+        let Ok(t) = model.tensor(&[n]) else { continue };
+        let m = t.meta();
+        let n = m.num_elements().unwrap_or(0);
+        let w = m.dtype.elem_size().unwrap_or(1);
+        let mut buf = vec![0u8; n.min(16) as usize * w];
+        let _ = t.read_elements(0, &mut buf);
+        let _ = t.read_elements(n.saturating_sub(16), &mut buf);
+    }
+}
+
+#[cfg(test)]
+mod tests;

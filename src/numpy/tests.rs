@@ -1,0 +1,141 @@
+//! Against the files numpy wrote (scripts/gen_numpy.py) and what numpy reads back from them
+//! (fixtures/numpy/expected.json).
+
+use super::*;
+use crate::model::{DirEntry, Tensor};
+use crate::testing::fixtures_dir;
+
+fn opened(name: &str) -> Arc<dyn Model> {
+    let path = fixtures_dir().join("numpy").join(name);
+    assert!(is_source(&*crate::source::local(), &path), "{name}");
+    open(&path, &ReaderOptions::default()).unwrap()
+}
+
+fn expected() -> serde_json::Value {
+    let p = fixtures_dir().join("numpy/expected.json");
+    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn path(key: &str) -> Vec<Vec<u8>> {
+    key.split('/').map(|c| c.as_bytes().to_vec()).collect()
+}
+
+/// Every array reads back as numpy reads it: C order, little-endian, element for element.
+fn check(file: &str) -> usize {
+    let m = opened(file);
+    let exp = expected();
+    let mut n = 0;
+    for (key, want) in exp[file].as_object().unwrap() {
+        let t = m.tensor(&path(key)).unwrap();
+        let meta = t.meta();
+        let shape: Vec<u64> = want["shape"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d.as_u64().unwrap())
+            .collect();
+        assert_eq!(meta.shape, shape, "{file} {key}");
+        assert_eq!(meta.extra["descr"], want["descr"], "{file} {key}");
+        if file == "compressed.npz" {
+            assert!(
+                meta.problem.as_deref().unwrap().contains("deflated"),
+                "{key}"
+            );
+            continue;
+        }
+        assert_eq!(meta.problem, None, "{file} {key}");
+        let count = meta.num_elements().unwrap();
+        let mut buf = vec![0u8; count as usize * meta.dtype.elem_size().unwrap()];
+        t.read_elements(0, &mut buf).unwrap();
+        assert_eq!(hex(&buf), want["hex"].as_str().unwrap(), "{file} {key}");
+        assert_eq!(
+            hex(&t.read(0, buf.len()).unwrap()),
+            hex(&buf),
+            "{file} {key}: read"
+        );
+        // A piece from the middle is the same bytes (Fortran order gathers by element).
+        if count > 2 {
+            let w = meta.dtype.elem_size().unwrap();
+            let mut mid = vec![0u8; w];
+            t.read_elements(count / 2, &mut mid).unwrap();
+            assert_eq!(
+                mid,
+                buf[(count / 2) as usize * w..][..w],
+                "{file} {key}: middle"
+            );
+        }
+        n += 1;
+    }
+    n
+}
+
+#[test]
+fn npy_files_read_as_numpy_reads_them() {
+    for f in [
+        "dt_f4.npy",
+        "big_endian_f8.npy",
+        "fortran_i4.npy",
+        "dt_b1.npy",
+    ] {
+        assert_eq!(check(f), 1, "{f}");
+    }
+}
+
+#[test]
+fn npz_members_read_as_numpy_reads_them() {
+    assert_eq!(check("arrays.npz"), 18);
+    let m = opened("arrays.npz");
+    let root = m.list_dir(&[]).unwrap();
+    assert!(root.contains(&DirEntry::Dir(b"dt".to_vec())), "{root:?}");
+    assert_eq!(m.summary().unwrap().tensors, 18);
+}
+
+/// `np.savez_compressed`: every array is listed with its dtype and shape (read from the start
+/// of its deflated stream), and reads fail naming why.
+#[test]
+fn deflated_members_are_listed_not_read() {
+    check("compressed.npz");
+    let m = opened("compressed.npz");
+    let t = m.tensor(&path("dt/f4")).unwrap();
+    let mut buf = vec![0u8; 4];
+    let err = t.read_elements(0, &mut buf).unwrap_err().to_string();
+    assert!(err.contains("deflated"), "{err}");
+}
+
+/// An object array is a pickle: listed with a problem, its bytes never unpickled nor served.
+#[test]
+fn object_arrays_are_refused() {
+    let m = opened("object.npy");
+    let t = m.tensor(&path("object")).unwrap();
+    assert!(t.meta().problem.as_deref().unwrap().contains("pickle"));
+    assert_eq!(t.meta().shape, [2]);
+    assert!(
+        t.read(0, 0).is_err(),
+        "an object array has no elements to read"
+    );
+    assert_eq!(m.summary().unwrap().problems.len(), 1);
+}
+
+#[test]
+fn damaged_files_never_panic() {
+    for f in [
+        "arrays.npz",
+        "compressed.npz",
+        "fortran_i4.npy",
+        "big_endian_f8.npy",
+    ] {
+        let good = std::fs::read(fixtures_dir().join("numpy").join(f)).unwrap();
+        for cut in (0..good.len()).step_by(5) {
+            fuzz_file(&good[..cut]);
+        }
+        for i in (0..good.len()).step_by(3) {
+            let mut bad = good.clone();
+            bad[i] ^= 0xa5;
+            fuzz_file(&bad);
+        }
+    }
+}
