@@ -1,5 +1,6 @@
 //! Sources of the readers beside TF and Angel, mounted and compared with their writers' own
-//! reading of them (issue 41): safetensors files and a sharded safetensors model.
+//! reading of them (issue 41): safetensors files and a sharded safetensors model; numpy's
+//! `.npy` and `.npz`.
 
 use std::path::Path;
 use std::process::Command;
@@ -68,6 +69,89 @@ fn safetensors_sources_read_as_the_writer_reads_them() {
         );
         let meta = std::fs::read_to_string(m.path().join("__metadata__.json")).unwrap();
         assert!(meta.contains("\"format\": \"pt\""), "{meta}");
+        m.unmount_and_check();
+    }
+}
+
+/// argv: mountpoint, source. Every array numpy reads from the source (`np.load`, each key of
+/// an `.npz`) equals `np.load` of its `.npy` through the mount (also `mmap_mode='r'`), in C
+/// order; a deflated member or an object array has a `.json` naming its problem, and reading its
+/// `.npy` fails.
+const NUMPY_SOURCE_CHECK: &str = r#"
+import json, os, sys, zipfile
+import numpy as np
+mnt, src = sys.argv[1], sys.argv[2]
+bad, n = [], 0
+if src.endswith(".npz"):
+    z = zipfile.ZipFile(src)
+    arrays = {i.filename[:-4]: (i.compress_type == zipfile.ZIP_STORED) for i in z.infolist()}
+    loaded = np.load(src)
+else:
+    key = os.path.basename(src)[:-4]
+    arrays = {key: True}
+    loaded = None
+for key, stored in arrays.items():
+    meta = json.load(open(os.path.join(mnt, key + ".json")))
+    npy = os.path.join(mnt, key + ".npy")
+    if not stored or (loaded is None and np.load(src, allow_pickle=True).dtype == object):
+        # Listed with its problem; its data files fail (EIO), never give bytes.
+        if "problem" not in meta:
+            bad.append(f"{key}: no problem in its .json")
+        if os.path.exists(npy):
+            try:
+                open(npy, "rb").read()
+                bad.append(f"{key}: .npy read without an error")
+            except OSError:
+                pass
+        continue
+    want = loaded[key] if loaded is not None else np.load(src)
+    for got in (np.load(npy), np.load(npy, mmap_mode="r")):
+        if got.dtype != want.dtype.newbyteorder("<") and got.dtype != want.dtype:
+            bad.append(f"{key}: dtype {got.dtype} != {want.dtype}")
+        if got.shape != want.shape or not np.array_equal(np.asarray(got), want, equal_nan=want.dtype.kind in "fc"):
+            bad.append(f"{key}: values differ")
+    n += 1
+print(f"checked {n} arrays")
+if bad:
+    print("\n".join(bad)); sys.exit(1)
+"#;
+
+#[test]
+fn numpy_sources_read_as_numpy_reads_them() {
+    let Some(fuse) = Fuse::check() else { return };
+    if !have_safetensors() {
+        eprintln!("skipped: python3 numpy missing");
+        return;
+    }
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/numpy");
+    let cases = [
+        ("arrays.npz", 18),
+        ("compressed.npz", 0),
+        ("dt_f4.npy", 1),
+        ("dt_b1.npy", 1),
+        ("big_endian_f8.npy", 1),
+        ("fortran_i4.npy", 1),
+        ("object.npy", 0),
+    ];
+    for (name, n) in cases {
+        let source = dir.join(name);
+        let m = fuse.mount(&source, "layouts=json,npy");
+        let out = Command::new("python3")
+            .args(["-c", NUMPY_SOURCE_CHECK])
+            .arg(m.path())
+            .arg(&source)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{name}: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            text.contains(&format!("checked {n} arrays")),
+            "{name}: {text}"
+        );
         m.unmount_and_check();
     }
 }

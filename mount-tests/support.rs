@@ -71,6 +71,9 @@ pub fn cases() -> Vec<Case> {
     for s in [
         "fixtures/safetensors/dtypes.safetensors",
         "fixtures/safetensors/sharded",
+        "fixtures/numpy/arrays.npz",
+        "fixtures/numpy/fortran_i4.npy",
+        "fixtures/numpy/big_endian_f8.npy",
     ] {
         out.push(Case {
             name: format!("fixture:{s}"),

@@ -175,6 +175,8 @@ fn safetensors_npz_and_stats_equal_every_npy() {
         "fixtures/monolith/ps_export",
         "fixtures/safetensors/dtypes.safetensors",
         "fixtures/safetensors/sharded",
+        "fixtures/numpy/arrays.npz",
+        "fixtures/numpy/fortran_i4.npy",
     ] {
         sources.push(here.join(s));
     }
