@@ -2,7 +2,7 @@
 //! (fixtures/numpy/expected.json).
 
 use super::*;
-use crate::model::{DirEntry, Tensor};
+use crate::model::DirEntry;
 use crate::testing::fixtures_dir;
 
 fn opened(name: &str) -> Arc<dyn Model> {
