@@ -1,7 +1,7 @@
 //! numpy files: a `.npy` (one array, shown under its file's stem) or an `.npz` (a zip of
 //! `<key>.npy` members, `np.savez`; keys split on `/` as a TF key is). Only headers are read at
 //! mount: the zip's central directory and each member's `.npy` header. A stored member's array
-//! is read in place; a deflated one (`np.savez_compressed`) is listed with its dtype and shape
+//! is read in place, its zip CRC-32 checked on the first read (`verify=crc`); a deflated one (`np.savez_compressed`) is listed with its dtype and shape
 //! and a problem (not read yet). Object arrays are pickles: refused, never unpickled.
 
 mod npy;
@@ -16,7 +16,7 @@ use crate::model::{Model, ModelError, OpenError, ReaderOptions};
 use crate::source::{ReadAt, Storage};
 pub use npy::NpyError;
 use npy::NpyHeader;
-use tensor::NpyTensor;
+use tensor::{Member, NpyTensor};
 
 /// Whether `path` is a numpy file this reader opens.
 pub fn is_source(fs: &dyn Storage, path: &Path) -> bool {
@@ -37,20 +37,26 @@ pub fn open(path: &Path, opts: &ReaderOptions) -> Result<Arc<dyn Model>, OpenErr
         let t = NpyTensor::new(stem, &h, 0, file.size(), &file);
         model.add(stem, Arc::new(t), file.name());
     } else {
-        npz(&file, &mut model).map_err(|e| OpenError::unreadable(path, e))?;
+        npz(&file, &mut model, opts.verify).map_err(|e| OpenError::unreadable(path, e))?;
     }
     Ok(Arc::new(model))
 }
 
 /// The members of an `.npz` into `model`.
-fn npz(file: &Arc<dyn ReadAt>, model: &mut Flat) -> Result<(), ModelError> {
+fn npz(file: &Arc<dyn ReadAt>, model: &mut Flat, verify: bool) -> Result<(), ModelError> {
     let zip_err = |e: zip::result::ZipError| ModelError::data(file.name(), e);
     let mut zip = zip::ZipArchive::new(At::new(file)).map_err(zip_err)?;
     for i in 0..zip.len() {
-        let (name, stored, at, size) = {
+        let (name, stored, at, size, crc) = {
             let m = zip.by_index_raw(i).map_err(zip_err)?;
             let stored = m.compression() == zip::CompressionMethod::Stored;
-            (m.name().to_string(), stored, m.data_start(), m.size())
+            (
+                m.name().to_string(),
+                stored,
+                m.data_start(),
+                m.size(),
+                m.crc32(),
+            )
         };
         let Some(key) = name.strip_suffix(".npy") else {
             model.detail(format!("member {name}: not an array (.npy), not shown"));
@@ -60,7 +66,11 @@ fn npz(file: &Arc<dyn ReadAt>, model: &mut Flat) -> Result<(), ModelError> {
         let t = match (stored, end) {
             (true, Some(end)) => {
                 let h = header_at(&mut At::new(file), at)?;
-                NpyTensor::new(key, &h, at, end, file)
+                let t = NpyTensor::new(key, &h, at, end, file);
+                match verify {
+                    true => t.verified_by(Member { at, end, crc }),
+                    false => t,
+                }
             }
             (true, None) => {
                 return Err(ModelError::data(
@@ -178,7 +188,7 @@ pub fn fuzz_file(data: &[u8]) {
             "f",
         );
     }
-    let _ = npz(&file, &mut model);
+    let _ = npz(&file, &mut model, true);
     let _ = model.summary();
     for e in model.list_dir(&[]).unwrap_or_default() {
         let DirEntry::Tensor(n) = e else { continue };

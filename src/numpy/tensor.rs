@@ -2,7 +2,7 @@
 //! bytes start at `data` of the file, in C or Fortran order, little- or big-endian. Reads give
 //! row-major little-endian elements, as every other reader's do.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 
@@ -18,7 +18,22 @@ pub(crate) struct NpyTensor {
     big_endian: bool,
     fortran: bool,
     identity: Option<String>,
+    /// A stored `.npz` member's zip CRC-32 over `[at, end)` (its whole `.npy`), checked on the
+    /// first read before any byte is served; the verdict is kept.
+    crc: Option<Member>,
+    verdict: OnceLock<Result<(), String>>,
 }
+
+/// Where a member's bytes are and their CRC-32.
+#[derive(Clone, Copy)]
+pub(crate) struct Member {
+    pub(crate) at: u64,
+    pub(crate) end: u64,
+    pub(crate) crc: u32,
+}
+
+/// Bytes per read of the checksum pass.
+const CRC_PIECE: u64 = 4 << 20;
 
 impl NpyTensor {
     /// The array of `name` whose header `h` starts at `at` of `file`, its data ending by `end`
@@ -35,6 +50,7 @@ impl NpyTensor {
         extra.insert("descr".into(), h.descr.clone().into());
         extra.insert("fortran_order".into(), h.fortran.into());
         let data = at.saturating_add(h.data_offset);
+        extra.insert("data_start".into(), data.into());
         let (dtype, big_endian, mut problem) = match dtype_of(&h.descr) {
             Ok((d, big)) => (d, big, None),
             Err(why) => (DType::Opaque(0), false, Some(why)),
@@ -70,7 +86,51 @@ impl NpyTensor {
             big_endian,
             fortran: h.fortran && h.shape.len() > 1,
             identity: crate::source::identity_string(&**file).map(|f| format!("{f}:{name}")),
+            crc: None,
+            verdict: OnceLock::new(),
         }
+    }
+
+    /// Checks the member's CRC-32 (`member`) on the first read.
+    pub(crate) fn verified_by(mut self, member: Member) -> NpyTensor {
+        self.crc = Some(member);
+        self
+    }
+
+    /// The member's checksum verdict, computed on the first call that can read the member: a
+    /// source fault is returned and not kept (the next read tries again).
+    fn verify(&self) -> Result<(), ModelError> {
+        let Some(m) = self.crc else {
+            return Ok(());
+        };
+        let verdict = match self.verdict.get() {
+            Some(v) => v,
+            None => {
+                let mut h = crc32fast::Hasher::new();
+                let mut at = m.at;
+                while at < m.end {
+                    let len = (m.end - at).min(CRC_PIECE);
+                    h.update(&self.file.read_at(at, len as usize)?);
+                    self.file.done_with(at, len);
+                    at += len;
+                }
+                self.file.check_consistent()?;
+                let c = h.finalize();
+                self.verdict.get_or_init(|| match c == m.crc {
+                    true => Ok(()),
+                    false => Err(format!(
+                        "zip CRC-32 {c:08x} of the member, {:08x} expected",
+                        m.crc
+                    )),
+                })
+            }
+        };
+        verdict.clone().map_err(|e| {
+            ModelError::data(
+                format!("{} in {}", self.meta.name.escape_ascii(), self.file.name()),
+                e,
+            )
+        })
     }
 
     /// Makes `why` the array's problem (its data reads fail; it is still listed).
@@ -122,6 +182,7 @@ impl Tensor for NpyTensor {
     fn fill_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
         debug_check(&self.meta, first, out.len());
         self.problem()?;
+        self.verify()?;
         let width = self.meta.dtype.elem_size().unwrap_or(1);
         // In bounds: the header check bounded the whole array by the file.
         match self.fortran {
@@ -151,6 +212,7 @@ impl Tensor for NpyTensor {
         debug_check(&self.meta, first, len);
         let width = self.meta.dtype.elem_size().unwrap_or(1) as u64;
         Some((|| {
+            self.verify()?;
             let got = self.file.read(self.data + first * width, len)?;
             self.file.check_consistent()?;
             Ok(got)
