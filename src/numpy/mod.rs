@@ -1,9 +1,11 @@
 //! numpy files: a `.npy` (one array, shown under its file's stem) or an `.npz` (a zip of
 //! `<key>.npy` members, `np.savez`; keys split on `/` as a TF key is). Only headers are read at
 //! mount: the zip's central directory and each member's `.npy` header. A stored member's array
-//! is read in place, its zip CRC-32 checked on the first read (`verify=crc`); a deflated one (`np.savez_compressed`) is listed with its dtype and shape
-//! and a problem (not read yet). Object arrays are pickles: refused, never unpickled.
+//! is read in place, its zip CRC-32 checked on the first read (`verify=crc`); a deflated one
+//! (`np.savez_compressed`) is decompressed as far as a read needs, its CRC-32 checked by a
+//! pass of its own first (`inflate.rs`; a Fortran-order one is listed, not read). Object arrays are pickles: refused, never unpickled.
 
+mod inflate;
 mod npy;
 mod tensor;
 
@@ -14,6 +16,7 @@ use std::sync::Arc;
 use crate::model::flat::Flat;
 use crate::model::{Model, ModelError, OpenError, ReaderOptions};
 use crate::source::{ReadAt, Storage};
+use inflate::Inflated;
 pub use npy::NpyError;
 use npy::NpyHeader;
 use tensor::{Member, NpyTensor};
@@ -47,31 +50,35 @@ fn npz(file: &Arc<dyn ReadAt>, model: &mut Flat, verify: bool) -> Result<(), Mod
     let zip_err = |e: zip::result::ZipError| ModelError::data(file.name(), e);
     let mut zip = zip::ZipArchive::new(At::new(file)).map_err(zip_err)?;
     for i in 0..zip.len() {
-        let (name, stored, at, size, crc) = {
+        let (name, method, at, csize, size, crc) = {
             let m = zip.by_index_raw(i).map_err(zip_err)?;
-            let stored = m.compression() == zip::CompressionMethod::Stored;
+            let (at, c) = (m.data_start(), m.compressed_size());
             (
                 m.name().to_string(),
-                stored,
-                m.data_start(),
+                m.compression(),
+                at,
+                c,
                 m.size(),
                 m.crc32(),
             )
         };
+        let stored = method == zip::CompressionMethod::Stored;
         let Some(key) = name.strip_suffix(".npy") else {
             model.detail(format!("member {name}: not an array (.npy), not shown"));
             continue;
         };
         let end = at.checked_add(size).filter(|&e| e <= file.size());
         let t = match (stored, end) {
-            (true, Some(end)) => {
-                let h = header_at(&mut At::new(file), at)?;
-                let t = NpyTensor::new(key, &h, at, end, file);
-                match verify {
-                    true => t.verified_by(Member { at, end, crc }),
-                    false => t,
+            (true, Some(end)) => match header_at(&mut At::new(file), at) {
+                Ok(h) => {
+                    let t = NpyTensor::new(key, &h, at, end, file);
+                    match verify {
+                        true => t.verified_by(Member { at, end, crc }),
+                        false => t,
+                    }
                 }
-            }
+                Err(e) => NpyTensor::unreadable(key, e.to_string(), file),
+            },
             (true, None) => {
                 return Err(ModelError::data(
                     file.name(),
@@ -79,14 +86,23 @@ fn npz(file: &Arc<dyn ReadAt>, model: &mut Flat, verify: bool) -> Result<(), Mod
                 ))
             }
             // Deflated: the header is read from the start of the stream to list the array.
+            (false, _) if method == zip::CompressionMethod::Deflated => {
+                let cend = at.checked_add(csize).filter(|&e| e <= file.size());
+                let cend = cend.ok_or_else(|| {
+                    ModelError::data(file.name(), format!("member {name} ends past the file"))
+                })?;
+                match deflated_header(&mut zip.by_index(i).map_err(zip_err)?) {
+                    Ok(h) => {
+                        let inflated = Inflated::new(file, (at, cend), size, crc, verify);
+                        NpyTensor::new(key, &h, 0, inflated.len(), file)
+                            .inflated_from(Arc::new(inflated))
+                    }
+                    Err(e) => NpyTensor::unreadable(key, e.to_string(), file),
+                }
+            }
             (false, _) => {
-                let mut m = zip.by_index(i).map_err(zip_err)?;
-                let h = deflated_header(&mut m)?;
-                let mut t = NpyTensor::new(key, &h, at, file.size(), file);
-                t.set_problem(
-                    "a deflated member (np.savez_compressed): listed, not read yet".into(),
-                );
-                t
+                model.detail(format!("member {name}: compressed by {method}, not shown"));
+                continue;
             }
         };
         model.add(key, Arc::new(t), file.name());

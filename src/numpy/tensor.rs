@@ -6,6 +6,7 @@ use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 
+use super::inflate::Inflated;
 use super::npy::{dtype_of, NpyHeader};
 use crate::model::{debug_check, DType, ModelError, SourceFormat, Tensor, TensorMeta};
 use crate::source::ReadAt;
@@ -22,6 +23,8 @@ pub(crate) struct NpyTensor {
     /// first read before any byte is served; the verdict is kept.
     crc: Option<Member>,
     verdict: OnceLock<Result<(), String>>,
+    /// A deflated member: `data` is then an offset in its uncompressed stream.
+    inflated: Option<Arc<Inflated>>,
 }
 
 /// Where a member's bytes are and their CRC-32.
@@ -88,7 +91,34 @@ impl NpyTensor {
             identity: crate::source::identity_string(&**file).map(|f| format!("{f}:{name}")),
             crc: None,
             verdict: OnceLock::new(),
+            inflated: None,
         }
+    }
+
+    /// The array of a deflated member (`NpyTensor::new` was given its header at 0 and the
+    /// stream's length as `end`): read through `inflated`.
+    pub(crate) fn inflated_from(mut self, inflated: Arc<Inflated>) -> NpyTensor {
+        if self.fortran && self.meta.problem.is_none() {
+            self.meta.problem = Some(
+                "a Fortran-order array in a deflated member: not read (its .json only)".into(),
+            );
+        }
+        self.inflated = Some(inflated);
+        self
+    }
+
+    /// A member whose `.npy` header cannot be read: listed, with `why` as its problem (the
+    /// other members of its `.npz` read as usual).
+    pub(crate) fn unreadable(name: &str, why: String, file: &Arc<dyn ReadAt>) -> NpyTensor {
+        let h = NpyHeader {
+            descr: String::new(),
+            fortran: false,
+            shape: Vec::new(),
+            data_offset: 0,
+        };
+        let mut t = NpyTensor::new(name, &h, 0, 0, file);
+        t.meta.problem = Some(why);
+        t
     }
 
     /// Checks the member's CRC-32 (`member`) on the first read.
@@ -131,11 +161,6 @@ impl NpyTensor {
                 e,
             )
         })
-    }
-
-    /// Makes `why` the array's problem (its data reads fail; it is still listed).
-    pub(crate) fn set_problem(&mut self, why: String) {
-        self.meta.problem = Some(why);
     }
 
     fn problem(&self) -> Result<(), ModelError> {
@@ -184,10 +209,11 @@ impl Tensor for NpyTensor {
         self.problem()?;
         self.verify()?;
         let width = self.meta.dtype.elem_size().unwrap_or(1);
-        // In bounds: the header check bounded the whole array by the file.
-        match self.fortran {
-            false => self.file.read_into(self.data + first * width as u64, out)?,
-            true => self.gather(first, out, width)?,
+        // In bounds: the header check bounded the whole array by the file (or the stream).
+        match (&self.inflated, self.fortran) {
+            (Some(inf), _) => inf.read(self.data + first * width as u64, out)?,
+            (None, false) => self.file.read_into(self.data + first * width as u64, out)?,
+            (None, true) => self.gather(first, out, width)?,
         }
         if self.big_endian {
             // A complex number is two floats, each swapped on its own.
@@ -205,7 +231,10 @@ impl Tensor for NpyTensor {
     }
 
     fn lend(&self, first: u64, len: usize) -> Option<Result<Bytes, ModelError>> {
-        let plain = !self.fortran && !self.big_endian && self.meta.dtype != DType::Bool;
+        let plain = !self.fortran
+            && !self.big_endian
+            && self.meta.dtype != DType::Bool
+            && self.inflated.is_none();
         if !plain || self.meta.problem.is_some() {
             return None;
         }
