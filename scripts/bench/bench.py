@@ -516,6 +516,13 @@ def main():
                                     bindfs_mount=bindfs_mount, bindfs_umount=bindfs_umount,
                                     median=median, add=add, log=log)
         bench_loads(ctx)
+    if want(14):
+        import types
+        from sources import bench_sources
+        ctx = types.SimpleNamespace(WORK=WORK, RUNS=RUNS, env=Env("sources").env,
+                                    mountpoint=mountpoint, mount=mount, umount=umount,
+                                    daemon_of=daemon_of, median=median, add=add, log=log)
+        bench_sources(ctx)
     if want(7):
         # Imported here: boto3 comes with moto[server], needed by this target only.
         import types

@@ -1,0 +1,121 @@
+"""Bench target 14: sources of the newer readers at production size (issue 41) — a 1 GiB
+safetensors model in four shards with its index (written by the `safetensors` package) and a
+1 GiB `.npz` written by `np.savez`: how long a mount takes and what it reads (it must read no
+tensor data), and `cat` of a tensor's `.bin` on a fresh mount against reading the same bytes
+of the file (page cache warm for both).
+"""
+import json
+import os
+import subprocess
+import time
+
+MiB = 1 << 20
+
+
+def generate(work):
+    import numpy as np
+    from safetensors.numpy import save_file
+    rng = np.random.default_rng(14)
+    st = os.path.join(work, "st")
+    os.makedirs(st, exist_ok=True)
+    weight_map, total = {}, 0
+    for s in range(4):
+        name = f"model-{s + 1:05d}-of-00004.safetensors"
+        tensors = {f"layers.{s * 8 + i}.weight": rng.standard_normal((2048, 4096), dtype=np.float32)
+                   for i in range(8)}  # 8 x 32 MiB a shard
+        save_file(tensors, os.path.join(st, name), metadata={"format": "pt"})
+        for k, v in tensors.items():
+            weight_map[k] = name
+            total += v.nbytes
+    with open(os.path.join(st, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f)
+    arrays = {f"a{i}": rng.standard_normal((2048, 4096), dtype=np.float32) for i in range(32)}
+    np.savez(os.path.join(work, "arrays.npz"), **arrays)
+
+
+def read_range(path, off, n):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        t = time.perf_counter()
+        while n > 0:
+            b = os.pread(fd, min(n, 1 * MiB), off)
+            if not b:
+                raise SystemExit(f"{path}: short read")
+            off += len(b)
+            n -= len(b)
+        return time.perf_counter() - t
+    finally:
+        os.close(fd)
+
+
+def st_range(path, key):
+    """Where `key`'s bytes are in the safetensors file `path`."""
+    with open(path, "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+        h = json.loads(f.read(n))
+    b, e = h[key]["data_offsets"]
+    return 8 + n + b, e - b
+
+
+def npz_range(path, key):
+    import zipfile
+    with zipfile.ZipFile(path) as z:
+        i = z.getinfo(key + ".npy")
+    with open(path, "rb") as f:
+        f.seek(i.header_offset + 26)
+        nlen, xlen = int.from_bytes(f.read(2), "little"), int.from_bytes(f.read(2), "little")
+        start = i.header_offset + 30 + nlen + xlen
+        f.seek(start)
+        head = f.read(10)
+        hlen = 10 + int.from_bytes(head[8:10], "little")
+    return start + hlen, i.file_size - hlen
+
+
+def source_bytes_touched(pid, work):
+    """Bytes the daemon read of the source: read(2) calls (rchar counts the binary and the
+    log too, a few KiB) plus the resident pages of its mappings of files under `work` (a
+    mapped file is read by page faults, which rchar does not count)."""
+    with open(f"/proc/{pid}/io") as f:
+        rchar = int(dict(line.split(": ") for line in f.read().splitlines())["rchar"])
+    mapped, inside = 0, False
+    with open(f"/proc/{pid}/smaps") as f:
+        for line in f:
+            parts = line.split()
+            if "-" in parts[0] and len(parts) >= 5:
+                inside = len(parts) >= 6 and parts[5].startswith(work)
+            elif parts[0] == "Rss:" and inside:
+                mapped += int(parts[1]) * 1024
+    return rchar + mapped
+
+
+def bench_sources(ctx):
+    work = os.path.join(ctx.WORK, "sources")
+    if not os.path.exists(os.path.join(work, "arrays.npz")):
+        ctx.log("generating a 1 GiB sharded safetensors model and a 1 GiB .npz (once)")
+        os.makedirs(work, exist_ok=True)
+        generate(work)
+    st = os.path.join(work, "st")
+    npz = os.path.join(work, "arrays.npz")
+    subprocess.run(["sh", "-c", f"cat {st}/* {npz} > /dev/null"], check=True)
+    shard = os.path.join(st, "model-00002-of-00004.safetensors")
+    cases = [("sharded safetensors (1 GiB, 4 shards)", st, "layers.12.weight", shard,
+              st_range(shard, "layers.12.weight")),
+             ("np.savez .npz (1 GiB)", npz, "a12", npz, npz_range(npz, "a12"))]
+    for name, src, key, file, (off, n) in cases:
+        mounts, reads, cats, files = [], [], [], []
+        for _ in range(ctx.RUNS):
+            mnt = ctx.mountpoint()
+            mounts.append(ctx.mount(src, mnt, ctx.env, "cache_dir=none,layouts=json,bin"))
+            reads.append(source_bytes_touched(ctx.daemon_of(mnt), work))
+            t = time.perf_counter()
+            subprocess.run(["cat", os.path.join(mnt, key + ".bin")], check=True,
+                           stdout=subprocess.DEVNULL)
+            cats.append(time.perf_counter() - t)
+            ctx.umount(mnt)
+            os.rmdir(mnt)
+            files.append(read_range(file, off, n))
+        m, c, f = ctx.median(mounts), ctx.median(cats), ctx.median(files)
+        ctx.add(14, f"{name}: mount", f"{m * 1000:.0f} ms, {max(reads)} bytes of the source read",
+                "< 100 ms, no tensor data", m < 0.1 and max(reads) < n)
+        ctx.add(14, f"{name}: cat of a {n // MiB} MiB .bin, fresh mount vs the file's bytes",
+                f"{c * 1000:.0f} ms vs {f * 1000:.0f} ms = {f / c:.2f}x", ">= 0.9x", f / c >= 0.9)
