@@ -1,7 +1,8 @@
 """Checks a mount of safetensors files against the `safetensors` package's own reading of
 them: every tensor's `.bin` is the bytes `deserialize` gives (every dtype), its `.npy` is what
 `safe_open(framework="np")` gives (bfloat16: widened to float32, as `.npy` shows it; the float8
-types: their raw bytes as uint8), its `.json` names its dtype and shape.
+types: their raw bytes as uint8), its `.json` names its dtype and shape; the mount's `.safetensors` view gives every decoded
+tensor back with the same dtype and bytes.
 
 argv: mountpoint, then the source files. Exit 1 naming every mismatch.
 """
@@ -42,6 +43,21 @@ for f in files:
             if got.shape != want.shape or got.tobytes() != want.tobytes():
                 bad.append(f"{key}: .npy differs ({got.dtype} {got.shape} vs {want.dtype} {want.shape})")
             checked += 1
+# The mount's `.safetensors` view holds every decoded tensor of every source file, with its
+# dtype as written and the same bytes (F4 and F8_E8M0 are left out: not decoded).
+view = os.path.join(mnt, ".safetensors")
+with open(view, "rb") as fh:
+    shown = dict(deserialize(fh.read()))
+for f in files:
+    with open(f, "rb") as fh:
+        for key, t in deserialize(fh.read()):
+            if t["dtype"] in ("F4", "F8_E8M0"):
+                if key in shown:
+                    bad.append(f".safetensors holds {key} ({t['dtype']})")
+                continue
+            v = shown.get(key)
+            if v is None or v["dtype"] != t["dtype"] or bytes(v["data"]) != bytes(t["data"]):
+                bad.append(f".safetensors: {key} differs or is missing")
 print(f"checked {checked} tensors")
 if bad:
     print("\n".join(bad))

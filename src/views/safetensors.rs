@@ -50,6 +50,8 @@ fn st_dtype(dtype: DType) -> Option<(&'static str, ElemMap)> {
         C64 => ("C64", same),
         Float8(24) => ("F8_E5M2", same),
         Float8(25) => ("F8_E4M3", same),
+        Float8(26) => ("F8_E4M3FNUZ", same),
+        Float8(28) => ("F8_E5M2FNUZ", same),
         _ => return None,
     })
 }
