@@ -195,6 +195,18 @@ impl TensorMeta {
             .try_fold(1u64, |acc, &d| acc.checked_mul(d))
     }
 
+    /// `Err` naming the tensor in `file` when its metadata names a problem: what a reader's
+    /// data reads return for it.
+    pub fn no_problem(&self, file: &str) -> Result<(), ModelError> {
+        match &self.problem {
+            Some(p) => Err(ModelError::data(
+                format!("{} in {file}", self.name.escape_ascii()),
+                p.clone(),
+            )),
+            None => Ok(()),
+        }
+    }
+
     /// The 2-D view of SPEC §3: (rows, cols). Rank 0/1: one row.
     pub(crate) fn rows_cols(&self) -> Option<(u64, u64)> {
         match self.shape.len() {

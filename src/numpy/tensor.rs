@@ -163,16 +163,6 @@ impl NpyTensor {
         })
     }
 
-    fn problem(&self) -> Result<(), ModelError> {
-        match &self.meta.problem {
-            Some(p) => Err(ModelError::data(
-                format!("{} in {}", self.meta.name.escape_ascii(), self.file.name()),
-                p.clone(),
-            )),
-            None => Ok(()),
-        }
-    }
-
     /// Row-major elements `first..` of a Fortran-order array into `out`, one element at a time
     /// from its column-major place.
     fn gather(&self, first: u64, out: &mut [u8], width: usize) -> Result<(), ModelError> {
@@ -206,7 +196,7 @@ impl Tensor for NpyTensor {
 
     fn fill_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
         debug_check(&self.meta, first, out.len());
-        self.problem()?;
+        self.meta.no_problem(self.file.name())?;
         self.verify()?;
         let width = self.meta.dtype.elem_size().unwrap_or(1);
         // In bounds: the header check bounded the whole array by the file (or the stream).

@@ -51,16 +51,6 @@ impl StTensor {
             .and_then(|o| o.checked_add(self.begin))
             .ok_or_else(|| ModelError::data(self.file.name(), "offset overflows"))
     }
-
-    fn problem(&self) -> Result<(), ModelError> {
-        match &self.meta.problem {
-            Some(p) => Err(ModelError::data(
-                format!("{} in {}", self.meta.name.escape_ascii(), self.file.name()),
-                p.clone(),
-            )),
-            None => Ok(()),
-        }
-    }
 }
 
 impl Tensor for StTensor {
@@ -70,7 +60,7 @@ impl Tensor for StTensor {
 
     fn fill_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
         debug_check(&self.meta, first, out.len());
-        self.problem()?;
+        self.meta.no_problem(self.file.name())?;
         self.file.read_into(self.at(first)?, out)?;
         if self.meta.dtype == DType::Bool {
             // numpy's bool is one byte, 0 or 1; any other byte reads as true.
