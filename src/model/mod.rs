@@ -223,6 +223,11 @@ impl TensorMeta {
     }
 }
 
+/// The last component of a file's name (a path or a URL), as `.json` shows a source file.
+pub fn base_name(name: &str) -> &str {
+    name.rsplit('/').next().unwrap_or(name)
+}
+
 /// A reader's own typed error, kept whole (with its source chain) inside `ModelError`.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 

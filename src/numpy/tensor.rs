@@ -8,7 +8,7 @@ use bytes::Bytes;
 
 use super::inflate::Inflated;
 use super::npy::{dtype_of, NpyHeader};
-use crate::model::{debug_check, DType, ModelError, SourceFormat, Tensor, TensorMeta};
+use crate::model::{base_name, debug_check, DType, ModelError, SourceFormat, Tensor, TensorMeta};
 use crate::source::ReadAt;
 
 pub(crate) struct NpyTensor {
@@ -49,7 +49,8 @@ impl NpyTensor {
         file: &Arc<dyn ReadAt>,
     ) -> NpyTensor {
         let mut extra = serde_json::Map::new();
-        extra.insert("file".into(), file.name().into());
+        // The base name, as a TF partition's `"file"`: two copies of a model give the same `.json`.
+        extra.insert("file".into(), base_name(file.name()).into());
         extra.insert("descr".into(), h.descr.clone().into());
         extra.insert("fortran_order".into(), h.fortran.into());
         let data = at.saturating_add(h.data_offset);

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::header::Entry;
-use crate::model::{debug_check, DType, ModelError, SourceFormat, Tensor, TensorMeta};
+use crate::model::{base_name, debug_check, DType, ModelError, SourceFormat, Tensor, TensorMeta};
 use crate::source::ReadAt;
 
 pub(crate) struct StTensor {
@@ -21,7 +21,8 @@ pub(crate) struct StTensor {
 impl StTensor {
     pub(crate) fn new(e: &Entry, file: &Arc<dyn ReadAt>) -> StTensor {
         let mut extra = serde_json::Map::new();
-        extra.insert("file".into(), file.name().into());
+        // The base name, as a TF partition's `"file"`: two copies of a model give the same `.json`.
+        extra.insert("file".into(), base_name(file.name()).into());
         extra.insert("safetensors_dtype".into(), e.st_dtype.clone().into());
         extra.insert("data_offsets".into(), vec![e.begin, e.end].into());
         StTensor {
