@@ -16,6 +16,7 @@ mod tensor;
 pub(crate) use rows::default_key_kind;
 pub mod flat;
 pub mod member;
+pub mod strided;
 pub use member::{Member, Members, Opener};
 pub use rows::{KeyKind, RowHit, MAX_ROW_BYTES};
 pub(crate) use tensor::{debug_check, read_elements, WithMeta};

@@ -9,12 +9,13 @@ mod inflate;
 mod npy;
 mod tensor;
 
-use std::io::{Read, Seek, SeekFrom};
+use std::io::Read;
 use std::path::Path;
 use std::sync::Arc;
 
 use crate::model::flat::Flat;
 use crate::model::{Model, ModelError, OpenError, ReaderOptions};
+use crate::source::seekable::Seekable;
 use crate::source::{ReadAt, Storage};
 use inflate::Inflated;
 pub use npy::NpyError;
@@ -36,7 +37,7 @@ pub fn open(path: &Path, opts: &ReaderOptions) -> Result<Arc<dyn Model>, OpenErr
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
     let mut model = Flat::new("numpy");
     if let Some(stem) = name.strip_suffix(".npy") {
-        let h = header_at(&mut At::new(&file), 0).map_err(|e| OpenError::unreadable(path, e))?;
+        let h = header_at(&*file, 0).map_err(|e| OpenError::unreadable(path, e))?;
         let t = NpyTensor::new(stem, &h, 0, file.size(), &file);
         model.add(stem, Arc::new(t), file.name());
     } else {
@@ -48,7 +49,7 @@ pub fn open(path: &Path, opts: &ReaderOptions) -> Result<Arc<dyn Model>, OpenErr
 /// The members of an `.npz` into `model`.
 fn npz(file: &Arc<dyn ReadAt>, model: &mut Flat, verify: bool) -> Result<(), ModelError> {
     let zip_err = |e: zip::result::ZipError| ModelError::data(file.name(), e);
-    let mut zip = zip::ZipArchive::new(At::new(file)).map_err(zip_err)?;
+    let mut zip = zip::ZipArchive::new(Seekable::new(file)).map_err(zip_err)?;
     for i in 0..zip.len() {
         let (name, method, at, csize, size, crc) = {
             let m = zip.by_index_raw(i).map_err(zip_err)?;
@@ -69,7 +70,7 @@ fn npz(file: &Arc<dyn ReadAt>, model: &mut Flat, verify: bool) -> Result<(), Mod
         };
         let end = at.checked_add(size).filter(|&e| e <= file.size());
         let t = match (stored, end) {
-            (true, Some(end)) => match header_at(&mut At::new(file), at) {
+            (true, Some(end)) => match header_at(&**file, at) {
                 Ok(h) => {
                     let t = NpyTensor::new(key, &h, at, end, file);
                     match verify {
@@ -110,22 +111,21 @@ fn npz(file: &Arc<dyn ReadAt>, model: &mut Flat, verify: bool) -> Result<(), Mod
     Ok(())
 }
 
-/// The `.npy` header at `at` of the reader's file.
-fn header_at(r: &mut At, at: u64) -> Result<NpyHeader, ModelError> {
-    let name = r.file.name().to_string();
+/// The `.npy` header at `at` of `file`.
+fn header_at(file: &dyn ReadAt, at: u64) -> Result<NpyHeader, ModelError> {
+    let name = file.name().to_string();
     let bad = |e: NpyError| ModelError::data(&name, e);
-    let first = r
-        .file
-        .read_at(at, 12.min(r.file.size().saturating_sub(at)) as usize)?;
+    let first = file
+        .read_at(at, 12.min(file.size().saturating_sub(at)) as usize)?;
     let (prefix, len) = npy::prefix(&first).map_err(bad)?;
     let start = at + prefix;
-    if start.checked_add(len).is_none_or(|e| e > r.file.size()) {
+    if start.checked_add(len).is_none_or(|e| e > file.size()) {
         return Err(ModelError::data(
             &name,
             "the .npy header ends past the file",
         ));
     }
-    let text = r.file.read_at(start, len as usize)?;
+    let text = file.read_at(start, len as usize)?;
     npy::parse(&text, prefix + len).map_err(bad)
 }
 
@@ -147,48 +147,6 @@ fn deflated_header(r: &mut impl Read) -> Result<NpyHeader, ModelError> {
     npy::parse(&text, prefix + len).map_err(|e| ModelError::data("a deflated member", e))
 }
 
-/// `Read + Seek` over a file for the zip reader.
-struct At {
-    file: Arc<dyn ReadAt>,
-    pos: u64,
-}
-
-impl At {
-    fn new(file: &Arc<dyn ReadAt>) -> At {
-        At {
-            file: Arc::clone(file),
-            pos: 0,
-        }
-    }
-}
-
-impl Read for At {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let left = self.file.size().saturating_sub(self.pos);
-        let n = (buf.len() as u64).min(left) as usize;
-        if n == 0 {
-            return Ok(0);
-        }
-        self.file
-            .read_into(self.pos, &mut buf[..n])
-            .map_err(std::io::Error::other)?;
-        self.pos += n as u64;
-        Ok(n)
-    }
-}
-
-impl Seek for At {
-    fn seek(&mut self, to: SeekFrom) -> std::io::Result<u64> {
-        let pos = match to {
-            SeekFrom::Start(p) => Some(p),
-            SeekFrom::End(d) => self.file.size().checked_add_signed(d),
-            SeekFrom::Current(d) => self.pos.checked_add_signed(d),
-        };
-        self.pos = pos.ok_or_else(|| std::io::Error::other("seek before the start"))?;
-        Ok(self.pos)
-    }
-}
-
 /// The fuzz target's entry (`fuzz/fuzz_targets/numpy.rs`): `data` as an `.npy` and as an
 /// `.npz`, opened and every array's first elements read. Any `Err` is fine; a panic, a hang
 /// or a huge allocation is a bug.
@@ -197,7 +155,7 @@ pub fn fuzz_file(data: &[u8]) {
     use crate::model::DirEntry;
     let file: Arc<dyn ReadAt> = Arc::new(crate::source::MemSource::new("f", data.to_vec()));
     let mut model = Flat::new("numpy");
-    if let Ok(h) = header_at(&mut At::new(&file), 0) {
+    if let Ok(h) = header_at(&*file, 0) {
         model.add(
             "a",
             Arc::new(NpyTensor::new("a", &h, 0, file.size(), &file)),

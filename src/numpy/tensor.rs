@@ -8,6 +8,7 @@ use bytes::Bytes;
 
 use super::inflate::Inflated;
 use super::npy::{dtype_of, NpyHeader};
+use crate::model::strided::Strided;
 use crate::model::{base_name, debug_check, DType, ModelError, SourceFormat, Tensor, TensorMeta};
 use crate::source::ReadAt;
 
@@ -163,31 +164,6 @@ impl NpyTensor {
             )
         })
     }
-
-    /// Row-major elements `first..` of a Fortran-order array into `out`, one element at a time
-    /// from its column-major place.
-    fn gather(&self, first: u64, out: &mut [u8], width: usize) -> Result<(), ModelError> {
-        let shape = &self.meta.shape;
-        // Column-major strides (in elements): dimension d moves by the product of those before.
-        let mut strides = Vec::with_capacity(shape.len());
-        let mut s = 1u64;
-        for &n in shape {
-            strides.push(s);
-            s = s.saturating_mul(n);
-        }
-        for (k, slot) in out.chunks_exact_mut(width).enumerate() {
-            // Row-major index → per-dimension index → column-major index.
-            let mut rest = first + k as u64;
-            let mut col_major = 0u64;
-            for (&n, &stride) in shape.iter().zip(&strides).rev() {
-                col_major += rest % n.max(1) * stride;
-                rest /= n.max(1);
-            }
-            let at = self.data + col_major * width as u64;
-            slot.copy_from_slice(&self.file.read_at(at, width)?);
-        }
-        Ok(())
-    }
 }
 
 impl Tensor for NpyTensor {
@@ -204,7 +180,15 @@ impl Tensor for NpyTensor {
         match (&self.inflated, self.fortran) {
             (Some(inf), _) => inf.read(self.data + first * width as u64, out)?,
             (None, false) => self.file.read_into(self.data + first * width as u64, out)?,
-            (None, true) => self.gather(first, out, width)?,
+            (None, true) => {
+                let shape = &self.meta.shape;
+                Strided::new(shape, &Strided::column_major(shape), 0, width).fill(
+                    &*self.file,
+                    self.data,
+                    first,
+                    out,
+                )?
+            }
         }
         if self.big_endian {
             // A complex number is two floats, each swapped on its own.

@@ -22,6 +22,7 @@ pub mod lru;
 mod memo;
 pub mod remote;
 pub(crate) mod scratch;
+pub(crate) mod seekable;
 
 pub use memo::{is_transient, Flight, Memo};
 mod sigbus;
