@@ -16,6 +16,7 @@ const RANKS: &[(&str, u32)] = &[
     ("monolith", 4),
     ("safetensors", 4),
     ("numpy", 4),
+    ("torch", 4),
     ("detect", 5),
     ("layout", 6),
     ("views", 7),

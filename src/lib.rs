@@ -34,6 +34,7 @@ pub mod store;
 #[cfg(any(test, feature = "testkit"))]
 pub mod testing;
 pub mod tf;
+pub mod torch;
 mod views;
 
 pub use cli::main;

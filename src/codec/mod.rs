@@ -9,6 +9,7 @@
 
 pub(crate) mod table;
 pub(crate) mod wire;
+pub(crate) mod zip;
 
 /// Added to the rotated CRC by `mask` (LevelDB's `kMaskDelta`).
 const MASK_DELTA: u32 = 0xa282_ead8;

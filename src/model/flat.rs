@@ -1,5 +1,6 @@
-//! A model that is a set of named tensors (a safetensors file, an `.npz`): keys split on `/`
-//! into directories (SPEC §2), plus documents of the reader's own at the root.
+//! A model that is a set of named tensors (a safetensors file, an `.npz`, a `torch.save`
+//! archive): keys split on `/` into directories (SPEC §2), plus documents of the reader's own
+//! (at the root, or in a directory: a PyTorch dict's plain values).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -9,8 +10,8 @@ use super::{DirEntry, Document, Model, ModelError, ModelSummary, Tensor};
 pub struct Flat {
     /// By tree path (the key split on `/`).
     tensors: BTreeMap<Vec<Vec<u8>>, Arc<dyn Tensor>>,
-    /// The root's documents, by file name.
-    documents: Vec<(Vec<u8>, Arc<dyn Document>)>,
+    /// The reader's documents, by directory, each with its file name.
+    documents: BTreeMap<Vec<Vec<u8>>, Vec<(Vec<u8>, Arc<dyn Document>)>>,
     summary: ModelSummary,
 }
 
@@ -19,7 +20,7 @@ impl Flat {
     pub fn new(format: &str) -> Flat {
         Flat {
             tensors: BTreeMap::new(),
-            documents: Vec::new(),
+            documents: BTreeMap::new(),
             summary: ModelSummary {
                 format: format.into(),
                 ..Default::default()
@@ -44,7 +45,20 @@ impl Flat {
 
     /// Adds the root document `name` (a name no key can take).
     pub fn add_document(&mut self, name: &[u8], d: Arc<dyn Document>) {
-        self.documents.push((name.to_vec(), d));
+        self.add_document_in(&[], name, d);
+    }
+
+    /// Adds the document `name` to the directory `dir` (key components).
+    pub fn add_document_in(&mut self, dir: &[Vec<u8>], name: &[u8], d: Arc<dyn Document>) {
+        self.documents
+            .entry(dir.to_vec())
+            .or_default()
+            .push((name.to_vec(), d));
+    }
+
+    /// A problem of the source that is not one tensor's, for `info`.
+    pub fn problem(&mut self, line: String) {
+        self.summary.problems.push(line);
     }
 
     /// A line for `info`.
@@ -70,13 +84,10 @@ impl Model for Flat {
                 false => DirEntry::Dir(name),
             });
         }
-        if dir.is_empty() {
-            out.extend(
-                self.documents
-                    .iter()
-                    .map(|(n, _)| DirEntry::Document(n.clone())),
-            );
-        } else if out.is_empty() {
+        if let Some(docs) = self.documents.get(dir) {
+            out.extend(docs.iter().map(|(n, _)| DirEntry::Document(n.clone())));
+        }
+        if out.is_empty() && !dir.is_empty() {
             return Err(ModelError::NotFound(format!("{} components", dir.len())));
         }
         out.sort();
@@ -93,11 +104,13 @@ impl Model for Flat {
 
     fn document(&self, path: &[Vec<u8>]) -> Result<Arc<dyn Document>, ModelError> {
         // The file system asks for a reader's own entry by its marked name (`own_component`).
-        let [name] = path else {
+        let Some((name, dir)) = path.split_last() else {
             return Err(ModelError::NotFound("no such document".into()));
         };
         self.documents
-            .iter()
+            .get(dir)
+            .into_iter()
+            .flatten()
             .find(|(n, _)| name.split_first() == Some((&0, n.as_slice())))
             .map(|(_, d)| Arc::clone(d))
             .ok_or_else(|| ModelError::NotFound("no such document".into()))

@@ -137,6 +137,8 @@ pub enum SourceFormat {
     Safetensors,
     /// A `.npy` file or the arrays of an `.npz`.
     Numpy,
+    /// A `torch.save` archive or sharded directory.
+    Pytorch,
 }
 
 impl SourceFormat {
@@ -148,6 +150,7 @@ impl SourceFormat {
             SourceFormat::Monolith => "monolith",
             SourceFormat::Safetensors => "safetensors",
             SourceFormat::Numpy => "numpy",
+            SourceFormat::Pytorch => "pytorch",
         }
     }
 }

@@ -184,7 +184,10 @@ mod tests {
         let v = Strided::new(&[3, 2], &[0, 1], 1, 4);
         assert_eq!(read(&v, &store(4), 0, 6), [1, 2, 1, 2, 1, 2]);
         assert_eq!(Strided::new(&[0, 5], &[5, 1], 3, 4).extent(), Some(3));
-        assert_eq!(Strided::new(&[u64::MAX, 2], &[u64::MAX, 1], 0, 4).extent(), None);
+        assert_eq!(
+            Strided::new(&[u64::MAX, 2], &[u64::MAX, 1], 0, 4).extent(),
+            None
+        );
     }
 
     #[test]

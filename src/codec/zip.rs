@@ -1,0 +1,117 @@
+//! A zip archive's directory, read from its end: the entries' names, methods, sizes, CRC-32s
+//! and where their local headers are (`rc-zip`'s parser; this drives its reads). Nothing
+//! before the central directory is read, so listing an archive reads none of its members:
+//! where a member's bytes start is known only from its local header (`data_start`), which a
+//! reader asks for when it first reads that member.
+
+pub use rc_zip::parse::{Entry, Method};
+
+/// Why an archive's directory could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ZipError {
+    #[error("not a zip archive, or a damaged one: {0}")]
+    Format(String),
+    #[error(transparent)]
+    Read(Box<dyn std::error::Error + Send + Sync>),
+}
+
+/// The entries of the archive of `size` bytes that `read(offset, buf)` reads (exactly
+/// `buf.len()` bytes at `offset`, all inside the archive).
+pub fn entries<E>(
+    size: u64,
+    mut read: impl FnMut(u64, &mut [u8]) -> Result<(), E>,
+) -> Result<Vec<Entry>, ZipError>
+where
+    E: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let mut fsm = rc_zip::fsm::ArchiveFsm::new(size);
+    // The parser reads forward, so it needs at most the file's bytes; a damaged directory
+    // that points past the end (or makes it ask again and again) ends here.
+    let mut budget = size.saturating_add(1 << 20);
+    loop {
+        if let Some(offset) = fsm.wants_read() {
+            let space = fsm.space();
+            let n = (space.len() as u64).min(size.saturating_sub(offset)) as usize;
+            if n == 0 || budget < n as u64 {
+                return Err(ZipError::Format("its directory points past the end".into()));
+            }
+            budget -= n as u64;
+            read(offset, &mut space[..n]).map_err(|e| ZipError::Read(e.into()))?;
+            fsm.fill(n);
+        }
+        fsm = match fsm.process() {
+            Ok(rc_zip::fsm::FsmResult::Continue(f)) => f,
+            Ok(rc_zip::fsm::FsmResult::Done(archive)) => {
+                return Ok(archive.entries().cloned().collect())
+            }
+            Err(e) => return Err(ZipError::Format(e.to_string())),
+        };
+    }
+}
+
+/// Bytes of a local header before its name and extra field.
+pub const LOCAL_HEADER: usize = 30;
+
+/// Where the member whose local header is `header` (its first `LOCAL_HEADER` bytes, read at
+/// `at`) has its data; `None` if it is not a local header.
+pub fn data_start(at: u64, header: &[u8]) -> Option<u64> {
+    if header.len() < LOCAL_HEADER || header[..4] != *b"PK\x03\x04" {
+        return None;
+    }
+    let name = u16::from_le_bytes([header[26], header[27]]);
+    let extra = u16::from_le_bytes([header[28], header[29]]);
+    at.checked_add(LOCAL_HEADER as u64 + u64::from(name) + u64::from(extra))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn archive() -> Vec<u8> {
+        let mut w = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+        let opts = zip::write::SimpleFileOptions::default()
+            .compression_method(zip::CompressionMethod::Stored);
+        w.start_file("a/data.pkl", opts).unwrap();
+        w.write_all(b"hello").unwrap();
+        w.start_file("a/data/0", opts).unwrap();
+        w.write_all(&[7; 200 << 10]).unwrap();
+        w.finish().unwrap().into_inner()
+    }
+
+    #[test]
+    fn the_directory_and_a_members_data() {
+        let z = archive();
+        let mut reads = Vec::new();
+        let e = entries(z.len() as u64, |at, buf: &mut [u8]| {
+            reads.push(at);
+            buf.copy_from_slice(&z[at as usize..at as usize + buf.len()]);
+            Ok::<_, std::io::Error>(())
+        })
+        .unwrap();
+        assert_eq!(e.len(), 2);
+        assert_eq!(e[1].name, "a/data/0");
+        assert_eq!(e[1].method, Method::Store);
+        assert_eq!(e[1].uncompressed_size, 200 << 10);
+        let at = e[1].header_offset;
+        // Listing read the directory and the 64 KiB before the archive's end (where its end
+        // record may be), nothing before.
+        assert!(reads.iter().all(|&r| r > at + (100 << 10)), "{reads:?}");
+        let start = data_start(at, &z[at as usize..]).unwrap() as usize;
+        assert_eq!(&z[start..start + 10], &[7; 10]);
+        assert_eq!(data_start(0, b"PK\x01\x02"), None);
+    }
+
+    #[test]
+    fn damaged_archives_are_errors() {
+        let z = archive();
+        for cut in [0, 10, z.len() - 30, z.len() - 1] {
+            let z = &z[..cut];
+            let r = entries(z.len() as u64, |at, buf: &mut [u8]| {
+                buf.copy_from_slice(&z[at as usize..at as usize + buf.len()]);
+                Ok::<_, std::io::Error>(())
+            });
+            assert!(r.is_err(), "{cut}");
+        }
+    }
+}

@@ -1,0 +1,346 @@
+//! PyTorch checkpoints written by `torch.save` (the zip format of torch ≥ 1.6): a file, or a
+//! directory sharded as `transformers` shards one (`pytorch_model-0000i-of-0000n.bin` and
+//! `pytorch_model.bin.index.json`). The archive holds `<name>/data.pkl`, the pickled object,
+//! and `<name>/data/<key>`, one stored member per storage.
+//!
+//! The pickle is read by a machine that runs nothing (`pickle.rs`), and what it holds is read
+//! off its values (`walk.rs`): tensors are views of storages (`tensor.rs`), dicts, lists and
+//! tuples holding tensors are directories (`{"model": …, "optimizer": …}` → `model/`,
+//! `optimizer/state/0/exp_avg`), and every other value is JSON in its directory's
+//! `__values__.json` (`epoch`, `config`), or, if it is a call of anything but the few that
+//! rebuild tensors, that entry's problem there: never run.
+//!
+//! Only the archive's directory and its pickle are read at mount; where a storage's bytes
+//! start is read from its local header on its first read.
+
+mod pickle;
+mod tensor;
+mod walk;
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use crate::codec::zip::{self as zipdir, Method};
+use crate::model::flat::Flat;
+use crate::model::{Document, Model, ModelError, OpenError, ReaderOptions};
+use crate::source::{EntryKind, ReadAt, Storage as Files};
+pub use pickle::PickleError;
+use tensor::{Storage, TorchTensor};
+use walk::Values;
+
+/// The directory document holding a dict's plain values and its entries' problems.
+const VALUES: &[u8] = b"__values__.json";
+/// The largest pickle read: a state dict's is a few bytes per tensor.
+const MAX_PICKLE: u64 = 64 << 20;
+/// The largest index json read.
+const INDEX_MAX: u64 = 64 << 20;
+const INDEX_SUFFIXES: [&str; 3] = [".bin.index.json", ".pt.index.json", ".pth.index.json"];
+
+/// The files of the PyTorch source at `path`, if it is one: a `torch.save` zip, an index of
+/// shards, or a directory with an index (`*.bin.index.json`) or a `pytorch_model.bin`.
+pub fn files_of(fs: &dyn Files, path: &Path) -> Result<Option<Vec<PathBuf>>, OpenError> {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    if fs.is_file(path) {
+        if INDEX_SUFFIXES.iter().any(|s| name.ends_with(s)) {
+            let dir = path.parent().unwrap_or(Path::new(""));
+            return shards_of_index(fs, dir, path).map(Some);
+        }
+        return Ok(is_torch_zip(fs, path).then(|| vec![path.to_path_buf()]));
+    }
+    // A directory that cannot be listed (HTTP) is found by the names `save_pretrained` gives.
+    let index = path.join("pytorch_model.bin.index.json");
+    let single = path.join("pytorch_model.bin");
+    let entries = match fs.list(path) {
+        Ok(entries) if fs.is_dir(path) => entries,
+        _ if fs.is_file(&index) => return shards_of_index(fs, path, &index).map(Some),
+        _ if fs.is_file(&single) && is_torch_zip(fs, &single) => return Ok(Some(vec![single])),
+        _ => return Ok(None),
+    };
+    let mut indexes: Vec<PathBuf> = entries
+        .iter()
+        .filter(|(n, k)| {
+            *k == EntryKind::File
+                && n.to_str()
+                    .is_some_and(|n| INDEX_SUFFIXES.iter().any(|s| n.ends_with(s)))
+        })
+        .map(|(n, _)| path.join(n))
+        .collect();
+    indexes.sort();
+    match indexes.as_slice() {
+        [index] => shards_of_index(fs, path, index).map(Some),
+        [] => Ok((fs.is_file(&single) && is_torch_zip(fs, &single)).then(|| vec![single])),
+        _ => Err(OpenError::Unsupported {
+            path: path.to_path_buf(),
+            what: format!("{} PyTorch index files; mount one of them", indexes.len()),
+        }),
+    }
+}
+
+/// Whether `path` is a zip whose directory has a `<name>/data.pkl` (the first bytes, then
+/// the directory: a zip of something else is not one).
+fn is_torch_zip(fs: &dyn Files, path: &Path) -> bool {
+    let Ok(file) = fs.open(path) else {
+        return false;
+    };
+    let magic = file.read_at(0, 4.min(file.size()) as usize);
+    if !magic.is_ok_and(|m| *m == *b"PK\x03\x04") {
+        return false;
+    }
+    zipdir::entries(file.size(), |at, buf| file.read_into(at, buf))
+        .is_ok_and(|e| pickle_member(&e).is_some())
+}
+
+/// The archive's pickle: `<name>/data.pkl`, one level down.
+fn pickle_member(entries: &[zipdir::Entry]) -> Option<&zipdir::Entry> {
+    entries.iter().find(|e| {
+        e.name
+            .split_once('/')
+            .is_some_and(|(_, rest)| rest == "data.pkl")
+    })
+}
+
+/// The shard files an index names (each once, in name order).
+fn shards_of_index(fs: &dyn Files, dir: &Path, index: &Path) -> Result<Vec<PathBuf>, OpenError> {
+    let bytes = fs
+        .read_small(index, INDEX_MAX)
+        .map_err(|e| OpenError::unreadable(index, e))?;
+    let v: serde_json::Value =
+        serde_json::from_slice(&bytes).map_err(|e| OpenError::unreadable(index, e))?;
+    let map = v
+        .get("weight_map")
+        .and_then(|m| m.as_object())
+        .ok_or_else(|| OpenError::unreadable(index, "no \"weight_map\" object"))?;
+    let mut files = std::collections::BTreeSet::new();
+    for f in map.values() {
+        let f = f
+            .as_str()
+            .filter(|f| !f.contains('/') && *f != ".." && !f.is_empty())
+            .ok_or_else(|| OpenError::unreadable(index, format!("shard {f} is not a file name")))?;
+        files.insert(dir.join(f));
+    }
+    Ok(files.into_iter().collect())
+}
+
+/// The model of the `torch.save` archives `files` (`files_of`): one tree, shards merged.
+pub fn open(files: &[PathBuf], opts: &ReaderOptions) -> Result<Arc<dyn Model>, OpenError> {
+    let mut model = Flat::new("pytorch");
+    let mut values: BTreeMap<Vec<String>, Values> = BTreeMap::new();
+    let mut mtime = SystemTime::UNIX_EPOCH;
+    for path in files {
+        let file = opts
+            .storage
+            .open(path)
+            .map_err(|e| OpenError::unreadable(path, e))?;
+        mtime = mtime.max(file.mtime());
+        let stem = path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or("tensor");
+        let found = archive(&file, stem, &mut model).map_err(|e| OpenError::unreadable(path, e))?;
+        for (dir, v) in found {
+            let into = values.entry(dir).or_default();
+            for (k, x) in v.values {
+                into.values.entry(k).or_insert(x);
+            }
+            for (k, x) in v.problems {
+                into.problems.entry(k).or_insert(x);
+            }
+        }
+    }
+    for (dir, v) in values {
+        for (k, why) in &v.problems {
+            let at: Vec<&str> = dir.iter().map(String::as_str).chain([k.as_str()]).collect();
+            model.problem(format!("{}: {why}", at.join("/")));
+        }
+        let dir: Vec<Vec<u8>> = dir.into_iter().map(String::into_bytes).collect();
+        model.add_document_in(&dir, VALUES, Arc::new(ValuesDoc { values: v, mtime }));
+    }
+    Ok(Arc::new(model))
+}
+
+/// Adds the tensors of one archive to `model`; returns its plain values by directory.
+fn archive(
+    file: &Arc<dyn ReadAt>,
+    stem: &str,
+    model: &mut Flat,
+) -> Result<BTreeMap<Vec<String>, Values>, ModelError> {
+    let bad = |why: String| ModelError::data(file.name(), why);
+    let entries = zipdir::entries(file.size(), |at, buf| file.read_into(at, buf))
+        .map_err(|e| ModelError::data(file.name(), e))?;
+    let pkl = pickle_member(&entries)
+        .ok_or_else(|| bad("no <name>/data.pkl: not a torch.save archive".into()))?;
+    let prefix = &pkl.name[..pkl.name.len() - "data.pkl".len()];
+    let bytes = member(file, pkl, MAX_PICKLE)?;
+    let big_endian = match entries
+        .iter()
+        .find(|e| e.name == format!("{prefix}byteorder"))
+    {
+        Some(e) => match member(file, e, 16)?.as_slice() {
+            b"little" => false,
+            b"big" => true,
+            other => {
+                return Err(bad(format!(
+                    "byteorder {:?}",
+                    String::from_utf8_lossy(other)
+                )))
+            }
+        },
+        None => false,
+    };
+    let data = format!("{prefix}data/");
+    let mut storages: HashMap<&str, Arc<Storage>> = HashMap::new();
+    for e in &entries {
+        let Some(key) = e.name.strip_prefix(&data) else {
+            continue;
+        };
+        if e.method != Method::Store || e.compressed_size != e.uncompressed_size {
+            // Listed tensors of such a storage say so (no storage found).
+            model.detail(format!(
+                "storage {key}: compressed ({:?}), not read",
+                e.method
+            ));
+            continue;
+        }
+        storages.insert(
+            key,
+            Arc::new(Storage::new(
+                key.to_string(),
+                e.header_offset,
+                e.uncompressed_size,
+            )),
+        );
+    }
+    let p = pickle::load(&bytes).map_err(|e| ModelError::data(file.name(), e))?;
+    let found = walk::walk(&p, stem);
+    model.detail(format!(
+        "{}: archive {}, {} storages, {}-endian",
+        crate::model::base_name(file.name()),
+        prefix.trim_end_matches('/'),
+        storages.len(),
+        if big_endian { "big" } else { "little" }
+    ));
+    for (path, spec) in &found.tensors {
+        let key = path.join("/");
+        let t = TorchTensor::new(
+            &key,
+            spec,
+            storages.get(spec.storage.as_str()),
+            big_endian,
+            file,
+        );
+        model.add(&key, Arc::new(t), file.name());
+    }
+    Ok(found.values)
+}
+
+/// The bytes of a (small) member: stored or deflated, at most `max`.
+fn member(file: &Arc<dyn ReadAt>, e: &zipdir::Entry, max: u64) -> Result<Vec<u8>, ModelError> {
+    let bad = |why: String| ModelError::data(file.name(), format!("{}: {why}", e.name));
+    if e.uncompressed_size > max {
+        return Err(bad(format!(
+            "{} bytes, more than the {max} read",
+            e.uncompressed_size
+        )));
+    }
+    let n = (zipdir::LOCAL_HEADER as u64).min(file.size().saturating_sub(e.header_offset));
+    let h = file.read_at(e.header_offset, n as usize)?;
+    let start =
+        zipdir::data_start(e.header_offset, &h).ok_or_else(|| bad("no local header".into()))?;
+    if start
+        .checked_add(e.compressed_size)
+        .is_none_or(|end| end > file.size())
+    {
+        return Err(bad("ends past the file".into()));
+    }
+    let raw = file.read_at(start, e.compressed_size as usize)?;
+    let out = match e.method {
+        Method::Store => raw.into_owned(),
+        Method::Deflate => {
+            let mut out = Vec::new();
+            flate2::read::DeflateDecoder::new(&raw[..])
+                .take(max + 1)
+                .read_to_end(&mut out)
+                .map_err(|err| bad(err.to_string()))?;
+            out
+        }
+        m => return Err(bad(format!("compressed by {m:?}"))),
+    };
+    if out.len() as u64 != e.uncompressed_size || crc32fast::hash(&out) != e.crc32 {
+        return Err(bad(
+            "its length or CRC-32 does not match the directory".into()
+        ));
+    }
+    file.check_consistent()?;
+    Ok(out)
+}
+
+/// A directory's `__values__.json`: `{"values": {…}, "problems": {…}}`.
+struct ValuesDoc {
+    values: Values,
+    mtime: SystemTime,
+}
+
+impl Document for ValuesDoc {
+    fn chunks(&self) -> u64 {
+        1
+    }
+    fn render(&self, _chunk: u64, out: &mut Vec<u8>) -> Result<(), ModelError> {
+        let mut m = serde_json::Map::new();
+        m.insert("values".into(), self.values.values.clone().into());
+        if !self.values.problems.is_empty() {
+            m.insert("problems".into(), self.values.problems.clone().into());
+        }
+        let v = serde_json::to_vec_pretty(&m).map_err(|e| ModelError::data("__values__", e))?;
+        out.extend_from_slice(&v);
+        out.push(b'\n');
+        Ok(())
+    }
+    fn mtime(&self) -> SystemTime {
+        self.mtime
+    }
+}
+
+/// The fuzz target's entry (`fuzz/fuzz_targets/torch.rs`): `data` as a pickle, and as a
+/// `torch.save` archive, opened and every tensor's first and last elements read. Any `Err`
+/// is fine; a panic, a hang or a huge allocation is a bug.
+#[cfg(any(test, feature = "testkit"))]
+pub fn fuzz_file(data: &[u8]) {
+    use crate::model::DirEntry;
+    if let Ok(p) = pickle::load(data) {
+        let _ = walk::walk(&p, "t");
+    }
+    let file: Arc<dyn ReadAt> = Arc::new(crate::source::MemSource::new("f.pt", data.to_vec()));
+    let mut model = Flat::new("pytorch");
+    if archive(&file, "f", &mut model).is_err() {
+        return;
+    }
+    let _ = model.summary();
+    let mut dirs = vec![Vec::new()];
+    while let Some(dir) = dirs.pop() {
+        for e in model.list_dir(&dir).unwrap_or_default() {
+            let mut path = dir.clone();
+            match e {
+                DirEntry::Dir(n) if dirs.len() < 64 => {
+                    path.push(n);
+                    dirs.push(path);
+                }
+                DirEntry::Tensor(n) => {
+                    path.push(n);
+                    let Ok(t) = model.tensor(&path) else { continue };
+                    let n = t.meta().num_elements().unwrap_or(0);
+                    let w = t.meta().dtype.elem_size().unwrap_or(1);
+                    let mut buf = vec![0u8; n.min(16) as usize * w];
+                    let _ = t.read_elements(0, &mut buf);
+                    let _ = t.read_elements(n.saturating_sub(16), &mut buf);
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

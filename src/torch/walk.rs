@@ -1,0 +1,474 @@
+//! What a `torch.save` pickle holds, read off the machine's values (`pickle.rs`) without
+//! running anything: tensors (the calls of `torch._utils._rebuild_tensor_v2` and its kin on a
+//! persistent storage id), the dicts, lists and tuples that hold tensors as directories, and
+//! every other value as JSON in its dict's `__values__.json`. A call of anything this module
+//! does not know (`os.system`, a class of the training script) is that entry's problem.
+//!
+//! Invariants: the walk visits at most `budget` values (a pickle of shared values cannot make
+//! it exponential) and nests at most `MAX_DEPTH` deep (cycles end there).
+
+use std::collections::{BTreeMap, HashMap};
+
+use super::pickle::{Call, Id, Pickle, Value};
+use crate::model::DType;
+
+const MAX_DEPTH: usize = 64;
+/// The longest bytes value shown in full (as hex) in `__values__.json`.
+const BYTES_SHOWN: usize = 64;
+
+/// A tensor of the pickle: where its elements are and how they are laid out.
+#[derive(Clone, Debug)]
+pub(crate) struct TensorSpec {
+    /// The storage's key (its member `data/<key>` of the archive), if the tensor has one.
+    pub(crate) storage: String,
+    pub(crate) dtype: DType,
+    /// The dtype's name in torch (`float8_e4m3fn`), for the `.json`.
+    pub(crate) torch_dtype: String,
+    pub(crate) shape: Vec<u64>,
+    pub(crate) stride: Vec<u64>,
+    /// In elements of `dtype`.
+    pub(crate) offset: u64,
+    pub(crate) problem: Option<String>,
+}
+
+/// Everything found, by tree path (components).
+#[derive(Default, Debug)]
+pub(crate) struct Found {
+    pub(crate) tensors: Vec<(Vec<String>, TensorSpec)>,
+    /// A directory's plain values and its entries' problems.
+    pub(crate) values: BTreeMap<Vec<String>, Values>,
+}
+
+#[derive(Default, Debug)]
+pub(crate) struct Values {
+    pub(crate) values: serde_json::Map<String, serde_json::Value>,
+    pub(crate) problems: serde_json::Map<String, serde_json::Value>,
+}
+
+/// Reads the tensors and values of `p`; a bare tensor at the root is named `stem`.
+pub(crate) fn walk(p: &Pickle, stem: &str) -> Found {
+    let mut w = Walker {
+        p,
+        budget: p.len().saturating_mul(4).saturating_add(1024),
+        holds: HashMap::new(),
+        found: Found::default(),
+    };
+    let root = p.root;
+    if w.tensor(root).is_some() || !w.holds_tensor(root, 0) {
+        w.entry(&[], stem, root, 0);
+    } else {
+        w.container(&[], root, 0);
+    }
+    w.found
+}
+
+struct Walker<'a> {
+    p: &'a Pickle,
+    budget: usize,
+    /// Whether a value holds a tensor, by node (`holds_tensor`).
+    holds: HashMap<Id, bool>,
+    found: Found,
+}
+
+impl Walker<'_> {
+    fn spend(&mut self) -> bool {
+        self.budget = self.budget.saturating_sub(1);
+        self.budget > 0
+    }
+
+    /// The entries of a dict, list or tuple that holds a tensor, as the directory `dir`.
+    fn container(&mut self, dir: &[String], id: Id, depth: usize) {
+        let entries: Vec<(Result<String, String>, Id)> = match self.p.get(id) {
+            Value::Dict(pairs) => pairs.iter().map(|&(k, v)| (self.key(k), v)).collect(),
+            Value::List(items) | Value::Tuple(items) => items
+                .iter()
+                .enumerate()
+                .map(|(i, &v)| (Ok(i.to_string()), v))
+                .collect(),
+            _ => return,
+        };
+        for (i, (key, v)) in entries.into_iter().enumerate() {
+            match key {
+                Ok(name) => self.entry(dir, &name, v, depth + 1),
+                Err(why) => self.problem(dir, &format!("#{i}"), why),
+            }
+        }
+    }
+
+    /// The value `id` of entry `name` of directory `dir`.
+    fn entry(&mut self, dir: &[String], name: &str, id: Id, depth: usize) {
+        if !self.spend() || depth > MAX_DEPTH {
+            return self.problem(dir, name, "nested too deep, or shared too often".into());
+        }
+        let mut path = dir.to_vec();
+        path.push(name.to_string());
+        if let Some(t) = self.tensor(id) {
+            return self.found.tensors.push((path, t));
+        }
+        if self.holds_tensor(id, 0) {
+            return self.container(&path, id, depth);
+        }
+        let mut problems = Vec::new();
+        let v = self.json(id, depth, &mut problems);
+        match problems.first() {
+            Some(why) => self.problem(dir, name, why.clone()),
+            None => {
+                self.found
+                    .values
+                    .entry(dir.to_vec())
+                    .or_default()
+                    .values
+                    .insert(name.to_string(), v);
+            }
+        }
+    }
+
+    fn problem(&mut self, dir: &[String], name: &str, why: String) {
+        let vals = self.found.values.entry(dir.to_vec()).or_default();
+        vals.problems.insert(name.to_string(), why.into());
+    }
+
+    /// A dict key as a file name: strings as they are, numbers as Python prints them.
+    fn key(&self, id: Id) -> Result<String, String> {
+        Ok(match self.p.get(id) {
+            Value::Str(s) => s.clone(),
+            Value::Int(i) => i.to_string(),
+            Value::Bool(b) => if *b { "True" } else { "False" }.into(),
+            Value::None => "None".into(),
+            Value::Float(f) => f.to_string(),
+            other => {
+                return Err(format!(
+                    "a key that is not a string or a number ({})",
+                    kind(other)
+                ))
+            }
+        })
+    }
+
+    /// Whether `id` is a dict, list or tuple with a tensor somewhere inside.
+    fn holds_tensor(&mut self, id: Id, depth: usize) -> bool {
+        if let Some(&h) = self.holds.get(&id) {
+            return h;
+        }
+        if depth > MAX_DEPTH || !self.spend() {
+            return false;
+        }
+        // A cycle back to `id` finds "no" while `id` is being decided.
+        self.holds.insert(id, false);
+        let children: Vec<Id> = match self.p.get(id) {
+            Value::Dict(pairs) => pairs.iter().map(|&(_, v)| v).collect(),
+            Value::List(items) | Value::Tuple(items) => items.clone(),
+            _ => Vec::new(),
+        };
+        let h = children
+            .into_iter()
+            .any(|c| self.tensor(c).is_some() || self.holds_tensor(c, depth + 1));
+        self.holds.insert(id, h);
+        h
+    }
+
+    /// The tensor `id` is, if it is a call that rebuilds one (with a problem where it cannot
+    /// be read: a quantized or sparse tensor, an unknown dtype, a storage that is not one).
+    fn tensor(&self, id: Id) -> Option<TensorSpec> {
+        let Value::Call(c) = self.p.get(id) else {
+            return None;
+        };
+        let (module, name) = self.global(c.callee)?;
+        let args = self.tuple(c.args).unwrap_or(&[]);
+        match (module, name) {
+            ("torch._utils", "_rebuild_tensor_v2" | "_rebuild_tensor") => {
+                Some(self.rebuilt(args, None))
+            }
+            ("torch._utils", "_rebuild_tensor_v3") => {
+                Some(self.rebuilt(args, args.get(6).copied()))
+            }
+            ("torch._utils", "_rebuild_parameter" | "_rebuild_parameter_with_state") => {
+                args.first().and_then(|&t| self.tensor(t))
+            }
+            // A tensor subclass: the rebuild call and its arguments, then the class.
+            ("torch._tensor", "_rebuild_from_type_v2" | "_rebuild_from_type") => {
+                let (&f, &a) = (args.first()?, args.get(2)?);
+                let (fm, fname) = self.global(f)?;
+                match (fm, fname) {
+                    ("torch._utils", "_rebuild_tensor_v2" | "_rebuild_tensor") => {
+                        Some(self.rebuilt(self.tuple(a).unwrap_or(&[]), None))
+                    }
+                    ("torch._utils", "_rebuild_tensor_v3") => {
+                        let a = self.tuple(a).unwrap_or(&[]);
+                        Some(self.rebuilt(a, a.get(6).copied()))
+                    }
+                    _ => Some(unread(format!("a tensor rebuilt by {fm}.{fname}"))),
+                }
+            }
+            ("torch._utils", other) if other.starts_with("_rebuild_") => Some(unread(format!(
+                "a tensor rebuilt by torch._utils.{other} (quantized, sparse, nested or on a \
+                 device without storage): not read"
+            ))),
+            _ => None,
+        }
+    }
+
+    /// `_rebuild_tensor_v2(storage, storage_offset, size, stride, …)`; `dtype` is v3's own.
+    fn rebuilt(&self, args: &[Id], dtype: Option<Id>) -> TensorSpec {
+        let mut t = unread(String::new());
+        t.problem = None;
+        let int = |i: usize| match args.get(i).map(|&a| self.p.get(a)) {
+            Some(Value::Int(v)) => u64::try_from(*v).ok(),
+            _ => None,
+        };
+        let ints = |i: usize| -> Option<Vec<u64>> {
+            let items = self.tuple(*args.get(i)?)?;
+            items
+                .iter()
+                .map(|&x| match self.p.get(x) {
+                    Value::Int(v) => u64::try_from(*v).ok(),
+                    _ => None,
+                })
+                .collect()
+        };
+        let (Some(offset), Some(shape), Some(stride)) = (int(1), ints(2), ints(3)) else {
+            t.problem = Some("its size, stride or storage offset is not a tuple of counts".into());
+            return t;
+        };
+        if shape.len() != stride.len() {
+            t.problem = Some(format!(
+                "{} sizes but {} strides",
+                shape.len(),
+                stride.len()
+            ));
+            return t;
+        }
+        (t.offset, t.shape, t.stride) = (offset, shape, stride);
+        // The persistent id: ('storage', storage type, key, location, numel).
+        let pid = match args.first().map(|&a| self.p.get(a)) {
+            Some(Value::Persistent(pid)) => self.tuple(*pid).unwrap_or(&[]),
+            _ => &[],
+        };
+        let key = match pid.get(2).map(|&k| self.p.get(k)) {
+            Some(Value::Str(k)) => k.clone(),
+            Some(Value::Int(k)) => k.to_string(),
+            _ => {
+                t.problem = Some("its storage is not a torch.save storage".into());
+                return t;
+            }
+        };
+        t.storage = key;
+        let named = match dtype {
+            Some(d) => self
+                .global(d)
+                .filter(|(m, _)| *m == "torch")
+                .map(|(_, n)| n),
+            None => pid
+                .get(1)
+                .and_then(|&s| self.global(s))
+                .and_then(|(_, n)| storage_dtype(n)),
+        };
+        let Some(name) = named else {
+            t.problem = Some("its dtype or storage type is not one torch saves".into());
+            return t;
+        };
+        t.torch_dtype = name.to_string();
+        match dtype_of(name) {
+            Some(d) => t.dtype = d,
+            None => t.problem = Some(format!("dtype {name}: not decoded")),
+        }
+        t
+    }
+
+    fn global(&self, id: Id) -> Option<(&str, &str)> {
+        match self.p.get(id) {
+            Value::Global(m, n) => Some((m, n)),
+            _ => None,
+        }
+    }
+
+    fn tuple(&self, id: Id) -> Option<&[Id]> {
+        match self.p.get(id) {
+            Value::Tuple(items) => Some(items),
+            _ => None,
+        }
+    }
+
+    /// A plain value as JSON; what is not plain is pushed to `problems` (and shown as null).
+    fn json(&mut self, id: Id, depth: usize, problems: &mut Vec<String>) -> serde_json::Value {
+        use serde_json::Value as J;
+        if depth > MAX_DEPTH || !self.spend() {
+            problems.push("nested too deep, or shared too often".into());
+            return J::Null;
+        }
+        match self.p.get(id) {
+            Value::None => J::Null,
+            Value::Bool(b) => J::Bool(*b),
+            Value::Int(i) => J::from(*i),
+            Value::BigInt(n) => J::String(format!("<an integer of {n} bytes>")),
+            Value::Float(f) => match serde_json::Number::from_f64(*f) {
+                Some(n) => J::Number(n),
+                None => J::String(f.to_string()),
+            },
+            Value::Str(s) => J::String(s.clone()),
+            Value::Bytes(b) if b.len() <= BYTES_SHOWN => {
+                J::String(b.iter().map(|x| format!("{x:02x}")).collect())
+            }
+            Value::Bytes(b) => J::String(format!("<{} bytes>", b.len())),
+            Value::List(items) | Value::Tuple(items) | Value::Set(items) => {
+                let items = items.clone();
+                J::Array(
+                    items
+                        .into_iter()
+                        .map(|x| self.json(x, depth + 1, problems))
+                        .collect(),
+                )
+            }
+            Value::Dict(pairs) => {
+                let pairs = pairs.clone();
+                let mut m = serde_json::Map::new();
+                for (k, v) in pairs {
+                    match self.key(k) {
+                        Ok(k) => {
+                            let v = self.json(v, depth + 1, problems);
+                            m.insert(k, v);
+                        }
+                        Err(why) => problems.push(why),
+                    }
+                }
+                J::Object(m)
+            }
+            Value::Global(m, n) => J::String(format!("{m}.{n}")),
+            Value::Persistent(_) => {
+                problems.push("a storage outside a tensor".into());
+                J::Null
+            }
+            Value::Call(c) => {
+                let c = c.clone();
+                self.call_json(&c, depth, problems)
+            }
+        }
+    }
+
+    /// The few calls whose value is plain data (`torch.device('cpu')`, `torch.Size(…)`, a
+    /// set); any other is a problem, named by its callee.
+    fn call_json(
+        &mut self,
+        c: &Call,
+        depth: usize,
+        problems: &mut Vec<String>,
+    ) -> serde_json::Value {
+        let callee = match self.p.get(c.callee) {
+            Value::Global(m, n) => (m.clone(), n.clone()),
+            other => {
+                problems.push(format!("a call of {}: not run", kind(other)));
+                return serde_json::Value::Null;
+            }
+        };
+        let args = self.tuple(c.args).unwrap_or(&[]).to_vec();
+        match (callee.0.as_str(), callee.1.as_str(), args.as_slice()) {
+            ("torch", "device" | "Size", [a, ..])
+            | ("builtins" | "__builtin__", "set" | "frozenset" | "list" | "tuple", [a]) => {
+                let parts: Vec<serde_json::Value> = std::iter::once(*a)
+                    .chain(args.iter().skip(1).copied())
+                    .map(|x| self.json(x, depth + 1, problems))
+                    .collect();
+                match parts.len() {
+                    1 => parts.into_iter().next().unwrap_or_default(),
+                    _ => serde_json::Value::Array(parts),
+                }
+            }
+            (m, n, _) if self.tensor_like(m, n) => {
+                problems.push("a tensor inside a value that is not a dict, list or tuple".into());
+                serde_json::Value::Null
+            }
+            (m, n, _) => {
+                problems.push(format!("a call of {m}.{n}: not run"));
+                serde_json::Value::Null
+            }
+        }
+    }
+
+    fn tensor_like(&self, module: &str, _name: &str) -> bool {
+        module == "torch._utils" || module == "torch._tensor"
+    }
+}
+
+/// A tensor that cannot be read, and why.
+fn unread(why: String) -> TensorSpec {
+    TensorSpec {
+        storage: String::new(),
+        dtype: DType::Opaque(0),
+        torch_dtype: String::new(),
+        shape: Vec::new(),
+        stride: Vec::new(),
+        offset: 0,
+        problem: Some(why),
+    }
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::None => "None",
+        Value::Bool(_) => "a bool",
+        Value::Int(_) | Value::BigInt(_) => "an int",
+        Value::Float(_) => "a float",
+        Value::Str(_) => "a string",
+        Value::Bytes(_) => "bytes",
+        Value::List(_) => "a list",
+        Value::Tuple(_) => "a tuple",
+        Value::Dict(_) => "a dict",
+        Value::Set(_) => "a set",
+        Value::Global(..) => "a global",
+        Value::Persistent(_) => "a storage",
+        Value::Call(_) => "a call",
+    }
+}
+
+/// The dtype a legacy typed storage class holds (`torch.FloatStorage` → `float32`).
+fn storage_dtype(class: &str) -> Option<&'static str> {
+    Some(match class {
+        "DoubleStorage" => "float64",
+        "FloatStorage" => "float32",
+        "HalfStorage" => "float16",
+        "BFloat16Storage" => "bfloat16",
+        "LongStorage" => "int64",
+        "IntStorage" => "int32",
+        "ShortStorage" => "int16",
+        "CharStorage" => "int8",
+        "ByteStorage" => "uint8",
+        "BoolStorage" => "bool",
+        "ComplexDoubleStorage" => "complex128",
+        "ComplexFloatStorage" => "complex64",
+        "QUInt8Storage" => "quint8",
+        "QInt8Storage" => "qint8",
+        "QInt32Storage" => "qint32",
+        "QUInt4x2Storage" => "quint4x2",
+        "QUInt2x4Storage" => "quint2x4",
+        _ => return None,
+    })
+}
+
+/// The model's dtype of a torch dtype name; `None` for those not decoded (complex32, float4
+/// pairs, float8_e8m0fnu, bit and sub-byte types, quantized ones).
+pub(crate) fn dtype_of(name: &str) -> Option<DType> {
+    use DType::*;
+    Some(match name {
+        "float32" => F32,
+        "float64" => F64,
+        "float16" => F16,
+        "bfloat16" => BF16,
+        "complex64" => C64,
+        "complex128" => C128,
+        "int8" => I8,
+        "int16" => I16,
+        "int32" => I32,
+        "int64" => I64,
+        "uint8" => U8,
+        "uint16" => U16,
+        "uint32" => U32,
+        "uint64" => U64,
+        "bool" => Bool,
+        // TF's float8 codes, as the safetensors reader gives them.
+        "float8_e5m2" => Float8(24),
+        "float8_e4m3fn" => Float8(25),
+        "float8_e4m3fnuz" => Float8(26),
+        "float8_e5m2fnuz" => Float8(28),
+        _ => return None,
+    })
+}
