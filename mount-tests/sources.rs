@@ -1,6 +1,6 @@
 //! Sources of the readers beside TF and Angel, mounted and compared with their writers' own
 //! reading of them (issue 41): safetensors files and a sharded safetensors model; numpy's
-//! `.npy` and `.npz`.
+//! `.npy` and `.npz`; PyTorch checkpoints, and pickles that would run code.
 
 use std::path::Path;
 use std::process::Command;
@@ -157,4 +157,75 @@ fn numpy_sources_read_as_numpy_reads_them() {
         );
         m.unmount_and_check();
     }
+}
+
+/// Every PyTorch fixture mounted: each tensor, in each layout, is what `torch.load` read
+/// (`check_torch.py`, against `fixtures/torch/expected.json`: no torch needed).
+#[test]
+fn pytorch_sources_read_as_torch_reads_them() {
+    let Some(fuse) = Fuse::check() else { return };
+    if !have_safetensors() {
+        eprintln!("skipped: python3 numpy/safetensors missing");
+        return;
+    }
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = here.join("fixtures/torch");
+    let shards = [
+        "sharded/pytorch_model-00001-of-00002.bin",
+        "sharded/pytorch_model-00002-of-00002.bin",
+    ];
+    let cases: [(&str, Vec<&str>, usize); 6] = [
+        ("dtypes.pt", vec!["dtypes.pt"], 19),
+        ("views.pt", vec!["views.pt"], 9),
+        ("checkpoint.pt", vec!["checkpoint.pt"], 18),
+        ("tensor.pt", vec!["tensor.pt"], 1),
+        ("sharded", shards.to_vec(), 4),
+        ("sharded/pytorch_model.bin.index.json", shards.to_vec(), 4),
+    ];
+    for (source, keys, n) in cases {
+        let m = fuse.mount(&dir.join(source), "layouts=json,npy,bin");
+        let out = Command::new("python3")
+            .arg(here.join("mount-tests/check_torch.py"))
+            .arg(m.path())
+            .arg(dir.join("expected.json"))
+            .args(&keys)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{source}: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(text.contains(&format!("checked {n} tensors")), "{source}: {text}");
+        m.unmount_and_check();
+    }
+}
+
+/// Pickles that would run `os.system` or `eval`: mounted, every file read, and the file the
+/// command would create never appears; the call is the entry's problem in `__values__.json`.
+#[test]
+fn hostile_pickles_run_nothing_when_mounted() {
+    let Some(fuse) = Fuse::check() else { return };
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/torch");
+    let exp: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("expected.json")).unwrap()).unwrap();
+    let marker = Path::new(exp["_marker"].as_str().unwrap());
+    let _ = std::fs::remove_file(marker);
+    for f in ["hostile_system.pt", "hostile_eval.pt"] {
+        let m = fuse.mount(&dir.join(f), "");
+        let mut read = 0;
+        for e in std::fs::read_dir(m.path()).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_file() {
+                std::fs::read(&p).unwrap();
+                read += 1;
+            }
+        }
+        assert!(read >= 4, "{f}: {read} files");
+        let doc = std::fs::read_to_string(m.path().join("__values__.json")).unwrap();
+        assert!(doc.contains("not run"), "{f}: {doc}");
+        m.unmount_and_check();
+    }
+    assert!(!marker.exists(), "a hostile pickle ran");
 }

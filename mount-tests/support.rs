@@ -74,6 +74,10 @@ pub fn cases() -> Vec<Case> {
         "fixtures/numpy/arrays.npz",
         "fixtures/numpy/fortran_i4.npy",
         "fixtures/numpy/big_endian_f8.npy",
+        "fixtures/torch/dtypes.pt",
+        "fixtures/torch/views.pt",
+        "fixtures/torch/checkpoint.pt",
+        "fixtures/torch/sharded",
     ] {
         out.push(Case {
             name: format!("fixture:{s}"),

@@ -153,6 +153,7 @@ pub fn open(files: &[PathBuf], opts: &ReaderOptions) -> Result<Arc<dyn Model>, O
     for (dir, v) in values {
         for (k, why) in &v.problems {
             let at: Vec<&str> = dir.iter().map(String::as_str).chain([k.as_str()]).collect();
+            let why = why.as_str().unwrap_or_default();
             model.problem(format!("{}: {why}", at.join("/")));
         }
         let dir: Vec<Vec<u8>> = dir.into_iter().map(String::into_bytes).collect();
