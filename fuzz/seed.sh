@@ -103,6 +103,13 @@ for p in files():
         put("safetensors", data)
     elif name.endswith((".npy", ".npz")):
         put("numpy", data)
+    elif name.endswith((".pt", ".bin")) and data[:4] == b"PK\x03\x04":
+        put("torch", data)
+        import zipfile
+        with zipfile.ZipFile(p) as z:
+            for n in z.namelist():
+                if n.endswith("/data.pkl"):
+                    put("torch", z.read(n))  # the pickle alone
     elif name == "checkpoint":
         put("checkpoint_state", data)
     elif name in ("_meta", "meta"):

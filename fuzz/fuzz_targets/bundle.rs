@@ -70,7 +70,10 @@ fn walk(model: &dyn Model, dir: &mut Vec<Vec<u8>>, budget: &mut usize, depth: us
                 }
                 dir.pop();
             }
-            DirEntry::Symlink { .. } => {}
+            DirEntry::Symlink { .. }
+            | DirEntry::Document(_)
+            | DirEntry::Alias { .. }
+            | DirEntry::Reserved(_) => {}
         }
     }
 }

@@ -127,6 +127,9 @@ fuzz_target!(|input: &[u8]| {
         layouts: Layout::all(),
         sparse_default: false,
         cache: Arc::new(ChunkCache::new(1 << 20).with_threads(1)),
+        rows: Arc::new(ChunkCache::new(1 << 20).with_threads(1)),
+        angel_format: None,
+        faults: Default::default(),
     });
     let mut piece = 1 + usize::from(flags % 13) * 37;
     for &l in &ctx.layouts {
