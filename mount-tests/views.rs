@@ -177,6 +177,9 @@ fn safetensors_npz_and_stats_equal_every_npy() {
         "fixtures/safetensors/sharded",
         "fixtures/numpy/arrays.npz",
         "fixtures/numpy/fortran_i4.npy",
+        "fixtures/torch/views.pt",
+        "fixtures/torch/checkpoint.pt",
+        "fixtures/torch/dtypes.pt",
     ] {
         sources.push(here.join(s));
     }
