@@ -197,7 +197,10 @@ fn pytorch_sources_read_as_torch_reads_them() {
             "{source}: {text}{}",
             String::from_utf8_lossy(&out.stderr)
         );
-        assert!(text.contains(&format!("checked {n} tensors")), "{source}: {text}");
+        assert!(
+            text.contains(&format!("checked {n} tensors")),
+            "{source}: {text}"
+        );
         m.unmount_and_check();
     }
 }

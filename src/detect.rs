@@ -36,6 +36,9 @@ pub fn model_at(path: &Path, opts: &ReaderOptions) -> Result<Arc<dyn Model>, Ope
     if let Some(files) = crate::torch::files_of(&**fs, path)? {
         return crate::torch::open(&files, opts);
     }
+    if crate::gguf::is_source(&**fs, path) {
+        return crate::gguf::open(path, opts);
+    }
     let missing = match fs.is_local() {
         true => std::fs::symlink_metadata(path).is_err(),
         false => fs
@@ -52,7 +55,7 @@ pub fn model_at(path: &Path, opts: &ReaderOptions) -> Result<Arc<dyn Model>, Ope
     let looked_for = if fs.is_dir(path) {
         let mut what = "V2 checkpoints (*.index) or V1 ones, a `checkpoint` state file, a \
                         SavedModel (saved_model.pb), a frozen graph (*.pb), a MetaGraph \
-                        (*.meta), an Angel model directory, safetensors files, or a PyTorch checkpoint"
+                        (*.meta), an Angel model directory, safetensors files, a PyTorch checkpoint, or a GGUF file"
             .to_string();
         let inside = models_inside(path, opts);
         if !inside.is_empty() {

@@ -17,6 +17,7 @@ const RANKS: &[(&str, u32)] = &[
     ("safetensors", 4),
     ("numpy", 4),
     ("torch", 4),
+    ("gguf", 4),
     ("detect", 5),
     ("layout", 6),
     ("views", 7),

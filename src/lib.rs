@@ -20,6 +20,7 @@ mod cli;
 pub mod codec;
 pub mod detect;
 mod fs;
+pub mod gguf;
 #[cfg(test)]
 mod layers_tests;
 pub mod layout;

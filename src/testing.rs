@@ -37,6 +37,7 @@ pub struct MemTensor {
 
 fn meta(dtype: DType, shape: &[u64]) -> TensorMeta {
     TensorMeta {
+        stored: None,
         name: b"test/tensor".to_vec(),
         dtype,
         shape: shape.to_vec(),

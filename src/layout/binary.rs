@@ -129,6 +129,28 @@ impl FileContent for BinContent {
     }
 }
 
+/// `bin` of a tensor with a stored form of its own (`TensorMeta::stored`): those bytes.
+pub(crate) struct StoredContent {
+    pub(crate) tensor: Arc<dyn Tensor>,
+    pub(crate) len: u64,
+}
+
+impl FileContent for StoredContent {
+    fn known_size(&self) -> Option<u64> {
+        Some(self.len)
+    }
+    fn size_for(&self, _req: &dyn Requester) -> Result<u64, LayoutError> {
+        Ok(self.len)
+    }
+    fn read(&self, offset: u64, len: usize, _req: &dyn Requester) -> Result<Bytes, LayoutError> {
+        let len = usize::try_from(self.len.saturating_sub(offset)).map_or(len, |l| l.min(len));
+        if len == 0 {
+            return Ok(Bytes::new());
+        }
+        Ok(self.tensor.read_stored(offset, len)?)
+    }
+}
+
 /// `bin` for a dense tensor of fixed-width elements.
 pub(crate) fn bin_content(tensor: Arc<dyn Tensor>) -> Option<Arc<dyn FileContent>> {
     let map = match tensor.meta().dtype {

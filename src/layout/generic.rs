@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::binary::{bin_content, npy_content, npy_descr};
+use super::binary::{bin_content, npy_content, npy_descr, StoredContent};
 use super::dense::{check_dense, dense_tensor};
 use super::gentext::{BlankRows, ElementLines, LibsvmDense, LibsvmSparse};
 use super::lazy::Lazy;
@@ -114,6 +114,10 @@ fn byte_size(meta: &TensorMeta, width: usize) -> Result<u64, Unavailable> {
 }
 
 pub(crate) fn check_bin(meta: &TensorMeta, ctx: &LayoutCtx) -> Result<(), Unavailable> {
+    if meta.stored.is_some() {
+        // Its bytes as stored, whatever its dtype decodes to.
+        return Ok(());
+    }
     decodable(meta)?;
     not_strings(meta)?;
     let width = meta.dtype.elem_size().ok_or(Unavailable::Overflow)?;
@@ -122,6 +126,10 @@ pub(crate) fn check_bin(meta: &TensorMeta, ctx: &LayoutCtx) -> Result<(), Unavai
 }
 
 pub(crate) fn bin(tensor: Arc<dyn Tensor>, ctx: &Arc<LayoutCtx>) -> Built {
+    if let Some(s) = &tensor.meta().stored {
+        let len = s.bytes;
+        return Ok(Arc::new(StoredContent { tensor, len }));
+    }
     bin_content(dense_tensor(&tensor, ctx.max_dense)?).ok_or(Unavailable::Overflow)
 }
 

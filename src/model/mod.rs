@@ -139,6 +139,8 @@ pub enum SourceFormat {
     Numpy,
     /// A `torch.save` archive or sharded directory.
     Pytorch,
+    /// A GGUF file (llama.cpp).
+    Gguf,
 }
 
 impl SourceFormat {
@@ -151,6 +153,7 @@ impl SourceFormat {
             SourceFormat::Safetensors => "safetensors",
             SourceFormat::Numpy => "numpy",
             SourceFormat::Pytorch => "pytorch",
+            SourceFormat::Gguf => "gguf",
         }
     }
 }
@@ -189,6 +192,18 @@ pub struct TensorMeta {
     pub problem: Option<String>,
     /// Modification time of the source file(s).
     pub mtime: SystemTime,
+    /// The tensor's bytes are in an encoding of their own (GGUF's quantized blocks): `.bin`
+    /// serves them as stored (`Tensor::read_stored`); the element layouts serve its decoded
+    /// elements, where `dtype` decodes.
+    pub stored: Option<StoredForm>,
+}
+
+/// How a tensor's bytes are stored when they are not its elements.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StoredForm {
+    /// The encoding's name (`Q8_0`).
+    pub encoding: String,
+    pub bytes: u64,
 }
 
 impl TensorMeta {

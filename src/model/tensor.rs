@@ -38,6 +38,15 @@ pub trait Tensor: Send + Sync {
         None
     }
 
+    /// Bytes `offset..offset + len` of the stored form (`TensorMeta::stored`), inside it.
+    fn read_stored(&self, offset: u64, len: usize) -> Result<Bytes, ModelError> {
+        let _ = (offset, len);
+        Err(ModelError::data(
+            String::from_utf8_lossy(&self.meta().name),
+            "no stored form",
+        ))
+    }
+
     /// A stable string that changes whenever this tensor's bytes could change (e.g. data file
     /// path + identity + key + partition index). Lets rendered-file indexes be shared across
     /// tensor objects and kept on disk; `None` (the default) keeps them per object.

@@ -157,6 +157,7 @@ impl Unreadable {
     fn new(name: &str, problem: String) -> Unreadable {
         Unreadable {
             meta: crate::model::TensorMeta {
+                stored: None,
                 name: format!("hash_tables/{name}").into_bytes(),
                 dtype: crate::model::DType::F32,
                 // Not `[0, 0]`: an empty table would read as a valid empty array. One element

@@ -181,6 +181,7 @@ impl MonolithTable {
             .map(|ids| format!("monolith:{name}:{}", ids.join(",")));
         let mut table = MonolithTable {
             meta: TensorMeta {
+                stored: None,
                 name: format!("hash_tables/{name}").into_bytes(),
                 dtype: DType::F32,
                 shape: vec![0, 0],

@@ -76,6 +76,7 @@ impl NpyTensor {
         }
         NpyTensor {
             meta: TensorMeta {
+                stored: None,
                 name: name.as_bytes().to_vec(),
                 dtype,
                 shape: h.shape.clone(),

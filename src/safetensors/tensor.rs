@@ -27,6 +27,7 @@ impl StTensor {
         extra.insert("data_offsets".into(), vec![e.begin, e.end].into());
         StTensor {
             meta: TensorMeta {
+                stored: None,
                 name: e.name.clone().into_bytes(),
                 dtype: e.dtype,
                 shape: e.shape.clone(),

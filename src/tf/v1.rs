@@ -125,6 +125,7 @@ impl V1Model {
             })
             .collect();
         TensorMeta {
+            stored: None,
             name: name.to_vec(),
             dtype: from_tf(t.dtype),
             shape,
@@ -335,6 +336,7 @@ impl Model for V1Model {
                     .map(|(e, &d)| e.length.map_or(d, |l| l.max(0) as u64))
                     .collect();
                 let slice_meta = TensorMeta {
+                    stored: None,
                     shape: lengths,
                     partitions: Vec::new(),
                     ..meta.clone()

@@ -105,6 +105,7 @@ impl TorchTensor {
         }
         TorchTensor {
             meta: TensorMeta {
+                stored: None,
                 name: name.as_bytes().to_vec(),
                 dtype: spec.dtype,
                 shape: spec.shape.clone(),

@@ -426,6 +426,7 @@ mod tests {
     #[test]
     fn a_member_over_4_gib_is_written_with_zip64() {
         let big: Arc<dyn Tensor> = Arc::new(Zeros(TensorMeta {
+            stored: None,
             name: b"big".to_vec(),
             dtype: DType::U8,
             shape: vec![5_000_000_000],

@@ -145,6 +145,7 @@ impl AngelMatrix {
                 log::warn!("{msg}");
                 let matrix = AngelMatrix {
                     tmeta: TensorMeta {
+                        stored: None,
                         name: m.name.clone(),
                         dtype: DType::Opaque(-1),
                         shape: vec![],
@@ -218,6 +219,7 @@ impl AngelMatrix {
         }
         let partitions = meta.parts.iter().map(|p| partition_meta(p, cols)).collect();
         let tmeta = TensorMeta {
+            stored: None,
             name: m.name.clone(),
             dtype: meta.row_type.value.dtype(),
             shape: vec![meta.rows as u64, cols],
@@ -545,6 +547,7 @@ impl Tensor for AngelMatrix {
             (shape, p.start_row as u64, inner.col_base(i))
         };
         let tmeta = TensorMeta {
+            stored: None,
             name: self.tmeta.name.clone(),
             dtype: self.tmeta.dtype,
             shape,

@@ -124,6 +124,7 @@ impl PartitionedTensor {
             })
             .collect();
         let meta = TensorMeta {
+            stored: None,
             name,
             dtype: entry.dtype,
             shape: entry.shape.clone(),

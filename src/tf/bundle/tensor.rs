@@ -67,6 +67,7 @@ impl TfTensor {
             }
         }
         let meta = TensorMeta {
+            stored: None,
             name,
             dtype: entry.dtype,
             shape: entry.shape.clone(),

@@ -170,6 +170,7 @@ impl ProtoTensor {
         info.problem = None;
         info.validate();
         let meta = TensorMeta {
+            stored: None,
             problem: meta.problem.clone().or_else(|| info.problem.clone()),
             ..meta
         };
@@ -186,6 +187,7 @@ impl ProtoTensor {
         let mut extra = serde_json::Map::new();
         extra.insert("op".into(), op.into());
         TensorMeta {
+            stored: None,
             name: name.as_bytes().to_vec(),
             dtype: DType::F32,
             shape: Vec::new(),
