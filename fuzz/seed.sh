@@ -103,6 +103,8 @@ for p in files():
         put("safetensors", data)
     elif name.endswith((".npy", ".npz")):
         put("numpy", data)
+    elif data[:4] == b"GGUF":
+        put("gguf", data)
     elif name.endswith((".pt", ".bin")) and data[:4] == b"PK\x03\x04":
         put("torch", data)
         import zipfile

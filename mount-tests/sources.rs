@@ -1,6 +1,6 @@
 //! Sources of the readers beside TF and Angel, mounted and compared with their writers' own
 //! reading of them (issue 41): safetensors files and a sharded safetensors model; numpy's
-//! `.npy` and `.npz`; PyTorch checkpoints, and pickles that would run code.
+//! `.npy` and `.npz`; PyTorch checkpoints, and pickles that would run code; GGUF files.
 
 use std::path::Path;
 use std::process::Command;
@@ -231,4 +231,67 @@ fn hostile_pickles_run_nothing_when_mounted() {
         m.unmount_and_check();
     }
     assert!(!marker.exists(), "a hostile pickle ran");
+}
+
+/// argv: mountpoint, expected.json. Every GGUF tensor's `.bin` is its bytes as stored, its
+/// `.npy` what gguf-py's reader and `dequantize` give (bfloat16 widened to float32 as `.npy`
+/// shows it), a type not decoded has no `.npy` and says so in its `.json`, and
+/// `__metadata__.json` holds the writer's metadata.
+const GGUF_CHECK: &str = r#"
+import json, os, sys
+import numpy as np
+mnt, exp = sys.argv[1], json.load(open(sys.argv[2]))["model.gguf"]
+bad, n = [], 0
+for name, t in exp["tensors"].items():
+    base = os.path.join(mnt, name)
+    if open(base + ".bin", "rb").read().hex() != t["raw"]:
+        bad.append(f"{name}: .bin differs")
+    meta = json.load(open(base + ".json"))
+    if meta["ggml_type"] != t["type"] or meta["shape"] != t["shape"]:
+        bad.append(f"{name}: .json {meta['ggml_type']} {meta['shape']}")
+    if "values" not in t:
+        if os.path.exists(base + ".npy"):
+            bad.append(f"{name}: an .npy for a type not decoded")
+        continue
+    got = np.load(base + ".npy")
+    data = bytes.fromhex(t["values"])
+    if t["dtype"] == "bfloat16":
+        want = (np.frombuffer(data, "<u2").astype("<u4") << 16).view("<f4")
+    else:
+        want = np.frombuffer(data, "<" + {"float32": "f4", "float16": "f2", "float64": "f8", "int8": "i1",
+                                          "int16": "i2", "int32": "i4", "int64": "i8"}[t["dtype"]])
+    if got.shape != tuple(t["shape"]) or got.tobytes() != want.reshape(t["shape"]).tobytes():
+        bad.append(f"{name}: .npy differs")
+    n += 1
+doc = json.load(open(os.path.join(mnt, "__metadata__.json")))
+if doc != exp["metadata"]:
+    bad.append(f"__metadata__.json: {doc} != {exp['metadata']}")
+print(f"checked {n} tensors")
+if bad:
+    print("\n".join(bad)); sys.exit(1)
+"#;
+
+#[test]
+fn gguf_sources_read_as_gguf_reads_them() {
+    let Some(fuse) = Fuse::check() else { return };
+    if !have_safetensors() {
+        eprintln!("skipped: python3 numpy missing");
+        return;
+    }
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/gguf");
+    let m = fuse.mount(&dir.join("model.gguf"), "layouts=json,npy,bin");
+    let out = Command::new("python3")
+        .args(["-c", GGUF_CHECK])
+        .arg(m.path())
+        .arg(dir.join("expected.json"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("checked 14 tensors"), "{text}");
+    m.unmount_and_check();
 }

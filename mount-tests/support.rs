@@ -78,6 +78,7 @@ pub fn cases() -> Vec<Case> {
         "fixtures/torch/views.pt",
         "fixtures/torch/checkpoint.pt",
         "fixtures/torch/sharded",
+        "fixtures/gguf/model.gguf",
     ] {
         out.push(Case {
             name: format!("fixture:{s}"),

@@ -180,6 +180,7 @@ fn safetensors_npz_and_stats_equal_every_npy() {
         "fixtures/torch/views.pt",
         "fixtures/torch/checkpoint.pt",
         "fixtures/torch/dtypes.pt",
+        "fixtures/gguf/model.gguf",
     ] {
         sources.push(here.join(s));
     }

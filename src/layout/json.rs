@@ -120,6 +120,13 @@ fn render(tensor: &Arc<dyn Tensor>, ctx: &Arc<LayoutCtx>, last_error: Option<&st
         fields.push(("sparse".into(), json!(meta.sparse)));
     }
     fields.push(("partitions".into(), partitions(meta)));
+    if let Some(st) = &meta.stored {
+        // `.bin` holds these bytes, not elements of `dtype`.
+        fields.push((
+            "stored".into(),
+            json!({"encoding": st.encoding, "bytes": st.bytes}),
+        ));
+    }
     let mut layouts = Vec::new();
     let mut unavailable = Vec::new();
     let shown = super::shown(meta, ctx);
