@@ -737,3 +737,71 @@ print("ok", checked)
     assert_eq!(finite.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&finite.stderr).contains("float32"));
 }
+
+/// A TF checkpoint written by TensorFlow and the same weights saved by PyTorch
+/// (scripts/gen_port.py): with the key map and `--transpose`, `diff` reports them identical;
+/// with one value of the PyTorch copy changed, it names that tensor and only it; without
+/// `--transpose`, the [in, out] kernels are retyped (or changed, when square).
+#[test]
+fn diff_across_frameworks_with_a_key_map() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/port");
+    let tf = dir.join("tf/ckpt");
+    let map = [
+        "--map",
+        r"\.weight$=/kernel",
+        "--map",
+        r"\.bias$=/bias",
+        "--map",
+        "^embedding/kernel$=embedding",
+    ];
+    let run = |b: &str, extra: &[&str]| {
+        let out = Command::new(modelfs())
+            .args(["diff", "--json"])
+            .args(map)
+            .args(extra)
+            .arg(&tf)
+            .arg(dir.join(b))
+            .output()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+        let by: std::collections::BTreeMap<String, String> = v
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| {
+                (
+                    l["name"].as_str().unwrap().to_string(),
+                    l["status"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+        (out.status.code(), by)
+    };
+    let (code, by) = run("torch.pt", &["--transpose"]);
+    assert_eq!(code, Some(0), "{by:?}");
+    assert_eq!(by.len(), 7, "{by:?}");
+    assert!(by.values().all(|s| s == "identical"), "{by:?}");
+    let (code, by) = run("torch_changed.pt", &["--transpose"]);
+    assert_eq!(code, Some(1));
+    let changed: Vec<&String> = by
+        .iter()
+        .filter(|(_, s)| *s != "identical")
+        .map(|(k, _)| k)
+        .collect();
+    assert_eq!(changed, ["out/bias"], "{by:?}");
+    let (code, by) = run("torch.pt", &[]);
+    assert_eq!(code, Some(1));
+    assert_eq!(by["dense/kernel"], "retyped");
+    assert_eq!(by["square/kernel"], "changed");
+    assert_eq!(by["embedding"], "identical");
+    // A map that sends two keys to one is refused, naming both.
+    let out = Command::new(modelfs())
+        .args(["diff", "--map", ".*=x"])
+        .arg(&tf)
+        .arg(dir.join("torch.pt"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("same key x"));
+}

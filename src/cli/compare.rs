@@ -9,6 +9,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::inspect::{shape_compact, source_failure, walk, write_out, Found};
+use super::keymap::{KeyMap, Transposed};
 use super::{open_model, store_name, Failure, EXIT_SOURCE, EXIT_USAGE};
 use crate::layout::Patient;
 use crate::model::Tensor;
@@ -228,7 +229,21 @@ struct Line {
 }
 
 /// `modelfs diff A B`.
-pub(crate) fn diff(a: &Path, b: &Path, as_json: bool, opts: &Options) -> Result<(), Failure> {
+/// How `diff` pairs the tensors of two models (`--map`, `--transpose`).
+pub(crate) struct Matching {
+    pub(crate) map: Vec<String>,
+    pub(crate) transpose: bool,
+}
+
+pub(crate) fn diff(
+    a: &Path,
+    b: &Path,
+    as_json: bool,
+    how: &Matching,
+    opts: &Options,
+) -> Result<(), Failure> {
+    // Trouble is 2 for `diff`, as for diff(1): 1 means "they differ".
+    let keys = KeyMap::parse(&how.map).map_err(|e| Failure::new(EXIT_SOURCE, e))?;
     let open = |s: &Path| -> Result<_, Failure> {
         let model = open_model(s, opts)?;
         let ctx = crate::fs::layout_ctx(opts, &store_name(s));
@@ -239,10 +254,21 @@ pub(crate) fn diff(a: &Path, b: &Path, as_json: bool, opts: &Options) -> Result<
         if !found.iter().all(graph) {
             found.retain(|f| !graph(f));
         }
-        let by_name: BTreeMap<String, Arc<dyn Tensor>> = found
-            .into_iter()
-            .map(|f| (key(&*f.tensor), f.tensor))
-            .collect();
+        let mut by_name: BTreeMap<String, Arc<dyn Tensor>> = BTreeMap::new();
+        for f in found {
+            let k = keys.apply(&key(&*f.tensor));
+            if let Some(other) = by_name.insert(k.clone(), f.tensor.clone()) {
+                return Err(Failure::new(
+                    EXIT_SOURCE,
+                    format!(
+                        "{}: --map gives {} and {} the same key {k}",
+                        s.display(),
+                        key(&*other),
+                        key(&*f.tensor)
+                    ),
+                ));
+            }
+        }
         Ok((by_name, ctx))
     };
     let (ta, ctx_a) = open(a)?;
@@ -268,6 +294,16 @@ pub(crate) fn diff(a: &Path, b: &Path, as_json: bool, opts: &Options) -> Result<
             (Some(x), None) => lines.push(line("only_a", describe(x))),
             (None, Some(y)) => lines.push(line("only_b", describe(y))),
             (Some(x), Some(y)) => {
+                let flipped: Vec<u64> = x.meta().shape.iter().rev().copied().collect();
+                let y =
+                    match how.transpose && y.meta().shape.len() == 2 && y.meta().shape == flipped {
+                        true => match Transposed::new(y.clone()) {
+                            Some(t) => Arc::new(t) as Arc<dyn Tensor>,
+                            None => y.clone(),
+                        },
+                        false => y.clone(),
+                    };
+                let y = &y;
                 let (mx, my) = (x.meta(), y.meta());
                 if mx.dtype != my.dtype || mx.shape != my.shape {
                     lines.push(line(

@@ -25,6 +25,7 @@ pub(crate) mod index;
 #[cfg(test)]
 mod index_tests;
 mod inspect;
+mod keymap;
 mod mount;
 pub(crate) mod mounts;
 mod serving_lock;
@@ -229,6 +230,15 @@ enum Command {
         /// max_abs_diff, rel_l2; `a` and `b` for retyped ones).
         #[arg(long)]
         json: bool,
+        /// Rewrite keys of both models before matching them: REGEX=REPLACEMENT (`$1` for a
+        /// group), rules applied in turn; repeatable. E.g. a PyTorch port of a TF model:
+        /// --map '\.weight$=/kernel' --map '\.=/'.
+        #[arg(long = "map", value_name = "REGEX=REPLACEMENT")]
+        map: Vec<String>,
+        /// Compare a 2-D tensor of B with A's transposed when its shape is A's reversed
+        /// (PyTorch `Linear.weight` [out, in] against a TF kernel [in, out]; square ones too).
+        #[arg(long)]
+        transpose: bool,
         #[command(flatten)]
         options: OptArgs,
         a: PathBuf,
@@ -448,10 +458,15 @@ pub fn main() -> i32 {
             .and_then(|opts| compare::stats(&source, &paths, json, check_finite, &opts)),
         Command::Diff {
             json,
+            map,
+            transpose,
             options,
             a,
             b,
-        } => parse_options(&options.list).and_then(|opts| compare::diff(&a, &b, json, &opts)),
+        } => parse_options(&options.list).and_then(|opts| {
+            let how = compare::Matching { map, transpose };
+            compare::diff(&a, &b, json, &how, &opts)
+        }),
         Command::Verify { options, source } => {
             parse_options(&options.list).and_then(|opts| inspect::verify(&source, &opts))
         }
