@@ -144,7 +144,7 @@ mod tests {
     #[test]
     fn a_transpose_reads_as_one() {
         let t = MemTensor::f32(&[2, 3], &[0., 1., 2., 3., 4., 5.]).arc();
-        let x = Transposed::new(t).unwrap();
+        let x: Arc<dyn Tensor> = Arc::new(Transposed::new(t).unwrap());
         assert_eq!(x.meta().shape, [3, 2]);
         let mut out = vec![0u8; 6 * 4];
         x.read_elements(0, &mut out).unwrap();
@@ -161,6 +161,7 @@ mod tests {
         let vals: Vec<f32> = (0..12).map(|v| v as f32).collect();
         let mut x = Transposed::new(MemTensor::f32(&[4, 3], &vals).arc()).unwrap();
         x.whole_max = 0;
+        let x: Arc<dyn Tensor> = Arc::new(x);
         let mut banded = vec![0u8; 12 * 4];
         x.read_elements(0, &mut banded).unwrap();
         let v: Vec<f32> = banded

@@ -62,7 +62,7 @@ fn model_of(file: &Arc<dyn ReadAt>) -> Result<Flat, ModelError> {
             model.problem(format!("{}: ggml type {}: not known", t.name, t.ggml_type));
             continue;
         };
-        let at = h.data_start.checked_add(t.offset).unwrap_or(u64::MAX);
+        let at = h.data_start.saturating_add(t.offset);
         let g = GgufTensor::new(&t.name, &t.dims, ty, at, t.offset, file);
         model.add(&t.name, Arc::new(g), file.name());
     }
@@ -107,7 +107,7 @@ impl Document for MetadataDoc {
 /// `Err` is fine; a panic, a hang or a huge allocation is a bug.
 #[cfg(any(test, feature = "testkit"))]
 pub fn fuzz_file(data: &[u8]) {
-    use crate::model::{DirEntry, Tensor};
+    use crate::model::DirEntry;
     let file: Arc<dyn ReadAt> = Arc::new(crate::source::MemSource::new("f.gguf", data.to_vec()));
     let Ok(model) = model_of(&file) else {
         return;

@@ -2,7 +2,7 @@
 //! and `dequantize` read back (fixtures/gguf/expected.json).
 
 use super::*;
-use crate::model::{own_component, Tensor};
+use crate::model::own_component;
 use crate::source::MemSource;
 use crate::testing::fixtures_dir;
 

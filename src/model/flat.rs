@@ -7,11 +7,14 @@ use std::sync::Arc;
 
 use super::{DirEntry, Document, Model, ModelError, ModelSummary, Tensor};
 
+/// A document and its file name.
+type Named = (Vec<u8>, Arc<dyn Document>);
+
 pub struct Flat {
     /// By tree path (the key split on `/`).
     tensors: BTreeMap<Vec<Vec<u8>>, Arc<dyn Tensor>>,
     /// The reader's documents, by directory, each with its file name.
-    documents: BTreeMap<Vec<Vec<u8>>, Vec<(Vec<u8>, Arc<dyn Document>)>>,
+    documents: BTreeMap<Vec<Vec<u8>>, Vec<Named>>,
     summary: ModelSummary,
 }
 
