@@ -20,9 +20,11 @@
 #                                  13 loads through a fresh mount vs the same library on its own local file:
 #                                  safetensors, np.load of .npz, random rows by np.load(mmap_mode='r') (and
 #                                  bindfs), tf.train.load_checkpoint of .tf/ (model written by TensorFlow)
-#                                  14 sources of the newer readers: a 1 GiB sharded safetensors model and a
-#                                  1 GiB np.savez .npz (mount time and source bytes read; cat of a .bin vs
-#                                  the same bytes of the file)
+#                                  14 sources of the newer readers: a 1 GiB sharded safetensors model, a
+#                                  1 GiB np.savez .npz and a 1 GiB torch.save checkpoint (mount time and
+#                                  source bytes read; cat of a .bin vs the same bytes of the file), and
+#                                  TensorFlow reading .tf/ of the torch checkpoint vs torch.load
+#   TORCH_PYTHON=python3           target 14's python for torch (a scratch venv: pip install torch)
 #   TF_PYTHON=python3              target 13's python: numpy, safetensors and tensorflow-cpu
 #   SAVETXT_VALUES=2000000         values numpy.savetxt formats for its rate
 #   QUIET=1                        pause the kernel's DAMON page-out schemes for the run (root;

@@ -1,8 +1,10 @@
 """Bench target 14: sources of the newer readers at production size (issue 41) — a 1 GiB
-safetensors model in four shards with its index (written by the `safetensors` package) and a
-1 GiB `.npz` written by `np.savez`: how long a mount takes and what it reads (it must read no
-tensor data), and `cat` of a tensor's `.bin` on a fresh mount against reading the same bytes
-of the file (page cache warm for both).
+safetensors model in four shards with its index (written by the `safetensors` package), a
+1 GiB `.npz` written by `np.savez` and a 1 GiB `torch.save` checkpoint (written by torch,
+TORCH_PYTHON): how long a mount takes and what it reads (it must read no tensor data), and
+`cat` of a tensor's `.bin` on a fresh mount against reading the same bytes of the file (page
+cache warm for both); and TensorFlow (TF_PYTHON) reading the `.tf/` view of the PyTorch
+checkpoint, compared with `torch.load`'s values by SHA-256 per tensor.
 """
 import json
 import os
@@ -33,6 +35,29 @@ def generate(work):
     np.savez(os.path.join(work, "arrays.npz"), **arrays)
 
 
+TORCH_GEN = r"""
+import hashlib, json, sys, torch
+out = sys.argv[1]
+g = torch.Generator().manual_seed(14)
+sd = {f"layers.{i}.weight": torch.randn(2048, 4096, generator=g) for i in range(32)}
+sd["head.weight"] = torch.randn(4096, 512, generator=g).t()  # a transposed view, [512, 4096]
+torch.save(sd, out + "/model.pt")
+back = torch.load(out + "/model.pt", weights_only=True)
+json.dump({k: hashlib.sha256(v.contiguous().numpy().tobytes()).hexdigest() for k, v in back.items()},
+          open(out + "/torch_sha256.json", "w"))
+"""
+
+TF_READ = r"""
+import hashlib, json, sys
+import tensorflow as tf
+r = tf.train.load_checkpoint(sys.argv[1])
+want = json.load(open(sys.argv[2]))
+got = {k: hashlib.sha256(r.get_tensor(k).tobytes()).hexdigest() for k in want}
+bad = [k for k in want if got[k] != want[k]]
+print(json.dumps({"tensors": len(want), "differ": bad}))
+"""
+
+
 def read_range(path, off, n):
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -55,6 +80,17 @@ def st_range(path, key):
         h = json.loads(f.read(n))
     b, e = h[key]["data_offsets"]
     return 8 + n + b, e - b
+
+
+def torch_range(path, storage):
+    """Where storage `storage`'s bytes are in the torch.save zip `path`."""
+    import zipfile
+    with zipfile.ZipFile(path) as z:
+        i = next(x for x in z.infolist() if x.filename.endswith(f"/data/{storage}"))
+    with open(path, "rb") as f:
+        f.seek(i.header_offset + 26)
+        nlen, xlen = int.from_bytes(f.read(2), "little"), int.from_bytes(f.read(2), "little")
+    return i.header_offset + 30 + nlen + xlen, i.file_size
 
 
 def npz_range(path, key):
@@ -101,6 +137,20 @@ def bench_sources(ctx):
     cases = [("sharded safetensors (1 GiB, 4 shards)", st, "layers.12.weight", shard,
               st_range(shard, "layers.12.weight")),
              ("np.savez .npz (1 GiB)", npz, "a12", npz, npz_range(npz, "a12"))]
+    torch_py = os.environ.get("TORCH_PYTHON", "python3")
+    pt = os.path.join(work, "torch", "model.pt")
+    if not os.path.exists(pt):
+        if subprocess.run([torch_py, "-c", "import torch"], capture_output=True).returncode == 0:
+            ctx.log("generating a 1 GiB torch.save checkpoint (once)")
+            os.makedirs(os.path.dirname(pt), exist_ok=True)
+            subprocess.run([torch_py, "-c", TORCH_GEN, os.path.dirname(pt)], check=True)
+        else:
+            ctx.add(14, "torch.save checkpoint", "skipped: TORCH_PYTHON lacks torch", "", None)
+    if os.path.exists(pt):
+        subprocess.run(["cat", pt], check=True, stdout=subprocess.DEVNULL)
+        # layers.12.weight is the 13th tensor pickled: storage 12.
+        cases.append(("torch.save checkpoint (1 GiB)", pt, "layers.12.weight", pt,
+                      torch_range(pt, 12)))
     for name, src, key, file, (off, n) in cases:
         mounts, reads, cats, files = [], [], [], []
         for _ in range(ctx.RUNS):
@@ -119,3 +169,27 @@ def bench_sources(ctx):
                 "< 100 ms, no tensor data", m < 0.1 and max(reads) < n)
         ctx.add(14, f"{name}: cat of a {n // MiB} MiB .bin, fresh mount vs the file's bytes",
                 f"{c * 1000:.0f} ms vs {f * 1000:.0f} ms = {f / c:.2f}x", ">= 0.9x", f / c >= 0.9)
+    if os.path.exists(pt):
+        tf_tensors_equal_torch(ctx, pt)
+
+
+def tf_tensors_equal_torch(ctx, pt):
+    py = os.environ.get("TF_PYTHON", "python3")
+    if subprocess.run([py, "-c", "import tensorflow"], capture_output=True).returncode != 0:
+        ctx.add(14, ".tf/ of the torch checkpoint read by TensorFlow", "skipped: TF_PYTHON lacks tensorflow", "", None)
+        return
+    mnt = ctx.mountpoint()
+    ctx.mount(pt, mnt, ctx.env, "cache_dir=none")
+    try:
+        t = time.perf_counter()
+        out = subprocess.run([py, "-c", TF_READ, os.path.join(mnt, ".tf", "model"),
+                              os.path.join(os.path.dirname(pt), "torch_sha256.json")],
+                             check=True, capture_output=True, text=True).stdout
+        took = time.perf_counter() - t
+    finally:
+        ctx.umount(mnt)
+        os.rmdir(mnt)
+    got = json.loads(out.strip().splitlines()[-1])
+    ctx.add(14, ".tf/ of the 1 GiB torch checkpoint read by TensorFlow vs torch.load",
+            f"{got['tensors']} tensors, {len(got['differ'])} differ ({took:.1f} s)",
+            "all equal", not got["differ"])
