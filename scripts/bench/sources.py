@@ -107,21 +107,30 @@ def npz_range(path, key):
     return start + hlen, i.file_size - hlen
 
 
-def source_bytes_touched(pid, work):
-    """Bytes the daemon read of the source: read(2) calls (rchar counts the binary and the
-    log too, a few KiB) plus the resident pages of its mappings of files under `work` (a
-    mapped file is read by page faults, which rchar does not count)."""
-    with open(f"/proc/{pid}/io") as f:
-        rchar = int(dict(line.split(": ") for line in f.read().splitlines())["rchar"])
-    mapped, inside = 0, False
-    with open(f"/proc/{pid}/smaps") as f:
-        for line in f:
-            parts = line.split()
-            if "-" in parts[0] and len(parts) >= 5:
-                inside = len(parts) >= 6 and parts[5].startswith(work)
-            elif parts[0] == "Rss:" and inside:
-                mapped += int(parts[1]) * 1024
-    return rchar + mapped
+def source_files(src):
+    return [os.path.join(src, f) for f in sorted(os.listdir(src))] if os.path.isdir(src) else [src]
+
+
+def evict(src):
+    """Drops the source's pages from the page cache."""
+    for p in source_files(src):
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def resident(src):
+    """Bytes of the source in the page cache (fincore): after `evict`, what a mount read, in
+    pages, with the kernel's read-ahead around each read. (The daemon's own counters miss the
+    reads of the open, which happens before it forks.)"""
+    total = 0
+    for p in source_files(src):
+        out = subprocess.run(["fincore", "--bytes", "--noheadings", "--output", "RES", p],
+                             check=True, capture_output=True, text=True).stdout
+        total += int(out.split()[0])
+    return total
 
 
 def bench_sources(ctx):
@@ -155,8 +164,10 @@ def bench_sources(ctx):
         mounts, reads, cats, files = [], [], [], []
         for _ in range(ctx.RUNS):
             mnt = ctx.mountpoint()
+            evict(src)
             mounts.append(ctx.mount(src, mnt, ctx.env, "cache_dir=none,layouts=json,bin"))
-            reads.append(source_bytes_touched(ctx.daemon_of(mnt), work))
+            reads.append(resident(src))
+            subprocess.run(["sh", "-c", f"cat {' '.join(source_files(src))} > /dev/null"], check=True)
             t = time.perf_counter()
             subprocess.run(["cat", os.path.join(mnt, key + ".bin")], check=True,
                            stdout=subprocess.DEVNULL)
@@ -165,8 +176,8 @@ def bench_sources(ctx):
             os.rmdir(mnt)
             files.append(read_range(file, off, n))
         m, c, f = ctx.median(mounts), ctx.median(cats), ctx.median(files)
-        ctx.add(14, f"{name}: mount", f"{m * 1000:.0f} ms, {max(reads)} bytes of the source read",
-                "< 100 ms, no tensor data", m < 0.1 and max(reads) < n)
+        ctx.add(14, f"{name}: mount", f"{m * 1000:.0f} ms cold, {max(reads) // 1024} KiB of the source read (page cache after)",
+                "< 100 ms, no tensor data (< 1 MiB)", m < 0.1 and max(reads) < MiB)
         ctx.add(14, f"{name}: cat of a {n // MiB} MiB .bin, fresh mount vs the file's bytes",
                 f"{c * 1000:.0f} ms vs {f * 1000:.0f} ms = {f / c:.2f}x", ">= 0.9x", f / c >= 0.9)
     if os.path.exists(pt):

@@ -6,8 +6,6 @@
 //! anything is allocated for it (each element read consumes at least one byte, so no count
 //! can make a loop outrun the file); nested arrays end at `MAX_NESTING`.
 
-use std::borrow::Cow;
-
 use crate::source::{ReadAt, SourceError};
 
 const MAGIC: &[u8; 4] = b"GGUF";
@@ -16,7 +14,7 @@ const MAX_NESTING: usize = 8;
 /// The most dimensions a tensor has (ggml's `GGML_MAX_DIMS` is 4).
 const MAX_DIMS: u32 = 8;
 /// Bytes read at a time while parsing.
-const PIECE: u64 = 1 << 20;
+const PIECE: u64 = 256 << 10;
 
 #[derive(Debug, thiserror::Error)]
 pub enum HeaderError {
@@ -167,8 +165,7 @@ impl Cursor<'_> {
         let buf_end = self.buf_at + self.buf.len() as u64;
         if self.pos < self.buf_at || end > buf_end {
             let len = n.max(PIECE).min(self.file.size() - self.pos);
-            let got: Cow<[u8]> = self.file.read_at(self.pos, len as usize)?;
-            self.buf = got.into_owned();
+            self.buf = self.file.read_vec(self.pos, len as usize)?;
             self.buf_at = self.pos;
         }
         let from = (self.pos - self.buf_at) as usize;

@@ -29,7 +29,7 @@ pub fn is_source(fs: &dyn Storage, path: &Path) -> bool {
     let Ok(file) = fs.open(path) else {
         return false;
     };
-    file.read_at(0, 4.min(file.size()) as usize)
+    file.read_vec(0, 4.min(file.size()) as usize)
         .is_ok_and(|m| *m == *b"GGUF")
 }
 

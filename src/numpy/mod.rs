@@ -115,7 +115,7 @@ fn npz(file: &Arc<dyn ReadAt>, model: &mut Flat, verify: bool) -> Result<(), Mod
 fn header_at(file: &dyn ReadAt, at: u64) -> Result<NpyHeader, ModelError> {
     let name = file.name().to_string();
     let bad = |e: NpyError| ModelError::data(&name, e);
-    let first = file.read_at(at, 12.min(file.size().saturating_sub(at)) as usize)?;
+    let first = file.read_vec(at, 12.min(file.size().saturating_sub(at)) as usize)?;
     let (prefix, len) = npy::prefix(&first).map_err(bad)?;
     let start = at + prefix;
     if start.checked_add(len).is_none_or(|e| e > file.size()) {
@@ -124,7 +124,7 @@ fn header_at(file: &dyn ReadAt, at: u64) -> Result<NpyHeader, ModelError> {
             "the .npy header ends past the file",
         ));
     }
-    let text = file.read_at(start, len as usize)?;
+    let text = file.read_vec(start, len as usize)?;
     npy::parse(&text, prefix + len).map_err(bad)
 }
 

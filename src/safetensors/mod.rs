@@ -126,10 +126,10 @@ pub fn open(files: &[PathBuf], opts: &ReaderOptions) -> Result<Arc<dyn Model>, O
 
 fn read_header(file: &dyn ReadAt) -> Result<header::Header, ModelError> {
     let size = file.size();
-    let first = file.read_at(0, 8.min(size) as usize)?;
+    let first = file.read_vec(0, 8.min(size) as usize)?;
     let n = header::header_len(&first, size).map_err(|e| ModelError::data(file.name(), e))?;
     // Bounded by the file's size and MAX_HEADER (header_len).
-    let json = file.read_at(8, n as usize)?;
+    let json = file.read_vec(8, n as usize)?;
     let h = header::parse(&json, size).map_err(|e| ModelError::data(file.name(), e))?;
     file.check_consistent()?;
     Ok(h)

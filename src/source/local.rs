@@ -10,6 +10,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::OnceLock;
 use std::time::{Duration, Instant, SystemTime};
 
 use memmap2::Mmap;
@@ -84,6 +85,9 @@ pub(crate) struct MmapFile {
     /// Bytes handed out since the mapping's pages were last dropped from this process.
     read_since_drop: AtomicU64,
     epoch: Instant,
+    /// A second open of the same inode, with the kernel's read-ahead off, for a reader's
+    /// small metadata reads (`read_vec`): opened on first use.
+    small: OnceLock<Option<File>>,
 }
 
 /// After this many bytes read from a mapping, its pages are unmapped from the process again
@@ -132,6 +136,7 @@ impl MmapFile {
             last_check_ns: AtomicU64::new(0),
             read_since_drop: AtomicU64::new(0),
             epoch: Instant::now(),
+            small: OnceLock::new(),
         })
     }
 }
@@ -316,6 +321,34 @@ impl ReadAt for MmapFile {
                 SourceError::io(&self.path, e)
             }
         })
+    }
+    /// Metadata reads (a header, a pickle) through a file description of their own whose
+    /// read-ahead is off (`POSIX_FADV_RANDOM`): a 4-byte read of a cold file reads 4 KiB, not
+    /// the device's read-ahead (8 MiB of tensor data on some hosts). The same inode, by
+    /// `/proc/self/fd`: a file renamed over meanwhile is not the one read.
+    fn read_vec(&self, offset: u64, len: usize) -> Result<Vec<u8>, SourceError> {
+        let mut v = vec![0u8; len];
+        let small = self.small.get_or_init(|| {
+            use std::os::fd::AsRawFd;
+            let f = File::open(format!("/proc/self/fd/{}", self.file.as_raw_fd())).ok()?;
+            // SAFETY: an advisory call on a descriptor this function owns.
+            let r = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM) };
+            (r == 0).then_some(f)
+        });
+        let Some(f) = small else {
+            self.read_into(offset, &mut v)?;
+            return Ok(v);
+        };
+        checked_range(&self.name, offset, len, self.size())?;
+        self.check_unchanged()?;
+        f.read_exact_at(&mut v, offset).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                self.changed()
+            } else {
+                SourceError::io(&self.path, e)
+            }
+        })?;
+        Ok(v)
     }
     fn check_unchanged(&self) -> Result<(), SourceError> {
         if self.guard.as_ref().is_some_and(sigbus::Guard::faulted) {

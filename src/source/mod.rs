@@ -106,6 +106,15 @@ pub trait ReadAt: Send + Sync + fmt::Debug {
         out.copy_from_slice(&self.read_at(offset, out.len())?);
         Ok(())
     }
+    /// Exactly `len` bytes at `offset`, copied by `read_into`: for a reader's small metadata
+    /// reads at mount (a header, a pickle). A fault on a mapped file would read around it as
+    /// far as the device's read-ahead (8 MiB on some hosts): tensor data nobody asked for;
+    /// `pread` reads what is asked and a small window after it.
+    fn read_vec(&self, offset: u64, len: usize) -> Result<Vec<u8>, SourceError> {
+        let mut v = vec![0u8; len];
+        self.read_into(offset, &mut v)?;
+        Ok(v)
+    }
     /// The source's modification time (shown as the mtime of files derived from it).
     fn mtime(&self) -> SystemTime {
         SystemTime::UNIX_EPOCH

@@ -27,9 +27,12 @@ impl Read for Seekable {
         if n == 0 {
             return Ok(0);
         }
-        self.file
-            .read_into(self.pos, &mut buf[..n])
+        // Containers' directories and headers: metadata reads (no read-ahead).
+        let got = self
+            .file
+            .read_vec(self.pos, n)
             .map_err(std::io::Error::other)?;
+        buf[..n].copy_from_slice(&got);
         self.pos += n as u64;
         Ok(n)
     }

@@ -226,8 +226,9 @@ fn graph_at(
     let n = usize::try_from(file.size())
         .unwrap_or(usize::MAX)
         .min(sniff::HEAD);
+    // A sniff of any file the user named: a metadata read (no read-ahead into its data).
     let head = file
-        .read_at(0, n)
+        .read_vec(0, n)
         .map_err(|e| OpenError::unreadable(path, e))?;
     let Some((kind, text)) = sniff::sniff(&head, hint) else {
         return Ok(None);

@@ -29,7 +29,7 @@ pub(super) fn ends_with_table_magic(fs: &dyn Storage, f: &Path) -> bool {
     };
     file.size() >= 48
         && file
-            .read_at(file.size() - 8, 8)
+            .read_vec(file.size() - 8, 8)
             .is_ok_and(|tail| *tail == TABLE_MAGIC)
 }
 

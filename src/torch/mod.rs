@@ -85,12 +85,18 @@ fn is_torch_zip(fs: &dyn Files, path: &Path) -> bool {
     let Ok(file) = fs.open(path) else {
         return false;
     };
-    let magic = file.read_at(0, 4.min(file.size()) as usize);
+    let magic = file.read_vec(0, 4.min(file.size()) as usize);
     if !magic.is_ok_and(|m| *m == *b"PK\x03\x04") {
         return false;
     }
-    zipdir::entries(file.size(), |at, buf| file.read_into(at, buf))
+    zipdir::entries(file.size(), |at, buf| read_meta(&*file, at, buf))
         .is_ok_and(|e| pickle_member(&e).is_some())
+}
+
+/// A read of the archive's directory: metadata (`ReadAt::read_vec`, no read-ahead).
+fn read_meta(file: &dyn ReadAt, at: u64, buf: &mut [u8]) -> Result<(), crate::source::SourceError> {
+    buf.copy_from_slice(&file.read_vec(at, buf.len())?);
+    Ok(())
 }
 
 /// The archive's pickle: `<name>/data.pkl`, one level down.
@@ -169,7 +175,7 @@ fn archive(
     model: &mut Flat,
 ) -> Result<BTreeMap<Vec<String>, Values>, ModelError> {
     let bad = |why: String| ModelError::data(file.name(), why);
-    let entries = zipdir::entries(file.size(), |at, buf| file.read_into(at, buf))
+    let entries = zipdir::entries(file.size(), |at, buf| read_meta(&**file, at, buf))
         .map_err(|e| ModelError::data(file.name(), e))?;
     let pkl = pickle_member(&entries)
         .ok_or_else(|| bad("no <name>/data.pkl: not a torch.save archive".into()))?;
@@ -247,7 +253,7 @@ fn member(file: &Arc<dyn ReadAt>, e: &zipdir::Entry, max: u64) -> Result<Vec<u8>
         )));
     }
     let n = (zipdir::LOCAL_HEADER as u64).min(file.size().saturating_sub(e.header_offset));
-    let h = file.read_at(e.header_offset, n as usize)?;
+    let h = file.read_vec(e.header_offset, n as usize)?;
     let start =
         zipdir::data_start(e.header_offset, &h).ok_or_else(|| bad("no local header".into()))?;
     if start
@@ -256,9 +262,15 @@ fn member(file: &Arc<dyn ReadAt>, e: &zipdir::Entry, max: u64) -> Result<Vec<u8>
     {
         return Err(bad("ends past the file".into()));
     }
-    let raw = file.read_at(start, e.compressed_size as usize)?;
+    if e.compressed_size > max {
+        return Err(bad(format!(
+            "{} bytes compressed, more than the {max} read",
+            e.compressed_size
+        )));
+    }
+    let raw = file.read_vec(start, e.compressed_size as usize)?;
     let out = match e.method {
-        Method::Store => raw.into_owned(),
+        Method::Store => raw,
         Method::Deflate => {
             let mut out = Vec::new();
             flate2::read::DeflateDecoder::new(&raw[..])
