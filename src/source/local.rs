@@ -506,6 +506,24 @@ mod tests {
         assert!(f.for_each_piece(1, data.len() as u64, &mut |_| ()).is_err());
     }
 
+    /// Metadata reads give the same bytes through their own description, which reads the
+    /// inode opened even after the path is renamed over.
+    #[test]
+    fn read_vec_reads_the_opened_inode() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        let data: Vec<u8> = (0..50_000u32).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&p, &data).unwrap();
+        let f = MmapFile::open(&p).unwrap();
+        let other = dir.path().join("g");
+        std::fs::write(&other, vec![0u8; 50_000]).unwrap();
+        std::fs::rename(&other, &p).unwrap();
+        assert_eq!(f.read_vec(1000, 3000).unwrap(), &data[1000..4000]);
+        assert_eq!(f.read_vec(49_990, 10).unwrap(), &data[49_990..]);
+        assert!(f.read_vec(49_990, 11).is_err(), "past the end");
+        assert!(matches!(f.small.get(), Some(Some(_))), "its own description");
+    }
+
     #[test]
     fn read_into_copies_and_a_shrunk_file_is_changed() {
         let dir = tempfile::tempdir().unwrap();
