@@ -134,3 +134,35 @@ impl Model for Flat {
         Ok(s)
     }
 }
+
+/// The largest index json read.
+const INDEX_MAX: u64 = 64 << 20;
+
+/// The shard files a sharded model's index names (`weight_map`: key → file, as
+/// `save_pretrained` writes it for safetensors and PyTorch shards), each once, in name order.
+pub fn shards_of_index(
+    fs: &dyn crate::source::Storage,
+    dir: &std::path::Path,
+    index: &std::path::Path,
+) -> Result<Vec<std::path::PathBuf>, super::OpenError> {
+    let bytes = fs
+        .read_small(index, INDEX_MAX)
+        .map_err(|e| super::OpenError::unreadable(index, e))?;
+    let v: serde_json::Value =
+        serde_json::from_slice(&bytes).map_err(|e| super::OpenError::unreadable(index, e))?;
+    let map = v
+        .get("weight_map")
+        .and_then(|m| m.as_object())
+        .ok_or_else(|| super::OpenError::unreadable(index, "no \"weight_map\" object"))?;
+    let mut files = std::collections::BTreeSet::new();
+    for f in map.values() {
+        let f = f
+            .as_str()
+            .filter(|f| !f.contains('/') && *f != ".." && !f.is_empty())
+            .ok_or_else(|| {
+                super::OpenError::unreadable(index, format!("shard {f} is not a file name"))
+            })?;
+        files.insert(dir.join(f));
+    }
+    Ok(files.into_iter().collect())
+}

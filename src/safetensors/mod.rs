@@ -27,8 +27,6 @@ const SUFFIX: &str = ".safetensors";
 const INDEX_SUFFIX: &str = ".safetensors.index.json";
 /// The root document holding `__metadata__`.
 const METADATA: &[u8] = b"__metadata__.json";
-/// The largest index json read.
-const INDEX_MAX: u64 = 64 << 20;
 
 /// The files of the safetensors source at `path`, if it is one: the file itself, or a
 /// directory's shards (from its index, else every `*.safetensors` in it, sorted).
@@ -39,14 +37,16 @@ pub fn files_of(fs: &dyn Storage, path: &Path) -> Result<Option<Vec<PathBuf>>, O
     }
     if name.ends_with(INDEX_SUFFIX) && fs.is_file(path) {
         let dir = path.parent().unwrap_or(Path::new(""));
-        return shards_of_index(fs, dir, path).map(Some);
+        return crate::model::flat::shards_of_index(fs, dir, path).map(Some);
     }
     // A directory that cannot be listed (HTTP) is found by the names `save_pretrained` gives.
     let index = path.join(format!("model{INDEX_SUFFIX}"));
     let single = path.join(format!("model{SUFFIX}"));
     let entries = match fs.list(path) {
         Ok(entries) if fs.is_dir(path) => entries,
-        _ if fs.is_file(&index) => return shards_of_index(fs, path, &index).map(Some),
+        _ if fs.is_file(&index) => {
+            return crate::model::flat::shards_of_index(fs, path, &index).map(Some)
+        }
         _ if fs.is_file(&single) => return Ok(Some(vec![single])),
         _ => return Ok(None),
     };
@@ -63,7 +63,7 @@ pub fn files_of(fs: &dyn Storage, path: &Path) -> Result<Option<Vec<PathBuf>>, O
     };
     let indexes = names(INDEX_SUFFIX);
     match indexes.as_slice() {
-        [index] => shards_of_index(fs, path, index).map(Some),
+        [index] => crate::model::flat::shards_of_index(fs, path, index).map(Some),
         [] => {
             let files = names(SUFFIX);
             Ok((!files.is_empty()).then_some(files))
@@ -76,28 +76,6 @@ pub fn files_of(fs: &dyn Storage, path: &Path) -> Result<Option<Vec<PathBuf>>, O
             ),
         }),
     }
-}
-
-/// The shard files an index names (each once, in name order).
-fn shards_of_index(fs: &dyn Storage, dir: &Path, index: &Path) -> Result<Vec<PathBuf>, OpenError> {
-    let bytes = fs
-        .read_small(index, INDEX_MAX)
-        .map_err(|e| OpenError::unreadable(index, e))?;
-    let v: serde_json::Value =
-        serde_json::from_slice(&bytes).map_err(|e| OpenError::unreadable(index, e))?;
-    let map = v
-        .get("weight_map")
-        .and_then(|m| m.as_object())
-        .ok_or_else(|| OpenError::unreadable(index, "no \"weight_map\" object"))?;
-    let mut files = std::collections::BTreeSet::new();
-    for f in map.values() {
-        let f = f
-            .as_str()
-            .filter(|f| !f.contains('/') && *f != ".." && !f.is_empty())
-            .ok_or_else(|| OpenError::unreadable(index, format!("shard {f} is not a file name")))?;
-        files.insert(dir.join(f));
-    }
-    Ok(files.into_iter().collect())
 }
 
 /// The model of the safetensors `files` (`files_of`).

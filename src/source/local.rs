@@ -521,7 +521,10 @@ mod tests {
         assert_eq!(f.read_vec(1000, 3000).unwrap(), &data[1000..4000]);
         assert_eq!(f.read_vec(49_990, 10).unwrap(), &data[49_990..]);
         assert!(f.read_vec(49_990, 11).is_err(), "past the end");
-        assert!(matches!(f.small.get(), Some(Some(_))), "its own description");
+        assert!(
+            matches!(f.small.get(), Some(Some(_))),
+            "its own description"
+        );
     }
 
     #[test]

@@ -35,8 +35,6 @@ use walk::Values;
 const VALUES: &[u8] = b"__values__.json";
 /// The largest pickle read: a state dict's is a few bytes per tensor.
 const MAX_PICKLE: u64 = 64 << 20;
-/// The largest index json read.
-const INDEX_MAX: u64 = 64 << 20;
 const INDEX_SUFFIXES: [&str; 3] = [".bin.index.json", ".pt.index.json", ".pth.index.json"];
 
 /// The files of the PyTorch source at `path`, if it is one: a `torch.save` zip, an index of
@@ -46,7 +44,7 @@ pub fn files_of(fs: &dyn Files, path: &Path) -> Result<Option<Vec<PathBuf>>, Ope
     if fs.is_file(path) {
         if INDEX_SUFFIXES.iter().any(|s| name.ends_with(s)) {
             let dir = path.parent().unwrap_or(Path::new(""));
-            return shards_of_index(fs, dir, path).map(Some);
+            return crate::model::flat::shards_of_index(fs, dir, path).map(Some);
         }
         return Ok(is_torch_zip(fs, path).then(|| vec![path.to_path_buf()]));
     }
@@ -55,7 +53,9 @@ pub fn files_of(fs: &dyn Files, path: &Path) -> Result<Option<Vec<PathBuf>>, Ope
     let single = path.join("pytorch_model.bin");
     let entries = match fs.list(path) {
         Ok(entries) if fs.is_dir(path) => entries,
-        _ if fs.is_file(&index) => return shards_of_index(fs, path, &index).map(Some),
+        _ if fs.is_file(&index) => {
+            return crate::model::flat::shards_of_index(fs, path, &index).map(Some)
+        }
         _ if fs.is_file(&single) && is_torch_zip(fs, &single) => return Ok(Some(vec![single])),
         _ => return Ok(None),
     };
@@ -70,7 +70,7 @@ pub fn files_of(fs: &dyn Files, path: &Path) -> Result<Option<Vec<PathBuf>>, Ope
         .collect();
     indexes.sort();
     match indexes.as_slice() {
-        [index] => shards_of_index(fs, path, index).map(Some),
+        [index] => crate::model::flat::shards_of_index(fs, path, index).map(Some),
         [] => Ok((fs.is_file(&single) && is_torch_zip(fs, &single)).then(|| vec![single])),
         _ => Err(OpenError::Unsupported {
             path: path.to_path_buf(),
@@ -106,28 +106,6 @@ fn pickle_member(entries: &[zipdir::Entry]) -> Option<&zipdir::Entry> {
             .split_once('/')
             .is_some_and(|(_, rest)| rest == "data.pkl")
     })
-}
-
-/// The shard files an index names (each once, in name order).
-fn shards_of_index(fs: &dyn Files, dir: &Path, index: &Path) -> Result<Vec<PathBuf>, OpenError> {
-    let bytes = fs
-        .read_small(index, INDEX_MAX)
-        .map_err(|e| OpenError::unreadable(index, e))?;
-    let v: serde_json::Value =
-        serde_json::from_slice(&bytes).map_err(|e| OpenError::unreadable(index, e))?;
-    let map = v
-        .get("weight_map")
-        .and_then(|m| m.as_object())
-        .ok_or_else(|| OpenError::unreadable(index, "no \"weight_map\" object"))?;
-    let mut files = std::collections::BTreeSet::new();
-    for f in map.values() {
-        let f = f
-            .as_str()
-            .filter(|f| !f.contains('/') && *f != ".." && !f.is_empty())
-            .ok_or_else(|| OpenError::unreadable(index, format!("shard {f} is not a file name")))?;
-        files.insert(dir.join(f));
-    }
-    Ok(files.into_iter().collect())
 }
 
 /// The model of the `torch.save` archives `files` (`files_of`): one tree, shards merged.
