@@ -306,10 +306,7 @@ impl Walker<'_> {
                 None => J::String(f.to_string()),
             },
             Value::Str(s) => J::String(s.clone()),
-            Value::Bytes(b) if b.len() <= BYTES_SHOWN => {
-                J::String(b.iter().map(|x| format!("{x:02x}")).collect())
-            }
-            Value::Bytes(b) => J::String(format!("<{} bytes>", b.len())),
+            Value::Bytes(b) => bytes_json(b),
             Value::List(items) | Value::Tuple(items) | Value::Set(items) => {
                 let items = items.clone();
                 J::Array(
@@ -346,7 +343,7 @@ impl Walker<'_> {
     }
 
     /// The few calls whose value is plain data (`torch.device('cpu')`, `torch.Size(…)`, a
-    /// set); any other is a problem, named by its callee.
+    /// set, protocol 2's bytes, a numpy scalar); any other is a problem, named by its callee.
     fn call_json(
         &mut self,
         c: &Call,
@@ -373,6 +370,24 @@ impl Walker<'_> {
                     _ => serde_json::Value::Array(parts),
                 }
             }
+            // Protocol 2's bytes: `_codecs.encode(text, 'latin1')`.
+            ("_codecs", "encode", [..]) => match self.latin1(c) {
+                Some(b) => bytes_json(&b),
+                None => {
+                    problems.push("a call of _codecs.encode: not run".into());
+                    serde_json::Value::Null
+                }
+            },
+            // A numpy scalar (`np.float64(0.5)` as a metric): its dtype and its bytes.
+            ("numpy._core.multiarray" | "numpy.core.multiarray", "scalar", [dt, data]) => {
+                match self.numpy_scalar(*dt, *data) {
+                    Some(v) => v,
+                    None => {
+                        problems.push("a numpy scalar of a dtype not read".into());
+                        serde_json::Value::Null
+                    }
+                }
+            }
             (m, n, _) if self.tensor_like(m, n) => {
                 problems.push("a tensor inside a value that is not a dict, list or tuple".into());
                 serde_json::Value::Null
@@ -384,8 +399,89 @@ impl Walker<'_> {
         }
     }
 
+    /// The bytes of `_codecs.encode(text, 'latin1')` (each char one byte).
+    fn latin1(&self, c: &Call) -> Option<Vec<u8>> {
+        let args = self.tuple(c.args)?;
+        let (Value::Str(text), Some(Value::Str(enc))) = (
+            self.p.get(*args.first()?),
+            args.get(1).map(|&e| self.p.get(e)),
+        ) else {
+            return None;
+        };
+        if !matches!(enc.as_str(), "latin1" | "latin-1" | "iso-8859-1") {
+            return None;
+        }
+        text.chars()
+            .map(|ch| u8::try_from(u32::from(ch)).ok())
+            .collect()
+    }
+
+    /// `numpy.core.multiarray.scalar(numpy.dtype(code, …) + BUILD (3, order, …), bytes)`.
+    fn numpy_scalar(&self, dt: Id, data: Id) -> Option<serde_json::Value> {
+        let Value::Call(d) = self.p.get(dt) else {
+            return None;
+        };
+        let (m, n) = self.global(d.callee)?;
+        if (m, n) != ("numpy", "dtype") {
+            return None;
+        }
+        let Value::Str(code) = self.p.get(*self.tuple(d.args)?.first()?) else {
+            return None;
+        };
+        // The byte order is the second item of the dtype's state; '>' is big-endian.
+        let big = d
+            .state
+            .and_then(|s| self.tuple(s))
+            .and_then(|s| s.get(1))
+            .is_some_and(|&o| self.p.get(o) == &Value::Str(">".into()));
+        let mut b = match self.p.get(data) {
+            Value::Bytes(b) => b.clone(),
+            Value::Call(c) => self.latin1(c)?,
+            _ => return None,
+        };
+        if big {
+            b.reverse();
+        }
+        let arr = |n: usize| -> Option<[u8; 8]> {
+            let mut a = [0u8; 8];
+            (b.len() == n).then(|| a[..n].copy_from_slice(&b))?;
+            Some(a)
+        };
+        let float = |x: f64| match serde_json::Number::from_f64(x) {
+            Some(n) => serde_json::Value::Number(n),
+            // A NaN or infinity has no JSON number: its text.
+            None => serde_json::Value::String(x.to_string()),
+        };
+        Some(match code.as_str() {
+            "f8" => float(f64::from_le_bytes(arr(8)?)),
+            "f4" => float(f32::from_le_bytes(arr(4)?[..4].try_into().ok()?).into()),
+            "i8" => i64::from_le_bytes(arr(8)?).into(),
+            "i4" => i32::from_le_bytes(arr(4)?[..4].try_into().ok()?).into(),
+            "i2" => i16::from_le_bytes(arr(2)?[..2].try_into().ok()?).into(),
+            "i1" => (arr(1)?[0] as i8).into(),
+            "u8" => u64::from_le_bytes(arr(8)?).into(),
+            "u4" => u32::from_le_bytes(arr(4)?[..4].try_into().ok()?).into(),
+            "u2" => u16::from_le_bytes(arr(2)?[..2].try_into().ok()?).into(),
+            "u1" => arr(1)?[0].into(),
+            "b1" => (arr(1)?[0] != 0).into(),
+            _ => return None,
+        })
+    }
+
     fn tensor_like(&self, module: &str, _name: &str) -> bool {
         module == "torch._utils" || module == "torch._tensor"
+    }
+}
+
+/// Bytes as hex, or their length when long.
+fn bytes_json(b: &[u8]) -> serde_json::Value {
+    match b.len() <= BYTES_SHOWN {
+        true => b
+            .iter()
+            .map(|x| format!("{x:02x}"))
+            .collect::<String>()
+            .into(),
+        false => format!("<{} bytes>", b.len()).into(),
     }
 }
 
