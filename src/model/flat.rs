@@ -7,6 +7,35 @@ use std::sync::Arc;
 
 use super::{DirEntry, Document, Model, ModelError, ModelSummary, Tensor};
 
+/// A reader's document that is one JSON value (`__metadata__.json`, `__values__.json`),
+/// pretty-printed.
+pub struct JsonDocument {
+    value: serde_json::Value,
+    mtime: std::time::SystemTime,
+}
+
+impl JsonDocument {
+    pub fn new(value: serde_json::Value, mtime: std::time::SystemTime) -> JsonDocument {
+        JsonDocument { value, mtime }
+    }
+}
+
+impl Document for JsonDocument {
+    fn chunks(&self) -> u64 {
+        1
+    }
+    fn render(&self, _chunk: u64, out: &mut Vec<u8>) -> Result<(), ModelError> {
+        let v =
+            serde_json::to_vec_pretty(&self.value).map_err(|e| ModelError::data("a .json", e))?;
+        out.extend_from_slice(&v);
+        out.push(b'\n');
+        Ok(())
+    }
+    fn mtime(&self) -> std::time::SystemTime {
+        self.mtime
+    }
+}
+
 /// A document and its file name.
 type Named = (Vec<u8>, Arc<dyn Document>);
 

@@ -17,8 +17,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use crate::model::flat::Flat;
-use crate::model::{Document, Model, ModelError, OpenError, ReaderOptions};
+use crate::model::flat::{Flat, JsonDocument};
+use crate::model::{Model, ModelError, OpenError, ReaderOptions};
 use crate::source::{EntryKind, ReadAt, Storage};
 pub use header::HeaderError;
 use tensor::StTensor;
@@ -98,7 +98,8 @@ pub fn open(files: &[PathBuf], opts: &ReaderOptions) -> Result<Arc<dyn Model>, O
     for (k, v) in &metadata {
         model.detail(format!("metadata {k}: {v}"));
     }
-    model.add_document(METADATA, Arc::new(MetadataDoc { metadata, mtime }));
+    let value = serde_json::to_value(&metadata).unwrap_or_default();
+    model.add_document(METADATA, Arc::new(JsonDocument::new(value, mtime)));
     Ok(Arc::new(model))
 }
 
@@ -111,28 +112,6 @@ fn read_header(file: &dyn ReadAt) -> Result<header::Header, ModelError> {
     let h = header::parse(&json, size).map_err(|e| ModelError::data(file.name(), e))?;
     file.check_consistent()?;
     Ok(h)
-}
-
-/// `__metadata__` as a JSON object.
-struct MetadataDoc {
-    metadata: BTreeMap<String, String>,
-    mtime: SystemTime,
-}
-
-impl Document for MetadataDoc {
-    fn chunks(&self) -> u64 {
-        1
-    }
-    fn render(&self, _chunk: u64, out: &mut Vec<u8>) -> Result<(), ModelError> {
-        let v = serde_json::to_vec_pretty(&self.metadata)
-            .map_err(|e| ModelError::data("__metadata__", e))?;
-        out.extend_from_slice(&v);
-        out.push(b'\n');
-        Ok(())
-    }
-    fn mtime(&self) -> SystemTime {
-        self.mtime
-    }
 }
 
 /// The fuzz target's entry (`fuzz/fuzz_targets/safetensors.rs`): `data` as a safetensors

@@ -24,8 +24,8 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use crate::codec::zip::{self as zipdir, Method};
-use crate::model::flat::Flat;
-use crate::model::{Document, Model, ModelError, OpenError, ReaderOptions};
+use crate::model::flat::{Flat, JsonDocument};
+use crate::model::{Model, ModelError, OpenError, ReaderOptions};
 use crate::source::{EntryKind, ReadAt, Storage as Files};
 pub use pickle::PickleError;
 use tensor::{Storage, TorchTensor};
@@ -141,7 +141,14 @@ pub fn open(files: &[PathBuf], opts: &ReaderOptions) -> Result<Arc<dyn Model>, O
             model.problem(format!("{}: {why}", at.join("/")));
         }
         let dir: Vec<Vec<u8>> = dir.into_iter().map(String::into_bytes).collect();
-        model.add_document_in(&dir, VALUES, Arc::new(ValuesDoc { values: v, mtime }));
+        // `{"values": {…}, "problems": {…}}` (problems only when there are some).
+        let mut doc = serde_json::Map::new();
+        doc.insert("values".into(), v.values.into());
+        if !v.problems.is_empty() {
+            doc.insert("problems".into(), v.problems.into());
+        }
+        let doc = JsonDocument::new(doc.into(), mtime);
+        model.add_document_in(&dir, VALUES, Arc::new(doc));
     }
     Ok(Arc::new(model))
 }
@@ -266,32 +273,6 @@ fn member(file: &Arc<dyn ReadAt>, e: &zipdir::Entry, max: u64) -> Result<Vec<u8>
     }
     file.check_consistent()?;
     Ok(out)
-}
-
-/// A directory's `__values__.json`: `{"values": {…}, "problems": {…}}`.
-struct ValuesDoc {
-    values: Values,
-    mtime: SystemTime,
-}
-
-impl Document for ValuesDoc {
-    fn chunks(&self) -> u64 {
-        1
-    }
-    fn render(&self, _chunk: u64, out: &mut Vec<u8>) -> Result<(), ModelError> {
-        let mut m = serde_json::Map::new();
-        m.insert("values".into(), self.values.values.clone().into());
-        if !self.values.problems.is_empty() {
-            m.insert("problems".into(), self.values.problems.clone().into());
-        }
-        let v = serde_json::to_vec_pretty(&m).map_err(|e| ModelError::data("__values__", e))?;
-        out.extend_from_slice(&v);
-        out.push(b'\n');
-        Ok(())
-    }
-    fn mtime(&self) -> SystemTime {
-        self.mtime
-    }
 }
 
 /// The fuzz target's entry (`fuzz/fuzz_targets/torch.rs`): `data` as a pickle, and as a
