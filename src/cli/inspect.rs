@@ -57,7 +57,7 @@ pub(super) fn walk(model: &dyn Model) -> Result<Vec<Found>, ModelError> {
 
 /// A tensor's model path as the mount shows it: a reader's own directory by its name (not its
 /// marker, `model::own_component`), a key's components escaped (`fs::names`).
-fn mount_path(p: &[Vec<u8>]) -> String {
+pub(super) fn mount_path(p: &[Vec<u8>]) -> String {
     (0..p.len())
         .map(|i| match p[i].split_first() {
             Some((0, own)) => String::from_utf8_lossy(own).into_owned(),

@@ -19,6 +19,7 @@ use crate::source::remote;
 
 mod browse;
 mod cache;
+mod check;
 mod compare;
 mod daemon;
 pub(crate) mod index;
@@ -28,6 +29,7 @@ mod inspect;
 mod keymap;
 mod mount;
 pub(crate) mod mounts;
+mod rowdiff;
 mod serving_lock;
 mod umount;
 
@@ -52,8 +54,8 @@ OPTIONS (-o, comma-separated; also in /etc/fstab):
 }
 
 /// The commands whose help ends with `source_and_options`.
-const OPENING_SOURCES: [&str; 10] = [
-    "mount", "ls", "cat", "row", "stats", "diff", "info", "list", "verify", "index",
+const OPENING_SOURCES: [&str; 11] = [
+    "mount", "ls", "cat", "row", "stats", "diff", "check", "info", "list", "verify", "index",
 ];
 
 /// The command line as parsed, with the help texts made from the options table.
@@ -239,10 +241,34 @@ enum Command {
         /// (PyTorch `Linear.weight` [out, in] against a TF kernel [in, out]; square ones too).
         #[arg(long)]
         transpose: bool,
+        /// Compare keyed tables (embeddings, hash tables, DeepRec EVs, Angel matrices) id by
+        /// id: one `id<TAB>added|removed|changed<TAB>max|Δ|` line per id that differs, then a
+        /// `# TABLE` summary line per table (`--json`: one object per line). All tables in
+        /// both when no TABLE is named.
+        #[arg(long, conflicts_with_all = ["map", "transpose"])]
+        rows: bool,
         #[command(flatten)]
         options: OptArgs,
         a: PathBuf,
         b: PathBuf,
+        /// With --rows: the tables to compare (their paths in the mount).
+        tables: Vec<OsString>,
+    },
+    /// Is the checkpoint sane: each optimizer slot of a keyed table (the keyed tables under
+    /// its path with rows as wide) holds the table's ids, and every floating-point value is
+    /// finite with |x| <= --max-abs. Exit 2 naming what fails.
+    Check {
+        /// The largest |x| a float may have.
+        #[arg(long, value_name = "X", default_value_t = 1e6)]
+        max_abs: f64,
+        /// One JSON object (tensors_checked, tables, slots_checked, problems, errors).
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        options: OptArgs,
+        source: PathBuf,
+        /// Only what is at or below these paths of the mount.
+        paths: Vec<OsString>,
     },
     /// Format, tensor count, dtypes, total bytes (per checkpoint for a directory of several),
     /// problems found in the metadata. Reads no tensor data: `verify` does.
@@ -460,13 +486,29 @@ pub fn main() -> i32 {
             json,
             map,
             transpose,
+            rows,
             options,
             a,
             b,
+            tables,
         } => parse_options(&options.list).and_then(|opts| {
+            if rows {
+                return rowdiff::diff_rows_cmd(&a, &b, &tables, json, &opts);
+            }
+            if !tables.is_empty() {
+                return Err(Failure::new(EXIT_USAGE, "TABLE names go with --rows"));
+            }
             let how = compare::Matching { map, transpose };
             compare::diff(&a, &b, json, &how, &opts)
         }),
+        Command::Check {
+            max_abs,
+            json,
+            options,
+            source,
+            paths,
+        } => parse_options(&options.list)
+            .and_then(|opts| check::check(&source, &paths, max_abs, json, &opts)),
         Command::Verify { options, source } => {
             parse_options(&options.list).and_then(|opts| inspect::verify(&source, &opts))
         }

@@ -48,6 +48,8 @@ pub(crate) struct FoundRow {
     pub(crate) kind: KeyKind,
     pub(crate) hit: RowHit,
     pub(crate) values: Vec<u8>,
+    /// Numbers saved with the row (`Keyed::row_columns`).
+    pub(crate) columns: Vec<(&'static str, i64)>,
 }
 
 /// The row of `tensor` with id `id`; `None` when it has none (or is not keyed).
@@ -64,12 +66,14 @@ pub(crate) fn find(tensor: &dyn Tensor, id: i64) -> Result<Option<FoundRow>, Lay
     if hit.width.checked_mul(es) != Some(values.len() as u64) {
         return Err(super::InconsistentRows.into());
     }
+    let columns = tensor.row_columns(hit.position)?;
     Ok(Some(FoundRow {
         id,
         dtype,
         kind,
         hit,
         values,
+        columns,
     }))
 }
 
@@ -132,7 +136,7 @@ impl FoundRow {
                 _ => serde_json::Value::String(s.to_string()),
             })
             .collect();
-        json!({
+        let mut out = json!({
             "id": self.id,
             "tensor": String::from_utf8_lossy(&meta.name),
             "key": self.kind.name(),
@@ -145,7 +149,11 @@ impl FoundRow {
                 "file": p.file,
             })),
             "values": values,
-        })
+        });
+        for &(name, v) in &self.columns {
+            out[name] = v.into();
+        }
+        out
     }
 }
 

@@ -11,6 +11,7 @@
 //! - Listing a directory never requires decoding tensor data.
 
 pub(crate) mod rows;
+pub mod scan;
 mod tensor;
 
 pub(crate) use rows::default_key_kind;
@@ -653,6 +654,12 @@ pub trait Model: Send + Sync {
     fn hidden_tensors(&self, root: &[Vec<u8>]) -> Vec<Arc<dyn Tensor>> {
         let _ = root;
         Vec::new()
+    }
+
+    /// Keyed tables the tree does not list, found by name (a TF hash table is listed as its
+    /// two saved tensors): their paths.
+    fn unlisted_tables(&self) -> Result<Vec<Vec<Vec<u8>>>, ModelError> {
+        Ok(Vec::new())
     }
 
     /// The directories that are whole models of their own, each with its own views (SPEC §7):

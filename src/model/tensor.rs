@@ -146,6 +146,13 @@ pub trait Keyed: Tensor {
             None => Ok(None),
         }
     }
+
+    /// Numbers saved per row beside its values (a DeepRec EmbeddingVariable's `freq` and
+    /// `version`), of the row `row_by_id` found at `position`.
+    fn row_columns(&self, position: u64) -> Result<Vec<(&'static str, i64)>, ModelError> {
+        let _ = position;
+        Ok(Vec::new())
+    }
 }
 
 /// A tensor stored with a checksum of its bytes.
@@ -272,6 +279,14 @@ impl dyn Tensor + '_ {
         match default_key_kind(self.meta()) {
             Some(kind) => rows::row_of(self, kind, id, out),
             None => Ok(None),
+        }
+    }
+
+    /// `Keyed::row_columns`; none for a tensor without ids of its own.
+    pub fn row_columns(&self, position: u64) -> Result<Vec<(&'static str, i64)>, ModelError> {
+        match self.as_keyed() {
+            Some(k) => k.row_columns(position),
+            None => Ok(Vec::new()),
         }
     }
 

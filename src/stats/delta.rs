@@ -35,7 +35,7 @@ pub(crate) struct Delta {
 }
 
 impl Delta {
-    fn merge(&mut self, o: &Delta) {
+    pub(crate) fn merge(&mut self, o: &Delta) {
         self.count += o.count;
         self.changed += o.changed;
         self.max_abs = self.max_abs.max(o.max_abs);
@@ -222,6 +222,27 @@ fn compare_floats<T: Copy + Into<f64>>(a: &[T], b: &[T], d: &mut Delta) {
     d.max_abs = max_abs.iter().copied().fold(d.max_abs, f64::max);
     d.diff_sq += diff_sq.iter().sum::<f64>();
     d.a_sq += a_sq.iter().sum::<f64>();
+}
+
+/// How `b` differs from `a`: two runs of whole elements of `dtype`, of one length (two rows
+/// of a table, `diff --rows`), compared as `diff` compares tensors.
+pub(crate) fn compare_runs(dtype: DType, a: &[u8], b: &[u8]) -> Delta {
+    let es = dtype.elem_size().unwrap_or(1).max(1);
+    debug_assert!(a.len() == b.len() && a.len() % es == 0);
+    let mut d = Delta {
+        numeric: super::has_stats(dtype),
+        count: (a.len() / es) as u64,
+        ..Delta::default()
+    };
+    if let (DType::F32, Some(x), Some(y)) = (dtype, as_f32(a), as_f32(b)) {
+        compare_floats(x, y, &mut d);
+        return d;
+    }
+    let (mut fa, mut fb) = (vec![0f64; BLOCK], vec![0f64; BLOCK]);
+    for (x, y) in a.chunks(BLOCK * es).zip(b.chunks(BLOCK * es)) {
+        block(dtype, es, x, y, &mut d, &mut fa, &mut fb);
+    }
+    d
 }
 
 /// Scratch buffers of one worker.

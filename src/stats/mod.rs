@@ -10,6 +10,7 @@
 
 pub(crate) mod delta;
 mod partial;
+pub(crate) mod rowdelta;
 
 use std::sync::Arc;
 

@@ -28,6 +28,31 @@ pub(crate) const TF2_TABLE: &[&[u8]] = &[b".ATTRIBUTES", b"table"];
 /// One saved table: its keys and values tensors.
 pub(crate) type Part = (Arc<dyn Tensor>, Arc<dyn Tensor>);
 
+/// A DeepRec EmbeddingVariable's per-row columns: the suffix of their tensors and the name a
+/// row's `.json` gives each (`../shared/formats/deeprec-ev.md`).
+pub(crate) const EV_COLUMNS: [(&[u8], &str); 2] = [(b"-freqs", "freq"), (b"-versions", "version")];
+/// The ids a DeepRec feature filter kept out of the table.
+pub(crate) const EV_FILTERED: &[u8] = b"-keys_filtered";
+/// A DeepRec partitioned EV's parts: `<ev>/part_<i>`.
+pub(crate) const EV_PART: &str = "part_";
+
+/// What DeepRec saved beside one part's keys and values.
+#[derive(Default)]
+pub(crate) struct EvPart {
+    /// Each of `EV_COLUMNS` when saved, one per row.
+    pub(crate) columns: Vec<Option<Arc<dyn Tensor>>>,
+    /// `-keys_filtered`'s length.
+    pub(crate) filtered: Option<u64>,
+}
+
+/// `part_<i>` → i.
+pub(crate) fn ev_part_index(component: &[u8]) -> Option<u32> {
+    let s = std::str::from_utf8(component).ok()?.strip_prefix(EV_PART)?;
+    let canonical = !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let i: u32 = s.parse().ok().filter(|_| canonical)?;
+    (i.to_string() == s).then_some(i)
+}
+
 /// A TF Recommenders-Addons shard's table name, `<base>_mht_<i>of<n>` (1 ≤ i ≤ n): its base,
 /// `i` and `n`.
 pub(crate) fn tfra_shard(stem: &[u8]) -> Option<(&[u8], u32, u32)> {
@@ -53,6 +78,8 @@ pub(crate) struct HashTable {
     index_dir: Option<PathBuf>,
     /// Built on the first lookup; a failure is not kept (the next lookup tries again).
     index: Mutex<Option<Arc<KeyIndex>>>,
+    /// Per-row columns (DeepRec's freqs, versions): a name and one tensor per part.
+    columns: Vec<(&'static str, Vec<Arc<dyn Tensor>>)>,
 }
 
 /// Integer keys: what a row id can name.
@@ -141,7 +168,47 @@ impl HashTable {
             key_width,
             index_dir,
             index: Mutex::new(None),
+            columns: Vec::new(),
         })
+    }
+
+    /// The table as a DeepRec EmbeddingVariable: `ev[i]` is what was saved beside part `i`.
+    /// A column is kept when every part has it, one integer per row; `.json` tells the EV's
+    /// dim, entries, filtered entries and columns.
+    pub(crate) fn with_ev(mut self, ev: Vec<EvPart>) -> HashTable {
+        if ev.len() != self.parts.len() {
+            return self;
+        }
+        for (c, &(_, name)) in EV_COLUMNS.iter().enumerate() {
+            let per_part: Option<Vec<Arc<dyn Tensor>>> = ev
+                .iter()
+                .zip(&self.parts)
+                .map(|(e, (k, _))| {
+                    let t = e.columns.get(c)?.clone()?;
+                    let m = t.meta();
+                    let fits = matches!(m.dtype, DType::I64 | DType::I32)
+                        && m.problem.is_none()
+                        && m.shape[..] == k.meta().shape[..1];
+                    fits.then_some(t)
+                })
+                .collect();
+            if let Some(t) = per_part {
+                self.columns.push((name, t));
+            }
+        }
+        let filtered: Option<u64> = ev.iter().map(|e| e.filtered).sum();
+        let names: Vec<&str> = self.columns.iter().map(|c| c.0).collect();
+        self.meta.extra.insert(
+            "embedding_variable".into(),
+            serde_json::json!({
+                "dim": self.width(),
+                "entries": self.entries(),
+                "filtered_entries": filtered,
+                "parts": self.parts.len(),
+                "columns": names,
+            }),
+        );
+        self
     }
 
     /// The part holding slot `slot` and the slot within it.
@@ -266,6 +333,17 @@ impl Keyed for HashTable {
         self.meta.problem.is_none().then_some(KeyKind::HashKey)
     }
 
+    fn row_columns(&self, position: u64) -> Result<Vec<(&'static str, i64)>, ModelError> {
+        if position >= self.entries() {
+            return Ok(Vec::new());
+        }
+        let (p, local) = self.part_of(position);
+        self.columns
+            .iter()
+            .map(|(name, per_part)| Ok((*name, integer_at(&*per_part[p], local)?)))
+            .collect()
+    }
+
     fn row_keys(&self, first: u64, out: &mut [i64]) -> Option<Result<(), ModelError>> {
         Some(self.read_keys(first, out))
     }
@@ -312,6 +390,21 @@ impl Keyed for HashTable {
             partition: None,
             position: slot,
         }))
+    }
+}
+
+/// Element `i` of an integer tensor (int64 or int32).
+fn integer_at(t: &dyn Tensor, i: u64) -> Result<i64, ModelError> {
+    let mut b = [0u8; 8];
+    match t.meta().dtype {
+        DType::I32 => {
+            t.read_elements(i, &mut b[..4])?;
+            Ok(i32::from_le_bytes([b[0], b[1], b[2], b[3]]) as i64)
+        }
+        _ => {
+            t.read_elements(i, &mut b)?;
+            Ok(i64::from_le_bytes(b))
+        }
     }
 }
 

@@ -225,14 +225,22 @@ impl TfModel {
     fn hash_table(&self, path: &[Vec<u8>]) -> Result<Option<Arc<dyn Tensor>>, ModelError> {
         let name = path.join(&b'/');
         let dir = self.key_index_dir.clone();
-        for [k, v] in self.table_pair_paths(path) {
+        for (i, [k, v]) in self.table_pair_paths(path).into_iter().enumerate() {
             let (Some(keys), Some(values)) = (self.plain_tensor(&k)?, self.plain_tensor(&v)?)
             else {
                 continue;
             };
             if let Some(t) = hashtable::HashTable::pair(name.clone(), keys, values, dir.clone()) {
+                // Beside its keys, a DeepRec EmbeddingVariable's other tensors.
+                let t = match i {
+                    0 => t.with_ev(vec![self.ev_part(path)?]),
+                    _ => t,
+                };
                 return Ok(Some(Arc::new(t)));
             }
+        }
+        if let Some(t) = self.partitioned_ev(path)? {
+            return Ok(Some(t));
         }
         let Some((last, parent)) = path.split_last() else {
             return Ok(None);
@@ -273,6 +281,129 @@ impl TfModel {
             hashtable::HashTable::of_parts(name, parts, dir)
                 .map(|t| Arc::new(t) as Arc<dyn Tensor>),
         )
+    }
+
+    /// What DeepRec saved beside the table at `path` (`<path>-freqs`, …).
+    fn ev_part(&self, path: &[Vec<u8>]) -> Result<hashtable::EvPart, ModelError> {
+        let Some((last, dir)) = path.split_last() else {
+            return Ok(hashtable::EvPart::default());
+        };
+        let beside = |suffix: &[u8]| {
+            let mut p = dir.to_vec();
+            p.push([&last[..], suffix].concat());
+            p
+        };
+        let mut part = hashtable::EvPart::default();
+        for (suffix, _) in hashtable::EV_COLUMNS {
+            part.columns.push(self.plain_tensor(&beside(suffix))?);
+        }
+        part.filtered = self
+            .plain_tensor(&beside(hashtable::EV_FILTERED))?
+            .and_then(|t| match t.meta().shape[..] {
+                [n] => Some(n),
+                _ => None,
+            });
+        Ok(part)
+    }
+
+    /// A partitioned DeepRec EV shown whole at `path`: its parts `part_<i>` (from 0, all
+    /// there) inserted at one level of `path` — `emb` of `emb/part_<i>`, its slot
+    /// `emb/Adagrad` of `emb/part_<i>/Adagrad`.
+    fn partitioned_ev(&self, path: &[Vec<u8>]) -> Result<Option<Arc<dyn Tensor>>, ModelError> {
+        if path.iter().any(|c| hashtable::ev_part_index(c).is_some()) {
+            return Ok(None);
+        }
+        let at = |j: usize, i: u32| -> Vec<Vec<u8>> {
+            let mut p = path[..j].to_vec();
+            p.push(format!("{}{i}", hashtable::EV_PART).into_bytes());
+            p.extend_from_slice(&path[j..]);
+            p
+        };
+        let keys_of = |p: &[Vec<u8>]| {
+            let (last, dir) = p.split_last().expect("a part path has components");
+            let mut k = dir.to_vec();
+            k.push([&last[..], hashtable::KEYS_SUFFIX].concat());
+            k
+        };
+        for j in (1..=path.len()).rev() {
+            if self.plain_tensor(&keys_of(&at(j, 0)))?.is_none() {
+                continue;
+            }
+            let mut parts = Vec::new();
+            let mut ev = Vec::new();
+            for i in 0..MAX_EV_PARTS {
+                let p = at(j, i);
+                let [k, v] = [hashtable::KEYS_SUFFIX, hashtable::VALUES_SUFFIX].map(|suffix| {
+                    let (last, dir) = p.split_last().expect("a part path has components");
+                    let mut t = dir.to_vec();
+                    t.push([&last[..], suffix].concat());
+                    t
+                });
+                match (self.plain_tensor(&k)?, self.plain_tensor(&v)?) {
+                    (Some(k), Some(v)) => parts.push((k, v)),
+                    _ => break,
+                }
+                ev.push(self.ev_part(&p)?);
+            }
+            let name = path.join(&b'/');
+            let dir = self.key_index_dir.clone();
+            return Ok(hashtable::HashTable::of_parts(name, parts, dir)
+                .map(|t| Arc::new(t.with_ev(ev)) as Arc<dyn Tensor>));
+        }
+        Ok(None)
+    }
+
+    /// Keyed tables found by name only (`Model::unlisted_tables`): from every listed
+    /// `<name>-keys`, its table, a TF2 object's, a TFRA variable's or a partitioned EV's.
+    fn find_unlisted_tables(
+        &self,
+        dir: &mut Vec<Vec<u8>>,
+        out: &mut BTreeSet<Vec<Vec<u8>>>,
+    ) -> Result<(), ModelError> {
+        for e in self.list_dir(dir)? {
+            match e {
+                DirEntry::Dir(d) if !(dir.is_empty() && is_by_name(&d)) => {
+                    dir.push(d);
+                    self.find_unlisted_tables(dir, out)?;
+                    dir.pop();
+                }
+                DirEntry::Tensor(n) => {
+                    let Some(stem) = n.strip_suffix(hashtable::KEYS_SUFFIX) else {
+                        continue;
+                    };
+                    let stem = match hashtable::tfra_shard(stem) {
+                        Some((base, _, _)) => base,
+                        None => stem,
+                    };
+                    let mut path = dir.clone();
+                    if stem == hashtable::TF2_TABLE[1]
+                        && dir.last().map(|c| &c[..]) == Some(hashtable::TF2_TABLE[0])
+                    {
+                        path.pop();
+                    } else {
+                        path.push(stem.to_vec());
+                    }
+                    // A part of a partitioned EV stands for the whole.
+                    if let Some(j) = path
+                        .iter()
+                        .position(|c| hashtable::ev_part_index(c).is_some())
+                    {
+                        path.remove(j);
+                    }
+                    if out.contains(&path) || path.is_empty() {
+                        continue;
+                    }
+                    let keyed = self
+                        .tensor(&path)
+                        .is_ok_and(|t| t.key_kind() == Some(crate::model::KeyKind::HashKey));
+                    if keyed {
+                        out.insert(path);
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(())
     }
 
     pub fn bundle(&self) -> &Arc<Bundle> {
@@ -370,6 +501,9 @@ fn is_by_name(c: &[u8]) -> bool {
     c.split_first() == Some((&0, BY_NAME))
 }
 
+/// Parts of a partitioned EV looked for at most.
+const MAX_EV_PARTS: u32 = 1 << 16;
+
 impl Model for TfModel {
     fn list_dir(&self, dir: &[Vec<u8>]) -> Result<Vec<DirEntry>, ModelError> {
         if dir.first().is_some_and(|c| is_by_name(c)) {
@@ -409,6 +543,12 @@ impl Model for TfModel {
                 .collect::<Vec<_>>()
                 .join("/")
         )))
+    }
+
+    fn unlisted_tables(&self) -> Result<Vec<Vec<Vec<u8>>>, ModelError> {
+        let mut out = BTreeSet::new();
+        self.find_unlisted_tables(&mut Vec::new(), &mut out)?;
+        Ok(out.into_iter().collect())
     }
 
     fn hidden_tensors(&self, root: &[Vec<u8>]) -> Vec<Arc<dyn Tensor>> {

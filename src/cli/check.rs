@@ -1,0 +1,272 @@
+//! `check SOURCE`: is this checkpoint sane? Two questions `verify` (checksums, structure)
+//! and `stats --check-finite` (NaN, Inf) do not answer (DeepRec-AI/DeepRec#1023):
+//! - does every optimizer slot of a keyed table hold the table's ids, no more, no fewer
+//!   (an async-PS save can write a table and its slots at different moments);
+//! - is every floating-point value finite and within `--max-abs` (a slot near 1e38 is finite
+//!   and still poison).
+//!
+//! A table's slots are the keyed tables under its path (`emb/Adagrad` of `emb`, TF's
+//! `emb/Adam` and `emb/.OPTIMIZER_SLOT/…`) whose rows are as wide as its own.
+
+use std::ffi::OsString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::Arc;
+
+use serde_json::json;
+
+use super::inspect::{source_failure, walk, write_out};
+use super::rowdiff::tables;
+use super::{open_model, store_name, Failure, EXIT_SOURCE};
+use crate::layout::Patient;
+use crate::model::scan::TableScan;
+use crate::model::{DType, KeyKind, Tensor};
+use crate::options::Options;
+use crate::stats::rowdelta::key_sets;
+use crate::store::Store;
+
+/// What `check` found wrong, one item per problem.
+struct Problem {
+    what: &'static str,
+    name: String,
+    detail: serde_json::Value,
+    text: String,
+}
+
+fn is_float(d: DType) -> bool {
+    matches!(d, DType::F32 | DType::F64 | DType::F16 | DType::BF16)
+}
+
+/// The slots of each table: `(table, slot)` paths.
+fn slot_pairs(names: &[&String], width: impl Fn(&str) -> u64) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for t in names {
+        let under = format!("{t}/");
+        for s in names {
+            if s.starts_with(&under) && width(s) == width(t) {
+                out.push(((*t).clone(), (*s).clone()));
+            }
+        }
+    }
+    out
+}
+
+/// `modelfs check [--max-abs X] [--json] SOURCE [PATH…]`.
+pub(crate) fn check(
+    source: &Path,
+    paths: &[OsString],
+    max_abs: f64,
+    as_json: bool,
+    opts: &Options,
+) -> Result<(), Failure> {
+    let model = open_model(source, opts)?;
+    let ctx = crate::fs::layout_ctx(opts, &store_name(source));
+    let wanted: Vec<String> = paths
+        .iter()
+        .map(|p| {
+            String::from_utf8_lossy(p.as_bytes())
+                .trim_matches('/')
+                .to_string()
+        })
+        .collect();
+    let within = |p: &str| {
+        wanted.is_empty()
+            || wanted.iter().any(|w| {
+                w.is_empty()
+                    || p == w
+                    || p.strip_prefix(w.as_str())
+                        .is_some_and(|r| r.starts_with('/'))
+            })
+    };
+    let mut problems = Vec::new();
+    let mut trouble = Vec::new();
+
+    // Key sets of tables and their slots.
+    let all = tables(&*model).map_err(|e| source_failure(source, e))?;
+    let names: Vec<&String> = all.keys().filter(|n| within(n)).collect();
+    let width = |n: &str| {
+        let m = all[n].meta();
+        m.shape.get(1..).unwrap_or(&[]).iter().product::<u64>()
+    };
+    let pairs = slot_pairs(&names, width);
+    let mut slots_checked = 0;
+    for (t, s) in &pairs {
+        let (tt, ts) = (&all[t], &all[s]);
+        slots_checked += 1;
+        // Dense tables: ids are row numbers, the same when the row counts are.
+        if tt.key_kind() == Some(KeyKind::RowIndex) && ts.key_kind() == Some(KeyKind::RowIndex) {
+            let (a, b) = (tt.meta().shape[0], ts.meta().shape[0]);
+            if a != b {
+                problems.push(key_problem(
+                    t,
+                    s,
+                    a,
+                    b,
+                    a.saturating_sub(b),
+                    b.saturating_sub(a),
+                    &[],
+                    &[],
+                ));
+            }
+            continue;
+        }
+        let scans = TableScan::new(tt.clone()).and_then(|x| Ok((x, TableScan::new(ts.clone())?)));
+        let (Some(x), Some(y)) = (match scans {
+            Ok(p) => p,
+            Err(e) => {
+                trouble.push(format!("{s}: {e}"));
+                continue;
+            }
+        }) else {
+            continue;
+        };
+        match key_sets(&x, &y, &Patient) {
+            Ok(k) if k.only_table + k.only_slot > 0 => problems.push(key_problem(
+                t,
+                s,
+                k.table,
+                k.slot,
+                k.only_table,
+                k.only_slot,
+                &k.sample_table,
+                &k.sample_slot,
+            )),
+            Ok(_) => {}
+            Err(e) => trouble.push(format!("{t} and {s}: {e}")),
+        }
+    }
+
+    // Values: finite and within the bound, from the stats (on all cores, remembered).
+    let found: Vec<_> = walk(&*model)
+        .map_err(|e| source_failure(source, e))?
+        .into_iter()
+        .filter(|f| {
+            within(&f.path) && is_float(f.tensor.meta().dtype) && f.tensor.meta().problem.is_none()
+        })
+        .collect();
+    let tensors: Vec<Arc<dyn Tensor>> = found.iter().map(|f| f.tensor.clone()).collect();
+    let store = ctx.cache.offset_store().map(|s| &**s as &dyn Store);
+    let outcomes =
+        crate::stats::compute(&tensors, store, &Patient).map_err(|e| source_failure(source, e))?;
+    for (f, o) in found.iter().zip(&outcomes) {
+        let p = match o {
+            Ok(p) => p,
+            Err(e) => {
+                trouble.push(format!("{}: {e}", f.path));
+                continue;
+            }
+        };
+        let nonfinite = p.nan + p.posinf + p.neginf;
+        if nonfinite > 0 {
+            problems.push(Problem {
+                what: "not_finite",
+                name: f.path.clone(),
+                detail: json!({"nan": p.nan, "posinf": p.posinf, "neginf": p.neginf}),
+                text: format!(
+                    "{}: {} NaN, {} +Inf, {} -Inf",
+                    f.path, p.nan, p.posinf, p.neginf
+                ),
+            });
+        }
+        let largest = match p.finite {
+            0 => 0.0,
+            _ => p.min.abs().max(p.max.abs()),
+        };
+        if largest > max_abs {
+            problems.push(Problem {
+                what: "too_large",
+                name: f.path.clone(),
+                detail: json!({"max_abs": largest, "bound": max_abs, "min": p.min, "max": p.max}),
+                text: format!(
+                    "{}: |x| up to {} (min {}, max {}), over --max-abs {}",
+                    f.path,
+                    ryu::Buffer::new().format(largest),
+                    ryu::Buffer::new().format(p.min),
+                    ryu::Buffer::new().format(p.max),
+                    ryu::Buffer::new().format(max_abs)
+                ),
+            });
+        }
+    }
+
+    let text = match as_json {
+        true => {
+            let items: Vec<_> = problems
+                .iter()
+                .map(|p| json!({"problem": p.what, "name": p.name, "detail": p.detail}))
+                .collect();
+            let o = json!({
+                "tensors_checked": found.len(),
+                "tables": names.len(),
+                "slots_checked": slots_checked,
+                "max_abs": max_abs,
+                "problems": items,
+                "errors": trouble,
+            });
+            format!("{}\n", serde_json::to_string_pretty(&o).unwrap_or_default())
+        }
+        false => {
+            let mut s = String::new();
+            for p in &problems {
+                s.push_str(&p.text);
+                s.push('\n');
+            }
+            s.push_str(&format!(
+                "checked {} floating-point tensors (finite, |x| <= {}), {} tables, {} slots: {} problem{}\n",
+                found.len(),
+                ryu::Buffer::new().format(max_abs),
+                names.len(),
+                slots_checked,
+                problems.len(),
+                if problems.len() == 1 { "" } else { "s" }
+            ));
+            s
+        }
+    };
+    write_out(text.as_bytes())?;
+    if !trouble.is_empty() {
+        return Err(Failure::new(EXIT_SOURCE, trouble.join("; ")));
+    }
+    match problems.is_empty() {
+        true => Ok(()),
+        false => Err(Failure::new(
+            EXIT_SOURCE,
+            format!(
+                "{} problem{} in {}",
+                problems.len(),
+                if problems.len() == 1 { "" } else { "s" },
+                problems
+                    .iter()
+                    .map(|p| p.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        )),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn key_problem(
+    table: &str,
+    slot: &str,
+    n_table: u64,
+    n_slot: u64,
+    only_table: u64,
+    only_slot: u64,
+    sample_table: &[i64],
+    sample_slot: &[i64],
+) -> Problem {
+    let ids = |v: &[i64]| v.iter().map(i64::to_string).collect::<Vec<_>>().join(" ");
+    Problem {
+        what: "slot_keys",
+        name: slot.to_string(),
+        detail: json!({"table": table, "slot": slot, "table_ids": n_table, "slot_ids": n_slot,
+            "only_in_table": only_table, "only_in_slot": only_slot,
+            "only_in_table_sample": sample_table, "only_in_slot_sample": sample_slot}),
+        text: format!(
+            "{slot}: ids differ from its table {table}: {n_slot} vs {n_table}; {only_table} only in the table [{}], {only_slot} only in the slot [{}]",
+            ids(sample_table),
+            ids(sample_slot)
+        ),
+    }
+}

@@ -1,0 +1,308 @@
+//! A keyed tensor read whole as (id, row) pairs, piece by piece: what `diff --rows`, `check`
+//! and the CSR view need of every kind of table (`row_by_id` is one row; this is all of
+//! them, in stored order, each piece readable on its own so that all cores take part).
+//!
+//! Per key kind (`KeyKind`):
+//! - `HashKey`, `RowIndex`: a piece is a range of stored rows; ids are the saved keys (a
+//!   hash table's `row_keys`) or the row numbers.
+//! - `RowId`: a piece is a range of stored rows of a sparse matrix, each shown dense.
+//! - `ColumnId`: a piece is a range of column ids, cut at every `n`-th entry of the longest
+//!   stored row; each row's entries in it are found by `seek_col` and merged by column.
+//!
+//! Invariants: a piece's batch holds `ids.len()` rows of `width` elements each, the positions
+//! `row` takes back; the pieces together hold every row exactly once.
+
+use std::sync::Arc;
+
+use super::rows::{sparse_column, sparse_row, MAX_ROW_BYTES};
+use super::{DType, Entries, KeyKind, ModelError, RequestError, SparseShape, Tensor};
+
+/// Bytes of row values a piece holds, about.
+const PIECE_BYTES: u64 = 4 << 20;
+/// Stored rows a `ColumnId` table may have: each is a cursor of the merge.
+const MAX_MERGED_ROWS: usize = 1 << 16;
+
+/// Rows read from one piece.
+#[derive(Default)]
+pub struct Batch {
+    pub ids: Vec<i64>,
+    /// Where each row is, for `TableScan::row`.
+    pub positions: Vec<u64>,
+    /// `ids.len() × width` elements, little-endian.
+    pub values: Vec<u8>,
+    entries: Entries,
+    merged: Vec<(i64, u32, u32)>,
+}
+
+impl Batch {
+    fn clear(&mut self) {
+        self.ids.clear();
+        self.positions.clear();
+        self.values.clear();
+    }
+}
+
+/// A keyed tensor's rows, ready to be read piece by piece.
+pub struct TableScan {
+    t: Arc<dyn Tensor>,
+    kind: KeyKind,
+    width: u64,
+    es: usize,
+    /// Rows (`HashKey`, `RowIndex`, `RowId`); 0 for `ColumnId`.
+    rows: u64,
+    rows_per_piece: u64,
+    shape: Option<Arc<SparseShape>>,
+    /// `ColumnId`: the first column of each piece after the first.
+    bounds: Vec<i64>,
+}
+
+impl TableScan {
+    /// The scan of `t`'s rows; `None` when its rows have no ids.
+    pub fn new(t: Arc<dyn Tensor>) -> Result<Option<TableScan>, ModelError> {
+        let Some(kind) = t.key_kind() else {
+            return Ok(None);
+        };
+        let meta = t.meta();
+        let name = || String::from_utf8_lossy(&meta.name).into_owned();
+        if let Some(p) = &meta.problem {
+            return Err(ModelError::data(name(), p.clone()));
+        }
+        let es = meta
+            .dtype
+            .elem_size()
+            .ok_or_else(|| RequestError::NoFixedSize(meta.dtype.name().into_owned()))?;
+        let mut scan = TableScan {
+            kind,
+            width: 0,
+            es,
+            rows: 0,
+            rows_per_piece: 1,
+            shape: None,
+            bounds: Vec::new(),
+            t: t.clone(),
+        };
+        match kind {
+            KeyKind::HashKey | KeyKind::RowIndex => {
+                scan.rows = meta.shape.first().copied().unwrap_or(0);
+                scan.width = meta.shape.get(1..).unwrap_or(&[]).iter().product();
+            }
+            KeyKind::RowId => {
+                let shape = t.sparse_shape()?;
+                scan.rows = shape.rows.len() as u64;
+                scan.width = meta.shape.get(1).copied().unwrap_or(0);
+                scan.shape = Some(shape);
+            }
+            KeyKind::ColumnId => {
+                let shape = t.sparse_shape()?;
+                if shape.rows.len() > MAX_MERGED_ROWS {
+                    return Err(ModelError::data(
+                        name(),
+                        format!(
+                            "{} stored rows: more than {MAX_MERGED_ROWS} to read by column",
+                            shape.rows.len()
+                        ),
+                    ));
+                }
+                scan.width = shape.rows.len() as u64;
+                scan.shape = Some(shape);
+            }
+        }
+        let row_bytes = scan.width.saturating_mul(es as u64);
+        if row_bytes > MAX_ROW_BYTES {
+            return Err(RequestError::RowTooWide {
+                width: scan.width,
+                max: MAX_ROW_BYTES,
+            }
+            .into());
+        }
+        scan.rows_per_piece = (PIECE_BYTES / row_bytes.max(1)).max(1);
+        if kind == KeyKind::ColumnId {
+            scan.bounds = scan.column_bounds()?;
+        }
+        Ok(Some(scan))
+    }
+
+    pub fn tensor(&self) -> &Arc<dyn Tensor> {
+        &self.t
+    }
+
+    pub fn kind(&self) -> KeyKind {
+        self.kind
+    }
+
+    pub fn dtype(&self) -> DType {
+        self.t.meta().dtype
+    }
+
+    /// Elements per row.
+    pub fn width(&self) -> u64 {
+        self.width
+    }
+
+    /// Bytes per row.
+    pub fn row_bytes(&self) -> usize {
+        self.width as usize * self.es
+    }
+
+    /// The rows a scan gives, when known before it (all but `ColumnId`).
+    pub fn rows(&self) -> Option<u64> {
+        (self.kind != KeyKind::ColumnId).then_some(self.rows)
+    }
+
+    pub fn pieces(&self) -> usize {
+        match self.kind {
+            KeyKind::ColumnId => self.bounds.len() + 1,
+            _ => self.rows.div_ceil(self.rows_per_piece) as usize,
+        }
+    }
+
+    /// The rows of piece `k` (`k < pieces()`), replacing what `out` held.
+    pub fn read_piece(&self, k: usize, out: &mut Batch) -> Result<(), ModelError> {
+        out.clear();
+        if self.kind == KeyKind::ColumnId {
+            return self.read_columns(k, out);
+        }
+        let first = k as u64 * self.rows_per_piece;
+        let n = self.rows_per_piece.min(self.rows.saturating_sub(first));
+        out.positions.extend(first..first + n);
+        match self.kind {
+            KeyKind::HashKey => {
+                out.ids.resize(n as usize, 0);
+                match self.t.row_keys(first, &mut out.ids) {
+                    Some(r) => r?,
+                    None => return Err(self.error("a hash table without stored keys")),
+                }
+                self.read_dense(first, n, out)
+            }
+            KeyKind::RowIndex => {
+                out.ids.extend((first..first + n).map(|r| r as i64));
+                self.read_dense(first, n, out)
+            }
+            _ => {
+                let sparse = self.t.entries()?;
+                let shape = self.shape.as_ref().expect("RowId has a shape");
+                for k in first..first + n {
+                    let id = i64::try_from(shape.rows[k as usize])
+                        .map_err(|_| self.error("a row id past i64"))?;
+                    if sparse_row(sparse, id, &mut out.values)?.is_none() {
+                        return Err(self.error("a stored row not found again"));
+                    }
+                    out.ids.push(id);
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Appends the values of the row at `position` with id `id` (a batch's) to `out`.
+    pub fn row(&self, position: u64, id: i64, out: &mut Vec<u8>) -> Result<(), ModelError> {
+        match self.kind {
+            KeyKind::HashKey | KeyKind::RowIndex => {
+                let at = out.len();
+                out.resize(at + self.row_bytes(), 0);
+                let first = position
+                    .checked_mul(self.width)
+                    .ok_or_else(|| self.error("a row position overflows"))?;
+                self.t.read_elements(first, &mut out[at..])
+            }
+            KeyKind::RowId => match sparse_row(self.t.entries()?, id, out)? {
+                Some(_) => Ok(()),
+                None => Err(self.error("a stored row not found again")),
+            },
+            KeyKind::ColumnId => match sparse_column(self.t.entries()?, id, out)? {
+                Some(_) => Ok(()),
+                None => Err(self.error("a stored column not found again")),
+            },
+        }
+    }
+
+    fn error(&self, what: &str) -> ModelError {
+        ModelError::data(
+            String::from_utf8_lossy(&self.t.meta().name),
+            what.to_string(),
+        )
+    }
+
+    fn read_dense(&self, first: u64, n: u64, out: &mut Batch) -> Result<(), ModelError> {
+        out.values.resize(n as usize * self.row_bytes(), 0);
+        // first + n ≤ rows, so (first + n) · width elements exist.
+        self.t.read_elements(first * self.width, &mut out.values)
+    }
+
+    /// Piece boundaries of a `ColumnId` table: the column of every `n`-th entry of its
+    /// longest stored row, so a piece holds at most `n` entries of any row no longer than it.
+    fn column_bounds(&self) -> Result<Vec<i64>, ModelError> {
+        let shape = self.shape.as_ref().expect("ColumnId has a shape");
+        let Some(longest) = (0..shape.rows.len())
+            .max_by_key(|&r| shape.row_ptr[r + 1].saturating_sub(shape.row_ptr[r]))
+        else {
+            return Ok(Vec::new());
+        };
+        let (start, end) = (shape.row_ptr[longest], shape.row_ptr[longest + 1]);
+        let per = self.rows_per_piece.max(1024);
+        let sparse = self.t.entries()?;
+        let mut got = Entries::default();
+        let mut bounds = Vec::new();
+        let mut e = start.saturating_add(per);
+        while e < end {
+            got.clear();
+            sparse.read_entries(e, 1, &mut got)?;
+            let col = *got
+                .cols
+                .first()
+                .ok_or_else(|| self.error("an entry not read"))?;
+            if bounds.last().is_some_and(|&b| b >= col) {
+                return Err(self.error("columns of a row do not ascend"));
+            }
+            bounds.push(col);
+            e += per;
+        }
+        Ok(bounds)
+    }
+
+    /// Piece `k` of a `ColumnId` table: columns `bounds[k-1]..bounds[k]`, each a row of one
+    /// value per stored row (zero where that row does not store it).
+    fn read_columns(&self, k: usize, out: &mut Batch) -> Result<(), ModelError> {
+        let shape = self.shape.as_ref().expect("ColumnId has a shape");
+        let sparse = self.t.entries()?;
+        let lo = k.checked_sub(1).map(|i| self.bounds[i]);
+        let hi = self.bounds.get(k).copied();
+        let es = self.es;
+        let (entries, merged) = (&mut out.entries, &mut out.merged);
+        entries.clear();
+        merged.clear();
+        for r in 0..shape.rows.len() {
+            let s = match lo {
+                Some(c) => sparse.seek_col(r, c)?,
+                None => shape.row_ptr[r],
+            };
+            let e = match hi {
+                Some(c) => sparse.seek_col(r, c)?,
+                None => shape.row_ptr[r + 1],
+            };
+            if e < s || e > shape.row_ptr[r + 1] {
+                return Err(self.error("a column seek outside its row"));
+            }
+            let at = entries.cols.len();
+            sparse.read_entries(s, e - s, entries)?;
+            if entries.values.len() != entries.cols.len() * es {
+                return Err(self.error("entries without their values"));
+            }
+            merged.extend((at..entries.cols.len()).map(|i| (entries.cols[i], r as u32, i as u32)));
+        }
+        merged.sort_unstable();
+        let row = self.row_bytes();
+        for (i, &(col, r, e)) in merged.iter().enumerate() {
+            if i == 0 || merged[i - 1].0 != col {
+                out.ids.push(col);
+                out.positions.push(col as u64);
+                let at = out.values.len();
+                out.values.resize(at + row, 0);
+            }
+            let base = out.values.len() - row + r as usize * es;
+            let e = e as usize * es;
+            out.values[base..base + es].copy_from_slice(&entries.values[e..e + es]);
+        }
+        Ok(())
+    }
+}
