@@ -30,6 +30,8 @@ mod keymap;
 mod mount;
 pub(crate) mod mounts;
 mod rowdiff;
+#[cfg(test)]
+mod rowdiff_tests;
 mod serving_lock;
 mod umount;
 

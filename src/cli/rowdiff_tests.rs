@@ -1,0 +1,327 @@
+//! Tables read whole (`model::scan`) agree with rows looked up by id, for every kind of
+//! keyed table in the fixtures; `diff --rows` finds exactly the changes made; DeepRec EVs are
+//! keyed tables whose rows equal what was saved.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::rowdiff::tables;
+use crate::layout::Patient;
+use crate::model::scan::{Batch, TableScan};
+use crate::model::{KeyKind, Model, Tensor};
+use crate::stats::rowdelta::{diff_rows, key_sets, Change};
+use crate::testing::{fixtures_dir, MemTensor};
+
+fn open(rel: &str) -> Arc<dyn Model> {
+    crate::detect::model_at(&fixtures_dir().join(rel), &Default::default())
+        .unwrap_or_else(|e| panic!("{rel}: {e}"))
+}
+
+/// Every (id, row) a scan gives, in scan order.
+fn scan_all(t: &Arc<dyn Tensor>) -> Result<Vec<(i64, Vec<u8>)>, crate::model::ModelError> {
+    let scan = TableScan::new(t.clone())?.unwrap();
+    let mut b = Batch::default();
+    let mut out = Vec::new();
+    let rb = scan.row_bytes();
+    for k in 0..scan.pieces() {
+        scan.read_piece(k, &mut b)?;
+        assert_eq!(b.values.len(), b.ids.len() * rb);
+        for (i, &id) in b.ids.iter().enumerate() {
+            // What a scan gives back by position is the row it read.
+            let mut again = Vec::new();
+            scan.row(b.positions[i], id, &mut again).unwrap();
+            assert_eq!(again, b.values[i * rb..(i + 1) * rb]);
+            out.push((id, again));
+        }
+    }
+    Ok(out)
+}
+
+/// The matrices of an Angel fixture that fail to load (its `expected.json` says `error`).
+fn failing(rel: &str) -> BTreeSet<String> {
+    let Some(dir) = rel.strip_suffix("/model") else {
+        return BTreeSet::new();
+    };
+    let Ok(b) = std::fs::read(fixtures_dir().join(dir).join("expected.json")) else {
+        return BTreeSet::new();
+    };
+    let v: Value = serde_json::from_slice(&b).unwrap();
+    let m = v["matrices"].as_object().cloned().unwrap_or_default();
+    m.into_iter()
+        .filter(|(_, x)| x.get("error").is_some())
+        .map(|(k, _)| k)
+        .collect()
+}
+
+#[test]
+fn every_keyed_table_scans_as_it_is_looked_up() {
+    let mut kinds = BTreeSet::new();
+    let mut rows = 0;
+    for rel in [
+        "deeprec/clean/model.ckpt",
+        "tf/hashtable/tf1/model",
+        "tf/hashtable/tf2/ckpt",
+        "angel/formats/model",
+        "angel/hash/model",
+        "angel/lr35/model",
+        "angel/tree/model",
+        "monolith/ps_export",
+    ] {
+        let model = open(rel);
+        let all = tables(&*model).unwrap();
+        assert!(!all.is_empty(), "{rel}: no tables");
+        for (name, t) in &all {
+            let got = match scan_all(t) {
+                Ok(got) => got,
+                // A matrix the fixture says Angel cannot load: its rows fail to read too.
+                Err(_) if failing(rel).contains(name) => continue,
+                Err(e) => panic!("{rel} {name}: {e}"),
+            };
+            let mut seen: BTreeMap<i64, usize> = BTreeMap::new();
+            for (id, _) in &got {
+                *seen.entry(*id).or_default() += 1;
+            }
+            for (id, row) in &got {
+                let mut want = Vec::new();
+                let hit = t.row_by_id(*id, &mut want).unwrap();
+                // An id saved more than once (a DenseHashTable's sentinel) is not a row.
+                match seen[id] {
+                    1 => assert_eq!(hit.map(|_| want), Some(row.clone()), "{rel} {name} {id}"),
+                    _ => assert!(hit.is_none(), "{rel} {name} {id}"),
+                }
+            }
+            if let Some(n) = TableScan::new(t.clone()).unwrap().unwrap().rows() {
+                assert_eq!(got.len() as u64, n, "{rel} {name}");
+            }
+            kinds.insert(t.key_kind().unwrap().name());
+            rows += got.len();
+        }
+    }
+    for k in [KeyKind::HashKey, KeyKind::RowIndex, KeyKind::ColumnId] {
+        assert!(kinds.contains(k.name()), "{k:?} not covered: {kinds:?}");
+    }
+    assert!(rows > 1000, "{rows}");
+}
+
+fn f32s(b: &[u8]) -> Vec<f32> {
+    b.chunks_exact(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect()
+}
+
+/// DeepRec EVs: listed as TensorFlow lists the checkpoint; each EV (a partitioned one whole,
+/// its parts by name too, and the Adagrad slots) gives the saved row, freq and version for
+/// every saved id, nothing for others; `.json` tells the EV's facts.
+#[test]
+fn deeprec_evs_are_keyed_tables() {
+    for case in ["clean", "bad"] {
+        let dir = fixtures_dir().join("deeprec").join(case);
+        let want: Value =
+            serde_json::from_slice(&std::fs::read(dir.join("expected.json")).unwrap()).unwrap();
+        let listing: Vec<String> =
+            serde_json::from_slice(&std::fs::read(dir.join("listing.json")).unwrap()).unwrap();
+        let model = crate::detect::model_at(&dir.join("model.ckpt"), &Default::default()).unwrap();
+        let listed: BTreeSet<String> = super::inspect::walk(&*model)
+            .unwrap()
+            .into_iter()
+            .map(|f| String::from_utf8_lossy(&f.tensor.meta().name).into_owned())
+            .collect();
+        assert_eq!(
+            listed,
+            listing.into_iter().collect(),
+            "{case}: listing changed"
+        );
+        let unlisted: Vec<String> = model
+            .unlisted_tables()
+            .unwrap()
+            .iter()
+            .map(|p| String::from_utf8_lossy(&p.join(&b'/')).into_owned())
+            .collect();
+        assert_eq!(
+            unlisted,
+            [
+                "item_emb",
+                "item_emb/Adagrad",
+                "user_emb",
+                "user_emb/Adagrad"
+            ]
+        );
+        let mut checked = 0;
+        for (name, ev) in want.as_object().unwrap() {
+            let path: Vec<Vec<u8>> = name.split('/').map(|c| c.as_bytes().to_vec()).collect();
+            let t = model.tensor(&path).unwrap();
+            assert_eq!(t.key_kind(), Some(KeyKind::HashKey), "{name}");
+            let facts = &t.meta().extra["embedding_variable"];
+            let rows = ev["rows"].as_object().unwrap();
+            assert_eq!(facts["dim"], ev["dim"], "{name}");
+            assert_eq!(facts["entries"], rows.len(), "{name}");
+            assert_eq!(
+                facts["filtered_entries"],
+                ev["filtered"].as_array().unwrap().len(),
+                "{name}"
+            );
+            assert_eq!(
+                facts["columns"],
+                serde_json::json!(["freq", "version"]),
+                "{name}"
+            );
+            for (id, values) in rows {
+                let id: i64 = id.parse().unwrap();
+                let found = crate::layout::rows::find(&*t, id).unwrap().unwrap();
+                let v: Vec<f32> = values
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|x| x.as_f64().unwrap() as f32)
+                    .collect();
+                assert_eq!(f32s(&found.values), v, "{name} {id}");
+                let j = found.json(&*t);
+                assert_eq!(j["freq"], ev["freqs"][id.to_string()], "{name} {id}");
+                assert_eq!(j["version"], ev["versions"][id.to_string()], "{name} {id}");
+                checked += 1;
+            }
+            for id in ev["absent"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .chain(ev["filtered"].as_array().unwrap())
+            {
+                let mut out = Vec::new();
+                assert!(
+                    t.row_by_id(id.as_i64().unwrap(), &mut out)
+                        .unwrap()
+                        .is_none(),
+                    "{name} {id}"
+                );
+            }
+        }
+        assert!(checked >= 290, "{checked}");
+    }
+}
+
+/// A hash table of `keys` and rows of `dim` float32 values.
+fn table(keys: &[i64], values: &[f32], dim: u64) -> Arc<dyn Tensor> {
+    let n = keys.len() as u64;
+    let k = MemTensor::i64(&[n], keys).named(b"t-keys").arc();
+    let v = MemTensor::f32(&[n, dim], values).named(b"t-values").arc();
+    Arc::new(crate::tf::hashtable::HashTable::pair(b"t".to_vec(), k, v, None).unwrap())
+}
+
+/// A step of training as `diff --rows` must see it: 1 % of ids changed, 0.1 % removed and
+/// 0.1 % added, rows in another order; −0.0 for 0.0 and a NaN for a NaN are no change.
+#[test]
+fn diff_rows_finds_every_change_and_no_other() {
+    const N: usize = 300_000;
+    const DIM: usize = 4;
+    let mut x = 0x1234_5678_9abc_def0u64;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let mut ids: Vec<i64> = (0..N).map(|_| next() as i64).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    let n = ids.len();
+    let mut values: Vec<f32> = (0..n * DIM)
+        .map(|i| (i % 1000) as f32 * 0.5 - 3.0)
+        .collect();
+    values[0] = 0.0;
+    values[DIM] = f32::NAN;
+    let a = table(&ids, &values, DIM as u64);
+
+    let mut want: BTreeMap<i64, Change> = BTreeMap::new();
+    let mut b_rows: Vec<(i64, Vec<f32>)> = Vec::new();
+    for (i, &id) in ids.iter().enumerate() {
+        let mut row = values[i * DIM..(i + 1) * DIM].to_vec();
+        match i % 1000 {
+            0 if i == 0 => row[0] = -0.0,
+            5 => {
+                want.insert(id, Change::Removed);
+                continue;
+            }
+            10..=19 => {
+                row[i % DIM] += 0.25;
+                want.insert(id, Change::Changed(0.25));
+            }
+            _ => {}
+        }
+        b_rows.push((id, row));
+    }
+    for _ in 0..n / 1000 {
+        let id = next() as i64;
+        if ids.binary_search(&id).is_err() && !want.contains_key(&id) {
+            want.insert(id, Change::Added);
+            b_rows.push((id, vec![1.0; DIM]));
+        }
+    }
+    // Another order: a hash table's after more inserts.
+    b_rows.sort_by_key(|(id, _)| (*id as u64).wrapping_mul(0x2545_F491_4F6C_DD1D));
+    let bk: Vec<i64> = b_rows.iter().map(|r| r.0).collect();
+    let bv: Vec<f32> = b_rows.iter().flat_map(|r| r.1.clone()).collect();
+    let b = table(&bk, &bv, DIM as u64);
+
+    let (sa, sb) = (
+        TableScan::new(a).unwrap().unwrap(),
+        TableScan::new(b).unwrap().unwrap(),
+    );
+    let mut got = BTreeMap::new();
+    let s = diff_rows(&sa, &sb, &Patient, &mut |id, c| {
+        assert!(got.insert(id, c).is_none(), "{id} twice");
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(got.len(), want.len());
+    assert!(got == want, "differences differ");
+    let count = |c: fn(&Change) -> bool| want.values().filter(|x| c(x)).count() as u64;
+    assert_eq!(s.changed, count(|c| matches!(c, Change::Changed(_))));
+    assert_eq!(s.added, count(|c| *c == Change::Added));
+    assert_eq!(s.removed, count(|c| *c == Change::Removed));
+    assert_eq!(s.unchanged + s.changed + s.removed, n as u64);
+    assert!(
+        s.changed > 2000 && s.added > 200 && s.removed > 200,
+        "{s:?}"
+    );
+    assert_eq!(s.delta.max_abs, 0.25);
+    assert!(s.rel_l2().unwrap() > 0.0);
+
+    // The key sets of A and B: what was added and removed, named.
+    let k = key_sets(&sa, &sb, &Patient).unwrap();
+    assert_eq!((k.only_table, k.only_slot), (s.removed, s.added));
+    assert_eq!(k.sample_table.len(), crate::stats::rowdelta::SAMPLE);
+    for id in &k.sample_table {
+        assert_eq!(want[id], Change::Removed);
+    }
+    for id in &k.sample_slot {
+        assert_eq!(want[id], Change::Added);
+    }
+}
+
+/// Dense tables by row index, and rows of another width (retyped, not compared).
+#[test]
+fn dense_tables_compare_by_row_and_widths_must_agree() {
+    let v: Vec<f32> = (0..800).map(|i| i as f32).collect();
+    let mut w = v.clone();
+    w[8 * 37 + 3] = -1.0;
+    let a = TableScan::new(MemTensor::f32(&[100, 8], &v).arc())
+        .unwrap()
+        .unwrap();
+    let b = TableScan::new(MemTensor::f32(&[100, 8], &w).arc())
+        .unwrap()
+        .unwrap();
+    let mut got = Vec::new();
+    let s = diff_rows(&a, &b, &Patient, &mut |id, c| {
+        got.push((id, c));
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(got, [(37, Change::Changed(8.0 * 37.0 + 3.0 + 1.0))]);
+    assert_eq!((s.unchanged, s.changed), (99, 1));
+    let c = TableScan::new(MemTensor::f32(&[200, 4], &v).arc())
+        .unwrap()
+        .unwrap();
+    assert!(diff_rows(&a, &c, &Patient, &mut |_, _| Ok(())).is_err());
+}
