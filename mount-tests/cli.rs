@@ -805,3 +805,187 @@ fn diff_across_frameworks_with_a_key_map() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("same key x"));
 }
+
+/// `diff --rows` of two saves of DeepRec EVs: the slot that lost 3 ids, gained 2 and had one
+/// accumulator set to 1e38 is named id by id; everything else is identical.
+#[test]
+fn diff_rows_names_each_id_that_moved() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/deeprec");
+    let (clean, bad) = (dir.join("clean/model.ckpt"), dir.join("bad/model.ckpt"));
+    let expected = |case: &str| -> serde_json::Value {
+        serde_json::from_slice(&std::fs::read(dir.join(case).join("expected.json")).unwrap())
+            .unwrap()
+    };
+    let ids = |v: &serde_json::Value| -> std::collections::BTreeSet<i64> {
+        v["user_emb/Adagrad"]["rows"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(|k| k.parse().unwrap())
+            .collect()
+    };
+    let (before, after) = (ids(&expected("clean")), ids(&expected("bad")));
+    let run = |args: &[&str], a: &Path, b: &Path| {
+        let out = Command::new(modelfs())
+            .args(["diff", "--rows"])
+            .args(args)
+            .arg(a)
+            .arg(b)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8(out.stdout).unwrap(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, text, err) = run(&[], &clean, &bad);
+    assert_eq!(code, Some(1), "{err}");
+    let mut got: std::collections::BTreeMap<&str, std::collections::BTreeSet<i64>> =
+        Default::default();
+    let mut summaries = Vec::new();
+    for line in text.lines() {
+        if let Some(s) = line.strip_prefix("# ") {
+            summaries.push(s.to_string());
+            continue;
+        }
+        let f: Vec<&str> = line.split('\t').collect();
+        assert_eq!(f.len(), 3, "{line}");
+        got.entry(f[1]).or_default().insert(f[0].parse().unwrap());
+        if f[1] == "changed" {
+            assert_eq!(f[2].parse::<f64>().unwrap() as f32, 1e38 - 0.0, "{line}");
+        }
+    }
+    assert_eq!(got["removed"], before.difference(&after).copied().collect());
+    assert_eq!(got["added"], after.difference(&before).copied().collect());
+    assert_eq!(got["changed"].len(), 1);
+    assert_eq!(summaries.len(), 5, "{summaries:?}");
+    assert_eq!(
+        summaries
+            .iter()
+            .filter(|s| s.contains("\tidentical\t"))
+            .count(),
+        4,
+        "{summaries:?}"
+    );
+    // JSON: one object a line, the summary with its counts.
+    let (code, text, _) = run(&["--json"], &clean, &bad);
+    assert_eq!(code, Some(1));
+    let objs: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let s = objs
+        .iter()
+        .find(|o| o["table"] == "user_emb/Adagrad" && o.get("added").is_some())
+        .unwrap();
+    assert_eq!(
+        (
+            s["added"].as_u64(),
+            s["removed"].as_u64(),
+            s["changed"].as_u64()
+        ),
+        (Some(2), Some(3), Some(1))
+    );
+    // Named tables only; the same save is identical; a name of no table is a usage error.
+    assert_eq!(run(&[], &clean, &clean).0, Some(0));
+    let (code, text, _) = run(&[], &clean, &bad);
+    assert_eq!(code, Some(1), "{text}");
+    let mut named = Command::new(modelfs());
+    named
+        .args(["diff", "--rows"])
+        .arg(&clean)
+        .arg(&bad)
+        .args(["user_emb", "item_emb"]);
+    let out = named.output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 2);
+    let out = Command::new(modelfs())
+        .args(["diff", "--rows"])
+        .arg(&clean)
+        .arg(&bad)
+        .arg("nope")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+}
+
+/// `check`: a slot whose ids are not its table's and a finite 1e38 are both found (exit 2,
+/// naming them); the clean save and a TF Adam checkpoint written by TensorFlow pass.
+#[test]
+fn check_finds_slot_key_sets_and_huge_values() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
+    let run = |args: &[&str], src: &Path| {
+        let out = Command::new(modelfs())
+            .arg("check")
+            .args(args)
+            .arg(src)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8(out.stdout).unwrap(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, text, err) = run(&[], &root.join("deeprec/bad/model.ckpt"));
+    assert_eq!(code, Some(2), "{text}");
+    assert!(
+        text.contains(
+            "user_emb/Adagrad: ids differ from its table user_emb: 59 vs 60; 3 only in the table"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("user_emb/Adagrad-values: |x| up to 9.99999968"),
+        "{text}"
+    );
+    assert!(
+        err.contains("user_emb/Adagrad") && err.contains("2 problems"),
+        "{err}"
+    );
+    let (code, text, _) = run(&["--json"], &root.join("deeprec/bad/model.ckpt"));
+    assert_eq!(code, Some(2));
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let kinds: Vec<&str> = v["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["problem"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["slot_keys", "too_large"]);
+    assert_eq!(
+        v["problems"][0]["detail"]["only_in_table_sample"]
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
+    for clean in [
+        "deeprec/clean/model.ckpt",
+        "tf/adam_keras2/train",
+        "tf/tf1_saver",
+    ] {
+        let (code, text, err) = run(&[], &root.join(clean));
+        assert_eq!(code, Some(0), "{clean}: {text}{err}");
+        assert!(text.contains(": 0 problems"), "{text}");
+    }
+    // The Adam checkpoint has slots, and they were checked.
+    let (_, text, _) = run(&["--json"], &root.join("tf/adam_keras2/train"));
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert!(v["slots_checked"].as_u64().unwrap() >= 4, "{text}");
+    // A tighter bound flags ordinary weights.
+    assert_eq!(
+        run(
+            &["--max-abs", "0.5"],
+            &root.join("deeprec/clean/model.ckpt")
+        )
+        .0,
+        Some(2)
+    );
+}

@@ -33,14 +33,15 @@ rng = np.random.default_rng(42)
 PARTITION_NUM = 1000  # DeepRec's kSavedPartitionNum
 
 
-def ev_tensors(name, keys, dim, values=None, filtered=0):
+def ev_tensors(name, keys, dim, values=None, filtered=0, r=None):
     """The tensors DeepRec saves for one EV, in its order."""
+    r = r or rng
     n = len(keys)
     if values is None:
-        values = rng.standard_normal((n, dim)).astype(np.float32)
-    freqs = rng.integers(1, 1000, n).astype(np.int64)
-    versions = rng.integers(0, 5000, n).astype(np.int64)
-    fkeys = rng.integers(-2**62, 2**62, filtered).astype(np.int64)
+        values = r.standard_normal((n, dim)).astype(np.float32)
+    freqs = r.integers(1, 1000, n).astype(np.int64)
+    versions = r.integers(0, 5000, n).astype(np.int64)
+    fkeys = r.integers(-2**62, 2**62, filtered).astype(np.int64)
     # Ids by partition (id % 1000), offsets of each partition's first id: DeepRec's layout.
     order = np.argsort(np.mod(keys, PARTITION_NUM), kind="stable")
     keys, values, freqs, versions = keys[order], values[order], freqs[order], versions[order]
@@ -53,8 +54,8 @@ def ev_tensors(name, keys, dim, values=None, filtered=0):
         (f"{name}-freqs", freqs),
         (f"{name}-versions", versions),
         (f"{name}-keys_filtered", fkeys),
-        (f"{name}-freqs_filtered", rng.integers(0, 3, filtered).astype(np.int64)),
-        (f"{name}-versions_filtered", rng.integers(0, 5000, filtered).astype(np.int64)),
+        (f"{name}-freqs_filtered", r.integers(0, 3, filtered).astype(np.int64)),
+        (f"{name}-versions_filtered", r.integers(0, 5000, filtered).astype(np.int64)),
         (f"{name}-partition_offset", offsets.astype(np.int32)),
         (f"{name}-partition_filter_offset", foffsets),
     ]
@@ -68,26 +69,35 @@ def ev_tensors(name, keys, dim, values=None, filtered=0):
     return out, expect
 
 
-def unique_ids(n):
+def unique_ids(n, r=None):
+    r = r or rng
     ids = set()
     while len(ids) < n:
-        ids.add(int(rng.integers(-2**40, 2**40)))
+        ids.add(int(r.integers(-2**40, 2**40)))
     return np.array(sorted(ids), np.int64)
 
 
 def write(case, bad):
+    """Both cases draw the same numbers from `rng`: `bad` differs only where it is meant to
+    (its own numbers come from `other`)."""
+    global rng
+    rng = np.random.default_rng(42)
+    other = np.random.default_rng(7)
     tensors, expect = [], {}
     user = unique_ids(60)
     t, e = ev_tensors("user_emb", user, 8, filtered=5)
     tensors += t
     expect["user_emb"] = e
     slot_ids = user
+    acc = np.abs(rng.standard_normal((len(user), 8))).astype(np.float32)
+    slot_rng = np.random.default_rng(11)
     if bad:
-        slot_ids = np.concatenate([user[3:], unique_ids(2)])
-    acc = np.abs(rng.standard_normal((len(slot_ids), 8))).astype(np.float32)
-    if bad:
+        # 3 of the table's ids missing, 2 others present; one accumulator of 1e38.
+        extra = np.array([i for i in unique_ids(3, other) if i not in set(user)][:2], np.int64)
+        slot_ids = np.concatenate([user[3:], extra])
+        acc = np.concatenate([acc[3:], np.ones((2, 8), np.float32)])
         acc[7, 2] = 1e38
-    t, e = ev_tensors("user_emb/Adagrad", slot_ids, 8, values=acc)
+    t, e = ev_tensors("user_emb/Adagrad", slot_ids, 8, values=acc, r=slot_rng)
     tensors += t
     expect["user_emb/Adagrad"] = e
     item = unique_ids(90)
