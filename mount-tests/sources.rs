@@ -295,3 +295,123 @@ fn gguf_sources_read_as_gguf_reads_them() {
     assert!(text.contains("checked 14 tensors"), "{text}");
     m.unmount_and_check();
 }
+
+fn have_scipy_xgboost() -> bool {
+    let have = Command::new("python3")
+        .args(["-c", "import numpy, scipy.sparse, xgboost"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        have || (std::env::var_os("CI").is_none()
+            && std::env::var_os("MODELFS_REQUIRE_FUSE").is_none()),
+        "python3 with numpy, scipy and xgboost is needed (scripts/test installs them)"
+    );
+    have
+}
+
+/// `NAME.csr.npz` of every sparse Angel matrix and every hash table of the fixtures (TF hash
+/// tables, DeepRec EVs, Monolith): `scipy.sparse.load_npz` equals the dense view or the rows
+/// by id, XGBoost trains on it (`check_csr.py`).
+#[test]
+fn csr_views_load_in_scipy_and_train_xgboost() {
+    let Some(fuse) = Fuse::check() else { return };
+    if !have_scipy_xgboost() {
+        eprintln!("skipped: python3 scipy/xgboost missing");
+        return;
+    }
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let listed = |source: &Path, pick: &dyn Fn(&serde_json::Value) -> bool| -> Vec<String> {
+        let out = Command::new(crate::modelfs())
+            .args(["list", "--json"])
+            .arg(source)
+            .output()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v.as_array()
+            .unwrap()
+            .iter()
+            .filter(|t| pick(t))
+            .map(|t| t["path"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let sparse = |t: &serde_json::Value| t["sparse"] == true && t["problem"].is_null();
+    let angel = here.join("fixtures/angel/formats/model");
+    let tf1 = here.join("fixtures/tf/hashtable/tf1/model");
+    let tables: Vec<String> = serde_json::from_slice::<serde_json::Value>(
+        &std::fs::read(here.join("fixtures/tf/hashtable/expected.json")).unwrap(),
+    )
+    .unwrap()["tf1/model"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect();
+    let monolith = here.join("fixtures/monolith/ps_export");
+    let deeprec = here.join("fixtures/deeprec/clean/model.ckpt");
+    let cases: Vec<(&Path, Vec<(String, &str)>)> = vec![
+        (
+            &angel,
+            listed(&angel, &sparse)
+                .into_iter()
+                .map(|n| (n, "sparse"))
+                .collect(),
+        ),
+        (&tf1, tables.into_iter().map(|n| (n, "table")).collect()),
+        (
+            &deeprec,
+            ["user_emb", "user_emb/Adagrad", "item_emb"]
+                .map(|n| (n.to_string(), "table"))
+                .to_vec(),
+        ),
+        (&monolith, {
+            let in_tables = |t: &serde_json::Value| {
+                t["path"]
+                    .as_str()
+                    .is_some_and(|p| p.starts_with("hash_tables/"))
+            };
+            let mut n = listed(&monolith, &in_tables);
+            n.push("feat_emb".into());
+            n.into_iter().map(|n| (n, "table")).collect()
+        }),
+    ];
+    let mut total = 0;
+    for (source, names) in cases {
+        assert!(!names.is_empty(), "{}", source.display());
+        let spec: Vec<serde_json::Value> = names
+            .iter()
+            .map(|(n, k)| serde_json::json!({"name": n, "kind": k}))
+            .collect();
+        let m = fuse.mount(source, "layouts=npy,libsvm");
+        let mut child = Command::new("python3")
+            .arg(here.join("mount-tests/check_csr.py"))
+            .arg(m.path())
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write as _;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(serde_json::to_string(&spec).unwrap().as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{}: {text}{}",
+            source.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            text.contains(&format!("checked {} CSR files", names.len())),
+            "{text}"
+        );
+        assert!(!text.contains("trained on 0"), "{text}");
+        total += names.len();
+        m.unmount_and_check();
+    }
+    assert!(total >= 12, "{total}");
+}

@@ -364,6 +364,10 @@ pub(crate) enum Hidden {
     Safetensors,
     /// `NAME.stats.json`: its statistics, computed on first read.
     Stats,
+    /// `NAME.csr.npz`: a sparse matrix or a hash table as `scipy.sparse.save_npz` writes it.
+    Csr,
+    /// `NAME.csr.ids.npy`: the id of each row of a hash table's `NAME.csr.npz`.
+    CsrIds,
 }
 
 impl Hidden {
@@ -371,17 +375,29 @@ impl Hidden {
         match self {
             Hidden::Safetensors => crate::views::safetensors::SUFFIX,
             Hidden::Stats => crate::stats::SUFFIX,
+            Hidden::Csr => crate::views::csr::SUFFIX,
+            Hidden::CsrIds => crate::views::csr::IDS_SUFFIX,
         }
     }
 
     /// `NAME.<suffix>` as `(NAME, file)`.
+    /// Whether a table shown by name only (a TF hash table) has this file too.
+    pub(crate) fn of_unlisted(self) -> bool {
+        matches!(self, Hidden::Csr | Hidden::CsrIds)
+    }
+
     pub(crate) fn split(name: &str) -> Option<(&str, Hidden)> {
-        [Hidden::Safetensors, Hidden::Stats]
-            .into_iter()
-            .find_map(|h| {
-                let base = name.strip_suffix(h.suffix())?.strip_suffix('.')?;
-                (!base.is_empty()).then_some((base, h))
-            })
+        [
+            Hidden::Safetensors,
+            Hidden::Stats,
+            Hidden::Csr,
+            Hidden::CsrIds,
+        ]
+        .into_iter()
+        .find_map(|h| {
+            let base = name.strip_suffix(h.suffix())?.strip_suffix('.')?;
+            (!base.is_empty()).then_some((base, h))
+        })
     }
 }
 

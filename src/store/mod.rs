@@ -6,6 +6,7 @@
 
 mod disk;
 mod keys;
+mod order;
 mod record;
 pub use crate::source::lru;
 
@@ -14,6 +15,7 @@ pub use disk::DiskStore;
 pub use keys::{
     IndexPlace, KeyIndex, KeyIndexBuilder, KeyIndexError, KeysError, Pending, ReadKeys,
 };
+pub use order::KeyOrder;
 pub use record::{
     put_words, starts_at_zero_ascending, words, Crc, MemStore, Offsets, Record, Store, Verified,
 };

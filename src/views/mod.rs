@@ -12,6 +12,7 @@ use crate::model::{own_component, DirEntry, Model, ModelError, SourceFormat, Ten
 pub(crate) mod angel;
 mod angel_meta;
 mod angel_parts;
+pub(crate) mod csr;
 pub(crate) mod npz;
 pub(crate) mod safetensors;
 pub(crate) mod tf;

@@ -291,14 +291,20 @@ fn store_key(t: &dyn Tensor) -> Option<String> {
     Some(format!("{}\0npz-crc:v1", t.cache_identity()?))
 }
 
+/// One member of an archive: `<key>.npy` holding `npy`, its CRC-32 remembered under
+/// `store_key`.
+pub(crate) struct NpzMember {
+    pub(crate) key: String,
+    pub(crate) npy: Arc<dyn FileContent>,
+    pub(crate) store_key: Option<String>,
+}
+
 /// `.npz` of the model whose tensors are `tensors` (sorted by key, unique).
 pub(crate) fn view(
     tensors: Vec<Arc<dyn Tensor>>,
     ctx: &Arc<LayoutCtx>,
 ) -> Result<View, ModelError> {
-    let overflow = || ModelError::data(FILE, "the archive's size overflows");
     let mut members = Vec::new();
-    let mut at = 0u64;
     for t in tensors {
         let meta = t.meta();
         let key = String::from_utf8_lossy(&meta.name).into_owned();
@@ -311,13 +317,32 @@ pub(crate) fn view(
                 .and_then(|()| generic::npy(t.clone(), ctx))
                 .map_err(|e| e.to_string()),
         };
-        let npy = match npy {
-            Ok(n) => n,
-            Err(why) => {
-                log::info!("{FILE}: {key} left out: {why}");
-                continue;
-            }
-        };
+        match npy {
+            Ok(npy) => members.push(NpzMember {
+                key,
+                npy,
+                store_key: store_key(&*t),
+            }),
+            Err(why) => log::info!("{FILE}: {key} left out: {why}"),
+        }
+    }
+    Ok(View::file(archive(members, ctx)?))
+}
+
+/// The archive `np.savez` would write of `members`, in their order.
+pub(crate) fn archive(
+    members: Vec<NpzMember>,
+    ctx: &Arc<LayoutCtx>,
+) -> Result<crate::layout::concat::Concat, ModelError> {
+    let overflow = || ModelError::data(FILE, "the archive's size overflows");
+    let mut out_members = Vec::new();
+    let mut at = 0u64;
+    for NpzMember {
+        key,
+        npy,
+        store_key,
+    } in members
+    {
         let name = format!("{key}.npy").into_bytes();
         if name.len() > usize::from(u16::MAX) {
             log::info!("{FILE}: {key} left out: its name is too long for a zip");
@@ -330,14 +355,15 @@ pub(crate) fn view(
             size,
             at,
             crc: OnceLock::new(),
-            store_key: store_key(&*t),
+            store_key,
         };
         at = at
             .checked_add(m.local_header_len())
             .and_then(|a| a.checked_add(size))
             .ok_or_else(overflow)?;
-        members.push(m);
+        out_members.push(m);
     }
+    let members = out_members;
     let cd_len = members
         .iter()
         .try_fold(0u64, |sum, m| sum.checked_add(central_entry_len(m)))
@@ -363,7 +389,7 @@ pub(crate) fn view(
         archive: archive.clone(),
     })))
     .map_err(too_big)?;
-    Ok(View::file(out.finish()))
+    Ok(out.finish())
 }
 
 #[cfg(test)]

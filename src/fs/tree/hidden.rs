@@ -39,7 +39,11 @@ impl Tree {
             let child = self.rows_dir_child(dir, listing, name)?;
             return self.child_ino(parent, &child);
         };
-        let tensor = listed_tensor(listing, base).ok_or(FsError::NotFound)?;
+        let tensor = match listed_tensor(listing, base) {
+            Some(t) => t,
+            None if file.of_unlisted() => self.unlisted_table(dir, base)?,
+            None => return Err(FsError::NotFound),
+        };
         let child = Child {
             name: text.to_string(),
             kind: NodeKind::Hidden {
@@ -89,5 +93,7 @@ fn hidden_content(
     match h {
         Hidden::Safetensors => crate::views::safetensors::single(tensor, ctx),
         Hidden::Stats => crate::stats::file(tensor, ctx.cache.offset_store().cloned()),
+        Hidden::Csr => crate::views::csr::file(tensor, ctx),
+        Hidden::CsrIds => crate::views::csr::ids_file(tensor),
     }
 }

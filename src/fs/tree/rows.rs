@@ -72,24 +72,28 @@ impl Tree {
                 }
                 t
             }
-            None => {
-                // Only a plain name (nothing escaped) can name a table that is not listed.
-                if base.contains('%') || base.is_empty() {
-                    return Err(FsError::NotFound);
-                }
-                let mut path = dir.to_vec();
-                path.push(base.as_bytes().to_vec());
-                let t = self.model().tensor(&path).map_err(|_| FsError::NotFound)?;
-                if t.key_kind() != Some(crate::model::KeyKind::HashKey) {
-                    return Err(FsError::NotFound);
-                }
-                Arc::from(path)
-            }
+            None => self.unlisted_table(dir, base)?,
         };
         Ok(Child {
             name: format!("{base}{ROWS_SUFFIX}"),
             kind: NodeKind::Rows { tensor },
         })
+    }
+
+    /// The hash table in `dir` named `base` that the listing does not show (a TF hash table
+    /// is listed as its two saved tensors), else `NotFound`.
+    pub(super) fn unlisted_table(&self, dir: &ModelPath, base: &str) -> Result<ModelPath, FsError> {
+        // Only a plain name (nothing escaped) can name a table that is not listed.
+        if base.contains('%') || base.is_empty() {
+            return Err(FsError::NotFound);
+        }
+        let mut path = dir.to_vec();
+        path.push(base.as_bytes().to_vec());
+        let t = self.model().tensor(&path).map_err(|_| FsError::NotFound)?;
+        if t.key_kind() != Some(crate::model::KeyKind::HashKey) {
+            return Err(FsError::NotFound);
+        }
+        Ok(Arc::from(path))
     }
 
     /// `<id>.<suffix>` in the rows directory `parent` of `tensor`: found (and rendered, so its
