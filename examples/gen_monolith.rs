@@ -2,11 +2,16 @@
 //! `scripts/bench.sh`, streaming (a few MB of memory whatever N):
 //!
 //! ```text
-//! gen_monolith DIR TABLE N DIM SHARDS
+//! gen_monolith DIR TABLE N DIM SHARDS [next]
 //! ```
 //! writes `DIR/TABLE-NNNNN-of-NNNNN` holding N entries of DIM float32 values, ids
 //! `slot << 48 | fid` (slots 0..63), each entry in the shard its id hashes to, and
 //! `DIR/TABLE.samples.json`: 200 ids with their values (the reference the reads are checked on).
+//!
+//! `next`: the table's next save (`diff --rows`, bench target 15): entry `i` is left out when
+//! `i % 1000 == 5` (removed), has value `i % DIM` raised by 0.25 when `i % 100 == 1` (changed),
+//! and N/1000 entries follow with new ids (added); `DIR/../TABLE.truth` lists each such id
+//! and what happened to it (`id<TAB>removed|changed|added`).
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -15,9 +20,13 @@ use modelfs::monolith::{write_entry, write_record};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let [_, dir, table, n, dim, shards] = &args[..] else {
-        eprintln!("usage: gen_monolith DIR TABLE N DIM SHARDS");
-        std::process::exit(1);
+    let (dir, table, n, dim, shards, next) = match &args[..] {
+        [_, d, t, n, dim, s] => (d, t, n, dim, s, false),
+        [_, d, t, n, dim, s, x] if x == "next" => (d, t, n, dim, s, true),
+        _ => {
+            eprintln!("usage: gen_monolith DIR TABLE N DIM SHARDS [next]");
+            std::process::exit(1);
+        }
     };
     let (n, dim, shards): (u64, usize, usize) = (
         n.parse().unwrap(),
@@ -34,7 +43,9 @@ fn main() {
     let mut samples = Vec::new();
     let (mut e, mut r, mut v) = (Vec::new(), Vec::new(), vec![0f32; dim]);
     let mut x = 0x2545_f491_4f6c_dd1du64;
-    for i in 0..n {
+    let mut truth = String::new();
+    let total = if next { n + n / 1000 } else { n };
+    for i in 0..total {
         let slot = (i % 64) as i64;
         let id = (slot << 48) | ((i.wrapping_mul(2_654_435_761)) & ((1 << 48) - 1)) as i64;
         for val in v.iter_mut() {
@@ -42,6 +53,17 @@ fn main() {
             x ^= x >> 7;
             x ^= x << 17;
             *val = (x >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
+        }
+        if next && i < n && i % 1000 == 5 {
+            truth.push_str(&format!("{id}\tremoved\n"));
+            continue;
+        }
+        if next && i < n && i % 100 == 1 {
+            v[i as usize % dim] += 0.25;
+            truth.push_str(&format!("{id}\tchanged\n"));
+        }
+        if i >= n {
+            truth.push_str(&format!("{id}\tadded\n"));
         }
         e.clear();
         r.clear();
@@ -55,6 +77,9 @@ fn main() {
     }
     for mut f in files {
         f.flush().unwrap();
+    }
+    if next {
+        std::fs::write(format!("{dir}/../{table}.truth"), truth).unwrap();
     }
     let json = format!("{{{}}}\n", samples.join(", "));
     std::fs::write(format!("{dir}/../{table}.samples.json"), json).unwrap();

@@ -501,6 +501,13 @@ def main():
                                     daemon_of=daemon_of, vm_hwm=vm_hwm, median=median,
                                     add=add, log=log)
         bench_rows(ctx)
+    if want(15):
+        import types
+        from rowdiff import bench_rowdiff
+        ctx = types.SimpleNamespace(WORK=WORK, RUNS=RUNS, env=Env("rowdiff").env, MODELFS=MODELFS,
+                                    GEN_MONOLITH=os.environ["GEN_MONOLITH"], median=median,
+                                    add=add, log=log)
+        bench_rowdiff(ctx)
     if want(12):
         import types
         from live import bench_live

@@ -7,8 +7,10 @@ Usage:
   gen_angel.py DIR lr ENTRIES [PARTS]     LR: 1 x 2147483657 long keys (rowType 12), ENTRIES
                                           stored entries, ColIdValueTextRowFormat
   gen_angel.py DIR lrbin ENTRIES [PARTS]  the same entries in ColIdValueBinaryRowFormat
-  gen_angel.py DIR emb IDS [DIMS] [PARTS] embedding: DIMS x IDS float (rowType 7),
-                                          TextColumnFormat (one line per id)
+  gen_angel.py DIR emb IDS [DIMS] [PARTS] [next]
+                                          embedding: DIMS x IDS float (rowType 7),
+                                          TextColumnFormat (one line per id); `next`: its
+                                          next save, for diff --rows (see emb)
   gen_angel.py DIR fc N [PARTS]           N x N double (rowType 0), RowIdColIdValueTextRowFormat
                                           with DecimalFormat("#.######") values
 
@@ -125,43 +127,65 @@ def lr(out, entries, nparts, binary):
     json.dump(samples, open(os.path.join(out, name + ".samples.json"), "w"))
 
 
-def emb(out, ids, dims, nparts):
+def emb(out, ids, dims, nparts, nxt=False):
+    """Columns 0..ids + ids // 1000 (the last thousandth left unsaved, the room a next save
+    adds ids in). `nxt`: that next save (`diff --rows`, bench target 15): id c left out when
+    c % 1000 == 5, value c % dims raised by 0.25 when c % 100 == 1, the last thousandth
+    saved; OUT/emb.truth lists each such id (`id<TAB>removed|changed|added`)."""
     name = "emb"
     d = os.path.join(out, name)
     os.makedirs(d, exist_ok=True)
-    block = -(-ids // nparts)
+    total = ids + ids // 1000
+    block = -(-total // nparts)
     rng = np.random.default_rng(11)
-    parts, samples = {}, []
+    parts, samples, truth = {}, [], []
     for group in files_of(list(range(nparts))):
         fname = str(group[0])
         offset = 0
         with open(os.path.join(d, fname), "wb") as f:
             for p in group:
-                sc, ec = p * block, min(ids, (p + 1) * block)
+                sc, ec = p * block, min(total, (p + 1) * block)
                 length = 0
+                saved = 0
                 step = 1 << 16
                 for a in range(sc, ec, step):
                     b = min(ec, a + step)
                     # Micro-units: about 12 bytes a value, as Float.toString writes them.
                     ks = rng.integers(-999999999, 999999999, size=(b - a) * dims)
                     ks = ks.reshape(b - a, dims)
-                    lines = [str(c) + "," + ",".join(map(text_of6, row)) + "\n"
-                             for c, row in zip(range(a, b), ks.tolist())]
+                    lines = []
+                    for c, row in zip(range(a, b), ks.tolist()):
+                        if c >= ids and not nxt:
+                            continue
+                        if nxt and c < ids and c % 1000 == 5:
+                            truth.append(f"{c}\tremoved\n")
+                            continue
+                        if nxt and c < ids and c % 100 == 1:
+                            row[c % dims] += 250000
+                            truth.append(f"{c}\tchanged\n")
+                        if nxt and c >= ids:
+                            truth.append(f"{c}\tadded\n")
+                        lines.append(str(c) + "," + ",".join(map(text_of6, row)) + "\n")
                     data = "".join(lines).encode()
                     f.write(data)
                     length += len(data)
-                    if a == sc or b == ec:
+                    saved += len(lines)
+                    if (a == sc or b == ec) and b <= ids and not nxt:
                         i = (b - a) // 2
                         for r in (0, dims - 1):
                             samples.append([r, a + i, float(np.float32(ks[i][r] / 1e6))])
-                rm = {str(r): {"rowId": r, "offset": -1, "elementNum": ec - sc, "saveType": 0}
+                rm = {str(r): {"rowId": r, "offset": -1, "elementNum": saved, "saveType": 0}
                       for r in range(dims)}
                 parts[str(p)] = part_meta(p, 0, dims, sc, ec, fname, offset, length, rm,
-                                          save_col=ec - sc, save_elem=dims)
+                                          save_col=saved, save_elem=dims)
                 offset += length
-    write_meta(d, name, "TextColumnFormat", 7, dims, ids, dims, block, parts,
-               {"feature.index.range.start": "0", "feature.index.range.end": str(ids)})
-    json.dump(samples, open(os.path.join(out, name + ".samples.json"), "w"))
+    write_meta(d, name, "TextColumnFormat", 7, dims, total, dims, block, parts,
+               {"feature.index.range.start": "0", "feature.index.range.end": str(total)})
+    if nxt:
+        with open(os.path.join(out, name + ".truth"), "w") as f:
+            f.writelines(truth)
+    else:
+        json.dump(samples, open(os.path.join(out, name + ".samples.json"), "w"))
 
 
 def fc(out, n, nparts):
@@ -206,7 +230,7 @@ def main(argv):
         lr(out, int(argv[3]), int(argv[4]) if len(argv) > 4 else 8, kind == "lrbin")
     elif kind == "emb":
         emb(out, int(argv[3]), int(argv[4]) if len(argv) > 4 else 16,
-            int(argv[5]) if len(argv) > 5 else 8)
+            int(argv[5]) if len(argv) > 5 else 8, len(argv) > 6 and argv[6] == "next")
     elif kind == "fc":
         fc(out, int(argv[3]), int(argv[4]) if len(argv) > 4 else 4)
     else:
