@@ -168,11 +168,15 @@ impl TableScan {
         match self.kind {
             KeyKind::HashKey => {
                 out.ids.resize(n as usize, 0);
-                match self.t.row_keys(first, &mut out.ids) {
-                    Some(r) => r?,
-                    None => return Err(self.error("a hash table without stored keys")),
+                out.values.resize(n as usize * self.row_bytes(), 0);
+                let read = self
+                    .t
+                    .as_keyed()
+                    .and_then(|k| k.read_rows(first, &mut out.ids, &mut out.values));
+                match read {
+                    Some(r) => r,
+                    None => Err(self.error("a hash table without stored keys")),
                 }
-                self.read_dense(first, n, out)
             }
             KeyKind::RowIndex => {
                 out.ids.extend((first..first + n).map(|r| r as i64));

@@ -138,6 +138,22 @@ pub trait Keyed: Tensor {
         None
     }
 
+    /// The ids and values (`values`: `ids.len()` rows' elements) of rows `first..` of a hash
+    /// table at once, for a reader whose ids and values are read together (Monolith's
+    /// entries); the default reads them apart. `None` when rows have no stored ids.
+    fn read_rows(
+        &self,
+        first: u64,
+        ids: &mut [i64],
+        values: &mut [u8],
+    ) -> Option<Result<(), ModelError>> {
+        if let Err(e) = self.row_keys(first, ids)? {
+            return Some(Err(e));
+        }
+        let width: u64 = self.meta().shape.get(1..).unwrap_or(&[]).iter().product();
+        Some(read_elements(self, first.saturating_mul(width), values))
+    }
+
     /// Appends the values of the row with id `id` to `out`: where it was, or `None` when no
     /// row has that id. Reads only what the row needs (a seek, not a scan).
     fn row_by_id(&self, id: i64, out: &mut Vec<u8>) -> Result<Option<RowHit>, ModelError> {

@@ -91,6 +91,14 @@ struct Cursor<'a> {
 const RELEASE: u64 = 8 << 20;
 const WINDOW: u64 = 1 << 20;
 
+impl Drop for Cursor<'_> {
+    /// What a cursor walked is handed back when it is done: a scan of the whole table in
+    /// pieces (`diff --rows`, `check`) keeps only the pieces being read mapped.
+    fn drop(&mut self) {
+        self.release(true);
+    }
+}
+
 impl<'a> Cursor<'a> {
     fn release(&mut self, all: bool) {
         if let Some(s) = self.table.shards.get(self.shard) {
@@ -453,6 +461,30 @@ impl Keyed for MonolithTable {
         let mut at = 0;
         let walked = self.each_entry(first, out.len() as u64, |id, _| {
             out[at] = id;
+            at += 1;
+        });
+        Some(walked.map_err(|e| self.fail(e)))
+    }
+
+    fn read_rows(
+        &self,
+        first: u64,
+        ids: &mut [i64],
+        values: &mut [u8],
+    ) -> Option<Result<(), ModelError>> {
+        // One walk for both: an entry holds its id and its values.
+        let row = self.dim() as usize * 4;
+        if values.len() != ids.len() * row {
+            return Some(Err(RequestError::PartialElement {
+                len: values.len(),
+                elem: row.max(1),
+            }
+            .into()));
+        }
+        let mut at = 0;
+        let walked = self.each_entry(first, ids.len() as u64, |id, v| {
+            ids[at] = id;
+            values[at * row..(at + 1) * row].copy_from_slice(v);
             at += 1;
         });
         Some(walked.map_err(|e| self.fail(e)))

@@ -13,7 +13,7 @@
 //! sentinels) is not a row: it is left out, as `row_by_id` leaves it out.
 
 use std::fs::File;
-use std::io::{Read, Seek, Write};
+use std::io::Write;
 use std::sync::Mutex;
 
 use super::delta::{compare_runs, Delta};
@@ -26,7 +26,7 @@ const PARTITION_RECORDS: u64 = 1 << 17;
 const MAX_PARTITIONS: u64 = 256;
 /// Partitions merged at once by the second pass, per worker (their results wait to be
 /// emitted in order).
-const WINDOW_PER_WORKER: usize = 2;
+const WINDOW_PER_WORKER: usize = 16;
 
 /// One row as spilled: 32 bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -126,16 +126,36 @@ impl Spill {
 
     /// Partition `p`'s records; the file is emptied (its space given back).
     fn take(&self, p: usize, out: &mut Vec<Rec>) -> std::io::Result<()> {
-        let mut f = self.files[p]
+        let f = self.files[p]
             .lock()
             .map_err(|_| std::io::Error::other("spill lock poisoned"))?;
-        let len = f.stream_position()?;
-        f.rewind()?;
-        let mut buf = vec![0u8; len as usize];
-        f.read_exact(&mut buf)?;
-        f.set_len(0)?;
         out.clear();
-        out.extend(buf.chunks_exact(REC).map(Rec::get));
+        if f.metadata()?.len() > 0 {
+            // SAFETY: the file is this process's own unnamed temporary file, written only
+            // under the lock held here, and unmapped before the lock is let go.
+            let map = unsafe { memmap2::Mmap::map(&*f)? };
+            out.extend(map.chunks_exact(REC).map(Rec::get));
+        }
+        f.set_len(0)?;
+        Ok(())
+    }
+}
+
+/// Buffers a worker of the second pass keeps from partition to partition: freeing them each
+/// time would unmap them, and every unmap stops all cores (a TLB shootdown).
+#[derive(Default)]
+struct Scratch {
+    recs: [Vec<Rec>; 2],
+    slots: [Vec<u32>; 2],
+    rows: [Vec<u8>; 2],
+}
+
+impl Scratch {
+    /// Partition `p` of both sides, into `recs`.
+    fn take(&mut self, spills: &[Spill; 2], p: usize) -> std::io::Result<()> {
+        for (side, recs) in spills.iter().zip(&mut self.recs) {
+            side.take(p, recs)?;
+        }
         Ok(())
     }
 }
@@ -206,47 +226,124 @@ fn spill(
     Ok(spills)
 }
 
-/// Sorts `recs` by id and drops ids present more than once (counted in `repeated`).
-fn sort_unique(recs: &mut Vec<Rec>, repeated: &mut u64) {
-    recs.sort_unstable();
-    let mut kept = 0;
-    let mut i = 0;
-    while i < recs.len() {
-        let mut j = i + 1;
-        while j < recs.len() && recs[j].id == recs[i].id {
-            j += 1;
-        }
-        if j - i == 1 {
-            recs[kept] = recs[i];
-            kept += 1;
-        } else {
-            *repeated += (j - i) as u64;
-        }
-        i = j;
-    }
-    recs.truncate(kept);
+/// One partition's records of a side found by id: open addressing over `recs`. An id held
+/// by more than one record is not a row (`get` gives none).
+struct ById<'a> {
+    recs: &'a [Rec],
+    /// Index + 1 into `recs`; 0: empty.
+    slots: &'a [u32],
+    bits: u32,
+    repeated: std::collections::HashSet<i64>,
 }
 
-/// One partition's records of both sides, sorted and merged: `on(id, a, b)` for each id.
-fn merge(a: &[Rec], b: &[Rec], mut on: impl FnMut(Option<&Rec>, Option<&Rec>)) {
-    let (mut i, mut j) = (0, 0);
-    while i < a.len() || j < b.len() {
-        match (a.get(i), b.get(j)) {
-            (Some(x), Some(y)) if x.id == y.id => {
-                on(Some(x), Some(y));
-                i += 1;
-                j += 1;
+/// A second hash of an id, independent of `partition_of`'s (splitmix64's finaliser).
+fn slot_hash(id: i64, bits: u32) -> usize {
+    let mut z = id as u64;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    (z >> (64 - bits)) as usize
+}
+
+impl<'a> ById<'a> {
+    fn new(recs: &'a [Rec], slots: &'a mut Vec<u32>) -> ById<'a> {
+        debug_assert!(recs.len() < u32::MAX as usize);
+        let bits = (recs.len().max(1) * 2)
+            .next_power_of_two()
+            .trailing_zeros()
+            .max(1);
+        let mask = (1usize << bits) - 1;
+        slots.clear();
+        slots.resize(1 << bits, 0);
+        let mut repeated = std::collections::HashSet::new();
+        for (i, r) in recs.iter().enumerate() {
+            let mut h = slot_hash(r.id, bits);
+            loop {
+                match slots[h] {
+                    0 => {
+                        slots[h] = i as u32 + 1;
+                        break;
+                    }
+                    k if recs[k as usize - 1].id == r.id => {
+                        repeated.insert(r.id);
+                        break;
+                    }
+                    _ => h = (h + 1) & mask,
+                }
             }
-            (Some(x), y) if y.is_none_or(|y| x.id < y.id) => {
-                on(Some(x), None);
-                i += 1;
-            }
-            (_, y) => {
-                on(None, y);
-                j += 1;
+        }
+        ById {
+            recs,
+            slots,
+            bits,
+            repeated,
+        }
+    }
+
+    /// Records whose id is held more than once.
+    fn repeated_count(&self) -> u64 {
+        match self.repeated.is_empty() {
+            true => 0,
+            false => self
+                .recs
+                .iter()
+                .filter(|r| self.repeated.contains(&r.id))
+                .count() as u64,
+        }
+    }
+
+    fn is_row(&self, r: &Rec) -> bool {
+        self.repeated.is_empty() || !self.repeated.contains(&r.id)
+    }
+
+    fn get(&self, id: i64) -> Option<&'a Rec> {
+        let mask = self.slots.len() - 1;
+        let mut h = slot_hash(id, self.bits);
+        loop {
+            match self.slots[h] {
+                0 => return None,
+                k if self.recs[k as usize - 1].id == id => {
+                    let r = &self.recs[k as usize - 1];
+                    return self.is_row(r).then_some(r);
+                }
+                _ => h = (h + 1) & mask,
             }
         }
     }
+}
+
+/// One partition's records of both sides joined by id: `on(a, b)` for each id that is a row
+/// of either side (A's records in their order, then B's not in A); the records of ids held
+/// more than once in a side are counted in `repeated` and left out of it.
+fn join(
+    recs: &[Vec<Rec>; 2],
+    slots: &mut [Vec<u32>; 2],
+    repeated: &mut [u64; 2],
+    mut on: impl FnMut(Option<&Rec>, Option<&Rec>),
+) {
+    let (a, b) = (&recs[0][..], &recs[1][..]);
+    let [sa, sb] = slots;
+    let (ia, ib) = (ById::new(a, sa), ById::new(b, sb));
+    repeated[0] += ia.repeated_count();
+    repeated[1] += ib.repeated_count();
+    for x in a.iter().filter(|x| ia.is_row(x)) {
+        on(Some(x), ib.get(x.id));
+    }
+    for y in b.iter().filter(|y| ib.is_row(y)) {
+        if ia.get(y.id).is_none() {
+            on(None, Some(y));
+        }
+    }
+}
+
+/// Keeps the `SAMPLE` smallest of the ids offered (`ids` ascending).
+fn keep_smallest(ids: &mut Vec<i64>, id: i64) {
+    if ids.len() == SAMPLE && ids.last().is_some_and(|&m| m <= id) {
+        return;
+    }
+    let at = ids.partition_point(|&x| x < id);
+    ids.insert(at, id);
+    ids.truncate(SAMPLE);
 }
 
 /// What one partition of a row diff found.
@@ -283,50 +380,50 @@ pub(crate) fn diff_rows(
     each_window(
         1 << bits,
         req,
-        |p| -> Result<Found, RowDiffError> {
-            let (mut ra, mut rb) = (Vec::new(), Vec::new());
-            spills[0].take(p, &mut ra)?;
-            spills[1].take(p, &mut rb)?;
+        |w: &mut Scratch, p| -> Result<Found, RowDiffError> {
+            w.take(&spills, p)?;
             let mut f = Found::default();
             let s = &mut f.summary;
-            s.rows_a = ra.len() as u64;
-            s.rows_b = rb.len() as u64;
-            sort_unique(&mut ra, &mut s.repeated[0]);
-            sort_unique(&mut rb, &mut s.repeated[1]);
-            let (mut va, mut vb) = (Vec::new(), Vec::new());
+            s.rows_a = w.recs[0].len() as u64;
+            s.rows_b = w.recs[1].len() as u64;
+            let [va, vb] = &mut w.rows;
             let mut failed = None;
-            merge(&ra, &rb, |x, y| match (x, y) {
-                (Some(x), Some(y)) if x.print == y.print => s.unchanged += 1,
-                (Some(x), Some(y)) => {
-                    va.clear();
-                    vb.clear();
-                    let read = a
-                        .row(x.position, x.id, &mut va)
-                        .and_then(|()| b.row(y.position, y.id, &mut vb));
-                    if let Err(e) = read {
-                        failed.get_or_insert(e);
-                        return;
+            join(&w.recs, &mut w.slots, &mut s.repeated, |x, y| {
+                match (x, y) {
+                    (Some(x), Some(y)) if x.print == y.print => s.unchanged += 1,
+                    (Some(x), Some(y)) => {
+                        va.clear();
+                        vb.clear();
+                        let read = a
+                            .row(x.position, x.id, va)
+                            .and_then(|()| b.row(y.position, y.id, vb));
+                        if let Err(e) = read {
+                            failed.get_or_insert(e);
+                            return;
+                        }
+                        let d = compare_runs(dtype, va, vb);
+                        if d.changed == 0 {
+                            s.unchanged += 1;
+                            return;
+                        }
+                        s.changed += 1;
+                        s.delta.merge(&d);
+                        s.delta.numeric = d.numeric;
+                        f.changes.push((x.id, Change::Changed(d.max_abs)));
                     }
-                    let d = compare_runs(dtype, &va, &vb);
-                    if d.changed == 0 {
-                        s.unchanged += 1;
-                        return;
+                    (Some(x), None) => {
+                        s.removed += 1;
+                        f.changes.push((x.id, Change::Removed));
                     }
-                    s.changed += 1;
-                    s.delta.merge(&d);
-                    s.delta.numeric = d.numeric;
-                    f.changes.push((x.id, Change::Changed(d.max_abs)));
+                    (None, Some(y)) => {
+                        s.added += 1;
+                        f.changes.push((y.id, Change::Added));
+                    }
+                    (None, None) => {}
                 }
-                (Some(x), None) => {
-                    s.removed += 1;
-                    f.changes.push((x.id, Change::Removed));
-                }
-                (None, Some(y)) => {
-                    s.added += 1;
-                    f.changes.push((y.id, Change::Added));
-                }
-                (None, None) => {}
             });
+            // Ids ascending within a partition: the same output every run.
+            f.changes.sort_unstable_by_key(|c| c.0);
             match failed {
                 Some(e) => Err(e.into()),
                 None => Ok(f),
@@ -365,7 +462,7 @@ pub(crate) struct KeySets {
     pub(crate) slot: u64,
     pub(crate) only_table: u64,
     pub(crate) only_slot: u64,
-    /// Up to `SAMPLE` of each, smallest first per partition.
+    /// The `SAMPLE` smallest of each, ascending.
     pub(crate) sample_table: Vec<i64>,
     pub(crate) sample_slot: Vec<i64>,
 }
@@ -386,29 +483,21 @@ pub(crate) fn key_sets(
     each_window(
         1 << bits,
         req,
-        |p| -> Result<KeySets, RowDiffError> {
-            let (mut ra, mut rb) = (Vec::new(), Vec::new());
-            spills[0].take(p, &mut ra)?;
-            spills[1].take(p, &mut rb)?;
+        |w: &mut Scratch, p| -> Result<KeySets, RowDiffError> {
+            w.take(&spills, p)?;
             let mut k = KeySets {
-                table: ra.len() as u64,
-                slot: rb.len() as u64,
+                table: w.recs[0].len() as u64,
+                slot: w.recs[1].len() as u64,
                 ..KeySets::default()
             };
-            sort_unique(&mut ra, &mut 0);
-            sort_unique(&mut rb, &mut 0);
-            merge(&ra, &rb, |x, y| match (x, y) {
+            join(&w.recs, &mut w.slots, &mut [0; 2], |x, y| match (x, y) {
                 (Some(x), None) => {
                     k.only_table += 1;
-                    if k.sample_table.len() < SAMPLE {
-                        k.sample_table.push(x.id);
-                    }
+                    keep_smallest(&mut k.sample_table, x.id);
                 }
                 (None, Some(y)) => {
                     k.only_slot += 1;
-                    if k.sample_slot.len() < SAMPLE {
-                        k.sample_slot.push(y.id);
-                    }
+                    keep_smallest(&mut k.sample_slot, y.id);
                 }
                 _ => {}
             });
@@ -423,8 +512,9 @@ pub(crate) fn key_sets(
                 (&mut out.sample_table, &k.sample_table),
                 (&mut out.sample_slot, &k.sample_slot),
             ] {
-                let room = SAMPLE - all.len();
-                all.extend(some.iter().take(room));
+                for &id in some {
+                    keep_smallest(all, id);
+                }
             }
             Ok(())
         },
@@ -447,7 +537,7 @@ fn estimate(t: &TableScan) -> u64 {
 fn each_window<T: Send, E: From<LayoutError> + Send>(
     n: usize,
     req: &dyn Requester,
-    work: impl Fn(usize) -> Result<T, E> + Sync,
+    work: impl Fn(&mut Scratch, usize) -> Result<T, E> + Sync,
     mut done: impl FnMut(T) -> Result<(), E>,
 ) -> Result<(), E> {
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -455,7 +545,7 @@ fn each_window<T: Send, E: From<LayoutError> + Send>(
     let mut first = 0;
     while first < n {
         let count = window.min(n - first);
-        let got = pool::each(count, req, || (), |_, k| work(first + k))?;
+        let got = pool::each(count, req, Scratch::default, |w, k| work(w, first + k))?;
         for r in got {
             done(r?)?;
         }
@@ -469,30 +559,36 @@ mod tests {
     use super::*;
 
     #[test]
-    fn repeated_ids_are_left_out_and_merge_pairs_ids() {
+    fn repeated_ids_are_left_out_and_join_pairs_ids() {
         let r = |id| Rec {
             id,
             position: 0,
             print: 0,
         };
-        let mut a = vec![r(5), r(1), r(3), r(3), r(9)];
-        let mut repeated = 0;
-        sort_unique(&mut a, &mut repeated);
-        assert_eq!(a.iter().map(|x| x.id).collect::<Vec<_>>(), [1, 5, 9]);
-        assert_eq!(repeated, 2);
-        let b = vec![r(0), r(5), r(10)];
+        let a = vec![r(5), r(1), r(3), r(3), r(9)];
+        let b = vec![r(0), r(5), r(10), r(9), r(9)];
+        let mut repeated = [0; 2];
         let mut seen = Vec::new();
-        merge(&a, &b, |x, y| seen.push((x.map(|x| x.id), y.map(|y| y.id))));
+        join(&[a, b], &mut Default::default(), &mut repeated, |x, y| {
+            seen.push((x.map(|x| x.id), y.map(|y| y.id)))
+        });
+        assert_eq!(repeated, [2, 2]);
+        seen.sort();
         assert_eq!(
             seen,
             [
                 (None, Some(0)),
+                (None, Some(10)),
                 (Some(1), None),
                 (Some(5), Some(5)),
                 (Some(9), None),
-                (None, Some(10))
             ]
         );
+        let mut small = Vec::new();
+        for id in [7, 3, 99, -4, 12, 0, 1, 2, 8, 5, 6, -1, 100] {
+            keep_smallest(&mut small, id);
+        }
+        assert_eq!(small, [-4, -1, 0, 1, 2, 3, 5, 6, 7, 8]);
     }
 
     #[test]
