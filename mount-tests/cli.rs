@@ -979,6 +979,44 @@ fn check_finds_slot_key_sets_and_huge_values() {
     let (_, text, _) = run(&["--json"], &root.join("tf/adam_keras2/train"));
     let v: serde_json::Value = serde_json::from_str(&text).unwrap();
     assert!(v["slots_checked"].as_u64().unwrap() >= 4, "{text}");
+    // A DeepRec EV is a table there by name: its `.json` tells the EV's facts, a row's its
+    // freq and version.
+    let src = root.join("deeprec/clean/model.ckpt");
+    let cat = |path: &str| {
+        let out = Command::new(modelfs())
+            .arg("cat")
+            .arg(&src)
+            .arg(path)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{path}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let ev = &cat("item_emb.json")["embedding_variable"];
+    assert_eq!(
+        (
+            ev["dim"].as_u64(),
+            ev["entries"].as_u64(),
+            ev["parts"].as_u64()
+        ),
+        (Some(4), Some(90), Some(3))
+    );
+    let want: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(root.join("deeprec/clean/expected.json")).unwrap())
+            .unwrap();
+    let (id, freq) = want["user_emb"]["freqs"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .next()
+        .unwrap();
+    let row = cat(&format!("user_emb.rows/{id}.json"));
+    assert_eq!(&row["freq"], freq);
+    assert_eq!(row["version"], want["user_emb"]["versions"][id]);
     // A tighter bound flags ordinary weights.
     assert_eq!(
         run(

@@ -368,6 +368,8 @@ pub(crate) enum Hidden {
     Csr,
     /// `NAME.csr.ids.npy`: the id of each row of a hash table's `NAME.csr.npz`.
     CsrIds,
+    /// `NAME.json` of a table shown by name only (a listed tensor's is a listed file).
+    Json,
 }
 
 impl Hidden {
@@ -377,13 +379,14 @@ impl Hidden {
             Hidden::Stats => crate::stats::SUFFIX,
             Hidden::Csr => crate::views::csr::SUFFIX,
             Hidden::CsrIds => crate::views::csr::IDS_SUFFIX,
+            Hidden::Json => "json",
         }
     }
 
     /// `NAME.<suffix>` as `(NAME, file)`.
     /// Whether a table shown by name only (a TF hash table) has this file too.
     pub(crate) fn of_unlisted(self) -> bool {
-        matches!(self, Hidden::Csr | Hidden::CsrIds)
+        matches!(self, Hidden::Csr | Hidden::CsrIds | Hidden::Json)
     }
 
     pub(crate) fn split(name: &str) -> Option<(&str, Hidden)> {
@@ -392,6 +395,8 @@ impl Hidden {
             Hidden::Stats,
             Hidden::Csr,
             Hidden::CsrIds,
+            // After `stats.json`: the longer suffix names the file.
+            Hidden::Json,
         ]
         .into_iter()
         .find_map(|h| {

@@ -40,6 +40,8 @@ impl Tree {
             return self.child_ino(parent, &child);
         };
         let tensor = match listed_tensor(listing, base) {
+            // A listed tensor's `.json` is a listed file, not looked up here.
+            Some(_) if file == Hidden::Json => return Err(FsError::NotFound),
             Some(t) => t,
             None if file.of_unlisted() => self.unlisted_table(dir, base)?,
             None => return Err(FsError::NotFound),
@@ -95,5 +97,6 @@ fn hidden_content(
         Hidden::Stats => crate::stats::file(tensor, ctx.cache.offset_store().cloned()),
         Hidden::Csr => crate::views::csr::file(tensor, ctx),
         Hidden::CsrIds => crate::views::csr::ids_file(tensor),
+        Hidden::Json => Ok(crate::layout::json::json_content(tensor, ctx)),
     }
 }
