@@ -20,7 +20,7 @@ use super::decode::{
 use super::lines::{LineIndex, STRIDE};
 use super::rowtype::ValueType;
 use super::{idline, text, AngelFormat};
-use crate::model::Entries;
+use crate::model::{ColumnBlock, Entries};
 use crate::source::ReadAt;
 use crate::store::Store;
 
@@ -437,6 +437,67 @@ impl Region {
                     out.cols.push(col);
                     parse_value(f, self.value, &mut out.values)
                         .map_err(|e| format!("column {col}: {e}").into())
+                })?;
+            }
+            _ => return Err("column records asked of a row format".into()),
+        }
+        Ok(())
+    }
+
+    /// Every value of column records `first..first + n`: value `slot` of a record belongs to
+    /// stored row `rows[slot]` (`rows.len()` is the partition's saved rows).
+    pub(crate) fn column_records(
+        &self,
+        file: &dyn ReadAt,
+        first: u64,
+        n: u64,
+        rows: &[u32],
+        out: &mut ColumnBlock,
+    ) -> Res<()> {
+        if rows.len() as u64 != self.k {
+            return Err(format!("{} rows for {} saved rows", rows.len(), self.k).into());
+        }
+        let mut last = None;
+        match self.kind {
+            Kind::BinaryColumns => self.with_binary(file, first, n, |data| {
+                let (kw, vw) = (self.key_width, self.value.width());
+                for r in data.chunks_exact(self.rec as usize) {
+                    let col = be_i64(&r[..kw]);
+                    self.check_col(col, &mut last)?;
+                    for (slot, &row) in rows.iter().enumerate() {
+                        let at = kw + slot * vw;
+                        out.cols.push(col);
+                        out.rows.push(row);
+                        be_value_to_le(&r[at..at + vw], &mut out.values);
+                    }
+                }
+                Ok(())
+            })?,
+            Kind::TextColumns => {
+                self.with_lines(file, first, n, |line| {
+                    let mut it = text::fields(line, &self.sep);
+                    let col = parse_key(it.next().unwrap_or(&[]), self.key_width)?;
+                    self.check_col(col, &mut last)?;
+                    let mut got = 0usize;
+                    for f in it {
+                        let Some(&row) = rows.get(got) else {
+                            got += 1;
+                            continue;
+                        };
+                        out.cols.push(col);
+                        out.rows.push(row);
+                        parse_value(f, self.value, &mut out.values)
+                            .map_err(|e| format!("column {col}: {e}"))?;
+                        got += 1;
+                    }
+                    if got != rows.len() {
+                        return Err(format!(
+                            "column {col}: {got} values where {} were expected",
+                            self.k
+                        )
+                        .into());
+                    }
+                    Ok(())
                 })?;
             }
             _ => return Err("column records asked of a row format".into()),

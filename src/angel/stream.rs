@@ -15,7 +15,7 @@ use super::decode::DecodeError;
 use super::fault::MatrixFault;
 use super::meta::{MatrixMeta, PartMeta};
 use super::region::{Region, RowRun};
-use crate::model::{Entries, SparseShape};
+use crate::model::{ColumnBlock, Entries, SparseShape};
 use crate::source::ReadAt;
 
 /// A run of one row's entries held by one partition.
@@ -102,6 +102,11 @@ impl Segments {
             s.seg_ptr.push(s.segs.len());
         }
         Some(s)
+    }
+
+    /// Whether the matrix is stored by column (a record per column).
+    pub(crate) fn is_columns(&self) -> bool {
+        self.columns
     }
 
     /// The runs of stored row `k`.
@@ -194,6 +199,63 @@ impl Stream<'_> {
         };
         res.and_then(|()| file.check_consistent().map_err(Into::into))
             .map_err(|f| fault(&*file, pm, f))
+    }
+
+    /// Column formats: every value of the column records in columns `lo..hi` (`None`:
+    /// unbounded), of every stored row, appended to `out` — each partition's records read
+    /// once for all its rows, where `read_entries` reads them once per row.
+    pub(crate) fn column_block(
+        &self,
+        lo: Option<i64>,
+        hi: Option<i64>,
+        out: &mut ColumnBlock,
+    ) -> Result<(), Arc<MatrixFault>> {
+        let shape = &self.segs.shape;
+        let mut parts: Vec<usize> = self.segs.segs.iter().map(|s| s.part).collect();
+        parts.sort_unstable();
+        parts.dedup();
+        for p in parts {
+            let pm = self.parts.part(p);
+            let outside = !pm.is_hash()
+                && (hi.is_some_and(|h| h <= pm.start_col) || lo.is_some_and(|l| l >= pm.end_col));
+            let n = pm.save_col_num;
+            if outside || n == 0 {
+                continue;
+            }
+            let (region, file) = self.parts.region(p)?;
+            let seek = |c: i64| {
+                region
+                    .seek(&*file, 0, n, c, pm.start_col)
+                    .map_err(|f| fault(&*file, pm, f))
+            };
+            let s = match lo {
+                Some(c) => seek(c)?,
+                None => 0,
+            };
+            let e = match hi {
+                Some(c) => seek(c)?,
+                None => n,
+            };
+            if e <= s {
+                continue;
+            }
+            // A record's values are the partition's saved rows, ascending: their stored rows.
+            let mut rows = Vec::with_capacity(pm.rows.len());
+            for &(row, _) in &pm.rows {
+                let k = shape.rows.binary_search(&u64::from(row)).map_err(|_| {
+                    Arc::new(MatrixFault::Known(format!(
+                        "partition {}: row {row} is not a stored row",
+                        pm.part_id
+                    )))
+                })?;
+                rows.push(k as u32);
+            }
+            region
+                .column_records(&*file, s, e - s, &rows, out)
+                .and_then(|()| file.check_consistent().map_err(Into::into))
+                .map_err(|f| fault(&*file, pm, f))?;
+        }
+        Ok(())
     }
 
     /// The index of the first entry of stored row `k` whose column is ≥ `col`.

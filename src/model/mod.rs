@@ -356,6 +356,24 @@ impl SparseShape {
     }
 }
 
+/// Values of a matrix stored by column, a range of columns at a time
+/// (`Sparse::read_column_block`): value `i` is at column `cols[i]` of stored row `rows[i]`
+/// (an index into `SparseShape::rows`), little-endian element bytes.
+#[derive(Debug, Default)]
+pub struct ColumnBlock {
+    pub cols: Vec<i64>,
+    pub rows: Vec<u32>,
+    pub values: Vec<u8>,
+}
+
+impl ColumnBlock {
+    pub(crate) fn clear(&mut self) {
+        self.cols.clear();
+        self.rows.clear();
+        self.values.clear();
+    }
+}
+
 /// Entries of a sparse tensor read by range (`Tensor::read_entries`).
 #[derive(Debug, Default)]
 pub struct Entries {

@@ -15,7 +15,7 @@
 use std::sync::Arc;
 
 use super::rows::{sparse_column, sparse_row, MAX_ROW_BYTES};
-use super::{DType, Entries, KeyKind, ModelError, RequestError, SparseShape, Tensor};
+use super::{ColumnBlock, DType, Entries, KeyKind, ModelError, RequestError, SparseShape, Tensor};
 
 /// Bytes of row values a piece holds, about.
 const PIECE_BYTES: u64 = 4 << 20;
@@ -31,6 +31,7 @@ pub struct Batch {
     /// `ids.len() × width` elements, little-endian.
     pub values: Vec<u8>,
     entries: Entries,
+    block: ColumnBlock,
     merged: Vec<(i64, u32, u32)>,
 }
 
@@ -243,7 +244,9 @@ impl TableScan {
             return Ok(Vec::new());
         };
         let (start, end) = (shape.row_ptr[longest], shape.row_ptr[longest + 1]);
-        let per = self.rows_per_piece.max(1024);
+        // A piece's entries of all rows are held several times over while merged (columns,
+        // rows, values, their order): about 32 bytes an entry.
+        let per = (PIECE_BYTES / (self.width.max(1) * 32)).max(1024);
         let sparse = self.t.entries()?;
         let mut got = Entries::default();
         let mut bounds = Vec::new();
@@ -275,6 +278,29 @@ impl TableScan {
         let (entries, merged) = (&mut out.entries, &mut out.merged);
         entries.clear();
         merged.clear();
+        let block = &mut out.block;
+        block.clear();
+        if let Some(read) = sparse.read_column_block(lo, hi, block) {
+            // Stored by column: each record read once for all rows.
+            read?;
+            if block.values.len() != block.cols.len() * es || block.rows.len() != block.cols.len() {
+                return Err(self.error("column values without their rows"));
+            }
+            if block.rows.iter().any(|&r| r as usize >= shape.rows.len()) {
+                return Err(self.error("a column value of no stored row"));
+            }
+            merged.extend((0..block.cols.len()).map(|i| (block.cols[i], block.rows[i], i as u32)));
+            gather(
+                merged,
+                &block.values,
+                self.row_bytes(),
+                es,
+                &mut out.ids,
+                &mut out.positions,
+                &mut out.values,
+            );
+            return Ok(());
+        }
         for r in 0..shape.rows.len() {
             let s = match lo {
                 Some(c) => sparse.seek_col(r, c)?,
@@ -294,19 +320,40 @@ impl TableScan {
             }
             merged.extend((at..entries.cols.len()).map(|i| (entries.cols[i], r as u32, i as u32)));
         }
-        merged.sort_unstable();
-        let row = self.row_bytes();
-        for (i, &(col, r, e)) in merged.iter().enumerate() {
-            if i == 0 || merged[i - 1].0 != col {
-                out.ids.push(col);
-                out.positions.push(col as u64);
-                let at = out.values.len();
-                out.values.resize(at + row, 0);
-            }
-            let base = out.values.len() - row + r as usize * es;
-            let e = e as usize * es;
-            out.values[base..base + es].copy_from_slice(&entries.values[e..e + es]);
-        }
+        gather(
+            merged,
+            &entries.values,
+            self.row_bytes(),
+            es,
+            &mut out.ids,
+            &mut out.positions,
+            &mut out.values,
+        );
         Ok(())
+    }
+}
+
+/// The rows of a `ColumnId` piece from its values: `merged` holds (column, stored row, value
+/// index into `values`) of each; a row per column, ascending, zero where a row lacks it.
+fn gather(
+    merged: &mut [(i64, u32, u32)],
+    values: &[u8],
+    row: usize,
+    es: usize,
+    ids: &mut Vec<i64>,
+    positions: &mut Vec<u64>,
+    out: &mut Vec<u8>,
+) {
+    merged.sort_unstable();
+    for (i, &(col, r, e)) in merged.iter().enumerate() {
+        if i == 0 || merged[i - 1].0 != col {
+            ids.push(col);
+            positions.push(col as u64);
+            let at = out.len();
+            out.resize(at + row, 0);
+        }
+        let base = out.len() - row + r as usize * es;
+        let e = e as usize * es;
+        out[base..base + es].copy_from_slice(&values[e..e + es]);
     }
 }

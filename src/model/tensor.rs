@@ -16,7 +16,8 @@ use bytes::Bytes;
 
 use super::rows::{self, default_key_kind, KeyKind, RowHit};
 use super::{
-    entries_in, seek_col_in, Entries, ModelError, RequestError, SparseRows, SparseShape, TensorMeta,
+    entries_in, seek_col_in, ColumnBlock, Entries, ModelError, RequestError, SparseRows,
+    SparseShape, TensorMeta,
 };
 
 /// A tensor (or one partition of one) that can be read.
@@ -123,6 +124,20 @@ pub trait Sparse: Tensor {
     /// is ≥ `col` (the row's end when none is).
     fn seek_col(&self, k: usize, col: i64) -> Result<u64, ModelError> {
         seek_col_in(&*self.sparse()?, k, col)
+    }
+
+    /// A matrix stored by column (a record per column holding a value per stored row): every
+    /// stored value in columns `lo..hi` (`None`: unbounded), appended to `out` in any order,
+    /// each record read once for all rows. `None` when the reader stores rows (read them by
+    /// `seek_col` and `read_entries`).
+    fn read_column_block(
+        &self,
+        lo: Option<i64>,
+        hi: Option<i64>,
+        out: &mut ColumnBlock,
+    ) -> Option<Result<(), ModelError>> {
+        let _ = (lo, hi, out);
+        None
     }
 }
 

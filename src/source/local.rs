@@ -82,18 +82,29 @@ pub(crate) struct MmapFile {
     mtime: SystemTime,
     /// Instant (as nanos since `epoch`) of the last identity check that passed.
     last_check_ns: AtomicU64,
-    /// Bytes handed out since the mapping's pages were last dropped from this process.
-    read_since_drop: AtomicU64,
+    /// The drop (`DROPS`) this file's mapping was last put on the list of touched ones for.
+    listed_for: AtomicU64,
     epoch: Instant,
     /// A second open of the same inode, with the kernel's read-ahead off, for a reader's
     /// small metadata reads (`read_vec`): opened on first use.
     small: OnceLock<Option<File>>,
 }
 
-/// After this many bytes read from a mapping, its pages are unmapped from the process again
-/// (`MADV_DONTNEED`; they stay in the page cache): a mount that reads a 4 GiB checkpoint
-/// keeps its resident set bounded instead of growing by every page it touched.
-const DROP_MAPPED_EVERY: u64 = 32 << 20;
+/// After this many bytes read from mappings, in total over the process, the pages of every
+/// mapping read since the last time are unmapped from the process again (`MADV_DONTNEED`;
+/// they stay in the page cache): a mount that reads a 4 GiB checkpoint, or many files at
+/// once, keeps its resident set bounded instead of growing by every page it touched.
+const DROP_MAPPED_EVERY: u64 = 16 << 20;
+
+/// Bytes handed out from mappings since their pages were last dropped (all files).
+static READ_SINCE_DROP: AtomicU64 = AtomicU64::new(0);
+/// How many drops there have been: a file is listed in `TOUCHED` once per drop.
+static DROPS: AtomicU64 = AtomicU64::new(0);
+/// The mappings read from since the last drop.
+static TOUCHED: std::sync::Mutex<Vec<std::sync::Weak<Mmap>>> = std::sync::Mutex::new(Vec::new());
+
+/// The smallest range `done_with` hands back at once.
+const DONE_WITH_MIN: u64 = 256 << 10;
 
 /// How long an identity check stays valid; bounds the stat calls on the read path.
 const RECHECK_INTERVAL: Duration = Duration::from_millis(200);
@@ -134,7 +145,7 @@ impl MmapFile {
             identity: FileIdentity::of(&meta),
             mtime: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
             last_check_ns: AtomicU64::new(0),
-            read_since_drop: AtomicU64::new(0),
+            listed_for: AtomicU64::new(u64::MAX),
             epoch: Instant::now(),
             small: OnceLock::new(),
         })
@@ -195,18 +206,38 @@ impl Drop for Lent {
 }
 
 impl MmapFile {
-    /// Counts `len` bytes handed out; every `DROP_MAPPED_EVERY` bytes the mapping's pages are
-    /// dropped from the process.
+    /// Counts `len` bytes handed out; every `DROP_MAPPED_EVERY` bytes (over all files) the
+    /// pages of every mapping read from since are dropped from the process.
     fn dropping_pages(&self, len: usize) {
-        let before = self
-            .read_since_drop
-            .fetch_add(len as u64, Ordering::Relaxed);
-        if before + len as u64 >= DROP_MAPPED_EVERY && before < DROP_MAPPED_EVERY {
-            self.read_since_drop.store(0, Ordering::Relaxed);
-            if let Some(map) = &self.map {
-                // SAFETY: the mapping is shared, read-only and of an unchanged file (checked
-                // by the caller): dropped pages fault back in with the same bytes, so slices
-                // other threads hold stay valid and keep their contents.
+        let Some(map) = &self.map else {
+            return;
+        };
+        let drop = DROPS.load(Ordering::Relaxed);
+        if self.listed_for.swap(drop, Ordering::Relaxed) != drop {
+            if let Ok(mut t) = TOUCHED.lock() {
+                t.push(Arc::downgrade(map));
+            }
+        }
+        let len = len as u64;
+        let now = READ_SINCE_DROP.fetch_add(len, Ordering::Relaxed) + len;
+        // The bytes being handed out are touched after this: they count towards the next
+        // drop, and this file is listed for it. One thread drops (the exchange elects it).
+        let elected = now >= DROP_MAPPED_EVERY
+            && READ_SINCE_DROP
+                .compare_exchange(now, len, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok();
+        if elected {
+            let next = DROPS.fetch_add(1, Ordering::Relaxed) + 1;
+            let touched = TOUCHED.lock().map(|mut t| {
+                let all = std::mem::take(&mut *t);
+                t.push(Arc::downgrade(map));
+                all
+            });
+            self.listed_for.store(next, Ordering::Relaxed);
+            for map in touched.into_iter().flatten().filter_map(|w| w.upgrade()) {
+                // SAFETY: the mapping is shared, read-only and of a file checked unchanged
+                // before each read: dropped pages fault back in with the same bytes, so
+                // slices other threads hold stay valid and keep their contents.
                 let _ = unsafe { map.unchecked_advise(memmap2::UncheckedAdvice::DontNeed) };
             }
         }
@@ -290,10 +321,13 @@ impl ReadAt for MmapFile {
         let Some(map) = self.map.as_ref() else {
             return;
         };
-        // Whole pages inside the range: a page shared with bytes still in use stays.
+        // Whole pages inside the range: a page shared with bytes still in use stays. A small
+        // range is left to the drop every `DROP_MAPPED_EVERY` bytes read (`dropping_pages`):
+        // each madvise stops every core to flush its TLB, and a lookup's few pages (a row
+        // read back by id, a line found by a seek) are not worth it.
         let start = offset.div_ceil(PAGE) * PAGE;
         let end = offset.saturating_add(len).min(self.size()) / PAGE * PAGE;
-        if end > start {
+        if end >= start + DONE_WITH_MIN {
             // SAFETY: as in `read_at`: a shared read-only mapping; dropped pages fault back in
             // with the same bytes, so slices other threads hold stay valid.
             let _ = unsafe {
@@ -447,7 +481,7 @@ mod tests {
         }
         // Pages dropped on the way fault back in with the same bytes.
         assert_eq!(&*held, &data[100..1100]);
-        assert!(f.read_since_drop.load(Ordering::Relaxed) < DROP_MAPPED_EVERY);
+        assert!(READ_SINCE_DROP.load(Ordering::Relaxed) < DROP_MAPPED_EVERY);
     }
 
     /// Resident bytes of this process's mappings of `path` (`/proc/self/smaps`).
@@ -504,6 +538,31 @@ mod tests {
         let rss = mapped_rss(&p);
         assert!(rss <= 1 << 20, "{rss} bytes of the file still mapped");
         assert!(f.for_each_piece(1, data.len() as u64, &mut |_| ()).is_err());
+    }
+
+    /// Reads spread over many files leave at most about `DROP_MAPPED_EVERY` of them mapped
+    /// in all: the bound is the process's, not each file's.
+    #[test]
+    fn reads_over_many_files_leave_little_mapped_in_all() {
+        let dir = tempfile::tempdir().unwrap();
+        let piece = DROP_MAPPED_EVERY as usize / 2;
+        let files: Vec<(std::path::PathBuf, MmapFile)> = (0..6)
+            .map(|k| {
+                let p = dir.path().join(format!("f{k}"));
+                std::fs::write(&p, vec![k as u8 + 1; piece]).unwrap();
+                let f = MmapFile::open(&p).unwrap();
+                (p, f)
+            })
+            .collect();
+        for (_, f) in &files {
+            let sum: u64 = f.read_at(0, piece).unwrap().iter().map(|&b| b as u64).sum();
+            assert!(sum > 0);
+        }
+        let mapped: u64 = files.iter().map(|(p, _)| mapped_rss(p)).sum();
+        assert!(
+            mapped <= DROP_MAPPED_EVERY + (1 << 20),
+            "{mapped} bytes of 6 files still mapped"
+        );
     }
 
     /// Metadata reads give the same bytes through their own description, which reads the

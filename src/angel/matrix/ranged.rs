@@ -6,7 +6,8 @@ use std::sync::Arc;
 use super::super::stream::{Segments, Stream};
 use super::{AngelMatrix, Inner, MatrixFault};
 use crate::model::{
-    entries_in, seek_col_in, Entries, ModelError, Sparse, SparseRows, SparseShape, Tensor,
+    entries_in, seek_col_in, ColumnBlock, Entries, ModelError, Sparse, SparseRows, SparseShape,
+    Tensor,
 };
 
 /// A matrix or one partition: its entries by range (`stream`), or, when its partitions must
@@ -40,6 +41,24 @@ impl<T: Ranged + Tensor> Sparse for T {
 
     fn seek_col(&self, k: usize, col: i64) -> Result<u64, ModelError> {
         seek_of(self, k, col)
+    }
+
+    fn read_column_block(
+        &self,
+        lo: Option<i64>,
+        hi: Option<i64>,
+        out: &mut ColumnBlock,
+    ) -> Option<Result<(), ModelError>> {
+        let segs = match self.segments() {
+            Ok(Some(s)) if s.is_columns() => s,
+            Ok(_) => return None,
+            Err(e) => return Some(Err(e)),
+        };
+        let stream = Stream {
+            segs: &segs,
+            parts: self.parts(),
+        };
+        Some(stream.column_block(lo, hi, out).map_err(|f| self.fault(f)))
     }
 }
 
