@@ -55,6 +55,10 @@ if ! command -v bindfs > /dev/null || ! command -v fio > /dev/null; then
         apt-get install -y -qq bindfs fio > /dev/null 2>&1 || echo "bench: could not install bindfs/fio" >&2
     fi
 fi
+# Target 15 measures the CLI's peak RSS with GNU time (package `time`).
+if [[ ! -x /usr/bin/time ]] && [[ $(id -u) == 0 ]] && command -v apt-get > /dev/null; then
+    apt-get install -y -qq time > /dev/null 2>&1 || echo "bench: could not install time" >&2
+fi
 # Target 7's second S3 server (a seek per ranged GET, unlike moto): built once from crates.io.
 if [[ -z "${ONLY:-}" || ",$ONLY," == *,7,* ]] && ! command -v s3s-fs > /dev/null; then
     echo "bench: building s3s-fs (cargo install s3s-fs, a few minutes, once)" >&2

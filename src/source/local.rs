@@ -103,6 +103,9 @@ static DROPS: AtomicU64 = AtomicU64::new(0);
 /// The mappings read from since the last drop.
 static TOUCHED: std::sync::Mutex<Vec<std::sync::Weak<Mmap>>> = std::sync::Mutex::new(Vec::new());
 
+/// What one page fault on a mapping maps (the kernel's `fault_around_bytes` default).
+const FAULT_AROUND: u64 = 64 << 10;
+
 /// The smallest range `done_with` hands back at once.
 const DONE_WITH_MIN: u64 = 256 << 10;
 
@@ -218,7 +221,9 @@ impl MmapFile {
                 t.push(Arc::downgrade(map));
             }
         }
-        let len = len as u64;
+        // A fault maps the pages around the one asked for too (the kernel's fault-around,
+        // 64 KiB by default): a small read (a line a seek probes) leaves that much mapped.
+        let len = (len as u64).max(FAULT_AROUND);
         let now = READ_SINCE_DROP.fetch_add(len, Ordering::Relaxed) + len;
         // The bytes being handed out are touched after this: they count towards the next
         // drop, and this file is listed for it. One thread drops (the exchange elects it).
