@@ -7,17 +7,22 @@ use std::process::Command;
 
 use crate::support::Fuse;
 
-fn have_safetensors() -> bool {
+/// Whether python3 imports `modules` (a comma-separated `import` list); in CI it must.
+fn have_python(modules: &str) -> bool {
     let have = Command::new("python3")
-        .args(["-c", "import numpy, safetensors"])
+        .args(["-c", &format!("import {modules}")])
         .output()
         .is_ok_and(|o| o.status.success());
     assert!(
         have || (std::env::var_os("CI").is_none()
             && std::env::var_os("MODELFS_REQUIRE_FUSE").is_none()),
-        "python3 with numpy and safetensors is needed (scripts/test installs them)"
+        "python3 with {modules} is needed (scripts/test installs them)"
     );
     have
+}
+
+fn have_safetensors() -> bool {
+    have_python("numpy, safetensors")
 }
 
 #[test]
@@ -297,16 +302,7 @@ fn gguf_sources_read_as_gguf_reads_them() {
 }
 
 fn have_scipy_xgboost() -> bool {
-    let have = Command::new("python3")
-        .args(["-c", "import numpy, scipy.sparse, xgboost"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        have || (std::env::var_os("CI").is_none()
-            && std::env::var_os("MODELFS_REQUIRE_FUSE").is_none()),
-        "python3 with numpy, scipy and xgboost is needed (scripts/test installs them)"
-    );
-    have
+    have_python("numpy, scipy.sparse, xgboost")
 }
 
 /// `NAME.csr.npz` of every sparse Angel matrix and every hash table of the fixtures (TF hash

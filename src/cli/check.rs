@@ -9,12 +9,12 @@
 //! `emb/Adam` and `emb/.OPTIMIZER_SLOT/…`) whose rows are as wide as its own.
 
 use std::ffi::OsString;
-use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::Arc;
 
 use serde_json::json;
 
+use super::compare::at_or_below;
 use super::inspect::{source_failure, walk, write_out};
 use super::rowdiff::tables;
 use super::{open_model, store_name, Failure, EXIT_SOURCE};
@@ -61,23 +61,8 @@ pub(crate) fn check(
 ) -> Result<(), Failure> {
     let model = open_model(source, opts)?;
     let ctx = crate::fs::layout_ctx(opts, &store_name(source));
-    let wanted: Vec<String> = paths
-        .iter()
-        .map(|p| {
-            String::from_utf8_lossy(p.as_bytes())
-                .trim_matches('/')
-                .to_string()
-        })
-        .collect();
-    let within = |p: &str| {
-        wanted.is_empty()
-            || wanted.iter().any(|w| {
-                w.is_empty()
-                    || p == w
-                    || p.strip_prefix(w.as_str())
-                        .is_some_and(|r| r.starts_with('/'))
-            })
-    };
+    let wanted = super::compare::mount_paths(paths);
+    let within = |p: &str| wanted.is_empty() || wanted.iter().any(|w| at_or_below(p, w));
     let mut problems = Vec::new();
     let mut trouble = Vec::new();
 

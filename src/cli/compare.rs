@@ -78,23 +78,31 @@ fn table(rows: &[Vec<String>], left: usize) -> String {
     out
 }
 
-/// The tensors of `found` at or below the mount paths `paths` (all when none); a path that
-/// names nothing is a usage error.
-fn select(found: Vec<Found>, paths: &[OsString]) -> Result<Vec<Found>, Failure> {
-    if paths.is_empty() {
-        return Ok(found);
-    }
-    let wanted: Vec<String> = paths
+/// PATH arguments as mount paths (no leading or trailing `/`).
+pub(super) fn mount_paths(paths: &[OsString]) -> Vec<String> {
+    paths
         .iter()
         .map(|p| {
             String::from_utf8_lossy(p.as_bytes())
                 .trim_matches('/')
                 .to_string()
         })
-        .collect();
-    let under = |f: &Found, w: &str| {
-        w.is_empty() || f.path == w || f.path.strip_prefix(w).is_some_and(|r| r.starts_with('/'))
-    };
+        .collect()
+}
+
+/// Whether mount path `path` is `dir` or below it (`""`: the root).
+pub(super) fn at_or_below(path: &str, dir: &str) -> bool {
+    dir.is_empty() || path == dir || path.strip_prefix(dir).is_some_and(|r| r.starts_with('/'))
+}
+
+/// The tensors of `found` at or below the mount paths `paths` (all when none); a path that
+/// names nothing is a usage error.
+fn select(found: Vec<Found>, paths: &[OsString]) -> Result<Vec<Found>, Failure> {
+    if paths.is_empty() {
+        return Ok(found);
+    }
+    let wanted = mount_paths(paths);
+    let under = |f: &Found, w: &str| at_or_below(&f.path, w);
     for w in &wanted {
         if !found.iter().any(|f| under(f, w)) {
             return Err(Failure::new(
