@@ -37,13 +37,16 @@ fn is_float(d: DType) -> bool {
     matches!(d, DType::F32 | DType::F64 | DType::F16 | DType::BF16)
 }
 
-/// The slots of each table: `(table, slot)` paths.
+/// The slots of each table: `(table, slot)` paths. `names` are sorted, so the paths under
+/// a table are one run of them, found by a search (a model has thousands of 2-D tensors).
 fn slot_pairs(names: &[&String], width: impl Fn(&str) -> u64) -> Vec<(String, String)> {
+    debug_assert!(names.windows(2).all(|w| w[0] < w[1]));
     let mut out = Vec::new();
     for t in names {
         let under = format!("{t}/");
-        for s in names {
-            if s.starts_with(&under) && width(s) == width(t) {
+        let first = names.partition_point(|s| s.as_str() < under.as_str());
+        for s in names[first..].iter().take_while(|s| s.starts_with(&under)) {
+            if width(s) == width(t) {
                 out.push(((*t).clone(), (*s).clone()));
             }
         }
@@ -59,6 +62,7 @@ pub(crate) fn check(
     as_json: bool,
     opts: &Options,
 ) -> Result<(), Failure> {
+    super::rowdiff::raise_open_files();
     let model = open_model(source, opts)?;
     let ctx = crate::fs::layout_ctx(opts, &store_name(source));
     let wanted = super::compare::mount_paths(paths);

@@ -47,6 +47,23 @@ pub(super) fn tables(model: &dyn Model) -> Result<BTreeMap<String, Arc<dyn Tenso
     Ok(out)
 }
 
+/// Raises the soft limit on open files to the hard one: the row matching keeps up to 512
+/// spill files open beside the models' own (a sharded table has hundreds), and the soft
+/// limit is often 1024.
+pub(super) fn raise_open_files() {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit with a valid pointer to a local struct.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            let _ = libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+    }
+}
+
 /// `modelfs diff --rows A B [TABLE…]`.
 pub(crate) fn diff_rows_cmd(
     a: &Path,
@@ -55,6 +72,7 @@ pub(crate) fn diff_rows_cmd(
     as_json: bool,
     opts: &Options,
 ) -> Result<(), Failure> {
+    raise_open_files();
     let open = |s: &Path| -> Result<_, Failure> {
         let model = open_model(s, opts)?;
         let t = tables(&*model).map_err(|e| source_failure(s, e))?;

@@ -72,8 +72,8 @@ impl Csr {
         if t.key_kind() != Some(KeyKind::HashKey) {
             return Err("it is neither a sparse matrix nor a hash table".into());
         }
-        let n = meta.shape[0];
-        let width: u64 = meta.shape[1..].iter().product();
+        let (&n, rest) = meta.shape.split_first().ok_or("a table without rows")?;
+        let width: u64 = rest.iter().product();
         let nnz = n
             .checked_mul(width)
             .filter(|b| b.checked_mul(es as u64).is_some())
