@@ -27,12 +27,12 @@ fn scan_all(t: &Arc<dyn Tensor>) -> Result<Vec<(i64, Vec<u8>)>, crate::model::Mo
     let rb = scan.row_bytes();
     for k in 0..scan.pieces() {
         scan.read_piece(k, &mut b)?;
-        assert_eq!(b.values.len(), b.ids.len() * rb);
+        assert_eq!(b.values().len(), b.ids.len() * rb);
         for (i, &id) in b.ids.iter().enumerate() {
             // What a scan gives back by position is the row it read.
             let mut again = Vec::new();
             scan.row(b.positions[i], id, &mut again).unwrap();
-            assert_eq!(again, b.values[i * rb..(i + 1) * rb]);
+            assert_eq!(again, b.values()[i * rb..(i + 1) * rb]);
             out.push((id, again));
         }
     }
@@ -324,4 +324,57 @@ fn dense_tables_compare_by_row_and_widths_must_agree() {
         .unwrap()
         .unwrap();
     assert!(diff_rows(&a, &c, &Patient, &mut |_, _| Ok(())).is_err());
+}
+
+/// `diff --rows` reads a TF hash table's keys and values once, without their checksum passes,
+/// and confirms their CRC32Cs from what it read: a byte changed in the stored values fails
+/// the diff (and `check`'s key sets), as a checksum pass would have.
+#[test]
+fn a_scan_read_once_still_fails_on_a_bad_checksum() {
+    let src = fixtures_dir().join("tf/hashtable/tf2");
+    let dir = tempfile::tempdir().unwrap();
+    for f in ["ckpt.index", "ckpt.data-00000-of-00001"] {
+        std::fs::copy(src.join(f), dir.path().join(f)).unwrap();
+    }
+    let at = |d: &std::path::Path| {
+        let model = crate::detect::model_at(&d.join("ckpt"), &Default::default())
+            .unwrap_or_else(|e| panic!("{}: {e}", d.display()));
+        tables(&*model).unwrap()
+    };
+    let clean = at(&src);
+    let (name, t) = clean
+        .iter()
+        .find(|(_, t)| t.key_kind() == Some(KeyKind::HashKey) && t.meta().shape[0] > 1)
+        .expect("a hash table");
+    // Its stored values, found in the data file, get one bit flipped.
+    let (_, values) = t.as_keyed().unwrap().key_value_tensors().unwrap();
+    let len = values.meta().num_elements().unwrap() as usize * 4;
+    let mut v = vec![0u8; len];
+    values.read_elements(0, &mut v).unwrap();
+    let data = dir.path().join("ckpt.data-00000-of-00001");
+    let mut bytes = std::fs::read(&data).unwrap();
+    let start = bytes
+        .windows(len)
+        .position(|w| w == v)
+        .expect("the values in the data file");
+    bytes[start + len / 2] ^= 0x10;
+    std::fs::write(&data, bytes).unwrap();
+
+    let bad = at(dir.path());
+    let scan = |t: &Arc<dyn Tensor>| TableScan::new(t.clone()).unwrap().unwrap().deferring();
+    let (sa, sb) = (scan(&bad[name]), scan(t));
+    // (The clean table's checksums are known by now: its reads need no pass.)
+    assert!(sa.is_deferring());
+    let err = diff_rows(&sa, &sb, &Patient, &mut |_, _| Ok(())).unwrap_err();
+    assert!(err.to_string().contains("checksum"), "{err}");
+    let bad = at(dir.path());
+    let sa = scan(&bad[name]);
+    assert!(sa.is_deferring());
+    let err = key_sets(&sb, &sa, &Patient).unwrap_err();
+    assert!(err.to_string().contains("checksum"), "{err}");
+    // The clean table against itself: read once, confirmed, no change.
+    let s = diff_rows(&scan(t), &scan(t), &Patient, &mut |_, _| Ok(())).unwrap();
+    assert_eq!((s.changed, s.added, s.removed), (0, 0, 0));
+    assert_eq!(s.unchanged + s.repeated[0], t.meta().shape[0]);
+    assert!(s.unchanged > 0);
 }

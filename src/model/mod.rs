@@ -10,10 +10,12 @@
 //!   keys) before handing components out.
 //! - Listing a directory never requires decoding tensor data.
 
+mod crc;
 pub(crate) mod rows;
 pub mod scan;
 mod tensor;
 
+pub(crate) use crc::Crc;
 pub(crate) use rows::default_key_kind;
 pub mod flat;
 pub mod member;

@@ -14,11 +14,20 @@
 
 use std::sync::Arc;
 
+use bytes::Bytes;
+
 use super::rows::{sparse_column, sparse_row, MAX_ROW_BYTES};
-use super::{ColumnBlock, DType, Entries, KeyKind, ModelError, RequestError, SparseShape, Tensor};
+use crate::source::lending;
+
+use super::{
+    ColumnBlock, Crc, DType, Entries, KeyKind, ModelError, RequestError, SparseShape, Tensor,
+};
 
 /// Bytes of row values a piece holds, about.
 const PIECE_BYTES: u64 = 4 << 20;
+/// Rows a piece holds at most: narrow rows make pieces of many rows, and a scan's consumer
+/// keeps a few words per row of a piece (ids, positions, fingerprints).
+const PIECE_ROWS: u64 = 1 << 16;
 /// Stored rows a `ColumnId` table may have: each is a cursor of the merge.
 const MAX_MERGED_ROWS: usize = 1 << 16;
 
@@ -28,19 +37,53 @@ pub struct Batch {
     pub ids: Vec<i64>,
     /// Where each row is, for `TableScan::row`.
     pub positions: Vec<u64>,
-    /// `ids.len() × width` elements, little-endian.
-    pub values: Vec<u8>,
+    /// `ids.len() × width` elements, little-endian, when read as a copy.
+    values: Vec<u8>,
+    /// The same, when lent by the source (no copy).
+    lent: Option<Bytes>,
+    /// Of a deferring scan: the CRC32Cs of the keys' and the values' stored bytes read by
+    /// the pieces since the last `take_crcs`, in the order read.
+    crcs: [Crc; 2],
+    raw_keys: Vec<u8>,
     entries: Entries,
     block: ColumnBlock,
     merged: Vec<(i64, u32, u32)>,
 }
 
 impl Batch {
+    /// Empties the batch; `values` keeps its length (overwritten or cleared by its reader:
+    /// zeroing 4 MiB a piece for nothing cost as much as reading it).
     fn clear(&mut self) {
         self.ids.clear();
         self.positions.clear();
-        self.values.clear();
+        self.lent = None;
     }
+
+    /// The checksums of what was read since the last call (`TableScan::deferring`).
+    pub(crate) fn take_crcs(&mut self) -> [Crc; 2] {
+        std::mem::take(&mut self.crcs)
+    }
+
+    /// `ids.len() × width` elements, little-endian.
+    pub fn values(&self) -> &[u8] {
+        match &self.lent {
+            Some(b) => b,
+            None => &self.values,
+        }
+    }
+}
+
+/// Entries of its longest stored row a `ColumnId` piece takes, of a table of `width` stored
+/// rows. A piece's entries of all rows are held several times over while merged (columns,
+/// rows, values, their order): about 32 bytes an entry.
+fn column_piece_entries(width: u64) -> u64 {
+    (PIECE_BYTES / (width.max(1) * 32)).clamp(1024, PIECE_ROWS)
+}
+
+/// `v` as `len` bytes, to be overwritten whole (only what it grows by is zeroed).
+fn to_fill(v: &mut Vec<u8>, len: usize) -> &mut [u8] {
+    v.resize(len, 0);
+    v
 }
 
 /// A keyed tensor's rows, ready to be read piece by piece.
@@ -55,6 +98,16 @@ pub struct TableScan {
     shape: Option<Arc<SparseShape>>,
     /// `ColumnId`: the first column of each piece after the first.
     bounds: Vec<i64>,
+    /// A hash table's keys and values read unverified (`deferring`).
+    deferred: Option<Deferred>,
+}
+
+/// The stored tensors of a deferring scan (`Keyed::key_value_tensors`).
+struct Deferred {
+    keys: Arc<dyn Tensor>,
+    values: Arc<dyn Tensor>,
+    /// Bytes of a stored key: 4 or 8.
+    key_width: usize,
 }
 
 impl TableScan {
@@ -80,6 +133,7 @@ impl TableScan {
             rows_per_piece: 1,
             shape: None,
             bounds: Vec::new(),
+            deferred: None,
             t: t.clone(),
         };
         match kind {
@@ -116,11 +170,60 @@ impl TableScan {
             }
             .into());
         }
-        scan.rows_per_piece = (PIECE_BYTES / row_bytes.max(1)).max(1);
+        scan.rows_per_piece = (PIECE_BYTES / row_bytes.max(1)).clamp(1, PIECE_ROWS);
         if kind == KeyKind::ColumnId {
             scan.bounds = scan.column_bounds()?;
+            // A piece's columns number at most its entries of the longest row.
+            scan.rows_per_piece = column_piece_entries(scan.width);
         }
         Ok(Some(scan))
+    }
+
+    /// The same scan, reading a hash table's stored keys and values without their checksum
+    /// passes where it can (one pass over the bytes, not two): a batch then keeps the
+    /// CRC32Cs of what it read (`Batch::take_crcs`), and the caller must hand `confirm` those
+    /// of all pieces, combined in piece order, before it uses anything read.
+    pub(crate) fn deferring(mut self) -> TableScan {
+        let Some((keys, values)) = self.t.as_keyed().and_then(|k| k.key_value_tensors()) else {
+            return self;
+        };
+        let key_width = match keys.meta().dtype {
+            DType::I32 => 4,
+            DType::I64 => 8,
+            _ => return self,
+        };
+        let whole = keys.meta().shape.first() == Some(&self.rows)
+            && values.meta().shape == self.t.meta().shape
+            && values.meta().dtype == self.t.meta().dtype;
+        if self.kind == KeyKind::HashKey
+            && whole
+            && keys.deferred_crc32c().is_some()
+            && values.deferred_crc32c().is_some()
+        {
+            self.deferred = Some(Deferred {
+                keys,
+                values,
+                key_width,
+            });
+        }
+        self
+    }
+
+    /// Whether reads skip the checksum passes (`deferring`).
+    pub(crate) fn is_deferring(&self) -> bool {
+        self.deferred.is_some()
+    }
+
+    /// The keys' and values' CRC32Cs of every piece, in piece order, of a deferring scan:
+    /// `Err` when either is not the stored one. Nothing to confirm otherwise.
+    pub(crate) fn confirm(&self, crcs: [Crc; 2]) -> Result<(), ModelError> {
+        match &self.deferred {
+            Some(d) => {
+                d.keys.confirm_crc32c(crcs[0].value())?;
+                d.values.confirm_crc32c(crcs[1].value())
+            }
+            None => Ok(()),
+        }
     }
 
     pub fn tensor(&self) -> &Arc<dyn Tensor> {
@@ -150,6 +253,11 @@ impl TableScan {
         (self.kind != KeyKind::ColumnId).then_some(self.rows)
     }
 
+    /// Rows a piece gives at most (a `ColumnId` piece: about as many).
+    pub fn rows_per_piece(&self) -> u64 {
+        self.rows_per_piece
+    }
+
     pub fn pieces(&self) -> usize {
         match self.kind {
             KeyKind::ColumnId => self.bounds.len() + 1,
@@ -169,12 +277,23 @@ impl TableScan {
         match self.kind {
             KeyKind::HashKey => {
                 out.ids.resize(n as usize, 0);
-                out.values.resize(n as usize * self.row_bytes(), 0);
-                let read = self
-                    .t
-                    .as_keyed()
-                    .and_then(|k| k.read_rows(first, &mut out.ids, &mut out.values));
-                match read {
+                if let Some(d) = &self.deferred {
+                    return self.read_deferred(d, first, n, out);
+                }
+                let Some(keyed) = self.t.as_keyed() else {
+                    return Err(self.error("a hash table without stored keys"));
+                };
+                let len = n as usize * self.row_bytes();
+                // Values the source lends are fingerprinted where they lie (no copy).
+                if let Some(lent) = lending(|| self.t.lend_checked(first * self.width, len)) {
+                    out.lent = Some(lent?);
+                    return match keyed.row_keys(first, &mut out.ids) {
+                        Some(r) => r,
+                        None => Err(self.error("a hash table without stored keys")),
+                    };
+                }
+                let values = to_fill(&mut out.values, len);
+                match keyed.read_rows(first, &mut out.ids, values) {
                     Some(r) => r,
                     None => Err(self.error("a hash table without stored keys")),
                 }
@@ -184,6 +303,7 @@ impl TableScan {
                 self.read_dense(first, n, out)
             }
             _ => {
+                out.values.clear();
                 let sparse = self.t.entries()?;
                 let shape = self.shape.as_ref().expect("RowId has a shape");
                 for k in first..first + n {
@@ -228,10 +348,41 @@ impl TableScan {
         )
     }
 
+    /// Rows `first..first + n` of a deferring scan: stored bytes read unverified, their
+    /// checksums into the batch.
+    fn read_deferred(
+        &self,
+        d: &Deferred,
+        first: u64,
+        n: u64,
+        out: &mut Batch,
+    ) -> Result<(), ModelError> {
+        let raw = to_fill(&mut out.raw_keys, n as usize * d.key_width);
+        d.keys.read_elements_unchecked(first, raw)?;
+        out.crcs[0].add(raw);
+        match d.key_width {
+            8 => {
+                for (o, b) in out.ids.iter_mut().zip(raw.chunks_exact(8)) {
+                    *o = i64::from_le_bytes(b.try_into().expect("8 bytes"));
+                }
+            }
+            _ => {
+                for (o, b) in out.ids.iter_mut().zip(raw.chunks_exact(4)) {
+                    *o = i32::from_le_bytes([b[0], b[1], b[2], b[3]]) as i64;
+                }
+            }
+        }
+        let values = to_fill(&mut out.values, n as usize * self.row_bytes());
+        d.values
+            .read_elements_unchecked(first * self.width, values)?;
+        out.crcs[1].add(values);
+        Ok(())
+    }
+
     fn read_dense(&self, first: u64, n: u64, out: &mut Batch) -> Result<(), ModelError> {
-        out.values.resize(n as usize * self.row_bytes(), 0);
+        let values = to_fill(&mut out.values, n as usize * self.row_bytes());
         // first + n ≤ rows, so (first + n) · width elements exist.
-        self.t.read_elements(first * self.width, &mut out.values)
+        self.t.read_elements(first * self.width, values)
     }
 
     /// Piece boundaries of a `ColumnId` table: the column of every `n`-th entry of its
@@ -244,9 +395,7 @@ impl TableScan {
             return Ok(Vec::new());
         };
         let (start, end) = (shape.row_ptr[longest], shape.row_ptr[longest + 1]);
-        // A piece's entries of all rows are held several times over while merged (columns,
-        // rows, values, their order): about 32 bytes an entry.
-        let per = (PIECE_BYTES / (self.width.max(1) * 32)).max(1024);
+        let per = column_piece_entries(self.width);
         let sparse = self.t.entries()?;
         let mut got = Entries::default();
         let mut bounds = Vec::new();
@@ -270,6 +419,7 @@ impl TableScan {
     /// Piece `k` of a `ColumnId` table: columns `bounds[k-1]..bounds[k]`, each a row of one
     /// value per stored row (zero where that row does not store it).
     fn read_columns(&self, k: usize, out: &mut Batch) -> Result<(), ModelError> {
+        out.values.clear();
         let shape = self.shape.as_ref().expect("ColumnId has a shape");
         let sparse = self.t.entries()?;
         let lo = k.checked_sub(1).map(|i| self.bounds[i]);

@@ -178,6 +178,14 @@ pub trait Keyed: Tensor {
         }
     }
 
+    /// The stored keys and values tensors of a hash table kept as one pair (row `i`: key `i`,
+    /// values `i·width..`), for a reader of every row that reads them unverified and
+    /// confirms their checksums itself (`TableScan::deferring`); `None`: rows are read
+    /// through `read_rows`.
+    fn key_value_tensors(&self) -> Option<(Arc<dyn Tensor>, Arc<dyn Tensor>)> {
+        None
+    }
+
     /// Numbers saved per row beside its values (a DeepRec EmbeddingVariable's `freq` and
     /// `version`), of the row `row_by_id` found at `position`.
     fn row_columns(&self, position: u64) -> Result<Vec<(&'static str, i64)>, ModelError> {
@@ -241,6 +249,22 @@ impl dyn Tensor + '_ {
             debug_assert!(false, "lent {} bytes of {len}", got.len());
         }
         crate::source::scratch::filled(len, |buf| self.fill_elements(first, buf).map(|()| len))
+    }
+
+    /// `len` bytes of elements from `first` as a view of the source's own buffer, when it
+    /// lends one (`Tensor::lend`); `None`: only a copy (`read`) would do.
+    pub fn lend_checked(&self, first: u64, len: usize) -> Option<Result<Bytes, ModelError>> {
+        if let Err(e) = check_request(self.meta(), first, len) {
+            return Some(Err(e));
+        }
+        let got = self.lend(first, len)?;
+        Some(got.and_then(|b| match b.len() == len {
+            true => Ok(b),
+            false => Err(ModelError::data(
+                String::from_utf8_lossy(&self.meta().name),
+                format!("lent {} bytes of {len}", b.len()),
+            )),
+        }))
     }
 
     /// `read_elements` without the checksum pass (see `Checksummed::deferred_crc32c`).

@@ -33,32 +33,7 @@ const READ: usize = 256 << 10;
 /// Stored entries per chunk of a sparse tensor.
 const ENTRY_CHUNK: u64 = 1 << 20;
 
-/// The CRC32C of a run of bytes read in order, and its length: pieces' checksums combine into
-/// the tensor's (a checksum confirmed by the reader of every byte, `Tensor::deferred_crc32c`).
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct Crc {
-    crc: u32,
-    len: u64,
-}
-
-impl Crc {
-    pub(crate) fn add(&mut self, bytes: &[u8]) {
-        self.crc = crc32c::crc32c_append(self.crc, bytes);
-        self.len += bytes.len() as u64;
-    }
-
-    /// `self` followed by `next`.
-    pub(crate) fn then(self, next: Crc) -> Crc {
-        Crc {
-            crc: crc32c::crc32c_combine(self.crc, next.crc, next.len as usize),
-            len: self.len + next.len,
-        }
-    }
-
-    pub(crate) fn value(self) -> u32 {
-        self.crc
-    }
-}
+pub(crate) use crate::model::Crc;
 
 /// `(first element, byte length)` of each cache-sized run of elements `first..first + count`
 /// of `es` bytes: a run is read, then summed or compared while still in L2.

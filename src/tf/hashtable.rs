@@ -237,20 +237,31 @@ impl HashTable {
 
     /// Keys of slots `first..first + out.len()`, across parts.
     fn read_keys(&self, first: u64, out: &mut [i64]) -> Result<(), ModelError> {
-        let w = self.key_width;
-        let mut raw = Vec::new();
+        thread_local! {
+            // 32-bit keys before widening, kept: a fresh buffer of a scan piece's size is a
+            // new mapping and its unmap a TLB shootdown on every core.
+            static RAW: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+        }
         let mut done = 0usize;
         while done < out.len() {
             let (p, local) = self.part_of(first + done as u64);
             let left = self.starts[p + 1] - self.starts[p] - local;
             let n = (out.len() - done).min(left as usize);
-            raw.resize(n * w, 0);
-            self.parts[p].0.read_elements(local, &mut raw)?;
-            for (o, b) in out[done..done + n].iter_mut().zip(raw.chunks_exact(w)) {
-                *o = match w {
-                    4 => i32::from_le_bytes([b[0], b[1], b[2], b[3]]) as i64,
-                    _ => i64::from_le_bytes(b.try_into().expect("8 bytes")),
-                };
+            let keys = &self.parts[p].0;
+            let got = &mut out[done..done + n];
+            match self.key_width {
+                8 => {
+                    keys.read_elements(local, bytemuck::cast_slice_mut(got))?;
+                    got.iter_mut().for_each(|k| *k = i64::from_le(*k));
+                }
+                _ => RAW.with_borrow_mut(|raw| {
+                    raw.resize(n * 4, 0);
+                    keys.read_elements(local, raw)?;
+                    for (o, b) in got.iter_mut().zip(raw.chunks_exact(4)) {
+                        *o = i32::from_le_bytes([b[0], b[1], b[2], b[3]]) as i64;
+                    }
+                    Ok::<_, ModelError>(())
+                })?,
             }
             done += n;
         }
@@ -314,6 +325,13 @@ impl Tensor for HashTable {
         Ok(())
     }
 
+    fn lend(&self, first: u64, len: usize) -> Option<Result<bytes::Bytes, ModelError>> {
+        match &self.parts[..] {
+            [(_, v)] => v.lend(first, len),
+            _ => None,
+        }
+    }
+
     fn cache_identity(&self) -> Option<String> {
         let ids: Option<Vec<String>> = self.parts.iter().map(|(_, v)| v.cache_identity()).collect();
         ids.map(|v| v.join("|"))
@@ -342,6 +360,13 @@ impl Keyed for HashTable {
             .iter()
             .map(|(name, per_part)| Ok((*name, integer_at(&*per_part[p], local)?)))
             .collect()
+    }
+
+    fn key_value_tensors(&self) -> Option<(Arc<dyn Tensor>, Arc<dyn Tensor>)> {
+        match &self.parts[..] {
+            [(k, v)] => Some((k.clone(), v.clone())),
+            _ => None,
+        }
     }
 
     fn row_keys(&self, first: u64, out: &mut [i64]) -> Option<Result<(), ModelError>> {
