@@ -210,6 +210,7 @@ impl TableScan {
     }
 
     /// Whether reads skip the checksum passes (`deferring`).
+    #[cfg(test)]
     pub(crate) fn is_deferring(&self) -> bool {
         self.deferred.is_some()
     }
