@@ -15,6 +15,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 N = int(os.environ.get("ROWDIFF_IDS", "10000000"))
+# A comma list of writers to run (tf, monolith, angel); all when unset.
+ONLY = set(filter(None, os.environ.get("ROWDIFF_ONLY", "").split(",")))
 DIM = 16
 
 
@@ -93,6 +95,8 @@ def bench_rowdiff(ctx):
     env = dict(ctx.env)
     opts = ["-o", "cache_dir=none"]
     for name, a, b, table, truth_path in fixtures(ctx):
+        if ONLY and name.split()[0].lower() not in ONLY:
+            continue
         truth = truth_of(truth_path)
         for side in (a, b):
             warm(side if os.path.isdir(side) else os.path.dirname(side))

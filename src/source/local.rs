@@ -103,8 +103,15 @@ static DROPS: AtomicU64 = AtomicU64::new(0);
 /// The mappings read from since the last drop.
 static TOUCHED: std::sync::Mutex<Vec<std::sync::Weak<Mmap>>> = std::sync::Mutex::new(Vec::new());
 
-/// What one page fault on a mapping maps (the kernel's `fault_around_bytes` default).
-const FAULT_AROUND: u64 = 64 << 10;
+/// What a page fault on a mapping maps beyond the bytes asked for, at most: the kernel maps a
+/// large page-cache folio whole (up to 2 MiB; measured: a 1-byte read of a file whose page
+/// cache holds huge folios leaves ~1.1 MiB resident, `MADV_NOHUGEPAGE` or not).
+const FAULT_MAPS: u64 = 2 << 20;
+
+/// Borrowed reads (`read_at`) shorter than this are copies (`pread`): borrowing a few bytes
+/// would map megabytes (`FAULT_MAPS`), and the copy of a short read costs less than the
+/// faults and the unmap.
+const BORROW_MIN: usize = 1 << 20;
 
 /// The smallest range `done_with` hands back at once.
 const DONE_WITH_MIN: u64 = 256 << 10;
@@ -221,9 +228,8 @@ impl MmapFile {
                 t.push(Arc::downgrade(map));
             }
         }
-        // A fault maps the pages around the one asked for too (the kernel's fault-around,
-        // 64 KiB by default): a small read (a line a seek probes) leaves that much mapped.
-        let len = (len as u64).max(FAULT_AROUND);
+        // Faults map whole folios: the pages around the bytes asked for are mapped too.
+        let len = len as u64 + FAULT_MAPS;
         let now = READ_SINCE_DROP.fetch_add(len, Ordering::Relaxed) + len;
         // The bytes being handed out are touched after this: they count towards the next
         // drop, and this file is listed for it. One thread drops (the exchange elects it).
@@ -284,6 +290,11 @@ impl ReadAt for MmapFile {
         let range = checked_range(&self.name, offset, len, self.size())?;
         if len == 0 {
             return Ok(Cow::Borrowed(&[]));
+        }
+        if len < BORROW_MIN {
+            let mut v = vec![0u8; len];
+            self.read_into(offset, &mut v)?;
+            return Ok(Cow::Owned(v));
         }
         self.check_unchanged()?;
         let map = self
