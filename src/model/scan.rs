@@ -14,11 +14,7 @@
 
 use std::sync::Arc;
 
-use bytes::Bytes;
-
 use super::rows::{sparse_column, sparse_row, MAX_ROW_BYTES};
-use crate::source::lending;
-
 use super::{
     ColumnBlock, Crc, DType, Entries, KeyKind, ModelError, RequestError, SparseShape, Tensor,
 };
@@ -37,10 +33,8 @@ pub struct Batch {
     pub ids: Vec<i64>,
     /// Where each row is, for `TableScan::row`.
     pub positions: Vec<u64>,
-    /// `ids.len() × width` elements, little-endian, when read as a copy.
+    /// `ids.len() × width` elements, little-endian.
     values: Vec<u8>,
-    /// The same, when lent by the source (no copy).
-    lent: Option<Bytes>,
     /// Of a deferring scan: the CRC32Cs of the keys' and the values' stored bytes read by
     /// the pieces since the last `take_crcs`, in the order read.
     crcs: [Crc; 2],
@@ -56,7 +50,6 @@ impl Batch {
     fn clear(&mut self) {
         self.ids.clear();
         self.positions.clear();
-        self.lent = None;
     }
 
     /// The checksums of what was read since the last call (`TableScan::deferring`).
@@ -66,10 +59,7 @@ impl Batch {
 
     /// `ids.len() × width` elements, little-endian.
     pub fn values(&self) -> &[u8] {
-        match &self.lent {
-            Some(b) => b,
-            None => &self.values,
-        }
+        &self.values
     }
 }
 
@@ -78,6 +68,23 @@ impl Batch {
 /// rows, values, their order): about 32 bytes an entry.
 fn column_piece_entries(width: u64) -> u64 {
     (PIECE_BYTES / (width.max(1) * 32)).clamp(1024, PIECE_ROWS)
+}
+
+/// Stored little-endian keys of `width` bytes (4 or 8), widened into `out`.
+pub(crate) fn keys_from_le(raw: &[u8], width: usize, out: &mut [i64]) {
+    debug_assert_eq!(raw.len(), out.len() * width);
+    match width {
+        8 => {
+            for (o, b) in out.iter_mut().zip(raw.chunks_exact(8)) {
+                *o = i64::from_le_bytes(b.try_into().expect("8 bytes"));
+            }
+        }
+        _ => {
+            for (o, b) in out.iter_mut().zip(raw.chunks_exact(4)) {
+                *o = i32::from_le_bytes([b[0], b[1], b[2], b[3]]) as i64;
+            }
+        }
+    }
 }
 
 /// `v` as `len` bytes, to be overwritten whole (only what it grows by is zeroed).
@@ -285,14 +292,6 @@ impl TableScan {
                     return Err(self.error("a hash table without stored keys"));
                 };
                 let len = n as usize * self.row_bytes();
-                // Values the source lends are fingerprinted where they lie (no copy).
-                if let Some(lent) = lending(|| self.t.lend_checked(first * self.width, len)) {
-                    out.lent = Some(lent?);
-                    return match keyed.row_keys(first, &mut out.ids) {
-                        Some(r) => r,
-                        None => Err(self.error("a hash table without stored keys")),
-                    };
-                }
                 let values = to_fill(&mut out.values, len);
                 match keyed.read_rows(first, &mut out.ids, values) {
                     Some(r) => r,
@@ -361,18 +360,7 @@ impl TableScan {
         let raw = to_fill(&mut out.raw_keys, n as usize * d.key_width);
         d.keys.read_elements_unchecked(first, raw)?;
         out.crcs[0].add(raw);
-        match d.key_width {
-            8 => {
-                for (o, b) in out.ids.iter_mut().zip(raw.chunks_exact(8)) {
-                    *o = i64::from_le_bytes(b.try_into().expect("8 bytes"));
-                }
-            }
-            _ => {
-                for (o, b) in out.ids.iter_mut().zip(raw.chunks_exact(4)) {
-                    *o = i32::from_le_bytes([b[0], b[1], b[2], b[3]]) as i64;
-                }
-            }
-        }
+        keys_from_le(raw, d.key_width, &mut out.ids);
         let values = to_fill(&mut out.values, n as usize * self.row_bytes());
         d.values
             .read_elements_unchecked(first * self.width, values)?;

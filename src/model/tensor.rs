@@ -251,22 +251,6 @@ impl dyn Tensor + '_ {
         crate::source::scratch::filled(len, |buf| self.fill_elements(first, buf).map(|()| len))
     }
 
-    /// `len` bytes of elements from `first` as a view of the source's own buffer, when it
-    /// lends one (`Tensor::lend`); `None`: only a copy (`read`) would do.
-    pub fn lend_checked(&self, first: u64, len: usize) -> Option<Result<Bytes, ModelError>> {
-        if let Err(e) = check_request(self.meta(), first, len) {
-            return Some(Err(e));
-        }
-        let got = self.lend(first, len)?;
-        Some(got.and_then(|b| match b.len() == len {
-            true => Ok(b),
-            false => Err(ModelError::data(
-                String::from_utf8_lossy(&self.meta().name),
-                format!("lent {} bytes of {len}", b.len()),
-            )),
-        }))
-    }
-
     /// `read_elements` without the checksum pass (see `Checksummed::deferred_crc32c`).
     pub fn read_elements_unchecked(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
         check_request(self.meta(), first, out.len())?;

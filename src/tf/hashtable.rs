@@ -254,12 +254,10 @@ impl HashTable {
                     keys.read_elements(local, bytemuck::cast_slice_mut(got))?;
                     got.iter_mut().for_each(|k| *k = i64::from_le(*k));
                 }
-                _ => RAW.with_borrow_mut(|raw| {
-                    raw.resize(n * 4, 0);
+                w => RAW.with_borrow_mut(|raw| {
+                    raw.resize(n * w, 0);
                     keys.read_elements(local, raw)?;
-                    for (o, b) in got.iter_mut().zip(raw.chunks_exact(4)) {
-                        *o = i32::from_le_bytes([b[0], b[1], b[2], b[3]]) as i64;
-                    }
+                    crate::model::scan::keys_from_le(raw, w, got);
                     Ok::<_, ModelError>(())
                 })?,
             }
