@@ -33,6 +33,9 @@ pub struct MemTensor {
     pub fail: Option<String>,
     /// Sub-tensors returned by `partition(i)`.
     pub parts: Vec<Arc<dyn Tensor>>,
+    /// Whether a reader of every byte may confirm its CRC32C itself (`deferred_crc32c`), as
+    /// of a TF bundle entry.
+    pub checksummed: bool,
 }
 
 fn meta(dtype: DType, shape: &[u64]) -> TensorMeta {
@@ -60,6 +63,7 @@ impl MemTensor {
             sparse_rows: None,
             fail: None,
             parts: Vec::new(),
+            checksummed: false,
         }
     }
 
@@ -128,6 +132,12 @@ impl MemTensor {
         whole
     }
 
+    /// Its bytes' CRC32C confirmed by a reader of all of them (`deferred_crc32c`).
+    pub fn checksummed(mut self) -> Self {
+        self.checksummed = true;
+        self
+    }
+
     pub fn with_problem(mut self, p: &str) -> Self {
         self.meta.problem = Some(p.to_string());
         self.fail = Some(p.to_string());
@@ -183,6 +193,10 @@ impl Tensor for MemTensor {
         }
     }
 
+    fn as_checksummed(&self) -> Option<&dyn Checksummed> {
+        Some(self)
+    }
+
     fn partition(&self, i: usize) -> Result<Arc<dyn Tensor>, ModelError> {
         self.parts
             .get(i)
@@ -196,6 +210,22 @@ impl Tensor for MemTensor {
 
     fn as_sparse(&self) -> Option<&dyn Sparse> {
         Some(self)
+    }
+}
+
+impl Checksummed for MemTensor {
+    fn deferred_crc32c(&self) -> Option<u32> {
+        self.checksummed.then(|| crc32c::crc32c(&self.data))
+    }
+
+    fn confirm_crc32c(&self, crc: u32) -> Result<(), ModelError> {
+        match crc == crc32c::crc32c(&self.data) {
+            true => Ok(()),
+            false => Err(ModelError::data(
+                String::from_utf8_lossy(&self.meta.name),
+                KnownProblem("checksum mismatch".into()),
+            )),
+        }
     }
 }
 

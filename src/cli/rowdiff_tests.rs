@@ -11,7 +11,7 @@ use super::rowdiff::tables;
 use crate::layout::Patient;
 use crate::model::scan::{Batch, TableScan};
 use crate::model::{KeyKind, Model, Tensor};
-use crate::stats::rowdelta::{diff_rows, key_sets, Change};
+use crate::stats::rowdelta::{diff_rows_by, Way, RowSummary, diff_rows, key_sets, Change};
 use crate::testing::{fixtures_dir, MemTensor};
 
 fn open(rel: &str) -> Arc<dyn Model> {
@@ -209,11 +209,15 @@ fn table(keys: &[i64], values: &[f32], dim: u64) -> Arc<dyn Tensor> {
     Arc::new(crate::tf::hashtable::HashTable::pair(b"t".to_vec(), k, v, None).unwrap())
 }
 
-/// A step of training as `diff --rows` must see it: 1 % of ids changed, 0.1 % removed and
+/// Two saves of a table a step of training apart, as `diff --rows` must see them (`table`:
+/// how a table is made of its keys, values and width): 1 % of ids changed, 0.1 % removed and
 /// 0.1 % added, rows in another order; −0.0 for 0.0 and a NaN for a NaN are no change.
-#[test]
-fn diff_rows_finds_every_change_and_no_other() {
-    const N: usize = 300_000;
+/// A, B, what differs, and A's rows.
+#[allow(clippy::type_complexity)]
+fn training_step(
+    n: usize,
+    table: impl Fn(&[i64], &[f32], u64) -> Arc<dyn Tensor>,
+) -> (Arc<dyn Tensor>, Arc<dyn Tensor>, BTreeMap<i64, Change>, usize) {
     const DIM: usize = 4;
     let mut x = 0x1234_5678_9abc_def0u64;
     let mut next = || {
@@ -222,7 +226,7 @@ fn diff_rows_finds_every_change_and_no_other() {
         x ^= x << 17;
         x
     };
-    let mut ids: Vec<i64> = (0..N).map(|_| next() as i64).collect();
+    let mut ids: Vec<i64> = (0..n).map(|_| next() as i64).collect();
     ids.sort_unstable();
     ids.dedup();
     let n = ids.len();
@@ -263,7 +267,12 @@ fn diff_rows_finds_every_change_and_no_other() {
     let bk: Vec<i64> = b_rows.iter().map(|r| r.0).collect();
     let bv: Vec<f32> = b_rows.iter().flat_map(|r| r.1.clone()).collect();
     let b = table(&bk, &bv, DIM as u64);
+    (a, b, want, n)
+}
 
+#[test]
+fn diff_rows_finds_every_change_and_no_other() {
+    let (a, b, want, n) = training_step(300_000, table);
     let (sa, sb) = (
         TableScan::new(a).unwrap().unwrap(),
         TableScan::new(b).unwrap().unwrap(),
@@ -377,4 +386,85 @@ fn a_scan_read_once_still_fails_on_a_bad_checksum() {
     assert_eq!((s.changed, s.added, s.removed), (0, 0, 0));
     assert_eq!(s.unchanged + s.repeated[0], t.meta().shape[0]);
     assert!(s.unchanged > 0);
+}
+
+/// A hash table as a TF bundle keeps one: keys and values each with a checksum a reader of
+/// every byte confirms (`TableScan::deferring` reads it once).
+fn checksummed_table(keys: &[i64], values: &[f32], dim: u64) -> Arc<dyn Tensor> {
+    let n = keys.len() as u64;
+    let k = MemTensor::i64(&[n], keys).named(b"t-keys").checksummed().arc();
+    let v = MemTensor::f32(&[n, dim], values)
+        .named(b"t-values")
+        .checksummed()
+        .arc();
+    Arc::new(crate::tf::hashtable::HashTable::pair(b"t".to_vec(), k, v, None).unwrap())
+}
+
+/// Every line in order, and the summary, by `way` (and the way taken).
+fn diff_lines(
+    a: &Arc<dyn Tensor>,
+    b: &Arc<dyn Tensor>,
+    way: Way,
+) -> (Vec<(i64, Change)>, RowSummary, Way) {
+    let scan = |t: &Arc<dyn Tensor>| TableScan::new(t.clone()).unwrap().unwrap().deferring();
+    let (sa, sb) = (scan(a), scan(b));
+    assert!(sa.is_deferring() && sb.is_deferring());
+    let mut lines = Vec::new();
+    let (s, taken) = diff_rows_by(&sa, &sb, &Patient, &mut |id, c| {
+        lines.push((id, c));
+        Ok(())
+    }, way)
+    .unwrap();
+    (lines, s, taken)
+}
+
+/// A hash table's rows sketched (`stats::sketch`) give the spill's lines, in the spill's
+/// order, and its counts; tables the sketch cannot take are spilled.
+#[test]
+fn a_sketch_of_the_differences_says_what_the_spill_says() {
+    let (a, b, want, n) = training_step(200_000, checksummed_table);
+    let (lines, s, taken) = diff_lines(&a, &b, Way::Sketch);
+    assert_eq!(taken, Way::Sketch);
+    let (spilled, t, taken) = diff_lines(&a, &b, Way::Spill);
+    assert_eq!(taken, Way::Spill);
+    assert!(lines == spilled, "{} lines sketched, {} spilled", lines.len(), spilled.len());
+    let got: BTreeMap<i64, Change> = lines.iter().copied().collect();
+    assert!(got == want && got.len() == lines.len(), "differences differ");
+    let counts = |s: &RowSummary| (s.rows_a, s.rows_b, s.added, s.removed, s.changed, s.unchanged, s.repeated);
+    assert_eq!(counts(&s), counts(&t));
+    assert_eq!(s.unchanged + s.changed + s.removed, n as u64);
+    assert_eq!(s.delta.max_abs, t.delta.max_abs);
+    let (x, y) = (s.rel_l2().unwrap(), t.rel_l2().unwrap());
+    assert!((x - y).abs() <= 1e-12 * y, "{x} vs {y}");
+
+    // The same table: nothing left once unchanged rows cancel.
+    let (lines, s, taken) = diff_lines(&a, &a, Way::Sketch);
+    assert_eq!((lines.len(), s.unchanged, taken), (0, n as u64, Way::Sketch));
+
+    // A table as long as a DenseHashTable's bucket array may save ids twice: spilled.
+    let keys: Vec<i64> = (0..1024).map(|i| if i % 3 == 0 { -1 } else { i }).collect();
+    let values: Vec<f32> = (0..1024 * 2).map(|i| i as f32).collect();
+    let mut other = values.clone();
+    other[2 * 5] = 100.0; // id 5 changed
+    other[2 * 3] = 100.0; // a sentinel's bucket: not a row
+    let (dense_a, dense_b) = (
+        checksummed_table(&keys, &values, 2),
+        checksummed_table(&keys, &other, 2),
+    );
+    let (lines, s, taken) = diff_lines(&dense_a, &dense_b, Way::Sketch);
+    assert_eq!(taken, Way::Spill);
+    assert_eq!(lines, [(5, Change::Changed(90.0))]);
+    assert_eq!(s.repeated, [342, 342]);
+
+    // More differences than the sketch holds (every row of 300 K changed): spilled, right.
+    let ids: Vec<i64> = (0..300_001).collect();
+    let zeros = vec![0f32; ids.len()];
+    let ones = vec![1f32; ids.len()];
+    let (za, ob) = (
+        checksummed_table(&ids, &zeros, 1),
+        checksummed_table(&ids, &ones, 1),
+    );
+    let (lines, s, taken) = diff_lines(&za, &ob, Way::Sketch);
+    assert_eq!(taken, Way::Spill);
+    assert_eq!((lines.len(), s.changed), (ids.len(), ids.len() as u64));
 }

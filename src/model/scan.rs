@@ -216,10 +216,27 @@ impl TableScan {
         self
     }
 
-    /// Whether reads skip the checksum passes (`deferring`).
-    #[cfg(test)]
+    /// Whether reads skip the checksum passes (`deferring`); such a scan's keys can also be
+    /// read alone (`read_piece_keys`).
     pub(crate) fn is_deferring(&self) -> bool {
         self.deferred.is_some()
+    }
+
+    /// The ids and positions of piece `k` of a deferring scan, without its values: its keys
+    /// read unverified (a caller that confirmed them once, `confirm`, reads them again).
+    pub(crate) fn read_piece_keys(&self, k: usize, out: &mut Batch) -> Result<(), ModelError> {
+        out.clear();
+        let Some(d) = &self.deferred else {
+            return Err(self.error("keys read apart from a scan that does not defer"));
+        };
+        let first = k as u64 * self.rows_per_piece;
+        let n = self.rows_per_piece.min(self.rows.saturating_sub(first));
+        out.positions.extend(first..first + n);
+        out.ids.resize(n as usize, 0);
+        let raw = to_fill(&mut out.raw_keys, n as usize * d.key_width);
+        d.keys.read_elements_unchecked(first, raw)?;
+        keys_from_le(raw, d.key_width, &mut out.ids);
+        Ok(())
     }
 
     /// The keys' and values' CRC32Cs of every piece, in piece order, of a deferring scan:

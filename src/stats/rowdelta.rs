@@ -231,6 +231,18 @@ fn partition_bits(rows: u64, most: u64) -> u32 {
 /// item are then a few KiB each (read back with a call each), and a worker holds 3 MiB.
 const ITEM_RECORDS: u64 = 1 << 17;
 
+/// The items of a first pass over both sides: (side, first piece, end piece), a run of
+/// pieces of about `ITEM_RECORDS` rows each (its checksums run on from piece to piece).
+pub(super) fn work_items(sides: [&TableScan; 2]) -> Vec<(usize, usize, usize)> {
+    let mut work = Vec::new();
+    for (s, scan) in sides.iter().enumerate() {
+        let per = (ITEM_RECORDS / scan.rows_per_piece().max(1)).max(1) as usize;
+        let n = scan.pieces();
+        work.extend((0..n).step_by(per).map(|k| (s, k, (k + per).min(n))));
+    }
+    work
+}
+
 /// The first pass: every piece of both sides (`fingerprint`: of its rows' bytes too) spilled
 /// by partition, a run of pieces (an item) at a time.
 fn spill(
@@ -250,13 +262,7 @@ fn spill(
     // Each worker writes files of its own (the pool makes at most `workers`).
     let next_file = AtomicUsize::new(0);
     let partitions = 1usize << bits;
-    // (side, first piece, end piece) of each item.
-    let mut work: Vec<(usize, usize, usize)> = Vec::new();
-    for (s, scan) in sides.iter().enumerate() {
-        let per = (ITEM_RECORDS / scan.rows_per_piece().max(1)).max(1) as usize;
-        let n = scan.pieces();
-        work.extend((0..n).step_by(per).map(|k| (s, k, (k + per).min(n))));
-    }
+    let work = work_items(sides);
     struct Worker {
         file: usize,
         batch: Batch,
@@ -333,7 +339,7 @@ const PREFETCH_AHEAD: usize = 8;
 
 /// Asks for `x`'s cache line ahead of its use.
 #[inline(always)]
-fn prefetch<T>(x: &T) {
+pub(super) fn prefetch<T>(x: &T) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: a prefetch is a hint: it never faults and changes no memory; `x` is a valid
     // reference besides.
@@ -431,6 +437,90 @@ struct Found {
     summary: RowSummary,
 }
 
+impl Found {
+    /// Id `id`, held by A and B at `at` (`None`: not held), whose fingerprints differ: an
+    /// added or removed row, or both rows read again and compared as `diff` compares
+    /// elements (bytes that differ may still be equal numbers).
+    fn compare(
+        &mut self,
+        sides: [&TableScan; 2],
+        id: i64,
+        at: [Option<u64>; 2],
+        rows: &mut [Vec<u8>; 2],
+    ) -> Result<(), crate::model::ModelError> {
+        let s = &mut self.summary;
+        match at {
+            [Some(x), Some(y)] => {
+                let [va, vb] = rows;
+                va.clear();
+                vb.clear();
+                sides[0].row(x, id, va)?;
+                sides[1].row(y, id, vb)?;
+                let d = compare_runs(sides[0].dtype(), va, vb);
+                if d.changed == 0 {
+                    s.unchanged += 1;
+                    return Ok(());
+                }
+                s.changed += 1;
+                s.delta.merge(&d);
+                s.delta.numeric = d.numeric;
+                self.changes.push((id, Change::Changed(d.max_abs)));
+            }
+            [Some(_), None] => {
+                s.removed += 1;
+                self.changes.push((id, Change::Removed));
+            }
+            [None, Some(_)] => {
+                s.added += 1;
+                self.changes.push((id, Change::Added));
+            }
+            [None, None] => debug_assert!(false, "an id held by neither side"),
+        }
+        Ok(())
+    }
+}
+
+/// Differences listed by `sketch` (rows read once more only where both sides hold an id),
+/// emitted in the spill's order — partition by partition, ids ascending within one — so the
+/// output does not depend on the way taken.
+fn compare_listed(
+    sides: [&TableScan; 2],
+    bits: u32,
+    mut listed: Vec<super::sketch::Difference>,
+    req: &dyn Requester,
+    emit: &mut dyn FnMut(i64, Change) -> std::io::Result<()>,
+) -> Result<RowSummary, RowDiffError> {
+    /// Differences a worker takes at once.
+    const CHUNK: usize = 4096;
+    listed.sort_unstable_by_key(|d| (partition_of(d.id, bits), d.id));
+    let found = pool::each(
+        listed.len().div_ceil(CHUNK),
+        req,
+        <[Vec<u8>; 2]>::default,
+        |rows, c| -> Result<Found, RowDiffError> {
+            let mut f = Found::default();
+            for d in &listed[c * CHUNK..((c + 1) * CHUNK).min(listed.len())] {
+                f.compare(sides, d.id, d.at, rows)?;
+            }
+            Ok(f)
+        },
+    )?;
+    let mut total = RowSummary::default();
+    for f in found {
+        let f = f?;
+        for &(id, c) in &f.changes {
+            emit(id, c).map_err(RowDiffError::Emit)?;
+        }
+        total.merge(&f.summary);
+    }
+    let [ra, rb] = sides.map(|s| s.rows().unwrap_or(0));
+    // Every other row is in both, unchanged (`sketch` checked the counts agree).
+    total.unchanged = ra.saturating_sub(total.removed + total.changed);
+    (total.rows_a, total.rows_b) = (ra, rb);
+    total.delta.numeric = crate::stats::has_stats(sides[0].dtype());
+    Ok(total)
+}
+
 /// Compares tables `a` and `b` row by row: `emit(id, change)` for every id that differs,
 /// partition by partition (ids ascending within one), and the counts.
 pub(crate) fn diff_rows(
@@ -439,6 +529,24 @@ pub(crate) fn diff_rows(
     req: &dyn Requester,
     emit: &mut dyn FnMut(i64, Change) -> std::io::Result<()>,
 ) -> Result<RowSummary, RowDiffError> {
+    diff_rows_by(a, b, req, emit, Way::Sketch).map(|(s, _)| s)
+}
+
+/// How a row diff matched ids: a sketch of the differences (`sketch`), or the spill.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Way {
+    Sketch,
+    Spill,
+}
+
+/// `diff_rows`, trying `way` first, and the way taken.
+pub(crate) fn diff_rows_by(
+    a: &TableScan,
+    b: &TableScan,
+    req: &dyn Requester,
+    emit: &mut dyn FnMut(i64, Change) -> std::io::Result<()>,
+    way: Way,
+) -> Result<(RowSummary, Way), RowDiffError> {
     if a.width() != b.width() {
         return Err(RowDiffError::Widths {
             a: a.width(),
@@ -452,6 +560,11 @@ pub(crate) fn diff_rows(
         });
     }
     let bits = partition_bits(estimate(a).max(estimate(b)), MAX_PARTITIONS);
+    if way == Way::Sketch {
+        if let Some(listed) = super::sketch::differences([a, b], req)? {
+            return Ok((compare_listed([a, b], bits, listed, req, emit)?, Way::Sketch));
+        }
+    }
     let spills = spill([a, b], bits, true, req)?;
     let dtype = a.dtype();
     let mut total = RowSummary::default();
@@ -461,45 +574,21 @@ pub(crate) fn diff_rows(
         |w: &mut Scratch, p| -> Result<Found, RowDiffError> {
             w.take(&spills, p)?;
             let mut f = Found::default();
-            let s = &mut f.summary;
-            s.rows_a = w.recs[0].len() as u64;
-            s.rows_b = w.recs[1].len() as u64;
-            let [va, vb] = &mut w.rows;
+            f.summary.rows_a = w.recs[0].len() as u64;
+            f.summary.rows_b = w.recs[1].len() as u64;
             let mut failed = None;
-            join(&w.recs, &mut w.table, &mut s.repeated, |x, y| {
-                match (x, y) {
-                    (Some(x), Some(y)) if x.same_print(y) => s.unchanged += 1,
-                    (Some(x), Some(y)) => {
-                        va.clear();
-                        vb.clear();
-                        let read = a
-                            .row(x.position(), x.id, va)
-                            .and_then(|()| b.row(y.position(), y.id, vb));
-                        if let Err(e) = read {
-                            failed.get_or_insert(e);
-                            return;
-                        }
-                        let d = compare_runs(dtype, va, vb);
-                        if d.changed == 0 {
-                            s.unchanged += 1;
-                            return;
-                        }
-                        s.changed += 1;
-                        s.delta.merge(&d);
-                        s.delta.numeric = d.numeric;
-                        f.changes.push((x.id, Change::Changed(d.max_abs)));
+            let mut repeated = [0; 2];
+            join(&w.recs, &mut w.table, &mut repeated, |x, y| match (x, y) {
+                (Some(x), Some(y)) if x.same_print(y) => f.summary.unchanged += 1,
+                (x, y) => {
+                    let at = [x.map(Rec::position), y.map(Rec::position)];
+                    let id = x.or(y).map_or(0, |r| r.id);
+                    if let Err(e) = f.compare([a, b], id, at, &mut w.rows) {
+                        failed.get_or_insert(e);
                     }
-                    (Some(x), None) => {
-                        s.removed += 1;
-                        f.changes.push((x.id, Change::Removed));
-                    }
-                    (None, Some(y)) => {
-                        s.added += 1;
-                        f.changes.push((y.id, Change::Added));
-                    }
-                    (None, None) => {}
                 }
             });
+            f.summary.repeated = repeated;
             // Ids ascending within a partition: the same output every run.
             f.changes.sort_unstable_by_key(|c| c.0);
             match failed {
@@ -516,7 +605,7 @@ pub(crate) fn diff_rows(
         },
     )?;
     total.delta.numeric = crate::stats::has_stats(dtype);
-    Ok(total)
+    Ok((total, Way::Spill))
 }
 
 impl RowSummary {
