@@ -11,7 +11,7 @@ use super::rowdiff::tables;
 use crate::layout::Patient;
 use crate::model::scan::{Batch, TableScan};
 use crate::model::{KeyKind, Model, Tensor};
-use crate::stats::rowdelta::{diff_rows_by, Way, RowSummary, diff_rows, key_sets, Change};
+use crate::stats::rowdelta::{diff_rows, diff_rows_by, key_sets, Change, RowSummary, Way};
 use crate::testing::{fixtures_dir, MemTensor};
 
 fn open(rel: &str) -> Arc<dyn Model> {
@@ -217,7 +217,12 @@ fn table(keys: &[i64], values: &[f32], dim: u64) -> Arc<dyn Tensor> {
 fn training_step(
     n: usize,
     table: impl Fn(&[i64], &[f32], u64) -> Arc<dyn Tensor>,
-) -> (Arc<dyn Tensor>, Arc<dyn Tensor>, BTreeMap<i64, Change>, usize) {
+) -> (
+    Arc<dyn Tensor>,
+    Arc<dyn Tensor>,
+    BTreeMap<i64, Change>,
+    usize,
+) {
     const DIM: usize = 4;
     let mut x = 0x1234_5678_9abc_def0u64;
     let mut next = || {
@@ -392,7 +397,10 @@ fn a_scan_read_once_still_fails_on_a_bad_checksum() {
 /// every byte confirms (`TableScan::deferring` reads it once).
 fn checksummed_table(keys: &[i64], values: &[f32], dim: u64) -> Arc<dyn Tensor> {
     let n = keys.len() as u64;
-    let k = MemTensor::i64(&[n], keys).named(b"t-keys").checksummed().arc();
+    let k = MemTensor::i64(&[n], keys)
+        .named(b"t-keys")
+        .checksummed()
+        .arc();
     let v = MemTensor::f32(&[n, dim], values)
         .named(b"t-values")
         .checksummed()
@@ -410,10 +418,16 @@ fn diff_lines(
     let (sa, sb) = (scan(a), scan(b));
     assert!(sa.is_deferring() && sb.is_deferring());
     let mut lines = Vec::new();
-    let (s, taken) = diff_rows_by(&sa, &sb, &Patient, &mut |id, c| {
-        lines.push((id, c));
-        Ok(())
-    }, way)
+    let (s, taken) = diff_rows_by(
+        &sa,
+        &sb,
+        &Patient,
+        &mut |id, c| {
+            lines.push((id, c));
+            Ok(())
+        },
+        way,
+    )
     .unwrap();
     (lines, s, taken)
 }
@@ -427,10 +441,28 @@ fn a_sketch_of_the_differences_says_what_the_spill_says() {
     assert_eq!(taken, Way::Sketch);
     let (spilled, t, taken) = diff_lines(&a, &b, Way::Spill);
     assert_eq!(taken, Way::Spill);
-    assert!(lines == spilled, "{} lines sketched, {} spilled", lines.len(), spilled.len());
+    assert!(
+        lines == spilled,
+        "{} lines sketched, {} spilled",
+        lines.len(),
+        spilled.len()
+    );
     let got: BTreeMap<i64, Change> = lines.iter().copied().collect();
-    assert!(got == want && got.len() == lines.len(), "differences differ");
-    let counts = |s: &RowSummary| (s.rows_a, s.rows_b, s.added, s.removed, s.changed, s.unchanged, s.repeated);
+    assert!(
+        got == want && got.len() == lines.len(),
+        "differences differ"
+    );
+    let counts = |s: &RowSummary| {
+        (
+            s.rows_a,
+            s.rows_b,
+            s.added,
+            s.removed,
+            s.changed,
+            s.unchanged,
+            s.repeated,
+        )
+    };
     assert_eq!(counts(&s), counts(&t));
     assert_eq!(s.unchanged + s.changed + s.removed, n as u64);
     assert_eq!(s.delta.max_abs, t.delta.max_abs);
@@ -439,7 +471,10 @@ fn a_sketch_of_the_differences_says_what_the_spill_says() {
 
     // The same table: nothing left once unchanged rows cancel.
     let (lines, s, taken) = diff_lines(&a, &a, Way::Sketch);
-    assert_eq!((lines.len(), s.unchanged, taken), (0, n as u64, Way::Sketch));
+    assert_eq!(
+        (lines.len(), s.unchanged, taken),
+        (0, n as u64, Way::Sketch)
+    );
 
     // A table as long as a DenseHashTable's bucket array may save ids twice: spilled.
     let keys: Vec<i64> = (0..1024).map(|i| if i % 3 == 0 { -1 } else { i }).collect();

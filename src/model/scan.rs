@@ -222,21 +222,21 @@ impl TableScan {
         self.deferred.is_some()
     }
 
-    /// The ids and positions of piece `k` of a deferring scan, without its values: its keys
-    /// read unverified (a caller that confirmed them once, `confirm`, reads them again).
-    pub(crate) fn read_piece_keys(&self, k: usize, out: &mut Batch) -> Result<(), ModelError> {
+    /// The ids of piece `k` of a deferring scan, without its values, and the position of
+    /// the first (`ids[i]` is at `first + i`; `positions` is left empty): its keys read
+    /// unverified (a caller that confirmed them once, `confirm`, reads them again).
+    pub(crate) fn read_piece_keys(&self, k: usize, out: &mut Batch) -> Result<u64, ModelError> {
         out.clear();
         let Some(d) = &self.deferred else {
             return Err(self.error("keys read apart from a scan that does not defer"));
         };
         let first = k as u64 * self.rows_per_piece;
         let n = self.rows_per_piece.min(self.rows.saturating_sub(first));
-        out.positions.extend(first..first + n);
         out.ids.resize(n as usize, 0);
         let raw = to_fill(&mut out.raw_keys, n as usize * d.key_width);
         d.keys.read_elements_unchecked(first, raw)?;
         keys_from_le(raw, d.key_width, &mut out.ids);
-        Ok(())
+        Ok(first)
     }
 
     /// The keys' and values' CRC32Cs of every piece, in piece order, of a deferring scan:
@@ -356,6 +356,28 @@ impl TableScan {
                 None => Err(self.error("a stored column not found again")),
             },
         }
+    }
+
+    /// The rows at `positions` (a batch's), into `out` one after another (replacing what it
+    /// held): one call for many rows where the rows' tensor reads them so.
+    pub fn rows_at(&self, positions: &[u64], out: &mut Vec<u8>) -> Result<(), ModelError> {
+        out.clear();
+        if !matches!(self.kind, KeyKind::HashKey | KeyKind::RowIndex) {
+            return Err(self.error("rows by position of a table found by id"));
+        }
+        let Some(d) = &self.deferred else {
+            for &p in positions {
+                self.row(p, 0, out)?; // (the id is for tables found by id)
+            }
+            return Ok(());
+        };
+        let firsts: Vec<u64> = positions
+            .iter()
+            .map(|&p| p.checked_mul(self.width))
+            .collect::<Option<_>>()
+            .ok_or_else(|| self.error("a row position overflows"))?;
+        let len = positions.len() * self.row_bytes();
+        d.values.read_runs_unchecked(&firsts, to_fill(out, len))
     }
 
     fn error(&self, what: &str) -> ModelError {

@@ -439,8 +439,7 @@ struct Found {
 
 impl Found {
     /// Id `id`, held by A and B at `at` (`None`: not held), whose fingerprints differ: an
-    /// added or removed row, or both rows read again and compared as `diff` compares
-    /// elements (bytes that differ may still be equal numbers).
+    /// added or removed row, or both rows read again and compared (`rows_differ`).
     fn compare(
         &mut self,
         sides: [&TableScan; 2],
@@ -448,7 +447,6 @@ impl Found {
         at: [Option<u64>; 2],
         rows: &mut [Vec<u8>; 2],
     ) -> Result<(), crate::model::ModelError> {
-        let s = &mut self.summary;
         match at {
             [Some(x), Some(y)] => {
                 let [va, vb] = rows;
@@ -456,16 +454,32 @@ impl Found {
                 vb.clear();
                 sides[0].row(x, id, va)?;
                 sides[1].row(y, id, vb)?;
-                let d = compare_runs(sides[0].dtype(), va, vb);
-                if d.changed == 0 {
-                    s.unchanged += 1;
-                    return Ok(());
-                }
-                s.changed += 1;
-                s.delta.merge(&d);
-                s.delta.numeric = d.numeric;
-                self.changes.push((id, Change::Changed(d.max_abs)));
+                self.rows_differ(sides[0].dtype(), id, va, vb);
             }
+            _ => self.one_side(id, at),
+        }
+        Ok(())
+    }
+
+    /// Id `id`'s rows of A and B, whose bytes differ, compared as `diff` compares elements
+    /// (bytes that differ may still be equal numbers).
+    fn rows_differ(&mut self, dtype: crate::model::DType, id: i64, a: &[u8], b: &[u8]) {
+        let s = &mut self.summary;
+        let d = compare_runs(dtype, a, b);
+        if d.changed == 0 {
+            s.unchanged += 1;
+            return;
+        }
+        s.changed += 1;
+        s.delta.merge(&d);
+        s.delta.numeric = d.numeric;
+        self.changes.push((id, Change::Changed(d.max_abs)));
+    }
+
+    /// Id `id`, held by one side only (`at`).
+    fn one_side(&mut self, id: i64, at: [Option<u64>; 2]) {
+        let s = &mut self.summary;
+        match at {
             [Some(_), None] => {
                 s.removed += 1;
                 self.changes.push((id, Change::Removed));
@@ -474,10 +488,16 @@ impl Found {
                 s.added += 1;
                 self.changes.push((id, Change::Added));
             }
-            [None, None] => debug_assert!(false, "an id held by neither side"),
+            _ => debug_assert!(false, "an id held by one side"),
         }
-        Ok(())
     }
+}
+
+/// A worker's buffers of `compare_listed`: positions to read, and the rows read.
+#[derive(Default)]
+struct Gather {
+    at: Vec<u64>,
+    rows: [Vec<u8>; 2],
 }
 
 /// Differences listed by `sketch` (rows read once more only where both sides hold an id),
@@ -496,11 +516,31 @@ fn compare_listed(
     let found = pool::each(
         listed.len().div_ceil(CHUNK),
         req,
-        <[Vec<u8>; 2]>::default,
-        |rows, c| -> Result<Found, RowDiffError> {
+        Gather::default,
+        |w: &mut Gather, c| -> Result<Found, RowDiffError> {
+            let chunk = &listed[c * CHUNK..((c + 1) * CHUNK).min(listed.len())];
+            // The rows of ids both hold, read a side at a time in one call each.
+            for (s, side) in sides.iter().enumerate() {
+                w.at.clear();
+                w.at.extend(
+                    chunk
+                        .iter()
+                        .filter_map(|d| d.at[0].and(d.at[1]).and(d.at[s])),
+                );
+                side.rows_at(&w.at, &mut w.rows[s])?;
+            }
+            let row = sides[0].row_bytes();
             let mut f = Found::default();
-            for d in &listed[c * CHUNK..((c + 1) * CHUNK).min(listed.len())] {
-                f.compare(sides, d.id, d.at, rows)?;
+            let mut k = 0;
+            for d in chunk {
+                match d.at {
+                    [Some(_), Some(_)] => {
+                        let (a, b) = (&w.rows[0][k * row..], &w.rows[1][k * row..]);
+                        f.rows_differ(sides[0].dtype(), d.id, &a[..row], &b[..row]);
+                        k += 1;
+                    }
+                    at => f.one_side(d.id, at),
+                }
             }
             Ok(f)
         },
@@ -562,7 +602,10 @@ pub(crate) fn diff_rows_by(
     let bits = partition_bits(estimate(a).max(estimate(b)), MAX_PARTITIONS);
     if way == Way::Sketch {
         if let Some(listed) = super::sketch::differences([a, b], req)? {
-            return Ok((compare_listed([a, b], bits, listed, req, emit)?, Way::Sketch));
+            let t = std::time::Instant::now();
+            let s = compare_listed([a, b], bits, listed, req, emit)?;
+            log::debug!("row diff: compared {:?}", t.elapsed());
+            return Ok((s, Way::Sketch));
         }
     }
     let spills = spill([a, b], bits, true, req)?;

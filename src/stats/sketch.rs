@@ -133,7 +133,9 @@ impl Sketch {
     /// than it holds, or an element in it more than once).
     fn peel(mut self) -> Option<Vec<Element>> {
         let mut out = Vec::new();
-        let mut todo: Vec<usize> = (0..self.cells.len()).filter(|&c| self.pure(c).is_some()).collect();
+        let mut todo: Vec<usize> = (0..self.cells.len())
+            .filter(|&c| self.pure(c).is_some())
+            .collect();
         while let Some(c) = todo.pop() {
             let Some((e, count)) = self.pure(c) else {
                 continue;
@@ -187,10 +189,14 @@ pub(super) fn differences(
     let most = SKETCH_BYTES / std::mem::size_of::<Cell>() / workers;
     let want = usize::try_from(rows.saturating_mul(3) / 2).unwrap_or(usize::MAX);
     let part = (want.min(most) / HASHES).max(16);
+    let t = std::time::Instant::now();
     let Some(sketch) = first_pass(sides, part, workers, req)? else {
         return Ok(None);
     };
-    let Some(mut elements) = sketch.peel() else {
+    log::debug!("row diff: first pass {:?}", t.elapsed());
+    let peeled = sketch.peel();
+    log::debug!("row diff: peeled {:?}", t.elapsed());
+    let Some(mut elements) = peeled else {
         log::debug!("row diff: more differences than the sketch holds; spilling");
         return Ok(None);
     };
@@ -212,13 +218,21 @@ pub(super) fn differences(
         }
     }
     drop(elements);
+    log::debug!("row diff: grouped {:?}", t.elapsed());
     // Ids in both sides number the same counted from either.
-    let only = |side: usize| found.iter().filter(|f| f.1 == [side == 0, side == 1]).count();
+    let only = |side: usize| {
+        found
+            .iter()
+            .filter(|f| f.1 == [side == 0, side == 1])
+            .count()
+    };
     let [ra, rb] = sides.map(|s| s.rows().unwrap_or(0));
     if ra.checked_sub(only(0) as u64) != rb.checked_sub(only(1) as u64) {
         return Ok(None);
     }
-    positions(sides, found, req)
+    let p = positions(sides, found, req);
+    log::debug!("row diff: positions {:?}", t.elapsed());
+    p
 }
 
 /// Every row of both sides into one table per worker, merged; the sides' checksums
@@ -229,7 +243,9 @@ fn first_pass(
     workers: usize,
     req: &dyn Requester,
 ) -> Result<Option<Sketch>, RowDiffError> {
-    let tables: Vec<Mutex<Sketch>> = (0..workers).map(|_| Mutex::new(Sketch::new(part))).collect();
+    let tables: Vec<Mutex<Sketch>> = (0..workers)
+        .map(|_| Mutex::new(Sketch::new(part)))
+        .collect();
     let next = AtomicUsize::new(0);
     let work = work_items(sides);
     struct Worker {
@@ -251,17 +267,20 @@ fn first_pass(
             let row = scan.row_bytes();
             let count = if s == 0 { 1 } else { -1 };
             // Each worker has a table of its own: the lock is never waited for.
-            let mut table = tables[w.table].lock().map_err(|_| RowDiffError::Layout(LayoutError::WorkerPanicked))?;
+            let mut table = tables[w.table]
+                .lock()
+                .map_err(|_| RowDiffError::Layout(LayoutError::WorkerPanicked))?;
             w.batch.take_crcs();
             for k in first..end {
                 scan.read_piece(k, &mut w.batch)?;
                 let values = w.batch.values();
                 debug_assert_eq!(values.len(), w.batch.ids.len() * row);
                 w.placed.clear();
-                w.placed.extend(w.batch.ids.iter().enumerate().map(|(r, &id)| {
-                    let print = xxhash_rust::xxh3::xxh3_64(&values[r * row..(r + 1) * row]);
-                    Placed::new(id as u64, print, part)
-                }));
+                w.placed
+                    .extend(w.batch.ids.iter().enumerate().map(|(r, &id)| {
+                        let print = xxhash_rust::xxh3::xxh3_64(&values[r * row..(r + 1) * row]);
+                        Placed::new(id as u64, print, part)
+                    }));
                 for (r, e) in w.placed.iter().enumerate() {
                     if let Some(next) = w.placed.get(r + PREFETCH_AHEAD) {
                         for &c in &next.cells {
@@ -299,7 +318,9 @@ fn positions(
     found: Vec<(i64, [bool; 2])>,
     req: &dyn Requester,
 ) -> Result<Option<Vec<Difference>>, RowDiffError> {
+    let t = std::time::Instant::now();
     let lookup = Lookup::new(found.iter().map(|f| f.0));
+    log::debug!("row diff: lookup built {:?}", t.elapsed());
     let work: Vec<(usize, usize)> = (0..2)
         .flat_map(|s| (0..sides[s].pieces()).map(move |k| (s, k)))
         .collect();
@@ -309,9 +330,9 @@ fn positions(
         Batch::default,
         |batch, i| -> Result<Vec<(u32, u64)>, RowDiffError> {
             let (s, k) = work[i];
-            sides[s].read_piece_keys(k, batch)?;
+            let first = sides[s].read_piece_keys(k, batch)?;
             let mut hits = Vec::new();
-            for (&id, &position) in batch.ids.iter().zip(&batch.positions) {
+            for (position, &id) in (first..).zip(&batch.ids) {
                 if let Some(at) = lookup.find(id) {
                     hits.push((at, position));
                 }
@@ -319,6 +340,7 @@ fn positions(
             Ok(hits)
         },
     )?;
+    log::debug!("row diff: keys read {:?}", t.elapsed());
     let mut out: Vec<Difference> = found
         .iter()
         .map(|&(id, _)| Difference { id, at: [None; 2] })
@@ -338,11 +360,12 @@ fn positions(
     Ok(agree.then_some(out))
 }
 
-/// Ids → their index, answered for every stored key of both tables: a bit per hash first (in
-/// L2), then an open-addressing table for the few that pass.
+/// Ids → their index, asked of every stored key of both tables: a filter first (two bits
+/// of one word an id, 32 bits an id: about 1 key in 250 that is none of them passes, and
+/// the filter stays in L2), then an open-addressing table.
 struct Lookup {
-    bits: Vec<u64>,
-    bits_shift: u32,
+    filter: Vec<u64>,
+    filter_shift: u32,
     slots: Vec<(i64, u32)>,
     mask: usize,
 }
@@ -353,19 +376,18 @@ impl Lookup {
     fn new(ids: impl ExactSizeIterator<Item = i64>) -> Lookup {
         let n = ids.len();
         debug_assert!(n < FREE as usize);
-        // 16 filter bits an id: one key in 16 or fewer passes to the table.
-        let filter_bits = (n * 16).next_power_of_two().max(64);
+        let words = (n / 2).next_power_of_two().max(2);
         let slots = (n * 2).next_power_of_two().max(2);
         let mut l = Lookup {
-            bits: vec![0; filter_bits / 64],
-            bits_shift: 64 - filter_bits.trailing_zeros(),
+            filter: vec![0; words],
+            filter_shift: 64 - words.trailing_zeros(),
             slots: vec![(0, FREE); slots],
             mask: slots - 1,
         };
         for (k, id) in ids.enumerate() {
             let h = mix(id as u64);
-            let b = (h >> l.bits_shift) as usize;
-            l.bits[b / 64] |= 1 << (b % 64);
+            let (word, bits) = l.filter_of(h);
+            l.filter[word] |= bits;
             let mut s = h as usize & l.mask;
             while l.slots[s].1 != FREE {
                 s = (s + 1) & l.mask;
@@ -375,10 +397,17 @@ impl Lookup {
         l
     }
 
+    /// An id's filter word and its two bits there (from bits of its hash the slot's index
+    /// does not use).
+    fn filter_of(&self, h: u64) -> (usize, u64) {
+        let word = (h >> self.filter_shift) as usize;
+        (word, 1 << ((h >> 32) & 63) | 1 << ((h >> 40) & 63))
+    }
+
     fn find(&self, id: i64) -> Option<u32> {
         let h = mix(id as u64);
-        let b = (h >> self.bits_shift) as usize;
-        if self.bits[b / 64] & (1 << (b % 64)) == 0 {
+        let (word, bits) = self.filter_of(h);
+        if self.filter[word] & bits != bits {
             return None;
         }
         let mut s = h as usize & self.mask;
@@ -424,17 +453,29 @@ mod tests {
         b.reverse();
         let mut want = Vec::new();
         for r in b.drain(..200) {
-            want.push(Element { id: r.0 as i64, side: 0 }); // removed
+            want.push(Element {
+                id: r.0 as i64,
+                side: 0,
+            }); // removed
         }
         for (i, r) in b.iter_mut().enumerate().step_by(97) {
             r.1 ^= 1 << (i % 64); // changed: A's and B's versions
-            want.push(Element { id: r.0 as i64, side: 0 });
-            want.push(Element { id: r.0 as i64, side: 1 });
+            want.push(Element {
+                id: r.0 as i64,
+                side: 0,
+            });
+            want.push(Element {
+                id: r.0 as i64,
+                side: 1,
+            });
         }
         for _ in 0..300 {
             let id = next();
             b.push((id, 7)); // added
-            want.push(Element { id: id as i64, side: 1 });
+            want.push(Element {
+                id: id as i64,
+                side: 1,
+            });
         }
         want.sort_unstable();
         let n = want.len();
@@ -469,7 +510,9 @@ mod tests {
         for (k, &id) in ids.iter().enumerate() {
             assert_eq!(l.find(id), Some(k as u32));
         }
-        let passed = (0..100_000).filter(|_| l.find(next() as i64).is_some()).count();
+        let passed = (0..100_000)
+            .filter(|_| l.find(next() as i64).is_some())
+            .count();
         assert_eq!(passed, 0);
         assert_eq!(Lookup::new(std::iter::empty()).find(0), None);
     }

@@ -134,33 +134,40 @@ impl TfTensor {
 
     /// Elements `first..` into `out`, verified by the checksum pass first when `check`.
     fn read_fixed(&self, first: u64, out: &mut [u8], check: bool) -> Result<(), ModelError> {
+        self.read_runs(&[first], out, check)
+    }
+
+    /// Runs of `out.len() / firsts.len()` bytes from each element of `firsts` into `out`,
+    /// verified by the checksum pass first when `check`.
+    fn read_runs(&self, firsts: &[u64], out: &mut [u8], check: bool) -> Result<(), ModelError> {
         let dtype = self.meta.dtype;
         if let Some(p) = &self.meta.problem {
             return Err(self.fail(TensorFault::Known(p.clone())));
         }
-        debug_check(&self.meta, first, out.len());
+        let run = out.len() / firsts.len().max(1);
+        debug_assert_eq!(run * firsts.len(), out.len());
         let elem = dtype.elem_size().unwrap_or(1) as u64;
         let (file, loc) = self.data_file()?;
-        // The entry's stored bytes bound the read as well as its shape does.
-        let start = first
-            .checked_mul(elem)
-            .filter(|s| {
-                s.checked_add(out.len() as u64)
-                    .is_some_and(|e| e <= loc.size)
-            })
-            .ok_or(RequestError::OutOfRange {
-                first,
-                count: out.len() as u64 / elem,
-                total: loc.size / elem,
-            })?;
         if check {
             self.verify_fixed(&*file, loc)?;
         }
         if out.is_empty() {
             return Ok(());
         }
-        file.read_into(loc.offset + start, out)?;
-        // A file rewritten in place during the copy must not yield a mix (source.rs).
+        for (&first, o) in firsts.iter().zip(out.chunks_exact_mut(run)) {
+            debug_check(&self.meta, first, o.len());
+            // The entry's stored bytes bound the read as well as its shape does.
+            let start = first
+                .checked_mul(elem)
+                .filter(|s| s.checked_add(run as u64).is_some_and(|e| e <= loc.size))
+                .ok_or(RequestError::OutOfRange {
+                    first,
+                    count: run as u64 / elem,
+                    total: loc.size / elem,
+                })?;
+            file.read_into(loc.offset + start, o)?;
+        }
+        // A file rewritten in place during the copies must not yield a mix (source.rs).
         file.check_consistent()?;
         if self.bundle.big_endian {
             swap_in_place(out, swap_width(dtype));
@@ -366,6 +373,10 @@ impl Checksummed for TfTensor {
 
     fn fill_elements_unverified(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
         self.read_fixed(first, out, false)
+    }
+
+    fn fill_runs_unverified(&self, firsts: &[u64], out: &mut [u8]) -> Result<(), ModelError> {
+        self.read_runs(firsts, out, false)
     }
 
     fn deferred_crc32c(&self) -> Option<u32> {
