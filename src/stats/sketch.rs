@@ -23,10 +23,13 @@ use crate::layout::{pool, LayoutError, Requester};
 use crate::model::scan::{Batch, TableScan};
 use crate::model::{Crc, KeyKind};
 
-/// Bytes of cells the workers of the first pass hold together, at most: the differences it
-/// can list are about `SKETCH_BYTES / 24 / 1.3` (400 K on two cores), whatever the tables'
-/// size. Beyond that the peel fails and the caller spills.
-const SKETCH_BYTES: usize = 24 << 20;
+/// Bytes of cells a table holds at most: the differences it can list are about
+/// `TABLE_BYTES / 24 / 1.3` (400 K), whatever the tables' size. Beyond that the peel fails
+/// and the caller spills.
+const TABLE_BYTES: usize = 12 << 20;
+/// Tables the first pass fills at once (merged at its end): workers share them, so memory
+/// does not grow with cores; the lock is held for a piece's toggles, never across a read.
+const TABLES: usize = 2;
 /// Cells an element takes, one in each third of the table: peeling then succeeds with high
 /// probability while elements are fewer than cells / 1.23.
 const HASHES: usize = 3;
@@ -185,12 +188,12 @@ pub(super) fn differences(
     }
     let rows: u64 = sides.iter().map(|s| s.rows().unwrap_or(0)).sum();
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
-    // No more cells than all rows could need, nor than the budget gives a worker.
-    let most = SKETCH_BYTES / std::mem::size_of::<Cell>() / workers;
+    // No more cells than all rows could need.
+    let most = TABLE_BYTES / std::mem::size_of::<Cell>();
     let want = usize::try_from(rows.saturating_mul(3) / 2).unwrap_or(usize::MAX);
     let part = (want.min(most) / HASHES).max(16);
     let t = std::time::Instant::now();
-    let Some(sketch) = first_pass(sides, part, workers, req)? else {
+    let Some(sketch) = first_pass(sides, part, workers.min(TABLES), req)? else {
         return Ok(None);
     };
     log::debug!("row diff: first pass {:?}", t.elapsed());
@@ -218,7 +221,6 @@ pub(super) fn differences(
         }
     }
     drop(elements);
-    log::debug!("row diff: grouped {:?}", t.elapsed());
     // Ids in both sides number the same counted from either.
     let only = |side: usize| {
         found
@@ -235,17 +237,16 @@ pub(super) fn differences(
     p
 }
 
-/// Every row of both sides into one table per worker, merged; the sides' checksums
-/// confirmed. `None` when the pass was cut short.
+/// Every row of both sides into `tables` tables, merged; the sides' checksums confirmed.
+/// `None` when the pass was cut short.
 fn first_pass(
     sides: [&TableScan; 2],
     part: usize,
-    workers: usize,
+    tables: usize,
     req: &dyn Requester,
 ) -> Result<Option<Sketch>, RowDiffError> {
-    let tables: Vec<Mutex<Sketch>> = (0..workers)
-        .map(|_| Mutex::new(Sketch::new(part)))
-        .collect();
+    let shared = tables;
+    let tables: Vec<Mutex<Sketch>> = (0..shared).map(|_| Mutex::new(Sketch::new(part))).collect();
     let next = AtomicUsize::new(0);
     let work = work_items(sides);
     struct Worker {
@@ -257,7 +258,7 @@ fn first_pass(
         work.len(),
         req,
         || Worker {
-            table: next.fetch_add(1, Ordering::Relaxed) % workers,
+            table: next.fetch_add(1, Ordering::Relaxed) % shared,
             batch: Batch::default(),
             placed: Vec::new(),
         },
@@ -266,10 +267,6 @@ fn first_pass(
             let scan = sides[s];
             let row = scan.row_bytes();
             let count = if s == 0 { 1 } else { -1 };
-            // Each worker has a table of its own: the lock is never waited for.
-            let mut table = tables[w.table]
-                .lock()
-                .map_err(|_| RowDiffError::Layout(LayoutError::WorkerPanicked))?;
             w.batch.take_crcs();
             for k in first..end {
                 scan.read_piece(k, &mut w.batch)?;
@@ -281,6 +278,10 @@ fn first_pass(
                         let print = xxhash_rust::xxh3::xxh3_64(&values[r * row..(r + 1) * row]);
                         Placed::new(id as u64, print, part)
                     }));
+                // With as many tables as workers (two cores), never waited for.
+                let mut table = tables[w.table]
+                    .lock()
+                    .map_err(|_| RowDiffError::Layout(LayoutError::WorkerPanicked))?;
                 for (r, e) in w.placed.iter().enumerate() {
                     if let Some(next) = w.placed.get(r + PREFETCH_AHEAD) {
                         for &c in &next.cells {
@@ -318,9 +319,7 @@ fn positions(
     found: Vec<(i64, [bool; 2])>,
     req: &dyn Requester,
 ) -> Result<Option<Vec<Difference>>, RowDiffError> {
-    let t = std::time::Instant::now();
     let lookup = Lookup::new(found.iter().map(|f| f.0));
-    log::debug!("row diff: lookup built {:?}", t.elapsed());
     let work: Vec<(usize, usize)> = (0..2)
         .flat_map(|s| (0..sides[s].pieces()).map(move |k| (s, k)))
         .collect();
@@ -340,7 +339,6 @@ fn positions(
             Ok(hits)
         },
     )?;
-    log::debug!("row diff: keys read {:?}", t.elapsed());
     let mut out: Vec<Difference> = found
         .iter()
         .map(|&(id, _)| Difference { id, at: [None; 2] })
