@@ -11,6 +11,7 @@
 pub(crate) mod delta;
 mod partial;
 pub(crate) mod rowdelta;
+mod rowpass;
 mod sketch;
 
 use std::sync::Arc;

@@ -1,8 +1,10 @@
 //! Two keyed tables compared id by id (`modelfs diff --rows`), and the key sets of a table and
 //! its optimizer slots (`modelfs check`), in memory bounded whatever the tables' size.
 //!
-//! Tables keep their rows in any order (a hash table's is its buckets'), so ids are matched
-//! by partitioning: a first pass reads both tables piece by piece on all cores and spills, per
+//! Tables keep their rows in any order (a hash table's is its buckets'). A TF hash table
+//! whose keys read apart is first tried by a sketch of its differences (`sketch`: one pass,
+//! nothing written, memory sized to what differs); every other table, and one whose sketch
+//! gives up, has its ids matched by partitioning: a first pass reads both tables piece by piece on all cores and spills, per
 //! row, (id, position, 88-bit fingerprint of the row's bytes) grouped by partition of ids into
 //! a file per worker and side; a second pass takes partition after partition (on all cores)
 //! and joins both sides' records by id in one in-memory table. Equal fingerprints are equal
@@ -18,6 +20,8 @@ use std::fs::File;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use super::delta::{compare_runs, Delta};
+pub(crate) use super::rowpass::RowDiffError;
+use super::rowpass::{prefetch, work_items};
 use crate::layout::{pool, LayoutError, Requester};
 use crate::model::scan::{Batch, TableScan};
 use crate::model::{Crc, KeyKind};
@@ -99,26 +103,6 @@ impl RowSummary {
     pub(crate) fn rel_l2(&self) -> Option<f64> {
         self.delta.rel_l2()
     }
-}
-
-/// Why two tables could not be compared.
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum RowDiffError {
-    #[error("{0}")]
-    Read(#[from] crate::model::ModelError),
-    #[error("spill file: {0}")]
-    Spill(#[from] std::io::Error),
-    #[error("{0}")]
-    Layout(#[from] LayoutError),
-    #[error("rows of {a} and {b} elements cannot be compared")]
-    Widths { a: u64, b: u64 },
-    #[error("{0} rows: more than diff --rows numbers")]
-    TooManyRows(u64),
-    #[error("{a} and {b} rows cannot be compared")]
-    Dtypes { a: String, b: String },
-    /// The consumer of the differences stopped (its own error is with it).
-    #[error("output: {0}")]
-    Emit(std::io::Error),
 }
 
 /// The spill of one side: an unnamed temporary file per worker of the first pass (writers of
@@ -227,22 +211,6 @@ fn partition_bits(rows: u64, most: u64) -> u32 {
     want.next_power_of_two().trailing_zeros()
 }
 
-/// Records an item of the first pass spills at most, about: the partitions' runs of one
-/// item are then a few KiB each (read back with a call each), and a worker holds 3 MiB.
-const ITEM_RECORDS: u64 = 1 << 17;
-
-/// The items of a first pass over both sides: (side, first piece, end piece), a run of
-/// pieces of about `ITEM_RECORDS` rows each (its checksums run on from piece to piece).
-pub(super) fn work_items(sides: [&TableScan; 2]) -> Vec<(usize, usize, usize)> {
-    let mut work = Vec::new();
-    for (s, scan) in sides.iter().enumerate() {
-        let per = (ITEM_RECORDS / scan.rows_per_piece().max(1)).max(1) as usize;
-        let n = scan.pieces();
-        work.extend((0..n).step_by(per).map(|k| (s, k, (k + per).min(n))));
-    }
-    work
-}
-
 /// The first pass: every piece of both sides (`fingerprint`: of its rows' bytes too) spilled
 /// by partition, a run of pieces (an item) at a time.
 fn spill(
@@ -336,20 +304,6 @@ const REPEATED: u32 = u32::MAX;
 
 /// Records ahead whose slot the join asks the cache for.
 const PREFETCH_AHEAD: usize = 8;
-
-/// Asks for `x`'s cache line ahead of its use.
-#[inline(always)]
-pub(super) fn prefetch<T>(x: &T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is a hint: it never faults and changes no memory; `x` is a valid
-    // reference besides.
-    unsafe {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        _mm_prefetch::<_MM_HINT_T0>((x as *const T).cast::<i8>());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = x;
-}
 
 /// A second hash of an id, independent of `partition_of`'s (splitmix64's finaliser).
 fn slot_hash(id: i64, bits: u32) -> usize {

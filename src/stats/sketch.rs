@@ -18,7 +18,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use super::rowdelta::{work_items, RowDiffError};
+use super::rowpass::{prefetch, work_items, RowDiffError};
 use crate::layout::{pool, LayoutError, Requester};
 use crate::model::scan::{Batch, TableScan};
 use crate::model::{Crc, KeyKind};
@@ -285,7 +285,7 @@ fn first_pass(
                 for (r, e) in w.placed.iter().enumerate() {
                     if let Some(next) = w.placed.get(r + PREFETCH_AHEAD) {
                         for &c in &next.cells {
-                            super::rowdelta::prefetch(&table.cells[c]);
+                            prefetch(&table.cells[c]);
                         }
                     }
                     table.toggle(e, count);
