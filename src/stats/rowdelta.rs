@@ -3,15 +3,15 @@
 //!
 //! Tables keep their rows in any order (a hash table's is its buckets'). A TF hash table
 //! whose keys read apart is first tried by a sketch of its differences (`sketch`: one pass,
-//! nothing written, memory sized to what differs); every other table, and one whose sketch
-//! gives up, has its ids matched by partitioning: a first pass reads both tables piece by piece on all cores and spills, per
-//! row, (id, position, 88-bit fingerprint of the row's bytes) grouped by partition of ids into
-//! a file per worker and side; a second pass takes partition after partition (on all cores)
-//! and joins both sides' records by id in one in-memory table. Equal fingerprints are equal
-//! rows; only rows whose fingerprints differ are read again (by position) and compared as
-//! `diff` compares elements, so −0.0 = 0.0 and NaN = NaN there too. A scan that reads its
-//! tensors unverified (`TableScan::deferring`) has its checksums confirmed at the end of the
-//! first pass, before anything is compared.
+//! nothing written, memory sized to what differs). Every other table, and one whose sketch
+//! gives up, has its ids matched by partitioning: a first pass reads both tables piece by
+//! piece on all cores and spills, per row, (id, position, 88-bit fingerprint of the row's
+//! bytes) grouped by partition of ids into a file per worker and side; a second pass takes
+//! partition after partition (on all cores) and joins both sides' records by id in one
+//! in-memory table. Equal fingerprints are equal rows; only rows whose fingerprints differ
+//! are read again (by position) and compared as `diff` compares elements, so −0.0 = 0.0 and
+//! NaN = NaN there too. A scan that reads its tensors unverified (`TableScan::deferring`)
+//! has its checksums confirmed at the end of the first pass, before anything is compared.
 //!
 //! An id saved more than once in a table (a `DenseHashTable`'s empty and deleted buckets, its
 //! sentinels) is not a row: it is left out, as `row_by_id` leaves it out.
