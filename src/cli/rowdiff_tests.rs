@@ -503,3 +503,35 @@ fn a_sketch_of_the_differences_says_what_the_spill_says() {
     assert_eq!(taken, Way::Spill);
     assert_eq!((lines.len(), s.changed), (ids.len(), ids.len() as u64));
 }
+
+/// What decides, for big tables, whether a sketch would peel: the differences estimated
+/// from a sample of ids, exact when every id is sampled, near when one in 16 is.
+#[test]
+fn the_differences_are_estimated_from_a_sample_of_ids() {
+    let (a, b, want, n) = training_step(200_000, checksummed_table);
+    let scan = |t: &Arc<dyn Tensor>| TableScan::new(t.clone()).unwrap().unwrap().deferring();
+    let (sa, sb) = (scan(&a), scan(&b));
+    // A changed row is in a sketch twice (A's and B's), and so is the row whose 0.0 became
+    // −0.0: other bytes, the same number.
+    let exact: u64 = 2 + want
+        .values()
+        .map(|c| match c {
+            Change::Changed(_) => 2,
+            _ => 1,
+        })
+        .sum::<u64>();
+    let est = |sample| crate::stats::sketch::estimate([&sa, &sb], sample, &Patient).unwrap();
+    assert_eq!(est(1 << 20), (exact, 1));
+    let (e, rate) = est(n as u64 / 16);
+    assert_eq!(rate, 16);
+    assert!(
+        e.abs_diff(exact) < exact / 4,
+        "{e} estimated, {exact} exact"
+    );
+    assert_eq!(
+        crate::stats::sketch::estimate([&sa, &sa], 1 << 20, &Patient)
+            .unwrap()
+            .0,
+        0
+    );
+}

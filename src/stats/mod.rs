@@ -12,7 +12,7 @@ pub(crate) mod delta;
 mod partial;
 pub(crate) mod rowdelta;
 mod rowpass;
-mod sketch;
+pub(crate) mod sketch;
 
 use std::sync::Arc;
 
