@@ -128,8 +128,9 @@ impl Sketch {
         }
     }
 
-    /// The element alone in cell `c`, if one is (its count ±1, its check its own, and `c`
-    /// one of its cells: a mix of several passes all three with odds about 2^-32 · 3/cells).
+    /// The element alone in cell `c`, if one is: its count ±1, its check its own, and `c`
+    /// one of its cells (a cell holding several elements passes all three with odds of
+    /// about 2^-32 · 3 / cells).
     fn pure(&self, c: usize) -> Option<(Placed, i32)> {
         let x = &self.cells[c];
         if x.count != 1 && x.count != -1 {

@@ -103,6 +103,18 @@ fn dtypes_and_endianness() {
         f.read_elements(1, &mut two).unwrap();
         assert_eq!(&two[..], &want[4..12]);
         assert!(f.read_elements(3, &mut two).is_err());
+        // Runs: rows 1 and 0 of `f` in one call, as a row diff reads changed rows.
+        let mut runs = [0u8; 16];
+        f.read_runs_unchecked(&[2, 0], &mut runs).unwrap();
+        assert_eq!((&runs[..8], &runs[8..]), (&want[8..16], &want[..8]));
+        assert!(
+            f.read_runs_unchecked(&[3, 0], &mut runs).is_err(),
+            "past the end"
+        );
+        assert!(
+            f.read_runs_unchecked(&[0, 1], &mut runs[..15]).is_err(),
+            "unequal"
+        );
         assert_eq!(read_all(&*tensor(&bundle, b"i16")).unwrap(), i16s);
         assert_eq!(read_all(&*tensor(&bundle, b"c64")).unwrap(), c64);
         assert_eq!(read_all(&*tensor(&bundle, b"bool")).unwrap(), [0, 1, 1]);
