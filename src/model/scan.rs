@@ -105,16 +105,19 @@ pub struct TableScan {
     shape: Option<Arc<SparseShape>>,
     /// `ColumnId`: the first column of each piece after the first.
     bounds: Vec<i64>,
-    /// A hash table's keys and values read unverified (`deferring`).
+    /// A hash table's stored keys and values, when it is one pair of them.
     deferred: Option<Deferred>,
 }
 
-/// The stored tensors of a deferring scan (`Keyed::key_value_tensors`).
+/// The stored tensors of a hash table kept as one pair (`Keyed::key_value_tensors`): its keys
+/// can be read alone (`read_piece_keys`), and all of it unverified (`deferring`).
 struct Deferred {
     keys: Arc<dyn Tensor>,
     values: Arc<dyn Tensor>,
     /// Bytes of a stored key: 4 or 8.
     key_width: usize,
+    /// Read without checksum passes, the checksums confirmed by the caller (`deferring`).
+    unverified: bool,
 }
 
 impl TableScan {
@@ -183,6 +186,9 @@ impl TableScan {
             // A piece's columns number at most its entries of the longest row.
             scan.rows_per_piece = column_piece_entries(scan.width);
         }
+        if kind == KeyKind::HashKey {
+            scan.deferred = Self::pair(&scan.t, scan.rows);
+        }
         Ok(Some(scan))
     }
 
@@ -191,50 +197,61 @@ impl TableScan {
     /// CRC32Cs of what it read (`Batch::take_crcs`), and the caller must hand `confirm` those
     /// of all pieces, combined in piece order, before it uses anything read.
     pub(crate) fn deferring(mut self) -> TableScan {
-        let Some((keys, values)) = self.t.as_keyed().and_then(|k| k.key_value_tensors()) else {
-            return self;
-        };
-        let key_width = match keys.meta().dtype {
-            DType::I32 => 4,
-            DType::I64 => 8,
-            _ => return self,
-        };
-        let whole = keys.meta().shape.first() == Some(&self.rows)
-            && values.meta().shape == self.t.meta().shape
-            && values.meta().dtype == self.t.meta().dtype;
-        if self.kind == KeyKind::HashKey
-            && whole
-            && keys.deferred_crc32c().is_some()
-            && values.deferred_crc32c().is_some()
-        {
-            self.deferred = Some(Deferred {
-                keys,
-                values,
-                key_width,
-            });
+        if let Some(d) = &mut self.deferred {
+            d.unverified =
+                d.keys.deferred_crc32c().is_some() && d.values.deferred_crc32c().is_some();
         }
         self
     }
 
-    /// Whether reads skip the checksum passes (`deferring`); such a scan's keys can also be
-    /// read alone (`read_piece_keys`).
+    /// A hash table's stored keys and values, when they are one pair of whole tensors.
+    fn pair(t: &Arc<dyn Tensor>, rows: u64) -> Option<Deferred> {
+        let (keys, values) = t.as_keyed()?.key_value_tensors()?;
+        let key_width = match keys.meta().dtype {
+            DType::I32 => 4,
+            DType::I64 => 8,
+            _ => return None,
+        };
+        let whole = keys.meta().shape.first() == Some(&rows)
+            && values.meta().shape == t.meta().shape
+            && values.meta().dtype == t.meta().dtype;
+        whole.then_some(Deferred {
+            keys,
+            values,
+            key_width,
+            unverified: false,
+        })
+    }
+
+    /// Whether reads skip the checksum passes (`deferring`).
+    #[cfg(test)]
     pub(crate) fn is_deferring(&self) -> bool {
+        self.deferred.as_ref().is_some_and(|d| d.unverified)
+    }
+
+    /// Whether the keys can be read alone (`read_piece_keys`): a hash table kept as one pair
+    /// of stored keys and values.
+    pub(crate) fn keys_apart(&self) -> bool {
         self.deferred.is_some()
     }
 
-    /// The ids of piece `k` of a deferring scan, without its values, and the position of
-    /// the first (`ids[i]` is at `first + i`; `positions` is left empty): its keys read
-    /// unverified (a caller that confirmed them once, `confirm`, reads them again).
+    /// The ids of piece `k`, without its values, and the position of the first (`ids[i]` is
+    /// at `first + i`; `positions` is left empty), of a scan whose keys read apart. A
+    /// deferring scan reads them unverified (a caller that confirmed them once, `confirm`,
+    /// reads them again).
     pub(crate) fn read_piece_keys(&self, k: usize, out: &mut Batch) -> Result<u64, ModelError> {
         out.clear();
         let Some(d) = &self.deferred else {
-            return Err(self.error("keys read apart from a scan that does not defer"));
+            return Err(self.error("keys read apart from a table that keeps them in its rows"));
         };
         let first = k as u64 * self.rows_per_piece;
         let n = self.rows_per_piece.min(self.rows.saturating_sub(first));
         out.ids.resize(n as usize, 0);
         let raw = to_fill(&mut out.raw_keys, n as usize * d.key_width);
-        d.keys.read_elements_unchecked(first, raw)?;
+        match d.unverified {
+            true => d.keys.read_elements_unchecked(first, raw)?,
+            false => d.keys.read_elements(first, raw)?,
+        }
         keys_from_le(raw, d.key_width, &mut out.ids);
         Ok(first)
     }
@@ -242,7 +259,7 @@ impl TableScan {
     /// The keys' and values' CRC32Cs of every piece, in piece order, of a deferring scan:
     /// `Err` when either is not the stored one. Nothing to confirm otherwise.
     pub(crate) fn confirm(&self, crcs: [Crc; 2]) -> Result<(), ModelError> {
-        match &self.deferred {
+        match self.deferred.as_ref().filter(|d| d.unverified) {
             Some(d) => {
                 d.keys.confirm_crc32c(crcs[0].value())?;
                 d.values.confirm_crc32c(crcs[1].value())
@@ -302,7 +319,7 @@ impl TableScan {
         match self.kind {
             KeyKind::HashKey => {
                 out.ids.resize(n as usize, 0);
-                if let Some(d) = &self.deferred {
+                if let Some(d) = self.deferred.as_ref().filter(|d| d.unverified) {
                     return self.read_deferred(d, first, n, out);
                 }
                 let Some(keyed) = self.t.as_keyed() else {
@@ -365,7 +382,7 @@ impl TableScan {
         if !matches!(self.kind, KeyKind::HashKey | KeyKind::RowIndex) {
             return Err(self.error("rows by position of a table found by id"));
         }
-        let Some(d) = &self.deferred else {
+        let Some(d) = self.deferred.as_ref().filter(|d| d.unverified) else {
             for &p in positions {
                 self.row(p, 0, out)?; // (the id is for tables found by id)
             }
