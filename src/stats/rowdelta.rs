@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use super::delta::{compare_runs, Delta};
 pub(crate) use super::rowpass::RowDiffError;
-use super::rowpass::{prefetch, work_items};
+use super::rowpass::{mix, prefetch, work_items};
 use crate::layout::{pool, LayoutError, Requester};
 use crate::model::scan::{Batch, TableScan};
 use crate::model::{Crc, KeyKind};
@@ -307,11 +307,7 @@ const PREFETCH_AHEAD: usize = 8;
 
 /// A second hash of an id, independent of `partition_of`'s (splitmix64's finaliser).
 fn slot_hash(id: i64, bits: u32) -> usize {
-    let mut z = id as u64;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^= z >> 31;
-    (z >> (64 - bits)) as usize
+    (mix(id as u64) >> (64 - bits)) as usize
 }
 
 /// One partition's records of both sides joined by id, in one open-addressing table that

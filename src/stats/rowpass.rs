@@ -1,5 +1,5 @@
 //! What both ways of matching two tables' rows by id share (`rowdelta`'s spill, `sketch`):
-//! the error, the first pass's items, a cache hint.
+//! the error, the first pass's items, a hash, a cache hint.
 
 use crate::layout::LayoutError;
 use crate::model::scan::TableScan;
@@ -52,4 +52,11 @@ pub(super) fn prefetch<T>(x: &T) {
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = x;
+}
+
+/// splitmix64's finaliser: a hash of an id, independent of `rowdelta::partition_of`'s.
+pub(super) fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
 }

@@ -18,7 +18,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use super::rowpass::{prefetch, work_items, RowDiffError};
+use super::rowpass::{mix, prefetch, work_items, RowDiffError};
 use crate::layout::{pool, LayoutError, Requester};
 use crate::model::scan::{Batch, TableScan};
 use crate::model::{Crc, KeyKind};
@@ -52,13 +52,6 @@ struct Cell {
     print: u64,
     check: u32,
     count: i32,
-}
-
-/// splitmix64's finaliser.
-fn mix(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
 }
 
 /// An element (a row: its id and fingerprint) and where it goes.
