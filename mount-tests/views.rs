@@ -265,3 +265,52 @@ fn a_model_and_its_tf_view_diff_identical() {
         mount.unmount_and_check();
     }
 }
+
+/// `.tf/model.data-00000-of-00001` of a checkpoint with one data file is that file, which
+/// the kernel reads itself (FUSE passthrough, Linux 6.9+, as root): its bytes, read or
+/// mapped, are the source's, and not one READ of them reaches the daemon.
+#[test]
+fn the_tf_views_data_file_is_read_by_the_kernel_from_the_source() {
+    let Some(fuse) = Fuse::check() else { return };
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: passthrough needs root");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let src = crate::firstlook::checkpoint(tmp.path(), 2048, 4096); // 32 MiB
+    let want = std::fs::read(src.with_extension("data-00000-of-00001")).unwrap();
+    let log = tmp.path().join("daemon.log");
+    let m = fuse.mount_env(
+        &src,
+        &format!("cache_dir=none,log={}", log.display()),
+        &[("RUST_LOG", "modelfs::fs::fuse=trace")],
+    );
+    let reads = || {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains("read ino "))
+            .count()
+    };
+    let data = m.path().join(".tf/model.data-00000-of-00001");
+    let before = reads();
+    let got = std::fs::read(&data).unwrap();
+    assert!(got == want, "the view's data file is not the source's");
+    let f = std::fs::File::open(&data).unwrap();
+    // SAFETY: a read-only mapping of a read-only file, dropped before the unmount.
+    let map = unsafe { memmap2::Mmap::map(&f) }.unwrap();
+    assert!(map[..] == want[..]);
+    drop((map, f));
+    assert_eq!(
+        reads(),
+        before,
+        "READs of a passed-through file reached the daemon"
+    );
+    // Its index is the view's own, read through the daemon; TensorFlow's reader takes both.
+    assert!(!std::fs::read(m.path().join(".tf/model.index"))
+        .unwrap()
+        .is_empty());
+    assert!(reads() > before);
+    m.unmount_and_check();
+}

@@ -84,8 +84,9 @@ pub(crate) fn cat_into(tree: &Tree, path: &[u8], out: &mut dyn Write) -> Result<
     let opened = tree
         .open(ino, false, &Patient)
         .map_err(|e| path_failure(shown, &e))?;
+    let fh = opened.fh;
     let result = cat_open(tree, opened, shown, out);
-    tree.release(opened.fh);
+    tree.release(fh);
     result
 }
 

@@ -9,11 +9,12 @@
 //! real end of file); once its size is learnt the kernel's copy of the inode is invalidated.
 //! Plain readdir only (readdirplus would ask for every file's attributes).
 
+use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fuser::{
@@ -36,13 +37,51 @@ const MAX_READ: u32 = 16 << 20;
 /// Readahead we ask the kernel for (clamped to what it allows).
 const READAHEAD: u32 = 4 << 20;
 
+/// A passed-through file's backing id and the opens that use it.
+type Backing = (Arc<fuser::BackingId>, HashSet<u64>);
+
 pub(crate) struct ModelFs {
     tree: Arc<Tree>,
+    /// The kernel's handle on each passed-through file's backing file, shared by its opens
+    /// (the kernel wants one per inode), with how many are open.
+    backing: Mutex<HashMap<u64, Backing>>,
 }
 
 impl ModelFs {
     pub(crate) fn new(tree: Arc<Tree>) -> ModelFs {
-        ModelFs { tree }
+        ModelFs {
+            tree,
+            backing: Mutex::default(),
+        }
+    }
+
+    /// The backing id of file `ino` on `file` for open `fh`, registered with the kernel on
+    /// the file's first open.
+    fn backing_id(
+        &self,
+        (ino, fh): (u64, u64),
+        file: &std::fs::File,
+        reply: &ReplyOpen,
+    ) -> io::Result<Arc<fuser::BackingId>> {
+        let mut ids = self.backing.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((id, opens)) = ids.get_mut(&ino) {
+            opens.insert(fh);
+            return Ok(Arc::clone(id));
+        }
+        let id = Arc::new(reply.open_backing(file)?);
+        ids.insert(ino, (Arc::clone(&id), HashSet::from([fh])));
+        Ok(id)
+    }
+
+    /// Open `fh` of `ino` closed: the file's backing id goes with its last passed open.
+    fn release_backing(&self, ino: u64, fh: u64) {
+        let mut ids = self.backing.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, opens)) = ids.get_mut(&ino) {
+            opens.remove(&fh);
+            if opens.is_empty() {
+                ids.remove(&ino);
+            }
+        }
     }
 }
 
@@ -260,6 +299,15 @@ impl Filesystem for ModelFs {
         ] {
             let _ = config.add_capabilities(flag);
         }
+        // Registering a backing file takes CAP_SYS_ADMIN; a depth of 1 keeps this mount
+        // usable under overlayfs (a source on a stacked file system is then not passed).
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } == 0
+            && config.add_capabilities(InitFlags::FUSE_PASSTHROUGH).is_ok()
+            && config.set_max_stack_depth(1).is_ok()
+        {
+            self.tree.allow_passthrough();
+        }
         Ok(())
     }
 
@@ -417,22 +465,32 @@ impl Filesystem for ModelFs {
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         let write = flags.acc_mode() != OpenAccMode::O_RDONLY || flags.0 & libc::O_TRUNC != 0;
         let caller = Caller::new(&self.tree, ino.0, req.pid());
-        match self.tree.open(ino.0, write, &caller) {
-            Ok(o) => reply.opened(
-                FileHandle(o.fh),
-                match o.mode {
-                    OpenMode::Cached => FopenFlags::FOPEN_KEEP_CACHE,
-                    OpenMode::Direct => FopenFlags::FOPEN_DIRECT_IO,
-                },
-            ),
-            Err(e) => reply.error(errno(&e)),
+        let o = match self.tree.open(ino.0, write, &caller) {
+            Ok(o) => o,
+            Err(e) => return reply.error(errno(&e)),
+        };
+        let fh = FileHandle(o.fh);
+        if let Some(file) = o.backing.as_ref().and_then(|b| b.local_file()) {
+            match self.backing_id((ino.0, o.fh), file, &reply) {
+                Ok(id) => return reply.opened_passthrough(fh, FopenFlags::empty(), &id),
+                // Served by reads as any other file (a source on a stacked file system).
+                Err(e) => log::debug!(
+                    "{}: not passed through: {e}",
+                    o.backing.as_ref().map_or("", |b| b.name())
+                ),
+            }
         }
+        let flags = match o.mode {
+            OpenMode::Cached | OpenMode::Passed => FopenFlags::FOPEN_KEEP_CACHE,
+            OpenMode::Direct => FopenFlags::FOPEN_DIRECT_IO,
+        };
+        reply.opened(fh, flags);
     }
 
     fn release(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         _flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
@@ -440,6 +498,7 @@ impl Filesystem for ModelFs {
         reply: ReplyEmpty,
     ) {
         self.tree.release(fh.0);
+        self.release_backing(ino.0, fh.0);
         reply.ok();
     }
 

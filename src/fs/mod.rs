@@ -22,6 +22,8 @@ pub(crate) mod live;
 #[cfg(test)]
 mod live_tests;
 pub(crate) mod names;
+#[cfg(test)]
+mod passthrough_tests;
 pub(crate) mod push;
 #[cfg(test)]
 mod push_tests;

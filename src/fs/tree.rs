@@ -110,6 +110,8 @@ pub(crate) enum OpenMode {
     Cached,
     /// Every read reaches us and ends at end of file, whatever size was reported.
     Direct,
+    /// The kernel reads the local file it is (`Opening::backing`) itself.
+    Passed,
 }
 
 impl Attr {
@@ -221,6 +223,9 @@ pub(crate) struct Tree {
     on_changed: OnceLock<ChangeListener>,
     /// Fills the kernel's page cache ahead of readers (a mount only).
     push: OnceLock<super::push::Pusher>,
+    /// The kernel can read files that are a local source file whole from that file itself
+    /// (FUSE passthrough), and this mount may ask it to.
+    passthrough: AtomicBool,
 }
 
 /// Told what the kernel should drop after the source changed: entries (parent, name) and
@@ -242,6 +247,7 @@ impl Tree {
             on_evict: OnceLock::new(),
             on_changed: OnceLock::new(),
             push: OnceLock::new(),
+            passthrough: AtomicBool::new(false),
         }
     }
 
@@ -257,6 +263,12 @@ impl Tree {
         let pusher = super::push::Pusher::new(ahead, whole_max);
         pusher.start(sink, threads);
         let _ = self.push.set(pusher);
+    }
+
+    /// Lets opens name the local file a file is, whole (`Opening::backing`), for the kernel
+    /// to read itself.
+    pub(crate) fn allow_passthrough(&self) {
+        self.passthrough.store(true, Ordering::Release);
     }
 
     /// Bytes of file `ino` at `offset` computed anyway (`Requester::offer`): pushed into the

@@ -7,6 +7,8 @@
 //!   (unless `volatile`).
 //! - `read` gives `len` bytes, fewer only at the end of the file.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 
 use crate::model::ModelError;
@@ -150,5 +152,13 @@ pub trait FileContent: Send + Sync {
     /// their reader.
     fn rendered(&self) -> bool {
         false
+    }
+    /// The local file these bytes are, whole and from its start, once everything `read`
+    /// would check first is checked (checksums, for `req`): the kernel may then read that
+    /// file itself (FUSE passthrough), bypassing `read`. `None`: no such file, or a check
+    /// failed (`read` then reports it).
+    fn backing(&self, req: &dyn Requester) -> Option<Arc<dyn crate::source::ReadAt>> {
+        let _ = req;
+        None
     }
 }

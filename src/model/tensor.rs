@@ -20,6 +20,14 @@ use super::{
     SparseShape, TensorMeta,
 };
 
+/// A tensor's bytes as one run of a source file (`Tensor::stored_run`).
+#[derive(Clone)]
+pub struct StoredRun {
+    pub file: Arc<dyn crate::source::ReadAt>,
+    pub offset: u64,
+    pub len: u64,
+}
+
 /// A tensor (or one partition of one) that can be read.
 pub trait Tensor: Send + Sync {
     fn meta(&self) -> &TensorMeta;
@@ -36,6 +44,14 @@ pub trait Tensor: Send + Sync {
     /// which has checked the request.
     fn lend(&self, first: u64, len: usize) -> Option<Result<Bytes, ModelError>> {
         let _ = (first, len);
+        None
+    }
+
+    /// Where the bytes `read` gives for the whole tensor lie, when they are one run of one
+    /// local source file, stored exactly as served (no byte swap, no decoding): a view may
+    /// then point into that file and the kernel serve it (`views::tf`). A string tensor's run
+    /// is its bytes in TensorFlow's bundle encoding (formats/tf-checkpoint.md §6.1).
+    fn stored_run(&self) -> Option<StoredRun> {
         None
     }
 
@@ -451,6 +467,9 @@ impl Tensor for WithMeta {
     }
     fn lend(&self, first: u64, len: usize) -> Option<Result<Bytes, ModelError>> {
         self.inner.lend(first, len)
+    }
+    fn stored_run(&self) -> Option<StoredRun> {
+        self.inner.stored_run()
     }
     fn cache_identity(&self) -> Option<String> {
         self.inner.cache_identity()

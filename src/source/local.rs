@@ -268,6 +268,9 @@ impl ReadAt for MmapFile {
     fn identity(&self) -> Option<FileIdentity> {
         Some(self.identity)
     }
+    fn local_file(&self) -> Option<&File> {
+        Some(&self.file)
+    }
     /// A view of the mapping on a thread that lends (`lending`), else a copy (`pread`).
     fn read(&self, offset: u64, len: usize) -> Result<Bytes, SourceError> {
         if !LENDING.with(Cell::get) || len == 0 {

@@ -150,6 +150,11 @@ pub trait ReadAt: Send + Sync + fmt::Debug {
     fn done_with(&self, offset: u64, len: u64) {
         let _ = (offset, len);
     }
+    /// The local file these bytes are, whole and from its start: what the kernel may read
+    /// itself instead of asking (FUSE passthrough). `None` for anything else.
+    fn local_file(&self) -> Option<&std::fs::File> {
+        None
+    }
     /// Checks that the underlying file is unchanged; sources that cannot change return Ok.
     fn check_unchanged(&self) -> Result<(), SourceError> {
         Ok(())

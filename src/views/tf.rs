@@ -26,7 +26,8 @@ use crate::codec::{crc32c_extend, mask_crc};
 use crate::layout::binary::{ElemMap, RawElements};
 use crate::layout::dense::dense_tensor;
 use crate::layout::{pool, FileContent, LayoutCtx, LayoutError, Requester};
-use crate::model::{DType, ModelError};
+use crate::model::{DType, ModelError, StoredRun};
+use crate::source::ReadAt;
 use crate::store::{Crc, Store};
 use crate::tf::dtype::to_tf;
 use crate::tf::writer::{encode_strings, entry_proto};
@@ -86,6 +87,8 @@ pub(crate) fn view(
     ctx: &Arc<LayoutCtx>,
 ) -> Result<View, ModelError> {
     let mut entries = Vec::new();
+    // Each entry's run in a source file, if any, and its tensor.
+    let mut runs = Vec::new();
     let mut offset = 0u64;
     for t in tensors {
         let meta = t.meta();
@@ -95,6 +98,7 @@ pub(crate) fn view(
             (Some(_), None) if meta.dtype == DType::Str => match strings(&*t) {
                 Ok(body) => {
                     push(&mut entries, &mut offset, t.meta(), body)?;
+                    runs.push((t.stored_run(), t.clone()));
                     continue;
                 }
                 Err(e) => Some(e.to_string()),
@@ -124,20 +128,27 @@ pub(crate) fn view(
             continue;
         };
         push(&mut entries, &mut offset, meta, Body::Elements(elements))?;
+        runs.push((t.stored_run(), t.clone()));
     }
+    let backing = backed(&mut entries, &runs);
     let mut layout = Layout {
         entries,
         index_size: 0,
     };
     layout.index_size = index_bytes(&layout, None).len() as u64;
-    // The data file: every tensor's bytes back to back, at the offsets the index gives.
-    let mut data = ConcatBuilder::default();
-    for e in &layout.entries {
-        debug_assert_eq!(data.offset(), e.offset);
-        data.push(e.body.clone())
-            .map_err(|e| ModelError::data(DIR, e))?;
-    }
-    let data = data.finish();
+    let data: Arc<dyn FileContent> = match backing {
+        Some(file) => Arc::new(data_in(&layout, file, runs.into_iter().map(|(_, t)| t))?),
+        None => {
+            // Every tensor's bytes back to back, at the offsets the index gives.
+            let mut data = ConcatBuilder::default();
+            for e in &layout.entries {
+                debug_assert_eq!(data.offset(), e.offset);
+                data.push(e.body.clone())
+                    .map_err(|e| ModelError::data(DIR, e))?;
+            }
+            Arc::new(data.finish())
+        }
+    };
     let layout = Arc::new(layout);
     let checkpoint =
         format!("model_checkpoint_path: \"{PREFIX}\"\nall_model_checkpoint_paths: \"{PREFIX}\"\n");
@@ -146,7 +157,7 @@ pub(crate) fn view(
             b"checkpoint".to_vec(),
             Arc::new(Whole(checkpoint.into_bytes().into())),
         ),
-        (DATA.into(), Arc::new(data)),
+        (DATA.into(), data),
         (
             format!("{PREFIX}.index").into_bytes(),
             Arc::new(Made::new(Index {
@@ -160,6 +171,151 @@ pub(crate) fn view(
         .map(|(n, f)| (n, ViewEntry::File(f)))
         .collect();
     Ok(View::dir(FixedDir(entries)))
+}
+
+/// The one local file every entry's bytes are a run of, exactly as the view would write
+/// them (`Tensor::stored_run`), the runs apart: then the data file is that file itself, and
+/// each entry is moved to its run. `None` (and nothing moved) otherwise.
+fn backed(
+    entries: &mut [Entry],
+    runs: &[(Option<StoredRun>, Arc<dyn crate::model::Tensor>)],
+) -> Option<Arc<dyn ReadAt>> {
+    debug_assert_eq!(entries.len(), runs.len());
+    let first = runs.first()?.0.as_ref()?;
+    first.file.local_file()?;
+    let file = Arc::clone(&first.file);
+    let mut order: Vec<usize> = (0..entries.len()).collect();
+    order.sort_by_key(|&i| runs[i].0.as_ref().map_or(0, |r| r.offset));
+    let mut end = 0u64;
+    for &i in &order {
+        let run = runs[i].0.as_ref()?;
+        let e = &entries[i];
+        let run_end = run.offset.checked_add(run.len)?;
+        let same_file = std::ptr::addr_eq(Arc::as_ptr(&run.file), Arc::as_ptr(&file));
+        if !same_file || run.len != e.size || run.offset < end || run_end > file.size() {
+            return None;
+        }
+        // A string tensor is re-encoded by the view: its run must be those very bytes.
+        if let Body::Encoded(b, _) = &*e.body {
+            let len = usize::try_from(run.len).ok()?;
+            if file.read_at(run.offset, len).ok()?.as_ref() != b.as_ref() {
+                return None;
+            }
+        }
+        end = run_end;
+    }
+    for (e, (run, _)) in entries.iter_mut().zip(runs) {
+        e.offset = run.as_ref()?.offset;
+    }
+    Some(file)
+}
+
+/// The data file of a view whose entries all lie in `file` (`backed`): that file's bytes,
+/// each entry's run read through its tensor (checked as any read of it is), the bytes
+/// between runs as they are.
+fn data_in(
+    layout: &Layout,
+    file: Arc<dyn ReadAt>,
+    tensors: impl Iterator<Item = Arc<dyn crate::model::Tensor>>,
+) -> Result<Passed, ModelError> {
+    let mut order: Vec<&Entry> = layout.entries.iter().collect();
+    order.sort_by_key(|e| e.offset);
+    let mut data = ConcatBuilder::default();
+    let too_big = |e| ModelError::data(DIR, e);
+    for e in order {
+        let gap = e.offset - data.offset();
+        data.push(Arc::new(Span::new(&file, data.offset(), gap)))
+            .map_err(too_big)?;
+        data.push(e.body.clone()).map_err(too_big)?;
+    }
+    let tail = file.size() - data.offset();
+    data.push(Arc::new(Span::new(&file, data.offset(), tail)))
+        .map_err(too_big)?;
+    Ok(Passed {
+        data: data.finish(),
+        file,
+        tensors: tensors.collect(),
+    })
+}
+
+/// Bytes of a source file as they are.
+struct Span {
+    file: Arc<dyn ReadAt>,
+    at: u64,
+    len: u64,
+}
+
+impl Span {
+    fn new(file: &Arc<dyn ReadAt>, at: u64, len: u64) -> Span {
+        Span {
+            file: Arc::clone(file),
+            at,
+            len,
+        }
+    }
+}
+
+impl FileContent for Span {
+    fn known_size(&self) -> Option<u64> {
+        Some(self.len)
+    }
+    fn size_for(&self, _req: &dyn Requester) -> Result<u64, LayoutError> {
+        Ok(self.len)
+    }
+    fn read(&self, offset: u64, len: usize, _req: &dyn Requester) -> Result<Bytes, LayoutError> {
+        let left = self.len.saturating_sub(offset);
+        let len = usize::try_from(left).map_or(len, |l| l.min(len));
+        let got = self
+            .file
+            .read(self.at + offset, len)
+            .map_err(ModelError::from)?;
+        self.file.check_consistent().map_err(ModelError::from)?;
+        Ok(got)
+    }
+}
+
+/// A data file that is a source file whole (`backed`).
+struct Passed {
+    data: crate::layout::concat::Concat,
+    file: Arc<dyn ReadAt>,
+    tensors: Vec<Arc<dyn crate::model::Tensor>>,
+}
+
+impl FileContent for Passed {
+    fn known_size(&self) -> Option<u64> {
+        self.data.known_size()
+    }
+    fn size_for(&self, req: &dyn Requester) -> Result<u64, LayoutError> {
+        self.data.size_for(req)
+    }
+    fn read(&self, offset: u64, len: usize, req: &dyn Requester) -> Result<Bytes, LayoutError> {
+        self.data.read(offset, len, req)
+    }
+    /// The source file, once every tensor's checksum is checked (a first read of each does
+    /// it, on all cores, and its verdict is kept): the kernel will not ask again.
+    fn backing(&self, req: &dyn Requester) -> Option<Arc<dyn ReadAt>> {
+        let mut one = [0u8; 16];
+        for t in &self.tensors {
+            let meta = t.meta();
+            let Some(width) = meta.dtype.elem_size() else {
+                continue; // strings: checked when the view encoded them
+            };
+            if meta.num_elements() == Some(0) || width > one.len() || req.gone() {
+                if req.gone() {
+                    return None;
+                }
+                continue;
+            }
+            if let Err(e) = t.read_elements(0, &mut one[..width]) {
+                log::info!(
+                    "{DIR}/{DATA}: not passed through: {}: {e}",
+                    String::from_utf8_lossy(&meta.name)
+                );
+                return None;
+            }
+        }
+        Some(Arc::clone(&self.file))
+    }
 }
 
 fn push(

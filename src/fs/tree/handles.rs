@@ -21,6 +21,7 @@ use crate::fs::error::FsError;
 use crate::fs::push::Follow;
 use crate::layout::Requester;
 use crate::source::cursor::Cursor;
+use crate::source::ReadAt;
 
 /// A file handle number, as the kernel passes it back on each read.
 pub(crate) type Fh = u64;
@@ -64,11 +65,13 @@ impl Handles {
 
 /// What `open` gives: the handle, how the kernel should read through it, and the size if
 /// known.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone)]
 pub(crate) struct Opening {
     pub(crate) fh: Fh,
     pub(crate) mode: OpenMode,
     pub(crate) size: Option<u64>,
+    /// For `OpenMode::Passed`: the local file the kernel reads instead.
+    pub(crate) backing: Option<Arc<dyn ReadAt>>,
 }
 
 impl Tree {
@@ -85,10 +88,18 @@ impl Tree {
         }
         let opened = self.opened(&node, req)?;
         let size = opened.size();
-        let mode = match size {
+        let mut mode = match size {
             Some(_) if !opened.content.volatile() => OpenMode::Cached,
             _ => OpenMode::Direct,
         };
+        let backing = if mode == OpenMode::Cached && self.passthrough.load(Ordering::Acquire) {
+            opened.content.backing(req)
+        } else {
+            None
+        };
+        if backing.is_some() {
+            mode = OpenMode::Passed;
+        }
         // Pushes go into cached pages of bytes copied, not made, on read.
         let pushed = mode == OpenMode::Cached && !opened.content.rendered();
         let fh = self.handles.next.fetch_add(1, Ordering::Relaxed);
@@ -102,7 +113,12 @@ impl Tree {
         let mut open = self.handles.open.lock().unwrap_or_else(|e| e.into_inner());
         debug_assert!(fh != 0 && !open.contains_key(&fh));
         open.insert(fh, handle);
-        Ok(Opening { fh, mode, size })
+        Ok(Opening {
+            fh,
+            mode,
+            size,
+            backing,
+        })
     }
 
     /// Up to `len` bytes at `offset` of open file `fh`; fewer only at its end. Stops with

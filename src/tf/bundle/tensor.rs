@@ -288,6 +288,23 @@ impl Tensor for TfTensor {
         self.read_fixed(first, out, true)
     }
 
+    fn stored_run(&self) -> Option<crate::model::StoredRun> {
+        let dtype = self.meta.dtype;
+        // As `lend` serves them: little-endian, not bools; strings in the bundle's encoding.
+        if self.bundle.big_endian || dtype == DType::Bool || self.meta.problem.is_some() {
+            return None;
+        }
+        if dtype.elem_size().is_none() && dtype != DType::Str {
+            return None;
+        }
+        let (file, loc) = self.data_file().ok()?;
+        Some(crate::model::StoredRun {
+            file,
+            offset: loc.offset,
+            len: loc.size,
+        })
+    }
+
     fn lend(&self, first: u64, len: usize) -> Option<Result<bytes::Bytes, ModelError>> {
         let dtype = self.meta.dtype;
         // Only bytes served as stored: no byte swap, no bool normalisation; a known problem

@@ -1,0 +1,142 @@
+//! `.tf/model.data-00000-of-00001` of a source whose tensors all lie in one local file, as
+//! stored, is that file byte for byte, and an open of it names the file for the kernel to
+//! read itself (FUSE passthrough) once every checksum is checked; any other source keeps the
+//! view's own data file, read through the daemon.
+
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use super::tree::OpenMode;
+use super::{layout_ctx, FsError, Tree, TreeConfig};
+use crate::layout::Patient;
+use crate::options::Options;
+use crate::tf::bundle::testutil::BundleBuilder;
+
+const DATA: &str = ".tf/model.data-00000-of-00001";
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/tf")
+        .join(name)
+}
+
+fn tree_of(source: &Path) -> Tree {
+    let o = Options {
+        cache_dir: None,
+        ..Default::default()
+    };
+    let name = source.to_string_lossy();
+    let model = crate::detect::model_at(source, &o.reader_for(&name)).unwrap();
+    let cfg = TreeConfig::for_user(None, None, SystemTime::UNIX_EPOCH);
+    Tree::new(model, layout_ctx(&o, &name), cfg)
+}
+
+fn read_all(tree: &Tree, path: &str) -> Result<Vec<u8>, FsError> {
+    let ino = tree.resolve(path.as_bytes())?;
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = tree.read_ino(ino, out.len() as u64, &mut buf)?;
+        if n == 0 {
+            return Ok(out);
+        }
+        out.extend_from_slice(&buf[..n]);
+    }
+}
+
+/// How `path` opens, and the name of the file it is passed to.
+fn opens(tree: &Tree, path: &str) -> (OpenMode, Option<String>) {
+    let ino = tree.resolve(path.as_bytes()).unwrap();
+    let o = tree.open(ino, false, &Patient).unwrap();
+    tree.release(o.fh);
+    (o.mode, o.backing.map(|b| b.name().to_string()))
+}
+
+#[test]
+fn a_checkpoint_of_one_data_file_is_passed_through_as_that_file() {
+    // Written by TensorFlow: a TF2 object graph (a string tensor) and floats; strings.
+    for (name, data) in [
+        ("object_tf2", "object_tf2/obj.data-00000-of-00001"),
+        ("strings", "strings/ckpt.data-00000-of-00001"),
+        (
+            "adam_keras3/train/ckpt-1",
+            "adam_keras3/train/ckpt-1.data-00000-of-00001",
+        ),
+    ] {
+        let source = fixture(data);
+        let tree = tree_of(&fixture(name));
+        let want = std::fs::read(&source).unwrap();
+        assert!(!want.is_empty());
+        // Read through the daemon, it is the source's data file itself.
+        let got = read_all(&tree, DATA).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(got == want, "{name}");
+        // Opened where the kernel can pass it through, it names that file.
+        assert_eq!(opens(&tree, DATA).0, OpenMode::Cached, "{name}");
+        tree.allow_passthrough();
+        let (mode, backing) = opens(&tree, DATA);
+        assert_eq!(mode, OpenMode::Passed, "{name}");
+        assert_eq!(
+            backing.as_deref(),
+            Some(&*source.to_string_lossy()),
+            "{name}"
+        );
+        // Small files are never passed: the index is the view's own.
+        assert_eq!(
+            opens(&tree, ".tf/model.index").0,
+            OpenMode::Cached,
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn other_sources_keep_the_views_own_data_file() {
+    // Two data files; partitioned variables written whole; bools normalised by the view.
+    for name in ["multi_shard", "partitioned", "dtypes"] {
+        let dir = fixture(name);
+        let tree = tree_of(&dir);
+        tree.allow_passthrough();
+        assert_eq!(opens(&tree, DATA).0, OpenMode::Cached, "{name}");
+        let got = read_all(&tree, DATA).unwrap();
+        let source = std::fs::read(dir.join(if name == "multi_shard" {
+            "ckpt.data-00000-of-00003"
+        } else {
+            "ckpt.data-00000-of-00001"
+        }))
+        .unwrap();
+        assert!(got != source, "{name}");
+    }
+}
+
+#[test]
+fn a_tensor_failing_its_checksum_keeps_the_file_in_the_daemons_hands() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut b = BundleBuilder::new("ckpt");
+    b.add_f32(b"small", &[4], &[1.0, 2.0, 3.0, 4.0]);
+    let big: Vec<f32> = (0..50_000).map(|i| i as f32 * 0.5).collect();
+    b.add_f32(b"w", &[500, 100], &big);
+    let (index, files) = b.finish();
+    std::fs::write(tmp.path().join("ckpt.index"), index).unwrap();
+    let (name, f) = files.into_iter().next().unwrap();
+    let good = f.read_at(0, f.size() as usize).unwrap().into_owned();
+    let data = tmp.path().join(name);
+    std::fs::write(&data, &good).unwrap();
+    let tree = tree_of(tmp.path());
+    tree.allow_passthrough();
+    assert_eq!(opens(&tree, DATA).0, OpenMode::Passed);
+    // One byte of `w` (the last 200,000 bytes) flipped: a fresh mount checks on open.
+    let mut bad = good.clone();
+    let at = bad.len() - 1000;
+    bad[at] ^= 0x40;
+    std::fs::write(&data, &bad).unwrap();
+    let tree = tree_of(tmp.path());
+    tree.allow_passthrough();
+    assert_eq!(opens(&tree, DATA).0, OpenMode::Cached);
+    // Read through the daemon, `w`'s bytes are refused and those before them served.
+    let err = read_all(&tree, DATA).unwrap_err();
+    assert_eq!(err.errno(), libc::EIO, "{err}");
+    let ino = tree.resolve(DATA.as_bytes()).unwrap();
+    let mut head = vec![0u8; 16];
+    assert_eq!(tree.read_ino(ino, 0, &mut head).unwrap(), 16);
+    assert!(head == good[..16]);
+}
