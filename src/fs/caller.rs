@@ -12,8 +12,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-
 use crate::layout::Requester;
 
 use super::tree::{Ino, Tree};
@@ -103,10 +101,6 @@ impl Requester for Caller<'_> {
 
     fn progress(&self, done: u64, total: u64) {
         self.log.step(done, total);
-    }
-
-    fn offer(&self, offset: u64, bytes: &Bytes) {
-        self.log.tree.offer(self.log.ino, offset, bytes);
     }
 }
 

@@ -191,42 +191,6 @@ fn pushes_for_a_closed_file_are_dropped_and_ahead_0_pushes_nothing() {
             (&live, &cursor),
         );
     }
-    off.offer(INO, 0, Bytes::from(vec![0u8; 1 << 20]));
     settle(&off, 0);
     assert!(rec.0.lock().unwrap().is_empty());
-}
-
-#[test]
-fn offered_bytes_are_stored_in_whole_pages_and_not_read_again() {
-    let (bytes, c) = content(8 * MIB as usize);
-    let (p, rec) = pusher(1 << 30);
-    let live = Arc::new(());
-    let cursor = Arc::new(Cursor::default());
-    let follow = p.follower(INO);
-    // Offered from an odd offset: only the whole pages inside are stored.
-    let (from, to) = (1000u64, 4 * MIB + 123);
-    p.offer(INO, from, bytes.slice(from as usize..to as usize));
-    settle(&p, 4 * MIB - 4096);
-    check_stores(&rec, &bytes);
-    assert_eq!(rec.covered(), vec![(4096, 4 * MIB)]);
-    // A reader then going through those chunks gets only what was not offered.
-    for i in 0..4u64 {
-        let at = i * 128 * 1024;
-        p.follow(
-            &follow,
-            INO,
-            &c,
-            8 * MIB,
-            (at, at + 128 * 1024),
-            (&live, &cursor),
-        );
-    }
-    settle(&p, 8 * MIB - 4096);
-    let spans = rec.covered();
-    assert!(
-        spans
-            .iter()
-            .all(|s| s.0 >= 4 * MIB || s == &(4096, 4 * MIB)),
-        "{spans:?}"
-    );
 }

@@ -271,26 +271,6 @@ impl Tree {
         self.passthrough.store(true, Ordering::Release);
     }
 
-    /// Bytes of file `ino` at `offset` computed anyway (`Requester::offer`): pushed into the
-    /// kernel's page cache when this tree pushes.
-    pub(crate) fn offer(&self, ino: Ino, offset: u64, bytes: &bytes::Bytes) {
-        let Some(p) = self.push.get() else {
-            return;
-        };
-        // Only into a file the kernel caches with its exact size (a store past the size the
-        // kernel has would change it).
-        let exact = self.node(ino).ok().is_some_and(|n| {
-            n.opened.get().is_some_and(|o| {
-                o.size().is_some()
-                    && !o.placeholder.load(Ordering::Acquire)
-                    && !o.content.volatile()
-            })
-        });
-        if exact {
-            p.offer(ino, offset, bytes.clone());
-        }
-    }
-
     /// The model shown now.
     pub(crate) fn model(&self) -> Arc<dyn Model> {
         Arc::clone(&self.model.read().unwrap_or_else(|e| e.into_inner()))

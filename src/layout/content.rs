@@ -100,9 +100,6 @@ pub trait Requester: Sync {
     }
     /// Told after each step of long work: `done` of `total` units.
     fn progress(&self, _done: u64, _total: u64) {}
-    /// Bytes at `offset` of the file being read that the work computed anyway (a checksum
-    /// pass over the whole file): a mount may put them where the reader will look next.
-    fn offer(&self, _offset: u64, _bytes: &Bytes) {}
 }
 
 /// A requester that always waits for the result.

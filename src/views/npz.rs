@@ -87,10 +87,8 @@ impl Archive {
             Some(c) => c,
             None => {
                 let mut h = crc32fast::Hasher::new();
-                // Where the member's bytes sit in the archive: each piece read for the sum is
-                // offered to the reader's page cache there (`Requester::offer`), so the load
-                // that follows reads none of them again. Pieces end on `CRC_CHUNK` boundaries
-                // of the archive, so that all but a member's first and last are whole pages.
+                // Pieces end on `CRC_CHUNK` boundaries of the archive; each is a view of the
+                // source's pages where it is mapped (no copy for a sum).
                 let base = m.at + m.local_header_len();
                 let mut at = 0u64;
                 while at < m.size {
@@ -104,7 +102,6 @@ impl Archive {
                         return Err(LayoutError::Internal("short member read"));
                     }
                     h.update(&got);
-                    req.offer(base + at, &got);
                     at += got.len() as u64;
                 }
                 let c = h.finalize();
