@@ -13,6 +13,7 @@ use crate::options::Options;
 use crate::tf::bundle::testutil::BundleBuilder;
 
 const DATA: &str = ".tf/model.data-00000-of-00001";
+const SHARD: &str = "../safetensors/sharded/model-00001-of-00002.safetensors";
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -62,6 +63,9 @@ fn a_checkpoint_of_one_data_file_is_passed_through_as_that_file() {
             "adam_keras3/train/ckpt-1",
             "adam_keras3/train/ckpt-1.data-00000-of-00001",
         ),
+        // Other writers' single files: numpy's, a shard written by `safetensors`.
+        ("../numpy/dt_f4.npy", "../numpy/dt_f4.npy"),
+        (SHARD, SHARD),
     ] {
         let source = fixture(data);
         let tree = tree_of(&fixture(name));
@@ -91,20 +95,20 @@ fn a_checkpoint_of_one_data_file_is_passed_through_as_that_file() {
 
 #[test]
 fn other_sources_keep_the_views_own_data_file() {
-    // Two data files; partitioned variables written whole; bools normalised by the view.
-    for name in ["multi_shard", "partitioned", "dtypes"] {
-        let dir = fixture(name);
-        let tree = tree_of(&dir);
+    // Three data files; partitioned variables written whole; bools normalised by the view;
+    // big-endian and Fortran-order arrays among numpy's; two safetensors shards.
+    for (name, data) in [
+        ("multi_shard", "multi_shard/ckpt.data-00000-of-00003"),
+        ("partitioned", "partitioned/ckpt.data-00000-of-00001"),
+        ("dtypes", "dtypes/ckpt.data-00000-of-00001"),
+        ("../numpy/arrays.npz", "../numpy/arrays.npz"),
+        ("../safetensors/sharded", SHARD),
+    ] {
+        let tree = tree_of(&fixture(name));
         tree.allow_passthrough();
         assert_eq!(opens(&tree, DATA).0, OpenMode::Cached, "{name}");
         let got = read_all(&tree, DATA).unwrap();
-        let source = std::fs::read(dir.join(if name == "multi_shard" {
-            "ckpt.data-00000-of-00003"
-        } else {
-            "ckpt.data-00000-of-00001"
-        }))
-        .unwrap();
-        assert!(got != source, "{name}");
+        assert!(got != std::fs::read(fixture(data)).unwrap(), "{name}");
     }
 }
 

@@ -206,6 +206,25 @@ impl Tensor for NpyTensor {
         Ok(())
     }
 
+    fn stored_run(&self) -> Option<crate::model::StoredRun> {
+        let plain = !self.fortran
+            && !self.big_endian
+            && self.meta.dtype != DType::Bool
+            && self.inflated.is_none();
+        if !plain || self.meta.problem.is_some() {
+            return None;
+        }
+        let len = self
+            .meta
+            .num_elements()?
+            .checked_mul(self.meta.dtype.elem_size()? as u64)?;
+        Some(crate::model::StoredRun {
+            file: Arc::clone(&self.file),
+            offset: self.data,
+            len,
+        })
+    }
+
     fn lend(&self, first: u64, len: usize) -> Option<Result<Bytes, ModelError>> {
         let plain = !self.fortran
             && !self.big_endian

@@ -74,6 +74,21 @@ impl Tensor for StTensor {
         Ok(())
     }
 
+    fn stored_run(&self) -> Option<crate::model::StoredRun> {
+        if self.meta.problem.is_some() || self.meta.dtype == DType::Bool {
+            return None;
+        }
+        let len = self
+            .meta
+            .num_elements()?
+            .checked_mul(self.meta.dtype.elem_size()? as u64)?;
+        Some(crate::model::StoredRun {
+            file: Arc::clone(&self.file),
+            offset: self.begin,
+            len,
+        })
+    }
+
     fn lend(&self, first: u64, len: usize) -> Option<Result<Bytes, ModelError>> {
         if self.meta.problem.is_some() || self.meta.dtype == DType::Bool {
             return None;
