@@ -9,12 +9,11 @@
 //! real end of file); once its size is learnt the kernel's copy of the inode is invalidated.
 //! Plain readdir only (readdirplus would ask for every file's attributes).
 
-use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use fuser::{
@@ -24,6 +23,7 @@ use fuser::{
     SessionACL, TimeOrNow,
 };
 
+use super::backing::BackingIds;
 use super::caller::Caller;
 use super::error::FsError;
 use super::sizing::SizePass;
@@ -37,50 +37,16 @@ const MAX_READ: u32 = 16 << 20;
 /// Readahead we ask the kernel for (clamped to what it allows).
 const READAHEAD: u32 = 4 << 20;
 
-/// A passed-through file's backing id and the opens that use it.
-type Backing = (Arc<fuser::BackingId>, HashSet<u64>);
-
 pub(crate) struct ModelFs {
     tree: Arc<Tree>,
-    /// The kernel's handle on each passed-through file's backing file, shared by its opens
-    /// (the kernel wants one per inode), with how many are open.
-    backing: Mutex<HashMap<u64, Backing>>,
+    backing: BackingIds,
 }
 
 impl ModelFs {
     pub(crate) fn new(tree: Arc<Tree>) -> ModelFs {
         ModelFs {
             tree,
-            backing: Mutex::default(),
-        }
-    }
-
-    /// The backing id of file `ino` on `file` for open `fh`, registered with the kernel on
-    /// the file's first open.
-    fn backing_id(
-        &self,
-        (ino, fh): (u64, u64),
-        file: &std::fs::File,
-        reply: &ReplyOpen,
-    ) -> io::Result<Arc<fuser::BackingId>> {
-        let mut ids = self.backing.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((id, opens)) = ids.get_mut(&ino) {
-            opens.insert(fh);
-            return Ok(Arc::clone(id));
-        }
-        let id = Arc::new(reply.open_backing(file)?);
-        ids.insert(ino, (Arc::clone(&id), HashSet::from([fh])));
-        Ok(id)
-    }
-
-    /// Open `fh` of `ino` closed: the file's backing id goes with its last passed open.
-    fn release_backing(&self, ino: u64, fh: u64) {
-        let mut ids = self.backing.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((_, opens)) = ids.get_mut(&ino) {
-            opens.remove(&fh);
-            if opens.is_empty() {
-                ids.remove(&ino);
-            }
+            backing: BackingIds::default(),
         }
     }
 }
@@ -471,7 +437,7 @@ impl Filesystem for ModelFs {
         };
         let fh = FileHandle(o.fh);
         if let Some(file) = o.backing.as_ref().and_then(|b| b.local_file()) {
-            match self.backing_id((ino.0, o.fh), file, &reply) {
+            match self.backing.open((ino.0, o.fh), file, &reply) {
                 Ok(id) => return reply.opened_passthrough(fh, FopenFlags::empty(), &id),
                 // Served by reads as any other file (a source on a stacked file system).
                 Err(e) => log::debug!(
@@ -498,7 +464,7 @@ impl Filesystem for ModelFs {
         reply: ReplyEmpty,
     ) {
         self.tree.release(fh.0);
-        self.release_backing(ino.0, fh.0);
+        self.backing.release(ino.0, fh.0);
         reply.ok();
     }
 

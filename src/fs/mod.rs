@@ -10,6 +10,7 @@ use std::sync::Arc;
 use crate::layout::{cache::ChunkCache, LayoutCtx};
 use crate::options::Options;
 
+mod backing;
 mod caller;
 pub(crate) mod error;
 pub(crate) mod fuse;
