@@ -8,9 +8,12 @@ use std::sync::{Arc, Mutex};
 
 use fuser::{BackingId, ReplyOpen};
 
-/// Each passed-through inode's backing id and the opens (file handles) that use it.
+/// A passed-through inode's backing id and the opens (file handles) that use it.
+type Shared = (Arc<BackingId>, HashSet<u64>);
+
+/// Every passed-through inode's, by inode.
 #[derive(Default)]
-pub(crate) struct BackingIds(Mutex<HashMap<u64, (Arc<BackingId>, HashSet<u64>)>>);
+pub(crate) struct BackingIds(Mutex<HashMap<u64, Shared>>);
 
 impl BackingIds {
     /// The backing id of file `ino` on `file` for its open `fh`, registered with the kernel
