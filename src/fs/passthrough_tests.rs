@@ -63,9 +63,11 @@ fn a_checkpoint_of_one_data_file_is_passed_through_as_that_file() {
             "adam_keras3/train/ckpt-1",
             "adam_keras3/train/ckpt-1.data-00000-of-00001",
         ),
-        // Other writers' single files: numpy's, a shard written by `safetensors`.
+        // Other writers' single files: numpy's, a shard written by `safetensors`, a
+        // `torch.save` of a model and its optimizer.
         ("../numpy/dt_f4.npy", "../numpy/dt_f4.npy"),
         (SHARD, SHARD),
+        ("../torch/checkpoint.pt", "../torch/checkpoint.pt"),
     ] {
         let source = fixture(data);
         let tree = tree_of(&fixture(name));
@@ -96,13 +98,17 @@ fn a_checkpoint_of_one_data_file_is_passed_through_as_that_file() {
 #[test]
 fn other_sources_keep_the_views_own_data_file() {
     // Three data files; partitioned variables written whole; bools normalised by the view;
-    // big-endian and Fortran-order arrays among numpy's; two safetensors shards.
+    // big-endian and Fortran-order arrays among numpy's; two safetensors shards; torch's
+    // views.
     for (name, data) in [
         ("multi_shard", "multi_shard/ckpt.data-00000-of-00003"),
         ("partitioned", "partitioned/ckpt.data-00000-of-00001"),
         ("dtypes", "dtypes/ckpt.data-00000-of-00001"),
         ("../numpy/arrays.npz", "../numpy/arrays.npz"),
         ("../safetensors/sharded", SHARD),
+        // Transposed, sliced and shared storages; bools.
+        ("../torch/views.pt", "../torch/views.pt"),
+        ("../torch/dtypes.pt", "../torch/dtypes.pt"),
     ] {
         let tree = tree_of(&fixture(name));
         tree.allow_passthrough();

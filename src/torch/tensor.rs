@@ -172,6 +172,20 @@ impl Tensor for TorchTensor {
         Ok(())
     }
 
+    fn stored_run(&self) -> Option<crate::model::StoredRun> {
+        let plain = self.contiguous && !self.big_endian && self.meta.dtype != DType::Bool;
+        if !plain || self.meta.problem.is_some() {
+            return None;
+        }
+        let len = self.meta.num_elements()?.checked_mul(self.width())?;
+        let offset = self.offset.checked_mul(self.width())?;
+        Some(crate::model::StoredRun {
+            file: Arc::clone(&self.file),
+            offset: self.base().ok()?.checked_add(offset)?,
+            len,
+        })
+    }
+
     fn lend(&self, first: u64, len: usize) -> Option<Result<Bytes, ModelError>> {
         let plain = self.contiguous && !self.big_endian && self.meta.dtype != DType::Bool;
         if !plain || self.meta.problem.is_some() {
