@@ -24,6 +24,8 @@ impl BackingIds {
         file: &std::fs::File,
         reply: &ReplyOpen,
     ) -> io::Result<Arc<BackingId>> {
+        // Held across the registration (one ioctl, no I/O): two first opens of one inode
+        // must not register two ids.
         let mut ids = self.0.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((id, opens)) = ids.get_mut(&ino) {
             opens.insert(fh);

@@ -235,6 +235,7 @@ fn data_in(
         data: data.finish(),
         file,
         tensors: tensors.collect(),
+        checked: std::sync::OnceLock::new(),
     })
 }
 
@@ -279,6 +280,8 @@ struct Passed {
     data: crate::layout::concat::Concat,
     file: Arc<dyn ReadAt>,
     tensors: Vec<Arc<dyn crate::model::Tensor>>,
+    /// Every tensor passed its check (only success is kept: a failed read may pass later).
+    checked: std::sync::OnceLock<()>,
 }
 
 impl FileContent for Passed {
@@ -294,6 +297,9 @@ impl FileContent for Passed {
     /// The source file, once every tensor's checksum is checked (a first read of each does
     /// it, on all cores, and its verdict is kept): the kernel will not ask again.
     fn backing(&self, req: &dyn Requester) -> Option<Arc<dyn ReadAt>> {
+        if self.checked.get().is_some() {
+            return Some(Arc::clone(&self.file));
+        }
         let mut one = [0u8; 16];
         for t in &self.tensors {
             let meta = t.meta();
@@ -314,6 +320,7 @@ impl FileContent for Passed {
                 return None;
             }
         }
+        let _ = self.checked.set(());
         Some(Arc::clone(&self.file))
     }
 }
