@@ -273,13 +273,7 @@ fn a_second_read_never_reaches_the_daemon() {
         &format!("layouts=bin,npy,log={}", log.display()),
         &[("RUST_LOG", "modelfs::fs::fuse=trace")],
     );
-    let reads = || {
-        std::fs::read_to_string(&log)
-            .unwrap_or_default()
-            .lines()
-            .filter(|l| l.contains("read ino "))
-            .count()
-    };
+    let reads = || reads_logged(&log);
     for f in ["W.bin", "W.npy"] {
         let p = m.path().join(f);
         let first = std::fs::read(&p).unwrap();

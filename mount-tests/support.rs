@@ -528,3 +528,13 @@ pub fn resident_share(p: &Path, from: u64, to: u64) -> f64 {
     let span = &pages[from / 4096..to.div_ceil(4096)];
     span.iter().filter(|&&b| b & 1 == 1).count() as f64 / span.len() as f64
 }
+
+/// READ requests a daemon logged so far in `log` (mounted with
+/// `RUST_LOG=modelfs::fs::fuse=trace` and `log=`): one line each.
+pub fn reads_logged(log: &Path) -> usize {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains("read ino "))
+        .count()
+}

@@ -290,13 +290,7 @@ fn the_tf_views_data_file_is_read_by_the_kernel_from_the_source() {
         &format!("cache_dir=none,log={}", log.display()),
         &[("RUST_LOG", "modelfs::fs::fuse=trace")],
     );
-    let reads = || {
-        std::fs::read_to_string(&log)
-            .unwrap_or_default()
-            .lines()
-            .filter(|l| l.contains("read ino "))
-            .count()
-    };
+    let reads = || reads_logged(&log);
     let data = m.path().join(".tf/model.data-00000-of-00001");
     let before = reads();
     let got = std::fs::read(&data).unwrap();

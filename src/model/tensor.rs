@@ -28,6 +28,24 @@ pub struct StoredRun {
     pub len: u64,
 }
 
+impl StoredRun {
+    /// The elements of `meta`, fixed-width and back to back, from `offset` of `file`.
+    pub(crate) fn elements(
+        file: &Arc<dyn crate::source::ReadAt>,
+        offset: u64,
+        meta: &TensorMeta,
+    ) -> Option<StoredRun> {
+        let len = meta
+            .num_elements()?
+            .checked_mul(meta.dtype.elem_size()? as u64)?;
+        Some(StoredRun {
+            file: Arc::clone(file),
+            offset,
+            len,
+        })
+    }
+}
+
 /// A tensor (or one partition of one) that can be read.
 pub trait Tensor: Send + Sync {
     fn meta(&self) -> &TensorMeta;

@@ -40,6 +40,15 @@ pub(crate) struct Member {
 const CRC_PIECE: u64 = 4 << 20;
 
 impl NpyTensor {
+    /// The elements are served as stored: little-endian, C order, not bools, not deflated.
+    fn plain(&self) -> bool {
+        !self.fortran
+            && !self.big_endian
+            && self.meta.dtype != DType::Bool
+            && self.inflated.is_none()
+            && self.meta.problem.is_none()
+    }
+
     /// The array of `name` whose header `h` starts at `at` of `file`, its data ending by `end`
     /// (the file's size, or the end of its `.npz` member).
     pub(crate) fn new(
@@ -207,30 +216,14 @@ impl Tensor for NpyTensor {
     }
 
     fn stored_run(&self) -> Option<crate::model::StoredRun> {
-        let plain = !self.fortran
-            && !self.big_endian
-            && self.meta.dtype != DType::Bool
-            && self.inflated.is_none();
-        if !plain || self.meta.problem.is_some() {
+        if !self.plain() {
             return None;
         }
-        let len = self
-            .meta
-            .num_elements()?
-            .checked_mul(self.meta.dtype.elem_size()? as u64)?;
-        Some(crate::model::StoredRun {
-            file: Arc::clone(&self.file),
-            offset: self.data,
-            len,
-        })
+        crate::model::StoredRun::elements(&self.file, self.data, &self.meta)
     }
 
     fn lend(&self, first: u64, len: usize) -> Option<Result<Bytes, ModelError>> {
-        let plain = !self.fortran
-            && !self.big_endian
-            && self.meta.dtype != DType::Bool
-            && self.inflated.is_none();
-        if !plain || self.meta.problem.is_some() {
+        if !self.plain() {
             return None;
         }
         debug_check(&self.meta, first, len);

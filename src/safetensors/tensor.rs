@@ -78,15 +78,7 @@ impl Tensor for StTensor {
         if self.meta.problem.is_some() || self.meta.dtype == DType::Bool {
             return None;
         }
-        let len = self
-            .meta
-            .num_elements()?
-            .checked_mul(self.meta.dtype.elem_size()? as u64)?;
-        Some(crate::model::StoredRun {
-            file: Arc::clone(&self.file),
-            offset: self.begin,
-            len,
-        })
+        crate::model::StoredRun::elements(&self.file, self.begin, &self.meta)
     }
 
     fn lend(&self, first: u64, len: usize) -> Option<Result<Bytes, ModelError>> {

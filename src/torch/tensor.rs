@@ -177,13 +177,9 @@ impl Tensor for TorchTensor {
         if !plain || self.meta.problem.is_some() {
             return None;
         }
-        let len = self.meta.num_elements()?.checked_mul(self.width())?;
         let offset = self.offset.checked_mul(self.width())?;
-        Some(crate::model::StoredRun {
-            file: Arc::clone(&self.file),
-            offset: self.base().ok()?.checked_add(offset)?,
-            len,
-        })
+        let at = self.base().ok()?.checked_add(offset)?;
+        crate::model::StoredRun::elements(&self.file, at, &self.meta)
     }
 
     fn lend(&self, first: u64, len: usize) -> Option<Result<Bytes, ModelError>> {
