@@ -114,12 +114,24 @@ impl Archive {
         Ok(*m.crc.get_or_init(|| crc))
     }
 
-    /// Every member's CRC-32, members shared out over all cores.
+    /// Every member's CRC-32, members shared out over all cores, the largest first: a big
+    /// member taken last would leave one core summing it while the others wait.
     fn all_crcs(&self, req: &dyn Requester) -> Result<Vec<u32>, LayoutError> {
-        pool::each(self.members.len(), req, || (), |_, i| self.crc(i, req))?
-            .into_iter()
-            .collect()
+        let order = largest_first(self.members.iter().map(|m| m.size));
+        let summed = pool::each(order.len(), req, || (), |_, k| self.crc(order[k], req))?;
+        let mut crcs = vec![0; order.len()];
+        for (i, crc) in order.into_iter().zip(summed) {
+            crcs[i] = crc?;
+        }
+        Ok(crcs)
     }
+}
+
+/// Indices of `sizes`, the largest first (ties in their own order).
+fn largest_first(sizes: impl Iterator<Item = u64>) -> Vec<usize> {
+    let mut order: Vec<(u64, usize)> = sizes.zip(0..).collect();
+    order.sort_by_key(|&(size, i)| (std::cmp::Reverse(size), i));
+    order.into_iter().map(|(_, i)| i).collect()
 }
 
 fn le16(out: &mut Vec<u8>, v: u16) {
@@ -440,6 +452,12 @@ mod tests {
             } as u64;
             Ok(self.at)
         }
+    }
+
+    #[test]
+    fn members_are_summed_largest_first() {
+        assert_eq!(largest_first([32, 256, 32, 0, 256].into_iter()), [1, 4, 0, 2, 3]);
+        assert!(largest_first(std::iter::empty()).is_empty());
     }
 
     /// A member bigger than 4 GiB at the front: its sizes and the next member's offset need
