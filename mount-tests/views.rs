@@ -181,6 +181,7 @@ fn safetensors_npz_and_stats_equal_every_npy() {
         "fixtures/torch/checkpoint.pt",
         "fixtures/torch/dtypes.pt",
         "fixtures/gguf/model.gguf",
+        "fixtures/gguf/plain.gguf",
     ] {
         sources.push(here.join(s));
     }
@@ -228,6 +229,8 @@ fn a_model_and_its_tf_view_diff_identical() {
         root.join("tf/dtypes/ckpt"),
         root.join("tf/partitioned"),
         root.join("angel/formats/model"),
+        // Its `.tf/` data file is the GGUF file itself.
+        root.join("gguf/plain.gguf"),
     ] {
         let mount = fuse.mount(&source, "");
         let view = mount.path().join(".tf/model");

@@ -3,9 +3,10 @@
 what its reader and `dequantize` read back from them (fixtures/gguf/expected.json), so that
 tests need no gguf: metadata of every value type (arrays, nested arrays, strings), tensors of
 every plain type (F32, F16, BF16, F64, I8–I64), the quantized types gguf-py can write (Q8_0,
-Q4_0, Q4_1, Q5_0, Q5_1) and one it cannot decode here (Q4_K: random blocks, shown raw).
+Q4_0, Q4_1, Q5_0, Q5_1) and one it cannot decode here (Q4_K: random blocks, shown raw);
+and plain.gguf, plain types only (as an unquantized conversion is).
 
-    /work/torchenv/bin/python scripts/gen_gguf.py [OUT]     (default fixtures/gguf)
+    python3 scripts/gen_gguf.py (with numpy and gguf) [OUT]     (default fixtures/gguf)
 """
 import json
 import os
@@ -70,6 +71,22 @@ def write(path):
     w.close()
 
 
+def write_plain(path):
+    """Plain types only, as a converter writes an unquantized model: every tensor is its
+    bytes in place, so `.tf/` of it can be the file itself."""
+    w = gguf.GGUFWriter(path, "llama")
+    w.add_name("modelfs plain fixture")
+    w.add_tensor("token_embd.weight", rng.standard_normal((16, 64)).astype(np.float32))
+    w.add_tensor("blk.0.attn_q.weight", rng.standard_normal((64, 64)).astype(np.float16))
+    w.add_tensor("blk.0.attn_norm.weight", rng.standard_normal((64,)).astype(np.float32))
+    w.add_tensor("blk.0.ids", rng.integers(-2**31, 2**31 - 1, (5,), dtype=np.int32))
+    w.add_tensor("output.weight", rng.standard_normal((3, 64)).astype(np.float64))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
 # The quantized types modelfs decodes (others are shown raw, `.bin` only).
 DEQUANTIZED = [Q.Q8_0, Q.Q4_0, Q.Q4_1, Q.Q5_0, Q.Q5_1]
 
@@ -94,7 +111,8 @@ def expected(path):
             continue
         meta[k] = plain(f.contents())
     # gguf-py's contents() flattens an array of arrays; the writer wrote this.
-    meta["t.nested"] = [[1, 2], [3]]
+    if "t.nested" in meta:
+        meta["t.nested"] = [[1, 2], [3]]
     tensors = {}
     for t in r.tensors:
         shape = [int(d) for d in reversed(t.shape)]
@@ -119,6 +137,9 @@ def main():
     path = os.path.join(OUT, "model.gguf")
     write(path)
     exp = {"model.gguf": expected(path), "_gguf": gguf.__name__}
+    plain_path = os.path.join(OUT, "plain.gguf")
+    write_plain(plain_path)
+    exp["plain.gguf"] = expected(plain_path)
     with open(os.path.join(OUT, "expected.json"), "w") as f:
         json.dump(exp, f, indent=1, sort_keys=True, ensure_ascii=False)
         f.write("\n")

@@ -68,6 +68,8 @@ fn a_checkpoint_of_one_data_file_is_passed_through_as_that_file() {
         ("../numpy/dt_f4.npy", "../numpy/dt_f4.npy"),
         (SHARD, SHARD),
         ("../torch/checkpoint.pt", "../torch/checkpoint.pt"),
+        // gguf-py's file of plain types (an unquantized conversion).
+        ("../gguf/plain.gguf", "../gguf/plain.gguf"),
     ] {
         let source = fixture(data);
         let tree = tree_of(&fixture(name));
@@ -99,7 +101,7 @@ fn a_checkpoint_of_one_data_file_is_passed_through_as_that_file() {
 fn other_sources_keep_the_views_own_data_file() {
     // Three data files; partitioned variables written whole; bools normalised by the view;
     // big-endian and Fortran-order arrays among numpy's; two safetensors shards; torch's
-    // views.
+    // views; GGUF's quantized tensors.
     for (name, data) in [
         ("multi_shard", "multi_shard/ckpt.data-00000-of-00003"),
         ("partitioned", "partitioned/ckpt.data-00000-of-00001"),
@@ -109,6 +111,8 @@ fn other_sources_keep_the_views_own_data_file() {
         // Transposed, sliced and shared storages; bools.
         ("../torch/views.pt", "../torch/views.pt"),
         ("../torch/dtypes.pt", "../torch/dtypes.pt"),
+        // Quantized tensors, dequantized by the view.
+        ("../gguf/model.gguf", "../gguf/model.gguf"),
     ] {
         let tree = tree_of(&fixture(name));
         tree.allow_passthrough();

@@ -150,6 +150,16 @@ impl Tensor for GgufTensor {
         })())
     }
 
+    /// A plain type's elements are its blocks (one element each, little-endian as this
+    /// reader requires): the tensor is its bytes in place.
+    fn stored_run(&self) -> Option<crate::model::StoredRun> {
+        if !matches!(self.ty.decode, Decode::Plain(_)) || self.meta.problem.is_some() {
+            return None;
+        }
+        debug_assert_eq!(Some(self.ty.bytes as usize), self.meta.dtype.elem_size());
+        crate::model::StoredRun::elements(&self.file, self.at, &self.meta)
+    }
+
     fn read_stored(&self, offset: u64, len: usize) -> Result<Bytes, ModelError> {
         self.meta.no_problem(self.file.name())?;
         let total = self.meta.stored.as_ref().map_or(0, |s| s.bytes);

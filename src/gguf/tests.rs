@@ -6,13 +6,21 @@ use crate::model::own_component;
 use crate::source::MemSource;
 use crate::testing::fixtures_dir;
 
+const MODEL: &str = "model.gguf";
+/// Plain types only (an unquantized conversion).
+const PLAIN: &str = "plain.gguf";
+
 fn path() -> std::path::PathBuf {
-    fixtures_dir().join("gguf/model.gguf")
+    fixtures_dir().join("gguf").join(MODEL)
+}
+
+fn expected_of(file: &str) -> serde_json::Value {
+    let text = std::fs::read_to_string(fixtures_dir().join("gguf/expected.json")).unwrap();
+    serde_json::from_str::<serde_json::Value>(&text).unwrap()[file].clone()
 }
 
 fn expected() -> serde_json::Value {
-    let text = std::fs::read_to_string(fixtures_dir().join("gguf/expected.json")).unwrap();
-    serde_json::from_str::<serde_json::Value>(&text).unwrap()["model.gguf"].clone()
+    expected_of(MODEL)
 }
 
 fn hex(b: &[u8]) -> String {
@@ -20,7 +28,10 @@ fn hex(b: &[u8]) -> String {
 }
 
 fn check(model: &dyn Model) -> usize {
-    let exp = expected();
+    check_against(model, &expected())
+}
+
+fn check_against(model: &dyn Model, exp: &serde_json::Value) -> usize {
     let mut decoded = 0;
     for (name, want) in exp["tensors"].as_object().unwrap() {
         let t = model.tensor(&[name.as_bytes().to_vec()]).unwrap();
@@ -76,6 +87,34 @@ fn every_tensor_reads_as_gguf_reads_it() {
     // 14 decoded (8 plain, BF16, five quantized types); Q4_K raw.
     assert_eq!(check(&*m), 14);
     assert!(m.summary().unwrap().problems.is_empty());
+}
+
+/// Every tensor of a file of plain types lies in place, as `.tf/` needs to pass the file
+/// through; a quantized tensor, dequantized when read, does not.
+#[test]
+fn plain_tensors_are_their_bytes_in_place() {
+    let plain = fixtures_dir().join("gguf").join(PLAIN);
+    let m = open(&plain, &ReaderOptions::default()).unwrap();
+    assert_eq!(check_against(&*m, &expected_of(PLAIN)), 5);
+    let bytes = std::fs::read(&plain).unwrap();
+    for (name, want) in expected_of(PLAIN)["tensors"].as_object().unwrap() {
+        let t = m.tensor(&[name.as_bytes().to_vec()]).unwrap();
+        let run = t.stored_run().unwrap_or_else(|| panic!("{name}"));
+        let at = run.offset as usize;
+        assert_eq!(
+            hex(&bytes[at..at + run.len as usize]),
+            want["raw"],
+            "{name}"
+        );
+    }
+    let m = open(&path(), &ReaderOptions::default()).unwrap();
+    let q = m.tensor(&[b"blk.0.q8_0".to_vec()]).unwrap();
+    assert!(q.stored_run().is_none());
+    assert!(m
+        .tensor(&[b"plain.f32".to_vec()])
+        .unwrap()
+        .stored_run()
+        .is_some());
 }
 
 #[test]

@@ -456,7 +456,10 @@ mod tests {
 
     #[test]
     fn members_are_summed_largest_first() {
-        assert_eq!(largest_first([32, 256, 32, 0, 256].into_iter()), [1, 4, 0, 2, 3]);
+        assert_eq!(
+            largest_first([32, 256, 32, 0, 256].into_iter()),
+            [1, 4, 0, 2, 3]
+        );
         assert!(largest_first(std::iter::empty()).is_empty());
     }
 
