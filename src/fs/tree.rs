@@ -1,5 +1,8 @@
 //! The mount's file tree, independent of FUSE: inodes, attributes, directory listings, file
 //! contents and extended attributes. `fs::fuse` and the CLI (`ls`, `cat`) both drive this.
+//! This file holds the nodes, lookups and listings, and swaps the model; its parts: `contents`
+//! (a file's content object, size and attributes), `handles` (open files), `nodes` (which
+//! nodes live), `paths`, `xattr`, `rows` (rows by id) and `hidden` (files shown on lookup only).
 //!
 //! Invariants:
 //! - Inode numbers are assigned lazily on first lookup/readdir of a (parent, name) and never
@@ -19,7 +22,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::SystemTime;
 
-use crate::layout::{self, FileContent, Layout, LayoutCtx, Patient, Requester};
+use crate::layout::{FileContent, Layout, LayoutCtx};
 use crate::model::{Model, Tensor};
 pub(crate) use crate::options::TextSize;
 use crate::source::Memo;
@@ -29,22 +32,24 @@ use super::error::FsError;
 use super::listing::{self, Listing, ModelPath, NodeKind};
 use super::names;
 
+mod contents;
 mod handles;
 mod hidden;
 mod nodes;
+mod paths;
 mod rows;
+mod xattr;
 
 pub(crate) use handles::Opening;
+#[cfg(test)]
+pub(crate) use xattr::{shape_text, XATTR_DTYPE, XATTR_SHAPE};
+pub(crate) use xattr::{xattr_list_bytes, xattr_reply, XattrReply};
 
 pub(crate) type Ino = u64;
 pub(crate) const ROOT_INO: Ino = 1;
 
 /// What a file shows: a layout of a tensor (or of one partition).
 pub(crate) type FileSource = (Layout, Arc<dyn Tensor>);
-
-/// Xattr names on every tensor file.
-pub(crate) const XATTR_DTYPE: &str = "user.modelfs.dtype";
-pub(crate) const XATTR_SHAPE: &str = "user.modelfs.shape";
 
 /// Mount-wide attribute settings.
 #[derive(Clone, Debug)]
@@ -57,14 +62,6 @@ pub(crate) struct TreeConfig {
     pub(crate) text_size: TextSize,
 }
 
-/// A text file whose tensor has at most this many elements (and, sparse, at most this many
-/// stored bytes) has its size learnt on first sight: a few tens of milliseconds at most.
-const CHEAP_ELEMENTS: u64 = 1 << 20;
-const CHEAP_SPARSE_BYTES: u64 = 8 << 20;
-/// Stored entries (plus rows) of a sparse matrix read by range whose text is sized on first
-/// sight: each is decoded from text as well as rendered (a few ms for this many).
-const CHEAP_SPARSE_UNITS: u64 = 1 << 16;
-/// `Opened::size` while the size is not known.
 const UNKNOWN: u64 = u64::MAX;
 
 impl TreeConfig {
@@ -522,226 +519,6 @@ impl Tree {
         Ok(e)
     }
 
-    /// The node's content object with its size if known, opening it on first use. A text
-    /// file's size is learnt here only when cheap or in `TextSize::Exact` (for `req`).
-    fn opened(&self, node: &Node, req: &dyn Requester) -> Result<Arc<Opened>, FsError> {
-        let o = match node.opened.get() {
-            Some(o) => o.clone(),
-            None => self.open_node(node)?,
-        };
-        if o.size().is_none() && !o.content.volatile() {
-            let suffix = node_suffix(node);
-            let learn_now = o.cheap || self.cfg.text_size == TextSize::Exact;
-            let size = match o.content.known_size() {
-                Some(s) => Some(s),
-                None if learn_now => Some(o.content.size_for(req).map_err(|e| {
-                    let e = FsError::from(e);
-                    if !matches!(e, FsError::Interrupted) {
-                        log::error!("{} ({suffix}): {e}", self.path_of(node.ino));
-                    }
-                    e
-                })?),
-                None => None,
-            };
-            if let Some(s) = size {
-                self.set_size(node.ino, &o, s);
-            }
-        }
-        Ok(o)
-    }
-
-    /// Records the size of `o` (file `ino`); tells `on_learnt` if a placeholder was reported.
-    fn set_size(&self, ino: Ino, o: &Opened, size: u64) {
-        if o.size.swap(size, Ordering::AcqRel) == UNKNOWN
-            && o.placeholder.load(Ordering::Acquire)
-            && o.seeking.load(Ordering::Acquire) == 0
-        {
-            if let Some(f) = self.on_learnt.get() {
-                f(ino);
-            }
-        }
-    }
-
-    fn open_node(&self, node: &Node) -> Result<Arc<Opened>, FsError> {
-        if node.gone.load(Ordering::Acquire) {
-            return Err(FsError::Stale(format!(
-                "{}: gone from the source",
-                self.path_of(node.ino)
-            )));
-        }
-        let result = match &node.kind {
-            NodeKind::File {
-                tensor,
-                layout,
-                partition,
-            } => (|| {
-                let mut t = self.model().tensor(tensor)?;
-                if let Some(i) = partition {
-                    t = t.partition(*i)?;
-                }
-                let content = layout::content(*layout, t.clone(), &self.ctx)
-                    .map_err(|e| FsError::Io(e.to_string()))?;
-                Ok(Opened {
-                    mtime: t.meta().mtime,
-                    cheap: !layout.is_text() || is_cheap(&*t, *layout),
-                    tensor: Some(t),
-                    content,
-                    size: AtomicU64::new(UNKNOWN),
-                    placeholder: AtomicBool::new(false),
-                    seeking: AtomicU32::new(0),
-                })
-            })(),
-            NodeKind::View {
-                view,
-                root,
-                at,
-                dir: false,
-            } => (|| {
-                let ViewEntry::File(content) = self.view_entry(*view, root, at)? else {
-                    return Err(FsError::IsDir);
-                };
-                Ok(Opened {
-                    mtime: self.cfg.mtime,
-                    // A size that needs rendering (an `.angel/` text partition) is learnt
-                    // like a text file's.
-                    cheap: content.known_size().is_some(),
-                    tensor: None,
-                    content: content.clone(),
-                    size: AtomicU64::new(UNKNOWN),
-                    placeholder: AtomicBool::new(false),
-                    seeking: AtomicU32::new(0),
-                })
-            })(),
-            NodeKind::Doc { path } => (|| {
-                let doc = self.model().document(path)?;
-                Ok(Opened {
-                    mtime: doc.mtime(),
-                    cheap: doc.small(),
-                    tensor: None,
-                    content: layout::document(doc, &self.ctx),
-                    size: AtomicU64::new(UNKNOWN),
-                    placeholder: AtomicBool::new(false),
-                    seeking: AtomicU32::new(0),
-                })
-            })(),
-            NodeKind::Row { tensor, id, file } => self.open_row(tensor, *id, *file),
-            NodeKind::RowsReadme { tensor } => self.open_rows_readme(tensor),
-            NodeKind::Hidden { tensor, file } => self.open_hidden(tensor, *file),
-            k if k.is_dir() => return Err(FsError::IsDir),
-            _ => return Err(FsError::Invalid),
-        };
-        match result {
-            Ok(o) => {
-                let _ = node.opened.set(Arc::new(o));
-                node.opened.get().cloned().ok_or(FsError::Invalid)
-            }
-            Err(e) => {
-                log::error!("{} ({}): {e}", self.path_of(node.ino), node_suffix(node));
-                Err(e)
-            }
-        }
-    }
-
-    /// Learns the size of file `ino` if it is not known yet (the background size pass, or a
-    /// reader seeking to the end). Returns whether it was unknown before.
-    pub(crate) fn learn_size(&self, ino: Ino, req: &dyn Requester) -> Result<bool, FsError> {
-        let node = self.node(ino)?;
-        if node.kind.is_dir() || matches!(node.kind, NodeKind::Symlink { .. }) {
-            return Ok(false);
-        }
-        let o = self.opened(&node, req)?;
-        if o.size().is_some() || o.content.volatile() {
-            return Ok(false);
-        }
-        let s = o.content.size_for(req)?;
-        self.set_size(ino, &o, s);
-        Ok(true)
-    }
-
-    /// Attributes of file `ino` asked for on behalf of a reader that has it open (the
-    /// kernel's `lseek(SEEK_END)`): a size not known yet is learnt first, on every core.
-    pub(crate) fn attr_of_open_file(&self, ino: Ino, req: &dyn Requester) -> Result<Attr, FsError> {
-        let node = self.node(ino)?;
-        let Some(o) = node.opened.get().cloned() else {
-            return self.getattr_for(ino, req);
-        };
-        o.seeking.fetch_add(1, Ordering::AcqRel);
-        let learnt = self.learn_size(ino, req);
-        o.seeking.fetch_sub(1, Ordering::AcqRel);
-        learnt?;
-        self.getattr_for(ino, req)
-    }
-
-    pub(crate) fn getattr(&self, ino: Ino) -> Result<Attr, FsError> {
-        self.getattr_for(ino, &Patient)
-    }
-
-    /// Attributes of `ino`; a text size is learnt for `req` only if cheap or in `Exact` mode.
-    pub(crate) fn getattr_for(&self, ino: Ino, req: &dyn Requester) -> Result<Attr, FsError> {
-        let node = self.node(ino)?;
-        let mut attr = Attr {
-            ino,
-            kind: node.file_kind(),
-            size: 0,
-            // Write bits as any copied file has them: the mount is read-only (EROFS), and a
-            // `cp -r` by a non-root user keeps these modes, so r-x-only directories would
-            // make the copy unremovable.
-            perm: 0o755,
-            nlink: 1,
-            uid: self.cfg.uid,
-            gid: self.cfg.gid,
-            mtime: self.cfg.mtime,
-            exact: true,
-        };
-        match &node.kind {
-            NodeKind::Dir { path }
-                if node.listing.get().is_none()
-                    && path.len() == 1
-                    && self.model().member_opened(&path[0]) == Some(false) =>
-            {
-                // A checkpoint of a directory of many, not opened yet: its subdirectories
-                // are not counted (that would open it). 1 is the "not counted" of btrfs
-                // and network file systems; find(1) then reads the directory itself.
-            }
-            k if k.is_dir() => {
-                let subdirs = self.listing(&node)?.subdirs();
-                attr.nlink = u32::try_from(subdirs.saturating_add(2)).unwrap_or(u32::MAX);
-            }
-            NodeKind::File { .. }
-            | NodeKind::Doc { .. }
-            | NodeKind::View { .. }
-            | NodeKind::Row { .. }
-            | NodeKind::Hidden { .. }
-            | NodeKind::RowsReadme { .. } => {
-                let opened = self.opened(&node, req)?;
-                attr.perm = 0o644;
-                attr.mtime = opened.mtime;
-                if opened.content.volatile() {
-                    // Its size as it stands, not to be cached (`exact` false: TTL 0).
-                    attr.size = opened.content.known_size().unwrap_or(0);
-                    attr.exact = false;
-                    return Ok(attr);
-                }
-                match opened.size() {
-                    Some(s) => attr.size = s,
-                    None => {
-                        attr.exact = false;
-                        opened.placeholder.store(true, Ordering::Release);
-                        if let Some(f) = self.on_unknown.get() {
-                            f(ino);
-                        }
-                    }
-                }
-            }
-            NodeKind::Symlink { target } => {
-                attr.perm = 0o777;
-                attr.size = target.len() as u64;
-            }
-            NodeKind::Dir { .. } | NodeKind::Parts { .. } | NodeKind::Rows { .. } => {}
-        }
-        Ok(attr)
-    }
-
     /// Calls `emit` for each child of directory `ino` from position `offset` (0-based, `.` and
     /// `..` not included) until it returns false.
     pub(crate) fn readdir(
@@ -768,7 +545,7 @@ impl Tree {
     #[cfg(test)]
     /// Checks that `ino` can be opened for reading; says how the kernel should read it.
     pub(crate) fn check_open(&self, ino: Ino, write: bool) -> Result<OpenMode, FsError> {
-        let o = self.open(ino, write, &Patient)?;
+        let o = self.open(ino, write, &crate::layout::Patient)?;
         self.release(o.fh);
         Ok(o.mode)
     }
@@ -778,145 +555,6 @@ impl Tree {
             NodeKind::Symlink { target } => Ok(target.clone()),
             _ => Err(FsError::Invalid),
         }
-    }
-
-    /// The layout and tensor (or partition) behind file `ino`, `None` for directories and
-    /// symlinks. Metadata only: nothing is read or rendered.
-    pub(crate) fn file_source(&self, ino: Ino) -> Result<Option<FileSource>, FsError> {
-        let node = self.node(ino)?;
-        let NodeKind::File { layout, .. } = &node.kind else {
-            return Ok(None);
-        };
-        Ok(self.tensor_of(&node)?.map(|t| (*layout, t)))
-    }
-
-    fn tensor_of(&self, node: &Node) -> Result<Option<Arc<dyn Tensor>>, FsError> {
-        let NodeKind::File {
-            tensor, partition, ..
-        } = &node.kind
-        else {
-            return Ok(None);
-        };
-        if let Some(t) = node.opened.get().and_then(|o| o.tensor.clone()) {
-            return Ok(Some(t));
-        }
-        // Metadata only: do not require the content (size) to be computable.
-        let mut t = self.model().tensor(tensor)?;
-        if let Some(i) = partition {
-            t = t.partition(*i)?;
-        }
-        Ok(Some(t))
-    }
-
-    /// Names of the extended attributes of `ino` (empty for directories and symlinks).
-    pub(crate) fn listxattr(&self, ino: Ino) -> Result<Vec<&'static str>, FsError> {
-        let node = self.node(ino)?;
-        Ok(match node.kind {
-            NodeKind::File { .. } => vec![XATTR_DTYPE, XATTR_SHAPE],
-            _ => Vec::new(),
-        })
-    }
-
-    /// Value of extended attribute `name`: dtype name (`float32`), or shape as `[3, 4]`
-    /// (`[]` for a scalar).
-    ///
-    /// Only the `user.` namespace exists here. Other namespaces (`security.selinux`,
-    /// `system.posix_acl_access`, which `ls -l` asks for on every file) answer EOPNOTSUPP
-    /// rather than ENODATA: tools such as coreutils then remember the file system as
-    /// unsupported and stop asking, which saves two FUSE round trips per file in `ls -l`.
-    pub(crate) fn getxattr(&self, ino: Ino, name: &[u8]) -> Result<Vec<u8>, FsError> {
-        if !name.starts_with(b"user.") {
-            return Err(FsError::NotSupported);
-        }
-        let node = self.node(ino)?;
-        let tensor = self.tensor_of(&node)?.ok_or(FsError::NoData)?;
-        let meta = tensor.meta();
-        if name == XATTR_DTYPE.as_bytes() {
-            Ok(meta.dtype.name().as_bytes().to_vec())
-        } else if name == XATTR_SHAPE.as_bytes() {
-            Ok(shape_text(&meta.shape).into_bytes())
-        } else {
-            Err(FsError::NoData)
-        }
-    }
-
-    /// The path of `ino` from the root (`a/b.txt`; empty for the root).
-    pub(crate) fn path_of(&self, mut ino: Ino) -> String {
-        let mut parts = Vec::new();
-        while ino != ROOT_INO {
-            match self.node(ino) {
-                Ok(n) => {
-                    parts.push(n.name.clone());
-                    ino = n.parent;
-                }
-                Err(_) => break,
-            }
-        }
-        parts.reverse();
-        parts.join("/")
-    }
-
-    /// Resolves a `/`-separated path from the root, following symlinks (at most 40).
-    pub(crate) fn resolve(&self, path: &[u8]) -> Result<Ino, FsError> {
-        let mut budget = 40u32;
-        self.resolve_from(ROOT_INO, path, true, &mut budget)
-    }
-
-    fn resolve_from(
-        &self,
-        start: Ino,
-        path: &[u8],
-        follow_last: bool,
-        budget: &mut u32,
-    ) -> Result<Ino, FsError> {
-        let mut ino = if path.first() == Some(&b'/') {
-            ROOT_INO
-        } else {
-            start
-        };
-        let comps: Vec<&[u8]> = path
-            .split(|&b| b == b'/')
-            .filter(|c| !c.is_empty())
-            .collect();
-        for (i, comp) in comps.iter().enumerate() {
-            let parent = ino;
-            ino = self.lookup_ino(parent, comp)?;
-            let last = i + 1 == comps.len();
-            if let NodeKind::Symlink { target } = &self.node(ino)?.kind {
-                if last && !follow_last {
-                    break;
-                }
-                *budget = budget.checked_sub(1).ok_or(FsError::Loop)?;
-                ino = self.resolve_from(parent, target, true, budget)?;
-            }
-        }
-        Ok(ino)
-    }
-
-    /// Walks the subtree under directory `ino` depth-first in listing order, calling `emit`
-    /// with each path relative to `ino` (directories end in `/`; symlinks are not followed).
-    pub(crate) fn walk(
-        &self,
-        ino: Ino,
-        prefix: &str,
-        emit: &mut dyn FnMut(&str, FileKind),
-    ) -> Result<(), FsError> {
-        let mut items = Vec::new();
-        self.readdir(ino, 0, |item| {
-            items.push(item);
-            true
-        })?;
-        for item in items {
-            let path = format!("{prefix}{}", item.name);
-            if item.kind == FileKind::Dir {
-                let dir = format!("{path}/");
-                emit(&dir, FileKind::Dir);
-                self.walk(item.ino, &dir, emit)?;
-            } else {
-                emit(&path, item.kind);
-            }
-        }
-        Ok(())
     }
 }
 
@@ -936,68 +574,4 @@ fn node_suffix(node: &Node) -> &'static str {
         NodeKind::Hidden { file, .. } => file.suffix(),
         _ => "document",
     }
-}
-
-/// Whether a text layout of tensor `t` is cheap enough to size on first sight: what it
-/// renders is known to be small from metadata alone. An Angel matrix's values are decoded from
-/// text as well as rendered, so it goes by the smaller sparse bound.
-fn is_cheap(t: &dyn crate::model::Tensor, layout: Layout) -> bool {
-    let meta = t.meta();
-    let limit = match meta.format {
-        crate::model::SourceFormat::Angel => CHEAP_SPARSE_UNITS,
-        _ => CHEAP_ELEMENTS,
-    };
-    let small = meta.num_elements().is_some_and(|n| n <= limit);
-    if !meta.sparse {
-        return small;
-    }
-    match layout {
-        // Dense forms of a sparse matrix render every element (an LR's 2^31 columns),
-        // whatever is stored.
-        Layout::Txt | Layout::Csv => small,
-        // The sparse forms (libsvm, Angel's) render the stored entries: counted by the
-        // shape when it is metadata (entries read by range), else by the bytes to decode.
-        _ if t.sparse_shape_is_cheap() => t
-            .sparse_shape()
-            .is_ok_and(|s| s.nnz().saturating_add(s.rows.len() as u64) <= CHEAP_SPARSE_UNITS),
-        _ => meta
-            .partitions
-            .iter()
-            .try_fold(0u64, |acc, p| acc.checked_add(p.length))
-            .is_some_and(|b| b != 0 && b <= CHEAP_SPARSE_BYTES),
-    }
-}
-
-/// `[3, 4]`, `[]` for a scalar.
-pub(crate) fn shape_text(shape: &[u64]) -> String {
-    let dims: Vec<String> = shape.iter().map(u64::to_string).collect();
-    format!("[{}]", dims.join(", "))
-}
-
-/// How to answer a getxattr/listxattr with a caller buffer of `size` bytes.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum XattrReply {
-    Size(u32),
-    Data(Vec<u8>),
-}
-
-pub(crate) fn xattr_reply(value: Vec<u8>, size: u32) -> Result<XattrReply, FsError> {
-    let len = u32::try_from(value.len()).map_err(|_| FsError::Range)?;
-    if size == 0 {
-        Ok(XattrReply::Size(len))
-    } else if len > size {
-        Err(FsError::Range)
-    } else {
-        Ok(XattrReply::Data(value))
-    }
-}
-
-/// NUL-terminated names, as listxattr returns them.
-pub(crate) fn xattr_list_bytes(names: &[&str]) -> Vec<u8> {
-    let mut out = Vec::new();
-    for n in names {
-        out.extend_from_slice(n.as_bytes());
-        out.push(0);
-    }
-    out
 }

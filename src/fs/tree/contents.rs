@@ -1,0 +1,270 @@
+//! Opening a file's content and its attributes: the content object made once per node,
+//! the size learnt when cheap, when asked for, or in the background, and never changed.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use super::{
+    node_suffix, Attr, FsError, Ino, Node, NodeKind, Opened, TextSize, Tree, ViewEntry, UNKNOWN,
+};
+use crate::layout::{self, Layout, Patient, Requester};
+
+/// A text file whose tensor has at most this many elements (and, sparse, at most this many
+/// stored bytes) has its size learnt on first sight: a few tens of milliseconds at most.
+const CHEAP_ELEMENTS: u64 = 1 << 20;
+const CHEAP_SPARSE_BYTES: u64 = 8 << 20;
+/// Stored entries (plus rows) of a sparse matrix read by range whose text is sized on first
+/// sight: each is decoded from text as well as rendered (a few ms for this many).
+const CHEAP_SPARSE_UNITS: u64 = 1 << 16;
+
+impl Tree {
+    /// The node's content object with its size if known, opening it on first use. A text
+    /// file's size is learnt here only when cheap or in `TextSize::Exact` (for `req`).
+    pub(super) fn opened(&self, node: &Node, req: &dyn Requester) -> Result<Arc<Opened>, FsError> {
+        let o = match node.opened.get() {
+            Some(o) => o.clone(),
+            None => self.open_node(node)?,
+        };
+        if o.size().is_none() && !o.content.volatile() {
+            let suffix = node_suffix(node);
+            let learn_now = o.cheap || self.cfg.text_size == TextSize::Exact;
+            let size = match o.content.known_size() {
+                Some(s) => Some(s),
+                None if learn_now => Some(o.content.size_for(req).map_err(|e| {
+                    let e = FsError::from(e);
+                    if !matches!(e, FsError::Interrupted) {
+                        log::error!("{} ({suffix}): {e}", self.path_of(node.ino));
+                    }
+                    e
+                })?),
+                None => None,
+            };
+            if let Some(s) = size {
+                self.set_size(node.ino, &o, s);
+            }
+        }
+        Ok(o)
+    }
+
+    /// Records the size of `o` (file `ino`); tells `on_learnt` if a placeholder was reported.
+    pub(super) fn set_size(&self, ino: Ino, o: &Opened, size: u64) {
+        if o.size.swap(size, Ordering::AcqRel) == UNKNOWN
+            && o.placeholder.load(Ordering::Acquire)
+            && o.seeking.load(Ordering::Acquire) == 0
+        {
+            if let Some(f) = self.on_learnt.get() {
+                f(ino);
+            }
+        }
+    }
+
+    pub(super) fn open_node(&self, node: &Node) -> Result<Arc<Opened>, FsError> {
+        if node.gone.load(Ordering::Acquire) {
+            return Err(FsError::Stale(format!(
+                "{}: gone from the source",
+                self.path_of(node.ino)
+            )));
+        }
+        let result = match &node.kind {
+            NodeKind::File {
+                tensor,
+                layout,
+                partition,
+            } => (|| {
+                let mut t = self.model().tensor(tensor)?;
+                if let Some(i) = partition {
+                    t = t.partition(*i)?;
+                }
+                let content = layout::content(*layout, t.clone(), &self.ctx)
+                    .map_err(|e| FsError::Io(e.to_string()))?;
+                Ok(Opened {
+                    mtime: t.meta().mtime,
+                    cheap: !layout.is_text() || is_cheap(&*t, *layout),
+                    tensor: Some(t),
+                    content,
+                    size: AtomicU64::new(UNKNOWN),
+                    placeholder: AtomicBool::new(false),
+                    seeking: AtomicU32::new(0),
+                })
+            })(),
+            NodeKind::View {
+                view,
+                root,
+                at,
+                dir: false,
+            } => (|| {
+                let ViewEntry::File(content) = self.view_entry(*view, root, at)? else {
+                    return Err(FsError::IsDir);
+                };
+                Ok(Opened {
+                    mtime: self.cfg.mtime,
+                    // A size that needs rendering (an `.angel/` text partition) is learnt
+                    // like a text file's.
+                    cheap: content.known_size().is_some(),
+                    tensor: None,
+                    content: content.clone(),
+                    size: AtomicU64::new(UNKNOWN),
+                    placeholder: AtomicBool::new(false),
+                    seeking: AtomicU32::new(0),
+                })
+            })(),
+            NodeKind::Doc { path } => (|| {
+                let doc = self.model().document(path)?;
+                Ok(Opened {
+                    mtime: doc.mtime(),
+                    cheap: doc.small(),
+                    tensor: None,
+                    content: layout::document(doc, &self.ctx),
+                    size: AtomicU64::new(UNKNOWN),
+                    placeholder: AtomicBool::new(false),
+                    seeking: AtomicU32::new(0),
+                })
+            })(),
+            NodeKind::Row { tensor, id, file } => self.open_row(tensor, *id, *file),
+            NodeKind::RowsReadme { tensor } => self.open_rows_readme(tensor),
+            NodeKind::Hidden { tensor, file } => self.open_hidden(tensor, *file),
+            k if k.is_dir() => return Err(FsError::IsDir),
+            _ => return Err(FsError::Invalid),
+        };
+        match result {
+            Ok(o) => {
+                let _ = node.opened.set(Arc::new(o));
+                node.opened.get().cloned().ok_or(FsError::Invalid)
+            }
+            Err(e) => {
+                log::error!("{} ({}): {e}", self.path_of(node.ino), node_suffix(node));
+                Err(e)
+            }
+        }
+    }
+
+    /// Learns the size of file `ino` if it is not known yet (the background size pass, or a
+    /// reader seeking to the end). Returns whether it was unknown before.
+    pub(crate) fn learn_size(&self, ino: Ino, req: &dyn Requester) -> Result<bool, FsError> {
+        let node = self.node(ino)?;
+        if node.kind.is_dir() || matches!(node.kind, NodeKind::Symlink { .. }) {
+            return Ok(false);
+        }
+        let o = self.opened(&node, req)?;
+        if o.size().is_some() || o.content.volatile() {
+            return Ok(false);
+        }
+        let s = o.content.size_for(req)?;
+        self.set_size(ino, &o, s);
+        Ok(true)
+    }
+
+    /// Attributes of file `ino` asked for on behalf of a reader that has it open (the
+    /// kernel's `lseek(SEEK_END)`): a size not known yet is learnt first, on every core.
+    pub(crate) fn attr_of_open_file(&self, ino: Ino, req: &dyn Requester) -> Result<Attr, FsError> {
+        let node = self.node(ino)?;
+        let Some(o) = node.opened.get().cloned() else {
+            return self.getattr_for(ino, req);
+        };
+        o.seeking.fetch_add(1, Ordering::AcqRel);
+        let learnt = self.learn_size(ino, req);
+        o.seeking.fetch_sub(1, Ordering::AcqRel);
+        learnt?;
+        self.getattr_for(ino, req)
+    }
+
+    pub(crate) fn getattr(&self, ino: Ino) -> Result<Attr, FsError> {
+        self.getattr_for(ino, &Patient)
+    }
+
+    /// Attributes of `ino`; a text size is learnt for `req` only if cheap or in `Exact` mode.
+    pub(crate) fn getattr_for(&self, ino: Ino, req: &dyn Requester) -> Result<Attr, FsError> {
+        let node = self.node(ino)?;
+        let mut attr = Attr {
+            ino,
+            kind: node.file_kind(),
+            size: 0,
+            // Write bits as any copied file has them: the mount is read-only (EROFS), and a
+            // `cp -r` by a non-root user keeps these modes, so r-x-only directories would
+            // make the copy unremovable.
+            perm: 0o755,
+            nlink: 1,
+            uid: self.cfg.uid,
+            gid: self.cfg.gid,
+            mtime: self.cfg.mtime,
+            exact: true,
+        };
+        match &node.kind {
+            NodeKind::Dir { path }
+                if node.listing.get().is_none()
+                    && path.len() == 1
+                    && self.model().member_opened(&path[0]) == Some(false) =>
+            {
+                // A checkpoint of a directory of many, not opened yet: its subdirectories
+                // are not counted (that would open it). 1 is the "not counted" of btrfs
+                // and network file systems; find(1) then reads the directory itself.
+            }
+            k if k.is_dir() => {
+                let subdirs = self.listing(&node)?.subdirs();
+                attr.nlink = u32::try_from(subdirs.saturating_add(2)).unwrap_or(u32::MAX);
+            }
+            NodeKind::File { .. }
+            | NodeKind::Doc { .. }
+            | NodeKind::View { .. }
+            | NodeKind::Row { .. }
+            | NodeKind::Hidden { .. }
+            | NodeKind::RowsReadme { .. } => {
+                let opened = self.opened(&node, req)?;
+                attr.perm = 0o644;
+                attr.mtime = opened.mtime;
+                if opened.content.volatile() {
+                    // Its size as it stands, not to be cached (`exact` false: TTL 0).
+                    attr.size = opened.content.known_size().unwrap_or(0);
+                    attr.exact = false;
+                    return Ok(attr);
+                }
+                match opened.size() {
+                    Some(s) => attr.size = s,
+                    None => {
+                        attr.exact = false;
+                        opened.placeholder.store(true, Ordering::Release);
+                        if let Some(f) = self.on_unknown.get() {
+                            f(ino);
+                        }
+                    }
+                }
+            }
+            NodeKind::Symlink { target } => {
+                attr.perm = 0o777;
+                attr.size = target.len() as u64;
+            }
+            NodeKind::Dir { .. } | NodeKind::Parts { .. } | NodeKind::Rows { .. } => {}
+        }
+        Ok(attr)
+    }
+}
+
+/// Whether a text layout of tensor `t` is cheap enough to size on first sight: what it
+/// renders is known to be small from metadata alone. An Angel matrix's values are decoded from
+/// text as well as rendered, so it goes by the smaller sparse bound.
+fn is_cheap(t: &dyn crate::model::Tensor, layout: Layout) -> bool {
+    let meta = t.meta();
+    let limit = match meta.format {
+        crate::model::SourceFormat::Angel => CHEAP_SPARSE_UNITS,
+        _ => CHEAP_ELEMENTS,
+    };
+    let small = meta.num_elements().is_some_and(|n| n <= limit);
+    if !meta.sparse {
+        return small;
+    }
+    match layout {
+        // Dense forms of a sparse matrix render every element (an LR's 2^31 columns),
+        // whatever is stored.
+        Layout::Txt | Layout::Csv => small,
+        // The sparse forms (libsvm, Angel's) render the stored entries: counted by the
+        // shape when it is metadata (entries read by range), else by the bytes to decode.
+        _ if t.sparse_shape_is_cheap() => t
+            .sparse_shape()
+            .is_ok_and(|s| s.nnz().saturating_add(s.rows.len() as u64) <= CHEAP_SPARSE_UNITS),
+        _ => meta
+            .partitions
+            .iter()
+            .try_fold(0u64, |acc, p| acc.checked_add(p.length))
+            .is_some_and(|b| b != 0 && b <= CHEAP_SPARSE_BYTES),
+    }
+}
