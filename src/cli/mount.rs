@@ -12,7 +12,8 @@ use std::sync::Arc;
 
 use fuser::{Session, SessionUnmounter};
 
-use crate::fs::fuse::{fsname_for, mount_config, start_notices, ModelFs};
+use crate::fs::fuse::{fsname_for, mount_config, ModelFs};
+use crate::fs::notices::start_notices;
 use crate::fs::Tree;
 use crate::options::Options;
 

@@ -3,7 +3,8 @@
 //! - `names`: escaping of model path components into file names (SPEC §2).
 //! - `listing`: what each directory contains (shared by the mount and `modelfs ls`).
 //! - `tree`: inodes, attributes, reads, xattrs, path resolution; errors carry an errno.
-//! - `fuse`: the fuser `Filesystem` on top of `tree`.
+//! - `fuse`: the fuser `Filesystem` on top of `tree`; `notices`: what it tells the kernel
+//!   unasked (invalidations, pushes).
 
 use std::sync::Arc;
 
@@ -23,6 +24,7 @@ pub(crate) mod live;
 #[cfg(test)]
 mod live_tests;
 pub(crate) mod names;
+pub(crate) mod notices;
 #[cfg(test)]
 mod passthrough_tests;
 pub(crate) mod push;

@@ -56,7 +56,7 @@ const QUEUE_MAX: u64 = 64 << 30;
 /// order.
 const SLACK: u64 = 4 << 20;
 
-/// Where pushed bytes go: the kernel's page cache of a file (`fuse::StoreSink`), or a test's
+/// Where pushed bytes go: the kernel's page cache of a file (`notices::StoreSink`), or a test's
 /// record.
 pub(crate) trait Sink: Send + Sync {
     /// Stores `data` at `offset` of file `ino` in the page cache.

@@ -1,0 +1,125 @@
+//! Opening SOURCE as the commands do: `-o` options parsed, a path made absolute or a URL
+//! opened, the model read by whichever reader knows it, and the tree a mount shows.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use super::{Failure, EXIT_SOURCE, EXIT_USAGE};
+use crate::fs::live::Follow;
+use crate::fs::{Tree, TreeConfig};
+use crate::model::Model;
+use crate::options::{Options, Refresh};
+use crate::source::remote;
+
+/// Applies every `-o` argument in order; unknown options are usage errors.
+pub(crate) fn parse_options(args: &[String]) -> Result<Options, Failure> {
+    let mut opts = Options::default();
+    for a in args {
+        opts.apply(a)
+            .map_err(|e| Failure::new(EXIT_USAGE, e.to_string()))?;
+    }
+    Ok(opts)
+}
+
+/// SOURCE as an absolute path (readers may reopen files by path later, after a daemon chdir).
+/// SOURCE as shown (mount's fsname): a URL as given, a local path made absolute.
+pub(crate) fn absolute_source(source: &Path) -> PathBuf {
+    if remote_url(source).is_some() {
+        return source.to_path_buf();
+    }
+    std::path::absolute(source).unwrap_or_else(|_| source.to_path_buf())
+}
+
+/// The name of SOURCE's persistent store: as shown, lossy for paths that are not UTF-8.
+pub(crate) fn store_name(source: &Path) -> String {
+    absolute_source(source).to_string_lossy().into_owned()
+}
+
+pub(crate) fn remote_url(source: &Path) -> Option<&str> {
+    source.to_str().filter(|s| remote::is_remote(s))
+}
+
+/// Opens SOURCE (a local path or a URL); failures are exit status 2 with the reader's
+/// one-line reason.
+pub(crate) fn open_model(source: &Path, opts: &Options) -> Result<Arc<dyn Model>, Failure> {
+    open_source(source, opts, false).map(|(model, _)| model)
+}
+
+/// `open_model`, and how to open it again as it is then (the same reader options: the
+/// members opened are found again). When `following`, the source's fingerprint is taken
+/// before the open, so that a change made while it opens is never taken for the state shown.
+fn open_source(
+    source: &Path,
+    opts: &Options,
+    following: bool,
+) -> Result<(Arc<dyn Model>, Follow), Failure> {
+    let mut reader = opts.reader_for(&store_name(source));
+    let path = match remote_url(source) {
+        Some(url) => {
+            let (storage, key) = remote::open(url, &opts.remote())
+                .map_err(|e| Failure::new(EXIT_SOURCE, e.to_string()))?;
+            reader.storage = storage;
+            key
+        }
+        None => absolute_source(source),
+    };
+    let local = remote_url(source).is_none();
+    let watch = following && local;
+    let period = (following && !local)
+        .then(|| opts.refresh.remote_period())
+        .flatten();
+    let opened_from = (watch || period.is_some())
+        .then(|| crate::fs::live::fingerprint(&*reader.storage, &path))
+        .flatten();
+    let model = crate::detect::model_at(&path, &reader).map_err(|e| match remote_url(source) {
+        Some(url) => Failure::new(EXIT_SOURCE, format!("{url}: {e}")),
+        None => Failure::new(EXIT_SOURCE, e.to_string()),
+    })?;
+    let follow = Follow {
+        path: path.clone(),
+        storage: Arc::clone(&reader.storage),
+        watch,
+        period,
+        opened_from,
+        reopen: Box::new(move || {
+            crate::detect::model_at(&path, &reader).map_err(|e| e.to_string())
+        }),
+    };
+    Ok((model, follow))
+}
+
+/// The source's mtime (for directories): the path itself, else `<prefix>.index`; the time of
+/// the mount for a remote source.
+pub(crate) fn source_mtime(source: &Path) -> SystemTime {
+    if remote_url(source).is_some() {
+        return SystemTime::now();
+    }
+    std::fs::metadata(source)
+        .or_else(|_| std::fs::metadata(crate::tf::detect::index_path(source)))
+        .and_then(|m| m.modified())
+        .unwrap_or(SystemTime::UNIX_EPOCH)
+}
+
+/// The tree that a mount of SOURCE with `opts` shows.
+pub(crate) fn build_tree(source: &Path, opts: &Options) -> Result<Arc<Tree>, Failure> {
+    build_mount_tree(source, opts).map(|(tree, _)| tree)
+}
+
+/// `build_tree`, and how the mount follows its source (`None`: `refresh=never`).
+pub(crate) fn build_mount_tree(
+    source: &Path,
+    opts: &Options,
+) -> Result<(Arc<Tree>, Option<Follow>), Failure> {
+    let following = opts.refresh != Refresh::Never;
+    let (model, follow) = open_source(source, opts, following)?;
+    let follow = (follow.watch || follow.period.is_some()).then_some(follow);
+    let mut cfg = TreeConfig::for_user(opts.uid, opts.gid, source_mtime(source));
+    cfg.text_size = opts.text_size;
+    let tree = Arc::new(Tree::new(
+        model,
+        crate::fs::layout_ctx(opts, &store_name(source)),
+        cfg,
+    ));
+    Ok((tree, follow))
+}
