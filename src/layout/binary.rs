@@ -246,7 +246,49 @@ pub(crate) fn npy_content(tensor: Arc<dyn Tensor>) -> Option<Arc<dyn FileContent
     Some(Arc::new(NpyContent { header, raw }))
 }
 
+/// Bytes of elements read and summed at a time: both sums read them while they are in cache.
+const SUM_RUN: usize = 1 << 20;
+
+impl NpyContent {
+    /// The CRC-32 of the header and the elements, read once each unchecked, their CRC32C
+    /// confirmed against the tensor's own at the end (`Tensor::deferred_crc32c`); nothing
+    /// summed is returned unless the tensor passes. `None`: the elements are served as stored
+    /// only when not widened or normalised (`ElemMap::Same`), and there must be a check to
+    /// come (a tensor checked already is read lent, at no cost but the sum).
+    fn sum_checking(&self, req: &dyn Requester) -> Option<Result<u32, LayoutError>> {
+        let t = &self.raw.tensor;
+        if self.raw.map != ElemMap::Same || t.deferred_crc32c().is_none() {
+            return None;
+        }
+        let width = self.raw.src_width;
+        let per = (SUM_RUN / width).max(1) as u64;
+        Some((|| {
+            let mut zip = crc32fast::Hasher::new();
+            zip.update(&self.header);
+            let mut castagnoli = 0u32;
+            let mut buf = vec![0u8; per as usize * width];
+            let mut first = 0u64;
+            while first < self.raw.elements {
+                if req.gone() {
+                    return Err(LayoutError::Interrupted);
+                }
+                let n = per.min(self.raw.elements - first);
+                let run = &mut buf[..n as usize * width];
+                t.read_elements_unchecked(first, run)?;
+                castagnoli = crc32c::crc32c_append(castagnoli, run);
+                zip.update(run);
+                first += n;
+            }
+            t.confirm_crc32c(castagnoli)?;
+            Ok(zip.finalize())
+        })())
+    }
+}
+
 impl FileContent for NpyContent {
+    fn crc32(&self, req: &dyn Requester) -> Option<Result<u32, LayoutError>> {
+        self.sum_checking(req)
+    }
     fn known_size(&self) -> Option<u64> {
         self.size().ok()
     }

@@ -158,4 +158,11 @@ pub trait FileContent: Send + Sync {
         let _ = req;
         None
     }
+    /// The CRC-32 (zip's) of all these bytes, when the content sums them in one pass that
+    /// also makes the checks `read` would make first (`binary::NpyContent`): each byte is
+    /// read once, not once to check and again to sum. `None`: the caller reads and sums.
+    fn crc32(&self, req: &dyn Requester) -> Option<Result<u32, LayoutError>> {
+        let _ = req;
+        None
+    }
 }

@@ -59,6 +59,29 @@ impl Member {
     fn local_header_len(&self) -> u64 {
         30 + self.name.len() as u64 + if self.zip64() { 20 } else { 0 }
     }
+
+    /// The CRC-32 of the member's bytes as `read` serves them.
+    fn sum_read(&self, req: &dyn Requester) -> Result<u32, LayoutError> {
+        let mut h = crc32fast::Hasher::new();
+        // Pieces end on `CRC_CHUNK` boundaries of the archive; each is a view of the
+        // source's pages where it is mapped (no copy for a sum).
+        let base = self.at + self.local_header_len();
+        let mut at = 0u64;
+        while at < self.size {
+            if req.gone() {
+                return Err(LayoutError::Interrupted);
+            }
+            let boundary = (base + at) / CRC_CHUNK as u64 * CRC_CHUNK as u64;
+            let want = (boundary + CRC_CHUNK as u64 - base - at).min(self.size - at) as usize;
+            let got = lending(|| self.npy.read(at, want, req))?;
+            if got.is_empty() {
+                return Err(LayoutError::Internal("short member read"));
+            }
+            h.update(&got);
+            at += got.len() as u64;
+        }
+        Ok(h.finalize())
+    }
 }
 
 struct Archive {
@@ -86,25 +109,12 @@ impl Archive {
         let crc = match remembered {
             Some(c) => c,
             None => {
-                let mut h = crc32fast::Hasher::new();
-                // Pieces end on `CRC_CHUNK` boundaries of the archive; each is a view of the
-                // source's pages where it is mapped (no copy for a sum).
-                let base = m.at + m.local_header_len();
-                let mut at = 0u64;
-                while at < m.size {
-                    if req.gone() {
-                        return Err(LayoutError::Interrupted);
-                    }
-                    let boundary = (base + at) / CRC_CHUNK as u64 * CRC_CHUNK as u64;
-                    let want = (boundary + CRC_CHUNK as u64 - base - at).min(m.size - at) as usize;
-                    let got = lending(|| m.npy.read(at, want, req))?;
-                    if got.is_empty() {
-                        return Err(LayoutError::Internal("short member read"));
-                    }
-                    h.update(&got);
-                    at += got.len() as u64;
-                }
-                let c = h.finalize();
+                // Summed with the tensor's own check where it can (one read of each byte);
+                // else read (checked) and summed.
+                let c = match m.npy.crc32(req) {
+                    Some(summed) => summed?,
+                    None => m.sum_read(req)?,
+                };
                 if let (Some(k), Some(s)) = (&m.store_key, store) {
                     s.put(k, &Crc(c));
                 }
@@ -461,6 +471,71 @@ mod tests {
             [1, 4, 0, 2, 3]
         );
         assert!(largest_first(std::iter::empty()).is_empty());
+    }
+
+    /// A TF tensor's member is summed in the pass that checks the tensor's CRC32C, each byte
+    /// read once: the CRC-32s are the bytes' (the `zip` crate checks them as it reads), and
+    /// the tensors count as checked afterwards. A tensor whose bytes fail their check fails
+    /// the archive's directory (EIO at the mount) and keeps failing: no CRC-32 of bad bytes.
+    #[test]
+    fn members_are_summed_in_the_pass_that_checks_them() {
+        use crate::tf::bundle::testutil::BundleBuilder;
+        for corrupt in [false, true] {
+            let tmp = tempfile::tempdir().unwrap();
+            let mut b = BundleBuilder::new("ckpt");
+            b.add_f32(b"small", &[4], &[1.0, 2.0, 3.0, 4.0]);
+            // Several runs of `SUM_RUN` bytes.
+            let w: Vec<f32> = (0..700_000).map(|i| i as f32 * 0.5).collect();
+            b.add_f32(b"w", &[7000, 100], &w);
+            let (index, files) = b.finish();
+            std::fs::write(tmp.path().join("ckpt.index"), index).unwrap();
+            let (name, f) = files.into_iter().next().unwrap();
+            let mut data = f.read_at(0, f.size() as usize).unwrap().into_owned();
+            if corrupt {
+                let at = data.len() - 1000; // in `w`, stored after `small`
+                data[at] ^= 1;
+            }
+            std::fs::write(tmp.path().join(name), &data).unwrap();
+            let opts = crate::model::ReaderOptions::default();
+            let model = crate::detect::model_at(&tmp.path().join("ckpt"), &opts).unwrap();
+            let tensors: Vec<Arc<dyn Tensor>> = [&b"small"[..], b"w"]
+                .iter()
+                .map(|k| model.tensor(&[k.to_vec()]).unwrap())
+                .collect();
+            assert!(tensors.iter().all(|t| t.deferred_crc32c().is_some()));
+            let ctx = Arc::new(LayoutCtx {
+                sep: ",".into(),
+                max_dense: 1 << 30,
+                layouts: vec![],
+                sparse_default: false,
+                cache: Arc::new(ChunkCache::new(1 << 20)),
+                rows: Arc::new(ChunkCache::new(1 << 20)),
+                angel_format: None,
+                faults: Default::default(),
+            });
+            let v = view(tensors.clone(), &ctx).unwrap();
+            let super::super::ViewEntry::File(c) = v.root else {
+                panic!("a file view")
+            };
+            let z = zip::ZipArchive::new(File { c, at: 0 });
+            if corrupt {
+                assert!(z.is_err());
+                assert!(tensors[1].read(0, 4).is_err());
+                assert!(tensors[0].read(0, 16).is_ok());
+                continue;
+            }
+            let mut z = z.unwrap();
+            for (key, t) in ["small", "w"].into_iter().zip(tensors) {
+                assert!(t.deferred_crc32c().is_none(), "{key}: checked by the pass");
+                let npy = crate::layout::binary::npy_content(t).unwrap();
+                let mut want = vec![0u8; npy.known_size().unwrap() as usize];
+                npy.read_at(0, &mut want).unwrap();
+                let mut got = Vec::new();
+                let mut m = z.by_name(&format!("{key}.npy")).unwrap();
+                m.read_to_end(&mut got).unwrap(); // checks the CRC-32
+                assert!(got == want, "{key}");
+            }
+        }
     }
 
     /// A member bigger than 4 GiB at the front: its sizes and the next member's offset need
