@@ -80,9 +80,9 @@ fn stored_bytes(meta: &TensorMeta) -> Option<u64> {
     if meta.sparse {
         return parts;
     }
-    match meta.dtype.elem_size() {
-        Some(size) => meta.num_elements()?.checked_mul(size as u64),
-        None => parts,
+    match (&meta.stored, meta.dtype.elem_size()) {
+        (None, None) => parts,
+        _ => meta.stored_bytes(),
     }
 }
 

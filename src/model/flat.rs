@@ -154,11 +154,9 @@ impl Model for Flat {
             let m = t.meta();
             s.tensors += 1;
             *s.dtypes.entry(m.dtype.name().into_owned()).or_default() += 1;
-            let bytes = m
-                .num_elements()
-                .zip(m.dtype.elem_size())
-                .map(|(n, w)| n * w as u64);
-            s.total_bytes += bytes.unwrap_or(0);
+            // A count from a file: a shape whose bytes overflow counts nothing (the tensor says
+            // why), never a wrapped total.
+            s.total_bytes = s.total_bytes.saturating_add(m.stored_bytes().unwrap_or(0));
         }
         Ok(s)
     }

@@ -217,6 +217,17 @@ impl TensorMeta {
             .try_fold(1u64, |acc, &d| acc.checked_mul(d))
     }
 
+    /// The bytes the tensor takes where it is stored: its stored form's (GGUF's quantized
+    /// blocks), else its elements'; `None` on overflow or for a dtype of no fixed width.
+    pub fn stored_bytes(&self) -> Option<u64> {
+        match &self.stored {
+            Some(form) => Some(form.bytes),
+            None => self
+                .num_elements()?
+                .checked_mul(self.dtype.elem_size()? as u64),
+        }
+    }
+
     /// `Err` naming the tensor in `file` when its metadata names a problem: what a reader's
     /// data reads return for it.
     pub fn no_problem(&self, file: &str) -> Result<(), ModelError> {

@@ -13,6 +13,7 @@
 //! Only the archive's directory and its pickle are read at mount; where a storage's bytes
 //! start is read from its local header on its first read.
 
+mod legacy;
 mod pickle;
 mod tensor;
 mod walk;
@@ -46,7 +47,7 @@ pub fn files_of(fs: &dyn Files, path: &Path) -> Result<Option<Vec<PathBuf>>, Ope
             let dir = path.parent().unwrap_or(Path::new(""));
             return crate::model::flat::shards_of_index(fs, dir, path).map(Some);
         }
-        return Ok(is_torch_zip(fs, path).then(|| vec![path.to_path_buf()]));
+        return Ok(is_torch_file(fs, path).then(|| vec![path.to_path_buf()]));
     }
     // A directory that cannot be listed (HTTP) is found by the names `save_pretrained` gives.
     let index = path.join("pytorch_model.bin.index.json");
@@ -56,7 +57,7 @@ pub fn files_of(fs: &dyn Files, path: &Path) -> Result<Option<Vec<PathBuf>>, Ope
         _ if fs.is_file(&index) => {
             return crate::model::flat::shards_of_index(fs, path, &index).map(Some)
         }
-        _ if fs.is_file(&single) && is_torch_zip(fs, &single) => return Ok(Some(vec![single])),
+        _ if fs.is_file(&single) && is_torch_file(fs, &single) => return Ok(Some(vec![single])),
         _ => return Ok(None),
     };
     let mut indexes: Vec<PathBuf> = entries
@@ -71,7 +72,7 @@ pub fn files_of(fs: &dyn Files, path: &Path) -> Result<Option<Vec<PathBuf>>, Ope
     indexes.sort();
     match indexes.as_slice() {
         [index] => crate::model::flat::shards_of_index(fs, path, index).map(Some),
-        [] => Ok((fs.is_file(&single) && is_torch_zip(fs, &single)).then(|| vec![single])),
+        [] => Ok((fs.is_file(&single) && is_torch_file(fs, &single)).then(|| vec![single])),
         _ => Err(OpenError::Unsupported {
             path: path.to_path_buf(),
             what: format!("{} PyTorch index files; mount one of them", indexes.len()),
@@ -79,18 +80,22 @@ pub fn files_of(fs: &dyn Files, path: &Path) -> Result<Option<Vec<PathBuf>>, Ope
     }
 }
 
-/// Whether `path` is a zip whose directory has a `<name>/data.pkl` (the first bytes, then
-/// the directory: a zip of something else is not one).
-fn is_torch_zip(fs: &dyn Files, path: &Path) -> bool {
+/// Whether `path` is a `torch.save` file: a legacy one (its magic number), or a zip whose
+/// directory has a `<name>/data.pkl` (the first bytes, then the directory: a zip of something
+/// else is not one).
+fn is_torch_file(fs: &dyn Files, path: &Path) -> bool {
     let Ok(file) = fs.open(path) else {
         return false;
     };
-    let magic = file.read_vec(0, 4.min(file.size()) as usize);
-    if !magic.is_ok_and(|m| *m == *b"PK\x03\x04") {
+    let Ok(head) = file.read_vec(0, 32.min(file.size()) as usize) else {
         return false;
+    };
+    if legacy::is_legacy(&head) {
+        return true;
     }
-    zipdir::entries(file.size(), |at, buf| read_meta(&*file, at, buf))
-        .is_ok_and(|e| pickle_member(&e).is_some())
+    head.starts_with(b"PK\x03\x04")
+        && zipdir::entries(file.size(), |at, buf| read_meta(&*file, at, buf))
+            .is_ok_and(|e| pickle_member(&e).is_some())
 }
 
 /// A read of the archive's directory: metadata (`ReadAt::read_vec`, no read-ahead).
@@ -123,7 +128,8 @@ pub fn open(files: &[PathBuf], opts: &ReaderOptions) -> Result<Arc<dyn Model>, O
             .file_stem()
             .and_then(|s| s.to_str())
             .unwrap_or("tensor");
-        let found = archive(&file, stem, &mut model).map_err(|e| OpenError::unreadable(path, e))?;
+        let found = archive(&file, stem, opts.verify, &mut model)
+            .map_err(|e| OpenError::unreadable(path, e))?;
         for (dir, v) in found {
             let into = values.entry(dir).or_default();
             for (k, x) in v.values {
@@ -153,12 +159,29 @@ pub fn open(files: &[PathBuf], opts: &ReaderOptions) -> Result<Arc<dyn Model>, O
     Ok(Arc::new(model))
 }
 
-/// Adds the tensors of one archive to `model`; returns its plain values by directory.
+/// Adds the tensors of one `torch.save` file to `model` (a zip archive, or the legacy
+/// format); returns its plain values by directory. With `verify`, a zip member's CRC-32 is
+/// checked before its bytes are served.
 fn archive(
     file: &Arc<dyn ReadAt>,
     stem: &str,
+    verify: bool,
     model: &mut Flat,
 ) -> Result<BTreeMap<Vec<String>, Values>, ModelError> {
+    let head = file.read_vec(0, 32.min(file.size()) as usize)?;
+    if legacy::is_legacy(&head) {
+        let l = legacy::read(&**file)?;
+        model.detail(format!(
+            "{}: legacy torch.save, {} storages, {}-endian",
+            crate::model::base_name(file.name()),
+            l.storages.len(),
+            if l.big_endian { "big" } else { "little" }
+        ));
+        for p in &l.problems {
+            model.problem(format!("{}: {p}", crate::model::base_name(file.name())));
+        }
+        return Ok(add_tensors(file, &l.object, &l.storages, l.big_endian, stem, model));
+    }
     let bad = |why: String| ModelError::data(file.name(), why);
     let entries = zipdir::entries(file.size(), |at, buf| read_meta(&**file, at, buf))
         .map_err(|e| ModelError::data(file.name(), e))?;
@@ -183,7 +206,7 @@ fn archive(
         None => false,
     };
     let data = format!("{prefix}data/");
-    let mut storages: HashMap<&str, Arc<Storage>> = HashMap::new();
+    let mut storages: HashMap<String, Arc<Storage>> = HashMap::new();
     for e in &entries {
         let Some(key) = e.name.strip_prefix(&data) else {
             continue;
@@ -196,17 +219,11 @@ fn archive(
             ));
             continue;
         }
-        storages.insert(
-            key,
-            Arc::new(Storage::new(
-                key.to_string(),
-                e.header_offset,
-                e.uncompressed_size,
-            )),
-        );
+        let crc = verify.then_some(e.crc32);
+        let s = Storage::zip(key.to_string(), e.header_offset, e.uncompressed_size, crc);
+        storages.insert(key.to_string(), Arc::new(s));
     }
     let p = pickle::load(&bytes).map_err(|e| ModelError::data(file.name(), e))?;
-    let found = walk::walk(&p, stem);
     model.detail(format!(
         "{}: archive {}, {} storages, {}-endian",
         crate::model::base_name(file.name()),
@@ -214,18 +231,25 @@ fn archive(
         storages.len(),
         if big_endian { "big" } else { "little" }
     ));
+    Ok(add_tensors(file, &p, &storages, big_endian, stem, model))
+}
+
+/// Adds the tensors of the pickle `p` over `storages` to `model`; returns its plain values.
+fn add_tensors(
+    file: &Arc<dyn ReadAt>,
+    p: &pickle::Pickle,
+    storages: &HashMap<String, Arc<Storage>>,
+    big_endian: bool,
+    stem: &str,
+    model: &mut Flat,
+) -> BTreeMap<Vec<String>, Values> {
+    let found = walk::walk(p, stem);
     for (path, spec) in &found.tensors {
         let key = path.join("/");
-        let t = TorchTensor::new(
-            &key,
-            spec,
-            storages.get(spec.storage.as_str()),
-            big_endian,
-            file,
-        );
+        let t = TorchTensor::new(&key, spec, storages.get(&spec.storage), big_endian, file);
         model.add(&key, Arc::new(t), file.name());
     }
-    Ok(found.values)
+    found.values
 }
 
 /// The bytes of a (small) member: stored or deflated, at most `max`.
@@ -286,7 +310,7 @@ pub fn fuzz_file(data: &[u8]) {
     }
     let file: Arc<dyn ReadAt> = Arc::new(crate::source::MemSource::new("f.pt", data.to_vec()));
     let mut model = Flat::new("pytorch");
-    if archive(&file, "f", &mut model).is_err() {
+    if archive(&file, "f", true, &mut model).is_err() {
         return;
     }
     let _ = model.summary();

@@ -62,6 +62,11 @@ impl Pickle {
     pub(crate) fn len(&self) -> usize {
         self.nodes.len()
     }
+
+    /// Every value, in the order the machine made them.
+    pub(crate) fn values(&self) -> impl Iterator<Item = &Value> {
+        self.nodes.iter()
+    }
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -76,6 +81,12 @@ pub enum PickleError {
 
 /// Reads the pickle `data` into its values.
 pub(crate) fn load(data: &[u8]) -> Result<Pickle, PickleError> {
+    load_prefix(data).map(|(p, _)| p)
+}
+
+/// Reads the pickle at the start of `data` (a legacy `torch.save` file is several pickles in a
+/// row, then raw storages); returns it and how many bytes it took.
+pub(crate) fn load_prefix(data: &[u8]) -> Result<(Pickle, usize), PickleError> {
     Machine {
         data,
         pos: 0,
@@ -98,7 +109,7 @@ struct Machine<'a> {
 }
 
 impl Machine<'_> {
-    fn run(mut self) -> Result<Pickle, PickleError> {
+    fn run(mut self) -> Result<(Pickle, usize), PickleError> {
         loop {
             let at = self.pos;
             let op = self.take(1)?[0];
@@ -106,10 +117,12 @@ impl Machine<'_> {
             match op {
                 b'.' => {
                     let root = self.pop(at)?;
-                    return Ok(Pickle {
+                    let end = self.pos;
+                    let p = Pickle {
                         nodes: self.nodes,
                         root,
-                    });
+                    };
+                    return Ok((p, end));
                 }
                 // PROTO n; FRAME n: framing only changes how a reader buffers.
                 0x80 => {

@@ -13,25 +13,60 @@ use crate::model::strided::Strided;
 use crate::model::{base_name, debug_check, DType, ModelError, SourceFormat, Tensor, TensorMeta};
 use crate::source::ReadAt;
 
-/// A storage: a stored member of the archive, whose bytes start after its local header.
+/// A storage: a run of the file holding its bytes — a stored member of a zip archive, or a
+/// counted run of a legacy file (`legacy.rs`).
 pub(crate) struct Storage {
     pub(crate) key: String,
-    /// Where its local header is, and its length (from the central directory).
-    pub(crate) header: u64,
+    /// Its length in bytes (from the zip's directory, or its element count times its width).
     pub(crate) len: u64,
-    /// Where its bytes start: read from the local header on the first read (listing the
-    /// archive reads none of its members).
+    at: At,
+    /// Where its bytes start, once read (only success is kept: a fault is not a verdict).
     start: OnceLock<u64>,
+    /// A zip member's CRC-32 (its directory's), checked over the whole member before any of
+    /// its bytes is served (`verify=crc`).
+    crc32: Option<u32>,
+    verdict: OnceLock<Result<(), String>>,
 }
 
+/// How a storage's first byte is found.
+enum At {
+    /// After the local header at this offset (listing the archive reads none of its members).
+    ZipHeader(u64),
+    /// After the 8-byte little-endian element count at this offset, which must read `numel`.
+    Counted { count: u64, numel: u64 },
+}
+
+/// Bytes per read of the checksum pass.
+const CRC_PIECE: u64 = 4 << 20;
+
 impl Storage {
-    pub(crate) fn new(key: String, header: u64, len: u64) -> Storage {
+    /// The stored zip member `key` whose local header is at `header`; `crc32` is checked
+    /// before its bytes are served, if given.
+    pub(crate) fn zip(key: String, header: u64, len: u64, crc32: Option<u32>) -> Storage {
         Storage {
             key,
-            header,
             len,
+            at: At::ZipHeader(header),
             start: OnceLock::new(),
+            crc32,
+            verdict: OnceLock::new(),
         }
+    }
+
+    /// A legacy storage of `numel` elements (`len` bytes) whose count is at `count`.
+    pub(crate) fn counted(key: String, count: u64, numel: u64, len: u64) -> Storage {
+        Storage {
+            key,
+            len,
+            at: At::Counted { count, numel },
+            start: OnceLock::new(),
+            crc32: None,
+            verdict: OnceLock::new(),
+        }
+    }
+
+    fn bad(&self, file: &dyn ReadAt, why: &str) -> ModelError {
+        ModelError::data(file.name(), format!("storage {}: {why}", self.key))
     }
 
     /// Where the storage's bytes start; a fault reading the header is not kept.
@@ -39,16 +74,63 @@ impl Storage {
         if let Some(&s) = self.start.get() {
             return Ok(s);
         }
-        let bad = |why: &str| ModelError::data(file.name(), format!("storage {}: {why}", self.key));
-        let n = (LOCAL_HEADER as u64).min(file.size().saturating_sub(self.header));
-        let h = file.read_at(self.header, n as usize)?;
-        let s = data_start(self.header, &h)
-            .ok_or_else(|| bad("no local header where the directory says"))?;
+        let s = match self.at {
+            At::ZipHeader(header) => {
+                let n = (LOCAL_HEADER as u64).min(file.size().saturating_sub(header));
+                let h = file.read_at(header, n as usize)?;
+                data_start(header, &h)
+                    .ok_or_else(|| self.bad(file, "no local header where the directory says"))?
+            }
+            At::Counted { count, numel } => {
+                if count.checked_add(8).is_none_or(|e| e > file.size()) {
+                    return Err(self.bad(file, "its element count is past the end of the file"));
+                }
+                let h = file.read_at(count, 8)?;
+                let got = u64::from_le_bytes(h[..8].try_into().expect("8 bytes read"));
+                if got != numel {
+                    let why = format!("its element count reads {got}, the pickle says {numel}");
+                    return Err(self.bad(file, &why));
+                }
+                count + 8
+            }
+        };
         if s.checked_add(self.len).is_none_or(|e| e > file.size()) {
-            return Err(bad("ends past the file"));
+            return Err(self.bad(file, "ends past the file"));
         }
         file.check_consistent()?;
         Ok(*self.start.get_or_init(|| s))
+    }
+
+    /// The storage's checksum verdict: one pass over all its bytes on the first read that
+    /// asks; a source fault is returned and not kept (the next read tries again).
+    fn verify(&self, file: &dyn ReadAt) -> Result<(), ModelError> {
+        let Some(want) = self.crc32 else {
+            return Ok(());
+        };
+        let verdict = match self.verdict.get() {
+            Some(v) => v,
+            None => {
+                let start = self.start(file)?;
+                let mut h = crc32fast::Hasher::new();
+                let mut done = 0;
+                while done < self.len {
+                    let len = (self.len - done).min(CRC_PIECE);
+                    h.update(&file.read_at(start + done, len as usize)?);
+                    file.done_with(start + done, len);
+                    done += len;
+                }
+                file.check_consistent()?;
+                let got = h.finalize();
+                self.verdict.get_or_init(|| match got == want {
+                    true => Ok(()),
+                    false => Err(format!(
+                        "zip CRC-32 {got:08x} of member data/{}, {want:08x} expected",
+                        self.key
+                    )),
+                })
+            }
+        };
+        verdict.clone().map_err(|why| ModelError::data(file.name(), why))
     }
 }
 
@@ -126,10 +208,14 @@ impl TorchTensor {
         }
     }
 
-    /// The storage's first byte (the tensor has no problem, so it has a storage).
+    /// The storage's first byte, its checksum checked (the tensor has no problem, so it has
+    /// a storage).
     fn base(&self) -> Result<u64, ModelError> {
         match &self.storage {
-            Some(s) => s.start(&*self.file),
+            Some(s) => {
+                s.verify(&*self.file)?;
+                s.start(&*self.file)
+            }
             None => Err(ModelError::data(self.file.name(), "no storage")),
         }
     }
@@ -178,7 +264,9 @@ impl Tensor for TorchTensor {
             return None;
         }
         let offset = self.offset.checked_mul(self.width())?;
-        let at = self.base().ok()?.checked_add(offset)?;
+        // Where the bytes are, not whether they are sound: whoever passes the run on reads
+        // the tensor once first, which checks it.
+        let at = self.storage.as_ref()?.start(&*self.file).ok()?.checked_add(offset)?;
         crate::model::StoredRun::elements(&self.file, at, &self.meta)
     }
 

@@ -207,7 +207,7 @@ fn a_big_endian_archive_reads_as_the_little_endian_one() {
     let bytes = w.finish().unwrap().into_inner();
     let file: Arc<dyn ReadAt> = Arc::new(MemSource::new("big.pt", bytes));
     let mut m = Flat::new("pytorch");
-    archive(&file, "big", &mut m).unwrap();
+    archive(&file, "big", true, &mut m).unwrap();
     assert_eq!(check(&m, "views.pt"), 9);
 }
 
@@ -240,7 +240,7 @@ fn views_past_their_storage_are_problems() {
         problem: None,
     };
     let file: Arc<dyn ReadAt> = Arc::new(MemSource::new("f.pt", vec![0; 64]));
-    let st = Arc::new(Storage::new("0".into(), 0, 16));
+    let st = Arc::new(Storage::zip("0".into(), 0, 16, None));
     let ok = TorchTensor::new("a", &spec("0", vec![3], vec![1]), Some(&st), false, &file);
     assert_eq!(ok.meta().problem, None);
     let past = TorchTensor::new(

@@ -13,6 +13,8 @@ use super::pickle::{Call, Id, Pickle, Value};
 use crate::model::DType;
 
 const MAX_DEPTH: usize = 64;
+/// The key of an object's class in its directory's values (and of its problem: not run).
+const CLASS: &str = "__class__";
 /// The longest bytes value shown in full (as hex) in `__values__.json`.
 const BYTES_SHOWN: usize = 64;
 
@@ -76,7 +78,8 @@ impl Walker<'_> {
         self.budget > 0
     }
 
-    /// The entries of a dict, list or tuple that holds a tensor, as the directory `dir`.
+    /// The entries of a dict, list, tuple or object that holds a tensor, as the directory
+    /// `dir`.
     fn container(&mut self, dir: &[String], id: Id, depth: usize) {
         let entries: Vec<(Result<String, String>, Id)> = match self.p.get(id) {
             Value::Dict(pairs) => pairs.iter().map(|&(k, v)| (self.key(k), v)).collect(),
@@ -85,6 +88,11 @@ impl Walker<'_> {
                 .enumerate()
                 .map(|(i, &v)| (Ok(i.to_string()), v))
                 .collect(),
+            Value::Call(c) => {
+                let c = c.clone();
+                self.object(dir, &c);
+                self.object_entries(&c)
+            }
             _ => return,
         };
         for (i, (key, v)) in entries.into_iter().enumerate() {
@@ -123,6 +131,111 @@ impl Walker<'_> {
         }
     }
 
+    /// An object whose class is not run (a pickled `nn.Module`, a TorchScript module): its
+    /// class and plain attributes go to its directory's values, and the call stays a problem
+    /// there (what the object would do when built is not known).
+    fn object(&mut self, dir: &[String], c: &Call) {
+        let class = match self.p.get(c.callee) {
+            Value::Global(m, n) => format!("{m}.{n}"),
+            other => kind(other).to_string(),
+        };
+        let why = format!("an object of {class}: not run (its tensors are read from its state)");
+        let vals = self.found.values.entry(dir.to_vec()).or_default();
+        vals.values.insert(CLASS.into(), class.into());
+        vals.problems.insert(CLASS.into(), why.into());
+        if !self.is_module(c) {
+            return; // its attributes are its entries
+        }
+        if let Some(attrs) = self.state_dict(c) {
+            for (k, v) in attrs {
+                let Ok(name) = self.key(k) else { continue };
+                if !name.starts_with('_') && self.tensor(v).is_none() && !self.holds_tensor(v, 0) {
+                    self.entry(dir, &name, v, 0);
+                }
+            }
+        }
+    }
+
+    /// An object's state as a dict: what `BUILD` set (or the dict of its `(state, slots)`).
+    fn state_dict(&self, c: &Call) -> Option<Vec<(Id, Id)>> {
+        let mut state = self.p.get(c.state?);
+        if let Value::Tuple(parts) = state {
+            state = self.p.get(*parts.first()?);
+        }
+        match state {
+            Value::Dict(pairs) => Some(pairs.clone()),
+            _ => None,
+        }
+    }
+
+    /// Whether `c` is a pickled `nn.Module` (its state has `_parameters` and `_modules`).
+    fn is_module(&self, c: &Call) -> bool {
+        let Some(state) = self.state_dict(c) else {
+            return false;
+        };
+        let has = |want: &str| {
+            state
+                .iter()
+                .any(|&(k, _)| matches!(self.p.get(k), Value::Str(s) if s == want))
+        };
+        has("_parameters") && has("_modules")
+    }
+
+    /// The entries of an object that hold tensors, named as `state_dict()` names them: a
+    /// module's parameters, persistent buffers and submodules; any other object's attributes
+    /// (a TorchScript module's), and what a dict or list subclass was filled with.
+    fn object_entries(&self, c: &Call) -> Vec<(Result<String, String>, Id)> {
+        let mut out: Vec<(Result<String, String>, Id)> = Vec::new();
+        let state = self.state_dict(c).unwrap_or_default();
+        let field = |want: &str| {
+            state.iter().find_map(|&(k, v)| match self.p.get(k) {
+                Value::Str(s) if s == want => Some(v),
+                _ => None,
+            })
+        };
+        if self.is_module(c) {
+            let skipped = field("_non_persistent_buffers_set")
+                .map(|v| self.names_in(v))
+                .unwrap_or_default();
+            for (part, skip) in [("_parameters", &[][..]), ("_buffers", &skipped[..]), ("_modules", &[][..])] {
+                let Some(Value::Dict(pairs)) = field(part).map(|v| self.p.get(v)) else {
+                    continue;
+                };
+                for &(k, v) in pairs {
+                    let name = self.key(k);
+                    let unsaved = matches!(&name, Ok(n) if skip.contains(n));
+                    if self.p.get(v) != &Value::None && !unsaved {
+                        out.push((name, v));
+                    }
+                }
+            }
+            return out;
+        }
+        out.extend(state.iter().map(|&(k, v)| (self.key(k), v)));
+        out.extend(c.pairs.iter().map(|&(k, v)| (self.key(k), v)));
+        out.extend(c.items.iter().enumerate().map(|(i, &v)| (Ok(i.to_string()), v)));
+        out
+    }
+
+    /// The strings of a set (`{…}`, or `set([…])` of protocol 2).
+    fn names_in(&self, id: Id) -> Vec<String> {
+        let items = match self.p.get(id) {
+            Value::Set(items) | Value::List(items) | Value::Tuple(items) => items.clone(),
+            Value::Call(c) => match self.tuple(c.args).and_then(|a| a.first()).map(|&a| self.p.get(a)) {
+                Some(Value::List(items)) => items.clone(),
+                _ => c.items.clone(),
+            },
+            _ => Vec::new(),
+        };
+        items
+            .into_iter()
+            .filter_map(|x| match self.p.get(x) {
+                Value::Str(s) => Some(s.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
     fn problem(&mut self, dir: &[String], name: &str, why: String) {
         let vals = self.found.values.entry(dir.to_vec()).or_default();
         vals.problems.insert(name.to_string(), why.into());
@@ -158,6 +271,10 @@ impl Walker<'_> {
         let children: Vec<Id> = match self.p.get(id) {
             Value::Dict(pairs) => pairs.iter().map(|&(_, v)| v).collect(),
             Value::List(items) | Value::Tuple(items) => items.clone(),
+            Value::Call(c) if self.tensor(id).is_none() => {
+                let c = c.clone();
+                self.object_entries(&c).into_iter().map(|(_, v)| v).collect()
+            }
             _ => Vec::new(),
         };
         let h = children
@@ -253,6 +370,21 @@ impl Walker<'_> {
             }
         };
         t.storage = key;
+        // A legacy view of a storage: `(view key, offset in elements, size)`; the tensor's
+        // offset is within the view.
+        if let Some(Value::Tuple(view)) = pid.get(5).map(|&v| self.p.get(v)) {
+            let at = match view.get(1).map(|&o| self.p.get(o)) {
+                Some(Value::Int(o)) => u64::try_from(*o).ok(),
+                _ => None,
+            };
+            match at.and_then(|o| t.offset.checked_add(o)) {
+                Some(o) => t.offset = o,
+                None => {
+                    t.problem = Some("its storage view's offset is not a count".into());
+                    return t;
+                }
+            }
+        }
         let named = match dtype {
             Some(d) => self
                 .global(d)
@@ -536,7 +668,21 @@ fn storage_dtype(class: &str) -> Option<&'static str> {
         "QInt32Storage" => "qint32",
         "QUInt4x2Storage" => "quint4x2",
         "QUInt2x4Storage" => "quint2x4",
+        "UntypedStorage" => "uint8",
         _ => return None,
+    })
+}
+
+/// The bytes of one element of a legacy typed storage class (`FloatStorage` → 4).
+pub(crate) fn storage_width(class: &str) -> Option<u64> {
+    if class == "UntypedStorage" {
+        return Some(1);
+    }
+    let name = storage_dtype(class)?;
+    Some(match name {
+        "qint8" | "quint8" | "quint4x2" | "quint2x4" => 1,
+        "qint32" => 4,
+        _ => dtype_of(name)?.elem_size()? as u64,
     })
 }
 
