@@ -32,11 +32,32 @@ pub(super) const OPENING_SOURCES: [&str; 11] = [
 pub(super) fn command() -> clap::Command {
     let opening = source_and_options();
     Cli::command()
-        .after_help(format!("{opening}{AFTER_HELP}"))
+        .after_help(format!(
+            "{opening}\n\n{}{AFTER_HELP}",
+            textwrap_types(&crate::gguf::types_help())
+        ))
         .mut_subcommands(|s| match OPENING_SOURCES.contains(&s.get_name()) {
             true => s.after_help(opening.clone()),
             false => s,
         })
+}
+
+/// `text` wrapped at 95 columns, as the rest of the help is.
+fn textwrap_types(text: &str) -> String {
+    let mut out = String::new();
+    let mut line = 0;
+    for word in text.split(' ') {
+        if line > 0 && line + 1 + word.len() > 95 {
+            out.push('\n');
+            line = 0;
+        } else if line > 0 {
+            out.push(' ');
+            line += 1;
+        }
+        out.push_str(word);
+        line += word.len();
+    }
+    out
 }
 
 /// The end of the top-level help, after `source_and_options`.

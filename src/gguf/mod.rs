@@ -22,6 +22,18 @@ use tensor::GgufTensor;
 const METADATA: &[u8] = b"__metadata__.json";
 
 /// Whether `path` is a GGUF file (its magic).
+/// One paragraph naming every ggml type read and how it is shown (`modelfs --help`).
+pub fn types_help() -> String {
+    let [plain, quant, raw] = quant::types_by_decode();
+    format!(
+        "GGUF TYPES: {} as stored; {} dequantized to float32 (as gguf-py does); {} listed by \
+         name, their blocks as stored (.bin).",
+        plain.join(" "),
+        quant.join(" "),
+        raw.join(" ")
+    )
+}
+
 pub fn is_source(fs: &dyn Storage, path: &Path) -> bool {
     if !fs.is_file(path) {
         return false;

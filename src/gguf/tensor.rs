@@ -63,7 +63,7 @@ impl GgufTensor {
         let dtype = match ty.decode {
             Decode::Plain(d) => d,
             Decode::Quant(_) => DType::F32,
-            Decode::Raw => DType::Opaque(ty.id as i32),
+            Decode::Raw => DType::Blocks(ty.lower_name),
         };
         let stored = match ty.decode {
             Decode::Plain(_) => None,
@@ -75,7 +75,7 @@ impl GgufTensor {
         if ty.decode == Decode::Raw && problem.is_none() {
             extra.insert(
                 "note".into(),
-                format!("{} is not decoded: .bin holds its blocks", ty.name).into(),
+                format!("{} is not decoded: .bin holds its blocks", ty.lower_name).into(),
             );
         }
         GgufTensor {

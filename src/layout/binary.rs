@@ -19,6 +19,8 @@ pub(crate) enum ElemMap {
     Bool,
     /// bfloat16 widened to float32 (exact: the 16 bits become the high half).
     Bf16ToF32,
+    /// A narrow float (`DType::Float8` of this code) widened to float32 (exact).
+    Float8ToF32(u8),
 }
 
 /// Fixed-width elements of a dense tensor served at any byte offset.
@@ -42,7 +44,7 @@ impl RawElements {
 
     pub(crate) fn width(&self) -> usize {
         match self.map {
-            ElemMap::Bf16ToF32 => 4,
+            ElemMap::Bf16ToF32 | ElemMap::Float8ToF32(_) => 4,
             _ => self.src_width,
         }
     }
@@ -104,6 +106,13 @@ impl RawElements {
                 let mut out = Vec::with_capacity(count * 4);
                 for b in src.chunks_exact(2) {
                     out.extend_from_slice(&[0, 0, b[0], b[1]]);
+                }
+                out
+            }
+            ElemMap::Float8ToF32(code) => {
+                let mut out = Vec::with_capacity(count * 4);
+                for &b in &src {
+                    out.extend_from_slice(&crate::model::float8::widen(code, b).to_le_bytes());
                 }
                 out
             }
@@ -173,14 +182,15 @@ pub(crate) fn npy_descr(dtype: DType) -> Option<(&'static str, ElemMap)> {
         I16 | QInt16 => ("<i2", same),
         I32 | QInt32 => ("<i4", same),
         I64 => ("<i8", same),
-        U8 | QUInt8 | UInt4 | UInt2 | Float8(_) => ("|u1", same),
+        U8 | QUInt8 | UInt4 | UInt2 => ("|u1", same),
+        Float8(code) => ("<f4", ElemMap::Float8ToF32(code)),
         U16 | QUInt16 => ("<u2", same),
         U32 => ("<u4", same),
         U64 => ("<u8", same),
         Bool => ("|b1", ElemMap::Bool),
         C64 => ("<c8", same),
         C128 => ("<c16", same),
-        Str | Variant | Opaque(_) => return None,
+        Str | Variant | Opaque(_) | Blocks(_) => return None,
     })
 }
 

@@ -88,7 +88,7 @@ impl Value {
 
 /// True when elements of `dtype` can be decoded as `Value`s.
 pub(crate) fn has_values(dtype: DType) -> bool {
-    !matches!(dtype, DType::Str | DType::Variant | DType::Opaque(_))
+    !matches!(dtype, DType::Str | DType::Variant | DType::Opaque(_) | DType::Blocks(_))
 }
 
 /// Decodes one element from its little-endian bytes (`bytes.len() == elem_size`).
@@ -107,14 +107,15 @@ pub(crate) fn decode(dtype: DType, b: &[u8]) -> Value {
         I16 | QInt16 => Value::I64(i16::from_le_bytes(a2(b)) as i64),
         I32 | QInt32 => Value::I64(i32::from_le_bytes(a4(b)) as i64),
         I64 => Value::I64(i64::from_le_bytes(a8(b))),
-        U8 | QUInt8 | UInt4 | UInt2 | Float8(_) => Value::U64(b[0] as u64),
+        U8 | QUInt8 | UInt4 | UInt2 => Value::U64(b[0] as u64),
+        Float8(code) => Value::F32(crate::model::float8::widen(code, b[0])),
         U16 | QUInt16 => Value::U64(u16::from_le_bytes(a2(b)) as u64),
         U32 => Value::U64(u32::from_le_bytes(a4(b)) as u64),
         U64 => Value::U64(u64::from_le_bytes(a8(b))),
         Bool => Value::Bool(b[0] != 0),
         C64 => Value::C64(f32::from_le_bytes(a4(b)), f32::from_le_bytes(a4(&b[4..]))),
         C128 => Value::C128(f64::from_le_bytes(a8(b)), f64::from_le_bytes(a8(&b[8..]))),
-        Str | Variant | Opaque(_) => Value::U64(0),
+        Str | Variant | Opaque(_) | Blocks(_) => Value::U64(0),
     }
 }
 

@@ -20,7 +20,7 @@ type Built = Result<Arc<dyn FileContent>, Unavailable>;
 
 fn decodable(meta: &TensorMeta) -> Result<(), Unavailable> {
     match meta.dtype {
-        DType::Variant | DType::Opaque(_) => {
+        DType::Variant | DType::Opaque(_) | DType::Blocks(_) => {
             Err(Unavailable::Undecodable(meta.dtype.name().into()))
         }
         _ => Ok(()),

@@ -127,6 +127,13 @@ fn render(tensor: &Arc<dyn Tensor>, ctx: &Arc<LayoutCtx>, last_error: Option<&st
             json!({"encoding": st.encoding, "bytes": st.bytes}),
         ));
     }
+    if let Some((descr, map)) = super::binary::npy_descr(meta.dtype) {
+        if !matches!(map, super::binary::ElemMap::Same | super::binary::ElemMap::Bool) {
+            // numpy has no such type: `.npy` (and the `.npz` view) hold the values widened,
+            // `.bin` (and the `.safetensors`, `.tf/` views) the stored bits.
+            fields.push(("npy_widened_to".into(), json!(descr)));
+        }
+    }
     let mut layouts = Vec::new();
     let mut unavailable = Vec::new();
     let shown = super::shown(meta, ctx);

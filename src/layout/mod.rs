@@ -184,8 +184,9 @@ pub(crate) fn asked<'a>(meta: &TensorMeta, ctx: &'a LayoutCtx) -> std::borrow::C
 
 /// The layouts that show a tensor described by `meta`: the mount's layouts that can, and,
 /// when none but `.json` can (a sparse model too big for any dense form), its sparse text
-/// layout `libsvm` anyway, so that every tensor's data can be seen (unless the mount asked
-/// for metadata only: `layouts=json`).
+/// layout `libsvm` anyway, and for blocks no layout decodes (GGUF's `iq4_nl`) their stored
+/// bytes `.bin`, so that every tensor's data can be seen (unless the mount asked for metadata
+/// only: `layouts=json`).
 pub(crate) fn shown(meta: &TensorMeta, ctx: &LayoutCtx) -> Vec<Layout> {
     let layouts = asked(meta, ctx);
     let mut out: Vec<Layout> = layouts
@@ -199,6 +200,9 @@ pub(crate) fn shown(meta: &TensorMeta, ctx: &LayoutCtx) -> Vec<Layout> {
         && check(Layout::Libsvm, meta, ctx).is_ok()
     {
         out.push(Layout::Libsvm);
+    }
+    if wants_data && out.iter().all(|&l| l == Layout::Json) && meta.stored.is_some() {
+        out.push(Layout::Bin);
     }
     out
 }

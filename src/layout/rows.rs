@@ -115,6 +115,9 @@ impl FoundRow {
                         ElemMap::Same => out.extend_from_slice(v),
                         ElemMap::Bool => out.push((v[0] != 0) as u8),
                         ElemMap::Bf16ToF32 => out.extend_from_slice(&[0, 0, v[0], v[1]]),
+                        ElemMap::Float8ToF32(code) => out.extend_from_slice(
+                            &crate::model::float8::widen(code, v[0]).to_le_bytes(),
+                        ),
                     }
                 }
                 Some(out)

@@ -11,6 +11,7 @@
 //! - Listing a directory never requires decoding tensor data.
 
 mod crc;
+pub(crate) mod float8;
 pub(crate) mod rows;
 pub mod scan;
 mod tensor;
@@ -67,6 +68,9 @@ pub enum DType {
     Variant,
     /// Anything else (resource, `_ref` types, future codes): listed, never decoded.
     Opaque(i32),
+    /// Elements stored in blocks of an encoding of their own that no layout decodes (GGUF's
+    /// `iq4_nl`, `tq1_0`, …), by the encoding's name: listed, served as stored (`.bin`).
+    Blocks(&'static str),
 }
 
 impl DType {
@@ -79,7 +83,7 @@ impl DType {
             F32 | I32 | U32 | QInt32 => 4,
             F64 | I64 | U64 | C64 => 8,
             C128 => 16,
-            Str | Variant | Opaque(_) => return None,
+            Str | Variant | Opaque(_) | Blocks(_) => return None,
         })
     }
 
@@ -123,6 +127,7 @@ impl DType {
             Opaque(0) => "invalid",
             Opaque(20) => "resource",
             Opaque(code) => return Cow::Owned(format!("dtype_{code}")),
+            Blocks(name) => name,
         })
     }
 }

@@ -116,6 +116,12 @@ fn decoder(dtype: DType) -> Option<Decode> {
         },
         I8 | QInt8 | Int4 | Int2 => |b, p| summarise(b.chunks_exact(1), p, |c| c[0] as i8 as f64),
         U8 | QUInt8 | UInt4 | UInt2 => |b, p| summarise(b.chunks_exact(1), p, |c| c[0] as f64),
+        Float8(24) => |b, p| summarise(b.chunks_exact(1), p, |c| f8(24, c)),
+        Float8(25) => |b, p| summarise(b.chunks_exact(1), p, |c| f8(25, c)),
+        Float8(26) => |b, p| summarise(b.chunks_exact(1), p, |c| f8(26, c)),
+        Float8(27) => |b, p| summarise(b.chunks_exact(1), p, |c| f8(27, c)),
+        Float8(28) => |b, p| summarise(b.chunks_exact(1), p, |c| f8(28, c)),
+        Float8(33) => |b, p| summarise(b.chunks_exact(1), p, |c| f8(33, c)),
         Bool => |b, p| summarise(b.chunks_exact(1), p, |c| (c[0] != 0) as u8 as f64),
         I16 | QInt16 => |b, p| summarise(b.chunks_exact(2), p, |c| i16::from_le_bytes(w(c)) as f64),
         U16 | QUInt16 => {
@@ -127,6 +133,12 @@ fn decoder(dtype: DType) -> Option<Decode> {
         U64 => |b, p| summarise(b.chunks_exact(8), p, |c| u64::from_le_bytes(w(c)) as f64),
         _ => return None,
     })
+}
+
+/// A narrow float's value (`DType::Float8` of `code`).
+#[inline(always)]
+fn f8(code: u8, c: &[u8]) -> f64 {
+    f64::from(crate::model::float8::widen(code, c[0]))
 }
 
 /// The first `N` bytes of `c` (a `chunks_exact(N)` item) as an array.

@@ -135,7 +135,7 @@ pub fn to_tf(dtype: DType) -> Option<i32> {
         UInt4 => 30,
         Int2 => 31,
         UInt2 => 32,
-        Variant | Opaque(_) => return None,
+        Variant | Opaque(_) | Blocks(_) => return None,
     })
 }
 

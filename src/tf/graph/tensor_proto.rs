@@ -126,7 +126,7 @@ impl ProtoInfo {
             }
             _ => {}
         }
-        if matches!(dtype, DType::Variant | DType::Opaque(_)) {
+        if matches!(dtype, DType::Variant | DType::Opaque(_) | DType::Blocks(_)) {
             problem.get_or_insert_with(|| format!("{} values are not decoded", dtype.name()));
         }
     }
