@@ -44,8 +44,8 @@ pub(crate) fn widen(code: u8, bits: u8) -> f32 {
     }
     // Products of a small integer and a power of two: exact in float32.
     let mag = match exp {
-        0 => f32::from(man) * 2f32.powi(1 - bias - i32::from(m)),
-        _ => f32::from((1u8 << m) | man) * 2f32.powi(exp - bias - i32::from(m)),
+        0 => f32::from(man) * 2f32.powi(1 - bias - m),
+        _ => f32::from((1u8 << m) | man) * 2f32.powi(exp - bias - m),
     };
     sign * mag
 }
