@@ -81,6 +81,7 @@ mod tests {
         // float4_e2m1fn: 0, 0.5, 1, 1.5, 2, 3, 4, 6 and their negatives, low nibble only.
         let f4: Vec<f32> = (0..8).map(|b| widen(33, b)).collect();
         assert_eq!(f4, [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]);
-        assert_eq!(widen(33, 0xf7), -6.0);
+        assert_eq!(widen(33, 0x0f), -6.0);
+        assert_eq!(widen(33, 0xf7), 6.0);
     }
 }
