@@ -340,3 +340,5 @@ pub fn fuzz_file(data: &[u8]) {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod real_tests;

@@ -463,13 +463,14 @@ impl Machine<'_> {
     }
 
     /// `callee(*args)`, recorded; `collections.OrderedDict()` is a dict at once, so its
-    /// `SETITEMS` land as a dict's.
+    /// `SETITEMS` land as a dict's, and so is Python 2's `OrderedDict([[k, v], …])`.
     fn call(&mut self, callee: Id, args: Id) {
         let ordered_dict = matches!(self.get(callee),
-            Value::Global(m, n) if m == "collections" && n == "OrderedDict")
-            && matches!(self.get(args), Value::Tuple(a) if a.is_empty());
+            Value::Global(m, n) if m == "collections" && n == "OrderedDict");
         if ordered_dict {
-            return self.push(Value::Dict(Vec::new()));
+            if let Some(pairs) = self.pairs_of(args) {
+                return self.push(Value::Dict(pairs));
+            }
         }
         self.push(Value::Call(Call {
             callee,
@@ -478,6 +479,27 @@ impl Machine<'_> {
             items: Vec::new(),
             pairs: Vec::new(),
         }));
+    }
+
+    /// The pairs of `()` or `([[k, v], …],)` (each pair a list or a tuple of two).
+    fn pairs_of(&self, args: Id) -> Option<Vec<(Id, Id)>> {
+        let Value::Tuple(a) = self.get(args) else {
+            return None;
+        };
+        match a.as_slice() {
+            [] => Some(Vec::new()),
+            [list] => match self.get(*list) {
+                Value::List(items) | Value::Tuple(items) => items
+                    .iter()
+                    .map(|&p| match self.get(p) {
+                        Value::List(kv) | Value::Tuple(kv) if kv.len() == 2 => Some((kv[0], kv[1])),
+                        _ => None,
+                    })
+                    .collect(),
+                _ => None,
+            },
+            _ => None,
+        }
     }
 
     fn extend(&mut self, at: usize, items: Vec<Id>) -> Result<(), PickleError> {
