@@ -2,7 +2,7 @@
 it when the fixture was written (fixtures/torch/expected.json, scripts/gen_torch.py), so
 that no torch is needed here: every tensor's `.bin` is torch's bytes (row-major,
 little-endian, views and shared storages resolved), its `.npy` holds the same values
-(bfloat16 widened to float32 as `.npy` shows it; float8: their raw bytes as uint8), its
+(bfloat16 and float8 widened to float32 as `.npy` shows them), its
 `.json` names its dtype and shape; a tensor torch's reading does not decode here has a
 problem and its data files fail; every directory's `__values__.json` holds the plain values;
 and the mount's `.safetensors` view gives every decoded tensor back with the same bytes.
@@ -16,6 +16,29 @@ import sys
 
 import numpy as np
 from safetensors import deserialize
+
+
+def widen_float8(dtype, bits):
+    """float8 bits as float32, by the formats' definitions (not the reader's code)."""
+    e, m, bias = {"float8_e5m2": (5, 2, 15), "float8_e4m3fn": (4, 3, 7),
+                  "float8_e4m3fnuz": (4, 3, 8), "float8_e5m2fnuz": (5, 2, 16)}[dtype]
+    out = []
+    for b in bits:
+        s = -1.0 if b >> 7 else 1.0
+        ex, man = (b >> m) & ((1 << e) - 1), b & ((1 << m) - 1)
+        if dtype.endswith("fnuz") and b == 0x80:
+            v = float("nan")
+        elif dtype == "float8_e5m2" and ex == 31:
+            v = s * float("inf") if man == 0 else float("nan")
+        elif dtype == "float8_e4m3fn" and ex == 15 and man == 7:
+            v = float("nan")
+        elif ex == 0:
+            v = s * man * 2.0 ** (1 - bias - m)
+        else:
+            v = s * (1 + man / 2 ** m) * 2.0 ** (ex - bias)
+        out.append(v)
+    return np.array(out, dtype="<f4")
+
 
 mnt, exp_path, files = sys.argv[1], sys.argv[2], sys.argv[3:]
 exp = json.load(open(exp_path))
@@ -44,7 +67,9 @@ for f in files:
         if t["dtype"] == "bfloat16":
             want = (np.frombuffer(data, "<u2").astype("<u4") << 16).view("<f4")
         elif t["dtype"].startswith("float8"):
-            want = np.frombuffer(data, "u1")
+            want = widen_float8(t["dtype"], data)
+            if "values" in t and want.tolist() != np.array(t["values"], "<f4").tolist():
+                bad.append(f"{key}: the formats' definition differs from torch's values")
         else:
             want = np.frombuffer(data, "<" + got.dtype.str[1:] if got.dtype.str[0] in "<>" else got.dtype)
         want = want.reshape(t["shape"])
@@ -52,7 +77,7 @@ for f in files:
             bad.append(f"{key}: .npy differs ({got.dtype} {got.shape})")
         decoded[key] = data
         checked += 1
-    for d, want in exp[f]["values"].items():
+    for d, want in exp[f].get("values", {}).items():
         doc = json.load(open(os.path.join(mnt, d, "__values__.json")))
         if doc["values"] != want:
             bad.append(f"{d}/__values__.json: {doc['values']} != {want}")

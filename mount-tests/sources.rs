@@ -208,6 +208,34 @@ fn pytorch_sources_read_as_torch_reads_them() {
         );
         m.unmount_and_check();
     }
+    // Every other form torch writes (scripts/gen_torch_more.py), and files of other projects.
+    let more = here.join("fixtures/torch/more");
+    let cases = [
+        ("legacy.pt", 19),
+        ("legacy_ckpt.pt", 16),
+        ("module.pt", 8),
+        ("module_legacy.pt", 8),
+        ("module_ckpt.pt", 13),
+        ("scripted.pt", 8),
+        ("float8.pt", 5),
+    ];
+    for (source, n) in cases {
+        let m = fuse.mount(&more.join(source), "layouts=json,npy,bin");
+        let out = Command::new("python3")
+            .arg(here.join("mount-tests/check_torch.py"))
+            .arg(m.path())
+            .arg(more.join("expected.json"))
+            .arg(source)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && text.contains(&format!("checked {n} tensors")),
+            "{source}: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        m.unmount_and_check();
+    }
 }
 
 /// Pickles that would run `os.system` or `eval`: mounted, every file read, and the file the
@@ -410,4 +438,70 @@ fn csr_views_load_in_scipy_and_train_xgboost() {
         m.unmount_and_check();
     }
     assert!(total >= 12, "{total}");
+}
+
+/// One flipped byte in one storage of a `torch.save` zip: `verify` exits 2 naming the member
+/// (the zip's CRC-32), every tensor over that storage fails with EIO, every other reads.
+#[test]
+fn a_flipped_byte_in_a_torch_storage_fails_only_its_tensors() {
+    let Some(fuse) = Fuse::check() else { return };
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("module.pt");
+    std::fs::copy(here.join("fixtures/torch/more/module.pt"), &src).unwrap();
+    let verify = || {
+        Command::new(crate::support::modelfs())
+            .args(["verify".as_ref(), src.as_os_str()])
+            .output()
+            .unwrap()
+    };
+    let clean = verify();
+    assert!(clean.status.success(), "{clean:?}");
+    // The first byte of member `<name>/data/0`.
+    let at = {
+        let mut z = zip::ZipArchive::new(std::fs::File::open(&src).unwrap()).unwrap();
+        let name = z
+            .file_names()
+            .find(|n| n.ends_with("/data/0"))
+            .unwrap()
+            .to_string();
+        let m = z.by_name(&name).unwrap();
+        assert!(m.size() >= 4, "{name}");
+        m.data_start()
+    };
+    let mut bytes = std::fs::read(&src).unwrap();
+    bytes[at as usize] ^= 0x40;
+    std::fs::write(&src, bytes).unwrap();
+    let o = verify();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(2), "{out}");
+    assert!(out.contains("data/0") && out.contains("CRC-32"), "{out}");
+
+    let m = fuse.mount(&src, "layouts=json,npy");
+    let (mut failed, mut read) = (0, 0);
+    let listed = Command::new(crate::support::modelfs())
+        .args(["list".as_ref(), "--json".as_ref(), src.as_os_str()])
+        .output()
+        .unwrap();
+    let listed: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
+    for t in listed.as_array().unwrap() {
+        let name = t["path"].as_str().unwrap();
+        let json: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(m.path().join(format!("{name}.json"))).unwrap(),
+        )
+        .unwrap();
+        let got = std::fs::read(m.path().join(format!("{name}.npy")));
+        match json["storage"] == "0" {
+            true => {
+                assert_eq!(got.unwrap_err().raw_os_error(), Some(5), "{name}");
+                failed += 1;
+            }
+            false => {
+                got.unwrap_or_else(|e| panic!("{name}: {e}"));
+                read += 1;
+            }
+        }
+    }
+    assert!(failed >= 1 && read >= 5, "{failed} failed, {read} read");
+    m.unmount_and_check();
 }
