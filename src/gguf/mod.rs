@@ -114,6 +114,20 @@ impl Document for MetadataDoc {
     }
 }
 
+/// The fuzz target's entry for quantized blocks (`fuzz/fuzz_targets/gguf_blocks.rs`): `data`
+/// as blocks of every type that is dequantized, each element of each whole block decoded.
+#[cfg(any(test, feature = "testkit"))]
+pub fn fuzz_blocks(data: &[u8]) {
+    for id in 0..64 {
+        let Some(ty) = quant::ggml_type(id) else { continue };
+        let quant::Decode::Quant(q) = ty.decode else { continue };
+        let mut out = vec![0u8; ty.block as usize * 4];
+        for block in data.chunks_exact(ty.bytes as usize) {
+            q.dequantize(block, 0, &mut out);
+        }
+    }
+}
+
 /// The fuzz target's entry (`fuzz/fuzz_targets/gguf.rs`): `data` as a GGUF file, opened,
 /// its metadata rendered, every tensor's first and last elements and stored bytes read. Any
 /// `Err` is fine; a panic, a hang or a huge allocation is a bug.

@@ -338,6 +338,35 @@ pub fn fuzz_file(data: &[u8]) {
     }
 }
 
+/// The fuzz target's entry for the legacy format (`fuzz/fuzz_targets/torch_legacy.rs`): `data`
+/// after a valid magic number, protocol version and system info, so that the fuzzer spends its
+/// time on the object, the keys and the storages' layout; opened and every tensor read.
+#[cfg(any(test, feature = "testkit"))]
+pub fn fuzz_legacy(data: &[u8]) {
+    // pickle.dumps of the magic number, 1001 and {'protocol_version': 1001,
+    // 'little_endian': True}, protocol 2.
+    let mut file = b"\x80\x02\x8a\nl\xfc\x9cF\xf9 j\xa8P\x19.\x80\x02M\xe9\x03.".to_vec();
+    file.extend_from_slice(
+        b"\x80\x02}q\x00(X\x10\x00\x00\x00protocol_versionq\x01M\xe9\x03X\r\x00\x00\x00\
+          little_endianq\x02\x88u.",
+    );
+    file.extend_from_slice(data);
+    fuzz_file(&file);
+}
+
+/// The fuzz target's entry for the object walk (`fuzz/fuzz_targets/torch_walk.rs`): `data` as
+/// a pickle, walked for tensors inside objects, dicts and lists, every value rendered.
+#[cfg(any(test, feature = "testkit"))]
+pub fn fuzz_walk(data: &[u8]) {
+    if let Ok(p) = pickle::load(data) {
+        let found = walk::walk(&p, "t");
+        for (path, spec) in &found.tensors {
+            let _ = (path.join("/"), spec.shape.len(), &spec.problem);
+        }
+        let _ = serde_json::to_string(&found.values.len());
+    }
+}
+
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

@@ -82,3 +82,29 @@ fn files_of_other_projects_read_as_torch_reads_them() {
     let (files, tensors) = check_dir(&fixtures_dir().join("real/torch"));
     assert!(files >= 19 && tensors >= 900, "{files} files, {tensors} tensors");
 }
+
+/// The legacy fuzz target's prefix is three pickles as torch writes them: a real file's
+/// object, keys and storages after it read as the file does.
+#[test]
+fn the_legacy_fuzz_prefix_is_a_valid_start() {
+    let bytes = std::fs::read(fixtures_dir().join("torch/more/legacy.pt")).unwrap();
+    let mut at = 0;
+    for _ in 0..3 {
+        at += pickle::load_prefix(&bytes[at..]).unwrap().1;
+    }
+    let file: Arc<dyn crate::source::ReadAt> =
+        Arc::new(crate::source::MemSource::new("f.pt", bytes.clone()));
+    let whole = legacy::read(&*file).unwrap();
+    // The fuzz entry builds the same file from its own prefix and the rest.
+    let mut rebuilt = Vec::new();
+    rebuilt.extend_from_slice(b"\x80\x02\x8a\nl\xfc\x9cF\xf9 j\xa8P\x19.\x80\x02M\xe9\x03.");
+    rebuilt.extend_from_slice(
+        b"\x80\x02}q\x00(X\x10\x00\x00\x00protocol_versionq\x01M\xe9\x03X\r\x00\x00\x00little_endianq\x02\x88u.",
+    );
+    rebuilt.extend_from_slice(&bytes[at..]);
+    let file: Arc<dyn crate::source::ReadAt> = Arc::new(crate::source::MemSource::new("g.pt", rebuilt.clone()));
+    let again = legacy::read(&*file).unwrap();
+    assert_eq!(whole.storages.len(), again.storages.len());
+    assert!(whole.storages.len() >= 10 && again.problems.is_empty());
+    fuzz_legacy(&bytes[at..]);
+}
