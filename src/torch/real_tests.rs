@@ -6,7 +6,6 @@
 use sha2::{Digest, Sha256};
 
 use super::*;
-use crate::model::Tensor;
 use crate::testing::fixtures_dir;
 
 fn expected(dir: &Path) -> serde_json::Map<String, serde_json::Value> {
