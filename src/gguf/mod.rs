@@ -119,8 +119,12 @@ impl Document for MetadataDoc {
 #[cfg(any(test, feature = "testkit"))]
 pub fn fuzz_blocks(data: &[u8]) {
     for id in 0..64 {
-        let Some(ty) = quant::ggml_type(id) else { continue };
-        let quant::Decode::Quant(q) = ty.decode else { continue };
+        let Some(ty) = quant::ggml_type(id) else {
+            continue;
+        };
+        let quant::Decode::Quant(q) = ty.decode else {
+            continue;
+        };
         let mut out = vec![0u8; ty.block as usize * 4];
         for block in data.chunks_exact(ty.bytes as usize) {
             q.dequantize(block, 0, &mut out);

@@ -144,7 +144,8 @@ impl Quant {
             }
         };
         // Q5: the fifth bit of element j is bit j of a little-endian u32.
-        let high = |qh: usize| (u32::from_le_bytes([b[qh], b[qh + 1], b[qh + 2], b[qh + 3]]) >> j) & 1;
+        let high =
+            |qh: usize| (u32::from_le_bytes([b[qh], b[qh + 1], b[qh + 2], b[qh + 3]]) >> j) & 1;
         match self {
             Quant::Q8_0 => f32::from(b[2 + j] as i8) * f16_at(0),
             Quant::Q4_0 => f16_at(0) * f32::from(nibble(2) as i8 - 8),

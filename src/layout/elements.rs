@@ -88,7 +88,10 @@ impl Value {
 
 /// True when elements of `dtype` can be decoded as `Value`s.
 pub(crate) fn has_values(dtype: DType) -> bool {
-    !matches!(dtype, DType::Str | DType::Variant | DType::Opaque(_) | DType::Blocks(_))
+    !matches!(
+        dtype,
+        DType::Str | DType::Variant | DType::Opaque(_) | DType::Blocks(_)
+    )
 }
 
 /// Decodes one element from its little-endian bytes (`bytes.len() == elem_size`).

@@ -128,7 +128,10 @@ fn render(tensor: &Arc<dyn Tensor>, ctx: &Arc<LayoutCtx>, last_error: Option<&st
         ));
     }
     if let Some((descr, map)) = super::binary::npy_descr(meta.dtype) {
-        if !matches!(map, super::binary::ElemMap::Same | super::binary::ElemMap::Bool) {
+        if !matches!(
+            map,
+            super::binary::ElemMap::Same | super::binary::ElemMap::Bool
+        ) {
             // numpy has no such type: `.npy` (and the `.npz` view) hold the values widened,
             // `.bin` (and the `.safetensors`, `.tf/` views) the stored bits.
             fields.push(("npy_widened_to".into(), json!(descr)));

@@ -30,13 +30,21 @@ pub(crate) fn widen(code: u8, bits: u8) -> f32 {
         _ => return f32::NAN,
     };
     let bits = if code == 33 { bits & 0x0f } else { bits };
-    let sign = if (bits >> (e + m)) & 1 == 1 { -1.0 } else { 1.0 };
+    let sign = if (bits >> (e + m)) & 1 == 1 {
+        -1.0
+    } else {
+        1.0
+    };
     let exp = i32::from((bits >> m) & ((1 << e) - 1));
     let man = bits & ((1 << m) - 1);
     let (max_exp, max_man) = ((1 << e) - 1, (1 << m) - 1);
     match top {
         Top::Ieee if exp == max_exp => {
-            return if man == 0 { sign * f32::INFINITY } else { f32::NAN }
+            return if man == 0 {
+                sign * f32::INFINITY
+            } else {
+                f32::NAN
+            }
         }
         Top::FiniteAllOnesNan if exp == max_exp && man == max_man => return f32::NAN,
         Top::NegativeZeroNan if bits == 0x80 => return f32::NAN,

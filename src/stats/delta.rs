@@ -133,7 +133,9 @@ fn decode(dtype: DType, bytes: &[u8], out: &mut [f64]) -> bool {
         BF16 => fill!(2, |c| half::bf16::from_le_bytes(c).to_f64()),
         I8 | QInt8 | Int4 | Int2 => fill!(1, |c: [u8; 1]| c[0] as i8 as f64),
         U8 | QUInt8 | UInt4 | UInt2 => fill!(1, |c: [u8; 1]| c[0] as f64),
-        Float8(code) => fill!(1, |c: [u8; 1]| f64::from(crate::model::float8::widen(code, c[0]))),
+        Float8(code) => fill!(1, |c: [u8; 1]| f64::from(crate::model::float8::widen(
+            code, c[0]
+        ))),
         Bool => fill!(1, |c: [u8; 1]| (c[0] != 0) as u8 as f64),
         I16 | QInt16 => fill!(2, |c| i16::from_le_bytes(c) as f64),
         U16 | QUInt16 => fill!(2, |c| u16::from_le_bytes(c) as f64),

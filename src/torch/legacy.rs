@@ -64,15 +64,26 @@ pub(crate) fn read(file: &dyn ReadAt) -> Result<Legacy, ModelError> {
         match pickles(&head) {
             Ok(p) => break p,
             Err(PickleError::Truncated) if want < file.size() && want < super::MAX_PICKLE => {
-                want = want.saturating_mul(4).min(file.size()).min(super::MAX_PICKLE);
+                want = want
+                    .saturating_mul(4)
+                    .min(file.size())
+                    .min(super::MAX_PICKLE);
             }
-            Err(e) => return Err(bad(format!("a legacy torch.save file whose pickles are damaged: {e}"))),
+            Err(e) => {
+                return Err(bad(format!(
+                    "a legacy torch.save file whose pickles are damaged: {e}"
+                )))
+            }
         }
     };
     let [_, version, info, object, keys] = pickles;
     match version.get(version.root) {
         Value::Int(PROTOCOL_VERSION) => {}
-        other => return Err(bad(format!("legacy torch.save protocol {other:?}, not 1001"))),
+        other => {
+            return Err(bad(format!(
+                "legacy torch.save protocol {other:?}, not 1001"
+            )))
+        }
     }
     let big_endian = match info.get(info.root) {
         Value::Dict(pairs) => pairs.iter().any(|&(k, v)| {
@@ -157,9 +168,11 @@ fn described(object: &Pickle) -> HashMap<String, Described> {
         else {
             continue;
         };
-        let (Some(key), Some(width), Ok(numel)) =
-            (key_text(key), super::walk::storage_width(class), u64::try_from(*n))
-        else {
+        let (Some(key), Some(width), Ok(numel)) = (
+            key_text(key),
+            super::walk::storage_width(class),
+            u64::try_from(*n),
+        ) else {
             continue;
         };
         if tag == "storage" {
@@ -177,7 +190,11 @@ struct Layout {
 
 /// The layout the persistent ids give, storages from `start` on; `None` if a key has no id
 /// or the counts overflow.
-fn from_ids(order: &[String], described: &HashMap<String, Described>, start: u64) -> Option<Layout> {
+fn from_ids(
+    order: &[String],
+    described: &HashMap<String, Described>,
+    start: u64,
+) -> Option<Layout> {
     let mut at = start;
     let mut storages = Vec::with_capacity(order.len().min(MAX_WALKED));
     for key in order {
@@ -227,7 +244,9 @@ mod tests {
     fn the_magic_number_in_every_protocol() {
         // pickle.dumps(0x1950a86a20f9469cfc6c, protocol=p) for p = 0, 2, 4.
         assert!(is_legacy(b"L119547037146038801333356L\n."));
-        assert!(is_legacy(b"\x80\x02\x8a\nl\xfc\x9cF\xf9 j\xa8P\x19.\x80\x02M\xe9\x03."));
+        assert!(is_legacy(
+            b"\x80\x02\x8a\nl\xfc\x9cF\xf9 j\xa8P\x19.\x80\x02M\xe9\x03."
+        ));
         assert!(is_legacy(
             b"\x80\x04\x95\r\x00\x00\x00\x00\x00\x00\x00\x8a\nl\xfc\x9cF\xf9 j\xa8P\x19."
         ));

@@ -180,7 +180,14 @@ fn archive(
         for p in &l.problems {
             model.problem(format!("{}: {p}", crate::model::base_name(file.name())));
         }
-        return Ok(add_tensors(file, &l.object, &l.storages, l.big_endian, stem, model));
+        return Ok(add_tensors(
+            file,
+            &l.object,
+            &l.storages,
+            l.big_endian,
+            stem,
+            model,
+        ));
     }
     let bad = |why: String| ModelError::data(file.name(), why);
     let entries = zipdir::entries(file.size(), |at, buf| read_meta(&**file, at, buf))
@@ -368,6 +375,6 @@ pub fn fuzz_walk(data: &[u8]) {
 }
 
 #[cfg(test)]
-mod tests;
-#[cfg(test)]
 mod real_tests;
+#[cfg(test)]
+mod tests;

@@ -45,7 +45,11 @@ fn check_dir(dir: &Path) -> (usize, usize) {
                 .unwrap_or_else(|e| panic!("{file}: {name}: {e}"));
             let m = t.meta();
             assert_eq!(m.problem, None, "{file}: {name}");
-            assert_eq!(m.dtype.name(), w["dtype"].as_str().unwrap(), "{file}: {name}");
+            assert_eq!(
+                m.dtype.name(),
+                w["dtype"].as_str().unwrap(),
+                "{file}: {name}"
+            );
             let shape: Vec<u64> = w["shape"]
                 .as_array()
                 .unwrap()
@@ -61,9 +65,16 @@ fn check_dir(dir: &Path) -> (usize, usize) {
                 assert_eq!(hex(&got), h.as_str().unwrap(), "{file}: {name}");
             }
             if let Some(h) = w.get("sha256") {
-                assert_eq!(hex(&Sha256::digest(&got)), h.as_str().unwrap(), "{file}: {name}");
+                assert_eq!(
+                    hex(&Sha256::digest(&got)),
+                    h.as_str().unwrap(),
+                    "{file}: {name}"
+                );
             }
-            assert!(w.get("hex").is_some() || w.get("sha256").is_some(), "{file}: {name}");
+            assert!(
+                w.get("hex").is_some() || w.get("sha256").is_some(),
+                "{file}: {name}"
+            );
             tensors += 1;
         }
     }
@@ -73,13 +84,19 @@ fn check_dir(dir: &Path) -> (usize, usize) {
 #[test]
 fn every_form_torch_writes_reads_as_torch_reads_it() {
     let (files, tensors) = check_dir(&fixtures_dir().join("torch/more"));
-    assert!(files >= 7 && tensors >= 70, "{files} files, {tensors} tensors");
+    assert!(
+        files >= 7 && tensors >= 70,
+        "{files} files, {tensors} tensors"
+    );
 }
 
 #[test]
 fn files_of_other_projects_read_as_torch_reads_them() {
     let (files, tensors) = check_dir(&fixtures_dir().join("real/torch"));
-    assert!(files >= 19 && tensors >= 900, "{files} files, {tensors} tensors");
+    assert!(
+        files >= 19 && tensors >= 900,
+        "{files} files, {tensors} tensors"
+    );
 }
 
 /// The legacy fuzz target's prefix is three pickles as torch writes them: a real file's
@@ -101,7 +118,8 @@ fn the_legacy_fuzz_prefix_is_a_valid_start() {
         b"\x80\x02}q\x00(X\x10\x00\x00\x00protocol_versionq\x01M\xe9\x03X\r\x00\x00\x00little_endianq\x02\x88u.",
     );
     rebuilt.extend_from_slice(&bytes[at..]);
-    let file: Arc<dyn crate::source::ReadAt> = Arc::new(crate::source::MemSource::new("g.pt", rebuilt.clone()));
+    let file: Arc<dyn crate::source::ReadAt> =
+        Arc::new(crate::source::MemSource::new("g.pt", rebuilt.clone()));
     let again = legacy::read(&*file).unwrap();
     assert_eq!(whole.storages.len(), again.storages.len());
     assert!(whole.storages.len() >= 10 && again.problems.is_empty());

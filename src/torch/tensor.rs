@@ -130,7 +130,9 @@ impl Storage {
                 })
             }
         };
-        verdict.clone().map_err(|why| ModelError::data(file.name(), why))
+        verdict
+            .clone()
+            .map_err(|why| ModelError::data(file.name(), why))
     }
 }
 
@@ -266,7 +268,12 @@ impl Tensor for TorchTensor {
         let offset = self.offset.checked_mul(self.width())?;
         // Where the bytes are, not whether they are sound: whoever passes the run on reads
         // the tensor once first, which checks it.
-        let at = self.storage.as_ref()?.start(&*self.file).ok()?.checked_add(offset)?;
+        let at = self
+            .storage
+            .as_ref()?
+            .start(&*self.file)
+            .ok()?
+            .checked_add(offset)?;
         crate::model::StoredRun::elements(&self.file, at, &self.meta)
     }
 

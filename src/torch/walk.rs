@@ -197,7 +197,11 @@ impl Walker<'_> {
             let skipped = field("_non_persistent_buffers_set")
                 .map(|v| self.names_in(v))
                 .unwrap_or_default();
-            for (part, skip) in [("_parameters", &[][..]), ("_buffers", &skipped[..]), ("_modules", &[][..])] {
+            for (part, skip) in [
+                ("_parameters", &[][..]),
+                ("_buffers", &skipped[..]),
+                ("_modules", &[][..]),
+            ] {
                 let Some(Value::Dict(pairs)) = field(part).map(|v| self.p.get(v)) else {
                     continue;
                 };
@@ -213,7 +217,12 @@ impl Walker<'_> {
         }
         out.extend(state.iter().map(|&(k, v)| (self.key(k), v)));
         out.extend(c.pairs.iter().map(|&(k, v)| (self.key(k), v)));
-        out.extend(c.items.iter().enumerate().map(|(i, &v)| (Ok(i.to_string()), v)));
+        out.extend(
+            c.items
+                .iter()
+                .enumerate()
+                .map(|(i, &v)| (Ok(i.to_string()), v)),
+        );
         out
     }
 
@@ -221,7 +230,11 @@ impl Walker<'_> {
     fn names_in(&self, id: Id) -> Vec<String> {
         let items = match self.p.get(id) {
             Value::Set(items) | Value::List(items) | Value::Tuple(items) => items.clone(),
-            Value::Call(c) => match self.tuple(c.args).and_then(|a| a.first()).map(|&a| self.p.get(a)) {
+            Value::Call(c) => match self
+                .tuple(c.args)
+                .and_then(|a| a.first())
+                .map(|&a| self.p.get(a))
+            {
                 Some(Value::List(items)) => items.clone(),
                 _ => c.items.clone(),
             },
@@ -273,7 +286,10 @@ impl Walker<'_> {
             Value::List(items) | Value::Tuple(items) => items.clone(),
             Value::Call(c) if self.tensor(id).is_none() => {
                 let c = c.clone();
-                self.object_entries(&c).into_iter().map(|(_, v)| v).collect()
+                self.object_entries(&c)
+                    .into_iter()
+                    .map(|(_, v)| v)
+                    .collect()
             }
             _ => Vec::new(),
         };
