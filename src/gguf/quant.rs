@@ -58,7 +58,8 @@ pub(crate) fn ggml_type(id: u32) -> Option<GgmlType> {
         6 => ("Q5_0", "q5_0", 32, 22, Quant(self::Quant::Q5_0)),
         7 => ("Q5_1", "q5_1", 32, 24, Quant(self::Quant::Q5_1)),
         8 => ("Q8_0", "q8_0", 32, 34, Quant(self::Quant::Q8_0)),
-        9 => ("Q8_1", "q8_1", 32, 40, Raw),
+        // ggml's block_q8_1 (a half2 and 32 int8s: 36 bytes; gguf-py 0.19 still says 40).
+        9 => ("Q8_1", "q8_1", 32, 36, Raw),
         10 => ("Q2_K", "q2_k", K, 84, Quant(self::Quant::Q2K)),
         11 => ("Q3_K", "q3_k", K, 110, Quant(self::Quant::Q3K)),
         12 => ("Q4_K", "q4_k", K, 144, Quant(self::Quant::Q4K)),

@@ -3,7 +3,7 @@
 //! mount: the zip's central directory and each member's `.npy` header. A stored member's array
 //! is read in place, its zip CRC-32 checked on the first read (`verify=crc`); a deflated one
 //! (`np.savez_compressed`) is decompressed as far as a read needs, its CRC-32 checked by a
-//! pass of its own first (`inflate.rs`; a Fortran-order one is listed, not read). Object arrays are pickles: refused, never unpickled.
+//! pass of its own first (`inflate.rs`; a Fortran-order one by a pass over the member per read). Object arrays are pickles: refused, never unpickled.
 
 mod inflate;
 mod npy;
@@ -175,5 +175,7 @@ pub fn fuzz_file(data: &[u8]) {
     }
 }
 
+#[cfg(test)]
+mod real_tests;
 #[cfg(test)]
 mod tests;

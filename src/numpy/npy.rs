@@ -108,7 +108,11 @@ fn value_of<'a>(t: &'a str, key: &str) -> Option<&'a str> {
 /// array of this dtype is not read (object arrays are pickles, never unpickled).
 pub(crate) fn dtype_of(descr: &str) -> Result<(DType, bool), String> {
     use DType::*;
-    if descr == "O" || descr == "|O" {
+    // `|O8` and `|O4`: Python 2's numpy named object arrays by their pointer width.
+    if matches!(
+        descr,
+        "O" | "|O" | "|O8" | "|O4" | "<O8" | ">O8" | "<O4" | ">O4"
+    ) {
         return Err("an object array (a pickle): refused, never unpickled".into());
     }
     let (order, code) = match descr.as_bytes().first() {

@@ -38,6 +38,8 @@ pub(crate) struct Member {
 
 /// Bytes per read of the checksum pass.
 const CRC_PIECE: u64 = 4 << 20;
+/// Bytes inflated per step of a Fortran-order deflated member's pass.
+const STEP_BYTES: usize = 256 << 10;
 
 impl NpyTensor {
     /// The elements are served as stored: little-endian, C order, not bools, not deflated.
@@ -110,13 +112,58 @@ impl NpyTensor {
     /// The array of a deflated member (`NpyTensor::new` was given its header at 0 and the
     /// stream's length as `end`): read through `inflated`.
     pub(crate) fn inflated_from(mut self, inflated: Arc<Inflated>) -> NpyTensor {
-        if self.fortran && self.meta.problem.is_none() {
-            self.meta.problem = Some(
-                "a Fortran-order array in a deflated member: not read (its .json only)".into(),
-            );
-        }
         self.inflated = Some(inflated);
         self
+    }
+
+    /// Elements `first..` (row-major) of a Fortran-order array in a deflated member, into
+    /// `out`. Deflate has no random access and the elements of any run of rows are spread over
+    /// the whole member, so one pass over it in stored order places each element that falls in
+    /// the request (a read costs the member's inflation: such members are seen small).
+    fn fill_fortran_inflated(
+        &self,
+        inf: &Inflated,
+        first: u64,
+        out: &mut [u8],
+    ) -> Result<(), ModelError> {
+        let width = self.meta.dtype.elem_size().unwrap_or(1);
+        let shape = &self.meta.shape;
+        let count = (out.len() / width) as u64;
+        let end = first + count;
+        // Row-major strides (in elements) of each axis; stored order runs axis 0 fastest.
+        let mut c_stride = vec![1u64; shape.len()];
+        for k in (0..shape.len().saturating_sub(1)).rev() {
+            c_stride[k] = c_stride[k + 1] * shape[k + 1];
+        }
+        let mut index = vec![0u64; shape.len()];
+        let mut c_at = 0u64;
+        let total = self.meta.num_elements().unwrap_or(0);
+        let per = (STEP_BYTES / width).max(1) as u64;
+        let mut buf = vec![0u8; per.min(total) as usize * width];
+        let mut done = 0u64;
+        while done < total {
+            let n = per.min(total - done);
+            let chunk = &mut buf[..n as usize * width];
+            inf.read(self.data + done * width as u64, chunk)?;
+            for e in chunk.chunks_exact(width) {
+                if (first..end).contains(&c_at) {
+                    let o = (c_at - first) as usize * width;
+                    out[o..o + width].copy_from_slice(e);
+                }
+                // The next element in stored (column-major) order.
+                for k in 0..shape.len() {
+                    index[k] += 1;
+                    c_at += c_stride[k];
+                    if index[k] < shape[k] {
+                        break;
+                    }
+                    c_at -= c_stride[k] * shape[k];
+                    index[k] = 0;
+                }
+            }
+            done += n;
+        }
+        Ok(())
     }
 
     /// A member whose `.npy` header cannot be read: listed, with `why` as its problem (the
@@ -188,7 +235,8 @@ impl Tensor for NpyTensor {
         let width = self.meta.dtype.elem_size().unwrap_or(1);
         // In bounds: the header check bounded the whole array by the file (or the stream).
         match (&self.inflated, self.fortran) {
-            (Some(inf), _) => inf.read(self.data + first * width as u64, out)?,
+            (Some(inf), true) => self.fill_fortran_inflated(inf, first, out)?,
+            (Some(inf), false) => inf.read(self.data + first * width as u64, out)?,
             (None, false) => self.file.read_into(self.data + first * width as u64, out)?,
             (None, true) => {
                 let shape = &self.meta.shape;

@@ -54,7 +54,7 @@ pub(crate) struct Header {
 }
 
 /// The dtype of a safetensors dtype name, with the element width; `None`: not decoded here.
-fn dtype_of(name: &str) -> Option<DType> {
+pub(crate) fn dtype_of(name: &str) -> Option<DType> {
     use DType::*;
     Some(match name {
         "BOOL" => Bool,
