@@ -505,3 +505,125 @@ fn a_flipped_byte_in_a_torch_storage_fails_only_its_tensors() {
     assert!(failed >= 1 && read >= 5, "{failed} failed, {read} read");
     m.unmount_and_check();
 }
+
+/// What a file is, said plainly: a damaged file of a known format says which and what is
+/// damaged; a file of none says every format looked for. `info`, `list` and `mount` alike,
+/// exit status 2.
+#[test]
+fn damaged_and_unknown_files_say_what_they_are() {
+    let Some(_fuse) = Fuse::check() else { return };
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let tmp = tempfile::tempdir().unwrap();
+    let zip = std::fs::read(here.join("fixtures/torch/more/module.pt")).unwrap();
+    let legacy = std::fs::read(here.join("fixtures/torch/more/legacy.pt")).unwrap();
+    // A pickle of {'a': 1}, protocol 4, as `pickle.dump` writes it.
+    let pickle = b"\x80\x04\x95\x0a\x00\x00\x00\x00\x00\x00\x00}\x94\x8c\x01a\x94K\x01s.".to_vec();
+    let random: Vec<u8> = (0..5000u32)
+        .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+        .collect();
+    let cases: [(&str, Vec<u8>, &[&str]); 4] = [
+        (
+            "truncated.pt",
+            zip[..zip.len() / 2].to_vec(),
+            &["zip archive whose central directory", "truncated?"],
+        ),
+        (
+            "plain.pkl",
+            pickle,
+            &["a pickle that is not a torch.save file"],
+        ),
+        (
+            "random.bin",
+            random,
+            &[
+                "not recognised",
+                "torch.save file (zip or legacy)",
+                "GGUF",
+                "safetensors",
+                ".npy",
+            ],
+        ),
+        (
+            "truncated_legacy.pt",
+            legacy[..legacy.len() / 3].to_vec(),
+            &["legacy torch.save", "damaged"],
+        ),
+    ];
+    for (name, bytes, says) in cases {
+        let path = tmp.path().join(name);
+        std::fs::write(&path, bytes).unwrap();
+        for cmd in ["info", "list", "mount"] {
+            let mnt = tmp.path().join("mnt");
+            let mut c = Command::new(crate::support::modelfs());
+            c.arg(cmd).arg(&path).env("MODELFS_LOG", "/dev/null");
+            if cmd == "mount" {
+                c.arg(&mnt);
+            }
+            let o = c.output().unwrap();
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(o.status.code(), Some(2), "{cmd} {name}: {err}");
+            for s in says {
+                assert!(err.contains(s), "{cmd} {name}: {err}");
+            }
+            assert!(!crate::support::is_mount_point(&mnt), "{name}");
+        }
+    }
+}
+
+/// A training run's directory before its first save mounts empty (its `.json`-free root),
+/// `info` says no model is there yet, `verify` says it is a problem; torch.save files that
+/// appear are shown as members (`latest` the newest) while mounted.
+#[test]
+fn an_empty_run_directory_mounts_and_fills_as_saves_appear() {
+    let Some(fuse) = Fuse::check() else { return };
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let tmp = tempfile::tempdir().unwrap();
+    let run = tmp.path().join("run");
+    std::fs::create_dir(&run).unwrap();
+    let cli = |cmd: &str| {
+        Command::new(crate::support::modelfs())
+            .arg(cmd)
+            .arg(&run)
+            .output()
+            .unwrap()
+    };
+    let info = cli("info");
+    assert!(info.status.success());
+    assert!(String::from_utf8_lossy(&info.stdout).contains("no model here yet"));
+    assert_eq!(cli("verify").status.code(), Some(2));
+    let m = fuse.mount(&run, "");
+    assert_eq!(std::fs::read_dir(m.path()).unwrap().count(), 0);
+    let shows = |names: &[&str]| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            let mut got: Vec<String> = std::fs::read_dir(m.path())
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            got.sort();
+            if got == names {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{got:?}, expected {names:?}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    };
+    // Each save appears whole (written beside, then renamed in, as a careful trainer does).
+    let save = |from: &str, to: &str| {
+        let part = run.join(format!(".{to}.part"));
+        std::fs::copy(here.join("fixtures/torch/more").join(from), &part).unwrap();
+        std::fs::rename(&part, run.join(to)).unwrap();
+    };
+    save("module.pt", "epoch1.pt");
+    shows(&["epoch1.pt", "latest"]);
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    save("legacy.pt", "epoch2.pt");
+    shows(&["epoch1.pt", "epoch2.pt", "latest"]);
+    let w = std::fs::read_to_string(m.path().join("epoch1.pt/head/weight.txt")).unwrap();
+    assert_eq!(w.lines().count(), 28);
+    assert!(m.path().join("latest/w_t.npy").exists());
+    m.unmount_and_check();
+}

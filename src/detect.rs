@@ -30,6 +30,9 @@ pub fn model_at(path: &Path, opts: &ReaderOptions) -> Result<Arc<dyn Model>, Ope
     if crate::numpy::is_source(&**fs, path) {
         return crate::numpy::open(path, opts);
     }
+    if let Some(run) = run_directory(path, opts)? {
+        return Ok(run);
+    }
     if let Some(files) = crate::safetensors::files_of(&**fs, path)? {
         return crate::safetensors::open(&files, opts);
     }
@@ -39,6 +42,7 @@ pub fn model_at(path: &Path, opts: &ReaderOptions) -> Result<Arc<dyn Model>, Ope
     if crate::gguf::is_source(&**fs, path) {
         return crate::gguf::open(path, opts);
     }
+
     let missing = match fs.is_local() {
         true => std::fs::symlink_metadata(path).is_err(),
         false => fs
@@ -55,16 +59,29 @@ pub fn model_at(path: &Path, opts: &ReaderOptions) -> Result<Arc<dyn Model>, Ope
     let looked_for = if fs.is_dir(path) {
         let mut what = "V2 checkpoints (*.index) or V1 ones, a `checkpoint` state file, a \
                         SavedModel (saved_model.pb), a frozen graph (*.pb), a MetaGraph \
-                        (*.meta), an Angel model directory, safetensors files, a PyTorch checkpoint, or a GGUF file"
+                        (*.meta), an Angel model directory, safetensors files, torch.save \
+                        files, .npy/.npz files, or a GGUF file"
             .to_string();
         let inside = models_inside(path, opts);
-        if !inside.is_empty() {
-            what.push_str(&format!("; a model one level down: {}", inside.join(", ")));
+        if inside.is_empty() {
+            // A training run before its first save: empty now, filled as saves appear.
+            let mut empty = crate::model::flat::Flat::new("none yet");
+            empty.problem(format!("no model here yet (looked for {what})"));
+            return Ok(Arc::new(empty));
         }
+        what.push_str(&format!("; a model one level down: {}", inside.join(", ")));
         what
     } else {
+        if let Some(what) = damaged(path, opts) {
+            return Err(OpenError::Unsupported {
+                path: path.to_path_buf(),
+                what,
+            });
+        }
         format!(
-            "a TensorFlow checkpoint, {}",
+            "a TensorFlow checkpoint ({} beside it), a V1 checkpoint, a frozen graph or \
+             MetaGraph, an .npy or .npz file, a safetensors file, a torch.save file (zip or \
+             legacy), or a GGUF file",
             crate::tf::detect::index_path(&prefix).display()
         )
     };
@@ -73,6 +90,113 @@ pub fn model_at(path: &Path, opts: &ReaderOptions) -> Result<Arc<dyn Model>, Ope
         looked_for,
     })
 }
+
+/// What is wrong with a file whose first bytes say which format it is meant to be, when no
+/// reader took it: a zip whose directory cannot be read, a pickle that is not a `torch.save`
+/// file.
+fn damaged(path: &Path, opts: &ReaderOptions) -> Option<String> {
+    let file = opts.storage.open(path).ok()?;
+    let head = file.read_vec(0, 8.min(file.size()) as usize).ok()?;
+    if head.starts_with(b"PK\x03\x04") {
+        let read = |at: u64, buf: &mut [u8]| -> Result<(), crate::source::SourceError> {
+            buf.copy_from_slice(&file.read_vec(at, buf.len())?);
+            Ok(())
+        };
+        return Some(match crate::codec::zip::entries(file.size(), read) {
+            Err(e) => format!(
+                "a zip archive whose central directory cannot be read ({e}): truncated? (a \
+                 torch.save file and an .npz are zips)"
+            ),
+            Ok(_) => "a zip archive that is neither a torch.save file (no <name>/data.pkl) nor \
+                      an .npz (no .npy members)"
+                .into(),
+        });
+    }
+    // PROTO 2–5: a pickle (torch.save's start with its magic number, or are zips).
+    if head.len() >= 2 && head[0] == 0x80 && (2..=5).contains(&head[1]) {
+        return Some(
+            "a pickle that is not a torch.save file (not its magic number, nor a zip): not \
+             read (a pickle is never unpickled)"
+                .into(),
+        );
+    }
+    None
+}
+
+/// A directory of checkpoints of a training run: several `torch.save` files (`epoch1.pt`,
+/// `last.pt`, `*.ckpt`) or safetensors files, each a member named by its file name, `latest`
+/// the newest. `None` for one model: a directory with an index of shards, `model.safetensors`
+/// or `pytorch_model.bin` (the readers' own), files all named as shards, or one safetensors
+/// file alone.
+fn run_directory(path: &Path, opts: &ReaderOptions) -> Result<Option<Arc<dyn Model>>, OpenError> {
+    let fs = &opts.storage;
+    if !fs.is_dir(path) {
+        return Ok(None);
+    }
+    let Ok(entries) = fs.list(path) else {
+        return Ok(None);
+    };
+    let one_model = entries.iter().any(|(n, _)| {
+        n.to_str().is_some_and(|n| {
+            n.ends_with(".index.json") || n == "model.safetensors" || n == "pytorch_model.bin"
+        })
+    });
+    if one_model {
+        return Ok(None);
+    }
+    let mut members = Vec::new();
+    let mut newest: Option<(std::time::SystemTime, Vec<u8>)> = None;
+    for (name, kind) in entries.into_iter().take(MAX_RUN_FILES) {
+        let file = path.join(&name);
+        let Some(text) = name.to_str() else { continue };
+        let safetensors = text.ends_with(".safetensors");
+        if kind != crate::source::EntryKind::File
+            || text.ends_with(".json")
+            || !(safetensors || crate::torch::is_torch_file(&**fs, &file))
+        {
+            continue;
+        }
+        let stamp = fs
+            .stamp(&file)
+            .map_err(|e| OpenError::unreadable(&file, e))?
+            .unwrap_or_default();
+        let (o, f) = (opts.clone(), file.clone());
+        let open =
+            Box::new(
+                move || match f.to_str().is_some_and(|n| n.ends_with(".safetensors")) {
+                    true => crate::safetensors::open(std::slice::from_ref(&f), &o),
+                    false => crate::torch::open(std::slice::from_ref(&f), &o),
+                },
+            );
+        let mtime = fs
+            .open(&file)
+            .map(|f| f.mtime())
+            .unwrap_or(std::time::UNIX_EPOCH);
+        if newest.as_ref().is_none_or(|(t, _)| mtime > *t) {
+            newest = Some((mtime, text.as_bytes().to_vec()));
+        }
+        members.push((
+            text.as_bytes().to_vec(),
+            opts.members.get_or_make(&file, stamp, open),
+        ));
+    }
+    let shards = members
+        .iter()
+        .all(|(n, _)| n.windows(4).any(|w| w == b"-of-"));
+    // One safetensors file is a model of its own (`safetensors::files_of`); one torch.save
+    // file of a run is its first member, as the second will be.
+    let lone_safetensors = members.len() == 1 && members[0].0.ends_with(b".safetensors");
+    if members.is_empty() || shards || lone_safetensors {
+        return Ok(None);
+    }
+    let latest = newest.map(|(_, n)| n);
+    Ok(Some(Arc::new(crate::model::multi::MultiModel::new(
+        members, latest,
+    ))))
+}
+
+/// The most files of a run directory looked at.
+const MAX_RUN_FILES: usize = 100_000;
 
 /// A Monolith PS export directory: `assets/` with hash-table shards and `variables/` (a TF
 /// bundle, maybe absent), but no `saved_model.pb`: its variables plus its tables.

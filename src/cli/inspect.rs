@@ -274,6 +274,18 @@ pub(crate) fn verify(source: &Path, opts: &Options) -> Result<(), Failure> {
     if show {
         eprint!("\r\x1b[2K");
     }
+    // The strict gate: what `info` lists that no tensor's read said (an unrun call, a
+    // storage layout, no model yet) is a problem too.
+    let summary = model.summary().map_err(|e| source_failure(source, e))?;
+    let of_tensors: Vec<&str> = found
+        .iter()
+        .filter_map(|f| f.tensor.meta().problem.as_deref())
+        .collect();
+    for p in &summary.problems {
+        if !of_tensors.iter().any(|t| p.ends_with(t)) {
+            problems.push(p.clone());
+        }
+    }
     let secs = started.elapsed().as_secs_f64();
     if problems.is_empty() {
         let text = format!(

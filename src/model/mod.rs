@@ -20,6 +20,7 @@ pub(crate) use crc::Crc;
 pub(crate) use rows::default_key_kind;
 pub mod flat;
 pub mod member;
+pub(crate) mod multi;
 pub mod strided;
 pub use member::{Member, Members, Opener};
 pub use rows::{KeyKind, RowHit, MAX_ROW_BYTES};

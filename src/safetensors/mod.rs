@@ -29,7 +29,8 @@ const INDEX_SUFFIX: &str = ".safetensors.index.json";
 const METADATA: &[u8] = b"__metadata__.json";
 
 /// The files of the safetensors source at `path`, if it is one: the file itself, or a
-/// directory's shards (from its index, else every `*.safetensors` in it, sorted).
+/// directory's shards (from its index, else its one `*.safetensors`, or every one when all are
+/// named as shards, `…-0000i-of-0000n.safetensors`, sorted).
 pub fn files_of(fs: &dyn Storage, path: &Path) -> Result<Option<Vec<PathBuf>>, OpenError> {
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
     if name.ends_with(SUFFIX) && fs.is_file(path) {
@@ -65,8 +66,15 @@ pub fn files_of(fs: &dyn Storage, path: &Path) -> Result<Option<Vec<PathBuf>>, O
     match indexes.as_slice() {
         [index] => crate::model::flat::shards_of_index(fs, path, index).map(Some),
         [] => {
+            // Without an index, files named as shards are one model; several of other names
+            // are checkpoints of a run (`epoch1.safetensors`, …): each a member of its own
+            // (`crate::detect`).
             let files = names(SUFFIX);
-            Ok((!files.is_empty()).then_some(files))
+            let shards = files.len() == 1
+                || files
+                    .iter()
+                    .all(|f| f.to_str().is_some_and(|n| n.contains("-of-")));
+            Ok((!files.is_empty() && shards).then_some(files))
         }
         _ => Err(OpenError::Unsupported {
             path: path.to_path_buf(),

@@ -12,10 +12,10 @@ use std::sync::Arc;
 use super::checkpoint_state::{resolve_prefix, CheckpointState};
 use super::graph::{sniff, GraphKind, GraphModel};
 use super::model::{block_cache_for, TfModel};
-use super::multi::MultiModel;
 use super::table::{BlockCache, Table};
 use super::v1::V1Model;
 use super::whole::{self, ends_with_table_magic};
+use crate::model::multi::MultiModel;
 use crate::model::{Member, Model, OpenError, ReaderOptions};
 use crate::source::{EntryKind, SourceError, Storage};
 

@@ -10,7 +10,6 @@ pub(crate) mod graph;
 pub(crate) mod hashtable;
 pub(crate) mod keys;
 pub mod model;
-pub(crate) mod multi;
 pub(crate) mod object_graph;
 pub(crate) mod ordered_code;
 mod prefix;

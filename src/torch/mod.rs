@@ -83,7 +83,7 @@ pub fn files_of(fs: &dyn Files, path: &Path) -> Result<Option<Vec<PathBuf>>, Ope
 /// Whether `path` is a `torch.save` file: a legacy one (its magic number), or a zip whose
 /// directory has a `<name>/data.pkl` (the first bytes, then the directory: a zip of something
 /// else is not one).
-fn is_torch_file(fs: &dyn Files, path: &Path) -> bool {
+pub fn is_torch_file(fs: &dyn Files, path: &Path) -> bool {
     let Ok(file) = fs.open(path) else {
         return false;
     };

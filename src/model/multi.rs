@@ -1,4 +1,5 @@
-//! A directory of several checkpoints (SPEC §1), or a TF Serving base: the root lists one
+//! A directory of several checkpoints (SPEC §1: TF checkpoints, `torch.save` or safetensors
+//! files of a training run), or a TF Serving base: the root lists one
 //! directory per member (named by its base name or version) and a `latest` symlink to the
 //! one the state file names (the highest version). Members are opened on first use
 //! (`model::member`), so a directory of 500 checkpoints costs what its listing costs.
@@ -131,6 +132,18 @@ impl Model for MultiModel {
             s.problems
                 .extend(c.problems.iter().map(|p| format!("{name}: {p}")));
             s.parts.push((name.into_owned(), c));
+        }
+        // A run of torch.save or safetensors checkpoints says so; a TF directory (or Serving
+        // base) keeps its one name whatever its members' forms.
+        let mut formats: Vec<&str> = s.parts.iter().map(|(_, c)| c.format.as_str()).collect();
+        formats.sort_unstable();
+        formats.dedup();
+        if !formats.is_empty()
+            && formats
+                .iter()
+                .all(|f| ["pytorch", "safetensors"].contains(f))
+        {
+            s.format = formats.join("+");
         }
         Ok(s)
     }
