@@ -212,6 +212,22 @@ fn sources() -> Vec<(PathBuf, PathBuf)> {
     // Hash tables: TF's (saved by TensorFlow) and a Monolith PS export (found by listing).
     out.push((fixtures.clone(), fixtures.join("tf/hashtable/tf2/ckpt")));
     out.push((fixtures.clone(), fixtures.join("monolith/ps_export")));
+    // The files people have (issue 54): legacy and whole-module torch, TorchScript, float8,
+    // K-quants, and files of other projects.
+    for f in [
+        "torch/more/legacy.pt",
+        "torch/more/module_legacy.pt",
+        "torch/more/module_ckpt.pt",
+        "torch/more/scripted.pt",
+        "torch/more/float8.pt",
+        "gguf/kquants.gguf",
+        "real/torch/facenet-pytorch-2.6.0_rnet.pt",
+        "real/torch/silero-vad-6.2.3_silero_vad.jit",
+        "real/numpy/scipy-1.17.1_linalg_carex_20_data.npz",
+        "real/safetensors/safetensors-pr84-bd71d43_overall.safetensors",
+    ] {
+        out.push((fixtures.clone(), fixtures.join(f)));
+    }
     out
 }
 

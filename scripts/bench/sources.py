@@ -42,6 +42,8 @@ g = torch.Generator().manual_seed(14)
 sd = {f"layers.{i}.weight": torch.randn(2048, 4096, generator=g) for i in range(32)}
 sd["head.weight"] = torch.randn(4096, 512, generator=g).t()  # a transposed view, [512, 4096]
 torch.save(sd, out + "/model.pt")
+# The same state dict in the legacy format (torch < 1.6, `_use_new_zipfile_serialization=False`).
+torch.save(sd, out + "/model_legacy.pt", _use_new_zipfile_serialization=False)
 back = torch.load(out + "/model.pt", weights_only=True)
 json.dump({k: hashlib.sha256(v.contiguous().numpy().tobytes()).hexdigest() for k, v in back.items()},
           open(out + "/torch_sha256.json", "w"))
@@ -150,7 +152,8 @@ def bench_sources(ctx):
              ("np.savez .npz (1 GiB)", npz, "a12", npz, npz_range(npz, "a12"))]
     torch_py = os.environ.get("TORCH_PYTHON", "python3")
     pt = os.path.join(work, "torch", "model.pt")
-    if not os.path.exists(pt):
+    legacy = os.path.join(work, "torch", "model_legacy.pt")
+    if not os.path.exists(legacy):
         if subprocess.run([torch_py, "-c", "import torch"], capture_output=True).returncode == 0:
             ctx.log("generating a 1 GiB torch.save checkpoint (once)")
             os.makedirs(os.path.dirname(pt), exist_ok=True)
@@ -162,6 +165,9 @@ def bench_sources(ctx):
         # layers.12.weight is the 13th tensor pickled: storage 12.
         cases.append(("torch.save checkpoint (1 GiB)", pt, "layers.12.weight", pt,
                       torch_range(pt, 12)))
+    if os.path.exists(legacy):
+        subprocess.run(["cat", legacy], check=True, stdout=subprocess.DEVNULL)
+    cat_medians = {}
     for name, src, key, file, (off, n) in cases:
         mounts, reads, cats, files = [], [], [], []
         for _ in range(ctx.RUNS):
@@ -178,12 +184,39 @@ def bench_sources(ctx):
             os.rmdir(mnt)
             files.append(read_range(file, off, n))
         m, c, f = ctx.median(mounts), ctx.median(cats), ctx.median(files)
+        cat_medians[src] = c
         ctx.add(14, f"{name}: mount", f"{m * 1000:.0f} ms cold, {max(reads) // 1024} KiB of the source read (page cache after)",
                 "< 100 ms, no tensor data (< 1 MiB)", m < 0.1 and max(reads) < MiB)
         ctx.add(14, f"{name}: cat of a {n // MiB} MiB .bin, fresh mount vs the file's bytes",
                 f"{c * 1000:.0f} ms vs {f * 1000:.0f} ms = {f / c:.2f}x", ">= 0.9x", f / c >= 0.9)
+    if os.path.exists(legacy) and pt in cat_medians:
+        bench_legacy(ctx, legacy, cat_medians[pt])
     if os.path.exists(pt):
         tf_tensors_equal_torch(ctx, pt)
+
+
+def bench_legacy(ctx, legacy, zip_cat):
+    """The legacy format: mount from the pickles alone, and a cat against the zip format's."""
+    mounts, reads, cats = [], [], []
+    for _ in range(ctx.RUNS):
+        mnt = ctx.mountpoint()
+        evict(legacy)
+        mounts.append(ctx.mount(legacy, mnt, ctx.env, "cache_dir=none,layouts=json,bin"))
+        reads.append(resident(legacy))
+        subprocess.run(["cat", legacy], check=True, stdout=subprocess.DEVNULL)
+        t = time.perf_counter()
+        subprocess.run(["cat", os.path.join(mnt, "layers.12.weight.bin")], check=True,
+                       stdout=subprocess.DEVNULL)
+        cats.append(time.perf_counter() - t)
+        ctx.umount(mnt)
+        os.rmdir(mnt)
+    m, c = ctx.median(mounts), ctx.median(cats)
+    ctx.add(14, "legacy torch.save checkpoint (1 GiB): mount",
+            f"{m * 1000:.0f} ms cold, {max(reads) // 1024} KiB of the source read (page cache after)",
+            "< 100 ms, no tensor data (< 1 MiB)", m < 0.1 and max(reads) < MiB)
+    ctx.add(14, "legacy torch.save checkpoint (1 GiB): cat of a 32 MiB .bin vs the zip format's",
+            f"{c * 1000:.0f} ms vs {zip_cat * 1000:.0f} ms = {c / zip_cat:.2f}x", "<= 1.5x",
+            c / zip_cat <= 1.5)
 
 
 def tf_tensors_equal_torch(ctx, pt):

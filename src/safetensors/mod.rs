@@ -68,7 +68,7 @@ pub fn files_of(fs: &dyn Storage, path: &Path) -> Result<Option<Vec<PathBuf>>, O
         [] => {
             // Without an index, files named as shards are one model; several of other names
             // are checkpoints of a run (`epoch1.safetensors`, …): each a member of its own
-            // (`crate::detect`).
+            // (a run directory, found above the readers).
             let files = names(SUFFIX);
             let shards = files.len() == 1
                 || files
