@@ -128,7 +128,7 @@ pub fn open(files: &[PathBuf], opts: &ReaderOptions) -> Result<Arc<dyn Model>, O
             .file_stem()
             .and_then(|s| s.to_str())
             .unwrap_or("tensor");
-        let found = archive(&file, stem, opts.verify, &mut model)
+        let found = archive(&file, stem, opts.verify, opts.verdicts.clone(), &mut model)
             .map_err(|e| OpenError::unreadable(path, e))?;
         for (dir, v) in found {
             let into = values.entry(dir).or_default();
@@ -166,6 +166,7 @@ fn archive(
     file: &Arc<dyn ReadAt>,
     stem: &str,
     verify: bool,
+    verdicts: Option<Arc<dyn crate::store::Store>>,
     model: &mut Flat,
 ) -> Result<BTreeMap<Vec<String>, Values>, ModelError> {
     let head = file.read_vec(0, 32.min(file.size()) as usize)?;
@@ -227,7 +228,8 @@ fn archive(
             continue;
         }
         let crc = verify.then_some(e.crc32);
-        let s = Storage::zip(key.to_string(), e.header_offset, e.uncompressed_size, crc);
+        let s = Storage::zip(key.to_string(), e.header_offset, e.uncompressed_size, crc)
+            .remembered_in(verdicts.clone());
         storages.insert(key.to_string(), Arc::new(s));
     }
     let p = pickle::load(&bytes).map_err(|e| ModelError::data(file.name(), e))?;
@@ -317,7 +319,7 @@ pub fn fuzz_file(data: &[u8]) {
     }
     let file: Arc<dyn ReadAt> = Arc::new(crate::source::MemSource::new("f.pt", data.to_vec()));
     let mut model = Flat::new("pytorch");
-    if archive(&file, "f", true, &mut model).is_err() {
+    if archive(&file, "f", true, None, &mut model).is_err() {
         return;
     }
     let _ = model.summary();

@@ -11,7 +11,8 @@ use super::walk::TensorSpec;
 use crate::codec::zip::{data_start, LOCAL_HEADER};
 use crate::model::strided::Strided;
 use crate::model::{base_name, debug_check, DType, ModelError, SourceFormat, Tensor, TensorMeta};
-use crate::source::ReadAt;
+use crate::source::{Flight, ReadAt};
+use crate::store::{Store, Verified};
 
 /// A storage: a run of the file holding its bytes — a stored member of a zip archive, or a
 /// counted run of a legacy file (`legacy.rs`).
@@ -25,7 +26,10 @@ pub(crate) struct Storage {
     /// A zip member's CRC-32 (its directory's), checked over the whole member before any of
     /// its bytes is served (`verify=crc`).
     crc32: Option<u32>,
-    verdict: OnceLock<Result<(), String>>,
+    /// Readers racing on a first read wait for one pass; only verdicts on the bytes are kept.
+    verdict: Flight<Result<(), String>>,
+    /// Where a large storage's verdict outlives the mount (`cache_dir`).
+    remember: Option<Arc<dyn Store>>,
 }
 
 /// How a storage's first byte is found.
@@ -36,8 +40,8 @@ enum At {
     Counted { count: u64, numel: u64 },
 }
 
-/// Bytes per read of the checksum pass.
-const CRC_PIECE: u64 = 4 << 20;
+/// Storages at least this large keep their verdict under `cache_dir` (as TF tensors do).
+const PERSIST_VERDICT_MIN: u64 = 64 << 20;
 
 impl Storage {
     /// The stored zip member `key` whose local header is at `header`; `crc32` is checked
@@ -49,8 +53,15 @@ impl Storage {
             at: At::ZipHeader(header),
             start: OnceLock::new(),
             crc32,
-            verdict: OnceLock::new(),
+            verdict: Flight::default(),
+            remember: None,
         }
+    }
+
+    /// Keeps the verdict of a large storage in `store` across mounts.
+    pub(crate) fn remembered_in(mut self, store: Option<Arc<dyn Store>>) -> Storage {
+        self.remember = store.filter(|_| self.len >= PERSIST_VERDICT_MIN);
+        self
     }
 
     /// A legacy storage of `numel` elements (`len` bytes) whose count is at `count`.
@@ -61,7 +72,8 @@ impl Storage {
             at: At::Counted { count, numel },
             start: OnceLock::new(),
             crc32: None,
-            verdict: OnceLock::new(),
+            verdict: Flight::default(),
+            remember: None,
         }
     }
 
@@ -103,33 +115,41 @@ impl Storage {
 
     /// The storage's checksum verdict: one pass over all its bytes on the first read that
     /// asks; a source fault is returned and not kept (the next read tries again).
-    fn verify(&self, file: &dyn ReadAt) -> Result<(), ModelError> {
+    pub(crate) fn verify(&self, file: &dyn ReadAt) -> Result<(), ModelError> {
         let Some(want) = self.crc32 else {
             return Ok(());
         };
-        let verdict = match self.verdict.get() {
-            Some(v) => v,
-            None => {
-                let start = self.start(file)?;
-                let mut h = crc32fast::Hasher::new();
-                let mut done = 0;
-                while done < self.len {
-                    let len = (self.len - done).min(CRC_PIECE);
-                    h.update(&file.read_at(start + done, len as usize)?);
-                    file.done_with(start + done, len);
-                    done += len;
+        let verdict = self.verdict.get_or_try(|| {
+            // The same bytes (the file by identity, the member and its checksum) passed before,
+            // in this mount or an earlier one: not read again.
+            let key = self.remember.as_ref().and_then(|store| {
+                let id = crate::source::identity_string(file)?;
+                Some((store, format!("crc32 {id}:{}:{want:08x}", self.key)))
+            });
+            if let Some((store, k)) = &key {
+                if store.get::<Verified>(k).is_some() {
+                    return Ok(Ok(()));
                 }
-                file.check_consistent()?;
-                let got = h.finalize();
-                self.verdict.get_or_init(|| match got == want {
-                    true => Ok(()),
-                    false => Err(format!(
-                        "zip CRC-32 {got:08x} of member data/{}, {want:08x} expected",
-                        self.key
-                    )),
-                })
             }
-        };
+            let start = self.start(file)?;
+            let mut h = crc32fast::Hasher::new();
+            // Piece by piece as the source hands them (a remote object: its blocks as they
+            // stream in, kept for the reads that follow).
+            file.for_each_piece(start, self.len, &mut |piece| h.update(piece))?;
+            // A file rewritten during the pass proves nothing about either version.
+            file.check_consistent()?;
+            let got = h.finalize();
+            if got != want {
+                return Ok(Err(format!(
+                    "zip CRC-32 {got:08x} of member data/{}, {want:08x} expected",
+                    self.key
+                )));
+            }
+            if let Some((store, k)) = &key {
+                store.put(k, &Verified);
+            }
+            Ok::<_, ModelError>(Ok(()))
+        })?;
         verdict
             .clone()
             .map_err(|why| ModelError::data(file.name(), why))

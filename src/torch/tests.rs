@@ -207,7 +207,7 @@ fn a_big_endian_archive_reads_as_the_little_endian_one() {
     let bytes = w.finish().unwrap().into_inner();
     let file: Arc<dyn ReadAt> = Arc::new(MemSource::new("big.pt", bytes));
     let mut m = Flat::new("pytorch");
-    archive(&file, "big", true, &mut m).unwrap();
+    archive(&file, "big", true, None, &mut m).unwrap();
     assert_eq!(check(&m, "views.pt"), 9);
 }
 
@@ -279,4 +279,36 @@ fn detection() {
             .len(),
         2
     );
+}
+
+/// A large storage's CRC-32 verdict outlives the mount (`cache_dir`): the next open of the same
+/// file (by identity) does not read it again.
+#[test]
+fn a_large_storages_verdict_is_remembered() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("big.pt");
+    let data = vec![7u8; 64 << 20];
+    {
+        let mut w = zip::ZipWriter::new(std::fs::File::create(&path).unwrap());
+        let opts = zip::write::SimpleFileOptions::default()
+            .compression_method(zip::CompressionMethod::Stored)
+            .large_file(true);
+        w.start_file("big/data/0", opts).unwrap();
+        w.write_all(&data).unwrap();
+        w.finish().unwrap();
+    }
+    let file = crate::source::local().open(&path).unwrap();
+    let e = zipdir::entries(file.size(), |at, buf| read_meta(&*file, at, buf)).unwrap();
+    let store: Arc<dyn crate::store::Store> = Arc::new(crate::store::MemStore::default());
+    let s = Storage::zip("0".into(), e[0].header_offset, data.len() as u64, Some(e[0].crc32))
+        .remembered_in(Some(store.clone()));
+    s.verify(&*file).unwrap();
+    // A storage object of the same member whose header it could not even find: the verdict
+    // comes from the store, before any byte is read.
+    let again = Storage::zip("0".into(), 1, data.len() as u64, Some(e[0].crc32))
+        .remembered_in(Some(store.clone()));
+    again.verify(&*file).unwrap();
+    let fresh = Storage::zip("0".into(), 1, data.len() as u64, Some(e[0].crc32))
+        .remembered_in(Some(Arc::new(crate::store::MemStore::default())));
+    assert!(fresh.verify(&*file).is_err());
 }
