@@ -1,7 +1,7 @@
 """Checks a mount of safetensors files against the `safetensors` package's own reading of
 them: every tensor's `.bin` is the bytes `deserialize` gives (every dtype), its `.npy` is what
-`safe_open(framework="np")` gives (bfloat16: widened to float32, as `.npy` shows it; the float8
-types: their raw bytes as uint8), its `.json` names its dtype and shape; the mount's `.safetensors` view gives every decoded
+`safe_open(framework="np")` gives (bfloat16 and the float8 types: widened to float32, as `.npy`
+shows them), its `.json` names its dtype and shape; the mount's `.safetensors` view gives every decoded
 tensor back with the same dtype and bytes.
 
 argv: mountpoint, then the source files. Exit 1 naming every mismatch.
@@ -12,6 +12,8 @@ import sys
 
 import numpy as np
 from safetensors import deserialize, safe_open
+
+from narrow_floats import SAFETENSORS, widen_float8
 
 mnt, files = sys.argv[1], sys.argv[2:]
 bad = []
@@ -36,7 +38,7 @@ for f in files:
             if t["dtype"] == "BF16":
                 want = (np.frombuffer(data, "<u2").astype("<u4") << 16).view("<f4")
             elif t["dtype"].startswith("F8"):
-                want = np.frombuffer(data, "u1")
+                want = widen_float8(SAFETENSORS[t["dtype"]], data)
             else:
                 want = st.get_tensor(key)
             want = np.asarray(want).reshape(t["shape"])

@@ -300,8 +300,13 @@ fn a_large_storages_verdict_is_remembered() {
     let file = crate::source::local().open(&path).unwrap();
     let e = zipdir::entries(file.size(), |at, buf| read_meta(&*file, at, buf)).unwrap();
     let store: Arc<dyn crate::store::Store> = Arc::new(crate::store::MemStore::default());
-    let s = Storage::zip("0".into(), e[0].header_offset, data.len() as u64, Some(e[0].crc32))
-        .remembered_in(Some(store.clone()));
+    let s = Storage::zip(
+        "0".into(),
+        e[0].header_offset,
+        data.len() as u64,
+        Some(e[0].crc32),
+    )
+    .remembered_in(Some(store.clone()));
     s.verify(&*file).unwrap();
     // A storage object of the same member whose header it could not even find: the verdict
     // comes from the store, before any byte is read.
