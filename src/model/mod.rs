@@ -11,6 +11,8 @@
 //! - Listing a directory never requires decoding tensor data.
 
 mod crc;
+#[cfg(test)]
+pub(crate) mod expect;
 pub(crate) mod float8;
 pub(crate) mod rows;
 pub mod scan;

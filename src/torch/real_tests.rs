@@ -3,9 +3,8 @@
 //! float8) and by other projects (fixtures/real/torch, ORIGIN.md says whose): every tensor reads
 //! back as torch reads it (`expected.json`, made by `torch.load` / `torch.jit.load`).
 
-use sha2::{Digest, Sha256};
-
 use super::*;
+use crate::model::expect::elements_as;
 use crate::testing::fixtures_dir;
 
 fn expected(dir: &Path) -> serde_json::Map<String, serde_json::Value> {
@@ -19,10 +18,6 @@ fn opened(path: &Path) -> Arc<dyn Model> {
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
         .unwrap_or_else(|| panic!("{}: not a PyTorch source", path.display()));
     open(&files, &opts).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 /// Every listed tensor of every file of `dir` reads as its `expected.json` says: its dtype,
@@ -43,38 +38,12 @@ fn check_dir(dir: &Path) -> (usize, usize) {
             let t = model
                 .tensor(&path)
                 .unwrap_or_else(|e| panic!("{file}: {name}: {e}"));
-            let m = t.meta();
-            assert_eq!(m.problem, None, "{file}: {name}");
             assert_eq!(
-                m.dtype.name(),
+                t.meta().dtype.name(),
                 w["dtype"].as_str().unwrap(),
                 "{file}: {name}"
             );
-            let shape: Vec<u64> = w["shape"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|d| d.as_u64().unwrap())
-                .collect();
-            assert_eq!(m.shape, shape, "{file}: {name}");
-            let n = m.num_elements().unwrap() as usize;
-            let mut got = vec![0u8; n * m.dtype.elem_size().unwrap()];
-            t.read_elements(0, &mut got)
-                .unwrap_or_else(|e| panic!("{file}: {name}: {e}"));
-            if let Some(h) = w.get("hex") {
-                assert_eq!(hex(&got), h.as_str().unwrap(), "{file}: {name}");
-            }
-            if let Some(h) = w.get("sha256") {
-                assert_eq!(
-                    hex(&Sha256::digest(&got)),
-                    h.as_str().unwrap(),
-                    "{file}: {name}"
-                );
-            }
-            assert!(
-                w.get("hex").is_some() || w.get("sha256").is_some(),
-                "{file}: {name}"
-            );
+            let _ = elements_as(&*t, w, &format!("{file}: {name}"));
             tensors += 1;
         }
     }

@@ -1,0 +1,39 @@
+//! What a format's own reader read from a file (a fixture's `expected.json`, written by the
+//! format's library), compared with what a reader here reads: shared by the readers' tests
+//! against the files of other projects.
+
+use sha2::{Digest, Sha256};
+
+use super::Tensor;
+
+pub(crate) fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// A JSON array of counts.
+pub(crate) fn shape(v: &serde_json::Value) -> Vec<u64> {
+    let dims = v.as_array().expect("a shape is an array");
+    dims.iter().map(|d| d.as_u64().expect("a count")).collect()
+}
+
+/// `t` has no problem, `want`'s shape, and all its elements (row-major, little-endian) are
+/// the bytes `want` names by `hex` or `sha256` (at least one); `what` names it in failures.
+/// Returns those bytes.
+pub(crate) fn elements_as(t: &dyn Tensor, want: &serde_json::Value, what: &str) -> Vec<u8> {
+    let m = t.meta();
+    assert_eq!(m.problem, None, "{what}");
+    assert_eq!(m.shape, shape(&want["shape"]), "{what}");
+    let n = m.num_elements().unwrap() as usize * m.dtype.elem_size().unwrap();
+    let mut got = vec![0u8; n];
+    t.read_elements(0, &mut got)
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    let (h, sum) = (want.get("hex"), want.get("sha256"));
+    assert!(h.is_some() || sum.is_some(), "{what}: no truth");
+    if let Some(h) = h {
+        assert_eq!(hex(&got), h.as_str().unwrap(), "{what}");
+    }
+    if let Some(s) = sum {
+        assert_eq!(hex(&Sha256::digest(&got)), s.as_str().unwrap(), "{what}");
+    }
+    got
+}
