@@ -23,8 +23,9 @@ const MAGIC_BINARY: &[u8] = b"\x8a\x0al\xfc\x9cF\xf9 j\xa8P\x19.";
 /// The same in protocols 0 and 1.
 const MAGIC_TEXT: &[u8] = b"L119547037146038801333356L\n.";
 const PROTOCOL_VERSION: i64 = 1001;
-/// The first read of the pickles; doubled until they fit, up to `super::MAX_PICKLE`.
-const FIRST_READ: u64 = 1 << 20;
+/// The first read of the pickles (a state dict's are a few bytes per tensor), grown fourfold
+/// until they fit, up to `super::MAX_PICKLE`: a mount reads them and next to no tensor data.
+const FIRST_READ: u64 = 64 << 10;
 /// The most storages walked count by count when the layout does not follow from the pickles.
 const MAX_WALKED: usize = 1 << 20;
 
