@@ -24,6 +24,7 @@ pub fn entries<E>(
 where
     E: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
+    zip64_in_bounds(size, &mut read)?;
     let mut fsm = rc_zip::fsm::ArchiveFsm::new(size);
     // The parser reads forward, so it needs at most the file's bytes; a damaged directory
     // that points past the end (or makes it ask again and again) ends here.
@@ -47,6 +48,58 @@ where
             Err(e) => return Err(ZipError::Format(e.to_string())),
         };
     }
+}
+
+/// The end of central directory record (22 bytes, then a comment of up to 64 KiB).
+const EOCD_SIG: [u8; 4] = *b"PK\x05\x06";
+/// The ZIP64 locator (20 bytes, just before the EOCD) and the ZIP64 EOCD record it points at.
+const LOCATOR_SIG: [u8; 4] = *b"PK\x06\x07";
+const EOCD64_SIG: [u8; 4] = *b"PK\x06\x06";
+
+/// Refuses a ZIP64 directory whose offset or size lies past the file, before the parser sees
+/// it: such counts overflow its arithmetic (a fuzzer's find). Only the tail is read, which
+/// the parser reads next anyway.
+fn zip64_in_bounds<E>(
+    size: u64,
+    read: &mut impl FnMut(u64, &mut [u8]) -> Result<(), E>,
+) -> Result<(), ZipError>
+where
+    E: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let mut get = |at: u64, n: u64| -> Result<Vec<u8>, ZipError> {
+        let mut buf = vec![0u8; n as usize];
+        read(at, &mut buf).map_err(|e| ZipError::Read(e.into()))?;
+        Ok(buf)
+    };
+    let tail_len = size.min(22 + 0xffff + 20);
+    let tail = get(size - tail_len, tail_len)?;
+    let Some(eocd) = tail.windows(4).rposition(|w| w == EOCD_SIG) else {
+        return Ok(()); // the parser says what is missing
+    };
+    let Some(loc) = eocd.checked_sub(20).map(|l| &tail[l..eocd]) else {
+        return Ok(());
+    };
+    if loc[..4] != LOCATOR_SIG {
+        return Ok(());
+    }
+    let at = u64::from_le_bytes(loc[8..16].try_into().expect("8 bytes"));
+    if at.checked_add(56).is_none_or(|end| end > size) {
+        return Err(ZipError::Format(
+            "its ZIP64 directory record lies past the end".into(),
+        ));
+    }
+    let rec = get(at, 56)?;
+    if rec[..4] != EOCD64_SIG {
+        return Ok(());
+    }
+    let dir_size = u64::from_le_bytes(rec[40..48].try_into().expect("8 bytes"));
+    let dir_at = u64::from_le_bytes(rec[48..56].try_into().expect("8 bytes"));
+    if dir_at.checked_add(dir_size).is_none_or(|end| end > size) {
+        return Err(ZipError::Format(
+            "its ZIP64 directory lies past the end".into(),
+        ));
+    }
+    Ok(())
 }
 
 /// Bytes of a local header before its name and extra field.
@@ -100,6 +153,22 @@ mod tests {
         let start = data_start(at, &z[at as usize..]).unwrap() as usize;
         assert_eq!(&z[start..start + 10], &[7; 10]);
         assert_eq!(data_start(0, b"PK\x01\x02"), None);
+    }
+
+    /// A ZIP64 directory offset past the file (a fuzzer's find: it overflowed the parser's
+    /// arithmetic) is refused before the parser sees it.
+    #[test]
+    fn a_zip64_directory_past_the_end_is_refused() {
+        let z = std::fs::read(
+            crate::testing::fixtures_dir().join("torch/crash-zip64-directory-offset.pt"),
+        )
+        .unwrap();
+        let r = entries(z.len() as u64, |at, buf: &mut [u8]| {
+            buf.copy_from_slice(&z[at as usize..at as usize + buf.len()]);
+            Ok::<_, std::io::Error>(())
+        });
+        let e = r.err().expect("refused").to_string();
+        assert!(e.contains("ZIP64"), "{e}");
     }
 
     #[test]
