@@ -1,7 +1,7 @@
 #!/bin/sh
-# Seeds fuzz/corpus/<target>/ from the committed fixtures (fixtures/tf, fixtures/angel) and the
-# real-world models (../shared/realworld, or $MODELFS_SHARED/realworld). Idempotent: seed files
-# are named by content hash. Usage: fuzz/seed.sh
+# Seeds fuzz/corpus/<target>/ from the committed fixtures (fixtures/, including fixtures/real) and
+# the real-world models (../shared/realworld, or $MODELFS_SHARED/realworld). Idempotent: seed
+# files are named by content hash. Usage: fuzz/seed.sh
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
@@ -75,6 +75,86 @@ def envelope(b):
         return b[2:]
     return b
 
+def pickle_ends(data, n):
+    """End offsets of the first n pickles of data (pickletools stops at each STOP)."""
+    import io, pickletools
+    f, ends = io.BytesIO(data), []
+    for _ in range(n):
+        for _ in pickletools.genops(f):
+            pass
+        ends.append(f.tell())
+    return ends
+
+def torch_seeds(p, data):
+    """torch: the file (<= 64 KiB) and its object pickle; torch_walk: the object pickle;
+    torch_legacy: a legacy file past its third pickle (the target prepends those three)."""
+    put("torch", data)
+    try:
+        if data[:4] == b"PK\x03\x04":
+            import zipfile
+            with zipfile.ZipFile(p) as z:
+                for n in z.namelist():
+                    if n == "data.pkl" or n.endswith("/data.pkl"):
+                        pkl = z.read(n)
+                        put("torch", pkl)  # the pickle alone
+                        put("torch_walk", pkl)
+        else:
+            e = pickle_ends(data, 4)  # magic number, protocol version, sys info, objects
+            put("torch_legacy", data[e[2]:][:MAX])
+            put("torch_walk", data[e[2]:e[3]])
+    except Exception as ex:
+        print("torch seeds: skipped", p, ex, file=sys.stderr)
+
+def gguf_blocks(data):
+    """gguf_blocks: each tensor's bytes of a GGUF file, in 4 KiB chunks."""
+    def take(fmt):
+        v = struct.unpack_from(fmt, data, pos[0]); pos[0] += struct.calcsize(fmt); return v[0]
+    def string():
+        n = take("<Q"); s_ = data[pos[0]:pos[0] + n]; pos[0] += n; return s_
+    sizes = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?",
+             10: "<Q", 11: "<q", 12: "<d"}
+    def value(t):
+        if t == 8:
+            return string()
+        if t == 9:
+            et = take("<I"); n = take("<Q")
+            return [value(et) for _ in range(n)]
+        return take(sizes[t])
+    try:
+        pos = [8]
+        nt = take("<Q"); nkv = take("<Q")
+        align = 32
+        for _ in range(nkv):
+            k = string(); v = value(take("<I"))
+            if k == b"general.alignment":
+                align = v
+        offs = []
+        for _ in range(nt):
+            string(); nd = take("<I")
+            for _ in range(nd):
+                take("<Q")
+            take("<I"); offs.append(take("<Q"))
+        start = (pos[0] + align - 1) // align * align
+        offs = sorted(set(offs)) + [len(data) - start]
+        for a, b in zip(offs, offs[1:]):
+            t = data[start + a:start + b]
+            for i in range(0, len(t), 4096):
+                put("gguf_blocks", t[i:i + 4096])
+    except Exception as ex:
+        print("gguf_blocks seeds: skipped", ex, file=sys.stderr)
+
+# The torch fixtures, zip or legacy, whatever their names.
+for d in ("torch", "torch/more", "real/torch"):
+    d = os.path.join(root, "fixtures", d)
+    for f in sorted(os.listdir(d)) if os.path.isdir(d) else []:
+        fp = os.path.join(d, f)
+        if not os.path.isfile(fp):
+            continue
+        with open(fp, "rb") as fh:
+            data = fh.read()
+        if data[:4] == b"PK\x03\x04" or data[:2] == b"\x80\x02":
+            torch_seeds(fp, data)
+
 for p in files():
     name = os.path.basename(p)
     data = open(p, "rb").read()
@@ -100,18 +180,15 @@ for p in files():
     elif re.search(r"-\d{5}-of-\d{5}$", name):
         put("monolith", data[:MAX])  # a Monolith hash-table shard
     elif name.endswith(".safetensors"):
-        put("safetensors", data)
+        put("safetensors", data[:MAX])  # whole, or its first 64 KiB (header and first tensors)
     elif name.endswith((".npy", ".npz")):
-        put("numpy", data)
+        put("numpy", data[:MAX])
     elif data[:4] == b"GGUF":
-        put("gguf", data)
+        put("gguf", data[:MAX])
+        if name in ("kquants.gguf", "ggml_c.gguf"):
+            gguf_blocks(data)
     elif name.endswith((".pt", ".bin")) and data[:4] == b"PK\x03\x04":
-        put("torch", data)
-        import zipfile
-        with zipfile.ZipFile(p) as z:
-            for n in z.namelist():
-                if n.endswith("/data.pkl"):
-                    put("torch", z.read(n))  # the pickle alone
+        torch_seeds(p, data)
     elif name == "checkpoint":
         put("checkpoint_state", data)
     elif name in ("_meta", "meta"):
