@@ -15,8 +15,8 @@ use std::borrow::Cow;
 
 use super::meta::{MatrixMeta, PartMeta};
 use super::rowtype::ValueType;
-use super::text;
 use super::AngelFormat;
+use super::{crlf, text};
 use crate::model::SparseRows;
 use crate::source::ReadAt;
 
@@ -282,20 +282,43 @@ fn with_text_slice<T>(inp: &PartInput<'_>, lines: u64, parse: impl Fn(&[u8]) -> 
         Ok(v) => return Ok(v),
         Err(e) => e,
     };
-    let lenient = (|| {
-        let off = part.offset.checked_add(inp.lines_before)?;
-        let len = part.length.checked_add(lines)?;
+    // A CRLF copy's window: where the meta's line counts put it, else where the copy's own CRs
+    // say (crlf.rs). Every LF in it must follow a CR, and the lines must be the meta's count.
+    let try_window = |(off, len): (u64, u64)| -> Option<T> {
         let d = slice(inp, off, len).ok()?;
+        let lfs = memchr::memchr_iter(b'\n', &d).count() as u64;
         let crlf = d.windows(2).filter(|w| w == b"\r\n").count() as u64;
-        if lines == 0 || d.last() != Some(&b'\n') || text::count_lines(&d) != lines || crlf != lines
-        {
-            return None;
-        }
-        if off > 0 && inp.file.read_at(off - 1, 1).ok()?.first() != Some(&b'\n') {
+        // The last line may lack its LF (nolf).
+        if lines == 0 || text::count_lines(&d) != lines || crlf != lfs {
             return None;
         }
         parse(&d).ok()
-    })();
+    };
+    let by_lines = part
+        .offset
+        .checked_add(inp.lines_before)
+        .zip(part.length.checked_add(lines))
+        .filter(|&(off, _)| {
+            off == 0
+                || inp
+                    .file
+                    .read_at(off - 1, 1)
+                    .ok()
+                    .and_then(|b| b.first().copied())
+                    == Some(b'\n')
+        });
+    // Line counts place the window right only if its last line has its LF (crlf.rs).
+    let by_lines = by_lines.filter(|&(off, len)| {
+        let last = off.checked_add(len).and_then(|e| e.checked_sub(1));
+        last.and_then(|at| inp.file.read_at(at, 1).ok()?.first().copied()) == Some(b'\n')
+    });
+    let lenient = by_lines.and_then(try_window).or_else(|| {
+        crlf::window(inp.file, part.offset, part.length)
+            .ok()
+            .flatten()
+            .filter(|&w| Some(w) != by_lines)
+            .and_then(try_window)
+    });
     match lenient {
         Some(v) => {
             log::warn!(

@@ -12,6 +12,7 @@
 //! the first matrix's meta header is checked so that a legacy (binary or `writeUTF`) model is
 //! refused as a whole with a clear message (§3.2), instead of mounting a tree of broken files.
 
+mod crlf;
 mod decimal;
 pub mod decode;
 mod dir;

@@ -19,7 +19,7 @@ use super::decode::{
 };
 use super::lines::{LineIndex, STRIDE};
 use super::rowtype::ValueType;
-use super::{idline, text, AngelFormat};
+use super::{crlf, idline, text, AngelFormat};
 use crate::model::{ColumnBlock, Entries};
 use crate::source::ReadAt;
 use crate::store::Store;
@@ -159,6 +159,12 @@ impl Region {
                     .and_then(|b| b.first().copied())
                     == Some(b'\n')
         };
+        // A window by line counts is right only if the partition's last line has its LF
+        // (else the window takes the next partition's first byte: crlf.rs).
+        let ends_line = |off: u64, len: u64| {
+            let last = off.checked_add(len).and_then(|e| e.checked_sub(1));
+            last.and_then(|at| file.read_at(at, 1).ok()?.first().copied()) == Some(b'\n')
+        };
         let first_line_crlf = |off: u64, len: u64| -> Res<Option<bool>> {
             let n = len.min(1 << 20) as usize;
             let data = file.read_at(off, n)?;
@@ -179,8 +185,15 @@ impl Region {
                 .filter(|&(off, len)| {
                     off.checked_add(len).is_some_and(|end| end <= file.size())
                         && starts_line(off)
+                        && ends_line(off, len)
                         && first_line_crlf(off, len).ok().flatten() == Some(true)
                 });
+            // Else the copy's own CRs say where it is, whatever the meta's counts.
+            let lenient = match lenient {
+                Some(w) => Some(w),
+                None => crlf::window(file, part.offset, part.length)?
+                    .filter(|&(off, len)| first_line_crlf(off, len).ok().flatten() != Some(false)),
+            };
             match lenient {
                 Some((off, len)) => {
                     log::warn!(

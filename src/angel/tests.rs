@@ -262,10 +262,15 @@ fn check_ranges(ctx: &str, t: &dyn Tensor, s: &SparseRows) {
 }
 
 fn check_case(case: &str, sep_override: Option<&str>) {
+    check_case_at(case, &fixtures().join(case).join("model"), sep_override)
+}
+
+/// `check_case` of the model at `model_dir` (a copy of the case's model).
+fn check_case_at(case: &str, model_dir: &Path, sep_override: Option<&str>) {
     let dir = fixtures().join(case);
     let e: Value =
         serde_json::from_slice(&std::fs::read(dir.join("expected.json")).unwrap()).unwrap();
-    let model_dir = dir.join("model");
+    let model_dir = model_dir.to_path_buf();
     let sep = sep_override.unwrap_or_else(|| e["sep"].as_str().unwrap_or(","));
     if let Some(needle) = e.get("open_error").and_then(Value::as_str) {
         assert!(is_model_dir(&crate::source::local(), &model_dir), "{case}");
@@ -315,6 +320,50 @@ fn fixture_tree() {
 fn fixture_crlf() {
     check_case("crlf", None);
 }
+/// Files that acquired CRLF line endings (formats/angel.md §9.7) read as the originals, in
+/// every text format, with partitions sharing files, after partitions whose last line has no
+/// LF (where the meta's line counts misplace them) and with other separators.
+#[test]
+fn crlf_copies_of_every_text_fixture() {
+    for case in ["formats", "nolf", "lr35", "numbers", "sep_tab", "tree"] {
+        let d = tempfile::tempdir().unwrap();
+        let mut converted = 0;
+        copy_tree(
+            &fixtures().join(case).join("model"),
+            d.path(),
+            &mut |name, data| {
+                // Text partitions only: metas, checksums and binary partitions stay as they are.
+                let text = data
+                    .iter()
+                    .all(|&c| c == b'\n' || c == b'\t' || (b' '..=b'~').contains(&c));
+                if name.starts_with(['_', '.']) || name == "meta" || !text {
+                    return data.to_vec();
+                }
+                converted += 1;
+                data.iter()
+                    .flat_map(|&c| if c == b'\n' { vec![b'\r', c] } else { vec![c] })
+                    .collect()
+            },
+        );
+        assert!(converted > 0, "{case}: no text partition");
+        check_case_at(case, d.path(), None);
+    }
+}
+
+fn copy_tree(from: &Path, to: &Path, f: &mut dyn FnMut(&str, &[u8]) -> Vec<u8>) {
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let (src, dst) = (e.path(), to.join(e.file_name()));
+        if src.is_dir() {
+            std::fs::create_dir(&dst).unwrap();
+            copy_tree(&src, &dst, f);
+        } else {
+            let name = e.file_name().to_string_lossy().into_owned();
+            std::fs::write(&dst, f(&name, &std::fs::read(&src).unwrap())).unwrap();
+        }
+    }
+}
+
 /// Java writers end some text partitions without LF (Angel's own test LR): every text
 /// format reads exactly, also where a partition starts right after an unterminated one.
 #[test]
