@@ -279,13 +279,23 @@ fn hostile_pickles_run_nothing_when_mounted() {
 /// shows it), a type not decoded has no `.npy` and its `.json` names it as ggml does, and
 /// `__metadata__.json` holds the writer's metadata.
 const GGUF_CHECK: &str = r#"
-import json, os, sys
+import hashlib, json, os, sys
 import numpy as np
 mnt, exp = sys.argv[1], json.load(open(sys.argv[2]))[sys.argv[3]]
 K_QUANTS = {"Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q8_K"}
 bad, n = [], 0
 for name, t in exp["tensors"].items():
     base = os.path.join(mnt, name)
+    if "sha256" in t:
+        # fixtures/real/gguf/expected.json: digests of what gguf-py gives (values of a
+        # quantized type as float32, a plain type's stored elements).
+        meta = json.load(open(base + ".json"))
+        plain = t["type"] in ("F32", "F16", "BF16", "F64", "I8", "I16", "I32", "I64")
+        data = open(base + ".bin", "rb").read() if plain else np.load(base + ".npy").astype("<f4").tobytes()
+        if meta["ggml_type"] != t["type"] or hashlib.sha256(data).hexdigest() != t["sha256"]:
+            bad.append(f"{name}: {meta['ggml_type']} differs from gguf-py's")
+        n += 1
+        continue
     if open(base + ".bin", "rb").read().hex() != t["raw"]:
         bad.append(f"{name}: .bin differs")
     meta = json.load(open(base + ".json"))
@@ -331,13 +341,19 @@ fn gguf_sources_read_as_gguf_reads_them() {
         ("model.gguf", "expected.json", 14),
         ("kquants.gguf", "kquants.json", 10),
         ("ggml_c.gguf", "ggml_c.json", 13),
+        // Blocks quantized by llama.cpp's llama-quantize (fixtures/real/gguf/ORIGIN.md).
+        (
+            "../real/gguf/gemma-3-270m-q4_k_m.trimmed.gguf",
+            "../real/gguf/expected.json",
+            5,
+        ),
     ] {
         let m = fuse.mount(&dir.join(file), "layouts=json,npy,bin");
         let out = Command::new("python3")
             .args(["-c", GGUF_CHECK])
             .arg(m.path())
             .arg(dir.join(truth))
-            .arg(file)
+            .arg(Path::new(file).file_name().unwrap())
             .output()
             .unwrap();
         let text = String::from_utf8_lossy(&out.stdout);
@@ -532,6 +548,45 @@ fn a_flipped_byte_in_a_torch_storage_fails_only_its_tensors() {
         }
     }
     assert!(failed >= 1 && read >= 5, "{failed} failed, {read} read");
+    m.unmount_and_check();
+}
+
+/// A truncated copy of a real K-quant GGUF (llama.cpp's blocks): `verify` exits 2 naming the
+/// tensor cut short, `info` lists it as a problem, and a mount still serves the tensors whole.
+#[test]
+fn a_truncated_real_gguf_fails_only_its_cut_tensor() {
+    let Some(fuse) = Fuse::check() else { return };
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("cut.gguf");
+    let mut bytes =
+        std::fs::read(here.join("fixtures/real/gguf/gemma-3-270m-q4_k_m.trimmed.gguf")).unwrap();
+    let run = |cmd: &str| {
+        Command::new(crate::support::modelfs())
+            .args([cmd.as_ref(), src.as_os_str()])
+            .output()
+            .unwrap()
+    };
+    std::fs::write(&src, &bytes).unwrap();
+    assert_eq!(run("verify").status.code(), Some(0));
+    // The last tensor written is the Q6_K one: cut into its last block.
+    bytes.truncate(bytes.len() - 100);
+    std::fs::write(&src, &bytes).unwrap();
+    let o = run("verify");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(2), "{out}");
+    assert!(out.contains("blk.0.ffn_down.weight"), "{out}");
+    let info = String::from_utf8_lossy(&run("info").stdout).into_owned();
+    assert!(info.contains("blk.0.ffn_down.weight"), "{info}");
+    let m = fuse.mount(&src, "layouts=json,npy,bin");
+    // GGUF names keep their dots.
+    let root = m.path().to_path_buf();
+    let cut = std::fs::read(root.join("blk.0.ffn_down.weight.npy"));
+    assert_eq!(cut.unwrap_err().raw_os_error(), Some(5));
+    for whole in ["attn_output.weight.npy", "attn_k.weight.npy", "attn_k_norm.weight.bin"] {
+        let whole = format!("blk.0.{whole}");
+        std::fs::read(root.join(&whole)).unwrap_or_else(|e| panic!("{whole}: {e}"));
+    }
     m.unmount_and_check();
 }
 
