@@ -2,11 +2,13 @@
 //! the chunk offsets of its text files (their exact sizes survive remounts) and the checksum
 //! verdicts of its large tensors. It is read once, on first use, and grows by appends.
 //!
-//! File format (little-endian): a header `MFSTORE1`, source length (u32), source bytes,
+//! File format (little-endian): a header `MFSTORE3`, source length (u32), source bytes,
 //! CRC32C (u32) of what precedes it; then records, each `len` (u32), `body` (`len` bytes),
 //! CRC32C (u32) of `len` and `body`. A body is the record's kind (`Record::KIND`: length u32,
 //! bytes), key (length u32, bytes) and the record's own encoding (the rest). The last record
-//! of a kind and key wins.
+//! of a kind and key wins. A key is stored with the source (named once, in the header) written
+//! as `\x01s` (`short_key`): identity strings repeat the source's path, and a store whose
+//! size grew with where the source lives would hold fewer models under one cap.
 //!
 //! Invariants: nothing from the file is used unless its checksum holds and its lengths fit in
 //! the bytes that exist; a record is used only as its type decodes it (`Record::decode`); a
@@ -27,8 +29,9 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 
 use super::{fnv1a64, Store};
 
-/// `2`: typed records (`1` kept offsets and verdicts only; such a file starts afresh).
-const MAGIC: &[u8] = b"MFSTORE2";
+/// `3`: keys without the source's path (`2` repeated it; `1` kept offsets and verdicts only;
+/// such files start afresh).
+const MAGIC: &[u8] = b"MFSTORE3";
 /// Superseded records are dropped when they are the majority of a file bigger than this.
 const COMPACT_ABOVE: u64 = 256 << 10;
 
@@ -341,17 +344,30 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     std::fs::rename(&tmp, path)
 }
 
+/// `key` with each occurrence of `source` written `\x01s`, after every `\x01` of both is
+/// doubled: one-to-one, so two keys never share a record.
+fn short_key(source: &str, key: &str) -> String {
+    const ESC: &str = "\u{1}";
+    let escaped = key.replace(ESC, "\u{1}\u{1}");
+    if source.is_empty() {
+        return escaped;
+    }
+    escaped.replace(&source.replace(ESC, "\u{1}\u{1}"), "\u{1}s")
+}
+
 impl Store for DiskStore {
     fn get_bytes(&self, kind: &str, key: &str) -> Option<Vec<u8>> {
+        let key = short_key(&self.source, key);
         let r = self
             .loaded()
             .records
             .read()
             .unwrap_or_else(|e| e.into_inner());
-        r.get(&(kind.to_owned(), key.to_owned())).cloned()
+        r.get(&(kind.to_owned(), key)).cloned()
     }
 
     fn put_bytes(&self, kind: &str, key: &str, body: &[u8]) {
+        let key = &short_key(&self.source, key);
         {
             let l = self.loaded();
             let mut r = l.records.write().unwrap_or_else(|e| e.into_inner());

@@ -174,3 +174,39 @@ fn shared_stores_are_one_per_directory_and_source() {
     assert!(Arc::ptr_eq(&a, &b));
     assert!(!Arc::ptr_eq(&a, &c));
 }
+
+/// A store's size does not depend on where its source lives (keys repeat the source's path;
+/// a cap that holds N models in one place holds N in any), and shortened keys stay apart.
+#[test]
+fn the_size_does_not_grow_with_the_source_path() {
+    let size_for = |source: &str| {
+        let dir = tempfile::tempdir().unwrap();
+        let s = fresh(dir.path(), source);
+        for i in 0..50 {
+            save(&s, &format!("{source}/t{i}.txt:10:20:30"), &[0, 1, 2]);
+            mark(&s, &format!("crc32 {source}/data:{i}:{source}/data"));
+        }
+        std::fs::metadata(s.path()).unwrap().len() - source.len() as u64
+    };
+    assert_eq!(
+        size_for("/m"),
+        size_for("/a/much/longer/checkout/path/of/the/model")
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let s = fresh(dir.path(), "/m\u{1}x");
+    // Keys that a careless shortening would confuse: the source itself, its escape.
+    let keys = [
+        "/m\u{1}x/a",
+        "\u{1}s/a",
+        "\u{1}/m\u{1}x/a",
+        "\u{1}\u{1}s/a",
+        "/m/a",
+    ];
+    for (i, k) in keys.iter().enumerate() {
+        save(&s, k, &[0, i as u64 + 1]);
+    }
+    let again = fresh(dir.path(), "/m\u{1}x");
+    for (i, k) in keys.iter().enumerate() {
+        assert_eq!(load(&again, k), Some(vec![0, i as u64 + 1]), "{k:?}");
+    }
+}
