@@ -934,7 +934,7 @@ fn diff_rows_names_each_id_that_moved() {
         .arg("nope")
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(64), "a name of no table");
 }
 
 /// `check`: a slot whose ids are not its table's and a finite 1e38 are both found (exit 2,
@@ -1048,4 +1048,75 @@ fn check_finds_slot_key_sets_and_huge_values() {
         .0,
         Some(2)
     );
+}
+
+/// One table of exit codes (README "Exit status"), command by command, on a clean model, the
+/// same with one tensor's bytes flipped (its CRC-32C fails) and a name that is not there:
+/// each code, and the summary line that goes with it.
+#[test]
+fn exit_codes_command_by_command() {
+    let tmp = tempfile::tempdir().unwrap();
+    let clean = fixture("partitioned/ckpt");
+    let bad_dir = tmp.path().join("bad");
+    std::fs::create_dir(&bad_dir).unwrap();
+    for f in ["ckpt.index", "ckpt.data-00000-of-00001"] {
+        std::fs::copy(fixture("partitioned").join(f), bad_dir.join(f)).unwrap();
+    }
+    let data = bad_dir.join("ckpt.data-00000-of-00001");
+    let mut bytes = std::fs::read(&data).unwrap();
+    bytes[100] ^= 0x10; // inside rows_10x4
+    std::fs::write(&data, bytes).unwrap();
+    let bad = bad_dir.join("ckpt");
+    let other = fixture("dtypes/ckpt");
+    let (c, b, o) = (
+        clean.to_str().unwrap(),
+        bad.to_str().unwrap(),
+        other.to_str().unwrap(),
+    );
+    let cases: &[(&[&str], i32, &str)] = &[
+        (&["frobnicate"], 1, ""),
+        (&["list", "--bogus", c], 1, ""),
+        (&["info", c], 0, "problems: none"),
+        (&["info", b], 0, "data not verified"),
+        (&["list", c], 0, "rows_10x4"),
+        (&["verify", c], 0, "no problems"),
+        (&["verify", b], 2, "1 problem in 6 tensors"),
+        (&["check", c], 0, ": 0 problems"),
+        (&["check", b], 2, ": 1 problem"),
+        (&["check", c, "nosuch"], 64, ""),
+        (&["stats", c], 0, "rows_10x4"),
+        (&["stats", b], 2, "rows_10x4"),
+        (&["stats", c, "nosuch"], 64, ""),
+        (&["ls", c], 0, "rows_10x4.txt"),
+        (&["ls", c, "nosuch"], 64, ""),
+        (&["cat", c, "rows_10x4.txt"], 0, ""),
+        (&["cat", b, "rows_10x4.txt"], 2, ""),
+        (&["cat", c, "nosuch.txt"], 64, ""),
+        (&["row", c, "rows_10x4", "3"], 0, "3\t"),
+        (&["row", c, "rows_10x4", "99"], 1, ""),
+        (&["row", c, "nosuch", "3"], 64, ""),
+        (&["diff", c, c], 0, "identical"),
+        (&["diff", c, o], 1, "only in"),
+        (&["diff", c, b], 2, "1 error"),
+        (&["diff", "--rows", c, c], 0, ""),
+        (&["diff", "--rows", c, c, "nosuch"], 64, ""),
+    ];
+    let mut wrong = Vec::new();
+    for (args, code, says) in cases {
+        let mut args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_ref()).collect();
+        // Nothing remembered between cases: each reads what it checks.
+        if args.len() > 1 && !args[1].to_string_lossy().starts_with('-') {
+            args.insert(1, "-o".as_ref());
+            args.insert(2, "cache_dir=none".as_ref());
+        }
+        let out = run(&args);
+        let all = format!("{}{}", text(&out), String::from_utf8_lossy(&out.stderr));
+        if out.status.code() != Some(*code) || !all.contains(says) {
+            wrong.push(format!(
+                "{args:?}: {:?} (want {code}): {all}",
+                out.status.code()
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }

@@ -583,7 +583,11 @@ fn a_truncated_real_gguf_fails_only_its_cut_tensor() {
     let root = m.path().to_path_buf();
     let cut = std::fs::read(root.join("blk.0.ffn_down.weight.npy"));
     assert_eq!(cut.unwrap_err().raw_os_error(), Some(5));
-    for whole in ["attn_output.weight.npy", "attn_k.weight.npy", "attn_k_norm.weight.bin"] {
+    for whole in [
+        "attn_output.weight.npy",
+        "attn_k.weight.npy",
+        "attn_k_norm.weight.bin",
+    ] {
         let whole = format!("blk.0.{whole}");
         std::fs::read(root.join(&whole)).unwrap_or_else(|e| panic!("{whole}: {e}"));
     }

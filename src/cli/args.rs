@@ -65,8 +65,10 @@ const AFTER_HELP: &str = "\n\n\
 ENVIRONMENT: MODELFS_LOG (daemon log file), RUST_LOG (log level: error, warn, info, debug),
 AWS_* (S3 credentials and region).
 
-EXIT STATUS: 0 success; 1 usage (bad arguments, unknown option, a path not in the tree);
-2 source not recognised or unreadable, or problems found by verify; 3 mount or unmount failed.
+EXIT STATUS: 0 success (identical, all found); 1 usage (bad arguments, unknown option), and
+for diff: they differ, for row: an id is not there; 2 trouble (a source not recognised or
+unreadable; problems found by verify, check or stats); 3 mount or unmount failed; 64 a name or
+path not in the model (ls, cat, row, stats, check, diff --rows TABLE).
 
 As a mount(8) helper (`ln -s $(command -v modelfs) /sbin/mount.fuse.modelfs`):
   mount -t fuse.modelfs SOURCE MOUNTPOINT -o OPTIONS, or in /etc/fstab:

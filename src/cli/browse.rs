@@ -10,7 +10,7 @@ use crate::fs::{FileKind, FsError, Opening, Tree};
 use crate::layout::Patient;
 use crate::options::Options;
 
-use super::{build_tree, Failure, EXIT_OK, EXIT_SOURCE, EXIT_USAGE};
+use super::{build_tree, Failure, EXIT_OK, EXIT_SOURCE, EXIT_UNKNOWN_NAME};
 
 /// Bytes per read in `cat` (bounded memory whatever the file size).
 const CAT_CHUNK: usize = 1 << 20;
@@ -18,7 +18,7 @@ const CAT_CHUNK: usize = 1 << 20;
 fn path_failure(path: &OsStr, e: &FsError) -> Failure {
     let status = match e {
         FsError::Io(_) | FsError::Stale(_) => EXIT_SOURCE,
-        _ => EXIT_USAGE,
+        _ => EXIT_UNKNOWN_NAME,
     };
     Failure::new(status, format!("{}: {e}", path.to_string_lossy()))
 }
@@ -28,7 +28,7 @@ fn write_failure(e: io::Error) -> Failure {
         // The reader went away (`| head`): stop writing; not an error of ours.
         Failure::silent(EXIT_OK)
     } else {
-        Failure::new(EXIT_USAGE, format!("writing output: {e}"))
+        Failure::new(EXIT_SOURCE, format!("writing output: {e}"))
     }
 }
 
@@ -155,11 +155,11 @@ pub(crate) fn row_into(
             }
             Err(f) => match tree.resolve(format!("{base}.rows").as_bytes()) {
                 // The tensor is keyed and the id is absent: say so, go on.
-                Ok(_) if f.status == EXIT_USAGE => missing.push(id),
+                Ok(_) if f.status == EXIT_UNKNOWN_NAME => missing.push(id),
                 Ok(_) => return Err(f),
                 Err(_) => {
                     let msg = format!("{base}: no such keyed tensor (see `modelfs list`)");
-                    return Err(Failure::new(EXIT_USAGE, msg));
+                    return Err(Failure::new(EXIT_UNKNOWN_NAME, msg));
                 }
             },
         }
@@ -172,7 +172,7 @@ pub(crate) fn row_into(
         for id in &missing {
             eprintln!("modelfs: {base}: no row with id {id}");
         }
-        return Err(Failure::silent(EXIT_USAGE));
+        return Err(Failure::silent(super::EXIT_NO));
     }
     Ok(())
 }
@@ -236,7 +236,10 @@ mod tests {
             "latest/W.json\nlatest/W.txt\n"
         );
         assert_eq!(ls_text(&t, Some("b.txt")).unwrap(), "b.txt\n");
-        assert_eq!(ls_text(&t, Some("nope")).unwrap_err().status, EXIT_USAGE);
+        assert_eq!(
+            ls_text(&t, Some("nope")).unwrap_err().status,
+            EXIT_UNKNOWN_NAME
+        );
     }
 
     #[test]
@@ -250,11 +253,11 @@ mod tests {
         assert_eq!(out, b"1.5\n2.0\n");
         assert_eq!(
             cat_into(&t, b"a", &mut Vec::new()).unwrap_err().status,
-            EXIT_USAGE
+            EXIT_UNKNOWN_NAME
         );
         assert_eq!(
             cat_into(&t, b"x.txt", &mut Vec::new()).unwrap_err().status,
-            EXIT_USAGE
+            EXIT_UNKNOWN_NAME
         );
     }
 }

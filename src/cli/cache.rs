@@ -6,7 +6,7 @@ use std::io::Write;
 use crate::options::Options;
 use crate::store::lru;
 
-use super::{Failure, EXIT_USAGE};
+use super::{Failure, EXIT_SOURCE, EXIT_USAGE};
 
 #[derive(clap::Subcommand, Debug)]
 pub(crate) enum CacheAction {
@@ -68,5 +68,5 @@ pub(crate) fn cache(action: &CacheAction, opts: &Options) -> Result<(), Failure>
     };
     std::io::stdout()
         .write_all(text.as_bytes())
-        .map_err(|e| Failure::new(EXIT_USAGE, format!("writing output: {e}")))
+        .map_err(|e| Failure::new(EXIT_SOURCE, format!("writing output: {e}")))
 }

@@ -34,7 +34,10 @@ struct Problem {
 }
 
 fn is_float(d: DType) -> bool {
-    matches!(d, DType::F32 | DType::F64 | DType::F16 | DType::BF16)
+    matches!(
+        d,
+        DType::F32 | DType::F64 | DType::F16 | DType::BF16 | DType::Float8(_)
+    )
 }
 
 /// The slots of each table: `(table, slot)` paths. `names` are sorted, so the paths under
@@ -103,7 +106,7 @@ pub(crate) fn check(
         let (Some(x), Some(y)) = (match scans {
             Ok(p) => p,
             Err(e) => {
-                trouble.push(format!("{s}: {e}"));
+                trouble.push((s.clone(), format!("{s}: {e}")));
                 continue;
             }
         }) else {
@@ -122,17 +125,36 @@ pub(crate) fn check(
                 &k.sample_slot,
             )),
             Ok(_) => {}
-            Err(e) => trouble.push(format!("{t} and {s}: {e}")),
+            Err(e) => trouble.push((s.clone(), format!("{t} and {s}: {e}"))),
         }
     }
 
     // Values: finite and within the bound, from the stats (on all cores, remembered).
-    let found: Vec<_> = walk(&*model)
+    let walked: Vec<_> = walk(&*model)
         .map_err(|e| source_failure(source, e))?
         .into_iter()
-        .filter(|f| {
-            within(&f.path) && is_float(f.tensor.meta().dtype) && f.tensor.meta().problem.is_none()
-        })
+        .filter(|f| within(&f.path))
+        .collect();
+    // A path of nothing is a typo, not a sane model.
+    for w in &wanted {
+        let named =
+            walked.iter().any(|f| at_or_below(&f.path, w)) || all.keys().any(|n| at_or_below(n, w));
+        if !named {
+            return Err(Failure::new(
+                super::EXIT_UNKNOWN_NAME,
+                format!("{w}: no such tensor or directory (see `modelfs list`)"),
+            ));
+        }
+    }
+    // A tensor that cannot be read is not sane: a problem, named like the others.
+    for f in &walked {
+        if let Some(why) = &f.tensor.meta().problem {
+            trouble.push((f.path.clone(), format!("{}: {why}", f.path)));
+        }
+    }
+    let found: Vec<_> = walked
+        .into_iter()
+        .filter(|f| is_float(f.tensor.meta().dtype) && f.tensor.meta().problem.is_none())
         .collect();
     let tensors: Vec<Arc<dyn Tensor>> = found.iter().map(|f| f.tensor.clone()).collect();
     let store = ctx.cache.offset_store().map(|s| &**s as &dyn Store);
@@ -142,7 +164,7 @@ pub(crate) fn check(
         let p = match o {
             Ok(p) => p,
             Err(e) => {
-                trouble.push(format!("{}: {e}", f.path));
+                trouble.push((f.path.clone(), format!("{}: {e}", f.path)));
                 continue;
             }
         };
@@ -179,6 +201,16 @@ pub(crate) fn check(
         }
     }
 
+    // What could not be read is a problem too, so the count, the lines and the exit status
+    // agree.
+    for (name, t) in &trouble {
+        problems.push(Problem {
+            what: "unreadable",
+            name: name.clone(),
+            detail: json!(t),
+            text: format!("{t} (not read)"),
+        });
+    }
     let text = match as_json {
         true => {
             let items: Vec<_> = problems
@@ -191,7 +223,7 @@ pub(crate) fn check(
                 "slots_checked": slots_checked,
                 "max_abs": max_abs,
                 "problems": items,
-                "errors": trouble,
+                "errors": trouble.iter().map(|(_, t)| t).collect::<Vec<_>>(),
             });
             format!("{}\n", serde_json::to_string_pretty(&o).unwrap_or_default())
         }
@@ -214,9 +246,6 @@ pub(crate) fn check(
         }
     };
     write_out(text.as_bytes())?;
-    if !trouble.is_empty() {
-        return Err(Failure::new(EXIT_SOURCE, trouble.join("; ")));
-    }
     match problems.is_empty() {
         true => Ok(()),
         false => Err(Failure::new(

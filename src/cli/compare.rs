@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use super::inspect::{shape_compact, source_failure, walk, write_out, Found};
 use super::keymap::{KeyMap, Transposed};
-use super::{open_model, store_name, Failure, EXIT_SOURCE, EXIT_USAGE};
+use super::{open_model, store_name, Failure, EXIT_SOURCE};
 use crate::layout::Patient;
 use crate::model::Tensor;
 use crate::options::Options;
@@ -21,7 +21,7 @@ use crate::views::tf::known_crc;
 /// Exit status of `stats --check-finite` when a value is NaN or infinite, and of `diff` when
 /// the models differ (as `diff(1)` and `cmp(1)` do).
 const EXIT_FOUND: i32 = 2;
-const EXIT_DIFFER: i32 = 1;
+const EXIT_DIFFER: i32 = super::EXIT_NO;
 
 /// A number for a table: 6 significant digits, exponent form outside [1e-4, 1e6).
 fn short(x: Option<f64>) -> String {
@@ -106,7 +106,7 @@ fn select(found: Vec<Found>, paths: &[OsString]) -> Result<Vec<Found>, Failure> 
     for w in &wanted {
         if !found.iter().any(|f| under(f, w)) {
             return Err(Failure::new(
-                EXIT_USAGE,
+                super::EXIT_UNKNOWN_NAME,
                 format!("{w}: no such tensor or directory (see `modelfs list`)"),
             ));
         }
@@ -142,11 +142,15 @@ pub(crate) fn stats(
         stats_table(&found, &outcomes)
     };
     write_out(text.as_bytes())?;
-    // A tensor that has stats but could not be read (a checksum that fails, …) is trouble.
+    // A tensor that has stats but could not be read (a checksum that fails, …), or whose
+    // metadata is broken, is trouble; one of a type without stats (strings) is not.
     let failed: Vec<String> = found
         .iter()
         .zip(&outcomes)
-        .filter(|(f, o)| o.is_err() && stats::check(f.tensor.meta()).is_ok())
+        .filter(|(f, o)| {
+            let meta = f.tensor.meta();
+            o.is_err() && (meta.problem.is_some() || stats::check(meta).is_ok())
+        })
         .map(|(f, o)| {
             format!(
                 "{}: {}",

@@ -11,7 +11,7 @@ use serde_json::json;
 use crate::model::{DirEntry, Model, ModelError, Tensor, TensorMeta};
 use crate::options::{Options, Verify};
 
-use super::{open_model, Failure, EXIT_OK, EXIT_SOURCE, EXIT_USAGE};
+use super::{open_model, Failure, EXIT_OK, EXIT_SOURCE};
 
 /// Bytes per read while verifying (bounded memory whatever the tensor size).
 const VERIFY_CHUNK: usize = 8 << 20;
@@ -96,7 +96,7 @@ pub(super) fn write_out(text: &[u8]) -> Result<(), Failure> {
     match out.write_all(text).and_then(|()| out.flush()) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Err(Failure::silent(EXIT_OK)),
-        Err(e) => Err(Failure::new(EXIT_USAGE, format!("writing output: {e}"))),
+        Err(e) => Err(Failure::new(EXIT_SOURCE, format!("writing output: {e}"))),
     }
 }
 

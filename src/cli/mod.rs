@@ -36,8 +36,16 @@ mod rowdiff_tests;
 mod serving_lock;
 mod umount;
 
+// The exit codes, one table for every command (README "Exit status"): 0 yes (success,
+// identical, all found); 1 usage (bad arguments, an unknown option: SPEC §4), and for diff
+// and row "no" (the models or rows differ, an id not found: diff(1)'s convention); 2 trouble
+// (a source not recognised or unreadable, problems found by verify, check or stats); 3 a
+// mount or unmount failed; 64 a name or path not in the model (sysexits' EX_USAGE), so a
+// typo in a name is never read as "they differ" or "not found".
 pub(crate) const EXIT_OK: i32 = 0;
 pub(crate) const EXIT_USAGE: i32 = 1;
+pub(crate) const EXIT_NO: i32 = 1;
+pub(crate) const EXIT_UNKNOWN_NAME: i32 = 64;
 pub(crate) const EXIT_SOURCE: i32 = 2;
 pub(crate) const EXIT_MOUNT: i32 = 3;
 
@@ -207,7 +215,7 @@ fn man() -> Result<(), Failure> {
     use std::io::Write;
     std::io::stdout()
         .write_all(&out)
-        .map_err(|e| Failure::new(EXIT_USAGE, format!("writing output: {e}")))
+        .map_err(|e| Failure::new(EXIT_SOURCE, format!("writing output: {e}")))
 }
 
 #[cfg(test)]

@@ -12,14 +12,14 @@ use std::sync::Arc;
 use serde_json::json;
 
 use super::inspect::{mount_path, source_failure, walk};
-use super::{open_model, Failure, EXIT_SOURCE, EXIT_USAGE};
+use super::{open_model, Failure, EXIT_SOURCE};
 use crate::layout::Patient;
 use crate::model::scan::TableScan;
 use crate::model::{Model, Tensor};
 use crate::options::Options;
 use crate::stats::rowdelta::{diff_rows, Change, RowSummary};
 
-const EXIT_DIFFER: i32 = 1;
+const EXIT_DIFFER: i32 = super::EXIT_NO;
 
 /// The keyed tables of `model` by mount path: listed tensors with ids (dense 2-D ones by row
 /// index, Angel matrices, Monolith tables) and tables found by name only (TF hash tables,
@@ -99,7 +99,7 @@ pub(crate) fn diff_rows_cmd(
     for w in &wanted {
         if !ta.contains_key(w) && !tb.contains_key(w) {
             return Err(Failure::new(
-                EXIT_USAGE,
+                super::EXIT_UNKNOWN_NAME,
                 format!("{w}: no keyed table of that name in either model"),
             ));
         }

@@ -125,7 +125,15 @@ impl DiskStore {
                 );
                 return Loaded::default();
             }
-            log::warn!("{}: damaged header; starting afresh", self.path.display());
+            if bytes.starts_with(&MAGIC[..MAGIC.len() - 1]) {
+                // Another version's file: expected after an upgrade, not damage.
+                log::info!(
+                    "{}: an older store format; starting afresh",
+                    self.path.display()
+                );
+            } else {
+                log::warn!("{}: damaged header; starting afresh", self.path.display());
+            }
             let _ = std::fs::remove_file(&self.path);
             return Loaded {
                 usable: true,
