@@ -715,3 +715,65 @@ fn an_empty_run_directory_mounts_and_fills_as_saves_appear() {
     assert!(m.path().join("latest/w_t.npy").exists());
     m.unmount_and_check();
 }
+
+/// A tensor whose metadata is broken (a truncated safetensors file: 8 tensors past its end)
+/// never breaks a listing: `ls -la`, `du -s` and `find -size` exit 0, its files stat and
+/// list; its reads fail with EIO; the log says each broken tensor once, however many of its
+/// files are stat'ed and read, and however often.
+#[test]
+fn a_broken_tensor_never_breaks_a_listing() {
+    let Some(fuse) = Fuse::check() else { return };
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("cut.safetensors");
+    let bytes = std::fs::read(here.join("fixtures/safetensors/dtypes.safetensors")).unwrap();
+    std::fs::write(&src, &bytes[..bytes.len() - 40]).unwrap();
+    let log = tmp.path().join("log");
+    let log_s = log.to_str().unwrap();
+    let m = fuse.mount_env(
+        &src,
+        "layouts=json,txt,npy,cache_dir=none",
+        &[("MODELFS_LOG", log_s)],
+    );
+    let mp = m.path();
+    let sh = |cmd: &str| {
+        let o = Command::new("sh")
+            .args(["-c", cmd])
+            .current_dir(mp)
+            .output()
+            .unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    for _ in 0..2 {
+        for cmd in [
+            "ls -laR . >/dev/null",
+            "du -s . >/dev/null",
+            "find . -size +0 >/dev/null",
+        ] {
+            assert_eq!(sh(cmd), (Some(0), String::new()), "{cmd}");
+        }
+    }
+    for f in ["t/uint8.npy", "t/uint8.txt"] {
+        let e = std::fs::read(mp.join(f)).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(5), "{f}");
+        let _ = std::fs::read(mp.join(f));
+    }
+    std::fs::read(mp.join("t/float32.npy")).unwrap();
+    drop(m);
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = text.lines().filter(|l| l.contains("ERROR")).collect();
+    // The 8 tensors past the end: each named once (its cause), whatever asked.
+    let named = |t: &str| {
+        lines
+            .iter()
+            .filter(|l| l.contains(&format!("t/{t}")))
+            .count()
+    };
+    for t in ["uint8", "int8", "bool", "float8_e5m2"] {
+        assert_eq!(named(t), 1, "{t}: {lines:#?}");
+    }
+    assert!(lines.len() <= 8, "{lines:#?}");
+}

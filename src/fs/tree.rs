@@ -139,11 +139,19 @@ struct Opened {
     /// GETATTRs of an open file under way (`attr_of_open_file`): their replies carry the size,
     /// and an invalidation sent meanwhile would make the kernel drop those replies.
     seeking: AtomicU32,
+    /// A failure of this file was logged: one line per file, however often the kernel asks
+    /// again (a listing stats it, a reader retries).
+    logged: AtomicBool,
 }
 
 impl Opened {
     fn size(&self) -> Option<u64> {
         Some(self.size.load(Ordering::Acquire)).filter(|&s| s != UNKNOWN)
+    }
+
+    /// Whether this is the file's first failure to log.
+    fn first_failure(&self) -> bool {
+        !self.logged.swap(true, Ordering::AcqRel)
     }
 }
 

@@ -226,13 +226,17 @@ fn errors_carry_errnos() {
         libc::EISDIR
     );
     assert_eq!(t.readlink(file).unwrap_err().errno(), libc::EINVAL);
-    // A bad tensor: data files fail with EIO, its .json still reads.
+    // A bad tensor: its files stat (a listing never fails for it, the size a placeholder)
+    // and open; their reads fail with EIO; its .json still reads.
     let bad = t.resolve(b"bad.txt").unwrap();
-    assert_eq!(t.getattr(bad).unwrap_err().errno(), libc::EIO);
-    assert_eq!(t.check_open(bad, false).unwrap_err().errno(), libc::EIO);
+    assert_eq!(t.getattr(bad).unwrap().size, 0);
+    t.check_open(bad, false).unwrap();
+    let mut buf = [0u8; 4];
+    assert_eq!(t.read_ino(bad, 0, &mut buf).unwrap_err().errno(), libc::EIO);
     assert!(!read_all(&t, "bad.json").is_empty());
     // ...and keeps failing (errors are not cached as successes).
-    assert_eq!(t.getattr(bad).unwrap_err().errno(), libc::EIO);
+    assert_eq!(t.read_ino(bad, 0, &mut buf).unwrap_err().errno(), libc::EIO);
+    assert_eq!(t.getattr(bad).unwrap().size, 0);
     // A binary layout's size comes from metadata; its reads fail.
     let bad_bin = t.resolve(b"bad.bin").unwrap();
     assert_eq!(t.getattr(bad_bin).unwrap().size, 8);

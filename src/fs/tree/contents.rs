@@ -30,13 +30,24 @@ impl Tree {
             let learn_now = o.cheap || self.cfg.text_size == TextSize::Exact;
             let size = match o.content.known_size() {
                 Some(s) => Some(s),
-                None if learn_now => Some(o.content.size_for(req).map_err(|e| {
-                    let e = FsError::from(e);
-                    if !matches!(e, FsError::Interrupted) {
-                        log::error!("{} ({suffix}): {e}", self.path_of(node.ino));
+                // A file whose size cannot be learnt (its tensor is damaged, or a read failed)
+                // still stats and lists, its size a placeholder as for one not learnt yet: a
+                // listing never fails for a tensor's problem; its reads do (EIO). Nothing is
+                // remembered, so a transient fault is tried again.
+                None if learn_now => match o.content.size_for(req) {
+                    Ok(s) => Some(s),
+                    Err(e) => {
+                        let e = FsError::from(e);
+                        if matches!(e, FsError::Interrupted) {
+                            return Err(e);
+                        }
+                        let what = format!("{} ({suffix}): {e}", self.path_of(node.ino));
+                        if self.first_failure(&o, what.clone(), &e) {
+                            log::error!("{what}");
+                        }
+                        None
                     }
-                    e
-                })?),
+                },
                 None => None,
             };
             if let Some(s) = size {
@@ -44,6 +55,16 @@ impl Tree {
             }
         }
         Ok(o)
+    }
+
+    /// Notes a failure of `o` (shown in its tensor's `.json`); true when it is to be logged:
+    /// the first of its cause for the tensor (one line however many of its files and
+    /// requests meet it), or the file's first when it shows no tensor.
+    pub(super) fn first_failure(&self, o: &Opened, what: String, e: &FsError) -> bool {
+        match &o.tensor {
+            Some(t) => self.ctx.faults.note(&t.meta().name, what, &e.to_string()),
+            None => o.first_failure(),
+        }
     }
 
     /// Records the size of `o` (file `ino`); tells `on_learnt` if a placeholder was reported.
@@ -85,6 +106,7 @@ impl Tree {
                     size: AtomicU64::new(UNKNOWN),
                     placeholder: AtomicBool::new(false),
                     seeking: AtomicU32::new(0),
+                    logged: AtomicBool::new(false),
                 })
             })(),
             NodeKind::View {
@@ -106,6 +128,7 @@ impl Tree {
                     size: AtomicU64::new(UNKNOWN),
                     placeholder: AtomicBool::new(false),
                     seeking: AtomicU32::new(0),
+                    logged: AtomicBool::new(false),
                 })
             })(),
             NodeKind::Doc { path } => (|| {
@@ -118,6 +141,7 @@ impl Tree {
                     size: AtomicU64::new(UNKNOWN),
                     placeholder: AtomicBool::new(false),
                     seeking: AtomicU32::new(0),
+                    logged: AtomicBool::new(false),
                 })
             })(),
             NodeKind::Row { tensor, id, file } => self.open_row(tensor, *id, *file),

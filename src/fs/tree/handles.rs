@@ -143,9 +143,8 @@ impl Tree {
             let e = FsError::from(e);
             if !matches!(e, FsError::Interrupted) {
                 let what = format!("{}: read at {offset}: {e}", self.path_of(h.ino));
-                log::error!("{what}");
-                if let Some(t) = &o.tensor {
-                    self.ctx.faults.note(&t.meta().name, what);
+                if self.first_failure(o, what.clone(), &e) {
+                    log::error!("{what}");
                 }
             }
             e

@@ -82,6 +82,7 @@ impl Tree {
             size: AtomicU64::new(UNKNOWN),
             placeholder: AtomicBool::new(false),
             seeking: AtomicU32::new(0),
+            logged: AtomicBool::new(false),
         })
     }
 }

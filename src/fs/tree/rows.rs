@@ -47,6 +47,7 @@ impl Opened {
             content,
             placeholder: AtomicBool::new(false),
             seeking: AtomicU32::new(0),
+            logged: AtomicBool::new(false),
         }
     }
 }
