@@ -825,7 +825,24 @@ fn diff_across_frameworks_with_a_key_map() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("same key x"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("same name x"));
+    // --transpose says which it transposed: the [in, out] kernels, square ones too.
+    let out = Command::new(modelfs())
+        .args(["diff", "--json", "--transpose"])
+        .args(map)
+        .arg(&tf)
+        .arg(dir.join("torch.pt"))
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let transposed: Vec<&str> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|l| l["transposed"] == true)
+        .map(|l| l["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(transposed, ["dense/kernel", "out/kernel", "square/kernel"]);
 }
 
 /// `diff --rows` of two saves of DeepRec EVs: the slot that lost 3 ids, gained 2 and had one
@@ -1119,4 +1136,46 @@ fn exit_codes_command_by_command() {
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// One name per tensor: on a TF2 checkpoint (keys `NAME/.ATTRIBUTES/VARIABLE_VALUE`), the
+/// names of `list --json`, `stats --json`, `diff --json` and `NAME.stats.json` are the mount's
+/// paths, the raw key a field of its own.
+#[test]
+fn one_name_per_tensor_in_every_command() {
+    let src = fixture("object_tf2/obj");
+    let s = src.as_os_str();
+    let json = |args: &[&std::ffi::OsStr]| -> Vec<serde_json::Value> {
+        let o = run(args);
+        serde_json::from_slice::<serde_json::Value>(&o.stdout)
+            .unwrap_or_else(|e| panic!("{args:?}: {e}"))
+            .as_array()
+            .unwrap()
+            .clone()
+    };
+    let names = |v: &[serde_json::Value], field: &str| -> Vec<String> {
+        let mut n: Vec<String> = v
+            .iter()
+            .map(|x| x[field].as_str().unwrap().into())
+            .collect();
+        n.sort();
+        n
+    };
+    let listed = json(&["list".as_ref(), "--json".as_ref(), s]);
+    let paths = names(&listed, "path");
+    assert!(paths.contains(&"bf".to_string()), "{paths:?}");
+    let stats = json(&["stats".as_ref(), "--json".as_ref(), s]);
+    assert_eq!(names(&stats, "name"), paths);
+    let bf = stats.iter().find(|x| x["name"] == "bf").unwrap();
+    assert_eq!(bf["key"], "bf/.ATTRIBUTES/VARIABLE_VALUE");
+    let diff = json(&["diff".as_ref(), "--json".as_ref(), s, s]);
+    assert_eq!(names(&diff, "name"), paths);
+    let Some(fuse) = crate::support::Fuse::check() else {
+        return;
+    };
+    let m = fuse.mount(&src, "cache_dir=none");
+    let file: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(m.path().join("bf.stats.json")).unwrap()).unwrap();
+    assert_eq!((&file["name"], &file["key"]), (&bf["name"], &bf["key"]));
+    m.unmount_and_check();
 }

@@ -137,7 +137,7 @@ pub(crate) fn stats(
     let outcomes =
         stats::compute(&tensors, store, &Patient).map_err(|e| source_failure(source, e))?;
     let text = if as_json {
-        stats_json(&tensors, &outcomes)
+        stats_json(&found, &outcomes)
     } else {
         stats_table(&found, &outcomes)
     };
@@ -177,16 +177,17 @@ pub(crate) fn stats(
     Ok(())
 }
 
-fn stats_json(tensors: &[Arc<dyn Tensor>], outcomes: &[Outcome]) -> String {
-    let items: Vec<String> = tensors
+fn stats_json(found: &[Found], outcomes: &[Outcome]) -> String {
+    let items: Vec<String> = found
         .iter()
         .zip(outcomes)
-        .map(|(t, o)| {
-            let meta = t.meta();
+        .map(|(f, o)| {
+            let meta = f.tensor.meta();
             match o {
-                Ok(p) => stats::json(&key(&**t), &meta.dtype.name(), p),
+                Ok(p) => stats::json(&f.path, &meta.name, &meta.dtype.name(), p),
                 Err(why) => serde_json::json!({
-                    "name": key(&**t),
+                    "name": f.path,
+                    "key": key(&*f.tensor),
                     "dtype": meta.dtype.name(),
                     "count": meta.num_elements(),
                     "error": why,
@@ -238,6 +239,8 @@ struct Line {
     what: serde_json::Value,
     delta: Option<delta::Delta>,
     error: Option<String>,
+    /// B's 2-D tensor compared as its transpose (`--transpose`).
+    transposed: bool,
 }
 
 /// `modelfs diff A B`.
@@ -267,16 +270,17 @@ pub(crate) fn diff(
             found.retain(|f| !graph(f));
         }
         let mut by_name: BTreeMap<String, Arc<dyn Tensor>> = BTreeMap::new();
+        // Matched by the mount's path (the name every command uses), the raw key a field.
         for f in found {
-            let k = keys.apply(&key(&*f.tensor));
+            let k = keys.apply(&f.path);
             if let Some(other) = by_name.insert(k.clone(), f.tensor.clone()) {
                 return Err(Failure::new(
                     EXIT_SOURCE,
                     format!(
-                        "{}: --map gives {} and {} the same key {k}",
+                        "{}: --map gives {} and {} the same name {k}",
                         s.display(),
                         key(&*other),
-                        key(&*f.tensor)
+                        f.path
                     ),
                 ));
             }
@@ -301,20 +305,28 @@ pub(crate) fn diff(
             what,
             delta: None,
             error: None,
+            transposed: false,
         };
         match (ta.get(name), tb.get(name)) {
             (Some(x), None) => lines.push(line("only_a", describe(x))),
             (None, Some(y)) => lines.push(line("only_b", describe(y))),
             (Some(x), Some(y)) => {
                 let flipped: Vec<u64> = x.meta().shape.iter().rev().copied().collect();
-                let y =
-                    match how.transpose && y.meta().shape.len() == 2 && y.meta().shape == flipped {
-                        true => match Transposed::new(y.clone()) {
-                            Some(t) => Arc::new(t) as Arc<dyn Tensor>,
-                            None => y.clone(),
-                        },
-                        false => y.clone(),
-                    };
+                // Square ones too (a port's square Linear is stored transposed): the line
+                // says so, so a "changed" is never read as a change of values alone.
+                let transposed =
+                    how.transpose && y.meta().shape.len() == 2 && y.meta().shape == flipped;
+                let y = match transposed {
+                    true => match Transposed::new(y.clone()) {
+                        Some(t) => Arc::new(t) as Arc<dyn Tensor>,
+                        None => y.clone(),
+                    },
+                    false => y.clone(),
+                };
+                let line = |status, what| Line {
+                    transposed,
+                    ..line(status, what)
+                };
                 let y = &y;
                 let (mx, my) = (x.meta(), y.meta());
                 if mx.dtype != my.dtype || mx.shape != my.shape {
@@ -383,6 +395,9 @@ fn diff_json(lines: &[Line]) -> String {
             let mut o = serde_json::Map::new();
             o.insert("name".into(), l.name.clone().into());
             o.insert("status".into(), l.status.into());
+            if l.transposed {
+                o.insert("transposed".into(), true.into());
+            }
             if let serde_json::Value::Object(w) = &l.what {
                 o.extend(w.clone());
             }
@@ -424,7 +439,10 @@ fn diff_table(lines: &[Line]) -> String {
         let row = match (l.status, &l.delta) {
             ("changed", Some(d)) => vec![
                 l.name.clone(),
-                "changed".into(),
+                match l.transposed {
+                    true => "changed (B transposed)".into(),
+                    false => "changed".into(),
+                },
                 format!("{}/{}", d.changed, d.count),
                 format!("max|Δ| {}", short(d.numeric.then_some(d.max_abs))),
                 format!("rel-L2 {}", short(d.rel_l2())),
@@ -446,7 +464,11 @@ fn diff_table(lines: &[Line]) -> String {
         rows.push(row);
     }
     let mut out = table(&rows, usize::MAX);
-    let summary: Vec<String> = counts.iter().map(|(s, n)| format!("{n} {s}")).collect();
+    let mut summary: Vec<String> = counts.iter().map(|(s, n)| format!("{n} {s}")).collect();
+    let transposed = lines.iter().filter(|l| l.transposed).count();
+    if transposed > 0 {
+        summary.push(format!("{transposed} of B's compared transposed"));
+    }
     out.push_str(&format!(
         "{} tensors: {}\n",
         lines.len(),

@@ -55,17 +55,7 @@ pub(super) fn walk(model: &dyn Model) -> Result<Vec<Found>, ModelError> {
     Ok(out)
 }
 
-/// A tensor's model path as the mount shows it: a reader's own directory by its name (not its
-/// marker, `model::own_component`), a key's components escaped (`fs::names`).
-pub(super) fn mount_path(p: &[Vec<u8>]) -> String {
-    (0..p.len())
-        .map(|i| match p[i].split_first() {
-            Some((0, own)) => String::from_utf8_lossy(own).into_owned(),
-            _ => crate::fs::names::component_name(&p[..=i]),
-        })
-        .collect::<Vec<_>>()
-        .join("/")
-}
+pub(super) use crate::fs::names::mount_path;
 
 /// Bytes of the tensor's data as stored: dense bytes, or the stored bytes of its partitions
 /// (sparse, strings); `None` when unknown.

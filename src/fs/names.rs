@@ -89,6 +89,18 @@ pub(crate) fn escape_component(raw: &[u8]) -> String {
     escape_with_boundaries(raw).0
 }
 
+/// A tensor's model path as the mount shows it: a reader's own directory by its name (not its
+/// marker, `model::own_component`), a key's components escaped (`fs::names`).
+pub(crate) fn mount_path(p: &[Vec<u8>]) -> String {
+    (0..p.len())
+        .map(|i| match p[i].split_first() {
+            Some((0, own)) => String::from_utf8_lossy(own).into_owned(),
+            _ => component_name(&p[..=i]),
+        })
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
 /// The file-system name of the last component of `key` (raw components from the root), cut
 /// with a hash of the whole key when it would be too long once a suffix is added.
 pub(crate) fn component_name(key: &[Vec<u8>]) -> String {

@@ -304,13 +304,20 @@ fn num(x: Option<f64>) -> String {
     }
 }
 
-/// One tensor's stats as a JSON object, keys in the documented order.
-pub(crate) fn json(name: &str, dtype: &str, p: &Partial) -> String {
+/// One tensor's stats as a JSON object, keys in the documented order: `name` is its path in
+/// the mount, `key` the reader's raw key when that differs (`emb/.ATTRIBUTES/VARIABLE_VALUE`).
+pub(crate) fn json(name: &str, key: &[u8], dtype: &str, p: &Partial) -> String {
     let finite = p.finite > 0;
     let str_ = |s: &str| serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into());
+    let key = String::from_utf8_lossy(key);
+    let key = match key == name {
+        true => String::new(),
+        false => format!(", \"key\": {}", str_(&key)),
+    };
     format!(
-        "{{\"name\": {}, \"dtype\": {}, \"count\": {}, \"min\": {}, \"max\": {}, \"mean\": {}, \
-         \"std\": {}, \"nan\": {}, \"posinf\": {}, \"neginf\": {}, \"zeros\": {}, \"l2\": {}}}",
+        "{{\"name\": {}{key}, \"dtype\": {}, \"count\": {}, \"min\": {}, \"max\": {}, \
+         \"mean\": {}, \"std\": {}, \"nan\": {}, \"posinf\": {}, \"neginf\": {}, \"zeros\": {}, \
+         \"l2\": {}}}",
         str_(name),
         str_(dtype),
         p.count,
@@ -330,6 +337,8 @@ pub(crate) fn json(name: &str, dtype: &str, p: &Partial) -> String {
 struct StatsFile {
     tensor: Arc<dyn Tensor>,
     store: Option<Arc<dyn Store>>,
+    /// The tensor's path in the mount: its name here as in every command.
+    path: String,
 }
 
 impl Make for StatsFile {
@@ -343,7 +352,7 @@ impl Make for StatsFile {
             ))
         })?;
         let meta = self.tensor.meta();
-        let mut text = json(&String::from_utf8_lossy(&meta.name), &meta.dtype.name(), &p);
+        let mut text = json(&self.path, &meta.name, &meta.dtype.name(), &p);
         text.push('\n');
         Ok(text.into_bytes())
     }
@@ -353,9 +362,14 @@ impl Make for StatsFile {
 pub(crate) fn file(
     tensor: Arc<dyn Tensor>,
     store: Option<Arc<dyn Store>>,
+    path: String,
 ) -> Result<Arc<dyn FileContent>, String> {
     check(tensor.meta())?;
-    Ok(Arc::new(Made::new(StatsFile { tensor, store })))
+    Ok(Arc::new(Made::new(StatsFile {
+        tensor,
+        store,
+        path,
+    })))
 }
 
 #[cfg(test)]

@@ -65,7 +65,7 @@ impl Tree {
     /// Hidden file `file` of `tensor`; `NotFound` when the tensor has no such form.
     pub(super) fn open_hidden(&self, tensor: &ModelPath, file: Hidden) -> Result<Opened, FsError> {
         let t = self.model().tensor(tensor)?;
-        let content = hidden_content(file, t.clone(), &self.ctx).map_err(|why| {
+        let content = hidden_content(file, t.clone(), tensor, &self.ctx).map_err(|why| {
             log::info!(
                 "{}.{}: none: {why}",
                 String::from_utf8_lossy(&t.meta().name),
@@ -91,11 +91,16 @@ impl Tree {
 fn hidden_content(
     h: Hidden,
     tensor: Arc<dyn Tensor>,
+    path: &ModelPath,
     ctx: &Arc<LayoutCtx>,
 ) -> Result<Arc<dyn FileContent>, String> {
     match h {
         Hidden::Safetensors => crate::views::safetensors::single(tensor, ctx),
-        Hidden::Stats => crate::stats::file(tensor, ctx.cache.offset_store().cloned()),
+        Hidden::Stats => crate::stats::file(
+            tensor,
+            ctx.cache.offset_store().cloned(),
+            crate::fs::names::mount_path(path),
+        ),
         Hidden::Csr => crate::views::csr::file(tensor, ctx),
         Hidden::CsrIds => crate::views::csr::ids_file(tensor),
         Hidden::Json => Ok(crate::layout::json::json_content(tensor, ctx)),
