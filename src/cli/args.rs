@@ -174,19 +174,23 @@ pub(super) enum Command {
     Ls {
         #[command(flatten)]
         options: OptArgs,
+        /// The model (see SOURCE below).
         source: PathBuf,
+        /// A directory or file of the mount (the root when none).
         path: Option<OsString>,
     },
     /// The exact bytes the mounted file PATH would give.
     Cat {
         #[command(flatten)]
         options: OptArgs,
+        /// The model (see SOURCE below).
         source: PathBuf,
+        /// A file of the mount (`dense/kernel.txt`).
         path: OsString,
     },
     /// Rows of the keyed tensor NAME (its path in the mount, without a suffix) by ID: one
     /// `id<TAB>values` line per ID found, by lookup (the same as `NAME.rows/ID.txt`). Exit 1
-    /// when an ID is not found (each is named on stderr).
+    /// when an ID is not found (each is named on stderr), 64 when NAME is not a keyed tensor.
     Row {
         /// A JSON array of objects instead (id, tensor, key, dtype, width, position,
         /// partition, values).
@@ -194,8 +198,11 @@ pub(super) enum Command {
         json: bool,
         #[command(flatten)]
         options: OptArgs,
+        /// The model (see SOURCE below).
         source: PathBuf,
+        /// The keyed tensor: its path in the mount, without a suffix (exit 64 if none).
         name: OsString,
+        /// Feature ids (row numbers of a dense table; negative ones too).
         #[arg(required = true, allow_negative_numbers = true)]
         ids: Vec<i64>,
     },
@@ -212,25 +219,28 @@ pub(super) enum Command {
         check_finite: bool,
         #[command(flatten)]
         options: OptArgs,
+        /// The model (see SOURCE below).
         source: PathBuf,
+        /// Tensors or directories of the mount (all when none; exit 64 for a path of nothing).
         paths: Vec<OsString>,
     },
-    /// What differs between two models, tensor by tensor (by key): only in A, only in B,
-    /// retyped (dtype or shape), changed (how many elements, max |Δ|, ‖B−A‖/‖A‖), identical.
-    /// Both read lazily on all cores; equal stored checksums mean identical without a read.
-    /// Exit 0 when identical, 1 when they differ, 2 on trouble.
+    /// What differs between two models, tensor by tensor (by path in the mount): only in A,
+    /// only in B, retyped (dtype or shape), changed (how many elements, max |Δ|, ‖B−A‖/‖A‖),
+    /// identical. Both read lazily on all cores; equal stored checksums mean identical without
+    /// a read. Exit 0 when identical, 1 when they differ, 2 on trouble.
     Diff {
         /// A JSON array of objects instead (name, status, dtype, shape, count, changed_count,
         /// max_abs_diff, rel_l2; `a` and `b` for retyped ones).
         #[arg(long)]
         json: bool,
-        /// Rewrite keys of both models before matching them: REGEX=REPLACEMENT (`$1` for a
+        /// Rewrite the names of both models before matching them: REGEX=REPLACEMENT (`$1` for a
         /// group), rules applied in turn; repeatable. E.g. a PyTorch port of a TF model:
         /// --map '\.weight$=/kernel' --map '\.=/'.
         #[arg(long = "map", value_name = "REGEX=REPLACEMENT")]
         map: Vec<String>,
         /// Compare a 2-D tensor of B with A's transposed when its shape is A's reversed
-        /// (PyTorch `Linear.weight` [out, in] against a TF kernel [in, out]; square ones too).
+        /// (PyTorch `Linear.weight` [out, in] against a TF kernel [in, out]; square ones too;
+        /// each such line says so).
         #[arg(long)]
         transpose: bool,
         /// Compare keyed tables (embeddings, hash tables, DeepRec EVs, Angel matrices) id by
@@ -241,9 +251,12 @@ pub(super) enum Command {
         rows: bool,
         #[command(flatten)]
         options: OptArgs,
+        /// The first model, A (see SOURCE below).
         a: PathBuf,
+        /// The second model, B.
         b: PathBuf,
-        /// With --rows: the tables to compare (their paths in the mount).
+        /// With --rows: the tables to compare (their paths in the mount; exit 64 for a name of
+        /// no table).
         tables: Vec<OsString>,
     },
     /// Is the checkpoint sane: each optimizer slot of a keyed table (the keyed tables under
@@ -258,6 +271,7 @@ pub(super) enum Command {
         json: bool,
         #[command(flatten)]
         options: OptArgs,
+        /// The model (see SOURCE below).
         source: PathBuf,
         /// Only what is at or below these paths of the mount.
         paths: Vec<OsString>,
@@ -267,6 +281,7 @@ pub(super) enum Command {
     Info {
         #[command(flatten)]
         options: OptArgs,
+        /// The model (see SOURCE below).
         source: PathBuf,
     },
     /// One line per tensor: path in the mount, dtype, shape, bytes, partitions.
@@ -277,6 +292,7 @@ pub(super) enum Command {
         json: bool,
         #[command(flatten)]
         options: OptArgs,
+        /// The model (see SOURCE below).
         source: PathBuf,
     },
     /// Read every byte of every tensor and check every checksum and structure; exit 2 with
@@ -284,6 +300,7 @@ pub(super) enum Command {
     Verify {
         #[command(flatten)]
         options: OptArgs,
+        /// The model (see SOURCE below).
         source: PathBuf,
     },
     /// Precompute the exact size of every text file a mount with the same options shows,
@@ -291,6 +308,7 @@ pub(super) enum Command {
     Index {
         #[command(flatten)]
         options: OptArgs,
+        /// The model (see SOURCE below).
         source: PathBuf,
     },
 }
