@@ -1179,3 +1179,29 @@ fn one_name_per_tensor_in_every_command() {
     assert_eq!((&file["name"], &file["key"]), (&bf["name"], &bf["key"]));
     m.unmount_and_check();
 }
+
+/// `sep=` applies to csv as `--help` says, and a csv with another separator is remembered
+/// apart (a shared cache_dir never serves one's offsets for the other).
+#[test]
+fn csv_takes_the_separator() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = fixture("partitioned/ckpt");
+    let cat = |sep: &str| {
+        let o = format!("layouts=csv,sep={sep},cache_dir={}", tmp.path().display());
+        let out = run(&[
+            "cat".as_ref(),
+            "-o".as_ref(),
+            o.as_ref(),
+            src.as_os_str(),
+            "rows_10x4.csv".as_ref(),
+        ]);
+        assert!(out.status.success());
+        text(&out)
+    };
+    for _ in 0..2 {
+        let comma = cat("comma");
+        let tab = cat("tab");
+        assert!(comma.starts_with("0.0,0.5,1.0,1.5\n"), "{comma}");
+        assert_eq!(tab, comma.replace(',', "\t"));
+    }
+}

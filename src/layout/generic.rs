@@ -77,6 +77,7 @@ pub(crate) fn txt(tensor: Arc<dyn Tensor>, ctx: &Arc<LayoutCtx>) -> Built {
         tensor: dense,
         elements,
         cols: 1,
+        sep: Vec::new(),
     };
     Ok(chunked(src, &tensor, "txt", ctx))
 }
@@ -101,8 +102,14 @@ pub(crate) fn csv(tensor: Arc<dyn Tensor>, ctx: &Arc<LayoutCtx>) -> Built {
         tensor: dense_tensor(&tensor, ctx.max_dense)?,
         elements: meta.num_elements().ok_or(Unavailable::Overflow)?,
         cols,
+        sep: ctx.sep.as_bytes().to_vec(),
     };
-    Ok(chunked(src, &tensor, "csv", ctx))
+    // The separator is part of what the text's remembered offsets describe.
+    let tag = match ctx.sep.as_str() {
+        "," => "csv".to_string(),
+        sep => format!("csv,sep={}", sep.escape_default()),
+    };
+    Ok(chunked(src, &tensor, &tag, ctx))
 }
 
 /// Element bytes of a fixed-width file (elements × `width`) must be countable.

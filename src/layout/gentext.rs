@@ -18,13 +18,15 @@ fn chunks_for(n: u64, per: u64) -> u64 {
     n.div_ceil(per)
 }
 
-/// `txt` (one element per line) and `csv` (rows of `cols` elements joined by `,`; `cols` is 1
-/// for rank 0/1). Strings are escaped (`num::write_escaped`).
+/// `txt` (one element per line) and `csv` (rows of `cols` elements joined by `sep`, `-o sep=`;
+/// `cols` is 1 for rank 0/1). Strings are escaped (`num::write_escaped`).
 pub(crate) struct ElementLines {
     pub(crate) tensor: Arc<dyn Tensor>,
     pub(crate) elements: u64,
     /// Elements per line.
     pub(crate) cols: u64,
+    /// Between the elements of a line.
+    pub(crate) sep: Vec<u8>,
 }
 
 impl ChunkSource for ElementLines {
@@ -36,12 +38,15 @@ impl ChunkSource for ElementLines {
         let first = chunk * CHUNK_ELEMENTS;
         let count = (self.elements - first).min(CHUNK_ELEMENTS);
         let cols = self.cols.max(1);
-        let sep = |i: u64| if (i + 1) % cols == 0 { b'\n' } else { b',' };
+        let sep = |i: u64| match (i + 1) % cols == 0 {
+            true => &b"\n"[..],
+            false => &self.sep[..],
+        };
         if self.tensor.meta().dtype == DType::Str {
             let mut i = first;
             self.tensor.for_each_string(first, count, &mut |s| {
                 write_escaped(s, out);
-                out.push(sep(i));
+                out.extend_from_slice(sep(i));
                 i += 1;
             })?;
             if i != first + count {
@@ -62,7 +67,7 @@ impl ChunkSource for ElementLines {
         } else {
             for_each_value(&*self.tensor, first, count, |i, v| {
                 v.write_py(out);
-                out.push(sep(i));
+                out.extend_from_slice(sep(i));
             })?;
         }
         Ok(())

@@ -432,6 +432,7 @@ fn element_lines_break_rows_across_chunks() {
             tensor: t,
             elements: n,
             cols,
+            sep: b",".to_vec(),
         };
         let mut got = Vec::new();
         for i in 0..text::ChunkSource::num_chunks(&src) {
@@ -461,6 +462,7 @@ fn txt_throughput() {
         tensor: t,
         elements: n,
         cols: 1,
+        sep: b",".to_vec(),
     };
     let mut out = Vec::new();
     let start = std::time::Instant::now();

@@ -417,6 +417,7 @@ fn colid_throughput() {
         tensor: t.clone(),
         elements: n,
         cols: 1,
+        sep: b",".to_vec(),
     };
     let t_txt = time("txt", &txt);
     for format in [AngelFormat::ColIdValueText, AngelFormat::TextColumn] {
