@@ -1205,3 +1205,27 @@ fn csv_takes_the_separator() {
         assert_eq!(tab, comma.replace(',', "\t"));
     }
 }
+
+/// A text file's size in its tensor's `.json` is `null` until known, then what `ls -l` shows.
+#[test]
+fn json_sizes_follow_what_is_learnt() {
+    let Some(fuse) = Fuse::check() else { return };
+    let m = fuse.mount(&fixture("partitioned/ckpt"), "cache_dir=none,text_size=auto");
+    let size = || -> serde_json::Value {
+        let j: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(m.path().join("rows_10x4.json")).unwrap())
+                .unwrap();
+        j["layouts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["layout"] == "txt")
+            .unwrap()["size"]
+            .clone()
+    };
+    let before = size();
+    let len = std::fs::read(m.path().join("rows_10x4.txt")).unwrap().len();
+    assert!(before.is_null() || before == len, "{before}");
+    assert_eq!(size(), len, "after the text was read");
+    m.unmount_and_check();
+}

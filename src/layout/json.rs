@@ -31,12 +31,15 @@ pub(crate) fn json_content(tensor: Arc<dyn Tensor>, ctx: &Arc<LayoutCtx>) -> Arc
 }
 
 impl JsonContent {
-    /// The document as it stands: rendered again only when the tensor's last error changed.
+    /// The document as it stands: rendered again when the tensor's last error changed, or
+    /// while a file's size is not known yet (a text file once rendered or sized has its size
+    /// here, as `ls -l` shows it).
     fn bytes(&self) -> Arc<[u8]> {
         let last = self.ctx.faults.last(&self.tensor.meta().name);
         let mut g = self.bytes.lock().unwrap_or_else(|e| e.into_inner());
+        let settled = |b: &[u8]| memchr::memmem::find(b, b"\"size\":null").is_none();
         match &*g {
-            Some((shown, b)) if *shown == last => b.clone(),
+            Some((shown, b)) if *shown == last && settled(b) => b.clone(),
             _ => {
                 let b: Arc<[u8]> = render(&self.tensor, &self.ctx, last.as_deref()).into();
                 *g = Some((last, b.clone()));
