@@ -1210,7 +1210,10 @@ fn csv_takes_the_separator() {
 #[test]
 fn json_sizes_follow_what_is_learnt() {
     let Some(fuse) = Fuse::check() else { return };
-    let m = fuse.mount(&fixture("partitioned/ckpt"), "cache_dir=none,text_size=auto");
+    let m = fuse.mount(
+        &fixture("partitioned/ckpt"),
+        "cache_dir=none,text_size=auto",
+    );
     let size = || -> serde_json::Value {
         let j: serde_json::Value =
             serde_json::from_slice(&std::fs::read(m.path().join("rows_10x4.json")).unwrap())
@@ -1228,4 +1231,20 @@ fn json_sizes_follow_what_is_learnt() {
     assert!(before.is_null() || before == len, "{before}");
     assert_eq!(size(), len, "after the text was read");
     m.unmount_and_check();
+}
+
+/// `diff` of two saves of a TF hash table compares its keys and values slot by slot, which
+/// says little: it says so, naming the table and the `--rows` command.
+#[test]
+fn diff_of_hash_tables_points_at_rows() {
+    let s = fixture("hashtable/step");
+    let out = run(&[
+        "diff".as_ref(),
+        s.join("a/ckpt").as_os_str(),
+        s.join("b/ckpt").as_os_str(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("diff --rows A B m/emb"), "{err}");
+    assert_eq!(err.matches("hash table").count(), 1, "{err}");
 }

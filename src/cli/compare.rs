@@ -285,10 +285,11 @@ pub(crate) fn diff(
                 ));
             }
         }
-        Ok((by_name, ctx))
+        let parts = super::rowdiff::table_parts(&*model);
+        Ok((by_name, ctx, parts))
     };
-    let (ta, ctx_a) = open(a)?;
-    let (tb, ctx_b) = open(b)?;
+    let (ta, ctx_a, parts_a) = open(a)?;
+    let (tb, ctx_b, parts_b) = open(b)?;
     let store_a = ctx_a.cache.offset_store().map(|s| &**s as &dyn Store);
     let store_b = ctx_b.cache.offset_store().map(|s| &**s as &dyn Store);
     let mut names: Vec<&String> = ta.keys().chain(tb.keys()).collect();
@@ -376,6 +377,22 @@ pub(crate) fn diff(
         diff_table(&lines)
     };
     write_out(text.as_bytes())?;
+    // A hash table's keys and values compared by position say little: point at --rows.
+    let mut hinted = std::collections::BTreeSet::new();
+    for l in lines.iter().filter(|l| l.status != "identical") {
+        let raw = |m: &BTreeMap<String, Arc<dyn Tensor>>| m.get(&l.name).map(|t| key(&**t));
+        let table = [(raw(&ta), &parts_a), (raw(&tb), &parts_b)]
+            .into_iter()
+            .find_map(|(k, parts)| parts.get(&k?).cloned());
+        if let Some(table) = table {
+            if hinted.insert(table.clone()) {
+                eprintln!(
+                    "modelfs: {table} is a hash table, compared here slot by slot; \
+                     `modelfs diff --rows A B {table}` compares it id by id"
+                );
+            }
+        }
+    }
     if let Some(l) = lines.iter().find(|l| l.status == "error") {
         return Err(Failure::new(
             EXIT_SOURCE,

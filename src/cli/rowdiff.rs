@@ -47,6 +47,26 @@ pub(super) fn tables(model: &dyn Model) -> Result<BTreeMap<String, Arc<dyn Tenso
     Ok(out)
 }
 
+/// The hash tables whose keys and values are saved as listed tensors: each part's raw key →
+/// the table's path in the mount (for `diff`'s hint at `--rows`). Metadata only.
+pub(super) fn table_parts(model: &dyn Model) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for path in model.unlisted_tables().unwrap_or_default() {
+        let Ok(t) = model.tensor(&path) else { continue };
+        if let Some(names) = t.meta().extra.get("hash_table") {
+            for k in ["keys", "values"] {
+                for n in names[k].as_array().into_iter().flatten() {
+                    out.insert(
+                        n.as_str().unwrap_or_default().to_string(),
+                        mount_path(&path),
+                    );
+                }
+            }
+        }
+    }
+    out
+}
+
 /// Raises the soft limit on open files to the hard one: the row matching keeps up to 512
 /// spill files open beside the models' own (a sharded table has hundreds), and the soft
 /// limit is often 1024.
