@@ -1248,3 +1248,25 @@ fn diff_of_hash_tables_points_at_rows() {
     assert!(err.contains("diff --rows A B m/emb"), "{err}");
     assert_eq!(err.matches("hash table").count(), 1, "{err}");
 }
+
+/// A log file that cannot be written (a directory, a /proc file) is refused before mounting,
+/// never claimed and then lost.
+#[test]
+fn an_unwritable_log_file_is_refused() {
+    let Some(_fuse) = Fuse::check() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let mp = tmp.path().join("mp");
+    for log in [tmp.path().to_str().unwrap(), "/proc/version"] {
+        let out = run(&[
+            "mount".as_ref(),
+            "--log-file".as_ref(),
+            log.as_ref(),
+            fixture("partitioned/ckpt").as_os_str(),
+            mp.as_os_str(),
+        ]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{log}: {err}");
+        assert!(err.contains("cannot be written"), "{err}");
+        assert!(!mp.exists() || std::fs::read_dir(&mp).unwrap().next().is_none());
+    }
+}

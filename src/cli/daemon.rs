@@ -181,6 +181,34 @@ pub(crate) fn detach_stdio(log_file: Option<&std::path::Path>) {
     let _ = std::env::set_current_dir("/");
 }
 
+/// Whether the daemon's log can go to `p`: a socket (syslog), or a file it can append to
+/// (created if missing, as the daemon would).
+pub(crate) fn writable_log(p: &std::path::Path) -> std::io::Result<()> {
+    if is_socket(p) {
+        return Ok(());
+    }
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(p)?;
+    if f.metadata()?.is_dir() {
+        return Err(std::io::Error::other("a directory"));
+    }
+    // procfs and sysfs files open for writing (as root) and then refuse every write.
+    // SAFETY: a plain C struct of integers, all-zero valid.
+    let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: fstatfs on a descriptor `f` keeps open, into a struct it fills.
+    let filled = unsafe { libc::fstatfs(f.as_raw_fd(), &mut fs) } == 0;
+    if filled {
+        const PROC: i64 = 0x9fa0;
+        const SYSFS: i64 = 0x6265_6572;
+        if [PROC, SYSFS].contains(&(fs.f_type as i64)) {
+            return Err(std::io::Error::other("a file of /proc or /sys"));
+        }
+    }
+    Ok(())
+}
+
 pub(crate) fn is_socket(p: &std::path::Path) -> bool {
     use std::os::unix::fs::FileTypeExt;
     std::fs::metadata(p).is_ok_and(|m| m.file_type().is_socket())

@@ -56,11 +56,22 @@ pub(crate) fn mount(
         return served;
     }
     // Warnings and errors of a background mount go somewhere by default (said below).
-    let log_file = opts
+    let named = opts
         .log_file
         .clone()
-        .or_else(|| std::env::var_os("MODELFS_LOG").map(PathBuf::from))
-        .or_else(daemon::default_log_file);
+        .or_else(|| std::env::var_os("MODELFS_LOG").map(PathBuf::from));
+    // A log named that cannot be written (a directory, /proc/version) is refused before the
+    // mount, not claimed and then silently lost; the default one is only used if writable.
+    if let Some(p) = &named {
+        daemon::writable_log(p).map_err(|e| {
+            Failure::new(
+                super::EXIT_USAGE,
+                format!("log file {}: cannot be written: {e}", p.display()),
+            )
+        })?;
+    }
+    let log_file =
+        named.or_else(|| daemon::default_log_file().filter(|p| daemon::writable_log(p).is_ok()));
     let tree = match super::remote_url(source) {
         Some(_) => None,
         None => Some(build_mount_tree(source, &opts)?),
