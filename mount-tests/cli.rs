@@ -446,6 +446,16 @@ fn help_man_and_completions() {
     }
     let man = run(&["man".as_ref()]);
     assert!(man.status.success() && text(&man).contains(".TH modelfs 1"));
+    // One page: every command's options in it, no pointer to pages that do not exist.
+    let page = text(&man);
+    assert!(
+        !page.contains("modelfs\\-mount(1)"),
+        "pages that do not exist"
+    );
+    for c in ["mount", "diff", "check", "row", "verify"] {
+        assert!(page.contains(&format!(".SS modelfs {c}\n")), "{c}");
+    }
+    assert!(page.contains("--max-abs") && page.contains("--transpose"));
     let comp = run(&["completions".as_ref(), "bash".as_ref()]);
     assert!(comp.status.success() && text(&comp).contains("modelfs"));
 }

@@ -207,11 +207,35 @@ pub fn main() -> i32 {
     }
 }
 
+/// One page for the whole tool: clap_mangen's own subcommand section points at pages
+/// (`modelfs-mount(1)` …) that are not installed, so each command's full help goes here.
 fn man() -> Result<(), Failure> {
     let mut out = Vec::new();
-    clap_mangen::Man::new(command())
-        .render(&mut out)
-        .map_err(|e| Failure::new(EXIT_USAGE, e.to_string()))?;
+    let cmd = command();
+    let man = clap_mangen::Man::new(cmd.clone());
+    let io = |e: std::io::Error| Failure::new(EXIT_SOURCE, e.to_string());
+    man.render_title(&mut out).map_err(io)?;
+    man.render_name_section(&mut out).map_err(io)?;
+    man.render_synopsis_section(&mut out).map_err(io)?;
+    man.render_description_section(&mut out).map_err(io)?;
+    man.render_options_section(&mut out).map_err(io)?;
+    out.extend_from_slice(b".SH COMMANDS\n");
+    for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
+        let mut sub = sub.clone().bin_name(format!("modelfs {}", sub.get_name()));
+        let help = sub.render_long_help().to_string();
+        out.extend_from_slice(format!(".SS modelfs {}\n.nf\n", sub.get_name()).as_bytes());
+        for line in help.lines() {
+            // roff: a backslash is written \e; a line starting . or ' is escaped by \&.
+            let line = line.replace('\\', "\\e");
+            if line.starts_with(['.', '\'']) {
+                out.extend_from_slice(b"\\&");
+            }
+            out.extend_from_slice(line.as_bytes());
+            out.push(b'\n');
+        }
+        out.extend_from_slice(b".fi\n");
+    }
+    man.render_extra_section(&mut out).map_err(io)?;
     use std::io::Write;
     std::io::stdout()
         .write_all(&out)
