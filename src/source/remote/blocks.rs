@@ -314,8 +314,51 @@ pub(crate) fn remote_error(obj: &ObjectRef, e: object_store::Error) -> SourceErr
         }
         other => SourceError::Remote {
             url: obj.url.clone(),
-            cause: other.to_string(),
+            cause: cause(&other),
         },
+    }
+}
+
+/// A request's failure as one line a user can act on: the kind (permission denied, not
+/// authenticated, not found) and, where the server answered with an S3 error document, its
+/// `Code` and `Message` rather than the raw XML.
+pub(crate) fn cause(e: &object_store::Error) -> String {
+    let text = e.to_string();
+    let tag = |name: &str| {
+        let open = format!("<{name}>");
+        let from = text.find(&open)? + open.len();
+        let len = text[from..].find(&format!("</{name}>"))?;
+        Some(text[from..from + len].trim().to_string())
+    };
+    let kind = match e {
+        object_store::Error::PermissionDenied { .. } => Some("permission denied"),
+        object_store::Error::Unauthenticated { .. } => {
+            Some("not authenticated (credentials missing or rejected)")
+        }
+        object_store::Error::NotFound { .. } => Some("not found"),
+        _ => None,
+    };
+    let server = match (tag("Code"), tag("Message")) {
+        (Some(c), Some(m)) => Some(format!("{c}: {m}")),
+        (Some(c), None) => Some(c),
+        _ => None,
+    };
+    match (kind, server) {
+        (Some(k), Some(s)) => format!("{k} ({s})"),
+        (None, Some(s)) => s,
+        // No error document: object_store's own line, without a body it may quote.
+        (k, None) => {
+            let first = text
+                .split(['<', '\n'])
+                .next()
+                .unwrap_or("")
+                .trim_end()
+                .to_string();
+            match k {
+                Some(k) => format!("{k}: {first}"),
+                None => first,
+            }
+        }
     }
 }
 
@@ -324,6 +367,37 @@ mod tests {
     use super::split;
 
     const MB8: u64 = 8 << 20;
+
+    /// S3's error documents become one line: the code and message, never the XML.
+    #[test]
+    fn a_server_error_document_becomes_one_line() {
+        let xml = "Error performing GET: Client error with status 404 Not Found: <?xml \
+                   version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>NoSuchBucket</Code>\
+                   <Message>The specified bucket does not exist</Message><BucketName>x\
+                   </BucketName></Error>";
+        let e = object_store::Error::Generic {
+            store: "S3",
+            source: xml.into(),
+        };
+        assert_eq!(
+            super::cause(&e),
+            "NoSuchBucket: The specified bucket does not exist"
+        );
+        let e = object_store::Error::PermissionDenied {
+            path: "k".into(),
+            source: "<Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>"
+                .into(),
+        };
+        assert_eq!(
+            super::cause(&e),
+            "permission denied (AccessDenied: Access Denied)"
+        );
+        let e = object_store::Error::Generic {
+            store: "HTTP",
+            source: "connection refused".into(),
+        };
+        assert!(!super::cause(&e).is_empty());
+    }
 
     #[test]
     fn cached_blocks_and_kept_buffers_share_the_budget() {

@@ -204,7 +204,7 @@ impl RemoteStorage {
             Err(e) => {
                 return Err(SourceError::Remote {
                     url: self.url(path),
-                    cause: e.to_string(),
+                    cause: blocks::cause(&e),
                 })
             }
         };
@@ -232,7 +232,7 @@ impl RemoteStorage {
         });
         let listed = listed.map_err(|e| SourceError::Remote {
             url: self.url(dir),
-            cause: e.to_string(),
+            cause: blocks::cause(&e),
         })?;
         let mut out = Vec::new();
         let mut heads = self.heads.lock().unwrap_or_else(|e| e.into_inner());
