@@ -1280,3 +1280,66 @@ fn an_unwritable_log_file_is_refused() {
         assert!(!mp.exists() || std::fs::read_dir(&mp).unwrap().next().is_none());
     }
 }
+
+/// Hash tables beside a graph, as TensorFlow writes them by default
+/// (scripts/gen_hashtable_graphs.py): a TF1 Saver checkpoint with its `.meta` and a TF2
+/// SavedModel. `diff --rows` finds the generator's changes id by id, `check` the slot's
+/// missing and extra ids; the graph's constants (the inserted keys and values) are no tables.
+#[test]
+fn hash_tables_beside_a_graph_are_tables() {
+    let dir = fixture("hashtable/graphs");
+    let truth: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("truth.json")).unwrap()).unwrap();
+    let d = &truth["diff"];
+    let want = format!(
+        "rows {}/{}\tadded {}\tremoved {}\tchanged {}",
+        d["rows_a"], d["rows_b"], d["added"], d["removed"], d["changed"]
+    );
+    for (a, b) in [
+        ("tf1_meta/a/model", "tf1_meta/b/model"),
+        ("savedmodel/a", "savedmodel/b"),
+    ] {
+        let out = run(&[
+            "diff".as_ref(),
+            "--rows".as_ref(),
+            "-o".as_ref(),
+            "cache_dir=none".as_ref(),
+            dir.join(a).as_os_str(),
+            dir.join(b).as_os_str(),
+        ]);
+        let t = text(&out);
+        assert_eq!(out.status.code(), Some(1), "{a}: {t}");
+        let summary: Vec<&str> = t.lines().filter(|l| l.starts_with("# emb\t")).collect();
+        assert_eq!(summary.len(), 1, "{a}: {t}");
+        assert!(
+            summary[0].contains(&want),
+            "{a}: {} lacks {want}",
+            summary[0]
+        );
+        assert!(
+            !t.contains("# constants/"),
+            "{a}: a constant taken for a table: {t}"
+        );
+    }
+    let out = run(&[
+        "check".as_ref(),
+        "--json".as_ref(),
+        "-o".as_ref(),
+        "cache_dir=none".as_ref(),
+        dir.join("tf1_meta/b/model").as_os_str(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (v["tables"].as_u64(), v["slots_checked"].as_u64()),
+        (Some(2), Some(1)),
+        "{v}"
+    );
+    let p = &v["problems"][0]["detail"];
+    let c = &truth["check_b"];
+    assert_eq!(
+        (&p["only_in_table"], &p["only_in_slot"]),
+        (&c["only_table"], &c["only_slot"]),
+        "{v}"
+    );
+}

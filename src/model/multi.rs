@@ -84,6 +84,19 @@ impl Model for MultiModel {
         }
     }
 
+    /// Each member's hash tables, under the member's name.
+    fn unlisted_tables(&self) -> Result<Vec<Vec<Vec<u8>>>, ModelError> {
+        let mut out = Vec::new();
+        for (name, m) in &self.children {
+            let Ok(model) = m.model() else { continue };
+            for mut path in model.unlisted_tables()? {
+                path.insert(0, name.clone());
+                out.push(path);
+            }
+        }
+        Ok(out)
+    }
+
     fn model_roots(&self) -> Vec<Vec<Vec<u8>>> {
         self.children.iter().map(|(n, _)| vec![n.clone()]).collect()
     }

@@ -389,6 +389,13 @@ impl Model for GraphModel {
             .map_or_else(Vec::new, |v| v.hidden_tensors(root))
     }
 
+    /// The variables' hash tables: a graph beside them (a `.meta`, a SavedModel) hides none.
+    fn unlisted_tables(&self) -> Result<Vec<Vec<Vec<u8>>>, ModelError> {
+        self.variables
+            .as_ref()
+            .map_or_else(|| Ok(Vec::new()), |v| v.unlisted_tables())
+    }
+
     fn document(&self, path: &[Vec<u8>]) -> Result<Arc<dyn Document>, ModelError> {
         let missing = || ModelError::NotFound(format!("no document {}", show(path)));
         let s = self.scanned()?;
