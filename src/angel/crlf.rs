@@ -60,7 +60,15 @@ pub(crate) fn window(
         None => start,
     };
     debug_assert!(stop >= start);
-    Ok((stop <= size).then_some((start, stop - start)))
+    if stop > size {
+        return Ok(None);
+    }
+    // A bare LF right after the window: not a CRLF copy there (the copy would have a CR
+    // before it), so the window would cut a line off its end.
+    if stop < size && file.read_at(stop, 1)?.first() == Some(&b'\n') {
+        return Ok(None);
+    }
+    Ok(Some((start, stop - start)))
 }
 
 #[cfg(test)]
@@ -114,6 +122,17 @@ mod tests {
         }
         let n = orig.len() as u64;
         check(&orig, &[(0, 7), (7 * 150_000, 7 * 3), (n - 7, 7), (n, 0)]);
+    }
+
+    /// Found by fuzzing: a bare LF (not a CRLF copy's) right after the window would leave the
+    /// window's last line cut off its LF, which a whole decode took and reads by range did not.
+    #[test]
+    fn a_bare_lf_after_the_window_is_none() {
+        let file = MemSource::new("0", b"1,2\r\n3,4\n5,6\r\n".to_vec());
+        assert_eq!(window(&file, 0, 7).unwrap(), None);
+        // The same window before a CR LF is found.
+        let file = MemSource::new("0", b"1,2\r\n3,4\r\n".to_vec());
+        assert_eq!(window(&file, 0, 7).unwrap(), Some((0, 8)));
     }
 
     #[test]
