@@ -1343,3 +1343,117 @@ fn hash_tables_beside_a_graph_are_tables() {
         "{v}"
     );
 }
+
+/// DenseHashTables beside their graph (scripts/gen_dense_tables.py): a TF1 Saver checkpoint
+/// with its `.meta`, a SavedModel and a Keras export, each table saved after exactly one
+/// erase, so its `deleted_key` is saved once, like an id. Its sentinel keys (from the graph)
+/// are never rows: `diff --rows` counts entries, not buckets, and finds the generator's
+/// changes; `row` finds no sentinel and every entry's values; `check` finds the slot's ids.
+#[test]
+fn dense_hash_table_sentinels_are_never_rows() {
+    let dir = fixture("hashtable/dense");
+    let truth: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("truth.json")).unwrap()).unwrap();
+    let d = &truth["diff"];
+    let want = format!(
+        "rows {}/{}\tadded {}\tremoved {}\tchanged {}",
+        d["rows_a"], d["rows_b"], d["added"], d["removed"], d["changed"]
+    );
+    let buckets = truth["buckets"].as_u64().unwrap();
+    let mut looked = 0;
+    for form in ["tf1_meta", "savedmodel", "keras"] {
+        let table = truth["table"][form].as_str().unwrap();
+        let side = |s: &str| match form {
+            "tf1_meta" => dir.join(form).join(s).join("model"),
+            _ => dir.join(form).join(s),
+        };
+        let diff = |json: bool| {
+            let mut args = vec!["diff", "--rows", "-o", "cache_dir=none"];
+            if json {
+                args.push("--json");
+            }
+            let mut args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_ref()).collect();
+            let (a, b) = (side("a"), side("b"));
+            args.extend([a.as_os_str(), b.as_os_str(), table.as_ref()]);
+            run(&args)
+        };
+        let out = diff(false);
+        let t = text(&out);
+        assert_eq!(out.status.code(), Some(1), "{form}: {t}");
+        let summary = t.lines().last().unwrap_or("");
+        assert!(summary.contains(&want), "{form}: {summary} lacks {want}");
+        for s in truth["sentinels"][form].as_array().unwrap() {
+            assert!(
+                !t.contains(&format!("\n{s}\t")),
+                "{form}: sentinel {s} as a row: {t}"
+            );
+        }
+        let out = diff(true);
+        let last = String::from_utf8_lossy(&out.stdout);
+        let v: serde_json::Value = serde_json::from_str(last.lines().last().unwrap()).unwrap();
+        let rows = [d["rows_a"].as_u64().unwrap(), d["rows_b"].as_u64().unwrap()];
+        assert_eq!(
+            v["sentinel_buckets"],
+            serde_json::json!([buckets - rows[0], buckets - rows[1]]),
+            "{form}: {v}"
+        );
+        let b = side("b");
+        let row = |id: &str| {
+            run(&[
+                "row".as_ref(),
+                "-o".as_ref(),
+                "cache_dir=none".as_ref(),
+                b.as_os_str(),
+                table.as_ref(),
+                id.as_ref(),
+            ])
+        };
+        for s in truth["sentinels"][form].as_array().unwrap() {
+            let out = row(&s.to_string());
+            assert_eq!(
+                out.status.code(),
+                Some(1),
+                "{form}: sentinel {s}: {}",
+                text(&out)
+            );
+        }
+        for s in truth["absent_b"].as_array().unwrap() {
+            assert_eq!(row(&s.to_string()).status.code(), Some(1), "{form}: {s}");
+        }
+        for (id, vals) in truth["rows_b"].as_object().unwrap() {
+            let out = row(id);
+            let t = text(&out);
+            let got: Vec<f32> = t
+                .split_whitespace()
+                .skip(1)
+                .map(|x| x.parse().unwrap())
+                .collect();
+            let want: Vec<f32> = vals
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_f64().unwrap() as f32)
+                .collect();
+            assert_eq!(got, want, "{form}: row {id}: {t}");
+            looked += 1;
+        }
+    }
+    assert!(looked >= 24, "{looked}");
+    let out = run(&[
+        "check".as_ref(),
+        "--json".as_ref(),
+        "-o".as_ref(),
+        "cache_dir=none".as_ref(),
+        dir.join("tf1_meta/b/model").as_os_str(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let p = &v["problems"][0]["detail"];
+    let c = &truth["check_b"];
+    assert_eq!(
+        (&p["only_in_table"], &p["only_in_slot"]),
+        (&c["only_table"], &c["only_slot"]),
+        "{v}"
+    );
+    assert_eq!(p["table_ids"].as_u64(), d["rows_b"].as_u64(), "{v}");
+}

@@ -245,7 +245,7 @@ fn summary_line(
     if as_json {
         let o = json!({"table": table, "status": status, "rows_a": s.rows_a, "rows_b": s.rows_b,
             "added": s.added, "removed": s.removed, "changed": s.changed,
-            "unchanged": s.unchanged, "repeated_ids": s.repeated,
+            "unchanged": s.unchanged, "sentinel_buckets": s.repeated,
             "max_abs_diff": number(s.delta.max_abs), "rel_l2": rel.map(number)});
         return writeln!(out, "{o}");
     }

@@ -272,6 +272,11 @@ impl TableScan {
         &self.t
     }
 
+    /// Ids that mark no row (`Keyed::sentinels`): a reader of pieces leaves them out.
+    pub(crate) fn sentinels(&self) -> &[i64] {
+        self.t.as_keyed().map_or(&[], |k| k.sentinels())
+    }
+
     pub fn kind(&self) -> KeyKind {
         self.kind
     }

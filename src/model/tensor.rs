@@ -226,6 +226,18 @@ pub trait Keyed: Tensor {
         let _ = position;
         Ok(Vec::new())
     }
+
+    /// Stored ids that mark no row (a `DenseHashTable`'s empty and deleted keys, when its
+    /// graph tells them): `row_by_id` finds none, a scan's reader leaves them out.
+    fn sentinels(&self) -> &[i64] {
+        &[]
+    }
+
+    /// This table told that `keys` mark no row; `None` for a table without such ids.
+    fn with_sentinels(&self, keys: &[i64]) -> Option<Arc<dyn Tensor>> {
+        let _ = keys;
+        None
+    }
 }
 
 /// A tensor stored with a checksum of its bytes.

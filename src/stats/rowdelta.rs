@@ -92,7 +92,8 @@ pub(crate) struct RowSummary {
     pub(crate) removed: u64,
     pub(crate) changed: u64,
     pub(crate) unchanged: u64,
-    /// Ids saved more than once (left out), per side.
+    /// Rows left out, per side: ids saved more than once, and sentinel keys
+    /// (`Keyed::sentinels`).
     pub(crate) repeated: [u64; 2],
     /// Over the changed rows: Σ (b − a)², Σ a² (`rel_l2`).
     pub(crate) delta: Delta,
@@ -114,6 +115,8 @@ struct Spill {
     /// The items, in item order (so that a partition's records come in the same order every
     /// run).
     items: Vec<Spilled>,
+    /// Rows left out as sentinels (`TableScan::sentinels`).
+    sentinels: AtomicU64,
 }
 
 /// Bytes a spill write hands the kernel at once.
@@ -135,6 +138,7 @@ impl Spill {
         Ok(Spill {
             files,
             items: Vec::new(),
+            sentinels: AtomicU64::new(0),
         })
     }
 
@@ -250,6 +254,8 @@ fn spill(
             let (s, first, end) = work[i];
             let scan = sides[s];
             let row = scan.row_bytes();
+            let sentinels = scan.sentinels();
+            let mut left_out = 0;
             // The item's pieces are read in order: their checksums run on.
             w.batch.take_crcs();
             for k in first..end {
@@ -258,6 +264,10 @@ fn spill(
                 let values = b.values();
                 debug_assert_eq!(values.len(), b.ids.len() * row);
                 for (r, (&id, &position)) in b.ids.iter().zip(&b.positions).enumerate() {
+                    if sentinels.contains(&id) {
+                        left_out += 1;
+                        continue;
+                    }
                     let print = match fingerprint {
                         true => xxhash_rust::xxh3::xxh3_128(&values[r * row..(r + 1) * row]),
                         false => 0,
@@ -273,6 +283,7 @@ fn spill(
                 part.clear();
             }
             starts.push(w.out.len() as u32);
+            spills[s].sentinels.fetch_add(left_out, Ordering::Relaxed);
             Ok((
                 spills[s].write(w.file, &w.out, starts)?,
                 w.batch.take_crcs(),
@@ -582,6 +593,8 @@ pub(crate) fn diff_rows_by(
                 }
             });
             f.summary.repeated = repeated;
+            f.summary.rows_a -= repeated[0];
+            f.summary.rows_b -= repeated[1];
             // Ids ascending within a partition: the same output every run.
             f.changes.sort_unstable_by_key(|c| c.0);
             match failed {
@@ -597,6 +610,9 @@ pub(crate) fn diff_rows_by(
             Ok(())
         },
     )?;
+    for (r, s) in total.repeated.iter_mut().zip(&spills) {
+        *r += s.sentinels.load(Ordering::Relaxed);
+    }
     total.delta.numeric = crate::stats::has_stats(dtype);
     Ok((total, Way::Spill))
 }
@@ -650,7 +666,8 @@ pub(crate) fn key_sets(
                 slot: w.recs[1].len() as u64,
                 ..KeySets::default()
             };
-            join(&w.recs, &mut w.table, &mut [0; 2], |x, y| match (x, y) {
+            let mut repeated = [0; 2];
+            join(&w.recs, &mut w.table, &mut repeated, |x, y| match (x, y) {
                 (Some(x), None) => {
                     k.only_table += 1;
                     keep_smallest(&mut k.sample_table, x.id);
@@ -661,6 +678,8 @@ pub(crate) fn key_sets(
                 }
                 _ => {}
             });
+            k.table -= repeated[0];
+            k.slot -= repeated[1];
             Ok(k)
         },
         |k| {

@@ -170,9 +170,13 @@ pub(super) struct Difference {
 }
 
 /// Whether `differences` may be taken for `s`: a hash table whose keys can be read alone
-/// (`TableScan::read_piece_keys`) and whose length is not a `DenseHashTable`'s.
+/// (`TableScan::read_piece_keys`) and whose length is not a `DenseHashTable`'s (nor has it
+/// sentinel keys).
 fn eligible(s: &TableScan) -> bool {
-    s.kind() == KeyKind::HashKey && s.keys_apart() && s.rows().is_some_and(|r| !r.is_power_of_two())
+    s.kind() == KeyKind::HashKey
+        && s.keys_apart()
+        && s.rows().is_some_and(|r| !r.is_power_of_two())
+        && s.sentinels().is_empty()
 }
 
 /// The rows that differ between `a` and `b` (in no order), having read both whole and

@@ -9,6 +9,8 @@
 //!
 //! A `DenseHashTable` saves every bucket, the empty and deleted ones under its sentinel keys;
 //! a key saved more than once is therefore a sentinel, never a row (real keys are unique).
+//! The keys themselves are in the table's graph, not its checkpoint: a graph beside it names
+//! them (`with_sentinels`), and then a `deleted_key` saved once is no row either.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -80,6 +82,8 @@ pub(crate) struct HashTable {
     index: Mutex<Option<Arc<KeyIndex>>>,
     /// Per-row columns (DeepRec's freqs, versions): a name and one tensor per part.
     columns: Vec<(&'static str, Vec<Arc<dyn Tensor>>)>,
+    /// Keys that mark no row, known from the table's graph (`Keyed::sentinels`).
+    sentinels: Vec<i64>,
 }
 
 /// Integer keys: what a row id can name.
@@ -169,6 +173,7 @@ impl HashTable {
             index_dir,
             index: Mutex::new(None),
             columns: Vec::new(),
+            sentinels: Vec::new(),
         })
     }
 
@@ -371,6 +376,29 @@ impl Keyed for HashTable {
         Some(self.read_keys(first, out))
     }
 
+    fn sentinels(&self) -> &[i64] {
+        &self.sentinels
+    }
+
+    /// The same table (sharing its key index) with `keys` as its sentinels, told in `.json`.
+    fn with_sentinels(&self, keys: &[i64]) -> Option<Arc<dyn Tensor>> {
+        let mut meta = self.meta.clone();
+        if let Some(serde_json::Value::Object(h)) = meta.extra.get_mut("hash_table") {
+            h.insert("sentinel_keys".into(), serde_json::json!(keys));
+        }
+        let index = self.index.lock().ok().and_then(|i| i.clone());
+        Some(Arc::new(HashTable {
+            meta,
+            parts: self.parts.clone(),
+            starts: self.starts.clone(),
+            key_width: self.key_width,
+            index_dir: self.index_dir.clone(),
+            index: Mutex::new(index),
+            columns: self.columns.clone(),
+            sentinels: keys.to_vec(),
+        }))
+    }
+
     fn row_by_id(&self, id: i64, out: &mut Vec<u8>) -> Result<Option<RowHit>, ModelError> {
         if self.meta.problem.is_some() {
             return Ok(None);
@@ -380,6 +408,9 @@ impl Keyed for HashTable {
             .find(id, &mut slots)
             .map_err(|e| ModelError::data(String::from_utf8_lossy(&self.meta.name), e))?;
         // The index only points: the key saved at the slot is what decides.
+        if self.sentinels.contains(&id) {
+            return Ok(None);
+        }
         let mut found = None;
         for s in slots {
             if s < self.entries() && self.key_at(s)? == id {

@@ -2,6 +2,7 @@
 //! place (`wire`), `TensorProto` values as tensors (`tensor_proto`), one scan of a graph file
 //! for its constants and signatures (`scan`), and the model that shows them (`model`).
 
+mod dense;
 mod encoded;
 pub(crate) mod model;
 pub(crate) mod pbtxt;

@@ -38,6 +38,8 @@ struct Scanned {
     signatures: Vec<(Vec<u8>, usize, usize)>,
     /// The name of each meta graph's `graph*.pbtxt`, in meta graph order (none if no graph).
     graphs: Vec<Option<Vec<u8>>>,
+    /// Each DenseHashTable's empty and deleted keys, by its name in the checkpoint.
+    sentinels: std::collections::BTreeMap<Vec<u8>, [i64; 2]>,
 }
 
 /// A small document rendered whole (a signature, the signatures' summary).
@@ -111,13 +113,37 @@ impl GraphModel {
             .map(|(n, m, s)| (format!("{n}.json").into_bytes(), m, s))
             .collect();
         let graphs = graph_names(&scan.metas);
+        let sentinels = dense_sentinels(&scan, &data);
         Ok(Scanned {
             data,
             scan,
             paths,
             signatures,
             graphs,
+            sentinels,
         })
+    }
+
+    /// `t`, a variable at `path`, told its sentinel keys when it is a DenseHashTable the
+    /// graph makes. The graph is scanned for it only when `t` is a hash table.
+    fn with_sentinels(&self, path: &[Vec<u8>], t: Arc<dyn Tensor>) -> Arc<dyn Tensor> {
+        let Some(keyed) = t
+            .as_keyed()
+            .filter(|_| t.meta().extra.contains_key("hash_table"))
+        else {
+            return t;
+        };
+        let s = match self.scanned() {
+            Ok(s) => s,
+            Err(e) => {
+                log::warn!("{}: sentinel keys unknown: {e}", show(path));
+                return t;
+            }
+        };
+        match s.sentinels.get(&path.join(&b'/')) {
+            Some(keys) => keyed.with_sentinels(keys).unwrap_or(t),
+            None => t,
+        }
     }
 
     /// The constants' part of `path`: `Some(rest)` when `path` is among the constants.
@@ -151,6 +177,43 @@ impl GraphModel {
             meta,
         )))
     }
+}
+
+/// Each DenseHashTable's empty and deleted keys (`dense::tables`), those whose keys are
+/// integer `Const`s of one element read.
+fn dense_sentinels(
+    scan: &GraphScan,
+    data: &Arc<dyn ReadAt>,
+) -> std::collections::BTreeMap<Vec<u8>, [i64; 2]> {
+    let key = |name: &str| -> Option<i64> {
+        let c = scan.consts.iter().find(|c| c.name == name)?;
+        let meta = ProtoTensor::graph_meta(name, &c.op, &**data);
+        let t: Arc<dyn Tensor> = Arc::new(ProtoTensor::new(data.clone(), c.value.clone(), meta));
+        let m = t.meta();
+        if m.problem.is_some() || m.num_elements() != Some(1) {
+            return None;
+        }
+        let mut b = [0u8; 8];
+        match m.dtype {
+            crate::model::DType::I64 => t.read_elements(0, &mut b).ok()?,
+            crate::model::DType::I32 => t.read_elements(0, &mut b[..4]).ok()?,
+            _ => return None,
+        }
+        Some(match m.dtype {
+            crate::model::DType::I32 => i32::from_le_bytes([b[0], b[1], b[2], b[3]]) as i64,
+            _ => i64::from_le_bytes(b),
+        })
+    };
+    let mut out = std::collections::BTreeMap::new();
+    for (table, [empty, deleted]) in super::dense::tables(&scan.dense_ops, &scan.objects) {
+        match (key(&empty), key(&deleted)) {
+            (Some(e), Some(d)) => {
+                out.insert(table.into_bytes(), [e, d]);
+            }
+            _ => log::warn!("DenseHashTable {table}: its empty and deleted keys are not constants"),
+        }
+    }
+    out
 }
 
 /// `modelfs info` lines: nodes by op, constants, and each meta graph's signatures.
@@ -439,7 +502,7 @@ impl Model for GraphModel {
     fn tensor(&self, path: &[Vec<u8>]) -> Result<Arc<dyn Tensor>, ModelError> {
         match (self.in_constants(path), &self.variables) {
             (Some(rest), _) => self.constant(rest),
-            (None, Some(vars)) => vars.tensor(path),
+            (None, Some(vars)) => Ok(self.with_sentinels(path, vars.tensor(path)?)),
             (None, None) => Err(ModelError::NotFound(show(path))),
         }
     }

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::ops::Range;
 
+use super::dense::{self, DenseOp, SavedObject};
 use super::tensor_proto::{self, ProtoInfo};
 use crate::codec::wire::{text, Fields, Value, WireError};
 
@@ -83,6 +84,10 @@ pub(crate) struct GraphScan {
     pub(crate) consts: Vec<Const>,
     pub(crate) ops: BTreeMap<String, u64>,
     pub(crate) nodes: u64,
+    /// Every DenseHashTable op, graph then library (`dense`).
+    pub(crate) dense_ops: Vec<DenseOp>,
+    /// Each meta graph's `SavedObjectGraph` (TF2 SavedModels).
+    pub(crate) objects: Vec<Vec<SavedObject>>,
 }
 
 /// Scans `buf` (the whole file) as `kind`.
@@ -140,6 +145,7 @@ fn meta_graph(
                 graph_def(buf, r, out, seen)?;
             }
             5 => m.signatures.push(signature_entry(buf, r)?),
+            7 => out.objects.push(dense::saved_objects(buf, r)?),
             _ => {}
         }
     }
@@ -201,11 +207,18 @@ fn node(
     seen: &mut Seen,
 ) -> Result<(), WireError> {
     let (mut name, mut op, mut value) = (String::new(), String::new(), None);
+    // The first two inputs, made strings only for a DenseHashTable op.
+    let mut inputs: [Option<Range<usize>>; 2] = [None, None];
     for f in Fields::within(buf, range) {
         let f = f?;
         match (f.number, f.range()) {
             (1, _) => name = text(buf, &f),
             (2, _) => op = text(buf, &f),
+            (3, Some(r)) => {
+                if let Some(slot) = inputs.iter_mut().find(|i| i.is_none()) {
+                    *slot = Some(r);
+                }
+            }
             (5, Some(r)) => {
                 let (mut key, mut val) = (String::new(), None);
                 for e in Fields::within(buf, r) {
@@ -230,6 +243,14 @@ fn node(
     }
     out.nodes += 1;
     *out.ops.entry(op.clone()).or_default() += 1;
+    if dense::OPS.contains(&op.as_str()) {
+        let inputs: Vec<String> = inputs
+            .iter()
+            .flatten()
+            .map(|r| String::from_utf8_lossy(&buf[r.clone()]).into_owned())
+            .collect();
+        out.dense_ops.extend(DenseOp::new(&name, function, &inputs));
+    }
     let (true, Some(v)) = (op == "Const", value) else {
         return Ok(());
     };
