@@ -315,3 +315,112 @@ fn the_tf_views_data_file_is_read_by_the_kernel_from_the_source() {
     assert!(reads() > before);
     m.unmount_and_check();
 }
+
+/// One bit flipped in one tensor (`t05`) of a TF2 checkpoint whose tensors each span several
+/// pages (scripts/gen_flipped_bit.py): that tensor alone fails, on the mount and through every
+/// view — `.tf/` read by modelfs's own TF reader (as TensorFlow reads it: every entry's CRC32C
+/// against the index), `.npz` by `np.load`, `.safetensors` by `safe_open` in a subprocess,
+/// which must exit 0 for every intact tensor (no SIGBUS from a page shared with the bad one).
+#[test]
+fn a_bad_tensor_fails_only_itself_through_every_view() {
+    let Some(fuse) = Fuse::check() else { return };
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let tmp = tempfile::tempdir().unwrap();
+    for f in ["ckpt.index", "ckpt.data-00000-of-00001"] {
+        std::fs::copy(here.join("fixtures/tf/flipbit").join(f), tmp.path().join(f)).unwrap();
+    }
+    let keys: Vec<String> = std::iter::once("s00".to_string())
+        .chain((0..10).map(|i| format!("t{i:02}")))
+        .collect();
+    // Flip a bit in the middle of t05's bytes, found by its values.
+    let t05 = cli_cat(&tmp.path().join("ckpt"), "t05.npy");
+    let body = npy_payload(&t05).unwrap().to_vec();
+    let data_path = tmp.path().join("ckpt.data-00000-of-00001");
+    let mut data = std::fs::read(&data_path).unwrap();
+    let at = data
+        .windows(64)
+        .position(|w| w == &body[..64])
+        .expect("t05's bytes in the data file");
+    data[at + body.len() / 2] ^= 0x10;
+    std::fs::write(&data_path, &data).unwrap();
+
+    let mount = fuse.mount(&tmp.path().join("ckpt"), "cache_dir=none");
+    let mnt = mount.path().to_path_buf();
+    for k in &keys {
+        let read = std::fs::read(mnt.join(format!("{k}.npy")));
+        assert_eq!(
+            read.is_err(),
+            k == "t05",
+            "{k} on the mount: {:?}",
+            read.err()
+        );
+    }
+    // .tf/: modelfs reads it as a TF checkpoint (through the mount: mmap and readahead).
+    let view = mnt.join(".tf/model");
+    for k in &keys {
+        let out = Command::new(modelfs())
+            .args(["cat", "-o", "cache_dir=none"])
+            .arg(&view)
+            .arg(format!("{k}.npy"))
+            .output()
+            .unwrap();
+        match k.as_str() {
+            "t05" => assert!(!out.status.success(), ".tf/ served bad t05"),
+            _ => {
+                assert!(
+                    out.status.success(),
+                    ".tf/ {k}: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                let want = std::fs::read(mnt.join(format!("{k}.npy"))).unwrap();
+                assert_eq!(out.stdout, want, ".tf/ {k}");
+            }
+        }
+    }
+    let verify = Command::new(modelfs())
+        .args(["verify", "-o", "cache_dir=none"])
+        .arg(&view)
+        .output()
+        .unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&verify.stdout),
+        String::from_utf8_lossy(&verify.stderr)
+    );
+    assert_eq!(verify.status.code(), Some(2), "{said}");
+    for k in &keys {
+        assert_eq!(said.contains(&format!("{k}/")), k == "t05", "{k}: {said}");
+    }
+    // .npz and .safetensors, by numpy and the safetensors package.
+    let have = Command::new("python3")
+        .args(["-c", "import numpy, safetensors"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if have {
+        let key = |k: &str| format!("{k}/.ATTRIBUTES/VARIABLE_VALUE");
+        let mut cmd = Command::new("python3");
+        cmd.arg(here.join("mount-tests/check_flipped.py"))
+            .arg(&mnt)
+            .arg(key("t05"));
+        for k in keys.iter().filter(|k| *k != "t05") {
+            cmd.arg(format!(
+                "{}={}",
+                key(k),
+                mnt.join(format!("{k}.npy")).display()
+            ));
+        }
+        let out = cmd.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    } else {
+        assert!(
+            std::env::var_os("CI").is_none() && std::env::var_os("MODELFS_REQUIRE_FUSE").is_none(),
+            "python3 with numpy and safetensors is needed (scripts/test installs them)"
+        );
+    }
+    mount.unmount_and_check();
+}

@@ -79,6 +79,32 @@ impl RawElements {
         scratch::filled(len, |buf| self.read_at(offset, buf))
     }
 
+    /// `read` of elements served as stored, without their checksum pass (for bytes a view
+    /// must serve although their tensor fails its check: see `views::safetensors`); `None`
+    /// for converted elements.
+    pub(crate) fn read_unchecked(
+        &self,
+        offset: u64,
+        len: usize,
+    ) -> Option<Result<Bytes, LayoutError>> {
+        if self.map != ElemMap::Same {
+            return None;
+        }
+        let size = self.size()?;
+        let len = usize::try_from(size.saturating_sub(offset)).map_or(len, |left| left.min(len));
+        let w = self.width() as u64;
+        let first = offset / w;
+        let covering = usize::try_from(((offset + len as u64).div_ceil(w) - first) * w).ok()?;
+        let from = (offset - first * w) as usize;
+        Some(
+            scratch::filled(covering, |buf| {
+                self.tensor.read_elements_unchecked(first, buf)?;
+                Ok(covering)
+            })
+            .map(|got| got.slice(from..from + len)),
+        )
+    }
+
     /// Fills `buf` from byte `offset` of the element data; short only at the end.
     pub(crate) fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize, LayoutError> {
         let size = self.size().ok_or(LayoutError::Overflow("element count"))?;

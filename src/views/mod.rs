@@ -17,6 +17,54 @@ pub(crate) mod npz;
 pub(crate) mod safetensors;
 pub(crate) mod tf;
 
+/// The page a reader's failure spreads over: a read through the page cache (and every `mmap`
+/// fault) fails whole pages, so where a format allows gaps, no two tensors' bytes share one
+/// and a bad tensor fails only itself.
+pub(crate) const PAGE: u64 = 4096;
+
+/// `at` rounded up to a page; `None` on overflow.
+pub(crate) fn page_up(at: u64) -> Option<u64> {
+    Some(at.checked_add(PAGE - 1)? / PAGE * PAGE)
+}
+
+/// The pages of bytes `start..end` of a file that hold no other bytes: `(low, high)`, the
+/// end of its first page when that page is shared, the start of its last when that one is;
+/// `low >= high` when every page it has is shared.
+pub(crate) fn own_pages(start: u64, end: u64) -> (u64, u64) {
+    let low = match start % PAGE {
+        0 => start,
+        _ => page_up(start).unwrap_or(u64::MAX),
+    };
+    let high = match end % PAGE {
+        0 => end,
+        _ => end / PAGE * PAGE,
+    };
+    (low, high)
+}
+
+/// Zero bytes between two parts of a view (fewer than a page).
+pub(crate) struct Gap(pub(crate) u64);
+
+impl FileContent for Gap {
+    fn known_size(&self) -> Option<u64> {
+        Some(self.0)
+    }
+    fn size_for(&self, _req: &dyn crate::layout::Requester) -> Result<u64, LayoutError> {
+        Ok(self.0)
+    }
+    fn read(
+        &self,
+        offset: u64,
+        len: usize,
+        _req: &dyn crate::layout::Requester,
+    ) -> Result<bytes::Bytes, LayoutError> {
+        static ZEROS: [u8; PAGE as usize] = [0; PAGE as usize];
+        debug_assert!(self.0 <= PAGE);
+        let left = self.0.saturating_sub(offset).min(PAGE) as usize;
+        Ok(bytes::Bytes::from_static(&ZEROS[..left.min(len)]))
+    }
+}
+
 /// One view: the hidden entry's content (a directory, or one file).
 pub(crate) struct View {
     pub(crate) root: ViewEntry,

@@ -4,6 +4,9 @@
 //! directory §4.3.12, ZIP64 §4.3.14–16 and §4.5.3, used only when a size, offset or count needs
 //! it).
 //!
+//! Each member's local header starts a page, and so does the central directory: a member that
+//! fails its check fails only reads of its own pages (the zero bytes between members are
+//! no member's; zip readers go by the central directory's offsets).
 //! Sizes are exact from metadata: every header has a fixed length. A member's CRC-32 (in its
 //! local header and in the central directory) needs the member's bytes: it is computed when its
 //! header is first read (the central directory: every member's, on all cores), and remembered
@@ -131,7 +134,19 @@ impl Archive {
         let summed = pool::each(order.len(), req, || (), |_, k| self.crc(order[k], req))?;
         let mut crcs = vec![0; order.len()];
         for (i, crc) in order.into_iter().zip(summed) {
-            crcs[i] = crc?;
+            crcs[i] = match crc {
+                Ok(c) => c,
+                // A member that cannot be read: its reads fail (its local header too, which
+                // also needs its CRC), but the directory lists it, so that every other
+                // member stays readable. Its CRC there is 0: no value read is ever checked
+                // against it.
+                Err(e @ LayoutError::Model(_)) if !crate::source::is_transient(&e) => {
+                    let name = String::from_utf8_lossy(&self.members[i].name);
+                    log::info!("{FILE}: {name}: no CRC-32 in the central directory: {e}");
+                    0
+                }
+                Err(e) => return Err(e),
+            };
         }
         Ok(crcs)
     }
@@ -368,6 +383,8 @@ pub(crate) fn archive(
             continue;
         }
         let size = npy.known_size().ok_or_else(overflow)?;
+        // Each member from a page of its own: a bad member's failed page is no other's.
+        at = super::page_up(at).ok_or_else(overflow)?;
         let m = Member {
             name,
             npy,
@@ -383,6 +400,7 @@ pub(crate) fn archive(
         out_members.push(m);
     }
     let members = out_members;
+    let at = super::page_up(at).ok_or_else(overflow)?;
     let cd_len = members
         .iter()
         .try_fold(0u64, |sum, m| sum.checked_add(central_entry_len(m)))
@@ -395,7 +413,12 @@ pub(crate) fn archive(
     });
     let mut out = ConcatBuilder::default();
     let too_big = |_| overflow();
+    let gap = |out: &mut ConcatBuilder, to: u64| match to - out.offset() {
+        0 => Ok(()),
+        n => out.push(Arc::new(super::Gap(n))),
+    };
     for (i, m) in archive.members.iter().enumerate() {
+        gap(&mut out, m.at).map_err(too_big)?;
         debug_assert_eq!(out.offset(), m.at);
         out.push(Arc::new(Made::new(LocalHeader {
             archive: archive.clone(),
@@ -404,6 +427,7 @@ pub(crate) fn archive(
         .map_err(too_big)?;
         out.push(m.npy.clone()).map_err(too_big)?;
     }
+    gap(&mut out, archive.cd_at).map_err(too_big)?;
     out.push(Arc::new(Made::new(Central {
         archive: archive.clone(),
     })))
