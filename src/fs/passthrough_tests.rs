@@ -146,11 +146,19 @@ fn a_tensor_failing_its_checksum_keeps_the_file_in_the_daemons_hands() {
     let tree = tree_of(tmp.path());
     tree.allow_passthrough();
     assert_eq!(opens(&tree, DATA).0, OpenMode::Cached);
-    // Read through the daemon, `w`'s bytes are refused and those before them served.
-    let err = read_all(&tree, DATA).unwrap_err();
-    assert_eq!(err.errno(), libc::EIO, "{err}");
+    // Read through the daemon, a read of `w`'s bytes alone is refused, those before them
+    // are served, and a read of both gets `w`'s as the file holds them (TensorFlow reads so,
+    // a buffer at a time, and fails `w` by its CRC32C, as on the source).
     let ino = tree.resolve(DATA.as_bytes()).unwrap();
+    let mut tail = vec![0u8; 500];
+    let err = tree
+        .read_ino(ino, (bad.len() - 1500) as u64, &mut tail)
+        .unwrap_err();
+    assert_eq!(err.errno(), libc::EIO, "{err}");
     let mut head = vec![0u8; 16];
     assert_eq!(tree.read_ino(ino, 0, &mut head).unwrap(), 16);
     assert!(head == good[..16]);
+    let mut all = vec![0u8; bad.len()];
+    assert_eq!(tree.read_ino(ino, 0, &mut all).unwrap(), bad.len());
+    assert!(all == bad);
 }
