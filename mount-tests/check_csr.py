@@ -2,7 +2,8 @@
 matrix's equals its dense view (NAME.npy); a hash table's row i is the row of id ids[i]
 (NAME.csr.ids.npy, ascending) as NAME.rows/<id>.npy gives it; XGBoost trains on one.
 
-    python3 check_csr.py MOUNT < spec.json     (spec: [{"name": path, "kind": "sparse"|"table"}])
+    python3 check_csr.py MOUNT < spec.json     (spec: [{"name": path, "kind": "sparse"|"table"}],
+                                                a table may add "rows" and "sentinels")
 """
 import json
 import os
@@ -39,6 +40,9 @@ for item in spec:
     else:
         ids = np.load(path + ".csr.ids.npy")
         assert ids.dtype == np.int64 and len(ids) == m.shape[0], name
+        # A DenseHashTable's: its entries, no sentinel bucket.
+        assert item.get("rows", m.shape[0]) == m.shape[0], (name, m.shape, item)
+        assert len(set(ids) & set(item.get("sentinels", []))) == 0, (name, "a sentinel as a row")
         assert np.all(ids[1:] >= ids[:-1]), f"{name}: ids not ascending"
         rows = m.toarray()
         assert m.nnz == m.shape[0] * m.shape[1], name

@@ -413,6 +413,23 @@ fn csr_views_load_in_scipy_and_train_xgboost() {
         .collect();
     let monolith = here.join("fixtures/monolith/ps_export");
     let deeprec = here.join("fixtures/deeprec/clean/model.ckpt");
+    // DenseHashTables beside their graphs: their entries, no sentinel bucket.
+    let dense = here.join("fixtures/tf/hashtable/dense");
+    let truth: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dense.join("truth.json")).unwrap()).unwrap();
+    let dense_cases: Vec<(std::path::PathBuf, Vec<serde_json::Value>)> =
+        ["tf1_meta", "savedmodel", "keras"]
+            .iter()
+            .map(|form| {
+                let (source, table) = match *form {
+                    "tf1_meta" => (dense.join("tf1_meta/b/model"), "dht"),
+                    f => (dense.join(f).join("b"), truth["table"][f].as_str().unwrap()),
+                };
+                let item = serde_json::json!({"name": table, "kind": "table",
+                    "rows": truth["diff"]["rows_b"], "sentinels": truth["sentinels"][form]});
+                (source, vec![item])
+            })
+            .collect();
     let cases: Vec<(&Path, Vec<(String, &str)>)> = vec![
         (
             &angel,
@@ -439,13 +456,18 @@ fn csr_views_load_in_scipy_and_train_xgboost() {
             n.into_iter().map(|n| (n, "table")).collect()
         }),
     ];
-    let mut total = 0;
-    for (source, names) in cases {
-        assert!(!names.is_empty(), "{}", source.display());
+    let cases = cases.into_iter().map(|(source, names)| {
         let spec: Vec<serde_json::Value> = names
             .iter()
             .map(|(n, k)| serde_json::json!({"name": n, "kind": k}))
             .collect();
+        (source.to_path_buf(), spec)
+    });
+    let mut total = 0;
+    for (source, spec) in cases.chain(dense_cases) {
+        let source = source.as_path();
+        let names = &spec;
+        assert!(!names.is_empty(), "{}", source.display());
         let m = fuse.mount(source, "layouts=npy,libsvm");
         let mut child = Command::new("python3")
             .arg(here.join("mount-tests/check_csr.py"))
@@ -478,7 +500,7 @@ fn csr_views_load_in_scipy_and_train_xgboost() {
         total += names.len();
         m.unmount_and_check();
     }
-    assert!(total >= 12, "{total}");
+    assert!(total >= 15, "{total}");
 }
 
 /// One flipped byte in one storage of a `torch.save` zip: `verify` exits 2 naming the member

@@ -142,7 +142,7 @@ pub(crate) mod generic;
 pub(crate) mod gentext;
 pub(crate) mod held;
 pub(crate) mod json;
-mod lazy;
+pub(crate) mod lazy;
 pub mod num;
 pub(crate) mod pool;
 pub(crate) mod rows;

@@ -89,6 +89,43 @@ impl KeyOrder {
         Ok(order)
     }
 
+    /// The same order without the keys that are no rows: those in `sentinels`, and every
+    /// key held more than once (a `DenseHashTable`'s sentinels when its graph is not known).
+    /// One streaming pass; the order itself when nothing is dropped.
+    pub fn rows_only(self, sentinels: &[i64]) -> io::Result<KeyOrder> {
+        let mut r = BufReader::with_capacity(1 << 20, &self.file);
+        let mut w = BufWriter::with_capacity(1 << 20, tempfile::tempfile()?);
+        let mut kept = 0u64;
+        // The record waiting to be written, and whether its key came again.
+        let mut held: Option<((i64, u64), bool)> = None;
+        let mut emit = |h: Option<((i64, u64), bool)>, w: &mut BufWriter<File>| match h {
+            Some((p, false)) if !sentinels.contains(&p.0) => {
+                kept += 1;
+                put(w, p)
+            }
+            _ => Ok(()),
+        };
+        while let Some(p) = next(&mut r)? {
+            match &mut held {
+                Some((q, again)) if q.0 == p.0 => *again = true,
+                _ => {
+                    emit(held.take(), &mut w)?;
+                    held = Some((p, false));
+                }
+            }
+        }
+        emit(held, &mut w)?;
+        if kept == self.n {
+            return Ok(self);
+        }
+        let file = w.into_inner().map_err(|e| e.into_error())?;
+        debug_assert_eq!(
+            file.metadata().map(|m| m.len()).ok(),
+            Some(kept * RECORD as u64)
+        );
+        Ok(KeyOrder { file, n: kept })
+    }
+
     pub fn len(&self) -> u64 {
         self.n
     }
@@ -170,5 +207,19 @@ mod tests {
         let mut all = [(0, 0); 3];
         one.read(0, &mut all).unwrap();
         assert_eq!(all, [(-1, 1), (5, 0), (5, 2)]);
+    }
+
+    /// Sentinel keys and keys held more than once (every copy) are no rows.
+    #[test]
+    fn rows_only_drops_sentinels_and_repeated_keys() {
+        let o = order_of(&[7, -1, 3, -1, -2, 9, -1, 3, 3])
+            .rows_only(&[-2])
+            .unwrap();
+        let mut all = [(0, 0); 2];
+        o.read(0, &mut all).unwrap();
+        assert_eq!((o.len(), all), (2, [(7, 0), (9, 5)]));
+        let same = order_of(&[4, 2]).rows_only(&[]).unwrap();
+        assert_eq!(same.len(), 2);
+        assert!(order_of(&[-1, -1]).rows_only(&[]).unwrap().is_empty());
     }
 }

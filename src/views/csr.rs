@@ -18,7 +18,8 @@ use std::sync::{Arc, Mutex};
 use super::npz::{archive, NpzMember};
 use crate::layout::binary::{npy_content, npy_header};
 use crate::layout::held::Whole;
-use crate::layout::{FileContent, LayoutCtx};
+use crate::layout::lazy::Lazy;
+use crate::layout::{FileContent, LayoutCtx, LayoutError};
 use crate::model::{
     debug_check, DType, Entries, KeyKind, ModelError, SparseShape, Tensor, TensorMeta,
 };
@@ -82,6 +83,43 @@ impl Csr {
         Ok(Csr::with(t, Rows::Table { width, order }, [n, width], nnz))
     }
 
+    /// Whether the table's rows may be fewer than its saved slots, so that its shape needs a
+    /// pass over its keys: it has sentinel keys, or it is a bucket array (a power of two
+    /// long, as a `DenseHashTable` saves one) that may hold keys more than once.
+    fn counts_rows(&self) -> bool {
+        matches!(self.rows, Rows::Table { .. })
+            && (self.t.as_keyed().is_some_and(|k| !k.sentinels().is_empty())
+                || self.shape[0].is_power_of_two())
+    }
+
+    /// The table as CSR with its rows counted: its key order without the keys that are no
+    /// rows (`KeyOrder::rows_only`), one row each.
+    fn counted(&self) -> Result<Csr, ModelError> {
+        let Rows::Table { width, .. } = self.rows else {
+            return Err(self.error("no key order"));
+        };
+        let sentinels = self
+            .t
+            .as_keyed()
+            .map_or(&[][..], |k| k.sentinels())
+            .to_vec();
+        let order = self
+            .build_order()?
+            .rows_only(&sentinels)
+            .map_err(|e| self.error(e.to_string()))?;
+        let n = order.len();
+        let es = self.t.meta().dtype.elem_size().unwrap_or(1) as u64;
+        let nnz = n
+            .checked_mul(width)
+            .filter(|b| b.checked_mul(es).is_some())
+            .ok_or_else(|| self.error("its size overflows"))?;
+        let rows = Rows::Table {
+            width,
+            order: Mutex::new(Some(Arc::new(order))),
+        };
+        Ok(Csr::with(self.t.clone(), rows, [n, width], nnz))
+    }
+
     fn with(t: Arc<dyn Tensor>, rows: Rows, shape: [u64; 2], nnz: u64) -> Csr {
         let fits = |x: u64| x <= i32::MAX as u64;
         let index = match fits(nnz) && fits(shape[1]) {
@@ -115,13 +153,18 @@ impl Csr {
         if let Some(o) = &*slot {
             return Ok(o.clone());
         }
+        let o = self.build_order()?;
+        Ok(slot.insert(Arc::new(o)).clone())
+    }
+
+    /// The order of every saved key.
+    fn build_order(&self) -> Result<KeyOrder, ModelError> {
         let t = &self.t;
         let mut read = |first: u64, out: &mut [i64]| match t.row_keys(first, out) {
             Some(r) => r.map_err(|e| Box::new(e) as crate::store::KeysError),
             None => Err("a table without stored keys".into()),
         };
-        let o = KeyOrder::build(self.shape[0], &mut read).map_err(|e| self.error(e.to_string()))?;
-        Ok(slot.insert(Arc::new(o)).clone())
+        KeyOrder::build(self.shape[0], &mut read).map_err(|e| self.error(e.to_string()))
     }
 
     /// Records `first..first + out.len()` of the key order.
@@ -312,12 +355,32 @@ fn npy_of(csr: &Arc<Csr>, part: Part) -> Result<Arc<dyn FileContent>, String> {
     npy_content(Arc::new(Array::new(csr, part))).ok_or_else(|| "its size overflows".to_string())
 }
 
-/// `NAME.csr.npz` of `tensor`, or why it has none (metadata only).
+/// `content(csr)`, or, for a table whose rows need counting (`Csr::counts_rows`), that
+/// content built on the first size or read, once its rows are counted.
+fn sized(
+    csr: Csr,
+    content: impl Fn(Arc<Csr>) -> Result<Arc<dyn FileContent>, String> + Send + Sync + 'static,
+) -> Result<Arc<dyn FileContent>, String> {
+    if !csr.counts_rows() {
+        return content(Arc::new(csr));
+    }
+    Ok(Lazy::content(move || {
+        let counted = Arc::new(csr.counted()?);
+        content(counted).map_err(|e| LayoutError::Model(csr.error(e)))
+    }))
+}
+
+/// `NAME.csr.npz` of `tensor`, or why it has none (metadata only: a table whose rows need
+/// counting is sized by its first size or read).
 pub(crate) fn file(
     tensor: Arc<dyn Tensor>,
     ctx: &Arc<LayoutCtx>,
 ) -> Result<Arc<dyn FileContent>, String> {
-    let csr = Arc::new(Csr::new(tensor)?);
+    let ctx = ctx.clone();
+    sized(Csr::new(tensor)?, move |csr| archive_of(&csr, &ctx))
+}
+
+fn archive_of(csr: &Arc<Csr>, ctx: &Arc<LayoutCtx>) -> Result<Arc<dyn FileContent>, String> {
     // np.array(b'csr'): a 0-d array of 3-byte strings.
     let mut format = npy_header("|S3", &[]);
     format.extend_from_slice(b"csr");
@@ -330,7 +393,7 @@ pub(crate) fn file(
         ("data", Some(Part::Data)),
     ] {
         let npy = match part {
-            Some(p) => npy_of(&csr, p)?,
+            Some(p) => npy_of(csr, p)?,
             None => Arc::new(Whole(format.clone().into())) as Arc<dyn FileContent>,
         };
         members.push(NpzMember {
@@ -345,9 +408,9 @@ pub(crate) fn file(
 
 /// `NAME.csr.ids.npy` of a hash table: the id of each CSR row.
 pub(crate) fn ids_file(tensor: Arc<dyn Tensor>) -> Result<Arc<dyn FileContent>, String> {
-    let csr = Arc::new(Csr::new(tensor)?);
-    match csr.rows {
-        Rows::Table { .. } => npy_of(&csr, Part::Ids),
-        Rows::Sparse(_) => Err("a sparse matrix's rows are numbered: it has no ids".into()),
+    let csr = Csr::new(tensor)?;
+    if let Rows::Sparse(_) = csr.rows {
+        return Err("a sparse matrix's rows are numbered: it has no ids".into());
     }
+    sized(csr, |csr| npy_of(&csr, Part::Ids))
 }
