@@ -1456,4 +1456,59 @@ fn dense_hash_table_sentinels_are_never_rows() {
         "{v}"
     );
     assert_eq!(p["table_ids"].as_u64(), d["rows_b"].as_u64(), "{v}");
+
+    // A Serving base of both SavedModels: each version's table, its sentinels known.
+    let base = tempfile::tempdir().unwrap();
+    for (v, side) in [("1", "a"), ("2", "b")] {
+        let to = base.path().join(v);
+        for f in walk_files(&dir.join("savedmodel").join(side)) {
+            let rel = f.strip_prefix(dir.join("savedmodel").join(side)).unwrap();
+            std::fs::create_dir_all(to.join(rel).parent().unwrap()).unwrap();
+            std::fs::copy(&f, to.join(rel)).unwrap();
+        }
+    }
+    let out = run(&[
+        "diff".as_ref(),
+        "--rows".as_ref(),
+        "--json".as_ref(),
+        "-o".as_ref(),
+        "cache_dir=none".as_ref(),
+        base.path().as_os_str(),
+        base.path().as_os_str(),
+    ]);
+    let t = String::from_utf8_lossy(&out.stdout).into_owned();
+    for (table, rows) in [("1/dht", &d["rows_a"]), ("2/dht", &d["rows_b"])] {
+        let line = t
+            .lines()
+            .find(|l| l.contains(&format!("\"table\":\"{table}\"")))
+            .unwrap_or_else(|| panic!("{table}: {t}"));
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert_eq!(
+            (&v["rows_a"], &v["status"]),
+            (rows, &serde_json::json!("identical")),
+            "{v}"
+        );
+    }
+    let out = run(&[
+        "row".as_ref(),
+        "-o".as_ref(),
+        "cache_dir=none".as_ref(),
+        base.path().as_os_str(),
+        "2/dht".as_ref(),
+        "-8".as_ref(),
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+}
+
+/// Every file under `dir`.
+fn walk_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        match p.is_dir() {
+            true => out.extend(walk_files(&p)),
+            false => out.push(p),
+        }
+    }
+    out
 }
