@@ -1282,8 +1282,8 @@ fn an_unwritable_log_file_is_refused() {
 }
 
 /// Hash tables beside a graph, as TensorFlow writes them by default
-/// (scripts/gen_hashtable_graphs.py): a TF1 Saver checkpoint with its `.meta` and a TF2
-/// SavedModel. `diff --rows` finds the generator's changes id by id, `check` the slot's
+/// (scripts/gen_hashtable_graphs.py): a TF1 Saver checkpoint with its `.meta`, a TF2
+/// SavedModel and a Keras export. `diff --rows` finds the generator's changes id by id, `check` the slot's
 /// missing and extra ids; the graph's constants (the inserted keys and values) are no tables.
 #[test]
 fn hash_tables_beside_a_graph_are_tables() {
@@ -1295,9 +1295,11 @@ fn hash_tables_beside_a_graph_are_tables() {
         "rows {}/{}\tadded {}\tremoved {}\tchanged {}",
         d["rows_a"], d["rows_b"], d["added"], d["removed"], d["changed"]
     );
-    for (a, b) in [
-        ("tf1_meta/a/model", "tf1_meta/b/model"),
-        ("savedmodel/a", "savedmodel/b"),
+    for (a, b, table) in [
+        ("tf1_meta/a/model", "tf1_meta/b/model", "emb"),
+        ("savedmodel/a", "savedmodel/b", "emb"),
+        // Keras 3's export saves the layer's table as `_misc_assets/0`.
+        ("keras/a", "keras/b", "_misc_assets/0"),
     ] {
         let out = run(&[
             "diff".as_ref(),
@@ -1309,7 +1311,8 @@ fn hash_tables_beside_a_graph_are_tables() {
         ]);
         let t = text(&out);
         assert_eq!(out.status.code(), Some(1), "{a}: {t}");
-        let summary: Vec<&str> = t.lines().filter(|l| l.starts_with("# emb\t")).collect();
+        let head = format!("# {table}\t");
+        let summary: Vec<&str> = t.lines().filter(|l| l.starts_with(&head)).collect();
         assert_eq!(summary.len(), 1, "{a}: {t}");
         assert!(
             summary[0].contains(&want),

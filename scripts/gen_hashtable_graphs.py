@@ -5,9 +5,12 @@
                           writes: MutableHashTable `emb` (int64 -> float32[3]) and its slot
                           table `emb/Adagrad` (same width).
   savedmodel/{a,b}/       TF2 SavedModels (`tf.saved_model.save`) of a Module holding `emb`.
+  keras/{a,b}/            Keras 3 `Model.export` of a layer holding `emb` (saved as
+                          `_misc_assets/0`).
   truth.json              what `diff --rows a b` and `check b` must find (from the ids written).
 
-    python3 scripts/gen_hashtable_graphs.py OUT     (needs tensorflow; the fixtures: 2.21.0)
+    python3 scripts/gen_hashtable_graphs.py OUT [--keras-only]
+                                  (needs tensorflow and keras; the fixtures: 2.21.0, Keras 3.15)
 """
 import json
 import os
@@ -63,8 +66,34 @@ def savedmodel(path, ids, vals):
     tf.saved_model.save(M(), path)
 
 
+def keras_export(path, ids, vals):
+    import keras
+
+    class L(keras.layers.Layer):
+        def __init__(self):
+            super().__init__()
+            self.emb = tf.lookup.experimental.MutableHashTable(tf.int64, tf.float32, [0.0] * 3)
+            self.emb.insert(ids, vals)
+
+        def call(self, x):
+            rows = self.emb.lookup(tf.reshape(x, [-1]))
+            return tf.reshape(rows, tf.concat([tf.shape(x), [3]], 0))
+
+        def compute_output_shape(self, s):
+            return tuple(s) + (3,)
+
+    inp = keras.Input((4,), dtype="int64")
+    keras.Model(inp, L()(inp)).export(path)  # the table is saved as `_misc_assets/0`
+
+
+if len(sys.argv) > 2 and sys.argv[2] == "--keras-only":
+    keras_export(os.path.join(out, "keras", "a"), ids_a, vals_a)
+    keras_export(os.path.join(out, "keras", "b"), ids_b, vals_b)
+    sys.exit(0)
 tf1(os.path.join(out, "tf1_meta", "a"), ids_a, vals_a, ids_a)
 tf1(os.path.join(out, "tf1_meta", "b"), ids_b, vals_b, slot_ids_b)
 savedmodel(os.path.join(out, "savedmodel", "a"), ids_a, vals_a)
 savedmodel(os.path.join(out, "savedmodel", "b"), ids_b, vals_b)
+keras_export(os.path.join(out, "keras", "a"), ids_a, vals_a)
+keras_export(os.path.join(out, "keras", "b"), ids_b, vals_b)
 json.dump(truth, open(os.path.join(out, "truth.json"), "w"), indent=1)
