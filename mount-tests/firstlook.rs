@@ -300,3 +300,62 @@ fn a_second_read_never_reaches_the_daemon() {
 fn resident(p: &Path) -> bool {
     crate::support::resident_share(p, 0, u64::MAX) == 1.0
 }
+
+/// FUSE requests of `ls -l` on one directory of 1,000 tensors (3,000 files, default layouts;
+/// `fixtures/tf/wide`, scripts/gen_wide.py), counted in the daemon's debug log: entries come
+/// with their attributes (READDIRPLUS), so the listing costs fewer requests than files — a
+/// LOOKUP per file (and a GETATTR for each whose size is not final) would cost well over one.
+/// A second `ls -l` reads the directory from the kernel's cache.
+#[test]
+fn ls_l_of_a_wide_directory_costs_less_than_a_request_per_file() {
+    let Some(fuse) = Fuse::check() else { return };
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("daemon.log");
+    let mount = fuse.mount_env(
+        &here.join("fixtures/tf/wide/ckpt"),
+        "cache_dir=none",
+        &[
+            ("RUST_LOG", "fuser=debug"),
+            ("MODELFS_LOG", log.to_str().unwrap()),
+        ],
+    );
+    let requests = || {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains("FUSE("))
+            .count()
+    };
+    let ls = || {
+        let before = requests();
+        let out = Command::new("ls")
+            .arg("-l")
+            .arg(mount.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let files = String::from_utf8_lossy(&out.stdout).lines().count() - 1;
+        // The log is written as requests are answered: wait for it to settle.
+        let mut after = requests();
+        for _ in 0..20 {
+            std::thread::sleep(Duration::from_millis(50));
+            let now = requests();
+            if now == after {
+                break;
+            }
+            after = now;
+        }
+        (files, after - before)
+    };
+    let (files, first) = ls();
+    assert_eq!(files, 3000);
+    assert!(first > 0, "no request counted: is the debug log written?");
+    assert!(first < files, "{first} requests for {files} files");
+    let (_, second) = ls();
+    assert!(
+        second <= first,
+        "{second} requests the second time, {first} the first"
+    );
+    mount.unmount_and_check();
+}

@@ -159,6 +159,9 @@ pub(crate) fn detach_stdio(log_file: Option<&std::path::Path>) {
             // A syslog socket (`/dev/log`): one datagram per record.
             let sock = std::os::unix::net::UnixDatagram::unbound().ok()?;
             sock.connect(p).ok()?;
+            // A syslog that falls behind loses records; it never stops the file system (a
+            // full queue would block the thread logging, and with it every request).
+            sock.set_nonblocking(true).ok()?;
             super::SYSLOG.store(true, std::sync::atomic::Ordering::Relaxed);
             return Some(OwnedFd::from(sock));
         }

@@ -7,7 +7,8 @@
 //! exception is a text file whose size is not known yet: its placeholder size 0 gets no
 //! attribute TTL and it is opened with FOPEN_DIRECT_IO (every read reaches us and ends at the
 //! real end of file); once its size is learnt the kernel's copy of the inode is invalidated.
-//! Plain readdir only (readdirplus would ask for every file's attributes).
+//! Directories are read with their entries' attributes (`readdirplus`, adaptive) and kept by
+//! the kernel (FOPEN_CACHE_DIR): a walk of a tree costs a few requests per directory.
 
 use std::ffi::OsStr;
 use std::io;
@@ -19,8 +20,8 @@ use std::time::Duration;
 use fuser::{
     AccessFlags, Config, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation,
     INodeNo, InitFlags, KernelConfig, LockOwner, MountOption, OpenAccMode, OpenFlags, ReplyAttr,
-    ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyXattr, Request,
-    SessionACL, TimeOrNow,
+    ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs,
+    ReplyXattr, Request, SessionACL, TimeOrNow,
 };
 
 use super::backing::BackingIds;
@@ -170,6 +171,11 @@ impl Filesystem for ModelFs {
             InitFlags::FUSE_PARALLEL_DIROPS,
             InitFlags::FUSE_CACHE_SYMLINKS,
             InitFlags::FUSE_MAX_PAGES,
+            // Entries with their attributes (`readdirplus`): `ls -l`, `du`, `find -size` of a
+            // directory cost a few requests, not a LOOKUP per file. Adaptive: the kernel asks
+            // for them only where its callers go on to stat the entries.
+            InitFlags::FUSE_DO_READDIRPLUS,
+            InitFlags::FUSE_READDIRPLUS_AUTO,
         ] {
             let _ = config.add_capabilities(flag);
         }
@@ -434,12 +440,13 @@ impl Filesystem for ModelFs {
         reply.ok();
     }
 
-    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        match self.tree.node(ino.0) {
-            Ok(n) if n.kind.is_dir() => reply.opened(FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE),
-            Ok(_) => reply.error(Errno::ENOTDIR),
-            Err(e) => reply.error(errno(&e)),
-        }
+    /// ENOSYS: directories need no handle, and the kernel then stops sending OPENDIR and
+    /// RELEASEDIR (two round trips per directory a walk opens) and keeps every listing it
+    /// read (FOPEN_KEEP_CACHE | FOPEN_CACHE_DIR, its default without OPENDIR): a listing
+    /// never changes while its node lives (a changed source replaces the nodes, and the
+    /// kernel is told), so a second walk of a tree reads no directory from us.
+    fn opendir(&self, _req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        reply.error(Errno::ENOSYS);
     }
 
     fn readdir(
@@ -471,6 +478,84 @@ impl Filesystem for ModelFs {
         match result {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    /// `readdir` with each entry's attributes, from what the listing knows (a text file's
+    /// placeholder size stays one, with no TTL). Each entry but `.` and `..` counts as a
+    /// lookup of it, as the kernel counts it.
+    fn readdirplus(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectoryPlus,
+    ) {
+        let node = match self.tree.node(ino.0) {
+            Ok(n) => n,
+            Err(e) => return reply.error(errno(&e)),
+        };
+        let attr_of = |i: u64| {
+            self.tree
+                .getattr_for(i, &Caller::new(&self.tree, i, req.pid()))
+                .ok()
+        };
+        let dots = [(ino.0, "."), (node.parent, "..")];
+        for (k, (i, name)) in dots.into_iter().enumerate() {
+            if offset > k as u64 {
+                continue;
+            }
+            // The kernel takes no lookup of these two; a missing parent's attributes are
+            // the directory's own (the root is its own parent).
+            let Some(a) = attr_of(i).or_else(|| attr_of(ino.0)) else {
+                return reply.error(Errno::EIO);
+            };
+            if reply.add(
+                INodeNo(i),
+                k as u64 + 1,
+                name,
+                &TTL,
+                &to_fuse(&a),
+                Generation(0),
+            ) {
+                return reply.ok();
+            }
+        }
+        let first = usize::try_from(offset.saturating_sub(2)).unwrap_or(usize::MAX);
+        let mut next = first as u64 + 3;
+        let mut failed = None;
+        let result = self.tree.readdir(ino.0, first, |item| {
+            // Held as a LOOKUP holds it: the kernel will FORGET it.
+            let child = match self.tree.lookup(ino.0, item.name.as_bytes()) {
+                Ok(c) => c,
+                Err(e) => {
+                    failed = Some(e);
+                    return false;
+                }
+            };
+            let (a, ttl) = match attr_of(child) {
+                Some(a) => {
+                    let ttl = attr_ttl(&a);
+                    (to_fuse(&a), ttl)
+                }
+                // Listings never fail for a file's problem: a size unknown yet, asked again.
+                None => (
+                    to_fuse(&self.tree.placeholder_attr(child, item.kind)),
+                    Duration::ZERO,
+                ),
+            };
+            let full = reply.add(INodeNo(child), next, &item.name, &ttl, &a, Generation(0));
+            if full {
+                // Not sent: the kernel never saw this lookup.
+                self.tree.forget(child, 1);
+            }
+            next += 1;
+            !full
+        });
+        match (result, failed) {
+            (Ok(()), None) => reply.ok(),
+            (Err(e), _) | (Ok(()), Some(e)) => reply.error(errno(&e)),
         }
     }
 

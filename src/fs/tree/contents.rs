@@ -196,6 +196,22 @@ impl Tree {
         self.getattr_for(ino, &Patient)
     }
 
+    /// Attributes of `ino` that say nothing yet (size 0, not exact: asked for again), for a
+    /// listing that must not fail where `getattr_for` does.
+    pub(crate) fn placeholder_attr(&self, ino: Ino, kind: super::FileKind) -> Attr {
+        Attr {
+            ino,
+            kind,
+            size: 0,
+            perm: 0o755,
+            nlink: 1,
+            uid: self.cfg.uid,
+            gid: self.cfg.gid,
+            mtime: self.cfg.mtime,
+            exact: false,
+        }
+    }
+
     /// Attributes of `ino`; a text size is learnt for `req` only if cheap or in `Exact` mode.
     pub(crate) fn getattr_for(&self, ino: Ino, req: &dyn Requester) -> Result<Attr, FsError> {
         let node = self.node(ino)?;
