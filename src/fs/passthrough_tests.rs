@@ -162,3 +162,21 @@ fn a_tensor_failing_its_checksum_keeps_the_file_in_the_daemons_hands() {
     assert_eq!(tree.read_ino(ino, 0, &mut all).unwrap(), bad.len());
     assert!(all == bad);
 }
+
+/// Rows by id through the tree, `cache_dir=none`: the table's key index is built once for
+/// all lookups (the table is kept per mount), not once per row.
+#[test]
+fn a_tables_key_index_is_built_once_for_every_row() {
+    let tree = tree_of(&fixture("hashtable/tf2/ckpt"));
+    let want: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(fixture("hashtable/expected.json")).unwrap())
+            .unwrap();
+    let rows = want["tf2/ckpt"]["m/table"]["rows"].as_object().unwrap();
+    let before = crate::store::KEY_INDEX_BUILDS.with(|b| b.get());
+    for k in rows.keys().take(50) {
+        let got = read_all(&tree, &format!("m/table.rows/{k}.txt")).unwrap();
+        assert!(!got.is_empty(), "{k}");
+    }
+    let built = crate::store::KEY_INDEX_BUILDS.with(|b| b.get()) - before;
+    assert_eq!(built, 1, "key indexes built for 50 rows");
+}

@@ -231,6 +231,10 @@ pub(crate) struct Tree {
     /// The kernel can read files that are a local source file whole from that file itself
     /// (FUSE passthrough), and this mount may ask it to.
     passthrough: AtomicBool,
+    /// The keyed tensors row lookups asked for lately, by the model they came from (its
+    /// address) and path: a table's objects and key index are built once per mount, not per
+    /// row (`rows::Tables`).
+    tables: rows::Tables,
 }
 
 /// Told what the kernel should drop after the source changed: entries (parent, name) and
@@ -253,6 +257,7 @@ impl Tree {
             on_changed: OnceLock::new(),
             push: OnceLock::new(),
             passthrough: AtomicBool::new(false),
+            tables: Default::default(),
         }
     }
 
@@ -311,6 +316,7 @@ impl Tree {
         let keep = |node: &Node| matches!(&node.kind, NodeKind::Dir { path } if path.len() == 1 && in_kept(path));
         let fresh_root = Node::root();
         let let_go = self.nodes.replace_root(fresh_root, &keep);
+        self.tables.clear();
         if let Ok(mut views) = self.views.lock() {
             views.retain(|(root, _), _| in_kept(root));
         }

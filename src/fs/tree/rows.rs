@@ -18,6 +18,45 @@ use crate::model::Tensor;
 
 /// The one name a rows directory lists.
 pub(super) const README: &[u8] = b"README";
+/// Tables kept for row lookups at once.
+const TABLES: usize = 16;
+
+/// The keyed tensors row lookups asked for lately. A reader may make a new tensor object for
+/// every `Model::tensor` call (a TF hash table: a new key-index slot each time), and a row
+/// lookup that asked for it every time would build the table's key index again for every
+/// row (a pass over every key). Entries are keyed by the model's address too, so that a
+/// replaced model's tables are never served (and fall out as newer ones come).
+#[derive(Default)]
+pub(crate) struct Tables(
+    std::sync::Mutex<Option<lru::LruCache<(usize, ModelPath), Arc<dyn Tensor>>>>,
+);
+
+impl Tables {
+    /// The tensor at `path` of `model`, the one asked for before where kept. The lock is
+    /// never held while a tensor is opened.
+    fn get(
+        &self,
+        model: &Arc<dyn crate::model::Model>,
+        path: &ModelPath,
+    ) -> Result<Arc<dyn Tensor>, FsError> {
+        let key = (Arc::as_ptr(model) as *const () as usize, path.clone());
+        let lock = || self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(t) = lock().as_mut().and_then(|c| c.get(&key)) {
+            return Ok(t.clone());
+        }
+        let t = model.tensor(path)?;
+        let mut g = lock();
+        let cache = g.get_or_insert_with(|| {
+            lru::LruCache::new(std::num::NonZeroUsize::new(TABLES).expect("TABLES > 0"))
+        });
+        Ok(cache.get_or_insert(key, || t).clone())
+    }
+
+    /// Forgets every table (the model was replaced).
+    pub(super) fn clear(&self) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+}
 const ROWS_SUFFIX: &str = ".rows";
 
 pub(super) fn listing(tensor: &ModelPath) -> Listing {
@@ -130,7 +169,7 @@ impl Tree {
         id: i64,
         file: RowFile,
     ) -> Result<Opened, FsError> {
-        let t = self.model().tensor(tensor)?;
+        let t = self.tables.get(&self.model(), tensor)?;
         let content = RowContent::open(t.clone(), id, file, self.ctx.rows.clone())
             .map_err(|e| {
                 let e = FsError::from(e);
@@ -142,7 +181,7 @@ impl Tree {
     }
 
     pub(super) fn open_rows_readme(&self, tensor: &ModelPath) -> Result<Opened, FsError> {
-        let t = self.model().tensor(tensor)?;
+        let t = self.tables.get(&self.model(), tensor)?;
         Ok(Opened::whole(layout_rows::readme(&*t), t))
     }
 }
