@@ -18,6 +18,9 @@ use crate::model::Tensor;
 
 /// The one name a rows directory lists.
 pub(super) const README: &[u8] = b"README";
+/// Kept tables by (the model's address, path).
+type TableCache = lru::LruCache<(usize, ModelPath), Arc<dyn Tensor>>;
+
 /// Tables kept for row lookups at once.
 const TABLES: usize = 16;
 
@@ -27,9 +30,7 @@ const TABLES: usize = 16;
 /// row (a pass over every key). Entries are keyed by the model's address too, so that a
 /// replaced model's tables are never served (and fall out as newer ones come).
 #[derive(Default)]
-pub(crate) struct Tables(
-    std::sync::Mutex<Option<lru::LruCache<(usize, ModelPath), Arc<dyn Tensor>>>>,
-);
+pub(crate) struct Tables(std::sync::Mutex<Option<TableCache>>);
 
 impl Tables {
     /// The tensor at `path` of `model`, the one asked for before where kept. The lock is
