@@ -447,7 +447,8 @@ fn big_text_sizes_are_placeholders_until_learnt() {
 }
 
 /// Issue 26 item 9: the `.json` of a tensor whose read failed gives that error as
-/// `last_error`; its size follows (volatile: never cached), other `.json`s are unchanged.
+/// `last_error`; its size follows (kept by the kernel until the change is told), other
+/// `.json`s are unchanged.
 #[test]
 fn a_failed_read_shows_in_the_tensors_json() {
     let mut m = MemModel::default();
@@ -468,7 +469,16 @@ fn a_failed_read_shows_in_the_tensors_json() {
         super::tree::OpenMode::Direct
     );
     let attr = t.getattr(json).unwrap();
-    assert!(!attr.exact, "a volatile size is not to be cached");
+    assert!(
+        attr.exact,
+        "settled: its size is kept until a change is told"
+    );
+    let told = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let heard = told.clone();
+    t.listen_sizes(
+        Box::new(|_| {}),
+        Box::new(move |ino| heard.lock().unwrap().push(ino)),
+    );
     let bin = t.resolve(b"flaky.bin").unwrap();
     let mut buf = [0u8; 8];
     assert_eq!(t.read_ino(bin, 0, &mut buf).unwrap_err().errno(), libc::EIO);
@@ -480,6 +490,10 @@ fn a_failed_read_shows_in_the_tensors_json() {
         "{last}"
     );
     assert_eq!(t.getattr(json).unwrap().size, after.len() as u64);
+    assert!(
+        told.lock().unwrap().contains(&json),
+        "the kernel is told of the change"
+    );
     assert_eq!(read_all(&t, "ok.json"), ok_before);
 }
 

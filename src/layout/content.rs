@@ -139,8 +139,14 @@ pub trait FileContent: Send + Sync {
         None
     }
     /// The bytes may change while mounted (a `.json` gaining a `last_error`): the file system
-    /// caches neither their size nor their pages, and every stat and read asks again.
+    /// caches none of their pages (every read asks again), and their size only while
+    /// `settled` (it tells the kernel when the bytes change).
     fn volatile(&self) -> bool {
+        false
+    }
+    /// Of a `volatile` content: its size changes only on an event the file system hears of
+    /// (a read error of its tensor), so the kernel may keep it until told.
+    fn settled(&self) -> bool {
         false
     }
     /// The bytes are made on read (text rendered from values) rather than copied from the

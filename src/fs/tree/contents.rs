@@ -42,7 +42,7 @@ impl Tree {
                             return Err(e);
                         }
                         let what = format!("{} ({suffix}): {e}", self.path_of(node.ino));
-                        if self.first_failure(&o, what.clone(), &e) {
+                        if self.first_failure(node.ino, &o, what.clone(), &e) {
                             log::error!("{what}");
                         }
                         None
@@ -60,10 +60,30 @@ impl Tree {
     /// Notes a failure of `o` (shown in its tensor's `.json`); true when it is to be logged:
     /// the first of its cause for the tensor (one line however many of its files and
     /// requests meet it), or the file's first when it shows no tensor.
-    pub(super) fn first_failure(&self, o: &Opened, what: String, e: &FsError) -> bool {
+    pub(super) fn first_failure(&self, ino: Ino, o: &Opened, what: String, e: &FsError) -> bool {
         match &o.tensor {
-            Some(t) => self.ctx.faults.note(&t.meta().name, what, &e.to_string()),
+            Some(t) => {
+                let first = self.ctx.faults.note(&t.meta().name, what, &e.to_string());
+                self.json_changed(ino);
+                first
+            }
             None => o.first_failure(),
+        }
+    }
+
+    /// The `.json` beside file `ino` (its tensor's) shows a new `last_error`: the kernel is
+    /// told to drop the size it keeps (`settled`). A `.json` elsewhere (a partition's file
+    /// failed) keeps its cached size until asked again; its reads are always current.
+    fn json_changed(&self, ino: Ino) {
+        let Ok(node) = self.node(ino) else { return };
+        let Some((stem, _)) = node.name.rsplit_once('.') else {
+            return;
+        };
+        let json = format!("{stem}.json");
+        if let (Ok(Some(j)), Some(tell)) =
+            (self.known_child(node.parent, &json), self.on_learnt.get())
+        {
+            tell(j);
         }
     }
 
@@ -253,9 +273,9 @@ impl Tree {
                 attr.perm = 0o644;
                 attr.mtime = opened.mtime;
                 if opened.content.volatile() {
-                    // Its size as it stands, not to be cached (`exact` false: TTL 0).
+                    // Its size as it stands, cached only while settled (a change is told).
                     attr.size = opened.content.known_size().unwrap_or(0);
-                    attr.exact = false;
+                    attr.exact = opened.content.settled();
                     return Ok(attr);
                 }
                 match opened.size() {

@@ -143,7 +143,7 @@ impl Tree {
             let e = FsError::from(e);
             if !matches!(e, FsError::Interrupted) {
                 let what = format!("{}: read at {offset}: {e}", self.path_of(h.ino));
-                if self.first_failure(o, what.clone(), &e) {
+                if self.first_failure(h.ino, o, what.clone(), &e) {
                     log::error!("{what}");
                 }
             }
