@@ -235,6 +235,8 @@ pub(crate) struct Tree {
     /// address) and path: a table's objects and key index are built once per mount, not per
     /// row (`rows::Tables`).
     tables: rows::Tables,
+    /// The tensors of the files opened lately, shared by a tensor's files.
+    recent: rows::Tables,
 }
 
 /// Told what the kernel should drop after the source changed: entries (parent, name) and
@@ -258,6 +260,7 @@ impl Tree {
             push: OnceLock::new(),
             passthrough: AtomicBool::new(false),
             tables: Default::default(),
+            recent: rows::Tables::new(rows::RECENT_TENSORS),
         }
     }
 
@@ -317,6 +320,7 @@ impl Tree {
         let fresh_root = Node::root();
         let let_go = self.nodes.replace_root(fresh_root, &keep);
         self.tables.clear();
+        self.recent.clear();
         if let Ok(mut views) = self.views.lock() {
             views.retain(|(root, _), _| in_kept(root));
         }

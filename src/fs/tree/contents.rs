@@ -112,7 +112,7 @@ impl Tree {
                 layout,
                 partition,
             } => (|| {
-                let mut t = self.model().tensor(tensor)?;
+                let mut t = self.recent.get(&self.model(), tensor)?;
                 if let Some(i) = partition {
                     t = t.partition(*i)?;
                 }
