@@ -42,6 +42,69 @@ pub(crate) fn own_pages(start: u64, end: u64) -> (u64, u64) {
     (low, high)
 }
 
+/// A failure that reading again will not mend (bad data, not a passing fault).
+pub(crate) fn lasting(e: &LayoutError) -> bool {
+    matches!(e, LayoutError::Model(_)) && !crate::source::is_transient(e)
+}
+
+/// Where each tensor's bytes are in a view file of tensors back to back, `(start, end)`,
+/// ascending: for a read that fails for one tensor and covers others too (`Runs::read`).
+pub(crate) struct Runs(pub(crate) Vec<(u64, u64)>);
+
+impl Runs {
+    /// Bytes `offset..offset + len` of `data`. A read that fails for good is done again
+    /// tensor by tensor when it covers more than one tensor's bytes (or bytes between):
+    /// `failing(i, a, b, e)` answers for bytes `a..b` of tensor `i`, whose read failed with
+    /// `e`, or fails the read. A read within one tensor fails as it did.
+    pub(crate) fn read(
+        &self,
+        data: &crate::layout::concat::Concat,
+        offset: u64,
+        len: usize,
+        req: &dyn crate::layout::Requester,
+        failing: impl Fn(usize, u64, u64, LayoutError) -> Result<bytes::Bytes, LayoutError>,
+    ) -> Result<bytes::Bytes, LayoutError> {
+        let e = match data.read(offset, len, req) {
+            Err(e) if lasting(&e) => e,
+            r => return r,
+        };
+        let end = offset
+            .saturating_add(len as u64)
+            .min(data.known_size().unwrap_or(0));
+        let first = self.0.partition_point(|r| r.1 <= offset);
+        if end <= offset
+            || self
+                .0
+                .get(first)
+                .is_some_and(|r| r.0 <= offset && end <= r.1)
+        {
+            return Err(e);
+        }
+        let mut out = Vec::with_capacity(end.saturating_sub(offset) as usize);
+        let mut at = offset;
+        for (i, &(start, stop)) in self.0.iter().enumerate().skip(first) {
+            if start >= end {
+                break;
+            }
+            if start > at {
+                out.extend_from_slice(&data.read(at, (start - at) as usize, req)?);
+            }
+            let (a, b) = (start.max(at), stop.min(end));
+            match data.read(a, (b - a) as usize, req) {
+                Ok(got) => out.extend_from_slice(&got),
+                Err(e) if lasting(&e) => out.extend_from_slice(&failing(i, a, b, e)?),
+                Err(e) => return Err(e),
+            }
+            at = b;
+        }
+        if at < end {
+            out.extend_from_slice(&data.read(at, (end - at) as usize, req)?);
+        }
+        debug_assert_eq!(out.len() as u64, end - offset);
+        Ok(out.into())
+    }
+}
+
 /// Zero bytes between two parts of a view (fewer than a page).
 pub(crate) struct Gap(pub(crate) u64);
 

@@ -140,7 +140,7 @@ impl Archive {
                 // also needs its CRC), but the directory lists it, so that every other
                 // member stays readable. Its CRC there is 0: no value read is ever checked
                 // against it.
-                Err(e @ LayoutError::Model(_)) if !crate::source::is_transient(&e) => {
+                Err(e) if super::lasting(&e) => {
                     let name = String::from_utf8_lossy(&self.members[i].name);
                     log::info!("{FILE}: {name}: no CRC-32 in the central directory: {e}");
                     0

@@ -128,18 +128,22 @@ fn file(tensors: &[Arc<dyn Tensor>], ctx: &LayoutCtx) -> Result<(Packed, Vec<Str
     out.bytes((json.len() as u64).to_le_bytes().to_vec())
         .map_err(overflow)?;
     out.bytes(json).map_err(overflow)?;
-    let mut runs = Vec::with_capacity(kept.len());
+    let (mut runs, mut contents) = (Vec::new(), Vec::new());
     for (_, _, raw) in kept {
         debug_assert_eq!((out.offset() - 8) % raw.width() as u64, 0);
         let start = out.offset();
         let content = Arc::new(BinContent(raw));
         out.push(content.clone()).map_err(overflow)?;
-        runs.push((start, out.offset(), content));
+        runs.push((start, out.offset()));
+        contents.push(content);
     }
+    let data = out.finish();
+    let runs = super::Runs(runs);
     Ok((
         Packed {
-            data: out.finish(),
+            data,
             runs,
+            contents,
         },
         left_out,
     ))
@@ -153,63 +157,10 @@ fn file(tensors: &[Arc<dyn Tensor>], ctx: &LayoutCtx) -> Result<(Packed, Vec<Str
 /// and fails. A bad tensor with no page of its own fails its shared pages (and neighbours).
 pub(crate) struct Packed {
     data: Concat,
-    /// Each tensor's bytes in the file, `(start, end, content)`, ascending.
-    runs: Vec<(u64, u64, Arc<BinContent>)>,
-}
-
-impl Packed {
-    /// A read that failed across tensors, tensor by tensor (see `Packed`).
-    fn read_by_run(
-        &self,
-        offset: u64,
-        len: usize,
-        req: &dyn Requester,
-        failed: LayoutError,
-    ) -> Result<Bytes, LayoutError> {
-        let end = offset
-            .saturating_add(len as u64)
-            .min(self.data.known_size().unwrap_or(0));
-        let mut out = Vec::with_capacity(end.saturating_sub(offset) as usize);
-        let mut at = offset;
-        let first = self.runs.partition_point(|r| r.1 <= offset);
-        for (start, stop, content) in self.runs[first..].iter().take_while(|r| r.0 < end) {
-            if *start > at {
-                out.extend_from_slice(&self.data.read(at, (start - at) as usize, req)?);
-            }
-            let (a, b) = ((*start).max(at), (*stop).min(end));
-            match self.data.read(a, (b - a) as usize, req) {
-                Ok(got) => out.extend_from_slice(&got),
-                Err(e) if lasting(&e) => {
-                    let (low, high) = super::own_pages(*start, *stop);
-                    let shared = (b <= low || a >= high) && low < high;
-                    let unchecked = shared
-                        .then(|| content.0.read_unchecked(a - start, (b - a) as usize))
-                        .flatten();
-                    match unchecked {
-                        Some(got) => {
-                            log::info!("{FILE}: bytes {a}..{b} of a failing tensor served unchecked (a page it shares): {e}");
-                            out.extend_from_slice(&got?);
-                        }
-                        None => return Err(e),
-                    }
-                }
-                Err(e) => return Err(e),
-            }
-            at = b;
-        }
-        if at < end {
-            out.extend_from_slice(&self.data.read(at, (end - at) as usize, req)?);
-        }
-        if out.len() as u64 != end - offset {
-            return Err(failed);
-        }
-        Ok(out.into())
-    }
-}
-
-/// A failure that reading again will not mend (bad data, not a passing fault).
-fn lasting(e: &LayoutError) -> bool {
-    matches!(e, LayoutError::Model(_)) && !crate::source::is_transient(e)
+    /// Each tensor's bytes in the file.
+    runs: super::Runs,
+    /// Each tensor's elements, in the order of `runs`.
+    contents: Vec<Arc<BinContent>>,
 }
 
 impl FileContent for Packed {
@@ -220,21 +171,21 @@ impl FileContent for Packed {
         self.data.size_for(req)
     }
     fn read(&self, offset: u64, len: usize, req: &dyn Requester) -> Result<Bytes, LayoutError> {
-        match self.data.read(offset, len, req) {
-            Err(e) if lasting(&e) => {
-                let end = offset.saturating_add(len as u64);
-                let i = self.runs.partition_point(|r| r.1 <= offset);
-                let within = self
-                    .runs
-                    .get(i)
-                    .is_some_and(|r| r.0 <= offset && end <= r.1);
-                match within {
-                    true => Err(e),
-                    false => self.read_by_run(offset, len, req, e),
+        self.runs.read(&self.data, offset, len, req, |i, a, b, e| {
+            let (start, stop) = self.runs.0[i];
+            let (low, high) = super::own_pages(start, stop);
+            let shared = (b <= low || a >= high) && low < high;
+            let unchecked = shared
+                .then(|| self.contents[i].0.read_unchecked(a - start, (b - a) as usize))
+                .flatten();
+            match unchecked {
+                Some(got) => {
+                    log::info!("{FILE}: bytes {a}..{b} of a failing tensor served unchecked (a page it shares): {e}");
+                    got
                 }
+                None => Err(e),
             }
-            r => r,
-        }
+        })
     }
 }
 

@@ -244,7 +244,7 @@ fn data_in(
     runs.sort_unstable();
     Ok(Passed {
         data: data.finish(),
-        runs,
+        runs: super::Runs(runs),
         file,
         tensors: tensors.collect(),
         checked: std::sync::OnceLock::new(),
@@ -287,76 +287,11 @@ impl FileContent for Span {
     }
 }
 
-/// A failure that reading again will not mend (bad data, not a passing fault).
-fn lasting(e: &LayoutError) -> bool {
-    matches!(e, LayoutError::Model(_)) && !crate::source::is_transient(e)
-}
-
-impl Passed {
-    /// Whether `offset..offset + len` holds bytes of more than one entry (or between them).
-    fn spans_runs(&self, offset: u64, len: usize) -> bool {
-        let end = offset.saturating_add(len as u64);
-        let i = self.runs.partition_point(|r| r.1 <= offset);
-        !self
-            .runs
-            .get(i)
-            .is_some_and(|r| r.0 <= offset && end <= r.1)
-    }
-
-    /// A read that failed across entries, entry by entry. The file is the source's own data
-    /// file, whose entries share pages and which TensorFlow reads ahead a buffer at a time
-    /// (its `BundleReader` reads a tensor's neighbours' bytes with its own): a read of a
-    /// failing entry's bytes alone is EIO, but where a read covers other entries too, the
-    /// failing entry's bytes are served as the file holds them. TensorFlow checks every
-    /// entry's CRC32C against the index and fails that entry, exactly as on the source;
-    /// failing the whole read would fail its neighbours with it.
-    fn read_by_run(
-        &self,
-        offset: u64,
-        len: usize,
-        req: &dyn Requester,
-    ) -> Result<Bytes, LayoutError> {
-        let size = self.data.known_size().unwrap_or(0);
-        let end = offset.saturating_add(len as u64).min(size);
-        let mut out = Vec::with_capacity(end.saturating_sub(offset) as usize);
-        let raw = |a: u64, b: u64, out: &mut Vec<u8>| -> Result<(), LayoutError> {
-            let got = self
-                .file
-                .read(a, (b - a) as usize)
-                .map_err(ModelError::from)?;
-            out.extend_from_slice(&got);
-            Ok(())
-        };
-        let mut at = offset;
-        let first = self.runs.partition_point(|r| r.1 <= offset);
-        for &(start, stop) in self.runs[first..].iter().take_while(|r| r.0 < end) {
-            if start > at {
-                raw(at, start, &mut out)?;
-            }
-            let (a, b) = (start.max(at), stop.min(end));
-            match self.data.read(a, (b - a) as usize, req) {
-                Ok(got) => out.extend_from_slice(&got),
-                Err(e) if lasting(&e) => {
-                    log::info!("{DIR}/{DATA}: bytes {a}..{b} of a failing entry served as stored (read with other entries): {e}");
-                    raw(a, b, &mut out)?;
-                }
-                Err(e) => return Err(e),
-            }
-            at = b;
-        }
-        if at < end {
-            raw(at, end, &mut out)?;
-        }
-        debug_assert_eq!(out.len() as u64, end - offset);
-        Ok(out.into())
-    }
-}
-
 /// A data file that is a source file whole (`backed`).
 struct Passed {
     data: crate::layout::concat::Concat,
-    /// Each entry's bytes in the file, `(start, end)`, ascending.
-    runs: Vec<(u64, u64)>,
+    /// Each entry's bytes in the file.
+    runs: super::Runs,
     file: Arc<dyn ReadAt>,
     tensors: Vec<Arc<dyn crate::model::Tensor>>,
     /// Every tensor passed its check (only success is kept: a failed read may pass later).
@@ -370,13 +305,18 @@ impl FileContent for Passed {
     fn size_for(&self, req: &dyn Requester) -> Result<u64, LayoutError> {
         self.data.size_for(req)
     }
+    /// A read that fails for one entry and covers others too (the source's own data file,
+    /// whose entries share pages, which TensorFlow reads a buffer at a time, neighbours
+    /// included) gets the failing entry's bytes as the file holds them: TensorFlow checks
+    /// every entry's CRC32C against the index and fails that entry, exactly as on the
+    /// source, where failing the whole read would fail its neighbours with it. A read of the
+    /// failing entry's bytes alone is EIO.
     fn read(&self, offset: u64, len: usize, req: &dyn Requester) -> Result<Bytes, LayoutError> {
-        match self.data.read(offset, len, req) {
-            Err(e) if lasting(&e) && self.spans_runs(offset, len) => {
-                self.read_by_run(offset, len, req)
-            }
-            r => r,
-        }
+        self.runs.read(&self.data, offset, len, req, |_, a, b, e| {
+            log::info!("{DIR}/{DATA}: bytes {a}..{b} of a failing entry served as stored (read with other entries): {e}");
+            let len = usize::try_from(b - a).map_err(|_| LayoutError::Overflow("read length"))?;
+            Ok(self.file.read(a, len).map_err(ModelError::from)?)
+        })
     }
     /// The source file, once every tensor's checksum is checked (a first read of each does
     /// it, on all cores, and its verdict is kept): the kernel will not ask again.
