@@ -112,7 +112,7 @@ impl Tree {
                 layout,
                 partition,
             } => (|| {
-                let mut t = self.recent.get(&self.model(), tensor)?;
+                let mut t = self.file_tensors.get(&self.model(), tensor)?;
                 if let Some(i) = partition {
                     t = t.partition(*i)?;
                 }
@@ -223,6 +223,9 @@ impl Tree {
             ino,
             kind,
             size: 0,
+            // Write bits as any copied file has them: the mount is read-only (EROFS), and a
+            // `cp -r` by a non-root user keeps these modes, so r-x-only directories would
+            // make the copy unremovable.
             perm: 0o755,
             nlink: 1,
             uid: self.cfg.uid,
@@ -236,18 +239,8 @@ impl Tree {
     pub(crate) fn getattr_for(&self, ino: Ino, req: &dyn Requester) -> Result<Attr, FsError> {
         let node = self.node(ino)?;
         let mut attr = Attr {
-            ino,
-            kind: node.file_kind(),
-            size: 0,
-            // Write bits as any copied file has them: the mount is read-only (EROFS), and a
-            // `cp -r` by a non-root user keeps these modes, so r-x-only directories would
-            // make the copy unremovable.
-            perm: 0o755,
-            nlink: 1,
-            uid: self.cfg.uid,
-            gid: self.cfg.gid,
-            mtime: self.cfg.mtime,
             exact: true,
+            ..self.placeholder_attr(ino, node.file_kind())
         };
         match &node.kind {
             NodeKind::Dir { path }
