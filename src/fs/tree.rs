@@ -37,6 +37,7 @@ mod handles;
 mod hidden;
 mod nodes;
 mod paths;
+mod recent;
 mod rows;
 mod xattr;
 
@@ -231,12 +232,11 @@ pub(crate) struct Tree {
     /// The kernel can read files that are a local source file whole from that file itself
     /// (FUSE passthrough), and this mount may ask it to.
     passthrough: AtomicBool,
-    /// The keyed tensors row lookups asked for lately, by the model they came from (its
-    /// address) and path: a table's objects and key index are built once per mount, not per
-    /// row (`rows::Tables`).
-    tables: rows::Tables,
+    /// The keyed tensors row lookups asked for lately: a table's objects and key index are
+    /// built once per mount, not per row (`recent`).
+    row_tables: recent::Recent,
     /// The tensors of the files opened lately, shared by a tensor's files.
-    recent: rows::Tables,
+    file_tensors: recent::Recent,
 }
 
 /// Told what the kernel should drop after the source changed: entries (parent, name) and
@@ -259,8 +259,8 @@ impl Tree {
             on_changed: OnceLock::new(),
             push: OnceLock::new(),
             passthrough: AtomicBool::new(false),
-            tables: Default::default(),
-            recent: rows::Tables::new(rows::RECENT_TENSORS),
+            row_tables: recent::Recent::new(recent::ROW_TABLES),
+            file_tensors: recent::Recent::new(recent::FILE_TENSORS),
         }
     }
 
@@ -319,8 +319,8 @@ impl Tree {
         let keep = |node: &Node| matches!(&node.kind, NodeKind::Dir { path } if path.len() == 1 && in_kept(path));
         let fresh_root = Node::root();
         let let_go = self.nodes.replace_root(fresh_root, &keep);
-        self.tables.clear();
-        self.recent.clear();
+        self.row_tables.clear();
+        self.file_tensors.clear();
         if let Ok(mut views) = self.views.lock() {
             views.retain(|(root, _), _| in_kept(root));
         }

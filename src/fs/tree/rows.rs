@@ -18,64 +18,6 @@ use crate::model::Tensor;
 
 /// The one name a rows directory lists.
 pub(super) const README: &[u8] = b"README";
-/// Kept tensors by (the model's address, path).
-type TableCache = lru::LruCache<(usize, ModelPath), Arc<dyn Tensor>>;
-
-/// Tables kept for row lookups at once.
-const TABLES: usize = 16;
-/// Tensors kept for the files being opened: a tensor's files (`.json`, `.npy`, `.txt`, …)
-/// are listed, and so stat'ed and opened, one after another, and share one object.
-pub(super) const RECENT_TENSORS: usize = 64;
-
-/// The tensors asked for lately, up to a number. A reader may make a new tensor object for
-/// every `Model::tensor` call (a TF hash table: a new key-index slot each time): a row lookup
-/// that asked for it every time would build the table's key index again for every row (a
-/// pass over every key), and each file of a tensor would hold a tensor object of its own.
-/// Entries are keyed by the model's address too, so that a replaced model's tensors are
-/// never served (and fall out as newer ones come).
-pub(crate) struct Tables {
-    cache: std::sync::Mutex<Option<TableCache>>,
-    most: usize,
-}
-
-impl Default for Tables {
-    fn default() -> Tables {
-        Tables::new(TABLES)
-    }
-}
-
-impl Tables {
-    pub(super) fn new(most: usize) -> Tables {
-        Tables {
-            cache: std::sync::Mutex::new(None),
-            most: most.max(1),
-        }
-    }
-
-    /// The tensor at `path` of `model`, the one asked for before where kept. The lock is
-    /// never held while a tensor is opened.
-    pub(super) fn get(
-        &self,
-        model: &Arc<dyn crate::model::Model>,
-        path: &ModelPath,
-    ) -> Result<Arc<dyn Tensor>, FsError> {
-        let key = (Arc::as_ptr(model) as *const () as usize, path.clone());
-        let lock = || self.cache.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(t) = lock().as_mut().and_then(|c| c.get(&key)) {
-            return Ok(t.clone());
-        }
-        let t = model.tensor(path)?;
-        let mut g = lock();
-        let most = std::num::NonZeroUsize::new(self.most).expect("most > 0");
-        let cache = g.get_or_insert_with(|| lru::LruCache::new(most));
-        Ok(cache.get_or_insert(key, || t).clone())
-    }
-
-    /// Forgets every table (the model was replaced).
-    pub(super) fn clear(&self) {
-        *self.cache.lock().unwrap_or_else(|e| e.into_inner()) = None;
-    }
-}
 const ROWS_SUFFIX: &str = ".rows";
 
 pub(super) fn listing(tensor: &ModelPath) -> Listing {
@@ -188,7 +130,7 @@ impl Tree {
         id: i64,
         file: RowFile,
     ) -> Result<Opened, FsError> {
-        let t = self.tables.get(&self.model(), tensor)?;
+        let t = self.row_tables.get(&self.model(), tensor)?;
         let content = RowContent::open(t.clone(), id, file, self.ctx.rows.clone())
             .map_err(|e| {
                 let e = FsError::from(e);
@@ -200,7 +142,7 @@ impl Tree {
     }
 
     pub(super) fn open_rows_readme(&self, tensor: &ModelPath) -> Result<Opened, FsError> {
-        let t = self.tables.get(&self.model(), tensor)?;
+        let t = self.row_tables.get(&self.model(), tensor)?;
         Ok(Opened::whole(layout_rows::readme(&*t), t))
     }
 }
