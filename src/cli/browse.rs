@@ -78,7 +78,7 @@ pub(crate) fn cat_into(tree: &Tree, path: &[u8], out: &mut dyn Write) -> Result<
     let shown = OsStr::from_bytes(path);
     let ino = tree.resolve(path).map_err(|e| path_failure(shown, &e))?;
     let node = tree.node(ino).map_err(|e| path_failure(shown, &e))?;
-    if node.kind.is_dir() {
+    if node.kind().is_dir() {
         return Err(path_failure(shown, &FsError::IsDir));
     }
     let opened = tree

@@ -124,6 +124,7 @@ pub(crate) fn index_tree(
     threads: usize,
     progress: Option<&ChunkCache>,
 ) -> Result<IndexReport, Failure> {
+    tree.store_every_size();
     let mut jobs = Vec::new();
     collect(tree, ROOT_INO, &mut jobs)
         .map_err(|e| Failure::new(EXIT_SOURCE, format!("listing the tree: {e}")))?;
@@ -215,7 +216,7 @@ fn human_rate(rate: f64) -> String {
 fn collect(tree: &Tree, dir: Ino, jobs: &mut Vec<Job>) -> Result<(), crate::fs::FsError> {
     let mut items = Vec::new();
     tree.readdir(dir, 0, |item| {
-        items.push(item);
+        items.push(item.owned());
         true
     })?;
     for item in items {

@@ -89,11 +89,11 @@ pub(crate) struct Listing {
 }
 
 impl Listing {
-    pub(crate) fn find(&self, name: &[u8]) -> Option<&Child> {
+    /// The index of `name` among the children.
+    pub(crate) fn position(&self, name: &[u8]) -> Option<usize> {
         self.children
             .binary_search_by(|c| c.name.as_bytes().cmp(name))
             .ok()
-            .and_then(|i| self.children.get(i))
     }
 
     /// Number of sub-directories (for the directory's link count).

@@ -55,9 +55,11 @@ fn a_changed_directory_keeps_its_unchanged_checkpoints_and_lets_the_others_go() 
     let w1 = tree.lookup(ckpt1, b"w.txt").unwrap();
     let w2 = tree.lookup(ckpt2, b"w.txt").unwrap();
     // Opened (as by open(2)), not read yet.
-    tree.check_open(w2, false).unwrap();
+    let w2_open = tree.open(w2, false, &crate::layout::Patient).unwrap().fh;
     tree.lookup(ROOT_INO, b"latest").unwrap();
     assert_eq!(read_text(&tree, w1).unwrap().trim(), "1.0\n1.0\n1.0");
+    // Held open across the change (a reader in the middle of it).
+    let w1_open = tree.open(w1, false, &crate::layout::Patient).unwrap().fh;
     let nodes_before = tree.inode_count();
 
     // The third save: ckpt-3 in, ckpt-1 out; ckpt-2's files untouched (same inodes).
@@ -81,13 +83,19 @@ fn a_changed_directory_keeps_its_unchanged_checkpoints_and_lets_the_others_go() 
         tree.lookup(ckpt1, b"step.txt"),
         Err(FsError::NotFound)
     ));
-    assert_eq!(read_text(&tree, w1).unwrap().trim(), "1.0\n1.0\n1.0");
+    let got = tree
+        .read(w1_open, 0, 4096, &crate::layout::Patient)
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&got).trim(), "1.0\n1.0\n1.0");
+    tree.release(w1_open);
+    // A new open of it is stale: its checkpoint is gone.
+    assert!(matches!(read_text(&tree, w1), Err(FsError::Stale(_))));
     // New: found, and `latest` follows the state file.
     let ckpt3 = tree.lookup(ROOT_INO, b"ckpt-3").unwrap();
     let w3 = tree.lookup(ckpt3, b"w.txt").unwrap();
     assert_eq!(read_text(&tree, w3).unwrap().trim(), "3.0\n3.0\n3.0");
     let latest = tree.lookup(ROOT_INO, b"latest").unwrap();
-    match &tree.node(latest).unwrap().kind {
+    match tree.node(latest).unwrap().kind() {
         listing::NodeKind::Symlink { target } => assert_eq!(target.as_slice(), b"ckpt-3"),
         k => panic!("latest is {k:?}"),
     }
@@ -104,7 +112,8 @@ fn a_changed_directory_keeps_its_unchanged_checkpoints_and_lets_the_others_go() 
     );
     assert_eq!(tree.lookup(ROOT_INO, b"ckpt-3").unwrap(), ckpt3);
     // ckpt-2's files replaced (renamed over by others): a new checkpoint, new numbers; the
-    // file opened before reads what it opened, one looked up only is stale.
+    // file open across the change reads what it opened, a new open of it and a name looked
+    // up only are stale.
     std::thread::sleep(std::time::Duration::from_millis(10));
     for (from, to) in [
         ("ckpt-3.data-00000-of-00001", "ckpt-2.data-00000-of-00001"),
@@ -119,7 +128,11 @@ fn a_changed_directory_keeps_its_unchanged_checkpoints_and_lets_the_others_go() 
     assert_ne!(ckpt2_new, ckpt2);
     let w2_new = tree.lookup(ckpt2_new, b"w.txt").unwrap();
     assert_eq!(read_text(&tree, w2_new).unwrap().trim(), "3.0\n3.0\n3.0");
-    assert_eq!(read_text(&tree, w2).unwrap().trim(), "2.0\n2.0\n2.0");
+    let got = tree
+        .read(w2_open, 0, 4096, &crate::layout::Patient)
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&got).trim(), "2.0\n2.0\n2.0");
+    assert!(matches!(read_text(&tree, w2), Err(FsError::Stale(_))));
     let step2 = tree.lookup(ckpt2, b"step.txt").unwrap_err();
     assert!(matches!(step2, FsError::NotFound), "{step2:?}");
 }

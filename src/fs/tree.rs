@@ -9,7 +9,9 @@
 //!   reused; a file node the kernel has forgotten may be freed (`nodes`: which, and when), and
 //!   its name gets a new number on its next lookup. Inode 1 is the root.
 //! - A directory's listing is computed once (metadata only) and cached in its node.
-//! - A file's content object is opened once and cached in its node; failures are not cached.
+//! - A file's content object is opened once and cached in its node while it is costly to make
+//!   again; a file sized cheaply keeps only its size and mtime (`Settled`) and gets a fresh
+//!   content object, with that size, per open. Failures are not cached.
 //! - A file's size, once known, never changes. A text file whose size is not known yet (and is
 //!   not cheap to learn) reports 0 with `Attr::exact == false`; the kernel must not cache that
 //!   size and must read the file like a procfs file (`OpenMode::Direct`) until it is known. The
@@ -120,10 +122,28 @@ impl Attr {
 
 /// One entry handed out by `readdir`.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct DirItem {
+pub(crate) struct DirItem<'a> {
+    pub(crate) ino: Ino,
+    pub(crate) kind: FileKind,
+    pub(crate) name: &'a str,
+}
+
+/// A `DirItem` kept past the `readdir` call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct DirEntry {
     pub(crate) ino: Ino,
     pub(crate) kind: FileKind,
     pub(crate) name: String,
+}
+
+impl DirItem<'_> {
+    pub(crate) fn owned(&self) -> DirEntry {
+        DirEntry {
+            ino: self.ino,
+            kind: self.kind,
+            name: self.name.to_string(),
+        }
+    }
 }
 
 struct Opened {
@@ -145,6 +165,13 @@ struct Opened {
     logged: AtomicBool,
 }
 
+/// What `stat` shows of a file whose content object was not kept (`Node::settled`).
+#[derive(Clone, Copy, Debug)]
+struct Settled {
+    size: u64,
+    mtime: SystemTime,
+}
+
 impl Opened {
     fn size(&self) -> Option<u64> {
         Some(self.size.load(Ordering::Acquire)).filter(|&s| s != UNKNOWN)
@@ -159,10 +186,15 @@ impl Opened {
 pub(crate) struct Node {
     pub(crate) ino: Ino,
     pub(crate) parent: Ino,
-    pub(crate) name: String,
-    pub(crate) kind: NodeKind,
-    listing: OnceLock<Arc<Listing>>,
+    /// Its name and kind (shared with its parent's listing when listed).
+    entry: nodes::Entry,
+    listing: OnceLock<Arc<nodes::Listed>>,
+    /// The content object, kept while it holds something that costs to make again: a size not
+    /// known yet or learnt by a long render, a failure logged, a row's or hidden file's bytes.
     opened: OnceLock<Arc<Opened>>,
+    /// The attributes of a file sized cheaply, kept instead of its content object: a walk of
+    /// a big tree leaves a few bytes per file, not a tensor and a renderer (`contents`).
+    settled: OnceLock<Settled>,
     /// The kernel's lookup count (`nodes`).
     lookups: AtomicU64,
     /// Its model part left the source (`replace_model`): it serves only what it opened.
@@ -170,14 +202,14 @@ pub(crate) struct Node {
 }
 
 impl Node {
-    fn new(ino: Ino, parent: Ino, name: String, kind: NodeKind) -> Node {
+    fn new(ino: Ino, parent: Ino, entry: nodes::Entry) -> Node {
         Node {
             ino,
             parent,
-            name,
-            kind,
+            entry,
             listing: OnceLock::new(),
             opened: OnceLock::new(),
+            settled: OnceLock::new(),
             lookups: AtomicU64::new(0),
             gone: AtomicBool::new(false),
         }
@@ -185,18 +217,30 @@ impl Node {
 
     /// A root node (inode 1, the model's top directory), its listing not made yet.
     pub(super) fn root() -> Node {
-        Node::new(
-            ROOT_INO,
-            ROOT_INO,
-            String::new(),
-            NodeKind::Dir {
+        let child = listing::Child {
+            name: String::new(),
+            kind: NodeKind::Dir {
                 path: Arc::from(Vec::new()),
             },
-        )
+        };
+        Node::new(ROOT_INO, ROOT_INO, nodes::Entry::Own(Box::new(child)))
+    }
+
+    pub(crate) fn name(&self) -> &str {
+        &self.entry.child().name
+    }
+
+    pub(crate) fn kind(&self) -> &NodeKind {
+        &self.entry.child().kind
+    }
+
+    /// Its listing with its entries' numbers, if listed yet.
+    fn listed(&self) -> Option<&Arc<nodes::Listed>> {
+        self.listing.get()
     }
 
     pub(crate) fn file_kind(&self) -> FileKind {
-        kind_of(&self.kind)
+        kind_of(self.kind())
     }
 }
 
@@ -278,6 +322,11 @@ impl Tree {
         let _ = self.push.set(pusher);
     }
 
+    /// Keeps every text size learnt in the persistent store, however small (`modelfs index`).
+    pub(crate) fn store_every_size(&self) {
+        self.ctx.cache.store_every_index();
+    }
+
     /// Lets opens name the local file a file is, whole (`Opening::backing`), for the kernel
     /// to read itself.
     pub(crate) fn allow_passthrough(&self) {
@@ -297,8 +346,8 @@ impl Tree {
     /// Shows `new` in place of the model shown now (the source changed). Each member of the
     /// old model that `new` shows with the same id (`Model::members`) keeps its subtree:
     /// inode numbers, opened files, sizes learnt. Every other child of the root, and all
-    /// below it, is gone: out of the names, freed once the kernel forgets it, and serving
-    /// only what it opened before (an open file reads the bytes it opened). Returns the
+    /// below it, is gone: out of the names, freed once the kernel forgets it; a file open
+    /// across the change reads the bytes it opened, a new open of it is stale. Returns the
     /// number of root entries let go.
     pub(crate) fn replace_model(&self, new: Arc<dyn Model>) -> usize {
         let old = std::mem::replace(
@@ -316,7 +365,7 @@ impl Tree {
             _ => HashSet::new(),
         };
         let in_kept = |path: &[Vec<u8>]| path.first().is_some_and(|m| kept.contains(m));
-        let keep = |node: &Node| matches!(&node.kind, NodeKind::Dir { path } if path.len() == 1 && in_kept(path));
+        let keep = |node: &Node| matches!(node.kind(), NodeKind::Dir { path } if path.len() == 1 && in_kept(path));
         let fresh_root = Node::root();
         let let_go = self.nodes.replace_root(fresh_root, &keep);
         self.row_tables.clear();
@@ -385,15 +434,15 @@ impl Tree {
     }
 
     /// The cached listing of a directory node.
-    fn listing(&self, node: &Node) -> Result<Arc<Listing>, FsError> {
+    fn listing(&self, node: &Node) -> Result<Arc<nodes::Listed>, FsError> {
         if node.gone.load(Ordering::Acquire) {
             // As a directory removed under a shell standing in it: empty, nothing found.
-            return Ok(Arc::new(Listing::default()));
+            return Ok(Arc::new(nodes::Listed::new(Arc::default())));
         }
         if let Some(l) = node.listing.get() {
             return Ok(l.clone());
         }
-        let listing = match &node.kind {
+        let listing = match node.kind() {
             NodeKind::Dir { path } => {
                 listing::list_model_dir(self.model().as_ref(), &self.ctx, path)?
             }
@@ -434,24 +483,31 @@ impl Tree {
             _ => return Err(FsError::NotDir),
         };
         // Another thread may have won the race; both listings are equal (immutable source).
-        let _ = node.listing.set(Arc::new(listing));
-        node.listing.get().cloned().ok_or(FsError::Invalid)
+        Ok(node
+            .listing
+            .get_or_init(|| Arc::new(nodes::Listed::new(Arc::new(listing))))
+            .clone())
     }
 
     /// The inode of `name` in `parent` if one was assigned.
     fn known_child(&self, parent: Ino, name: &str) -> Result<Option<Ino>, FsError> {
-        self.nodes.known_child(parent, name)
+        let dir = self.node(parent)?;
+        self.nodes
+            .known_child(parent, dir.listed().map(|l| &**l), name)
     }
 
-    /// The inode of `child` of `parent`, assigning one on first sight.
+    /// The inode of `child` of `parent`, a name no listing shows, assigning one on first
+    /// sight.
     fn child_ino(&self, parent: Ino, child: &listing::Child) -> Result<Ino, FsError> {
-        self.nodes.child(parent, child)
+        self.nodes.named(parent, &child.name, || {
+            nodes::Entry::Own(Box::new(child.clone()))
+        })
     }
 
     /// The inode of `name` in directory `parent`, without computing its attributes.
     pub(crate) fn lookup_ino(&self, parent: Ino, name: &[u8]) -> Result<Ino, FsError> {
         let dir = self.node(parent)?;
-        if !dir.kind.is_dir() {
+        if !dir.kind().is_dir() {
             return Err(FsError::NotDir);
         }
         match name {
@@ -463,7 +519,7 @@ impl Tree {
         // The hidden views of a model root: found by name, never listed.
         if let (Some(i), NodeKind::Dir { path }) = (
             views::NAMES.iter().position(|v| v.as_bytes() == name),
-            &dir.kind,
+            dir.kind(),
         ) {
             if self.model().model_roots().iter().any(|r| r[..] == path[..]) {
                 let child = listing::Child {
@@ -478,16 +534,16 @@ impl Tree {
                 return self.child_ino(parent, &child);
             }
         }
-        if let NodeKind::Rows { tensor } = &dir.kind {
+        if let NodeKind::Rows { tensor } = dir.kind() {
             if name != rows::README {
                 return self.lookup_row(parent, tensor, name);
             }
         }
         let listing = self.listing(&dir)?;
-        match listing.find(name) {
-            Some(child) => self.child_ino(parent, child),
+        match listing.position(name) {
+            Some(i) => self.nodes.listed(parent, &listing, i),
             None => {
-                let NodeKind::Dir { path } = &dir.kind else {
+                let NodeKind::Dir { path } = dir.kind() else {
                     return Err(FsError::NotFound);
                 };
                 self.lookup_hidden(parent, path, &listing, name)
@@ -543,21 +599,36 @@ impl Tree {
         &self,
         ino: Ino,
         offset: usize,
-        mut emit: impl FnMut(DirItem) -> bool,
+        mut emit: impl FnMut(DirItem<'_>) -> bool,
     ) -> Result<(), FsError> {
         let dir = self.node(ino)?;
         let listing = self.listing(&dir)?;
-        for child in listing.children.iter().skip(offset) {
+        for (i, child) in listing.children.iter().enumerate().skip(offset) {
             let item = DirItem {
-                ino: self.child_ino(ino, child)?,
+                ino: self.nodes.listed(ino, &listing, i)?,
                 kind: kind_of(&child.kind),
-                name: child.name.clone(),
+                name: &child.name,
             };
             if !emit(item) {
                 break;
             }
         }
         Ok(())
+    }
+
+    /// The kernel's LOOKUP of a child `readdir` just handed out as `ino` (READDIRPLUS):
+    /// counted as `lookup` counts it, without finding the name again.
+    pub(crate) fn hold_listed(&self, parent: Ino, ino: Ino, name: &str) -> Result<Ino, FsError> {
+        match self.nodes.hold(ino)? {
+            Some(false) => Ok(ino),
+            // Forgotten meanwhile, or a row (which `lookup` accounts for): by name.
+            _ => {
+                if self.node(ino).is_ok() {
+                    self.forget(ino, 1);
+                }
+                self.lookup(parent, name.as_bytes())
+            }
+        }
     }
 
     #[cfg(test)]
@@ -569,7 +640,7 @@ impl Tree {
     }
 
     pub(crate) fn readlink(&self, ino: Ino) -> Result<Vec<u8>, FsError> {
-        match &self.node(ino)?.kind {
+        match self.node(ino)?.kind() {
             NodeKind::Symlink { target } => Ok(target.clone()),
             _ => Err(FsError::Invalid),
         }
@@ -586,7 +657,7 @@ fn kind_of(kind: &NodeKind) -> FileKind {
 
 /// What a file's log lines name besides its path: its layout, or `document`.
 fn node_suffix(node: &Node) -> &'static str {
-    match &node.kind {
+    match node.kind() {
         NodeKind::File { layout, .. } => layout.suffix(),
         NodeKind::Row { file, .. } => file.suffix(),
         NodeKind::Hidden { file, .. } => file.suffix(),

@@ -169,7 +169,7 @@ fn inodes_are_stable_and_unique() {
     let mut seen = std::collections::HashMap::new();
     let mut items = Vec::new();
     t.readdir(ROOT_INO, 0, |i| {
-        items.push(i);
+        items.push(i.owned());
         true
     })
     .unwrap();
@@ -183,7 +183,7 @@ fn inodes_are_stable_and_unique() {
     // Offsets resume where asked.
     let mut tail = Vec::new();
     t.readdir(ROOT_INO, 3, |i| {
-        tail.push(i);
+        tail.push(i.owned());
         tail.len() < 2
     })
     .unwrap();
@@ -520,7 +520,7 @@ fn rows_are_found_by_id_under_a_hidden_dir_that_lists_only_its_readme() {
     let dir = t.resolve(b"layer1/W.rows").unwrap();
     let mut names = Vec::new();
     t.readdir(dir, 0, |i| {
-        names.push(i.name);
+        names.push(i.name.to_string());
         true
     })
     .unwrap();

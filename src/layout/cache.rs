@@ -158,6 +158,10 @@ pub struct ChunkCache {
     rendered: AtomicU64,
     /// Read-ahead worker threads running (bounded by `2 × threads`).
     readahead_workers: AtomicUsize,
+    /// Workers ever started (tests: a small file's size is learnt on the caller's thread).
+    started_workers: AtomicUsize,
+    /// `store_every_index` was asked for.
+    store_one_chunk: std::sync::atomic::AtomicBool,
     /// Buffers of evicted blocks nobody else held, for the next render (at most `4 × threads`).
     spare: Mutex<Vec<Vec<u8>>>,
 }
@@ -168,9 +172,7 @@ const MAX_OFFSET_TABLES: usize = 4096;
 impl ChunkCache {
     /// A cache holding at most `max_bytes` of blocks; index building uses every core.
     pub fn new(max_bytes: u64) -> Self {
-        let threads = std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(2);
+        let threads = crate::source::cores();
         ChunkCache {
             max_bytes,
             threads,
@@ -180,6 +182,8 @@ impl ChunkCache {
             next_namespace: AtomicU64::new(1),
             rendered: AtomicU64::new(0),
             readahead_workers: AtomicUsize::new(0),
+            started_workers: AtomicUsize::new(0),
+            store_one_chunk: std::sync::atomic::AtomicBool::new(false),
             spare: Mutex::new(Vec::new()),
         }
     }
@@ -197,6 +201,16 @@ impl ChunkCache {
     /// Plugs in a persistent index store (once; later calls are ignored).
     pub fn set_offset_store(&self, store: Arc<dyn Store>) {
         let _ = self.store.set(store);
+    }
+
+    /// Stores every index learnt, one chunk's too (`modelfs index`: a remount renders
+    /// nothing); a mount stores only the indexes of more than one chunk.
+    pub(crate) fn store_every_index(&self) {
+        self.store_one_chunk.store(true, Ordering::Relaxed);
+    }
+
+    pub(crate) fn stores_one_chunk(&self) -> bool {
+        self.store_one_chunk.load(Ordering::Relaxed)
     }
 
     pub(crate) fn offset_store(&self) -> Option<&Arc<dyn Store>> {
@@ -224,11 +238,22 @@ impl ChunkCache {
     /// Reserves a read-ahead worker slot (at most `2 × threads` run at once, over all files).
     pub(crate) fn try_start_worker(&self) -> bool {
         let max = self.threads.saturating_mul(2).max(1);
-        self.readahead_workers
+        let started = self
+            .readahead_workers
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
                 (n < max).then_some(n + 1)
             })
-            .is_ok()
+            .is_ok();
+        if started {
+            self.started_workers.fetch_add(1, Ordering::Relaxed);
+        }
+        started
+    }
+
+    /// Workers started so far.
+    #[cfg(test)]
+    pub(crate) fn started_workers(&self) -> usize {
+        self.started_workers.load(Ordering::Relaxed)
     }
 
     /// Frees a slot taken by `try_start_worker`.

@@ -18,7 +18,7 @@ pub(crate) fn each<S, T: Send>(
     let results: Mutex<Vec<Option<T>>> = Mutex::new((0..items).map(|_| None).collect());
     let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
-    let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let workers = crate::source::cores();
     std::thread::scope(|s| {
         for _ in 0..workers.min(items) {
             s.spawn(|| {

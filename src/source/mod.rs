@@ -301,6 +301,13 @@ pub fn checked_range(
 }
 
 /// FNV-1a 64: a file-name hash stable across runs and builds (unlike std's hasher).
+/// The cores this process may use, asked of the system once: `available_parallelism` reads
+/// cgroup files on every call (tens of microseconds), and it is asked per tensor checked.
+pub fn cores() -> usize {
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
 pub fn fnv1a64(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf29ce484222325u64, |h, &b| {
         (h ^ b as u64).wrapping_mul(0x100000001b3)

@@ -229,7 +229,7 @@ fn spill(
             return Err(RowDiffError::TooManyRows(s.rows().unwrap_or(0)));
         }
     }
-    let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let workers = crate::source::cores();
     let mut spills = [Spill::new(workers)?, Spill::new(workers)?];
     // Each worker writes files of its own (the pool makes at most `workers`).
     let next_file = AtomicUsize::new(0);
@@ -719,7 +719,7 @@ fn each_window<T: Send, E: From<LayoutError> + Send>(
     work: impl Fn(&mut Scratch, usize) -> Result<T, E> + Sync,
     mut done: impl FnMut(T) -> Result<(), E>,
 ) -> Result<(), E> {
-    let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let workers = crate::source::cores();
     let window = (workers * WINDOW_PER_WORKER).max(1);
     let mut first = 0;
     while first < n {

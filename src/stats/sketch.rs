@@ -190,7 +190,7 @@ pub(super) fn differences(
         return Ok(None);
     }
     let rows: u64 = sides.iter().map(|s| s.rows().unwrap_or(0)).sum();
-    let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let workers = crate::source::cores();
     // No more cells than all rows could need.
     let most = TABLE_BYTES / std::mem::size_of::<Cell>();
     let want = usize::try_from(rows.saturating_mul(3) / 2).unwrap_or(usize::MAX);

@@ -5,7 +5,8 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::{
-    node_suffix, Attr, FsError, Ino, Node, NodeKind, Opened, TextSize, Tree, ViewEntry, UNKNOWN,
+    node_suffix, Attr, FsError, Ino, Node, NodeKind, Opened, Settled, TextSize, Tree, ViewEntry,
+    UNKNOWN,
 };
 use crate::layout::{self, Layout, Patient, Requester};
 
@@ -21,10 +22,14 @@ impl Tree {
     /// The node's content object with its size if known, opening it on first use. A text
     /// file's size is learnt here only when cheap or in `TextSize::Exact` (for `req`).
     pub(super) fn opened(&self, node: &Node, req: &dyn Requester) -> Result<Arc<Opened>, FsError> {
-        let o = match node.opened.get() {
-            Some(o) => o.clone(),
-            None => self.open_node(node)?,
+        let (o, kept) = match node.opened.get() {
+            Some(o) => (o.clone(), true),
+            None => (Arc::new(self.open_node(node)?), false),
         };
+        if let (false, Some(s)) = (kept, node.settled.get()) {
+            o.size.store(s.size, Ordering::Release);
+            return Ok(o);
+        }
         if o.size().is_none() && !o.content.volatile() {
             let suffix = node_suffix(node);
             let learn_now = o.cheap || self.cfg.text_size == TextSize::Exact;
@@ -54,7 +59,21 @@ impl Tree {
                 self.set_size(node.ino, &o, s);
             }
         }
-        Ok(o)
+        if kept || o.content.volatile() {
+            // A volatile content (a `.json`) is made again when asked: it is what changes.
+            return Ok(o);
+        }
+        match o.size() {
+            Some(size) if o.cheap && !o.content.volatile() && !o.logged.load(Ordering::Acquire) => {
+                let _ = node.settled.set(Settled {
+                    size,
+                    mtime: o.mtime,
+                });
+                Ok(o)
+            }
+            // Another thread may have kept its own first: that one is the node's.
+            _ => Ok(node.opened.get_or_init(|| o).clone()),
+        }
     }
 
     /// Notes a failure of `o` (shown in its tensor's `.json`); true when it is to be logged:
@@ -76,7 +95,7 @@ impl Tree {
     /// failed) keeps its cached size until asked again; its reads are always current.
     fn json_changed(&self, ino: Ino) {
         let Ok(node) = self.node(ino) else { return };
-        let Some((stem, _)) = node.name.rsplit_once('.') else {
+        let Some((stem, _)) = node.name().rsplit_once('.') else {
             return;
         };
         let json = format!("{stem}.json");
@@ -99,14 +118,15 @@ impl Tree {
         }
     }
 
-    pub(super) fn open_node(&self, node: &Node) -> Result<Arc<Opened>, FsError> {
+    /// A new content object for file `node` (`opened` decides whether the node keeps it).
+    pub(super) fn open_node(&self, node: &Node) -> Result<Opened, FsError> {
         if node.gone.load(Ordering::Acquire) {
             return Err(FsError::Stale(format!(
                 "{}: gone from the source",
                 self.path_of(node.ino)
             )));
         }
-        let result = match &node.kind {
+        let result = match node.kind() {
             NodeKind::File {
                 tensor,
                 layout,
@@ -171,10 +191,7 @@ impl Tree {
             _ => return Err(FsError::Invalid),
         };
         match result {
-            Ok(o) => {
-                let _ = node.opened.set(Arc::new(o));
-                node.opened.get().cloned().ok_or(FsError::Invalid)
-            }
+            Ok(o) => Ok(o),
             Err(e) => {
                 log::error!("{} ({}): {e}", self.path_of(node.ino), node_suffix(node));
                 Err(e)
@@ -186,7 +203,7 @@ impl Tree {
     /// reader seeking to the end). Returns whether it was unknown before.
     pub(crate) fn learn_size(&self, ino: Ino, req: &dyn Requester) -> Result<bool, FsError> {
         let node = self.node(ino)?;
-        if node.kind.is_dir() || matches!(node.kind, NodeKind::Symlink { .. }) {
+        if node.kind().is_dir() || matches!(node.kind(), NodeKind::Symlink { .. }) {
             return Ok(false);
         }
         let o = self.opened(&node, req)?;
@@ -242,7 +259,7 @@ impl Tree {
             exact: true,
             ..self.placeholder_attr(ino, node.file_kind())
         };
-        match &node.kind {
+        match node.kind() {
             NodeKind::Dir { path }
                 if node.listing.get().is_none()
                     && path.len() == 1
@@ -262,6 +279,12 @@ impl Tree {
             | NodeKind::Row { .. }
             | NodeKind::Hidden { .. }
             | NodeKind::RowsReadme { .. } => {
+                if let Some(s) = node.settled.get() {
+                    attr.perm = 0o644;
+                    attr.size = s.size;
+                    attr.mtime = s.mtime;
+                    return Ok(attr);
+                }
                 let opened = self.opened(&node, req)?;
                 attr.perm = 0o644;
                 attr.mtime = opened.mtime;

@@ -10,7 +10,7 @@ impl Tree {
         while ino != ROOT_INO {
             match self.node(ino) {
                 Ok(n) => {
-                    parts.push(n.name.clone());
+                    parts.push(n.name().to_string());
                     ino = n.parent;
                 }
                 Err(_) => break,
@@ -46,7 +46,7 @@ impl Tree {
             let parent = ino;
             ino = self.lookup_ino(parent, comp)?;
             let last = i + 1 == comps.len();
-            if let NodeKind::Symlink { target } = &self.node(ino)?.kind {
+            if let NodeKind::Symlink { target } = self.node(ino)?.kind() {
                 if last && !follow_last {
                     break;
                 }
@@ -67,7 +67,7 @@ impl Tree {
     ) -> Result<(), FsError> {
         let mut items = Vec::new();
         self.readdir(ino, 0, |item| {
-            items.push(item);
+            items.push(item.owned());
             true
         })?;
         for item in items {

@@ -15,7 +15,7 @@ impl Tree {
     /// symlinks. Metadata only: nothing is read or rendered.
     pub(crate) fn file_source(&self, ino: Ino) -> Result<Option<FileSource>, FsError> {
         let node = self.node(ino)?;
-        let NodeKind::File { layout, .. } = &node.kind else {
+        let NodeKind::File { layout, .. } = node.kind() else {
             return Ok(None);
         };
         Ok(self.tensor_of(&node)?.map(|t| (*layout, t)))
@@ -24,7 +24,7 @@ impl Tree {
     pub(super) fn tensor_of(&self, node: &Node) -> Result<Option<Arc<dyn Tensor>>, FsError> {
         let NodeKind::File {
             tensor, partition, ..
-        } = &node.kind
+        } = node.kind()
         else {
             return Ok(None);
         };
@@ -42,7 +42,7 @@ impl Tree {
     /// Names of the extended attributes of `ino` (empty for directories and symlinks).
     pub(crate) fn listxattr(&self, ino: Ino) -> Result<Vec<&'static str>, FsError> {
         let node = self.node(ino)?;
-        Ok(match node.kind {
+        Ok(match node.kind() {
             NodeKind::File { .. } => vec![XATTR_DTYPE, XATTR_SHAPE],
             _ => Vec::new(),
         })

@@ -246,7 +246,14 @@ impl Crew {
     pub(super) fn hire(&self, st: &mut Plan) -> Hire {
         let threads = self.cache.threads().max(1);
         let fg_work = if st.urgent > 0 && st.full.is_none() {
-            threads
+            // The caller renders a chunk itself: workers for the others, none for a file of
+            // one chunk (a thread started per small file made a walk of 10^5 of them slow).
+            let unclaimed = self
+                .source
+                .num_chunks()
+                .saturating_sub(st.learnt.frontier())
+                .saturating_sub(st.inflight.len() as u64 + 1);
+            threads.min(usize::try_from(unclaimed).unwrap_or(usize::MAX))
         } else {
             st.queue.len().min(threads)
         };

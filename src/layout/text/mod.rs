@@ -213,10 +213,16 @@ impl ChunkedText {
         }
     }
 
-    /// Hands a complete index learnt here to the cache and the persistent store.
+    /// Hands a complete index learnt here to the cache and the persistent store. A mount
+    /// does not store an index of one chunk: its size costs one chunk's render to learn
+    /// again, and a model of 10^5 small tensors would otherwise keep 10^5 records (in the
+    /// store's file and in every mount's memory) to save that; `modelfs index` stores all.
     fn publish(&self, index: &Arc<ChunkOffsets>) {
         let cache = &self.crew.cache;
         cache.keep_offsets(&self.key, &self.owner, index.clone());
+        if index.chunks() <= 1 && !cache.stores_one_chunk() {
+            return;
+        }
         if let (OffsetsKey::Stable(k), Some(store)) = (&self.key, cache.offset_store()) {
             store.put(k, &Offsets(index.offsets.clone()));
         }

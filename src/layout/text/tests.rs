@@ -132,6 +132,31 @@ fn stable_identity_and_disk_store() {
     let t4 = ChunkedText::new(Arc::new(Steps(50)), mk(), "other", fresh.clone());
     t4.size().unwrap();
     assert_eq!(fresh.rendered_chunks(), 1 + 50);
+    // One chunk is rendered again rather than stored, on the caller's thread.
+    let started = fresh.started_workers();
+    let records = std::fs::metadata(dir.path().join(store_file(dir.path())))
+        .unwrap()
+        .len();
+    let t5 = ChunkedText::new(Arc::new(Steps(1)), mk(), "one", fresh.clone());
+    t5.size().unwrap();
+    let after = std::fs::metadata(dir.path().join(store_file(dir.path())))
+        .unwrap()
+        .len();
+    assert_eq!(after, records, "a one-chunk index was stored");
+    assert_eq!(
+        fresh.started_workers(),
+        started,
+        "a worker was started for one chunk"
+    );
+}
+
+fn store_file(dir: &std::path::Path) -> std::path::PathBuf {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    files.remove(0)
 }
 
 /// Gone from its `n`th look on (and for good, like a real caller).

@@ -217,7 +217,7 @@ impl TfTensor {
         // Piece by piece as the source hands them (a mapped file: one piece; a remote object:
         // its blocks as they stream in, kept for the reads that follow); large pieces on
         // every core.
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let cores = crate::source::cores();
         let mut crc = None;
         file.for_each_piece(loc.offset, loc.size, &mut |piece| {
             let threads = if piece.len() >= 2 * PARALLEL_CRC_MIN {
