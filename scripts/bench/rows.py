@@ -91,8 +91,69 @@ def bench_monolith(ctx):
         "p99 < 20 ms, 0 wrong", p99 < 20 and wrong == 0)
 
 
+def distinct_lookups(mnt, name, keys):
+    """Looks up each id of `keys` once through the mount (a fresh open and read each):
+    p50 / p99 in ms, total s, and how many were not found."""
+    ts, missing = [], 0
+    t0 = time.perf_counter()
+    for k in keys:
+        t = time.perf_counter()
+        try:
+            with open(f"{mnt}/{name}.rows/{k}.txt", "rb") as f:
+                f.read()
+        except FileNotFoundError:
+            missing += 1
+        ts.append(time.perf_counter() - t)
+    total = time.perf_counter() - t0
+    ts.sort()
+    return ts[len(ts) // 2] * 1e3, ts[len(ts) * 99 // 100] * 1e3, total, missing
+
+
+def bench_distinct_rows(ctx, label, src, name, keys_of, keydir):
+    """Issue 56: 100,000 distinct ids after the first lookup, with cache_dir=none and with a
+    key store, each on a fresh mount: every row by id without rebuilding its index."""
+    for mode in ("cache_dir=none", f"cache_dir={keydir}"):
+        shutil.rmtree(keydir, ignore_errors=True)
+        mnt = ctx.mountpoint()
+        ctx.mount(src, mnt, ctx.env, mode)
+        pid = ctx.daemon_of(mnt)
+        keys = keys_of(mnt)
+        t = time.perf_counter()
+        with open(f"{mnt}/{name}.rows/{keys[0]}.txt", "rb") as f:
+            f.read()
+        first = time.perf_counter() - t
+        p50, p99, total, missing = distinct_lookups(mnt, name, keys[1:])
+        hwm = ctx.vm_hwm(pid) >> 20
+        ctx.umount(mnt)
+        os.rmdir(mnt)
+        shown = "none" if mode.endswith("none") else "a key store"
+        ctx.add(10, f"rows by id: {label}, {len(keys) - 1:,} distinct ids after the first lookup, "
+                f"cache_dir={shown}: first, p50 / p99, total, peak RSS",
+                f"{first:.2f} s; {p50:.3f} / {p99:.3f} ms; {total:.1f} s; {missing} missing; {hwm} MiB",
+                "p99 <= 1 ms, 0 missing", p99 <= 1.0 and missing == 0)
+
+
+def monolith_ids(n, count, seed):
+    """`count` distinct ids of gen_monolith's table of `n` entries (its id formula)."""
+    rng = random.Random(seed)
+    return [str(((i % 64) << 48) | ((i * 2654435761) & ((1 << 48) - 1)))
+            for i in rng.sample(range(n), count)]
+
+
+def tf_ids(mnt, count, seed):
+    """`count` distinct keys of the TF table, read from its keys `.npy` through the mount."""
+    import numpy as np
+    keys = np.load(f"{mnt}/m/emb/.ATTRIBUTES/table-keys.npy", mmap_mode="r")
+    rng = random.Random(seed)
+    return [str(int(keys[i])) for i in sorted(rng.sample(range(len(keys)), count))]
+
+
 def bench_rows(ctx):
     bench_monolith(ctx)
+    root = os.path.join(ctx.WORK, "monolith", "ps")
+    bench_distinct_rows(ctx, "Monolith 10 M ids", root, "hash_tables/MonolithHashTable_bench_0",
+                        lambda mnt: monolith_ids(10_000_000, 100_001, 56),
+                        os.path.join(ctx.WORK, "rows-cache"))
     add, env = ctx.add, ctx.env
     root = os.path.join(ctx.WORK, "hashtable")
     if not os.path.exists(os.path.join(root, "samples.json")):
@@ -130,6 +191,8 @@ def bench_rows(ctx):
                 hwms.append(ctx.vm_hwm(pid) >> 20)
             ctx.umount(mnt)
             os.rmdir(mnt)
+    bench_distinct_rows(ctx, "TF hash table 10 M ids", src, "m/emb",
+                        lambda mnt: tf_ids(mnt, 100_001, 56), keydir)
     b, c = ctx.median(builds), ctx.median(cats)
     add(10, "rows by id: TF hash table 10 M ids, first lookup (index build) vs cat of its values .npy",
         f"{b:.2f} vs {c:.2f} s = {b / c:.2f}x", "<= 1.5x", b / c <= 1.5)
