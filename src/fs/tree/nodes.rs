@@ -401,6 +401,15 @@ mod tests {
         );
     }
 
+    /// What a listed file costs beyond its listing entry stays small: a walk of 10^5 files
+    /// (issue 56) keeps a node and a slot each, and the node names no copy of the entry.
+    #[test]
+    fn a_node_is_a_few_words() {
+        let node = std::mem::size_of::<Node>();
+        assert!(node <= 128, "a node is {node} bytes");
+        assert_eq!(std::mem::size_of::<Entry>(), 16);
+    }
+
     /// A listed child is found through its directory's slot: one number per entry until the
     /// kernel forgets it, then a new one; the slot is all it costs besides its node.
     #[test]
