@@ -179,4 +179,29 @@ fn a_tables_key_index_is_built_once_for_every_row() {
     }
     let built = crate::store::KEY_INDEX_BUILDS.with(|b| b.get()) - before;
     assert_eq!(built, 1, "key indexes built for 50 rows");
+
+    // A Monolith table the same way (its own reader and key index).
+    let tree = tree_of(&fixture("../monolith/ps_export"));
+    let table = "MonolithHashTable_0a1b_0";
+    let samples: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(fixture(&format!("../monolith/{table}.samples.json"))).unwrap(),
+    )
+    .unwrap();
+    let ids: Vec<&String> = samples.as_object().unwrap().keys().take(50).collect();
+    assert_eq!(ids.len(), 50);
+    let row = |id: &str| read_all(&tree, &format!("hash_tables/{table}.rows/{id}.txt")).unwrap();
+    // The first look at the directory opens each of its three tables in one pass that
+    // builds its key index; rows after that build nothing.
+    let before = crate::store::KEY_INDEX_BUILDS.with(|b| b.get());
+    assert!(!row(ids[0]).is_empty());
+    let first = crate::store::KEY_INDEX_BUILDS.with(|b| b.get()) - before;
+    assert!(
+        (1..=3).contains(&first),
+        "{first} key indexes for the first row"
+    );
+    for id in &ids[1..] {
+        assert!(!row(id).is_empty(), "{id}");
+    }
+    let built = crate::store::KEY_INDEX_BUILDS.with(|b| b.get()) - before;
+    assert_eq!(built, first, "Monolith key indexes built again for 49 rows");
 }
