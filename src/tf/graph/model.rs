@@ -26,6 +26,9 @@ pub(crate) struct GraphModel {
     text: bool,
     variables: Option<Arc<dyn Model>>,
     scanned: Memo<Result<Scanned, String>>,
+    /// That a hash table's sentinel keys are unknown (the graph unreadable) was logged: once
+    /// per model, not per table opened.
+    sentinels_unknown_logged: std::sync::atomic::AtomicBool,
 }
 
 struct Scanned {
@@ -74,6 +77,7 @@ impl GraphModel {
             text,
             variables,
             scanned: Memo::default(),
+            sentinels_unknown_logged: Default::default(),
         }
     }
 
@@ -136,7 +140,15 @@ impl GraphModel {
         let s = match self.scanned() {
             Ok(s) => s,
             Err(e) => {
-                log::warn!("{}: sentinel keys unknown: {e}", show(path));
+                if !self
+                    .sentinels_unknown_logged
+                    .swap(true, std::sync::atomic::Ordering::Relaxed)
+                {
+                    log::warn!(
+                        "{}: DenseHashTable sentinel keys unknown (this and any other table's): {e}",
+                        show(path)
+                    );
+                }
                 return t;
             }
         };
