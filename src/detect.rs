@@ -1,5 +1,6 @@
-//! What a SOURCE is (SPEC §1): each reader recognises its own forms (`tf::detect`,
-//! `angel::is_model_dir`); this asks them in turn.
+//! What a SOURCE is (SPEC §1). Each reader recognises its own forms (`tf::detect`,
+//! `angel::is_model_dir`, `numpy::is_source`, …); `FORMATS` asks them in a stated order and the
+//! first to take the path opens it. A new format is one line there (and its reader).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -7,42 +8,107 @@ use std::sync::Arc;
 use crate::model::{Model, OpenError, ReaderOptions};
 use crate::monolith::WithTables;
 
+/// A kind's opener: the model at a path if it is of that kind, `Ok(None)` if not.
+type Opener = fn(&Path, &ReaderOptions) -> Result<Option<Arc<dyn Model>>, OpenError>;
+
+/// One kind of source.
+struct Format {
+    /// What a "not recognised" message says was looked for in a directory.
+    in_dir: &'static str,
+    /// … and for a file (`None`: never a single file); `{index}` is the index path a
+    /// checkpoint prefix would have.
+    as_file: Option<&'static str>,
+    open: Opener,
+}
+
+/// The kinds, asked in this order (the first that takes a path opens it):
+/// - a Monolith PS export before TensorFlow: its `variables/` is a TF bundle, which TF would
+///   show without the export's tables;
+/// - TensorFlow before the rest: its forms are named by their files (`.index`, `checkpoint`,
+///   `saved_model.pb`, `.pb`, `.meta`) and hold Monolith tables of their own (`assets/`);
+/// - Angel (a directory of matrices with `meta` files), then numpy (`.npy`/`.npz` by magic);
+/// - a run directory before safetensors and torch: several files of theirs side by side are a
+///   run's checkpoints, not one model's shards (the readers take an index or shard names);
+/// - GGUF last: one file, by its magic.
+const FORMATS: &[Format] = &[
+    Format {
+        in_dir: "a Monolith PS export (assets/ with hash-table shards)",
+        as_file: None,
+        open: monolith_ps_export,
+    },
+    Format {
+        in_dir: "V2 checkpoints (*.index) or V1 ones, a `checkpoint` state file, a SavedModel \
+                 (saved_model.pb), a frozen graph (*.pb), a MetaGraph (*.meta)",
+        as_file: Some(
+            "a TensorFlow checkpoint ({index} beside it), a V1 checkpoint, a frozen graph or \
+             MetaGraph",
+        ),
+        open: tensorflow,
+    },
+    Format {
+        in_dir: "an Angel model directory",
+        as_file: None,
+        open: |path, opts| match crate::angel::is_model_dir(&opts.storage, path) {
+            true => crate::angel::open(path, opts).map(Some),
+            false => Ok(None),
+        },
+    },
+    Format {
+        in_dir: ".npy/.npz files",
+        as_file: Some("an .npy or .npz file"),
+        open: |path, opts| match crate::numpy::is_source(&*opts.storage, path) {
+            true => crate::numpy::open(path, opts).map(Some),
+            false => Ok(None),
+        },
+    },
+    Format {
+        in_dir: "a training run's torch.save or safetensors files",
+        as_file: None,
+        open: run_directory,
+    },
+    Format {
+        in_dir: "safetensors files",
+        as_file: Some("a safetensors file"),
+        open: |path, opts| match crate::safetensors::files_of(&*opts.storage, path)? {
+            Some(files) => crate::safetensors::open(&files, opts).map(Some),
+            None => Ok(None),
+        },
+    },
+    Format {
+        in_dir: "torch.save files",
+        as_file: Some("a torch.save file (zip or legacy)"),
+        open: |path, opts| match crate::torch::files_of(&*opts.storage, path)? {
+            Some(files) => crate::torch::open(&files, opts).map(Some),
+            None => Ok(None),
+        },
+    },
+    Format {
+        in_dir: "a GGUF file",
+        as_file: Some("a GGUF file"),
+        open: |path, opts| match crate::gguf::is_source(&*opts.storage, path) {
+            true => crate::gguf::open(path, opts).map(Some),
+            false => Ok(None),
+        },
+    },
+];
+
+/// "a, b, or c".
+fn one_of(items: &[&str]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => (*one).to_string(),
+        [rest @ .., last] => format!("{}, or {last}", rest.join(", ")),
+    }
+}
+
 /// The model at `path`, read by whichever reader recognises it.
 pub fn model_at(path: &Path, opts: &ReaderOptions) -> Result<Arc<dyn Model>, OpenError> {
-    // Monolith hash tables ride along with the TF model they were exported with.
-    let assets = crate::monolith::asset_dirs(path);
-    let with_tables = |model: Arc<dyn Model>| -> Arc<dyn Model> {
-        match WithTables::find(Some(model.clone()), &assets, opts) {
-            Some(w) => Arc::new(w),
-            None => model,
+    for format in FORMATS {
+        if let Some(model) = (format.open)(path, opts)? {
+            return Ok(model);
         }
-    };
+    }
     let fs = &opts.storage;
-    if let Some(ps) = monolith_ps_export(path, opts)? {
-        return Ok(ps);
-    }
-    if let Some(model) = crate::tf::detect::open(path, opts)? {
-        return Ok(with_tables(model));
-    }
-    if crate::angel::is_model_dir(fs, path) {
-        return crate::angel::open(path, opts);
-    }
-    if crate::numpy::is_source(&**fs, path) {
-        return crate::numpy::open(path, opts);
-    }
-    if let Some(run) = run_directory(path, opts)? {
-        return Ok(run);
-    }
-    if let Some(files) = crate::safetensors::files_of(&**fs, path)? {
-        return crate::safetensors::open(&files, opts);
-    }
-    if let Some(files) = crate::torch::files_of(&**fs, path)? {
-        return crate::torch::open(&files, opts);
-    }
-    if crate::gguf::is_source(&**fs, path) {
-        return crate::gguf::open(path, opts);
-    }
-
     let missing = match fs.is_local() {
         true => std::fs::symlink_metadata(path).is_err(),
         false => fs
@@ -55,13 +121,8 @@ pub fn model_at(path: &Path, opts: &ReaderOptions) -> Result<Arc<dyn Model>, Ope
             path: path.to_path_buf(),
         });
     }
-    let prefix = crate::tf::detect::strip_checkpoint_suffix(path);
     let looked_for = if fs.is_dir(path) {
-        let mut what = "V2 checkpoints (*.index) or V1 ones, a `checkpoint` state file, a \
-                        SavedModel (saved_model.pb), a frozen graph (*.pb), a MetaGraph \
-                        (*.meta), an Angel model directory, safetensors files, torch.save \
-                        files, .npy/.npz files, or a GGUF file"
-            .to_string();
+        let mut what = one_of(&FORMATS.iter().map(|f| f.in_dir).collect::<Vec<_>>());
         let inside = models_inside(path, opts);
         if inside.is_empty() {
             // A training run before its first save: empty now, filled as saves appear.
@@ -78,17 +139,29 @@ pub fn model_at(path: &Path, opts: &ReaderOptions) -> Result<Arc<dyn Model>, Ope
                 what,
             });
         }
-        format!(
-            "a TensorFlow checkpoint ({} beside it), a V1 checkpoint, a frozen graph or \
-             MetaGraph, an .npy or .npz file, a safetensors file, a torch.save file (zip or \
-             legacy), or a GGUF file",
-            crate::tf::detect::index_path(&prefix).display()
-        )
+        let prefix = crate::tf::detect::strip_checkpoint_suffix(path);
+        let index = crate::tf::detect::index_path(&prefix);
+        let files: Vec<&str> = FORMATS.iter().filter_map(|f| f.as_file).collect();
+        one_of(&files).replace("{index}", &index.display().to_string())
     };
     Err(OpenError::NotRecognised {
         path: path.to_path_buf(),
         looked_for,
     })
+}
+
+/// A TensorFlow source, with the Monolith hash tables exported beside it (`assets/`).
+fn tensorflow(path: &Path, opts: &ReaderOptions) -> Result<Option<Arc<dyn Model>>, OpenError> {
+    let Some(model) = crate::tf::detect::open(path, opts)? else {
+        return Ok(None);
+    };
+    let assets = crate::monolith::asset_dirs(path);
+    Ok(Some(
+        match WithTables::find(Some(model.clone()), &assets, opts) {
+            Some(w) => Arc::new(w),
+            None => model,
+        },
+    ))
 }
 
 /// What is wrong with a file whose first bytes say which format it is meant to be, when no
@@ -149,11 +222,12 @@ fn run_directory(path: &Path, opts: &ReaderOptions) -> Result<Option<Arc<dyn Mod
     for (name, kind) in entries.into_iter().take(MAX_RUN_FILES) {
         let file = path.join(&name);
         let Some(text) = name.to_str() else { continue };
-        let safetensors = text.ends_with(".safetensors");
-        if kind != crate::source::EntryKind::File
-            || text.ends_with(".json")
-            || !(safetensors || crate::torch::is_torch_file(&**fs, &file))
-        {
+        if kind != crate::source::EntryKind::File || text.ends_with(".json") {
+            continue;
+        }
+        // Opened once: its kind and its mtime.
+        let Ok(opened) = fs.open(&file) else { continue };
+        if !(text.ends_with(".safetensors") || crate::torch::is_torch_reader(&*opened)) {
             continue;
         }
         let stamp = fs
@@ -168,10 +242,7 @@ fn run_directory(path: &Path, opts: &ReaderOptions) -> Result<Option<Arc<dyn Mod
                     false => crate::torch::open(std::slice::from_ref(&f), &o),
                 },
             );
-        let mtime = fs
-            .open(&file)
-            .map(|f| f.mtime())
-            .unwrap_or(std::time::UNIX_EPOCH);
+        let mtime = opened.mtime();
         if newest.as_ref().is_none_or(|(t, _)| mtime > *t) {
             newest = Some((mtime, text.as_bytes().to_vec()));
         }
@@ -266,6 +337,38 @@ mod tests {
         );
         assert!(
             err.contains("frozen graph") && err.contains("Angel"),
+            "{err}"
+        );
+        // Every kind is named, in the order asked.
+        let mut at = 0;
+        for f in FORMATS {
+            let found = err[at..].find(f.in_dir);
+            assert!(
+                found.is_some(),
+                "{:?} missing or out of order: {err}",
+                f.in_dir
+            );
+            at += found.unwrap_or(0);
+        }
+        assert!(err.contains("Monolith") && err.contains(".npy"), "{err}");
+    }
+
+    /// A file no reader takes names every single-file kind.
+    #[test]
+    fn a_file_not_recognised_names_every_file_kind() {
+        let tmp = tempfile::tempdir().unwrap();
+        let file = tmp.path().join("notes.bin");
+        std::fs::write(&file, b"hello, not a model").unwrap();
+        let err = model_at(&file, &ReaderOptions::default())
+            .err()
+            .unwrap()
+            .to_string();
+        for f in FORMATS.iter().filter_map(|f| f.as_file) {
+            let want = f.split(" ({index}").next().unwrap_or(f);
+            assert!(err.contains(want), "{want:?} missing: {err}");
+        }
+        assert!(
+            err.contains("notes.bin.index beside it") || err.contains(".index beside it"),
             "{err}"
         );
     }

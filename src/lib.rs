@@ -1,12 +1,32 @@
-//! modelfs: mount TensorFlow checkpoints and Angel model directories read-only, showing every
-//! variable, matrix and partition as files in the layouts the user picks.
+//! modelfs: mount model artefacts read-only — TensorFlow checkpoints (V2, V1), SavedModels and
+//! graphs, Angel model directories, recommendation hash tables (Monolith, TF hash tables,
+//! TFRA, DeepRec EVs), safetensors, PyTorch, numpy and GGUF files, local or on S3/HTTP —
+//! showing every variable, constant, matrix, partition and embedding row as files in the
+//! layouts the user picks.
 //!
 //! Layers, bottom up; each module uses only those before it (`layers_tests` checks it):
-//! `source` (byte access) → `store` (persistent caches) → `model` (the format-neutral tree)
-//! → `tf`, `angel`, `monolith`, `safetensors`, `numpy` (the readers, which never use each other) → `detect` (which
-//! reader a source is for) → `layout` (file renderers, on the content contract of
-//! `layout::content`) → `views` (whole-model views), `stats` (statistics and diffs),
-//! `options` → `fs` (tree of files, FUSE glue, following a changing source) → `cli`.
+//! `source` (byte access), `codec` (encodings) → `store` (persistent caches) → `model` (the
+//! format-neutral tree) → `tf`, `angel`, `monolith`, `safetensors`, `numpy`, `torch`, `gguf`
+//! (the readers, which never use each other) → `detect` (which reader a source is for: its
+//! `FORMATS` table) → `layout` (file renderers, on the content contract of `layout::content`)
+//! → `views` (whole-model views), `stats` (statistics and diffs), `options` → `fs` (tree of
+//! files, FUSE glue, following a changing source) → `cli`.
+//!
+//! The entry point of the readers is `detect::model_at`: the model a path holds, whatever its
+//! format, as the format-neutral `model::Model`:
+//!
+//! ```
+//! use modelfs::model::DirEntry;
+//! let prefix = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/tf/multi_shard/ckpt");
+//! let model = modelfs::detect::model_at(&prefix, &Default::default()).unwrap();
+//! // The top directory lists tensors `a` and `b` and a directory `c`.
+//! let top = model.list_dir(&[]).unwrap();
+//! assert!(top.contains(&DirEntry::Tensor(b"a".to_vec())));
+//! assert!(top.contains(&DirEntry::Dir(b"c".to_vec())));
+//! // A tensor's metadata, with no data read.
+//! let a = model.tensor(&[b"a".to_vec()]).unwrap();
+//! assert!(!a.meta().shape.is_empty() || a.meta().num_elements() == Some(1));
+//! ```
 //!
 //! The binary needs `cli::main`; the integration tests, fuzzers and examples drive the readers
 //! and layouts directly, so those modules are public (their internals are `pub(crate)`), and

@@ -165,11 +165,47 @@ struct Opened {
     logged: AtomicBool,
 }
 
-/// What `stat` shows of a file whose content object was not kept (`Node::settled`).
-#[derive(Clone, Copy, Debug)]
+/// What `stat` shows of a file whose content object was not kept: its size and mtime, in two
+/// words (`UNKNOWN` size: not settled). Set once (racing setters write the same values).
 struct Settled {
-    size: u64,
-    mtime: SystemTime,
+    size: AtomicU64,
+    /// Nanoseconds since the epoch.
+    mtime_ns: AtomicU64,
+}
+
+impl Settled {
+    fn new() -> Settled {
+        Settled {
+            size: AtomicU64::new(UNKNOWN),
+            mtime_ns: AtomicU64::new(0),
+        }
+    }
+
+    fn get(&self) -> Option<(u64, SystemTime)> {
+        let size = self.size.load(Ordering::Acquire);
+        let ns = self.mtime_ns.load(Ordering::Acquire);
+        (size != UNKNOWN).then(|| {
+            (
+                size,
+                SystemTime::UNIX_EPOCH + std::time::Duration::from_nanos(ns),
+            )
+        })
+    }
+
+    /// False when `mtime` cannot be kept in a word (before 1970 or after 2554).
+    fn set(&self, size: u64, mtime: SystemTime) -> bool {
+        let Some(ns) = mtime
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .ok()
+            .and_then(|d| u64::try_from(d.as_nanos()).ok())
+        else {
+            return false;
+        };
+        debug_assert_ne!(size, UNKNOWN);
+        self.mtime_ns.store(ns, Ordering::Release);
+        self.size.store(size, Ordering::Release);
+        true
+    }
 }
 
 impl Opened {
@@ -194,7 +230,7 @@ pub(crate) struct Node {
     opened: OnceLock<Arc<Opened>>,
     /// The attributes of a file sized cheaply, kept instead of its content object: a walk of
     /// a big tree leaves a few bytes per file, not a tensor and a renderer (`contents`).
-    settled: OnceLock<Settled>,
+    settled: Settled,
     /// The kernel's lookup count (`nodes`).
     lookups: AtomicU64,
     /// Its model part left the source (`replace_model`): it serves only what it opened.
@@ -209,7 +245,7 @@ impl Node {
             entry,
             listing: OnceLock::new(),
             opened: OnceLock::new(),
-            settled: OnceLock::new(),
+            settled: Settled::new(),
             lookups: AtomicU64::new(0),
             gone: AtomicBool::new(false),
         }

@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use lru::LruCache;
+use std::collections::HashMap;
 
 use crate::source::byte_lru::ByteLru;
 
@@ -162,10 +163,15 @@ pub struct ChunkCache {
     started_workers: AtomicUsize,
     /// `store_every_index` was asked for.
     store_one_chunk: std::sync::atomic::AtomicBool,
+    /// One-chunk text sizes by the 128-bit hash of their stable key (`keep_one_chunk`).
+    one_chunk: Mutex<HashMap<u128, u64>>,
     /// Buffers of evicted blocks nobody else held, for the next render (at most `4 × threads`).
     spare: Mutex<Vec<Vec<u8>>>,
 }
 
+/// One-chunk text sizes kept (`keep_one_chunk`): about 40 MB at most, the sizes of a million
+/// small texts, so a mount that follows a directory for days stays bounded.
+const MAX_ONE_CHUNK_SIZES: usize = 1 << 20;
 /// How many chunk indexes stay in memory without a file holding them.
 const MAX_OFFSET_TABLES: usize = 4096;
 
@@ -184,6 +190,7 @@ impl ChunkCache {
             readahead_workers: AtomicUsize::new(0),
             started_workers: AtomicUsize::new(0),
             store_one_chunk: std::sync::atomic::AtomicBool::new(false),
+            one_chunk: Mutex::new(HashMap::new()),
             spare: Mutex::new(Vec::new()),
         }
     }
@@ -356,6 +363,25 @@ impl ChunkCache {
             }
             None => Some(e.index.clone()),
         }
+    }
+
+    /// Keeps the size of a one-chunk text under its stable key (`text::publish`: the store
+    /// does not keep them): 24 bytes, so that a `.json` shows every small text's size as long
+    /// as the mount lives, whatever the index LRU let go.
+    pub(crate) fn keep_one_chunk(&self, key: &str, size: u64) {
+        let mut m = self.one_chunk.lock().unwrap_or_else(|e| e.into_inner());
+        if m.len() >= MAX_ONE_CHUNK_SIZES {
+            // Rare (a mount following new checkpoints for days): starting afresh costs a
+            // render per small text asked again, and keeps the table 24 bytes an entry.
+            m.clear();
+        }
+        m.insert(xxhash_rust::xxh3::xxh3_128(key.as_bytes()), size);
+    }
+
+    /// The size `keep_one_chunk` kept under `key`.
+    pub(crate) fn one_chunk(&self, key: &str) -> Option<u64> {
+        let m = self.one_chunk.lock().unwrap_or_else(|e| e.into_inner());
+        m.get(&xxhash_rust::xxh3::xxh3_128(key.as_bytes())).copied()
     }
 
     pub(crate) fn keep_offsets(&self, key: &OffsetsKey, owner: &Owner, index: Arc<ChunkOffsets>) {

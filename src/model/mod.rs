@@ -1,4 +1,5 @@
-//! The format-neutral view that every reader (TensorFlow, Angel) produces and that `layout`,
+//! The format-neutral view that every reader (TensorFlow, Angel, Monolith, safetensors, numpy,
+//! PyTorch, GGUF) produces and that `layout`,
 //! `fs` and `cli` consume: a tree of directories and tensors, each tensor with a dtype, a shape,
 //! partitions and a way to read any range of its elements.
 //!

@@ -84,9 +84,11 @@ pub fn files_of(fs: &dyn Files, path: &Path) -> Result<Option<Vec<PathBuf>>, Ope
 /// directory has a `<name>/data.pkl` (the first bytes, then the directory: a zip of something
 /// else is not one).
 pub fn is_torch_file(fs: &dyn Files, path: &Path) -> bool {
-    let Ok(file) = fs.open(path) else {
-        return false;
-    };
+    fs.open(path).is_ok_and(|file| is_torch_reader(&*file))
+}
+
+/// Whether `file` is a `torch.save` file (`is_torch_file` of one opened already).
+pub fn is_torch_reader(file: &dyn ReadAt) -> bool {
     let Ok(head) = file.read_vec(0, 32.min(file.size()) as usize) else {
         return false;
     };
@@ -94,7 +96,7 @@ pub fn is_torch_file(fs: &dyn Files, path: &Path) -> bool {
         return true;
     }
     head.starts_with(b"PK\x03\x04")
-        && zipdir::entries(file.size(), |at, buf| read_meta(&*file, at, buf))
+        && zipdir::entries(file.size(), |at, buf| read_meta(file, at, buf))
             .is_ok_and(|e| pickle_member(&e).is_some())
 }
 

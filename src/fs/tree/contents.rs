@@ -5,8 +5,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::{
-    node_suffix, Attr, FsError, Ino, Node, NodeKind, Opened, Settled, TextSize, Tree, ViewEntry,
-    UNKNOWN,
+    node_suffix, Attr, FsError, Ino, Node, NodeKind, Opened, TextSize, Tree, ViewEntry, UNKNOWN,
 };
 use crate::layout::{self, Layout, Patient, Requester};
 
@@ -26,8 +25,8 @@ impl Tree {
             Some(o) => (o.clone(), true),
             None => (Arc::new(self.open_node(node)?), false),
         };
-        if let (false, Some(s)) = (kept, node.settled.get()) {
-            o.size.store(s.size, Ordering::Release);
+        if let (false, Some((size, _))) = (kept, node.settled.get()) {
+            o.size.store(size, Ordering::Release);
             return Ok(o);
         }
         if o.size().is_none() && !o.content.volatile() {
@@ -64,11 +63,11 @@ impl Tree {
             return Ok(o);
         }
         match o.size() {
-            Some(size) if o.cheap && !o.content.volatile() && !o.logged.load(Ordering::Acquire) => {
-                let _ = node.settled.set(Settled {
-                    size,
-                    mtime: o.mtime,
-                });
+            Some(size)
+                if o.cheap
+                    && !o.logged.load(Ordering::Acquire)
+                    && node.settled.set(size, o.mtime) =>
+            {
                 Ok(o)
             }
             // Another thread may have kept its own first: that one is the node's.
@@ -279,10 +278,10 @@ impl Tree {
             | NodeKind::Row { .. }
             | NodeKind::Hidden { .. }
             | NodeKind::RowsReadme { .. } => {
-                if let Some(s) = node.settled.get() {
+                if let Some((size, mtime)) = node.settled.get() {
                     attr.perm = 0o644;
-                    attr.size = s.size;
-                    attr.mtime = s.mtime;
+                    attr.size = size;
+                    attr.mtime = mtime;
                     return Ok(attr);
                 }
                 let opened = self.opened(&node, req)?;

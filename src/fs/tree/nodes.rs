@@ -406,7 +406,7 @@ mod tests {
     #[test]
     fn a_node_is_a_few_words() {
         let node = std::mem::size_of::<Node>();
-        assert!(node <= 128, "a node is {node} bytes");
+        assert!(node <= 112, "a node is {node} bytes");
         assert_eq!(std::mem::size_of::<Entry>(), 16);
     }
 

@@ -220,22 +220,31 @@ impl ChunkedText {
     fn publish(&self, index: &Arc<ChunkOffsets>) {
         let cache = &self.crew.cache;
         cache.keep_offsets(&self.key, &self.owner, index.clone());
-        if index.chunks() <= 1 && !cache.stores_one_chunk() {
-            return;
+        if let (OffsetsKey::Stable(k), true) = (&self.key, index.chunks() <= 1) {
+            cache.keep_one_chunk(k, index.size());
+            if !cache.stores_one_chunk() {
+                return;
+            }
         }
         if let (OffsetsKey::Stable(k), Some(store)) = (&self.key, cache.offset_store()) {
             store.put(k, &Offsets(index.offsets.clone()));
         }
     }
 
-    /// The complete index if another file object or the persistent store has it.
+    /// The complete index if another file object, the one-chunk sizes or the persistent store
+    /// has it.
     fn look_up(&self, chunks: u64) -> Option<Arc<ChunkOffsets>> {
         let cache = &self.crew.cache;
         if let Some(i) = cache.lookup_offsets(&self.key, &self.owner) {
             return Some(i);
         }
-        let offsets = match (&self.key, cache.offset_store()) {
-            (OffsetsKey::Stable(k), Some(store)) if chunks <= MAX_CHUNKS => store
+        let one = match &self.key {
+            OffsetsKey::Stable(k) if chunks == 1 => cache.one_chunk(k),
+            _ => None,
+        };
+        let offsets = match (&self.key, cache.offset_store(), one) {
+            (_, _, Some(size)) => vec![0, size],
+            (OffsetsKey::Stable(k), Some(store), None) if chunks <= MAX_CHUNKS => store
                 .get::<Offsets>(k)
                 .map(|o| o.0)
                 .filter(|o| ChunkOffsets::is_valid(o, chunks))?,

@@ -148,6 +148,12 @@ fn stable_identity_and_disk_store() {
         started,
         "a worker was started for one chunk"
     );
+    // … and its size is known to another object of it, without a render, whatever the
+    // index LRU let go.
+    let rendered = fresh.rendered_chunks();
+    let t6 = ChunkedText::new(Arc::new(Steps(1)), mk(), "one", fresh.clone());
+    assert!(t6.known_size().is_some());
+    assert_eq!(fresh.rendered_chunks(), rendered);
 }
 
 fn store_file(dir: &std::path::Path) -> std::path::PathBuf {
@@ -203,11 +209,24 @@ fn reads_learn_only_what_they_need() {
     );
 }
 
+/// `Steps` taking 1 ms a chunk: the workers cannot finish 5,000 chunks before a requester
+/// leaves after its 50th look (a fast machine did, and the test then saw no interruption).
+struct SlowSteps(u64);
+impl ChunkSource for SlowSteps {
+    fn num_chunks(&self) -> u64 {
+        self.0
+    }
+    fn render(&self, chunk: u64, out: &mut Vec<u8>) -> Result<(), LayoutError> {
+        std::thread::sleep(Duration::from_millis(1));
+        Steps(self.0).render(chunk, out)
+    }
+}
+
 #[test]
 fn a_gone_requester_stops_learning() {
     let cache = Arc::new(ChunkCache::new(1 << 20).with_threads(2));
     let owner: Arc<dyn Tensor> = Arc::new(MemTensor::f32(&[1], &[0.0]));
-    let t = ChunkedText::new(Arc::new(Steps(5000)), owner, "steps", cache.clone());
+    let t = ChunkedText::new(Arc::new(SlowSteps(5000)), owner, "steps", cache.clone());
     let err = t.size_for(&GoneAfter(50.into())).unwrap_err();
     assert!(matches!(err, LayoutError::Interrupted), "{err}");
     // The workers stop within a chunk of the requester leaving.
