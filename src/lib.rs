@@ -5,7 +5,7 @@
 //! layouts the user picks.
 //!
 //! Layers, bottom up; each module uses only those before it (`layers_tests` checks it):
-//! `source` (byte access), `codec` (encodings) → `store` (persistent caches) → `model` (the
+//! `source` (byte access) → `codec` (encodings; the LevelDB table) → `store` (persistent caches) → `model` (the
 //! format-neutral tree) → `tf`, `angel`, `monolith`, `safetensors`, `numpy`, `torch`, `gguf`
 //! (the readers, which never use each other) → `detect` (which reader a source is for: its
 //! `FORMATS` table) → `layout` (file renderers, on the content contract of `layout::content`)

@@ -213,7 +213,7 @@ fn checkpoint_directory_with_state_file() {
 
 #[test]
 fn snappy_index_blocks_are_read() {
-    use modelfs::tf::table::footer::{BlockHandle, Footer};
+    use modelfs::codec::table::footer::{BlockHandle, Footer};
     let Some(shared) = shared_dir() else { return };
     for case in [
         "saved_model_half_plus_two_cpu",

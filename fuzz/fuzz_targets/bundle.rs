@@ -12,7 +12,7 @@ use modelfs::model::{DirEntry, Model, Tensor};
 use modelfs::source::{MemSource, ReadAt};
 use modelfs::tf::bundle::{shard_file_name, MemShards};
 use modelfs::tf::model::TfModel;
-use modelfs::tf::table::{BlockCache, Table};
+use modelfs::codec::table::{BlockCache, Table};
 
 const PREFIX: &str = "fuzz";
 

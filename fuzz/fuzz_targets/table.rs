@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use libfuzzer_sys::fuzz_target;
 use modelfs::source::MemSource;
-use modelfs::tf::table::{BlockCache, Table};
+use modelfs::codec::table::{BlockCache, Table};
 
 fuzz_target!(|data: &[u8]| {
     let file = Arc::new(MemSource::new("fuzz.index", data.to_vec()));

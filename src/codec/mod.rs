@@ -1,13 +1,13 @@
 //! Wire encodings shared by the readers and the views, below them all (readers may not
 //! import each other): varints, little-endian fixed integers and the masked CRC32C of the TF
 //! table and bundle formats and of TFRecord framing (formats/tf-checkpoint.md §2), and the
-//! protobuf wire format read in place (`wire`), and the LevelDB table writer (`table`).
+//! protobuf wire format read in place (`wire`), and the LevelDB table, read and written (`table`).
 //!
 //! Every decoder takes the remaining input and returns the value plus the bytes consumed, or
 //! `None` when the input ends early or the varint is over-long; callers turn `None` into their
 //! own corruption error.
 
-pub(crate) mod table;
+pub mod table;
 pub(crate) mod wire;
 pub(crate) mod zip;
 

@@ -133,8 +133,8 @@ pub fn object_graph(data: &[u8]) {
 /// A V1 checkpoint file (an SSTable of `SavedTensorSlices`): open, list, read.
 pub fn v1(data: &[u8]) {
     let file: Arc<dyn ReadAt> = Arc::new(MemSource::new("fuzz.ckpt", data.to_vec()));
-    let cache = Arc::new(crate::tf::table::BlockCache::new(1 << 20));
-    let Ok(table) = crate::tf::table::Table::open(file, cache) else {
+    let cache = Arc::new(crate::codec::table::BlockCache::new(1 << 20));
+    let Ok(table) = crate::codec::table::Table::open(file, cache) else {
         return;
     };
     let Ok(model) = crate::tf::v1::V1Model::open(

@@ -14,7 +14,6 @@ pub(crate) mod object_graph;
 pub(crate) mod ordered_code;
 mod prefix;
 pub mod proto;
-pub mod table;
 pub(crate) mod v1;
 mod whole;
 pub mod writer;

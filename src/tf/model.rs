@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::codec::table::{BlockCache, Table, TableError};
 use crate::model::{DirEntry, Model, ModelError, ModelSummary, ReaderOptions, Tensor, WithMeta};
 use crate::source::Memo;
 use crate::tf::bundle::entry::parse_entry;
@@ -20,7 +21,6 @@ use crate::tf::hashtable;
 use crate::tf::keys::{self, KeyStyle, GRAPH_KEY};
 use crate::tf::object_graph::{self, ObjectNames};
 use crate::tf::ordered_code::{slice_key, slice_key_name};
-use crate::tf::table::{BlockCache, Table, TableError};
 
 pub struct TfModel {
     bundle: Arc<Bundle>,

@@ -1,9 +1,9 @@
 use std::sync::Arc;
 
 use super::*;
+use crate::codec::table::testutil::CountingReadAt;
 use crate::tf::bundle::testutil::BundleBuilder;
 use crate::tf::bundle::MemShards;
-use crate::tf::table::testutil::CountingReadAt;
 
 fn model_of(b: BundleBuilder) -> (TfModel, Arc<CountingReadAt>) {
     let prefix = b.prefix.clone();

@@ -12,7 +12,7 @@ use super::dtype::from_tf;
 use super::graph::tensor_proto::{self, ProtoTensor};
 use super::ordered_code::slice_key;
 use super::proto::{Extent, TensorSliceProto};
-use super::table::{Table, TableError};
+use crate::codec::table::{Table, TableError};
 use crate::codec::wire::{Fields, Value};
 use crate::model::{
     DirEntry, Model, ModelError, ModelSummary, PartitionMeta, SourceFormat, Strings, Tensor,

@@ -13,7 +13,7 @@ use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use super::table::footer::TABLE_MAGIC;
+use crate::codec::table::footer::TABLE_MAGIC;
 use crate::source::{EntryKind, Storage};
 
 /// A directory's entries as `Storage::list` gives them.

@@ -16,11 +16,11 @@ use std::time::SystemTime;
 
 use prost::Message;
 
+use crate::codec::table::{Table, TableError};
 use crate::model::ModelError;
 use crate::source::{ReadAt, SourceError, Storage};
 use crate::store::Store;
 use crate::tf::proto::BundleHeaderProto;
-use crate::tf::table::{Table, TableError};
 
 /// The message of §12 for pre-0.12 checkpoints.
 pub(crate) const V1_MESSAGE: &str = "TensorFlow V1 checkpoint (format used before TF 0.12) is not supported; re-save it with a newer TensorFlow";

@@ -12,11 +12,11 @@ use super::entry::{parse_entry, Entry};
 use super::shard_file_name;
 use super::tensor::TfTensor;
 use super::Bundle;
+use crate::codec::table::TableError;
 use crate::model::{
     debug_check, ModelError, PartitionMeta, RequestError, SourceFormat, Strings, Tensor, TensorMeta,
 };
 use crate::tf::ordered_code::slice_key;
-use crate::tf::table::TableError;
 
 struct Slice {
     /// `(start, length)` per dimension, lengths resolved against the full shape.

@@ -3,10 +3,10 @@ use std::sync::Arc;
 
 use super::testutil::*;
 use super::*;
+use crate::codec::table::testutil::CountingReadAt;
+use crate::codec::table::BlockCache;
 use crate::model::{DType, Tensor};
 use crate::source::MemSource;
-use crate::tf::table::testutil::CountingReadAt;
-use crate::tf::table::BlockCache;
 
 fn open_bundle(
     index: Vec<u8>,
@@ -51,7 +51,7 @@ fn strings(t: &dyn Tensor, first: u64, count: u64) -> Result<Vec<Vec<u8>>, Model
 
 #[test]
 fn worked_example_bundle() {
-    let index = crate::tf::table::tests::worked_example();
+    let index = crate::codec::table::tests::worked_example();
     let mut files: HashMap<String, Arc<dyn ReadAt>> = HashMap::new();
     files.insert(
         "P.data-00000-of-00001".into(),
@@ -207,14 +207,14 @@ fn bad_headers() {
         (&[0x08], "unreadable"),
     ];
     for (header, want) in cases {
-        let mut t = crate::tf::table::testutil::TableBuilder::new(1 << 18, false);
+        let mut t = crate::codec::table::testutil::TableBuilder::new(1 << 18, false);
         t.add(b"", header);
         let err = open_bundle(t.finish(), HashMap::new(), "m", true)
             .unwrap_err()
             .to_string();
         assert!(err.contains(want), "{err} / {want}");
     }
-    let mut t = crate::tf::table::testutil::TableBuilder::new(1 << 18, false);
+    let mut t = crate::codec::table::testutil::TableBuilder::new(1 << 18, false);
     t.add(b"a", b"");
     assert!(open_bundle(t.finish(), HashMap::new(), "m", true).is_err());
 }

@@ -2,7 +2,7 @@
 //! does, plus options TF lacks (Snappy blocks, small blocks): the TF writer, the `.tf/` view
 //! and the tests build checkpoint indexes with it.
 
-use super::{crc32c_extend, mask_crc, put_varint64};
+use crate::codec::{crc32c_extend, mask_crc, put_varint64};
 
 /// The last 8 bytes of every table: LevelDB's `kTableMagicNumber`, `0xdb4775248b80fb57`
 /// little-endian.

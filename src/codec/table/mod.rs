@@ -1,4 +1,6 @@
-//! The `.index` table (§3): a LevelDB SSTable with a bytewise comparator, read lazily.
+//! The `.index` table (§3): a LevelDB SSTable with a bytewise comparator, read lazily; and
+//! written (`writer`: the TF writer, the `.tf/` view and the tests build indexes with it). One
+//! home for the format's encode and decode, as LevelDB's `table/`.
 //!
 //! `Table::open` reads only the footer and the index block (kept decoded in the table, one
 //! entry per data block). Data blocks are read on demand and kept in the shared `BlockCache`.
@@ -10,6 +12,7 @@ pub mod block;
 pub mod cache;
 pub mod footer;
 pub mod format;
+mod writer;
 
 use std::sync::Arc;
 
@@ -17,6 +20,9 @@ use crate::source::{ReadAt, SourceError};
 use block::{Block, BlockIter};
 pub use cache::BlockCache;
 use footer::{BlockHandle, Footer, FOOTER_LEN};
+#[cfg(test)]
+pub(crate) use writer::build_block;
+pub(crate) use writer::{TableBuilder, TABLE_MAGIC};
 
 /// An owned (key, value) pair.
 pub type KeyValue = (Vec<u8>, Vec<u8>);
