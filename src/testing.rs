@@ -40,16 +40,13 @@ pub struct MemTensor {
 
 fn meta(dtype: DType, shape: &[u64]) -> TensorMeta {
     TensorMeta {
-        stored: None,
-        name: b"test/tensor".to_vec(),
-        dtype,
-        shape: shape.to_vec(),
-        format: SourceFormat::TfCheckpoint,
-        partitions: Vec::new(),
-        sparse: false,
-        extra: Default::default(),
-        problem: None,
         mtime: SystemTime::UNIX_EPOCH,
+        ..TensorMeta::new(
+            b"test/tensor".to_vec(),
+            dtype,
+            shape.to_vec(),
+            SourceFormat::TfCheckpoint,
+        )
     }
 }
 

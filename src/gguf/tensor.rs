@@ -81,15 +81,10 @@ impl GgufTensor {
         GgufTensor {
             meta: TensorMeta {
                 stored,
-                name: name.as_bytes().to_vec(),
-                dtype,
-                shape,
-                format: SourceFormat::Gguf,
-                partitions: Vec::new(),
-                sparse: false,
                 extra,
                 problem,
                 mtime: file.mtime(),
+                ..TensorMeta::new(name.as_bytes().to_vec(), dtype, shape, SourceFormat::Gguf)
             },
             file: Arc::clone(file),
             ty,

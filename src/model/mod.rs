@@ -219,6 +219,25 @@ pub struct StoredForm {
 }
 
 impl TensorMeta {
+    /// A tensor's metadata with its name, dtype, shape and reader only: unpartitioned, dense,
+    /// no extra `.json` fields, no problem, elements as stored, mtime the epoch. Readers fill
+    /// the rest by struct update (`TensorMeta { mtime, ..TensorMeta::new(…) }`), so a new field
+    /// touches only the readers that set it.
+    pub fn new(name: Vec<u8>, dtype: DType, shape: Vec<u64>, format: SourceFormat) -> TensorMeta {
+        TensorMeta {
+            name,
+            dtype,
+            shape,
+            format,
+            partitions: Vec::new(),
+            sparse: false,
+            extra: serde_json::Map::new(),
+            problem: None,
+            mtime: SystemTime::UNIX_EPOCH,
+            stored: None,
+        }
+    }
+
     /// Number of elements of the dense tensor, `None` on overflow.
     pub fn num_elements(&self) -> Option<u64> {
         self.shape

@@ -157,18 +157,14 @@ impl Unreadable {
     fn new(name: &str, problem: String) -> Unreadable {
         Unreadable {
             meta: crate::model::TensorMeta {
-                stored: None,
-                name: format!("hash_tables/{name}").into_bytes(),
-                dtype: crate::model::DType::F32,
-                // Not `[0, 0]`: an empty table would read as a valid empty array. One element
-                // that cannot be read makes every data file fail (EIO) as it should.
-                shape: vec![1, 1],
-                format: crate::model::SourceFormat::Monolith,
-                partitions: Vec::new(),
-                sparse: false,
-                extra: Default::default(),
                 problem: Some(problem),
                 mtime: std::time::UNIX_EPOCH,
+                ..crate::model::TensorMeta::new(
+                    format!("hash_tables/{name}").into_bytes(),
+                    crate::model::DType::F32,
+                    vec![1, 1],
+                    crate::model::SourceFormat::Monolith,
+                )
             },
         }
     }

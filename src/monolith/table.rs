@@ -189,20 +189,17 @@ impl MonolithTable {
             .map(|ids| format!("monolith:{name}:{}", ids.join(",")));
         let mut table = MonolithTable {
             meta: TensorMeta {
-                stored: None,
-                name: format!("hash_tables/{name}").into_bytes(),
-                dtype: DType::F32,
-                shape: vec![0, 0],
-                format: SourceFormat::Monolith,
-                partitions: Vec::new(),
-                sparse: false,
-                extra: Default::default(),
-                problem: None,
                 mtime: shards
                     .iter()
                     .map(|s| s.file.mtime())
                     .max()
                     .unwrap_or(std::time::UNIX_EPOCH),
+                ..TensorMeta::new(
+                    format!("hash_tables/{name}").into_bytes(),
+                    DType::F32,
+                    vec![0, 0],
+                    SourceFormat::Monolith,
+                )
             },
             shards,
             bases,

@@ -87,16 +87,15 @@ impl NpyTensor {
         }
         NpyTensor {
             meta: TensorMeta {
-                stored: None,
-                name: name.as_bytes().to_vec(),
-                dtype,
-                shape: h.shape.clone(),
-                format: SourceFormat::Numpy,
-                partitions: Vec::new(),
-                sparse: false,
                 extra,
                 problem,
                 mtime: file.mtime(),
+                ..TensorMeta::new(
+                    name.as_bytes().to_vec(),
+                    dtype,
+                    h.shape.clone(),
+                    SourceFormat::Numpy,
+                )
             },
             file: Arc::clone(file),
             data,

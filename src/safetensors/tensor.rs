@@ -27,16 +27,15 @@ impl StTensor {
         extra.insert("data_offsets".into(), vec![e.begin, e.end].into());
         StTensor {
             meta: TensorMeta {
-                stored: None,
-                name: e.name.clone().into_bytes(),
-                dtype: e.dtype,
-                shape: e.shape.clone(),
-                format: SourceFormat::Safetensors,
-                partitions: Vec::new(),
-                sparse: false,
                 extra,
                 problem: e.problem.clone(),
                 mtime: file.mtime(),
+                ..TensorMeta::new(
+                    e.name.clone().into_bytes(),
+                    e.dtype,
+                    e.shape.clone(),
+                    SourceFormat::Safetensors,
+                )
             },
             file: Arc::clone(file),
             begin: e.begin,

@@ -125,16 +125,14 @@ impl V1Model {
             })
             .collect();
         TensorMeta {
-            stored: None,
-            name: name.to_vec(),
-            dtype: from_tf(t.dtype),
-            shape,
-            format: SourceFormat::TfCheckpoint,
-            partitions: Vec::new(),
-            sparse: false,
-            extra: Default::default(),
             problem,
             mtime: self.mtime,
+            ..TensorMeta::new(
+                name.to_vec(),
+                from_tf(t.dtype),
+                shape,
+                SourceFormat::TfCheckpoint,
+            )
         }
     }
 }

@@ -209,16 +209,15 @@ impl TorchTensor {
         }
         TorchTensor {
             meta: TensorMeta {
-                stored: None,
-                name: name.as_bytes().to_vec(),
-                dtype: spec.dtype,
-                shape: spec.shape.clone(),
-                format: SourceFormat::Pytorch,
-                partitions: Vec::new(),
-                sparse: false,
                 extra,
                 problem,
                 mtime: file.mtime(),
+                ..TensorMeta::new(
+                    name.as_bytes().to_vec(),
+                    spec.dtype,
+                    spec.shape.clone(),
+                    SourceFormat::Pytorch,
+                )
             },
             file: Arc::clone(file),
             storage: storage.cloned(),

@@ -210,16 +210,8 @@ impl Array {
             Part::Ids => ("ids", DType::I64, csr.shape[0]),
         };
         let meta = TensorMeta {
-            name: name.as_bytes().to_vec(),
-            dtype,
-            shape: vec![shape],
-            format: src.format,
-            partitions: Vec::new(),
-            sparse: false,
-            extra: Default::default(),
-            problem: None,
             mtime: src.mtime,
-            stored: None,
+            ..TensorMeta::new(name.as_bytes().to_vec(), dtype, vec![shape], src.format)
         };
         Array {
             csr: csr.clone(),

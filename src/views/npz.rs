@@ -569,16 +569,13 @@ mod tests {
     #[test]
     fn a_member_over_4_gib_is_written_with_zip64() {
         let big: Arc<dyn Tensor> = Arc::new(Zeros(TensorMeta {
-            stored: None,
-            name: b"big".to_vec(),
-            dtype: DType::U8,
-            shape: vec![5_000_000_000],
-            format: SourceFormat::TfCheckpoint,
-            partitions: Vec::new(),
-            sparse: false,
-            extra: Default::default(),
-            problem: None,
             mtime: std::time::SystemTime::UNIX_EPOCH,
+            ..TensorMeta::new(
+                b"big".to_vec(),
+                DType::U8,
+                vec![5_000_000_000],
+                SourceFormat::TfCheckpoint,
+            )
         }));
         let small: Arc<dyn Tensor> =
             Arc::new(crate::testing::MemTensor::f32(&[3], &[1.5, -2.0, 0.25]).named(b"small"));

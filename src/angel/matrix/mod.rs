@@ -145,16 +145,14 @@ impl AngelMatrix {
                 log::warn!("{msg}");
                 let matrix = AngelMatrix {
                     tmeta: TensorMeta {
-                        stored: None,
-                        name: m.name.clone(),
-                        dtype: DType::Opaque(-1),
-                        shape: vec![],
-                        format: SourceFormat::Angel,
-                        partitions: vec![],
-                        sparse: false,
-                        extra: Map::new(),
                         problem: Some(msg),
                         mtime,
+                        ..TensorMeta::new(
+                            m.name.clone(),
+                            DType::Opaque(-1),
+                            vec![],
+                            SourceFormat::Angel,
+                        )
                     },
                     inner: None,
                     identity: None,
@@ -219,16 +217,17 @@ impl AngelMatrix {
         }
         let partitions = meta.parts.iter().map(|p| partition_meta(p, cols)).collect();
         let tmeta = TensorMeta {
-            stored: None,
-            name: m.name.clone(),
-            dtype: meta.row_type.value.dtype(),
-            shape: vec![meta.rows as u64, cols],
-            format: SourceFormat::Angel,
             partitions,
             sparse: !meta.row_type.dense,
             extra: matrix_extra(&meta),
             problem,
             mtime,
+            ..TensorMeta::new(
+                m.name.clone(),
+                meta.row_type.value.dtype(),
+                vec![meta.rows as u64, cols],
+                SourceFormat::Angel,
+            )
         };
         let identity = matrix_identity(meta_identity, &files, sep, &m.name);
         let n = meta.parts.len();
@@ -547,12 +546,6 @@ impl Tensor for AngelMatrix {
             (shape, p.start_row as u64, inner.col_base(i))
         };
         let tmeta = TensorMeta {
-            stored: None,
-            name: self.tmeta.name.clone(),
-            dtype: self.tmeta.dtype,
-            shape,
-            format: SourceFormat::Angel,
-            partitions: vec![],
             sparse: self.tmeta.sparse,
             extra: {
                 let mut m = self.tmeta.extra.clone();
@@ -561,6 +554,12 @@ impl Tensor for AngelMatrix {
             },
             problem: inner.part_problem[i].clone(),
             mtime: self.tmeta.mtime,
+            ..TensorMeta::new(
+                self.tmeta.name.clone(),
+                self.tmeta.dtype,
+                shape,
+                SourceFormat::Angel,
+            )
         };
         Ok(Arc::new(AngelPartition {
             identity: self.identity.as_ref().map(|m| format!("{m}\0part{i}")),

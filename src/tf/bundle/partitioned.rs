@@ -124,16 +124,14 @@ impl PartitionedTensor {
             })
             .collect();
         let meta = TensorMeta {
-            stored: None,
-            name,
-            dtype: entry.dtype,
-            shape: entry.shape.clone(),
-            format: SourceFormat::TfCheckpoint,
-            partitions: Vec::new(),
-            sparse: false,
-            extra: Default::default(),
             problem: entry.problem.clone(),
             mtime: bundle.mtime,
+            ..TensorMeta::new(
+                name,
+                entry.dtype,
+                entry.shape.clone(),
+                SourceFormat::TfCheckpoint,
+            )
         };
         PartitionedTensor::assemble(meta, bundle.prefix_name.clone(), parts)
     }

@@ -67,16 +67,14 @@ impl TfTensor {
             }
         }
         let meta = TensorMeta {
-            stored: None,
-            name,
-            dtype: entry.dtype,
-            shape: entry.shape.clone(),
-            format: SourceFormat::TfCheckpoint,
-            partitions: Vec::new(),
-            sparse: false,
-            extra: Default::default(),
             problem,
             mtime: bundle.mtime,
+            ..TensorMeta::new(
+                name,
+                entry.dtype,
+                entry.shape.clone(),
+                SourceFormat::TfCheckpoint,
+            )
         };
         TfTensor {
             bundle,

@@ -187,16 +187,14 @@ impl ProtoTensor {
         let mut extra = serde_json::Map::new();
         extra.insert("op".into(), op.into());
         TensorMeta {
-            stored: None,
-            name: name.as_bytes().to_vec(),
-            dtype: DType::F32,
-            shape: Vec::new(),
-            format: SourceFormat::TfGraph,
-            partitions: Vec::new(),
-            sparse: false,
             extra,
-            problem: None,
             mtime: file.mtime(),
+            ..TensorMeta::new(
+                name.as_bytes().to_vec(),
+                DType::F32,
+                Vec::new(),
+                SourceFormat::TfGraph,
+            )
         }
     }
 
