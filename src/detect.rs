@@ -48,17 +48,19 @@ const FORMATS: &[Format] = &[
     Format {
         in_dir: "an Angel model directory",
         as_file: None,
-        open: |path, opts| match crate::angel::is_model_dir(&opts.storage, path) {
-            true => crate::angel::open(path, opts).map(Some),
-            false => Ok(None),
+        open: |path, opts| {
+            (crate::angel::is_model_dir(&opts.storage, path))
+                .then(|| crate::angel::open(path, opts))
+                .transpose()
         },
     },
     Format {
         in_dir: ".npy/.npz files",
         as_file: Some("an .npy or .npz file"),
-        open: |path, opts| match crate::numpy::is_source(&*opts.storage, path) {
-            true => crate::numpy::open(path, opts).map(Some),
-            false => Ok(None),
+        open: |path, opts| {
+            (crate::numpy::is_source(&*opts.storage, path))
+                .then(|| crate::numpy::open(path, opts))
+                .transpose()
         },
     },
     Format {
@@ -69,25 +71,28 @@ const FORMATS: &[Format] = &[
     Format {
         in_dir: "safetensors files",
         as_file: Some("a safetensors file"),
-        open: |path, opts| match crate::safetensors::files_of(&*opts.storage, path)? {
-            Some(files) => crate::safetensors::open(&files, opts).map(Some),
-            None => Ok(None),
+        open: |path, opts| {
+            (crate::safetensors::files_of(&*opts.storage, path)?)
+                .map(|files| crate::safetensors::open(&files, opts))
+                .transpose()
         },
     },
     Format {
         in_dir: "torch.save files",
         as_file: Some("a torch.save file (zip or legacy)"),
-        open: |path, opts| match crate::torch::files_of(&*opts.storage, path)? {
-            Some(files) => crate::torch::open(&files, opts).map(Some),
-            None => Ok(None),
+        open: |path, opts| {
+            (crate::torch::files_of(&*opts.storage, path)?)
+                .map(|files| crate::torch::open(&files, opts))
+                .transpose()
         },
     },
     Format {
         in_dir: "a GGUF file",
         as_file: Some("a GGUF file"),
-        open: |path, opts| match crate::gguf::is_source(&*opts.storage, path) {
-            true => crate::gguf::open(path, opts).map(Some),
-            false => Ok(None),
+        open: |path, opts| {
+            (crate::gguf::is_source(&*opts.storage, path))
+                .then(|| crate::gguf::open(path, opts))
+                .transpose()
         },
     },
 ];

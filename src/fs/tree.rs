@@ -657,13 +657,14 @@ impl Tree {
     pub(crate) fn hold_listed(&self, parent: Ino, ino: Ino, name: &str) -> Result<Ino, FsError> {
         match self.nodes.hold(ino)? {
             Some(false) => Ok(ino),
-            // Forgotten meanwhile, or a row (which `lookup` accounts for): by name.
-            _ => {
-                if self.node(ino).is_ok() {
-                    self.forget(ino, 1);
-                }
+            // A row file taken for the first time (no listing shows one but `README`'s
+            // directory): held through `lookup`, which bounds the rows held.
+            Some(true) => {
+                self.forget(ino, 1);
                 self.lookup(parent, name.as_bytes())
             }
+            // Forgotten since it was listed: found again by name.
+            None => self.lookup(parent, name.as_bytes()),
         }
     }
 

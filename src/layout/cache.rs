@@ -169,9 +169,10 @@ pub struct ChunkCache {
     spare: Mutex<Vec<Vec<u8>>>,
 }
 
-/// One-chunk text sizes kept (`keep_one_chunk`): about 40 MB at most, the sizes of a million
-/// small texts, so a mount that follows a directory for days stays bounded.
-const MAX_ONE_CHUNK_SIZES: usize = 1 << 20;
+/// One-chunk text sizes kept (`keep_one_chunk`): about 10 MB at most (24 bytes and the hash
+/// table's slack each), the small texts of a 250,000-tensor model, so a mount that follows a
+/// directory for days stays bounded.
+const MAX_ONE_CHUNK_SIZES: usize = 1 << 18;
 /// How many chunk indexes stay in memory without a file holding them.
 const MAX_OFFSET_TABLES: usize = 4096;
 

@@ -146,15 +146,23 @@ impl Nodes {
         listed: &Listed,
         index: usize,
     ) -> Result<Ino, FsError> {
+        let child = listed.listing.children.get(index);
+        let (Some(child), Ok(index)) = (child, u32::try_from(index)) else {
+            return Err(FsError::Io(format!(
+                "listing entry {index} of inode {parent}"
+            )));
+        };
         let entry = || Entry::Listed {
             listing: listed.listing.clone(),
-            index: u32::try_from(index).unwrap_or(u32::MAX),
+            index,
         };
         if parent == ROOT_INO {
-            let name = &listed.listing.children[index].name;
+            let name = &child.name;
             return self.named(parent, name, entry);
         }
-        let slot = &listed.inos[index];
+        // `Listed::new` made one slot per entry.
+        debug_assert_eq!(listed.inos.len(), listed.listing.children.len());
+        let slot = &listed.inos[index as usize];
         match slot.load(Ordering::Acquire) {
             0 => {}
             ino => return Ok(ino),
