@@ -1,5 +1,8 @@
-//! The layers of `lib.rs` hold: every `crate::X` a module names is below it (or itself), and
-//! the two readers never name each other. Reads the source text, tests included.
+//! The layers hold inside each crate of the workspace: every `crate::X` a module names is below
+//! it (or itself). Between crates the compiler keeps them (a crate names only its
+//! dependencies); inside one crate this test does, reading the source text, tests included. A
+//! crate names the layers below it as `crate::source`, `crate::model`, … (its root re-exports
+//! them), so one table of ranks serves every crate.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -28,6 +31,23 @@ const RANKS: &[(&str, u32)] = &[
     ("cli", 10),
 ];
 
+/// The source folder of each crate (from the workspace root) and, for a crate that is one
+/// layer, that layer's name (its files are modules of it).
+const CRATES: &[(&str, Option<&str>)] = &[("crates/io/src", None), ("src", None)];
+
+fn workspace() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The layer a file of a crate belongs to (`tf/bundle/mod.rs` of `src` → `tf`).
+fn layer_of(whole: Option<&str>, rel: &str) -> String {
+    match whole {
+        Some(_) if rel == "testing.rs" => "testing".to_string(),
+        Some(name) => name.to_string(),
+        None => rel.split(['/', '.']).next().unwrap().to_string(),
+    }
+}
+
 fn rank(module: &str) -> Option<u32> {
     RANKS.iter().find(|(m, _)| *m == module).map(|&(_, r)| r)
 }
@@ -45,26 +65,29 @@ fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
 
 #[test]
 fn no_module_names_a_higher_one() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = Vec::new();
-    rust_files(&src, &mut files);
     let mut edges: BTreeMap<(String, String), String> = BTreeMap::new();
-    for f in &files {
-        let rel = f.strip_prefix(&src).unwrap().to_string_lossy().into_owned();
-        let top = rel.split(['/', '.']).next().unwrap().to_string();
-        if matches!(top.as_str(), "lib" | "main" | "layers_tests") {
-            continue;
-        }
-        let text = std::fs::read_to_string(f).unwrap();
-        for (i, _) in text.match_indices("crate::") {
-            let used: String = text[i + 7..]
-                .chars()
-                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                .collect();
-            if used != top && rank(&used).is_some() {
-                edges
-                    .entry((top.clone(), used))
-                    .or_insert_with(|| rel.clone());
+    for &(dir, whole) in CRATES {
+        let src = workspace().join(dir);
+        let mut files = Vec::new();
+        rust_files(&src, &mut files);
+        assert!(!files.is_empty(), "no sources in {dir}");
+        for f in &files {
+            let rel = f.strip_prefix(&src).unwrap().to_string_lossy().into_owned();
+            let top = layer_of(whole, &rel);
+            if matches!(top.as_str(), "lib" | "main" | "layers_tests") {
+                continue;
+            }
+            let text = std::fs::read_to_string(f).unwrap();
+            for (i, _) in text.match_indices("crate::") {
+                let used: String = text[i + 7..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                if used != top && rank(&used).is_some() {
+                    edges
+                        .entry((top.clone(), used))
+                        .or_insert_with(|| format!("{dir}/{rel}"));
+                }
             }
         }
     }
@@ -86,22 +109,24 @@ fn no_module_names_a_higher_one() {
     );
 }
 
-/// The module path of a source file (`tf/bundle/mod.rs` → `tf::bundle`).
+/// The module path of a source file (`tf/bundle/mod.rs` → `tf::bundle`; a crate's `lib.rs`
+/// is its root).
 fn module_of(rel: &str) -> Vec<String> {
     let mut parts: Vec<String> = rel
         .trim_end_matches(".rs")
         .split('/')
         .map(String::from)
         .collect();
-    if parts.last().is_some_and(|p| p == "mod") {
+    if parts.last().is_some_and(|p| p == "mod") || parts == ["lib"] {
         parts.pop();
     }
     parts
 }
 
 /// The paths a file's text names (`crate::a::b`, `super::x`, `self::y`, and the items of a
-/// `super::{a, b::c}` group), resolved against `module` (the file's own module).
-fn named_paths(text: &str, module: &[String]) -> Vec<Vec<String>> {
+/// `super::{a, b::c}` group), resolved against `module` (the file's own module) and `root`
+/// (the module `crate` is).
+fn named_paths(text: &str, module: &[String], root: &[String]) -> Vec<Vec<String>> {
     let ident = |s: &str| -> String {
         s.chars()
             .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
@@ -109,7 +134,7 @@ fn named_paths(text: &str, module: &[String]) -> Vec<Vec<String>> {
     };
     let mut out = Vec::new();
     for (root, base) in [
-        ("crate::", Vec::new()),
+        ("crate::", root.to_vec()),
         ("super::", module[..module.len().saturating_sub(1)].to_vec()),
         ("self::", module.to_vec()),
     ] {
@@ -158,15 +183,28 @@ fn named_paths(text: &str, module: &[String]) -> Vec<Vec<String>> {
 /// belongs in a file of its own (issue 39).
 #[test]
 fn no_file_cycles() {
+    let mut edges = 0;
+    for &(dir, whole) in CRATES {
+        edges += no_file_cycles_in(dir, whole);
+    }
+    assert!(edges > 50, "too few file edges found: {edges}");
+}
+
+/// The check of `no_file_cycles` in one crate; the number of edges between files it found.
+fn no_file_cycles_in(dir: &str, whole: Option<&str>) -> usize {
     use std::collections::{BTreeSet, HashMap};
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    // A one-layer crate's files are modules of that layer: `crate::x` there is `layer::x`.
+    let prefix: Vec<String> = whole.map(String::from).into_iter().collect();
+    let src = workspace().join(dir);
     let mut files = Vec::new();
     rust_files(&src, &mut files);
     let mut modules: HashMap<Vec<String>, String> = HashMap::new();
     let mut texts = Vec::new();
     for f in &files {
         let rel = f.strip_prefix(&src).unwrap().to_string_lossy().into_owned();
-        if rel.contains("test") || matches!(rel.as_str(), "lib.rs" | "main.rs") {
+        if rel.contains("test")
+            || (whole.is_none() && matches!(rel.as_str(), "lib.rs" | "main.rs"))
+        {
             continue;
         }
         let mut text = std::fs::read_to_string(f).unwrap();
@@ -174,14 +212,15 @@ fn no_file_cycles() {
         if let Some(i) = text.find("\n#[cfg(test)]\nmod ") {
             text.truncate(i);
         }
-        modules.insert(module_of(&rel), rel.clone());
+        let module = [prefix.clone(), module_of(&rel)].concat();
+        modules.insert(module, rel.clone());
         texts.push((rel, text));
     }
     let related = |a: &[String], b: &[String]| a.starts_with(b) || b.starts_with(a);
     let mut edges: HashMap<String, BTreeSet<String>> = HashMap::new();
     for (rel, text) in &texts {
-        let me = module_of(rel);
-        for p in named_paths(text, &me) {
+        let me = [prefix.clone(), module_of(rel)].concat();
+        for p in named_paths(text, &me, &prefix) {
             let Some(target) = (1..=p.len())
                 .rev()
                 .find_map(|n| modules.get_key_value(&p[..n]))
@@ -196,11 +235,6 @@ fn no_file_cycles() {
             }
         }
     }
-    assert!(
-        edges.len() > 50,
-        "too few file edges found: {}",
-        edges.len()
-    );
     // Depth-first search for a back edge.
     fn visit(
         f: &str,
@@ -233,10 +267,11 @@ fn no_file_cycles() {
             visit(f, &edges, &mut state, &mut Vec::new(), &mut found);
         }
     }
-    assert!(found.is_empty(), "file cycles:\n{}", found.join("\n"));
+    assert!(found.is_empty(), "file cycles in {dir}:\n{}", found.join("\n"));
+    edges.len()
 }
 
-/// README's map of the code names only paths that exist, and every top-level module.
+/// README's map of the code names only paths that exist, every crate and every layer.
 #[test]
 fn the_readme_code_map_names_the_tree_as_it_is() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -246,18 +281,32 @@ fn the_readme_code_map_names_the_tree_as_it_is() {
         .nth(1)
         .expect("README has a code map");
     let mut named = Vec::new();
-    for (i, _) in map.match_indices("`src/") {
-        let path: String = map[i + 1..].chars().take_while(|&c| c != '`').collect();
-        assert!(
-            root.join(&path).exists(),
-            "README names {path}, which is gone"
-        );
-        named.push(path);
+    for start in ["`src/", "`crates/"] {
+        for (i, _) in map.match_indices(start) {
+            let path: String = map[i + 1..].chars().take_while(|&c| c != '`').collect();
+            assert!(
+                root.join(&path).exists(),
+                "README names {path}, which is gone"
+            );
+            named.push(path);
+        }
+    }
+    for &(dir, _) in CRATES {
+        let folder = dir.trim_end_matches("src");
+        if !folder.is_empty() {
+            assert!(
+                named.iter().any(|p| p == folder),
+                "README's code map does not list the crate {folder}"
+            );
+        }
     }
     for (module, _) in RANKS {
-        let listed = named
-            .iter()
-            .any(|p| p == &format!("src/{module}/") || p == &format!("src/{module}.rs"));
-        assert!(listed, "README's code map does not list src/{module}");
+        let listed = CRATES.iter().any(|&(dir, whole)| {
+            whole == Some(*module)
+                || named.iter().any(|p| {
+                    p == &format!("{dir}/{module}/") || p == &format!("{dir}/{module}.rs")
+                })
+        });
+        assert!(listed, "README's code map does not list {module}");
     }
 }

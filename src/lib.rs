@@ -37,7 +37,6 @@
 
 pub mod angel;
 mod cli;
-pub mod codec;
 pub mod detect;
 mod fs;
 pub mod gguf;
@@ -49,9 +48,7 @@ pub mod monolith;
 pub mod numpy;
 pub mod options;
 pub mod safetensors;
-pub mod source;
 mod stats;
-pub mod store;
 #[cfg(any(test, feature = "testkit"))]
 pub mod testing;
 pub mod tf;
@@ -59,3 +56,6 @@ pub mod torch;
 mod views;
 
 pub use cli::main;
+
+// The layers below, under the names every module here uses (`crate::source::ReadAt`).
+pub use modelfs_io::{codec, source, store};

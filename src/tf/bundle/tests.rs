@@ -51,7 +51,7 @@ fn strings(t: &dyn Tensor, first: u64, count: u64) -> Result<Vec<Vec<u8>>, Model
 
 #[test]
 fn worked_example_bundle() {
-    let index = crate::codec::table::tests::worked_example();
+    let index = crate::codec::table::testutil::worked_example();
     let mut files: HashMap<String, Arc<dyn ReadAt>> = HashMap::new();
     files.insert(
         "P.data-00000-of-00001".into(),

@@ -23,7 +23,7 @@ use super::{
 
 /// The local file system.
 #[derive(Debug)]
-pub(crate) struct LocalStorage;
+pub struct LocalStorage;
 
 impl Storage for LocalStorage {
     fn is_local(&self) -> bool {
@@ -170,7 +170,7 @@ thread_local! {
 /// for a thread that hands the bytes to the kernel (a page-cache push), which then copies
 /// them once. Such a view must not outlive its use: a file cut short underneath makes the
 /// kernel's copy fail (EFAULT), which only a push may shrug off.
-pub(crate) fn lending<R>(f: impl FnOnce() -> R) -> R {
+pub fn lending<R>(f: impl FnOnce() -> R) -> R {
     struct Reset(bool);
     impl Drop for Reset {
         fn drop(&mut self) {

@@ -10,7 +10,7 @@ use std::hash::Hash;
 use lru::LruCache;
 
 /// The memory a cached value holds, in bytes.
-pub(crate) trait Weigh {
+pub trait Weigh {
     fn weight(&self) -> u64;
 }
 
@@ -27,14 +27,14 @@ impl Weigh for std::sync::Arc<Vec<u8>> {
     }
 }
 
-pub(crate) struct ByteLru<K: Hash + Eq, V: Weigh> {
+pub struct ByteLru<K: Hash + Eq, V: Weigh> {
     map: LruCache<K, V>,
     bytes: u64,
     cap: u64,
 }
 
 impl<K: Hash + Eq, V: Weigh> ByteLru<K, V> {
-    pub(crate) fn new(cap: u64) -> Self {
+    pub fn new(cap: u64) -> Self {
         ByteLru {
             map: LruCache::unbounded(),
             bytes: 0,
@@ -43,13 +43,13 @@ impl<K: Hash + Eq, V: Weigh> ByteLru<K, V> {
     }
 
     /// The value of `key`, now the most recently used.
-    pub(crate) fn get(&mut self, key: &K) -> Option<&V> {
+    pub fn get(&mut self, key: &K) -> Option<&V> {
         self.map.get(key)
     }
 
     /// Keeps `value` under `key`, then lets the least recently used others go until the
     /// weights fit the cap; each value let go (or replaced) is handed to `gone`.
-    pub(crate) fn insert(&mut self, key: K, value: V, mut gone: impl FnMut(V)) {
+    pub fn insert(&mut self, key: K, value: V, mut gone: impl FnMut(V)) {
         self.bytes += value.weight();
         if let Some(old) = self.map.put(key, value) {
             self.bytes -= old.weight();
@@ -68,14 +68,14 @@ impl<K: Hash + Eq, V: Weigh> ByteLru<K, V> {
     }
 
     /// Lets the value of `key` go.
-    pub(crate) fn remove(&mut self, key: &K) -> Option<V> {
+    pub fn remove(&mut self, key: &K) -> Option<V> {
         let old = self.map.pop(key)?;
         self.bytes -= old.weight();
         Some(old)
     }
 
     /// The weights held now.
-    pub(crate) fn bytes(&self) -> u64 {
+    pub fn bytes(&self) -> u64 {
         self.bytes
     }
 }

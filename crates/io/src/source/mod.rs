@@ -15,19 +15,19 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 pub(crate) mod aligned;
-pub(crate) mod byte_lru;
-pub(crate) mod cursor;
+pub mod byte_lru;
+pub mod cursor;
 mod local;
 pub mod lru;
 mod memo;
 pub mod remote;
-pub(crate) mod scratch;
-pub(crate) mod seekable;
+pub mod scratch;
+pub mod seekable;
 
 pub use memo::{is_transient, Flight, Memo};
 mod sigbus;
 
-pub(crate) use local::{lending, LocalStorage};
+pub use local::{lending, LocalStorage};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {

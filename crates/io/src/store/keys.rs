@@ -79,17 +79,17 @@ pub struct KeyIndexBuilder {
     spills: Vec<BufWriter<File>>,
 }
 
-#[cfg(test)]
+#[cfg(any(test, feature = "testkit"))]
 thread_local! {
     /// Key indexes this thread began to build (tests count them).
-    pub(crate) static BUILDS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    pub static BUILDS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
 impl KeyIndexBuilder {
     /// A builder writing into `file`, its temporary files in `tmp_dir`; `max_keys` sizes the
     /// buckets (an over-estimate only makes buckets emptier).
     pub fn new(file: File, tmp_dir: &Path, max_keys: u64) -> Result<Self, KeyIndexError> {
-        #[cfg(test)]
+        #[cfg(any(test, feature = "testkit"))]
         BUILDS.with(|b| b.set(b.get() + 1));
         if max_keys > u64::from(u32::MAX) {
             return Err(KeyIndexError::TooMany(max_keys));

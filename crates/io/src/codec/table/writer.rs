@@ -6,7 +6,7 @@ use crate::codec::{crc32c_extend, mask_crc, put_varint64};
 
 /// The last 8 bytes of every table: LevelDB's `kTableMagicNumber`, `0xdb4775248b80fb57`
 /// little-endian.
-pub(crate) const TABLE_MAGIC: [u8; 8] = [0x57, 0xfb, 0x80, 0x8b, 0x24, 0x75, 0x47, 0xdb];
+pub const TABLE_MAGIC: [u8; 8] = [0x57, 0xfb, 0x80, 0x8b, 0x24, 0x75, 0x47, 0xdb];
 
 /// Builds block contents the way LevelDB's BlockBuilder does.
 pub(crate) fn build_block(entries: &[(&[u8], &[u8])], restart_interval: usize) -> Vec<u8> {
@@ -63,7 +63,7 @@ pub(crate) fn successor(last: &[u8]) -> Vec<u8> {
     last.to_vec()
 }
 
-pub(crate) struct TableBuilder {
+pub struct TableBuilder {
     pub block_size: usize,
     pub snappy: bool,
     out: Vec<u8>,
@@ -74,7 +74,7 @@ pub(crate) struct TableBuilder {
 }
 
 impl TableBuilder {
-    pub(crate) fn new(block_size: usize, snappy: bool) -> Self {
+    pub fn new(block_size: usize, snappy: bool) -> Self {
         TableBuilder {
             block_size,
             snappy,
@@ -124,7 +124,7 @@ impl TableBuilder {
         self.pending_bytes = 0;
     }
 
-    pub(crate) fn add(&mut self, key: &[u8], value: &[u8]) {
+    pub fn add(&mut self, key: &[u8], value: &[u8]) {
         if self.pending_bytes >= self.block_size {
             self.flush(Some(key));
         }
@@ -132,7 +132,7 @@ impl TableBuilder {
         self.pending.push((key.to_vec(), value.to_vec()));
     }
 
-    pub(crate) fn finish(mut self) -> Vec<u8> {
+    pub fn finish(mut self) -> Vec<u8> {
         self.flush(None);
         let meta = self.write_raw_block(&[0, 0, 0, 0, 1, 0, 0, 0], false);
         let refs: Vec<(&[u8], &[u8])> = self.index.iter().map(|(k, v)| (&k[..], &v[..])).collect();

@@ -8,8 +8,8 @@
 //! own corruption error.
 
 pub mod table;
-pub(crate) mod wire;
-pub(crate) mod zip;
+pub mod wire;
+pub mod zip;
 
 /// Added to the rotated CRC by `mask` (LevelDB's `kMaskDelta`).
 const MASK_DELTA: u32 = 0xa282_ead8;
@@ -32,7 +32,7 @@ pub fn crc32c_extend(crc: u32, data: &[u8]) -> u32 {
 /// CRC32C of `data` (from 0), computed on up to `threads` threads for large inputs: each
 /// thread checksums one contiguous part (at least `PARALLEL_CRC_MIN` bytes) and the parts'
 /// CRCs are combined. Same result as `crc32c_extend(0, data)`.
-pub(crate) fn crc32c_parallel(data: &[u8], threads: usize) -> u32 {
+pub fn crc32c_parallel(data: &[u8], threads: usize) -> u32 {
     let parts = threads.min(data.len() / PARALLEL_CRC_MIN).max(1);
     if parts == 1 {
         return crc32c_extend(0, data);
@@ -58,10 +58,10 @@ pub(crate) fn crc32c_parallel(data: &[u8], threads: usize) -> u32 {
 }
 
 /// Smallest part worth a thread of its own in `crc32c_parallel`.
-pub(crate) const PARALLEL_CRC_MIN: usize = 32 << 20;
+pub const PARALLEL_CRC_MIN: usize = 32 << 20;
 
 /// Decodes a varint64 (at most 10 bytes) from the start of `buf`.
-pub(crate) fn decode_varint64(buf: &[u8]) -> Option<(u64, usize)> {
+pub fn decode_varint64(buf: &[u8]) -> Option<(u64, usize)> {
     let mut value: u64 = 0;
     for (i, &byte) in buf.iter().enumerate().take(10) {
         let bits = u64::from(byte & 0x7f);

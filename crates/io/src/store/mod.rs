@@ -6,8 +6,8 @@
 
 mod disk;
 mod keys;
-#[cfg(test)]
-pub(crate) use keys::BUILDS as KEY_INDEX_BUILDS;
+#[cfg(any(test, feature = "testkit"))]
+pub use keys::BUILDS as KEY_INDEX_BUILDS;
 mod order;
 mod record;
 pub use crate::source::lru;

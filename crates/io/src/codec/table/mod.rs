@@ -22,7 +22,7 @@ pub use cache::BlockCache;
 use footer::{BlockHandle, Footer, FOOTER_LEN};
 #[cfg(test)]
 pub(crate) use writer::build_block;
-pub(crate) use writer::{TableBuilder, TABLE_MAGIC};
+pub use writer::{TableBuilder, TABLE_MAGIC};
 
 /// An owned (key, value) pair.
 pub type KeyValue = (Vec<u8>, Vec<u8>);
@@ -120,7 +120,7 @@ impl Table {
     }
 
     /// Number of data blocks.
-    #[cfg(test)]
+    #[cfg(any(test, feature = "testkit"))]
     pub fn num_blocks(&self) -> usize {
         self.index.len()
     }
@@ -258,6 +258,6 @@ impl TableIter<'_> {
 }
 
 #[cfg(test)]
-pub mod tests;
-#[cfg(test)]
+mod tests;
+#[cfg(any(test, feature = "testkit"))]
 pub mod testutil;

@@ -4,7 +4,7 @@ use super::TableError;
 use crate::codec::decode_varint64;
 
 pub(crate) const FOOTER_LEN: u64 = 48;
-pub(crate) use crate::codec::table::TABLE_MAGIC;
+pub use crate::codec::table::TABLE_MAGIC;
 /// Type byte plus masked CRC after every block.
 pub(crate) const TRAILER_LEN: u64 = 5;
 

@@ -9,7 +9,7 @@ use super::decode_varint64;
 
 /// A field's value by wire type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Value {
+pub enum Value {
     Varint(u64),
     Fixed64(u64),
     Fixed32(u32),
@@ -21,7 +21,7 @@ pub(crate) enum Value {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum WireError {
+pub enum WireError {
     #[error("protobuf truncated or malformed at byte {0}")]
     Malformed(usize),
     #[error("protobuf wire type {0} at byte {1} is not supported")]
@@ -30,13 +30,13 @@ pub(crate) enum WireError {
 
 /// One field: its number and value.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Field {
-    pub(crate) number: u32,
-    pub(crate) value: Value,
+pub struct Field {
+    pub number: u32,
+    pub value: Value,
 }
 
 impl Field {
-    pub(crate) fn range(&self) -> Option<std::ops::Range<usize>> {
+    pub fn range(&self) -> Option<std::ops::Range<usize>> {
         match self.value {
             Value::Bytes { start, end } => Some(start..end),
             _ => None,
@@ -45,7 +45,7 @@ impl Field {
 }
 
 /// The fields of the message in `buf[start..end]`, in wire order.
-pub(crate) struct Fields<'a> {
+pub struct Fields<'a> {
     buf: &'a [u8],
     pos: usize,
     end: usize,
@@ -53,12 +53,12 @@ pub(crate) struct Fields<'a> {
 }
 
 impl<'a> Fields<'a> {
-    pub(crate) fn new(buf: &'a [u8]) -> Self {
+    pub fn new(buf: &'a [u8]) -> Self {
         Fields::within(buf, 0..buf.len())
     }
 
     /// The fields of the sub-message at `range` of `buf` (positions stay relative to `buf`).
-    pub(crate) fn within(buf: &'a [u8], range: std::ops::Range<usize>) -> Self {
+    pub fn within(buf: &'a [u8], range: std::ops::Range<usize>) -> Self {
         let end = range.end.min(buf.len());
         Fields {
             buf,
@@ -69,7 +69,7 @@ impl<'a> Fields<'a> {
     }
 
     /// Where the next field starts (the end of the last one read).
-    pub(crate) fn position(&self) -> usize {
+    pub fn position(&self) -> usize {
         self.pos
     }
 
@@ -138,7 +138,7 @@ impl Iterator for Fields<'_> {
 }
 
 /// The varints of a packed repeated field's payload.
-pub(crate) fn packed_varints(buf: &[u8]) -> impl Iterator<Item = Result<u64, WireError>> + '_ {
+pub fn packed_varints(buf: &[u8]) -> impl Iterator<Item = Result<u64, WireError>> + '_ {
     let mut pos = 0;
     std::iter::from_fn(move || {
         if pos >= buf.len() {
@@ -159,7 +159,7 @@ pub(crate) fn packed_varints(buf: &[u8]) -> impl Iterator<Item = Result<u64, Wir
 }
 
 /// A string field's bytes as UTF-8 (lossy: names in graphs are UTF-8 by TF's rules).
-pub(crate) fn text(buf: &[u8], f: &Field) -> String {
+pub fn text(buf: &[u8], f: &Field) -> String {
     f.range()
         .map(|r| String::from_utf8_lossy(&buf[r]).into_owned())
         .unwrap_or_default()
