@@ -43,14 +43,11 @@ pub mod gguf;
 #[cfg(test)]
 mod layers_tests;
 pub mod layout;
-pub mod model;
 pub mod monolith;
 pub mod numpy;
 pub mod options;
 pub mod safetensors;
 mod stats;
-#[cfg(any(test, feature = "testkit"))]
-pub mod testing;
 pub mod tf;
 pub mod torch;
 mod views;
@@ -59,3 +56,6 @@ pub use cli::main;
 
 // The layers below, under the names every module here uses (`crate::source::ReadAt`).
 pub use modelfs_io::{codec, source, store};
+pub use modelfs_model as model;
+#[cfg(any(test, feature = "testkit"))]
+pub use modelfs_model::testing;

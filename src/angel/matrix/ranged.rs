@@ -7,7 +7,6 @@ use super::super::stream::{Segments, Stream};
 use super::{AngelMatrix, Inner, MatrixFault};
 use crate::model::{
     entries_in, seek_col_in, ColumnBlock, Entries, ModelError, Sparse, SparseRows, SparseShape,
-    Tensor,
 };
 
 /// A matrix or one partition: its entries by range (`stream`), or, when its partitions must
@@ -22,45 +21,56 @@ pub(super) trait Ranged {
 
 /// A matrix's and a partition's stored entries are their ranged reads (a partition's in
 /// matrix coordinates: see `partition.rs`).
-impl<T: Ranged + Tensor> Sparse for T {
-    fn sparse(&self) -> Result<Arc<SparseRows>, ModelError> {
-        self.whole()
-    }
+macro_rules! ranged_sparse {
+    ($t:ty) => {
+        impl Sparse for $t {
+            fn sparse(&self) -> Result<Arc<SparseRows>, ModelError> {
+                self.whole()
+            }
 
-    fn sparse_shape(&self) -> Result<Arc<SparseShape>, ModelError> {
-        shape_of(self)
-    }
+            fn sparse_shape(&self) -> Result<Arc<SparseShape>, ModelError> {
+                shape_of(self)
+            }
 
-    fn sparse_shape_is_cheap(&self) -> bool {
-        matches!(self.segments(), Ok(Some(_)))
-    }
+            fn sparse_shape_is_cheap(&self) -> bool {
+                matches!(self.segments(), Ok(Some(_)))
+            }
 
-    fn read_entries(&self, first: u64, count: u64, out: &mut Entries) -> Result<(), ModelError> {
-        entries_of(self, first, count, out)
-    }
+            fn read_entries(
+                &self,
+                first: u64,
+                count: u64,
+                out: &mut Entries,
+            ) -> Result<(), ModelError> {
+                entries_of(self, first, count, out)
+            }
 
-    fn seek_col(&self, k: usize, col: i64) -> Result<u64, ModelError> {
-        seek_of(self, k, col)
-    }
+            fn seek_col(&self, k: usize, col: i64) -> Result<u64, ModelError> {
+                seek_of(self, k, col)
+            }
 
-    fn read_column_block(
-        &self,
-        lo: Option<i64>,
-        hi: Option<i64>,
-        out: &mut ColumnBlock,
-    ) -> Option<Result<(), ModelError>> {
-        let segs = match self.segments() {
-            Ok(Some(s)) if s.is_columns() => s,
-            Ok(_) => return None,
-            Err(e) => return Some(Err(e)),
-        };
-        let stream = Stream {
-            segs: &segs,
-            parts: self.parts(),
-        };
-        Some(stream.column_block(lo, hi, out).map_err(|f| self.fault(f)))
-    }
+            fn read_column_block(
+                &self,
+                lo: Option<i64>,
+                hi: Option<i64>,
+                out: &mut ColumnBlock,
+            ) -> Option<Result<(), ModelError>> {
+                let segs = match self.segments() {
+                    Ok(Some(s)) if s.is_columns() => s,
+                    Ok(_) => return None,
+                    Err(e) => return Some(Err(e)),
+                };
+                let stream = Stream {
+                    segs: &segs,
+                    parts: self.parts(),
+                };
+                Some(stream.column_block(lo, hi, out).map_err(|f| self.fault(f)))
+            }
+        }
+    };
 }
+ranged_sparse!(AngelMatrix);
+ranged_sparse!(super::AngelPartition);
 
 impl Ranged for AngelMatrix {
     fn segments(&self) -> Result<Option<Arc<Segments>>, ModelError> {

@@ -71,15 +71,6 @@ impl From<BundleError> for ModelError {
     }
 }
 
-impl From<TableError> for ModelError {
-    fn from(e: TableError) -> Self {
-        match e {
-            TableError::Source(s) => ModelError::Source(s),
-            other => ModelError::data("tensor index", other),
-        }
-    }
-}
-
 /// Opens a data shard by its file base name (`P.data-00000-of-00001`).
 pub trait ShardOpener: Send + Sync {
     fn open(&self, file_name: &str) -> Result<Arc<dyn ReadAt>, SourceError>;

@@ -30,7 +30,7 @@ pub struct StoredRun {
 
 impl StoredRun {
     /// The elements of `meta`, fixed-width and back to back, from `offset` of `file`.
-    pub(crate) fn elements(
+    pub fn elements(
         file: &Arc<dyn crate::source::ReadAt>,
         offset: u64,
         meta: &TensorMeta,
@@ -437,7 +437,7 @@ impl dyn Tensor + '_ {
 }
 
 /// `read_elements` of any tensor type (the method is on `dyn Tensor`).
-pub(crate) fn read_elements<T: Tensor + ?Sized>(
+pub fn read_elements<T: Tensor + ?Sized>(
     t: &T,
     first: u64,
     out: &mut [u8],
@@ -473,7 +473,7 @@ pub(crate) fn check_request(meta: &TensorMeta, first: u64, len: usize) -> Result
 }
 
 /// In debug builds, asserts what `read_elements` checked before calling `fill_elements`.
-pub(crate) fn debug_check(meta: &TensorMeta, first: u64, len: usize) {
+pub fn debug_check(meta: &TensorMeta, first: u64, len: usize) {
     debug_assert!(
         check_request(meta, first, len).is_ok(),
         "{}: unchecked request of {len} bytes from element {first}",
@@ -483,9 +483,9 @@ pub(crate) fn debug_check(meta: &TensorMeta, first: u64, len: usize) {
 
 /// A tensor with other metadata (names a reader learnt besides the tensor's own: TF2 full
 /// names); everything else is the inner tensor's.
-pub(crate) struct WithMeta {
-    pub(crate) inner: Arc<dyn Tensor>,
-    pub(crate) meta: TensorMeta,
+pub struct WithMeta {
+    pub inner: Arc<dyn Tensor>,
+    pub meta: TensorMeta,
 }
 
 impl Tensor for WithMeta {

@@ -53,7 +53,7 @@ pub const MAX_ROW_BYTES: u64 = 64 << 20;
 /// The key kind a reader gets unless it says otherwise: dense rank-2 tensors of a fixed-size
 /// dtype, by row index; sparse matrices by column id when they have one stored row, else by
 /// row id (a reader whose sparse format is by column says `ColumnId` itself).
-pub(crate) fn default_key_kind(meta: &TensorMeta) -> Option<KeyKind> {
+pub fn default_key_kind(meta: &TensorMeta) -> Option<KeyKind> {
     if meta.problem.is_some() || meta.shape.len() != 2 || meta.dtype.elem_size().is_none() {
         return None;
     }
@@ -147,7 +147,7 @@ fn entry_at(
 
 /// Column `id` of a sparse matrix: its value in each stored row (zero where a row does not
 /// store it); `None` when no row stores it.
-pub(crate) fn sparse_column(
+pub fn sparse_column(
     t: &dyn Sparse,
     id: i64,
     out: &mut Vec<u8>,
@@ -232,7 +232,7 @@ fn bad_row(meta: &TensorMeta) -> ModelError {
 }
 
 /// `row_by_id` for the key kinds served here.
-pub(crate) fn row_of<T: Tensor + ?Sized>(
+pub fn row_of<T: Tensor + ?Sized>(
     t: &T,
     kind: KeyKind,
     id: i64,
@@ -254,7 +254,7 @@ fn entries<T: Tensor + ?Sized>(t: &T) -> Result<&dyn Sparse, ModelError> {
 /// The key index of a keyed table (a TF hash table, a Monolith table), made once for the
 /// table's life and kept in `slot`: the one `place` holds (built before for `entries` keys),
 /// else built now from `read` (keys in row order, asked for front to back).
-pub(crate) fn key_index(
+pub fn key_index(
     slot: &std::sync::Mutex<Option<std::sync::Arc<KeyIndex>>>,
     name: &[u8],
     entries: u64,

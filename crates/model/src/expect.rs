@@ -19,7 +19,7 @@ pub(crate) fn shape(v: &serde_json::Value) -> Vec<u64> {
 /// `t` has no problem, `want`'s shape, and all its elements (row-major, little-endian) are
 /// the bytes `want` names by `hex` or `sha256` (at least one); `what` names it in failures.
 /// Returns those bytes.
-pub(crate) fn elements_as(t: &dyn Tensor, want: &serde_json::Value, what: &str) -> Vec<u8> {
+pub fn elements_as(t: &dyn Tensor, want: &serde_json::Value, what: &str) -> Vec<u8> {
     let m = t.meta();
     assert_eq!(m.problem, None, "{what}");
     assert_eq!(m.shape, shape(&want["shape"]), "{what}");

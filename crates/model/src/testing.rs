@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use crate::model::{
+use crate::{
     Checksummed, DType, DirEntry, KnownProblem, Model, ModelError, ModelSummary, PartitionMeta,
     RequestError, SourceFormat, Sparse, SparseRows, Strings, Tensor, TensorMeta,
 };
@@ -422,7 +422,7 @@ impl Sparse for CountingTensor {
     }
 
     /// Data only when the shape is not metadata.
-    fn sparse_shape(&self) -> Result<Arc<crate::model::SparseShape>, ModelError> {
+    fn sparse_shape(&self) -> Result<Arc<crate::SparseShape>, ModelError> {
         if !self.inner.sparse_shape_is_cheap() {
             self.count();
         }
@@ -437,7 +437,7 @@ impl Sparse for CountingTensor {
         &self,
         first: u64,
         count: u64,
-        out: &mut crate::model::Entries,
+        out: &mut crate::Entries,
     ) -> Result<(), ModelError> {
         self.count();
         self.inner.entries()?.read_entries(first, count, out)
@@ -462,7 +462,7 @@ impl Model for CountingModel {
     fn tensor(&self, path: &[Vec<u8>]) -> Result<Arc<dyn Tensor>, ModelError> {
         Ok(CountingTensor::wrap(self.inner.tensor(path)?, &self.reads))
     }
-    fn document(&self, path: &[Vec<u8>]) -> Result<Arc<dyn crate::model::Document>, ModelError> {
+    fn document(&self, path: &[Vec<u8>]) -> Result<Arc<dyn crate::Document>, ModelError> {
         self.inner.document(path)
     }
     fn summary(&self) -> Result<ModelSummary, ModelError> {
@@ -476,9 +476,14 @@ impl Model for CountingModel {
     }
 }
 
+/// The repository's root (the workspace's; this crate is `crates/model/` in it).
+pub fn repo_dir() -> std::path::PathBuf {
+    std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).to_path_buf()
+}
+
 /// The repository's `fixtures/` directory.
 pub fn fixtures_dir() -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures")
+    repo_dir().join("fixtures")
 }
 
 /// True where a test must fail rather than skip for want of its data, FUSE or tools: in CI
@@ -492,10 +497,9 @@ pub fn must_be_complete() -> bool {
 /// `$MODELFS_SHARED`, else `../shared` beside the repository. `None` when it is missing, which
 /// fails the calling test instead when the run must be complete (`must_be_complete`): a test must not pass for want of its data.
 pub fn shared_dir() -> Option<std::path::PathBuf> {
-    let manifest = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let dir = std::env::var_os("MODELFS_SHARED")
         .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| manifest.join("../shared"));
+        .unwrap_or_else(|| repo_dir().join("../shared"));
     if dir.join("realworld").is_dir() {
         return Some(dir);
     }
@@ -624,7 +628,7 @@ mod read_checks {
     use std::sync::Arc;
 
     use super::MemTensor;
-    use crate::model::{ModelError, RequestError, Tensor};
+    use crate::{ModelError, RequestError, Tensor};
 
     fn request(e: ModelError) -> RequestError {
         match e {

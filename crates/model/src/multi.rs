@@ -6,9 +6,9 @@
 
 use std::sync::Arc;
 
-use crate::model::{DirEntry, Document, Member, Model, ModelError, ModelSummary, Tensor};
+use crate::{DirEntry, Document, Member, Model, ModelError, ModelSummary, Tensor};
 
-pub(crate) struct MultiModel {
+pub struct MultiModel {
     /// `(name, member)`, sorted by name, names unique.
     children: Vec<(Vec<u8>, Arc<Member>)>,
     latest: Option<Vec<u8>>,
@@ -21,7 +21,7 @@ type Routed<'a> = (Arc<dyn Model>, &'a [Vec<u8>]);
 
 impl MultiModel {
     /// `latest` is shown only if it names a child and no child is itself called `latest`.
-    pub(crate) fn new(mut children: Vec<(Vec<u8>, Arc<Member>)>, latest: Option<Vec<u8>>) -> Self {
+    pub fn new(mut children: Vec<(Vec<u8>, Arc<Member>)>, latest: Option<Vec<u8>>) -> Self {
         children.sort_by(|a, b| a.0.cmp(&b.0));
         children.dedup_by(|a, b| a.0 == b.0);
         let latest = latest.filter(|l| {

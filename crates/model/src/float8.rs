@@ -19,7 +19,7 @@ enum Top {
 
 /// The float32 value of `bits` in the narrow float form of TF code `code` (the codes of
 /// `DType::Float8`); NaN for a code that is not one.
-pub(crate) fn widen(code: u8, bits: u8) -> f32 {
+pub fn widen(code: u8, bits: u8) -> f32 {
     let (e, m, bias, top) = match code {
         24 => (5, 2, 15, Top::Ieee),
         25 => (4, 3, 7, Top::FiniteAllOnesNan),

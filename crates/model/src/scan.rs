@@ -53,7 +53,7 @@ impl Batch {
     }
 
     /// The checksums of what was read since the last call (`TableScan::deferring`).
-    pub(crate) fn take_crcs(&mut self) -> [Crc; 2] {
+    pub fn take_crcs(&mut self) -> [Crc; 2] {
         std::mem::take(&mut self.crcs)
     }
 
@@ -71,7 +71,7 @@ fn column_piece_entries(width: u64) -> u64 {
 }
 
 /// Stored little-endian keys of `width` bytes (4 or 8), widened into `out`.
-pub(crate) fn keys_from_le(raw: &[u8], width: usize, out: &mut [i64]) {
+pub fn keys_from_le(raw: &[u8], width: usize, out: &mut [i64]) {
     debug_assert_eq!(raw.len(), out.len() * width);
     match width {
         8 => {
@@ -196,7 +196,7 @@ impl TableScan {
     /// passes where it can (one pass over the bytes, not two): a batch then keeps the
     /// CRC32Cs of what it read (`Batch::take_crcs`), and the caller must hand `confirm` those
     /// of all pieces, combined in piece order, before it uses anything read.
-    pub(crate) fn deferring(mut self) -> TableScan {
+    pub fn deferring(mut self) -> TableScan {
         if let Some(d) = &mut self.deferred {
             d.unverified =
                 d.keys.deferred_crc32c().is_some() && d.values.deferred_crc32c().is_some();
@@ -224,14 +224,14 @@ impl TableScan {
     }
 
     /// Whether reads skip the checksum passes (`deferring`).
-    #[cfg(test)]
-    pub(crate) fn is_deferring(&self) -> bool {
+    #[cfg(any(test, feature = "testkit"))]
+    pub fn is_deferring(&self) -> bool {
         self.deferred.as_ref().is_some_and(|d| d.unverified)
     }
 
     /// Whether the keys can be read alone (`read_piece_keys`): a hash table kept as one pair
     /// of stored keys and values.
-    pub(crate) fn keys_apart(&self) -> bool {
+    pub fn keys_apart(&self) -> bool {
         self.deferred.is_some()
     }
 
@@ -239,7 +239,7 @@ impl TableScan {
     /// at `first + i`; `positions` is left empty), of a scan whose keys read apart. A
     /// deferring scan reads them unverified (a caller that confirmed them once, `confirm`,
     /// reads them again).
-    pub(crate) fn read_piece_keys(&self, k: usize, out: &mut Batch) -> Result<u64, ModelError> {
+    pub fn read_piece_keys(&self, k: usize, out: &mut Batch) -> Result<u64, ModelError> {
         out.clear();
         let Some(d) = &self.deferred else {
             return Err(self.error("keys read apart from a table that keeps them in its rows"));
@@ -258,7 +258,7 @@ impl TableScan {
 
     /// The keys' and values' CRC32Cs of every piece, in piece order, of a deferring scan:
     /// `Err` when either is not the stored one. Nothing to confirm otherwise.
-    pub(crate) fn confirm(&self, crcs: [Crc; 2]) -> Result<(), ModelError> {
+    pub fn confirm(&self, crcs: [Crc; 2]) -> Result<(), ModelError> {
         match self.deferred.as_ref().filter(|d| d.unverified) {
             Some(d) => {
                 d.keys.confirm_crc32c(crcs[0].value())?;
@@ -273,7 +273,7 @@ impl TableScan {
     }
 
     /// Ids that mark no row (`Keyed::sentinels`): a reader of pieces leaves them out.
-    pub(crate) fn sentinels(&self) -> &[i64] {
+    pub fn sentinels(&self) -> &[i64] {
         self.t.as_keyed().map_or(&[], |k| k.sentinels())
     }
 

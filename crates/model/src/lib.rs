@@ -10,24 +10,40 @@
 //!   system; escaping is `fs::names`' job). Readers undo their own key encodings (TF2 object
 //!   keys) before handing components out.
 //! - Listing a directory never requires decoding tensor data.
+//!
+//! This is the crate `modelfs-model`; each reader is a crate of its own on top of it, and the
+//! renderers above know only this tree. With the `testkit` feature, `testing` holds in-memory
+//! doubles (a tensor, a model) for the tests of the crates above.
+//!
+//! ```
+//! use modelfs_model::{DType, SourceFormat, TensorMeta};
+//! let meta = TensorMeta::new(b"emb".to_vec(), DType::F32, vec![1000, 16], SourceFormat::TfCheckpoint);
+//! assert_eq!(meta.num_elements(), Some(16_000));
+//! assert_eq!(DType::F32.elem_size(), Some(4));
+//! ```
+
+#![deny(clippy::undocumented_unsafe_blocks)]
+
+// The layers below, under the names every module of modelfs uses (`crate::source::ReadAt`).
+pub(crate) use modelfs_io::{codec, source, store};
 
 mod crc;
-#[cfg(test)]
-pub(crate) mod expect;
-pub(crate) mod float8;
-pub(crate) mod rows;
+#[cfg(any(test, feature = "testkit"))]
+pub mod expect;
+pub mod float8;
+pub mod rows;
 pub mod scan;
 mod tensor;
 
-pub(crate) use crc::Crc;
-pub(crate) use rows::default_key_kind;
+pub use crc::Crc;
+pub use rows::default_key_kind;
 pub mod flat;
 pub mod member;
-pub(crate) mod multi;
+pub mod multi;
 pub mod strided;
 pub use member::{Member, Members, Opener};
 pub use rows::{KeyKind, RowHit, MAX_ROW_BYTES};
-pub(crate) use tensor::{debug_check, read_elements, WithMeta};
+pub use tensor::{debug_check, read_elements, WithMeta};
 pub use tensor::{Checksummed, Keyed, Sparse, StoredRun, Strings, Tensor};
 
 use std::borrow::Cow;
@@ -156,7 +172,7 @@ pub enum SourceFormat {
 }
 
 impl SourceFormat {
-    pub(crate) fn name(self) -> &'static str {
+    pub fn name(self) -> &'static str {
         match self {
             SourceFormat::TfCheckpoint => "tf-checkpoint",
             SourceFormat::TfGraph => "tf-graph",
@@ -269,7 +285,7 @@ impl TensorMeta {
     }
 
     /// The 2-D view of SPEC §3: (rows, cols). Rank 0/1: one row.
-    pub(crate) fn rows_cols(&self) -> Option<(u64, u64)> {
+    pub fn rows_cols(&self) -> Option<(u64, u64)> {
         match self.shape.len() {
             0 => Some((1, 1)),
             1 => Some((1, self.shape[0])),
@@ -313,7 +329,7 @@ pub enum ModelError {
 }
 
 impl ModelError {
-    pub(crate) fn data(what: impl Into<String>, source: impl Into<BoxError>) -> ModelError {
+    pub fn data(what: impl Into<String>, source: impl Into<BoxError>) -> ModelError {
         ModelError::Data {
             what: what.into(),
             source: source.into(),
@@ -335,6 +351,17 @@ impl ModelError {
             cause = e.source();
         }
         false
+    }
+}
+
+/// A LevelDB table (a TF checkpoint's index) that fails: its source's fault as such, anything
+/// else as bad data of the index.
+impl From<crate::codec::table::TableError> for ModelError {
+    fn from(e: crate::codec::table::TableError) -> Self {
+        match e {
+            crate::codec::table::TableError::Source(s) => ModelError::Source(s),
+            other => ModelError::data("tensor index", other),
+        }
     }
 }
 
@@ -377,7 +404,7 @@ pub struct SparseRows {
 }
 
 impl SparseRows {
-    pub(crate) fn nnz(&self) -> u64 {
+    pub fn nnz(&self) -> u64 {
         self.cols.len() as u64
     }
 }
@@ -392,7 +419,7 @@ pub struct SparseShape {
 }
 
 impl SparseShape {
-    pub(crate) fn nnz(&self) -> u64 {
+    pub fn nnz(&self) -> u64 {
         self.row_ptr.last().copied().unwrap_or(0)
     }
 }
@@ -424,7 +451,7 @@ pub struct Entries {
 }
 
 impl Entries {
-    pub(crate) fn clear(&mut self) {
+    pub fn clear(&mut self) {
         self.cols.clear();
         self.values.clear();
     }
@@ -436,7 +463,7 @@ impl Entries {
 /// are shifted by `row_base` and `col_base` (a window of a bigger matrix); entries outside
 /// `0..cols` are ignored.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn fill_dense_by_range(
+pub fn fill_dense_by_range(
     t: &dyn Sparse,
     shape: &SparseShape,
     row_base: u64,
@@ -504,7 +531,7 @@ pub(crate) fn fill_dense_by_range(
 }
 
 /// `Tensor::read_entries` of entries held in memory.
-pub(crate) fn entries_in(
+pub fn entries_in(
     s: &SparseRows,
     es: usize,
     first: u64,
@@ -527,7 +554,7 @@ pub(crate) fn entries_in(
 }
 
 /// `Tensor::seek_col` of entries held in memory.
-pub(crate) fn seek_col_in(s: &SparseRows, k: usize, col: i64) -> Result<u64, ModelError> {
+pub fn seek_col_in(s: &SparseRows, k: usize, col: i64) -> Result<u64, ModelError> {
     match (s.row_ptr.get(k), s.row_ptr.get(k + 1)) {
         (Some(&a), Some(&b)) if a <= b && b <= s.nnz() => {
             let (a, b) = (a as usize, b as usize);
@@ -664,7 +691,7 @@ fn unreadable_text(path: &Path, source: &(dyn std::error::Error + Send + Sync)) 
 }
 
 impl OpenError {
-    pub(crate) fn unreadable(
+    pub fn unreadable(
         path: &Path,
         source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
     ) -> Self {
@@ -741,3 +768,6 @@ pub trait Model: Send + Sync {
         None
     }
 }
+
+#[cfg(any(test, feature = "testkit"))]
+pub mod testing;
