@@ -35,27 +35,27 @@
 
 #![deny(clippy::undocumented_unsafe_blocks)]
 
-pub mod angel;
 mod cli;
 pub mod detect;
 mod fs;
-pub mod gguf;
 #[cfg(test)]
 mod layers_tests;
 pub mod layout;
-pub mod monolith;
-pub mod numpy;
 pub mod options;
-pub mod safetensors;
 mod stats;
-pub mod tf;
-pub mod torch;
 mod views;
 
 pub use cli::main;
 
 // The layers below, under the names every module here uses (`crate::source::ReadAt`).
+pub use modelfs_angel as angel;
+pub use modelfs_gguf as gguf;
 pub use modelfs_io::{codec, source, store};
 pub use modelfs_model as model;
 #[cfg(any(test, feature = "testkit"))]
 pub use modelfs_model::testing;
+pub use modelfs_monolith as monolith;
+pub use modelfs_numpy as numpy;
+pub use modelfs_safetensors as safetensors;
+pub use modelfs_tf as tf;
+pub use modelfs_torch as torch;

@@ -11,7 +11,7 @@ use libfuzzer_sys::fuzz_target;
 use modelfs::model::{DirEntry, Model, Tensor};
 use modelfs::source::{MemSource, ReadAt};
 use modelfs::tf::bundle::{shard_file_name, MemShards};
-use modelfs::tf::model::TfModel;
+use modelfs::tf::checkpoint::TfModel;
 use modelfs::codec::table::{BlockCache, Table};
 
 const PREFIX: &str = "fuzz";

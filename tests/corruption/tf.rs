@@ -10,7 +10,7 @@ use modelfs::layout::Layout;
 use modelfs::options::Options;
 use modelfs::tf::bundle::entry::{parse_entry, DataLoc};
 use modelfs::tf::bundle::tensor_from_value;
-use modelfs::tf::model::{block_cache_for, TfModel};
+use modelfs::tf::checkpoint::{block_cache_for, TfModel};
 use modelfs::tf::writer::BundleBuilder;
 
 use super::harness::*;

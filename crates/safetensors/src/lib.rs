@@ -1,0 +1,159 @@
+//! safetensors (huggingface/safetensors): a file `*.safetensors`, or a directory of shards
+//! with their `*.safetensors.index.json` (`weight_map`: key → shard file), or a directory of
+//! `*.safetensors` files without one (a directory that cannot be listed, over HTTP: its
+//! `model.safetensors.index.json`, else its `model.safetensors`). Only the headers are read at mount; a tensor's bytes
+//! are read in place from the (mapped) file.
+//!
+//! Keys are split on `/` into directories as a TF key is (SPEC §2): a key `a.b.c` is one file
+//! name, so the `.safetensors` view of a mounted checkpoint mounts back as the same tree. The
+//! header's `__metadata__` is the root's `__metadata__.json` (the format reserves the key, so
+//! no tensor has that name).
+
+#![deny(clippy::undocumented_unsafe_blocks)]
+
+// The layers below, under the names every module of modelfs uses (`crate::source::ReadAt`).
+pub(crate) use modelfs_io::source;
+pub(crate) use modelfs_model as model;
+#[cfg(test)]
+pub(crate) use modelfs_model::testing;
+
+mod header;
+mod tensor;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use crate::model::flat::{Flat, JsonDocument};
+use crate::model::{Model, ModelError, OpenError, ReaderOptions};
+use crate::source::{EntryKind, ReadAt, Storage};
+pub use header::HeaderError;
+use tensor::StTensor;
+
+const SUFFIX: &str = ".safetensors";
+const INDEX_SUFFIX: &str = ".safetensors.index.json";
+/// The root document holding `__metadata__`.
+const METADATA: &[u8] = b"__metadata__.json";
+
+/// The files of the safetensors source at `path`, if it is one: the file itself, or a
+/// directory's shards (from its index, else its one `*.safetensors`, or every one when all are
+/// named as shards, `…-0000i-of-0000n.safetensors`, sorted).
+pub fn files_of(fs: &dyn Storage, path: &Path) -> Result<Option<Vec<PathBuf>>, OpenError> {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    if name.ends_with(SUFFIX) && fs.is_file(path) {
+        return Ok(Some(vec![path.to_path_buf()]));
+    }
+    if name.ends_with(INDEX_SUFFIX) && fs.is_file(path) {
+        let dir = path.parent().unwrap_or(Path::new(""));
+        return crate::model::flat::shards_of_index(fs, dir, path).map(Some);
+    }
+    // A directory that cannot be listed (HTTP) is found by the names `save_pretrained` gives.
+    let index = path.join(format!("model{INDEX_SUFFIX}"));
+    let single = path.join(format!("model{SUFFIX}"));
+    let entries = match fs.list(path) {
+        Ok(entries) if fs.is_dir(path) => entries,
+        _ if fs.is_file(&index) => {
+            return crate::model::flat::shards_of_index(fs, path, &index).map(Some)
+        }
+        _ if fs.is_file(&single) => return Ok(Some(vec![single])),
+        _ => return Ok(None),
+    };
+    let names = |suffix: &str| -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = entries
+            .iter()
+            .filter(|(n, k)| {
+                *k == EntryKind::File && n.to_str().is_some_and(|n| n.ends_with(suffix))
+            })
+            .map(|(n, _)| path.join(n))
+            .collect();
+        v.sort();
+        v
+    };
+    let indexes = names(INDEX_SUFFIX);
+    match indexes.as_slice() {
+        [index] => crate::model::flat::shards_of_index(fs, path, index).map(Some),
+        [] => {
+            // Without an index, files named as shards are one model; several of other names
+            // are checkpoints of a run (`epoch1.safetensors`, …): each a member of its own
+            // (a run directory, found above the readers).
+            let files = names(SUFFIX);
+            let shards = files.len() == 1
+                || files
+                    .iter()
+                    .all(|f| f.to_str().is_some_and(|n| n.contains("-of-")));
+            Ok((!files.is_empty() && shards).then_some(files))
+        }
+        _ => Err(OpenError::Unsupported {
+            path: path.to_path_buf(),
+            what: format!(
+                "{} safetensors index files; mount one of them",
+                indexes.len()
+            ),
+        }),
+    }
+}
+
+/// The model of the safetensors `files` (`files_of`).
+pub fn open(files: &[PathBuf], opts: &ReaderOptions) -> Result<Arc<dyn Model>, OpenError> {
+    let mut model = Flat::new("safetensors");
+    let mut metadata = BTreeMap::new();
+    let mut mtime = SystemTime::UNIX_EPOCH;
+    for path in files {
+        let file = opts
+            .storage
+            .open(path)
+            .map_err(|e| OpenError::unreadable(path, e))?;
+        mtime = mtime.max(file.mtime());
+        let h = read_header(&*file).map_err(|e| OpenError::unreadable(path, e))?;
+        metadata.extend(h.metadata);
+        for e in &h.entries {
+            model.add(&e.name, Arc::new(StTensor::new(e, &file)), file.name());
+        }
+    }
+    for (k, v) in &metadata {
+        model.detail(format!("metadata {k}: {v}"));
+    }
+    let value = serde_json::to_value(&metadata).unwrap_or_default();
+    model.add_document(METADATA, Arc::new(JsonDocument::new(value, mtime)));
+    Ok(Arc::new(model))
+}
+
+fn read_header(file: &dyn ReadAt) -> Result<header::Header, ModelError> {
+    let size = file.size();
+    let first = file.read_vec(0, 8.min(size) as usize)?;
+    let n = header::header_len(&first, size).map_err(|e| ModelError::data(file.name(), e))?;
+    // Bounded by the file's size and MAX_HEADER (header_len).
+    let json = file.read_vec(8, n as usize)?;
+    let h = header::parse(&json, size).map_err(|e| ModelError::data(file.name(), e))?;
+    file.check_consistent()?;
+    Ok(h)
+}
+
+/// The fuzz target's entry (`fuzz/fuzz_targets/safetensors.rs`): `data` as a safetensors
+/// file, opened and every tensor's first and last elements read. Any `Err` is fine; a panic,
+/// a hang or a huge allocation is a bug.
+#[cfg(any(test, feature = "testkit"))]
+pub fn fuzz_file(data: &[u8]) {
+    let file: Arc<dyn ReadAt> = Arc::new(crate::source::MemSource::new(
+        "f.safetensors",
+        data.to_vec(),
+    ));
+    let Ok(h) = read_header(&*file) else {
+        return;
+    };
+    for e in &h.entries {
+        let t: Arc<dyn crate::model::Tensor> = Arc::new(StTensor::new(e, &file));
+        let n = t.meta().num_elements().unwrap_or(0);
+        let w = t.meta().dtype.elem_size().unwrap_or(1);
+        let mut buf = vec![0u8; w * n.min(16) as usize];
+        let _ = t.read_elements(0, &mut buf);
+        let _ = t.read_elements(n.saturating_sub(16), &mut buf);
+        let _ = t.read(0, buf.len());
+    }
+}
+
+#[cfg(test)]
+mod real_tests;
+#[cfg(test)]
+mod tests;
