@@ -327,3 +327,21 @@ fn the_readme_code_map_names_the_tree_as_it_is() {
         assert!(listed, "README's code map does not list {module}");
     }
 }
+
+/// Every crate opens with a narrative doc and an example of its entry point (which
+/// `cargo test --doc` runs).
+#[test]
+fn every_crate_opens_with_a_narrative_and_an_example() {
+    for &(dir, _) in CRATES {
+        let lib = std::fs::read_to_string(workspace().join(dir).join("lib.rs")).unwrap();
+        let doc: Vec<&str> = lib
+            .lines()
+            .take_while(|l| l.starts_with("//!"))
+            .collect();
+        assert!(doc.len() >= 5, "{dir}/lib.rs opens with no narrative");
+        assert!(
+            doc.iter().any(|l| l.trim() == "//! ```"),
+            "{dir}/lib.rs has no example"
+        );
+    }
+}

@@ -13,7 +13,7 @@
 
 use std::sync::Arc;
 
-pub use crate::angel::AngelFormat;
+pub use crate::codec::angel::AngelFormat;
 use crate::model::{Tensor, TensorMeta};
 
 pub use content::{FileContent, InconsistentRows, LayoutError, Patient, Requester, Unavailable};

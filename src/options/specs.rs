@@ -93,12 +93,12 @@ options! {
             Ok(())
         };
     /// `angel_format=`: the `.angel/` view's format (Angel's class name or layout name).
-    angel_format: Option<crate::angel::AngelFormat> = None,
+    angel_format: Option<crate::codec::angel::AngelFormat> = None,
         option "angel_format" = "NAME",
         "the .angel/ view's format: any of Angel's eight (default ColIdValueBinaryRowFormat)",
         |o, v| {
             let simple = v.rsplit('.').next().unwrap_or(v);
-            let f = crate::angel::AngelFormat::ALL
+            let f = crate::codec::angel::AngelFormat::ALL
                 .into_iter()
                 .find(|f| f.class_name() == simple || f.name() == simple)
                 .ok_or_else(|| {

@@ -24,7 +24,7 @@ use std::sync::{Arc, OnceLock};
 use super::angel_meta::{self, RowMetas};
 use super::angel_parts::{file_groups, sub_rows, Cell, Grid, Window};
 use super::{Entries, FixedDir, View, ViewDir, ViewEntry};
-use crate::angel::AngelFormat;
+use crate::codec::angel::AngelFormat;
 use crate::layout::angel::{check, part_content, rows_cols, AngelValue, Part};
 use crate::layout::concat::Concat;
 use crate::layout::elements::check_sparse;

@@ -11,11 +11,22 @@
 //! when the matrix is first looked up; its data when first read. The one exception is at open:
 //! the first matrix's meta header is checked so that a legacy (binary or `writeUTF`) model is
 //! refused as a whole with a clear message (§3.2), instead of mounting a tree of broken files.
-
+//!
+//! This is the crate `modelfs-angel`, one of modelfs's readers: it knows only `modelfs-io` and
+//! `modelfs-model`. The output side of Angel's formats (the `.angel/` view, the layouts) is
+//! `modelfs`'s `layout`, which shares no code with these decoders: each checks the other.
+//!
+//! ```
+//! let dir = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/angel/formats/model"));
+//! let model = modelfs_angel::open(dir, &Default::default()).unwrap();
+//! let name = b"ValueText_float_intkey_dense".to_vec();
+//! let t = model.tensor(&[name]).unwrap();
+//! assert_eq!(t.meta().dtype, modelfs_model::DType::F32);
+//! ```
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 // The layers below, under the names every module of modelfs uses (`crate::source::ReadAt`).
-pub(crate) use modelfs_io::{source, store};
+pub(crate) use modelfs_io::{codec, source, store};
 pub(crate) use modelfs_model as model;
 #[cfg(test)]
 pub(crate) use modelfs_model::testing;
@@ -26,7 +37,6 @@ pub mod decode;
 mod dir;
 mod direct;
 mod fault;
-mod format;
 mod idline;
 mod lines;
 mod matrix;
@@ -41,9 +51,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
+use crate::codec::angel::AngelFormat;
 pub use decode::{decode_partition, DecodeError, PartInput};
 pub(crate) use dir::MatrixDir;
-pub use format::AngelFormat;
 pub(crate) use matrix::AngelMatrix;
 pub use meta::{parse_meta, read_envelope, MatrixMeta, MetaError, PartMeta};
 #[cfg(any(test, feature = "testkit"))]

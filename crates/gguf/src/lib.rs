@@ -1,10 +1,25 @@
 //! GGUF files (llama.cpp, versions 2 and 3): the header's metadata is the root's
 //! `__metadata__.json` (rendered from the file when read: a tokenizer's vocabulary is not
 //! kept in memory), and each tensor is shown in numpy's order under its name (dotted names
-//! stay one file each, as in safetensors). Plain types read in place; Q4_0, Q4_1, Q5_0, Q5_1
-//! and Q8_0 are dequantized to float32 for the element layouts, exactly as gguf-py does;
-//! every type's `.bin` is its bytes as stored; other types are `.bin` only.
-
+//! stay one file each, as in safetensors). Plain types read in place; Q4_0, Q4_1, Q5_0, Q5_1,
+//! Q8_0 and the K-quants are dequantized to float32 for the element layouts, exactly as
+//! gguf-py does; every type's `.bin` is its bytes as stored; other types are `.bin` only.
+//!
+//! This is the crate `modelfs-gguf`, one of modelfs's readers: it knows only `modelfs-io` and
+//! `modelfs-model`, and gives a file as a `model::Model`.
+//!
+//! ```
+//! use modelfs_model::DirEntry;
+//! let path = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/gguf/plain.gguf"));
+//! let model = modelfs_gguf::open(path, &Default::default()).unwrap();
+//! let name = b"blk.0.attn_norm.weight".to_vec();
+//! assert!(model.list_dir(&[]).unwrap().contains(&DirEntry::Tensor(name.clone())));
+//! let t = model.tensor(&[name]).unwrap();
+//! assert_eq!(t.meta().shape, [64]);
+//! let mut first = [0u8; 4];
+//! t.read_elements(0, &mut first).unwrap();
+//! assert_eq!(first, [0x5d, 0xbf, 0xa0, 0xbe], "the float32 gguf-py reads there");
+//! ```
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 // The layers below, under the names every module of modelfs uses (`crate::source::ReadAt`).

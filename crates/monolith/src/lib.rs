@@ -4,7 +4,17 @@
 //! `hash_tables/<table>`, beside the model's own tensors (`WithTables`).
 //!
 //! Compressed TFRecords (GZIP/ZLIB) are refused: their records do not frame (a CRC fails).
-
+//!
+//! This is the crate `modelfs-monolith`, one of modelfs's readers: it knows only `modelfs-io`
+//! and `modelfs-model`. `tables_in` finds a directory's tables by their shards' names, without
+//! reading them.
+//!
+//! ```
+//! let assets = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/monolith/ps_export/assets"));
+//! let tables = modelfs_monolith::tables_in(&*modelfs_io::source::local(), assets);
+//! assert_eq!(tables.len(), 3);
+//! assert_eq!(tables["MonolithHashTable_0a1b_0"].len(), 4, "its four shards");
+//! ```
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 // The layers below, under the names every module of modelfs uses (`crate::source::ReadAt`).

@@ -4,7 +4,18 @@
 //! is read in place, its zip CRC-32 checked on the first read (`verify=crc`); a deflated one
 //! (`np.savez_compressed`) is decompressed as far as a read needs, its CRC-32 checked by a
 //! pass of its own first (`inflate.rs`; a Fortran-order one by a pass over the member per read). Object arrays are pickles: refused, never unpickled.
-
+//!
+//! This is the crate `modelfs-numpy`, one of modelfs's readers: it knows only `modelfs-io` and
+//! `modelfs-model`.
+//!
+//! ```
+//! use modelfs_model::{DType, DirEntry};
+//! let path = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/numpy/dt_f4.npy"));
+//! let model = modelfs_numpy::open(path, &Default::default()).unwrap();
+//! assert_eq!(model.list_dir(&[]).unwrap(), [DirEntry::Tensor(b"dt_f4".to_vec())]);
+//! let t = model.tensor(&[b"dt_f4".to_vec()]).unwrap();
+//! assert_eq!(t.meta().dtype, DType::F32);
+//! ```
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 // The layers below, under the names every module of modelfs uses (`crate::source::ReadAt`).

@@ -8,7 +8,21 @@
 //! name, so the `.safetensors` view of a mounted checkpoint mounts back as the same tree. The
 //! header's `__metadata__` is the root's `__metadata__.json` (the format reserves the key, so
 //! no tensor has that name).
-
+//!
+//! This is the crate `modelfs-safetensors`, one of modelfs's readers: it knows only
+//! `modelfs-io` and `modelfs-model`. `files_of` says which files a path is (a file, a sharded
+//! directory), `open` gives them as one `model::Model`.
+//!
+//! ```
+//! use modelfs_model::DirEntry;
+//! let dir = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/safetensors/sharded"));
+//! let files = modelfs_safetensors::files_of(&*modelfs_io::source::local(), dir)
+//!     .unwrap()
+//!     .expect("a sharded directory with its index");
+//! assert_eq!(files.len(), 2);
+//! let model = modelfs_safetensors::open(&files, &Default::default()).unwrap();
+//! assert!(!model.list_dir(&[]).unwrap().is_empty());
+//! ```
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 // The layers below, under the names every module of modelfs uses (`crate::source::ReadAt`).

@@ -1,4 +1,26 @@
-//! The TensorFlow checkpoint reader (formats/tf-checkpoint.md).
+//! The TensorFlow reader (formats/tf-checkpoint.md): checkpoints (V2 bundles: `bundle/` on
+//! `codec::table`, `checkpoint.rs`; V1: `v1.rs`), a directory of several, SavedModels and
+//! graphs (`graph/`: constants, signatures, the text printer), TF2 object names
+//! (`object_graph.rs`), hash tables saved as tensor pairs (`hashtable.rs`; TFRA, DeepRec EVs),
+//! and the checkpoint writer the `.tf/` view and the tests write with (`writer.rs`).
+//!
+//! This is the crate `modelfs-tf`, one of modelfs's readers: it knows only `modelfs-io` and
+//! `modelfs-model`. `detect::open` says whether a path is any TensorFlow form and opens it.
+//!
+//! ```
+//! use modelfs_model::DirEntry;
+//! let prefix = std::path::Path::new(concat!(
+//!     env!("CARGO_MANIFEST_DIR"),
+//!     "/../../fixtures/tf/multi_shard/ckpt"
+//! ));
+//! let model = modelfs_tf::detect::open(prefix, &Default::default())
+//!     .unwrap()
+//!     .expect("a TensorFlow checkpoint");
+//! assert!(model.list_dir(&[]).unwrap().contains(&DirEntry::Tensor(b"a".to_vec())));
+//! // Not a TensorFlow form: another reader may know it.
+//! let npy = prefix.join("../../../numpy/dt_f4.npy");
+//! assert!(modelfs_tf::detect::open(&npy, &Default::default()).unwrap().is_none());
+//! ```
 
 #![deny(clippy::undocumented_unsafe_blocks)]
 

@@ -1,4 +1,5 @@
-//! PyTorch checkpoints written by `torch.save` (the zip format of torch ≥ 1.6): a file, or a
+//! PyTorch checkpoints written by `torch.save` (the zip format of torch ≥ 1.6, and the legacy
+//! format before it: `legacy.rs`): a file, or a
 //! directory sharded as `transformers` shards one (`pytorch_model-0000i-of-0000n.bin` and
 //! `pytorch_model.bin.index.json`). The archive holds `<name>/data.pkl`, the pickled object,
 //! and `<name>/data/<key>`, one stored member per storage.
@@ -12,7 +13,21 @@
 //!
 //! Only the archive's directory and its pickle are read at mount; where a storage's bytes
 //! start is read from its local header on its first read.
-
+//!
+//! This is the crate `modelfs-torch`, one of modelfs's readers: it knows only `modelfs-io` and
+//! `modelfs-model`. `files_of` says which files a path is, `open` gives them as one
+//! `model::Model`.
+//!
+//! ```
+//! use modelfs_model::DirEntry;
+//! let path = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/torch/checkpoint.pt"));
+//! let files = modelfs_torch::files_of(&*modelfs_io::source::local(), path)
+//!     .unwrap()
+//!     .expect("a torch.save file");
+//! let model = modelfs_torch::open(&files, &Default::default()).unwrap();
+//! let model_dir = model.list_dir(&[b"model".to_vec()]).unwrap();
+//! assert!(model_dir.contains(&DirEntry::Tensor(b"0.weight".to_vec())));
+//! ```
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 // The layers below, under the names every module of modelfs uses (`crate::source::ReadAt`).

@@ -7,6 +7,7 @@
 //! `None` when the input ends early or the varint is over-long; callers turn `None` into their
 //! own corruption error.
 
+pub mod angel;
 pub mod table;
 pub mod wire;
 pub mod zip;

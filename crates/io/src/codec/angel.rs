@@ -1,4 +1,6 @@
-//! Angel's eight row formats (formats/angel.md §6): names, class names, kinds.
+//! Angel's eight row formats (formats/angel.md §6): names, class names, kinds. The vocabulary
+//! both sides share: the Angel reader decodes these formats, `modelfs`'s layouts and `.angel/`
+//! view encode them, and neither may name the other.
 
 /// Angel's eight file formats (SPEC §3, formats/angel.md §6).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -53,7 +55,7 @@ impl AngelFormat {
         }
     }
 
-    pub(crate) fn from_class_name(simple: &str) -> Option<Self> {
+    pub fn from_class_name(simple: &str) -> Option<Self> {
         AngelFormat::ALL
             .into_iter()
             .find(|f| f.class_name() == simple)
