@@ -43,6 +43,7 @@ const CRATES: &[(&str, Option<&str>)] = &[
     ("crates/numpy/src", Some("numpy")),
     ("crates/torch/src", Some("torch")),
     ("crates/gguf/src", Some("gguf")),
+    ("crates/layout/src", Some("layout")),
     ("src", None),
 ];
 
@@ -334,10 +335,7 @@ fn the_readme_code_map_names_the_tree_as_it_is() {
 fn every_crate_opens_with_a_narrative_and_an_example() {
     for &(dir, _) in CRATES {
         let lib = std::fs::read_to_string(workspace().join(dir).join("lib.rs")).unwrap();
-        let doc: Vec<&str> = lib
-            .lines()
-            .take_while(|l| l.starts_with("//!"))
-            .collect();
+        let doc: Vec<&str> = lib.lines().take_while(|l| l.starts_with("//!")).collect();
         assert!(doc.len() >= 5, "{dir}/lib.rs opens with no narrative");
         assert!(
             doc.iter().any(|l| l.trim() == "//! ```"),

@@ -40,7 +40,6 @@ pub mod detect;
 mod fs;
 #[cfg(test)]
 mod layers_tests;
-pub mod layout;
 pub mod options;
 mod stats;
 mod views;
@@ -51,6 +50,7 @@ pub use cli::main;
 pub use modelfs_angel as angel;
 pub use modelfs_gguf as gguf;
 pub use modelfs_io::{codec, source, store};
+pub use modelfs_layout as layout;
 pub use modelfs_model as model;
 #[cfg(any(test, feature = "testkit"))]
 pub use modelfs_model::testing;

@@ -16,7 +16,7 @@ use std::collections::HashMap;
 pub(crate) type Id = u32;
 
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) enum Value {
+pub enum Value {
     None,
     Bool(bool),
     Int(i64),

@@ -12,7 +12,7 @@ use crate::source::scratch;
 
 /// How source elements become file elements.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum ElemMap {
+pub enum ElemMap {
     /// Bytes as read.
     Same,
     /// Bool: any non-zero byte becomes 1.
@@ -24,15 +24,15 @@ pub(crate) enum ElemMap {
 }
 
 /// Fixed-width elements of a dense tensor served at any byte offset.
-pub(crate) struct RawElements {
-    pub(crate) tensor: Arc<dyn Tensor>,
+pub struct RawElements {
+    pub tensor: Arc<dyn Tensor>,
     pub(crate) elements: u64,
     pub(crate) src_width: usize,
-    pub(crate) map: ElemMap,
+    pub map: ElemMap,
 }
 
 impl RawElements {
-    pub(crate) fn new(tensor: Arc<dyn Tensor>, map: ElemMap) -> Option<Self> {
+    pub fn new(tensor: Arc<dyn Tensor>, map: ElemMap) -> Option<Self> {
         let meta = tensor.meta();
         Some(RawElements {
             elements: meta.num_elements()?,
@@ -42,21 +42,21 @@ impl RawElements {
         })
     }
 
-    pub(crate) fn width(&self) -> usize {
+    pub fn width(&self) -> usize {
         match self.map {
             ElemMap::Bf16ToF32 | ElemMap::Float8ToF32(_) => 4,
             _ => self.src_width,
         }
     }
 
-    pub(crate) fn size(&self) -> Option<u64> {
+    pub fn size(&self) -> Option<u64> {
         self.elements.checked_mul(self.width() as u64)
     }
 
     /// Up to `len` bytes at byte `offset` of the element data (fewer only at the end): the
     /// tensor's read when the elements are served as stored and whole (a view of the
     /// source's buffer where it lends one), else converted into a copy.
-    pub(crate) fn read(&self, offset: u64, len: usize) -> Result<Bytes, LayoutError> {
+    pub fn read(&self, offset: u64, len: usize) -> Result<Bytes, LayoutError> {
         let size = self.size().ok_or(LayoutError::Overflow("element count"))?;
         let len = usize::try_from(size.saturating_sub(offset)).map_or(len, |left| left.min(len));
         if len == 0 {
@@ -82,11 +82,7 @@ impl RawElements {
     /// `read` of elements served as stored, without their checksum pass (for bytes a view
     /// must serve although their tensor fails its check: see `views::safetensors`); `None`
     /// for converted elements.
-    pub(crate) fn read_unchecked(
-        &self,
-        offset: u64,
-        len: usize,
-    ) -> Option<Result<Bytes, LayoutError>> {
+    pub fn read_unchecked(&self, offset: u64, len: usize) -> Option<Result<Bytes, LayoutError>> {
         if self.map != ElemMap::Same {
             return None;
         }
@@ -150,7 +146,7 @@ impl RawElements {
 }
 
 /// The `bin` layout.
-pub(crate) struct BinContent(pub RawElements);
+pub struct BinContent(pub RawElements);
 
 impl FileContent for BinContent {
     fn known_size(&self) -> Option<u64> {
@@ -223,7 +219,7 @@ pub(crate) fn npy_descr(dtype: DType) -> Option<(&'static str, ElemMap)> {
 /// The header `np.save` writes (numpy/lib/format.py `_write_array_header`): the dict repr,
 /// 21 − len(str(shape[0])) spaces of growth room, then spaces and `\n` up to a multiple of
 /// 64 bytes; version 1.0 unless the header length needs 4 bytes (2.0).
-pub(crate) fn npy_header(descr: &str, shape: &[u64]) -> Vec<u8> {
+pub fn npy_header(descr: &str, shape: &[u64]) -> Vec<u8> {
     let mut dict = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': (");
     for (i, d) in shape.iter().enumerate() {
         if i > 0 {
@@ -273,7 +269,7 @@ pub(crate) struct NpyContent {
     raw: RawElements,
 }
 
-pub(crate) fn npy_content(tensor: Arc<dyn Tensor>) -> Option<Arc<dyn FileContent>> {
+pub fn npy_content(tensor: Arc<dyn Tensor>) -> Option<Arc<dyn FileContent>> {
     let meta = tensor.meta();
     let (descr, map) = npy_descr(meta.dtype)?;
     let header = npy_header(descr, &meta.shape);

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::layout::LayoutError;
+use crate::LayoutError;
 
 /// Invariants: `prefix[0] == 0`, non-decreasing, `prefix.len() - 1` chunks learnt (the
 /// frontier); every key of `ahead` is beyond the frontier (the frontier's own length would

@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 use super::{FileContent, LayoutError, Requester};
 
 /// A small file held whole.
-pub(crate) struct Whole(pub(crate) bytes::Bytes);
+pub struct Whole(pub bytes::Bytes);
 
 impl FileContent for Whole {
     fn known_size(&self) -> Option<u64> {
@@ -29,7 +29,7 @@ impl FileContent for Whole {
 
 /// How a small file's bytes are made whole (an index that needs every checksum, a meta that
 /// needs every partition's length).
-pub(crate) trait Make: Send + Sync {
+pub trait Make: Send + Sync {
     /// The bytes, for `req` (whose interruption stops the work).
     fn make(&self, req: &dyn Requester) -> Result<Vec<u8>, LayoutError>;
     /// Their length before they are made, when metadata fixes it.
@@ -39,13 +39,13 @@ pub(crate) trait Make: Send + Sync {
 }
 
 /// A file made by `M` on first need and kept.
-pub(crate) struct Made<M> {
+pub struct Made<M> {
     make: M,
     bytes: OnceLock<bytes::Bytes>,
 }
 
 impl<M: Make> Made<M> {
-    pub(crate) fn new(make: M) -> Self {
+    pub fn new(make: M) -> Self {
         Made {
             make,
             bytes: OnceLock::new(),
@@ -92,7 +92,7 @@ impl<M: Make> FileContent for Made<M> {
 }
 
 /// Up to `len` bytes of `b` from `offset`, without a copy (none at or past the end).
-pub(crate) fn slice_at(b: &bytes::Bytes, offset: u64, len: usize) -> bytes::Bytes {
+pub fn slice_at(b: &bytes::Bytes, offset: u64, len: usize) -> bytes::Bytes {
     let from = usize::try_from(offset).unwrap_or(usize::MAX).min(b.len());
     b.slice(from..from + len.min(b.len() - from))
 }

@@ -13,7 +13,7 @@ use crate::model::{DType, KeyKind, RowHit, Tensor};
 
 /// The files a row has, by suffix.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) enum RowFile {
+pub enum RowFile {
     Txt,
     Json,
     Npy,
@@ -22,7 +22,7 @@ pub(crate) enum RowFile {
 impl RowFile {
     pub(crate) const ALL: [RowFile; 3] = [RowFile::Txt, RowFile::Json, RowFile::Npy];
 
-    pub(crate) fn suffix(self) -> &'static str {
+    pub fn suffix(self) -> &'static str {
         match self {
             RowFile::Txt => "txt",
             RowFile::Json => "json",
@@ -32,7 +32,7 @@ impl RowFile {
 
     /// `<id>.<suffix>` → (id, file): the id in canonical decimal (`-` only for negatives, no
     /// leading zeros), so each row has one name.
-    pub(crate) fn parse_name(name: &[u8]) -> Option<(i64, RowFile)> {
+    pub fn parse_name(name: &[u8]) -> Option<(i64, RowFile)> {
         let s = std::str::from_utf8(name).ok()?;
         let (id, suffix) = s.rsplit_once('.')?;
         let file = RowFile::ALL.into_iter().find(|f| f.suffix() == suffix)?;
@@ -42,18 +42,18 @@ impl RowFile {
 }
 
 /// A row found by id: its values (little-endian elements of `dtype`) and where it was.
-pub(crate) struct FoundRow {
+pub struct FoundRow {
     pub(crate) id: i64,
     pub(crate) dtype: DType,
     pub(crate) kind: KeyKind,
     pub(crate) hit: RowHit,
-    pub(crate) values: Vec<u8>,
+    pub values: Vec<u8>,
     /// Numbers saved with the row (`Keyed::row_columns`).
     pub(crate) columns: Vec<(&'static str, i64)>,
 }
 
 /// The row of `tensor` with id `id`; `None` when it has none (or is not keyed).
-pub(crate) fn find(tensor: &dyn Tensor, id: i64) -> Result<Option<FoundRow>, LayoutError> {
+pub fn find(tensor: &dyn Tensor, id: i64) -> Result<Option<FoundRow>, LayoutError> {
     let Some(kind) = tensor.key_kind() else {
         return Ok(None);
     };
@@ -126,7 +126,7 @@ impl FoundRow {
     }
 
     /// What `.json` and `modelfs row --json` say of the row.
-    pub(crate) fn json(&self, tensor: &dyn Tensor) -> serde_json::Value {
+    pub fn json(&self, tensor: &dyn Tensor) -> serde_json::Value {
         let meta = tensor.meta();
         let partition = self.hit.partition.and_then(|i| meta.partitions.get(i));
         let mut values = Vec::new();
@@ -163,7 +163,7 @@ impl FoundRow {
 /// A row file whose bytes live in the chunk cache (bounded by `cache=`) and are rendered
 /// again on a miss: a mount that looks ids up for weeks keeps a few words per row file the
 /// kernel holds, not the row.
-pub(crate) struct RowContent {
+pub struct RowContent {
     tensor: Arc<dyn Tensor>,
     id: i64,
     file: RowFile,
@@ -176,7 +176,7 @@ pub(crate) struct RowContent {
 impl RowContent {
     /// Row `id` of `tensor` as file `file`, found and rendered once (so its size is exact
     /// at once); `None` when the tensor has no such row or file.
-    pub(crate) fn open(
+    pub fn open(
         tensor: Arc<dyn Tensor>,
         id: i64,
         file: RowFile,
@@ -235,7 +235,7 @@ impl FileContent for RowContent {
 }
 
 /// The `README` of a `NAME.rows/` directory: it lists nothing else (a table has 10^8+ ids).
-pub(crate) fn readme(tensor: &dyn Tensor) -> Vec<u8> {
+pub fn readme(tensor: &dyn Tensor) -> Vec<u8> {
     let meta = tensor.meta();
     let what = match tensor.key_kind() {
         Some(KeyKind::RowIndex) => "the row index (0 to rows - 1)",

@@ -8,7 +8,7 @@ use super::{num, InconsistentRows, LayoutError};
 
 /// One element, widened to a type that holds every value of its dtype exactly.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) enum Value {
+pub enum Value {
     /// float16 bits.
     F16(u16),
     /// bfloat16 bits.
@@ -124,7 +124,7 @@ pub(crate) fn decode(dtype: DType, b: &[u8]) -> Value {
 
 /// Checks the CSR structure of sparse entries of `dtype` once, so encoders can then index
 /// rows, columns and values without surprises. Returns the element size.
-pub(crate) fn check_sparse(rows: &SparseRows, dtype: DType) -> Result<usize, LayoutError> {
+pub fn check_sparse(rows: &SparseRows, dtype: DType) -> Result<usize, LayoutError> {
     let es = dtype
         .elem_size()
         .ok_or_else(|| RequestError::NoFixedSize(dtype.name().into_owned()))
@@ -211,7 +211,7 @@ const BLOCK_ELEMENTS: u64 = 64 * 1024;
 
 /// Calls `f(index, value)` for elements `first..first + count` of a dense tensor, reading them
 /// in blocks into the thread's scratch buffer.
-pub(crate) fn for_each_value<F: FnMut(u64, Value)>(
+pub fn for_each_value<F: FnMut(u64, Value)>(
     tensor: &dyn Tensor,
     first: u64,
     count: u64,

@@ -48,7 +48,7 @@ pub(super) fn all_tensors(m: &dyn Model) -> Vec<(String, Arc<dyn Tensor>)> {
 
 /// The checkpoint prefix of every TF fixture case (`expected/index.json`'s `prefix`).
 pub(super) fn tf_fixture_prefixes() -> Vec<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/tf");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/tf");
     let mut cases: Vec<PathBuf> = std::fs::read_dir(&root)
         .unwrap()
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -69,7 +69,8 @@ pub(super) fn tf_fixture_prefixes() -> Vec<PathBuf> {
 fn tf_fixtures_round_trip_through_every_angel_layout() {
     let mut checked = 0;
     for prefix in tf_fixture_prefixes() {
-        let m = crate::detect::model_at(&prefix, &crate::model::ReaderOptions::default())
+        let m = crate::tf::detect::open(&prefix, &crate::model::ReaderOptions::default())
+            .map(|m| m.expect("a TF checkpoint"))
             .unwrap_or_else(|e| panic!("{}: {e}", prefix.display()));
         for (name, t) in all_tensors(&*m) {
             let meta = t.meta();

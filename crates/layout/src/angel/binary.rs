@@ -3,7 +3,7 @@
 //! formats) it touches. No cache: rendering a few records costs less than a lookup.
 
 use super::records::{Item, Records};
-use crate::layout::{AngelFormat, FileContent, LayoutError, Requester};
+use crate::{AngelFormat, FileContent, LayoutError, Requester};
 
 pub(crate) struct AngelBinary {
     format: AngelFormat,

@@ -91,6 +91,7 @@ pub(super) fn round_trip_sparse(name: &str, t: Arc<dyn Tensor>) {
 
 fn fixture(case: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
         .join("fixtures/angel")
         .join(case)
         .join("model")

@@ -140,7 +140,7 @@ pub(crate) fn bin(tensor: Arc<dyn Tensor>, ctx: &Arc<LayoutCtx>) -> Built {
     bin_content(dense_tensor(&tensor, ctx.max_dense)?).ok_or(Unavailable::Overflow)
 }
 
-pub(crate) fn check_npy(meta: &TensorMeta, ctx: &LayoutCtx) -> Result<(), Unavailable> {
+pub fn check_npy(meta: &TensorMeta, ctx: &LayoutCtx) -> Result<(), Unavailable> {
     decodable(meta)?;
     npy_descr(meta.dtype).ok_or_else(|| Unavailable::NoNumpyType(meta.dtype.name().into()))?;
     // bfloat16 widens to 4 bytes; the header is far below the 64 KiB `byte_size` allows.
@@ -148,7 +148,7 @@ pub(crate) fn check_npy(meta: &TensorMeta, ctx: &LayoutCtx) -> Result<(), Unavai
     check_dense(meta, ctx.max_dense)
 }
 
-pub(crate) fn npy(tensor: Arc<dyn Tensor>, ctx: &Arc<LayoutCtx>) -> Built {
+pub fn npy(tensor: Arc<dyn Tensor>, ctx: &Arc<LayoutCtx>) -> Built {
     npy_content(dense_tensor(&tensor, ctx.max_dense)?).ok_or(Unavailable::Overflow)
 }
 

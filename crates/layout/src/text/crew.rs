@@ -29,8 +29,8 @@ use std::time::{Duration, Instant};
 
 use super::learnt::Learnt;
 use super::ChunkSource;
-use crate::layout::cache::{ChunkCache, ChunkOffsets};
-use crate::layout::LayoutError;
+use crate::cache::{ChunkCache, ChunkOffsets};
+use crate::LayoutError;
 
 /// Chunks rendered ahead of a sequential reader, per core.
 pub(crate) const WINDOW_PER_THREAD: u64 = 4;

@@ -1,13 +1,13 @@
 //! Angel's four value types and how one value is written in text and in binary
 //! (formats/angel.md §6–§8, SPEC §3 "Angel layouts").
 
-use crate::layout::elements::Value;
-use crate::layout::num::{write_f32_java, write_f64_java, write_i64};
+use crate::elements::Value;
 use crate::model::DType;
+use crate::num::{write_f32_java, write_f64_java, write_i64};
 
 /// Angel value type a dtype is written as (SPEC §3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum AngelValue {
+pub enum AngelValue {
     Float,
     Double,
     Int,
@@ -18,7 +18,7 @@ impl AngelValue {
     /// float16/bfloat16 → float; 8/16-bit ints, bool and quantized → int; uint32, int64 and
     /// uint64 → long (uint64 keeps its bit pattern: values ≥ 2^63 read back negative);
     /// complex, strings, float8 and opaque types have no Angel form.
-    pub(crate) fn of(dtype: DType) -> Option<AngelValue> {
+    pub fn of(dtype: DType) -> Option<AngelValue> {
         use DType::*;
         Some(match dtype {
             F16 | BF16 | F32 => AngelValue::Float,
@@ -31,7 +31,7 @@ impl AngelValue {
     }
 
     /// Bytes of one binary value.
-    pub(crate) fn width(self) -> usize {
+    pub fn width(self) -> usize {
         match self {
             AngelValue::Float | AngelValue::Int => 4,
             AngelValue::Double | AngelValue::Long => 8,
@@ -41,7 +41,7 @@ impl AngelValue {
     /// An element as this Angel type. Only dtypes `of` maps to `self` reach here, so floats
     /// widen exactly (float16/bfloat16 → f32) and integers fit (uint64 by bit pattern).
     #[inline]
-    pub(crate) fn num(self, v: Value) -> AngelNum {
+    pub fn num(self, v: Value) -> AngelNum {
         match self {
             AngelValue::Float => AngelNum::Float(v.to_f32()),
             AngelValue::Double => AngelNum::Double(v.to_f64()),
@@ -74,7 +74,7 @@ fn int_bits(v: Value) -> i64 {
 
 /// One value of an Angel type.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) enum AngelNum {
+pub enum AngelNum {
     Float(f32),
     Double(f64),
     Int(i32),
@@ -96,7 +96,7 @@ impl AngelNum {
 
     /// Big-endian bytes (NaN payloads kept).
     #[inline]
-    pub(crate) fn write_binary(self, out: &mut Vec<u8>) {
+    pub fn write_binary(self, out: &mut Vec<u8>) {
         match self {
             AngelNum::Float(x) => out.extend_from_slice(&x.to_bits().to_be_bytes()),
             AngelNum::Double(x) => out.extend_from_slice(&x.to_bits().to_be_bytes()),

@@ -6,9 +6,9 @@
 //! and a chunk may start or end inside a line.
 
 use super::records::{Item, Records};
-use crate::layout::num::{write_i64, write_u64};
-use crate::layout::text::{ChunkSource, CHUNK_ELEMENTS};
-use crate::layout::{AngelFormat, LayoutError};
+use crate::num::{write_i64, write_u64};
+use crate::text::{ChunkSource, CHUNK_ELEMENTS};
+use crate::{AngelFormat, LayoutError};
 
 pub(crate) struct AngelText {
     format: AngelFormat,

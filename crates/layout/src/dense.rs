@@ -31,7 +31,7 @@ pub(crate) fn check_dense(meta: &TensorMeta, max_dense: u64) -> Result<(), Unava
 
 /// The tensor dense layouts should read: `tensor` itself when dense, a `DenseView` (which
 /// decodes the entries on its first read) of a sparse one that passes `check_dense`.
-pub(crate) fn dense_tensor(
+pub fn dense_tensor(
     tensor: &Arc<dyn Tensor>,
     max_dense: u64,
 ) -> Result<Arc<dyn Tensor>, Unavailable> {

@@ -10,6 +10,43 @@
 //! - What a file gives the file system is the contract of `content.rs` (`FileContent`,
 //!   `Requester`, `LayoutError`); the whole-model views (`src/views/`) and statistics
 //!   (`src/stats/`) build on it from above, and nothing here knows them.
+//!
+//! This is the crate `modelfs-layout`: it knows the model tree (`modelfs-model`) and bytes
+//! (`modelfs-io`), and no reader — a layout renders any reader's tensors the same way (its
+//! tests check the Angel encoders against the Angel reader's decoders, which share no code).
+//!
+//! ```
+//! use std::sync::Arc;
+//! use modelfs_layout::{cache::ChunkCache, content, Layout, LayoutCtx};
+//! use modelfs_model::testing::MemTensor;
+//! let ctx = Arc::new(LayoutCtx {
+//!     sep: ",".into(),
+//!     max_dense: 1 << 30,
+//!     layouts: vec![Layout::Txt, Layout::Csv],
+//!     sparse_default: false,
+//!     cache: Arc::new(ChunkCache::new(64 << 20)),
+//!     rows: Arc::new(ChunkCache::new(1 << 20)),
+//!     angel_format: None,
+//!     faults: Default::default(),
+//! });
+//! let t = Arc::new(MemTensor::f32(&[2, 2], &[1.0, 0.5, -2.0, 3.25]));
+//! let csv = content(Layout::Csv, t, &ctx).unwrap();
+//! assert_eq!(csv.size().unwrap(), 18, "the exact size, before any byte is read");
+//! let mut buf = [0u8; 18];
+//! csv.read_at(0, &mut buf).unwrap();
+//! assert_eq!(&buf, b"1.0,0.5\n-2.0,3.25\n");
+//! ```
+
+#![deny(clippy::undocumented_unsafe_blocks)]
+
+// The layers below, under the names every module of modelfs uses (`crate::source::ReadAt`).
+pub(crate) use modelfs_io::{codec, source, store};
+pub(crate) use modelfs_model as model;
+#[cfg(test)]
+pub(crate) use modelfs_model::testing;
+// The tests check the encoders against the readers' decoders (which share no code with them).
+#[cfg(test)]
+pub(crate) use {modelfs_angel as angel_reader, modelfs_tf as tf};
 
 use std::sync::Arc;
 
@@ -59,7 +96,7 @@ impl Layout {
     }
 
     /// True for layouts whose size is learnt by rendering (text).
-    pub(crate) fn is_text(self) -> bool {
+    pub fn is_text(self) -> bool {
         match self {
             Layout::Txt | Layout::Csv | Layout::Libsvm => true,
             Layout::Angel(f) => f.is_text(),
@@ -67,13 +104,13 @@ impl Layout {
         }
     }
 
-    pub(crate) fn from_suffix(s: &str) -> Option<Layout> {
+    pub fn from_suffix(s: &str) -> Option<Layout> {
         Layout::all().into_iter().find(|l| l.suffix() == s)
     }
 
     /// Parses `-o layouts=a,b,c` (`all` for every layout). `json` is always included first
     /// because it is where a tensor's metadata and problems are reported.
-    pub(crate) fn parse_list(s: &str) -> Result<Vec<Layout>, UnknownLayout> {
+    pub fn parse_list(s: &str) -> Result<Vec<Layout>, UnknownLayout> {
         let mut out = vec![Layout::Json];
         for name in s.split([',', '+', ':']).filter(|n| !n.is_empty()) {
             let group: Option<Vec<Layout>> = match name {
@@ -102,7 +139,7 @@ impl Layout {
 /// A layout name that is none of ours; the message lists the valid ones.
 #[derive(Debug, thiserror::Error)]
 #[error("unknown layout '{0}' (layouts: {valid}; groups: generic, angel, all)", valid = layout_names())]
-pub(crate) struct UnknownLayout(pub String);
+pub struct UnknownLayout(pub String);
 
 fn layout_names() -> String {
     let names: Vec<&str> = Layout::all().iter().map(|l| l.suffix()).collect();
@@ -129,24 +166,24 @@ pub struct LayoutCtx {
     pub faults: faults::Faults,
 }
 
-pub(crate) mod angel;
-pub(crate) mod binary;
+pub mod angel;
+pub mod binary;
 pub mod cache;
-pub(crate) mod concat;
+pub mod concat;
 mod content;
-pub(crate) mod dense;
+pub mod dense;
 mod document;
-pub(crate) mod elements;
+pub mod elements;
 pub mod faults;
-pub(crate) mod generic;
+pub mod generic;
 pub(crate) mod gentext;
-pub(crate) mod held;
-pub(crate) mod json;
-pub(crate) mod lazy;
+pub mod held;
+pub mod json;
+pub mod lazy;
 pub mod num;
-pub(crate) mod pool;
-pub(crate) mod rows;
-pub(crate) mod text;
+pub mod pool;
+pub mod rows;
+pub mod text;
 
 #[cfg(test)]
 mod tests;
@@ -187,7 +224,7 @@ pub(crate) fn asked<'a>(meta: &TensorMeta, ctx: &'a LayoutCtx) -> std::borrow::C
 /// layout `libsvm` anyway, and for blocks no layout decodes (GGUF's `iq4_nl`) their stored
 /// bytes `.bin`, so that every tensor's data can be seen (unless the mount asked for metadata
 /// only: `layouts=json`).
-pub(crate) fn shown(meta: &TensorMeta, ctx: &LayoutCtx) -> Vec<Layout> {
+pub fn shown(meta: &TensorMeta, ctx: &LayoutCtx) -> Vec<Layout> {
     let layouts = asked(meta, ctx);
     let mut out: Vec<Layout> = layouts
         .iter()
@@ -226,7 +263,7 @@ pub fn content(
 }
 
 /// The content of a reader's document (`Model::document`). Renders nothing yet.
-pub(crate) fn document(
+pub fn document(
     doc: Arc<dyn crate::model::Document>,
     ctx: &Arc<LayoutCtx>,
 ) -> Arc<dyn FileContent> {

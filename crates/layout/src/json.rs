@@ -22,7 +22,7 @@ pub(crate) struct JsonContent {
 /// A rendering of the document and the last error it shows.
 type Rendered = (Option<String>, Arc<[u8]>);
 
-pub(crate) fn json_content(tensor: Arc<dyn Tensor>, ctx: &Arc<LayoutCtx>) -> Arc<dyn FileContent> {
+pub fn json_content(tensor: Arc<dyn Tensor>, ctx: &Arc<LayoutCtx>) -> Arc<dyn FileContent> {
     Arc::new(JsonContent {
         tensor,
         ctx: ctx.clone(),

@@ -27,7 +27,7 @@ use crate::store::Offsets;
 
 /// Elements per chunk for element-per-record text layouts: small enough that a random read
 /// renders well under a megabyte, large enough that the index stays tiny (8 bytes per chunk).
-pub(crate) const CHUNK_ELEMENTS: u64 = 32 * 1024;
+pub const CHUNK_ELEMENTS: u64 = 32 * 1024;
 
 /// Refuse indexes beyond this many chunks (2^32 × 32 Ki elements is far past any real tensor;
 /// a shape claiming more is nonsense and must not make us allocate).

@@ -5,11 +5,11 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use crate::layout::{LayoutError, Requester};
+use crate::{LayoutError, Requester};
 
 /// `f(state, k)` for every `k` in `0..items`, on all cores; stops with `Interrupted` once
 /// `req` is gone. `progress` is told after each item.
-pub(crate) fn each<S, T: Send>(
+pub fn each<S, T: Send>(
     items: usize,
     req: &dyn Requester,
     init: impl Fn() -> S + Sync,
@@ -52,7 +52,7 @@ pub(crate) fn each<S, T: Send>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::layout::Patient;
+    use crate::Patient;
 
     #[test]
     fn results_come_in_item_order() {

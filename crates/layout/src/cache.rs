@@ -213,7 +213,7 @@ impl ChunkCache {
 
     /// Stores every index learnt, one chunk's too (`modelfs index`: a remount renders
     /// nothing); a mount stores only the indexes of more than one chunk.
-    pub(crate) fn store_every_index(&self) {
+    pub fn store_every_index(&self) {
         self.store_one_chunk.store(true, Ordering::Relaxed);
     }
 
@@ -221,7 +221,7 @@ impl ChunkCache {
         self.store_one_chunk.load(Ordering::Relaxed)
     }
 
-    pub(crate) fn offset_store(&self) -> Option<&Arc<dyn Store>> {
+    pub fn offset_store(&self) -> Option<&Arc<dyn Store>> {
         self.store.get()
     }
 
@@ -235,7 +235,7 @@ impl ChunkCache {
 
     /// Chunks rendered so far (by index builds and reads); tests use it to show that a read
     /// touches only the chunks it needs.
-    pub(crate) fn rendered_chunks(&self) -> u64 {
+    pub fn rendered_chunks(&self) -> u64 {
         self.rendered.load(Ordering::Relaxed)
     }
 

@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use super::*;
-use crate::angel::{self, MatrixMeta, PartInput, PartMeta, RowType};
-use crate::layout::cache::ChunkCache;
+use crate::angel_reader::{self as angel, MatrixMeta, PartInput, PartMeta, RowType};
+use crate::cache::ChunkCache;
 use crate::model::{DType, SparseRows, Tensor};
 use crate::source::MemSource;
 use crate::testing::MemTensor;
@@ -16,7 +16,7 @@ fn open(
     t: Arc<dyn Tensor>,
     ctx: &Arc<LayoutCtx>,
 ) -> Option<Arc<dyn FileContent>> {
-    crate::layout::content(crate::layout::Layout::Angel(format), t, ctx).ok()
+    crate::content(crate::Layout::Angel(format), t, ctx).ok()
 }
 
 /// A dense in-memory tensor.
@@ -393,7 +393,7 @@ fn tall_columns_span_chunks() {
 #[test]
 #[ignore]
 fn colid_throughput() {
-    use crate::layout::text::ChunkSource;
+    use crate::text::ChunkSource;
     let n = 4_000_000u64;
     let vals = crate::testing::pseudo_random_f32(n);
     let t: Arc<dyn Tensor> = MemTensor::f32(&[2000, 2000], &vals).arc();
@@ -413,7 +413,7 @@ fn colid_throughput() {
         );
         dt
     };
-    let txt = crate::layout::gentext::ElementLines {
+    let txt = crate::gentext::ElementLines {
         tensor: t.clone(),
         elements: n,
         cols: 1,
@@ -482,13 +482,13 @@ fn reads_touch_only_what_they_need() {
     let chunks = c.cache.rendered_chunks();
     assert_eq!(
         chunks,
-        (3 * 40_001u64).div_ceil(crate::layout::text::CHUNK_ELEMENTS)
+        (3 * 40_001u64).div_ceil(crate::text::CHUNK_ELEMENTS)
     );
     counting.1.store(0, Relaxed);
     let mut b = [0u8; 100];
     f.read_at(size / 2, &mut b).unwrap();
     assert!(c.cache.rendered_chunks() - chunks <= 2);
-    assert!(counting.1.load(Relaxed) <= 2 * crate::layout::text::CHUNK_ELEMENTS);
+    assert!(counting.1.load(Relaxed) <= 2 * crate::text::CHUNK_ELEMENTS);
     let again = open(AngelFormat::TextColumn, t.clone(), &c).unwrap();
     let before = c.cache.rendered_chunks();
     assert_eq!(again.size().unwrap(), size);

@@ -7,10 +7,10 @@ use std::time::{Duration, Instant};
 
 use super::crew::WINDOW_PER_THREAD;
 use super::*;
-use crate::layout::cache::ChunkCache;
-use crate::layout::{FileContent, LayoutError, Patient, Requester};
+use crate::cache::ChunkCache;
 use crate::model::Tensor;
 use crate::testing::MemTensor;
+use crate::{FileContent, LayoutError, Patient, Requester};
 
 /// Chunk i is i copies of the byte b'a' + i % 26 (chunk 0 empty).
 struct Steps(u64);

@@ -14,7 +14,7 @@ use super::held::Whole;
 use super::{FileContent, LayoutError, Requester};
 use crate::source::scratch;
 
-pub(crate) struct Concat {
+pub struct Concat {
     parts: Vec<Arc<dyn FileContent>>,
     /// Start of each part and the total, once every part's size is known.
     starts: OnceLock<Vec<u64>>,
@@ -23,11 +23,11 @@ pub(crate) struct Concat {
 /// A size that does not fit the file (a model whose view would exceed 2^64 bytes).
 #[derive(Debug, thiserror::Error)]
 #[error("a view's size overflows")]
-pub(crate) struct TooBig;
+pub struct TooBig;
 
 impl Concat {
     /// Parts whose sizes may be unknown yet: they are learnt on the first size or read.
-    pub(crate) fn new(parts: Vec<Arc<dyn FileContent>>) -> Concat {
+    pub fn new(parts: Vec<Arc<dyn FileContent>>) -> Concat {
         let c = Concat {
             parts,
             starts: OnceLock::new(),
@@ -126,7 +126,7 @@ fn exact(got: Bytes, want: usize) -> Result<Bytes, LayoutError> {
 /// Builds a `Concat` of parts whose sizes are known as they are added (a view's header
 /// needs the offsets of what follows it).
 #[derive(Default)]
-pub(crate) struct ConcatBuilder {
+pub struct ConcatBuilder {
     parts: Vec<Arc<dyn FileContent>>,
     starts: Vec<u64>,
     size: u64,
@@ -134,12 +134,12 @@ pub(crate) struct ConcatBuilder {
 
 impl ConcatBuilder {
     /// The offset the next part will start at.
-    pub(crate) fn offset(&self) -> u64 {
+    pub fn offset(&self) -> u64 {
         self.size
     }
 
     /// Appends a part whose size is known (`known_size`), or fails.
-    pub(crate) fn push(&mut self, part: Arc<dyn FileContent>) -> Result<(), TooBig> {
+    pub fn push(&mut self, part: Arc<dyn FileContent>) -> Result<(), TooBig> {
         let size = part.known_size().ok_or(TooBig)?;
         let end = self.size.checked_add(size).ok_or(TooBig)?;
         if size > 0 {
@@ -150,11 +150,11 @@ impl ConcatBuilder {
         Ok(())
     }
 
-    pub(crate) fn bytes(&mut self, b: Vec<u8>) -> Result<(), TooBig> {
+    pub fn bytes(&mut self, b: Vec<u8>) -> Result<(), TooBig> {
         self.push(Arc::new(Whole(b.into())))
     }
 
-    pub(crate) fn finish(mut self) -> Concat {
+    pub fn finish(mut self) -> Concat {
         self.starts.push(self.size);
         let c = Concat {
             parts: self.parts,

@@ -122,7 +122,7 @@ fn npy_cases() -> Vec<(&'static str, MemTensor)> {
 
 #[test]
 fn npy_equals_numpy_save() {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/src/layout/testdata/npy");
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/src/testdata/npy");
     for (name, t) in npy_cases() {
         let want = std::fs::read(format!("{dir}/{name}.npy")).unwrap();
         let c = open(Layout::Npy, t.arc(), &ctx()).unwrap();

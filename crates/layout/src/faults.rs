@@ -18,7 +18,7 @@ pub struct Faults {
 impl Faults {
     /// Notes `what` (caused by `cause`) as the last error of the tensor named `tensor`;
     /// true when that cause is new for it (to be logged).
-    pub(crate) fn note(&self, tensor: &[u8], what: String, cause: &str) -> bool {
+    pub fn note(&self, tensor: &[u8], what: String, cause: &str) -> bool {
         let mut m = self.last.lock().unwrap_or_else(|e| e.into_inner());
         let new = m.get(tensor).is_none_or(|(_, c)| c != cause);
         if m.len() < MAX || m.contains_key(tensor) {

@@ -13,7 +13,7 @@
 //!   (`rows × cols × width`) exceeds `max_dense`.
 //! - Column ids are 4 bytes unless the column count exceeds 2^31−1 (then 8).
 //! - Sparse tensors decode their entries on first access, not at `open`.
-//! - The decoders in `crate::angel` share no code with this module; the round-trip tests
+//! - The decoders of the Angel reader share no code with this module; the round-trip tests
 //!   decode these bytes with them.
 
 mod binary;
@@ -31,10 +31,10 @@ use crate::model::{DType, SparseRows, Tensor, TensorMeta};
 use binary::AngelBinary;
 use records::Records;
 use text::AngelText;
-pub(crate) use value::AngelValue;
+pub use value::AngelValue;
 
 /// The matrix an Angel file shows: a sparse tensor's own rows × cols, else SPEC §3's 2-D view.
-pub(crate) fn rows_cols(meta: &TensorMeta) -> Result<(u64, u64), Unavailable> {
+pub fn rows_cols(meta: &TensorMeta) -> Result<(u64, u64), Unavailable> {
     match (meta.sparse, &meta.shape[..]) {
         (true, &[r, c]) => Ok((r, c)),
         (true, s) => Err(Unavailable::SparseRank(s.len())),
@@ -43,11 +43,7 @@ pub(crate) fn rows_cols(meta: &TensorMeta) -> Result<(u64, u64), Unavailable> {
 }
 
 /// Whether Angel format `format` can represent the tensor (metadata only).
-pub(crate) fn check(
-    format: AngelFormat,
-    meta: &TensorMeta,
-    ctx: &LayoutCtx,
-) -> Result<(), Unavailable> {
+pub fn check(format: AngelFormat, meta: &TensorMeta, ctx: &LayoutCtx) -> Result<(), Unavailable> {
     let no_value = || Unavailable::NoAngelValue(meta.dtype.name().into());
     AngelValue::of(meta.dtype).ok_or_else(no_value)?;
     meta.dtype.elem_size().ok_or_else(no_value)?;
@@ -105,7 +101,7 @@ pub(crate) fn content(
 }
 
 /// The records of one partition of an `.angel/` view.
-pub(crate) enum Part {
+pub enum Part {
     /// A dense window (`cols` wide) whose first element is at (`row_base`, `col_base`).
     Dense {
         window: Arc<dyn Tensor>,
@@ -123,7 +119,7 @@ pub(crate) enum Part {
 
 /// One partition's bytes in `format` (which the caller checked fits the tensor). `tensor`
 /// and `tag` key its text index in the chunk cache: `tag` must name the partition.
-pub(crate) fn part_content(
+pub fn part_content(
     format: AngelFormat,
     part: Part,
     tensor: Arc<dyn Tensor>,

@@ -12,11 +12,9 @@
 use std::sync::Arc;
 
 use super::value::{AngelNum, AngelValue};
-use crate::layout::elements::{
-    check_shape, check_sparse, decode, for_each_value, with_entries, Value,
-};
-use crate::layout::LayoutError;
+use crate::elements::{check_shape, check_sparse, decode, for_each_value, with_entries, Value};
 use crate::model::{DType, SparseRows, SparseShape, Tensor};
+use crate::LayoutError;
 
 /// Where the values come from.
 pub(crate) enum Data {

@@ -9,14 +9,14 @@ use super::{FileContent, LayoutError, Requester};
 
 type Build = Box<dyn Fn() -> Result<Arc<dyn FileContent>, LayoutError> + Send + Sync>;
 
-pub(crate) struct Lazy {
+pub struct Lazy {
     build: Build,
     built: OnceLock<Arc<dyn FileContent>>,
 }
 
 impl Lazy {
     /// The file's content, built by `build` on first use.
-    pub(crate) fn content(
+    pub fn content(
         build: impl Fn() -> Result<Arc<dyn FileContent>, LayoutError> + Send + Sync + 'static,
     ) -> Arc<dyn FileContent> {
         Arc::new(Lazy {
