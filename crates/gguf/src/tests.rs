@@ -2,6 +2,7 @@
 //! and `dequantize` read back (fixtures/gguf/expected.json).
 
 use super::*;
+use crate::model::expect::{hex, shape};
 use crate::model::own_component;
 use crate::source::MemSource;
 use crate::testing::fixtures_dir;
@@ -15,16 +16,11 @@ fn path() -> std::path::PathBuf {
 }
 
 fn expected_of(file: &str) -> serde_json::Value {
-    let text = std::fs::read_to_string(fixtures_dir().join("gguf/expected.json")).unwrap();
-    serde_json::from_str::<serde_json::Value>(&text).unwrap()[file].clone()
+    crate::model::expect::expected("gguf")[file].clone()
 }
 
 fn expected() -> serde_json::Value {
     expected_of(MODEL)
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 fn check(model: &dyn Model) -> usize {
@@ -37,12 +33,7 @@ fn check_against(model: &dyn Model, exp: &serde_json::Value) -> usize {
         let t = model.tensor(&[name.as_bytes().to_vec()]).unwrap();
         let m = t.meta();
         assert_eq!(m.problem, None, "{name}");
-        let shape: Vec<u64> = want["shape"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|d| d.as_u64().unwrap())
-            .collect();
+        let shape = shape(&want["shape"]);
         assert_eq!(m.shape, shape, "{name}");
         assert_eq!(m.extra["ggml_type"], want["type"], "{name}");
         let raw = want["raw"].as_str().unwrap();

@@ -6,14 +6,24 @@ use sha2::{Digest, Sha256};
 
 use super::Tensor;
 
-pub(crate) fn hex(b: &[u8]) -> String {
+/// Bytes as lower-case hex, as the fixtures' `expected.json` write them.
+pub fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 /// A JSON array of counts.
-pub(crate) fn shape(v: &serde_json::Value) -> Vec<u64> {
+pub fn shape(v: &serde_json::Value) -> Vec<u64> {
     let dims = v.as_array().expect("a shape is an array");
     dims.iter().map(|d| d.as_u64().expect("a count")).collect()
+}
+
+/// `fixtures/<folder>/expected.json`: what the format's own library read from its files.
+pub fn expected(folder: &str) -> serde_json::Value {
+    let path = crate::testing::fixtures_dir()
+        .join(folder)
+        .join("expected.json");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 /// `t` has no problem, `want`'s shape, and all its elements (row-major, little-endian) are

@@ -44,7 +44,7 @@ pub mod strided;
 pub use member::{Member, Members, Opener};
 pub use rows::{KeyKind, RowHit, MAX_ROW_BYTES};
 pub use tensor::{debug_check, read_elements, WithMeta};
-pub use tensor::{Checksummed, Keyed, Sparse, StoredRun, Strings, Tensor};
+pub use tensor::{Checksummed, EachString, Keyed, Sparse, StoredRun, Strings, Tensor};
 
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};

@@ -116,15 +116,13 @@ pub trait Tensor: Send + Sync {
     }
 }
 
+/// What a string tensor hands each element to, in order.
+pub type EachString<'a> = &'a mut dyn FnMut(&[u8]);
+
 /// A string (or variant) tensor.
 pub trait Strings: Tensor {
     /// Calls `f` with each element `first..first + count`.
-    fn for_each_string(
-        &self,
-        first: u64,
-        count: u64,
-        f: &mut dyn FnMut(&[u8]),
-    ) -> Result<(), ModelError>;
+    fn for_each_string(&self, first: u64, count: u64, f: EachString<'_>) -> Result<(), ModelError>;
 }
 
 /// A tensor whose stored entries can be read (CSR order).
@@ -353,7 +351,7 @@ impl dyn Tensor + '_ {
         &self,
         first: u64,
         count: u64,
-        f: &mut dyn FnMut(&[u8]),
+        f: EachString<'_>,
     ) -> Result<(), ModelError> {
         match self.as_strings() {
             Some(s) => s.for_each_string(first, count, f),

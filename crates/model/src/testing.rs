@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use crate::{
-    Checksummed, DType, DirEntry, KnownProblem, Model, ModelError, ModelSummary, PartitionMeta,
-    RequestError, SourceFormat, Sparse, SparseRows, Strings, Tensor, TensorMeta,
+    Checksummed, DType, DirEntry, EachString, KnownProblem, Model, ModelError, ModelSummary,
+    PartitionMeta, RequestError, SourceFormat, Sparse, SparseRows, Strings, Tensor, TensorMeta,
 };
 
 /// `n` deterministic pseudo-random floats in [-1, 1) (an LCG), for throughput tests.
@@ -227,12 +227,7 @@ impl Checksummed for MemTensor {
 }
 
 impl Strings for MemTensor {
-    fn for_each_string(
-        &self,
-        first: u64,
-        count: u64,
-        f: &mut dyn FnMut(&[u8]),
-    ) -> Result<(), ModelError> {
+    fn for_each_string(&self, first: u64, count: u64, f: EachString<'_>) -> Result<(), ModelError> {
         self.check()?;
         let end = first
             .checked_add(count)
@@ -404,12 +399,7 @@ impl Tensor for CountingTensor {
 }
 
 impl Strings for CountingTensor {
-    fn for_each_string(
-        &self,
-        first: u64,
-        count: u64,
-        f: &mut dyn FnMut(&[u8]),
-    ) -> Result<(), ModelError> {
+    fn for_each_string(&self, first: u64, count: u64, f: EachString<'_>) -> Result<(), ModelError> {
         self.count();
         self.inner.for_each_string(first, count, f)
     }

@@ -2,6 +2,7 @@
 //! (fixtures/numpy/expected.json).
 
 use super::*;
+use crate::model::expect::{hex, shape};
 use crate::model::DirEntry;
 use crate::testing::fixtures_dir;
 
@@ -12,12 +13,7 @@ fn opened(name: &str) -> Arc<dyn Model> {
 }
 
 fn expected() -> serde_json::Value {
-    let p = fixtures_dir().join("numpy/expected.json");
-    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
+    crate::model::expect::expected("numpy")
 }
 
 fn path(key: &str) -> Vec<Vec<u8>> {
@@ -32,12 +28,7 @@ fn check(file: &str) -> usize {
     for (key, want) in exp[file].as_object().unwrap() {
         let t = m.tensor(&path(key)).unwrap();
         let meta = t.meta();
-        let shape: Vec<u64> = want["shape"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|d| d.as_u64().unwrap())
-            .collect();
+        let shape = shape(&want["shape"]);
         assert_eq!(meta.shape, shape, "{file} {key}");
         assert_eq!(meta.extra["descr"], want["descr"], "{file} {key}");
         assert_eq!(meta.problem, None, "{file} {key}");

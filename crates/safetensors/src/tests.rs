@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use super::*;
+use crate::model::expect::{hex, shape};
 use crate::model::DirEntry;
 use crate::testing::fixtures_dir;
 
@@ -20,12 +21,7 @@ fn opened(path: &Path) -> Arc<dyn Model> {
 }
 
 fn expected() -> serde_json::Value {
-    let text = std::fs::read_to_string(dir().join("expected.json")).unwrap();
-    serde_json::from_str(&text).unwrap()
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
+    crate::model::expect::expected("safetensors")
 }
 
 /// Every tensor the writer wrote reads back as the writer reads it: the same shape, and the
@@ -38,12 +34,7 @@ fn check(model: &dyn Model, files: &[&str]) -> usize {
             let path: Vec<Vec<u8>> = key.split('/').map(|c| c.as_bytes().to_vec()).collect();
             let t = model.tensor(&path).unwrap();
             let m = t.meta();
-            let shape: Vec<u64> = want["shape"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|d| d.as_u64().unwrap())
-                .collect();
+            let shape = shape(&want["shape"]);
             assert_eq!(m.shape, shape, "{key}");
             assert_eq!(m.extra["safetensors_dtype"], want["dtype"], "{key}");
             let st = want["dtype"].as_str().unwrap();

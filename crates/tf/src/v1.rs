@@ -14,6 +14,7 @@ use super::ordered_code::slice_key;
 use super::proto::{Extent, TensorSliceProto};
 use crate::codec::table::{Table, TableError};
 use crate::codec::wire::{Fields, Value};
+use crate::model::EachString;
 use crate::model::{
     DirEntry, Model, ModelError, ModelSummary, PartitionMeta, SourceFormat, Strings, Tensor,
     TensorMeta,
@@ -237,12 +238,7 @@ impl Tensor for LazySlice {
 }
 
 impl Strings for LazySlice {
-    fn for_each_string(
-        &self,
-        first: u64,
-        count: u64,
-        f: &mut dyn FnMut(&[u8]),
-    ) -> Result<(), ModelError> {
+    fn for_each_string(&self, first: u64, count: u64, f: EachString<'_>) -> Result<(), ModelError> {
         self.value()?.for_each_string(first, count, f)
     }
 }

@@ -4,6 +4,7 @@
 use std::io::Write;
 
 use super::*;
+use crate::model::expect::{hex, shape};
 use crate::model::{own_component, DirEntry, Tensor};
 use crate::source::MemSource;
 use crate::testing::fixtures_dir;
@@ -21,12 +22,7 @@ fn opened(path: &Path) -> Arc<dyn Model> {
 }
 
 fn expected() -> serde_json::Value {
-    let text = std::fs::read_to_string(dir().join("expected.json")).unwrap();
-    serde_json::from_str(&text).unwrap()
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
+    crate::model::expect::expected("torch")
 }
 
 fn key(k: &str) -> Vec<Vec<u8>> {
@@ -51,12 +47,7 @@ fn check(model: &dyn Model, file: &str) -> usize {
             continue;
         }
         assert_eq!(m.problem, None, "{file}: {k}");
-        let shape: Vec<u64> = want["shape"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|d| d.as_u64().unwrap())
-            .collect();
+        let shape = shape(&want["shape"]);
         assert_eq!(m.shape, shape, "{file}: {k}");
         assert_eq!(
             m.dtype.name(),

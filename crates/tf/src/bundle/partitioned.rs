@@ -13,6 +13,7 @@ use super::shard_file_name;
 use super::tensor::TfTensor;
 use super::Bundle;
 use crate::codec::table::TableError;
+use crate::model::EachString;
 use crate::model::{
     debug_check, ModelError, PartitionMeta, RequestError, SourceFormat, Strings, Tensor, TensorMeta,
 };
@@ -416,12 +417,7 @@ impl Tensor for PartitionedTensor {
 }
 
 impl Strings for PartitionedTensor {
-    fn for_each_string(
-        &self,
-        first: u64,
-        count: u64,
-        f: &mut dyn FnMut(&[u8]),
-    ) -> Result<(), ModelError> {
+    fn for_each_string(&self, first: u64, count: u64, f: EachString<'_>) -> Result<(), ModelError> {
         self.for_each_run(first, count, &mut |t, start, run| {
             t.for_each_string(start, run, &mut *f)
         })

@@ -9,6 +9,7 @@ use super::varlen::{VarError, VarIndex};
 use super::Bundle;
 use crate::codec::{crc32c_parallel, mask_crc, PARALLEL_CRC_MIN};
 use crate::dtype::{swap_in_place, swap_width};
+use crate::model::EachString;
 use crate::model::{
     debug_check, Checksummed, DType, ModelError, RequestError, SourceFormat, Strings, Tensor,
     TensorMeta,
@@ -335,12 +336,7 @@ impl Tensor for TfTensor {
 }
 
 impl Strings for TfTensor {
-    fn for_each_string(
-        &self,
-        first: u64,
-        count: u64,
-        f: &mut dyn FnMut(&[u8]),
-    ) -> Result<(), ModelError> {
+    fn for_each_string(&self, first: u64, count: u64, f: EachString<'_>) -> Result<(), ModelError> {
         let dtype = self.meta.dtype;
         if dtype != DType::Str && dtype != DType::Variant {
             return Err(RequestError::NotStrings(dtype.name().into_owned()).into());

@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use crate::codec::wire::{packed_varints, Fields, Value, WireError};
 use crate::dtype::from_tf;
+use crate::model::EachString;
 use crate::model::{
     debug_check, DType, ModelError, RequestError, SourceFormat, Strings, Tensor, TensorMeta,
 };
@@ -321,12 +322,7 @@ impl Tensor for ProtoTensor {
 }
 
 impl Strings for ProtoTensor {
-    fn for_each_string(
-        &self,
-        first: u64,
-        count: u64,
-        f: &mut dyn FnMut(&[u8]),
-    ) -> Result<(), ModelError> {
+    fn for_each_string(&self, first: u64, count: u64, f: EachString<'_>) -> Result<(), ModelError> {
         if self.meta.dtype != DType::Str {
             return Err(RequestError::NotStrings(self.meta.dtype.name().into_owned()).into());
         }
