@@ -3,6 +3,7 @@
 //! every partition's length, a tensor's statistics). A read of either is a view of the held
 //! bytes, never a copy.
 
+use bytes::Bytes;
 use std::sync::OnceLock;
 
 use super::{FileContent, LayoutError, Requester};
@@ -17,12 +18,7 @@ impl FileContent for Whole {
     fn size_for(&self, _req: &dyn Requester) -> Result<u64, LayoutError> {
         Ok(self.0.len() as u64)
     }
-    fn read(
-        &self,
-        offset: u64,
-        len: usize,
-        _req: &dyn Requester,
-    ) -> Result<bytes::Bytes, LayoutError> {
+    fn read(&self, offset: u64, len: usize, _req: &dyn Requester) -> Result<Bytes, LayoutError> {
         Ok(slice_at(&self.0, offset, len))
     }
 }
@@ -81,12 +77,7 @@ impl<M: Make> FileContent for Made<M> {
             None => Ok(self.bytes(req)?.len() as u64),
         }
     }
-    fn read(
-        &self,
-        offset: u64,
-        len: usize,
-        req: &dyn Requester,
-    ) -> Result<bytes::Bytes, LayoutError> {
+    fn read(&self, offset: u64, len: usize, req: &dyn Requester) -> Result<Bytes, LayoutError> {
         Ok(slice_at(self.bytes(req)?, offset, len))
     }
 }

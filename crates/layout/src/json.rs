@@ -5,6 +5,7 @@
 //! that error changes; the file system treats it as volatile (`FileContent::volatile`). It
 //! never fails, decodes or renders: problems become fields.
 
+use bytes::Bytes;
 use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Value};
@@ -56,12 +57,7 @@ impl FileContent for JsonContent {
     fn size_for(&self, _req: &dyn Requester) -> Result<u64, LayoutError> {
         Ok(self.bytes().len() as u64)
     }
-    fn read(
-        &self,
-        offset: u64,
-        len: usize,
-        _req: &dyn Requester,
-    ) -> Result<bytes::Bytes, LayoutError> {
+    fn read(&self, offset: u64, len: usize, _req: &dyn Requester) -> Result<Bytes, LayoutError> {
         crate::source::scratch::filled(len, |buf: &mut [u8]| {
             let b = self.bytes();
             if offset >= b.len() as u64 {

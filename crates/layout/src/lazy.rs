@@ -3,6 +3,7 @@
 //! `read_at`. A failed build is retried on the next access (the cause may be transient); two
 //! racing first readers may both build, and the first result stays.
 
+use bytes::Bytes;
 use std::sync::{Arc, OnceLock};
 
 use super::{FileContent, LayoutError, Requester};
@@ -41,12 +42,7 @@ impl FileContent for Lazy {
     fn size_for(&self, req: &dyn Requester) -> Result<u64, LayoutError> {
         self.get()?.size_for(req)
     }
-    fn read(
-        &self,
-        offset: u64,
-        len: usize,
-        req: &dyn Requester,
-    ) -> Result<bytes::Bytes, LayoutError> {
+    fn read(&self, offset: u64, len: usize, req: &dyn Requester) -> Result<Bytes, LayoutError> {
         self.get()?.read(offset, len, req)
     }
     fn size_progress(&self) -> Option<(u64, u64)> {

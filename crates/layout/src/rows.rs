@@ -1,6 +1,7 @@
 //! The files of one row found by id (`NAME.rows/<id>.txt`, `.json`, `.npy`) and the lines of
 //! `modelfs row`: a row is looked up once and rendered whole (it is one answer, a few KB).
 
+use bytes::Bytes;
 use serde_json::json;
 
 use std::sync::Arc;
@@ -223,12 +224,7 @@ impl FileContent for RowContent {
     fn size_for(&self, _req: &dyn Requester) -> Result<u64, LayoutError> {
         Ok(self.size)
     }
-    fn read(
-        &self,
-        offset: u64,
-        len: usize,
-        _req: &dyn Requester,
-    ) -> Result<bytes::Bytes, LayoutError> {
+    fn read(&self, offset: u64, len: usize, _req: &dyn Requester) -> Result<Bytes, LayoutError> {
         let from = usize::try_from(offset).unwrap_or(usize::MAX);
         Ok(super::cache::lend(self.bytes()?, from, len))
     }

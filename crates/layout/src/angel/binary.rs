@@ -4,6 +4,7 @@
 
 use super::records::{Item, Records};
 use crate::{AngelFormat, FileContent, LayoutError, Requester};
+use bytes::Bytes;
 
 pub(crate) struct AngelBinary {
     format: AngelFormat,
@@ -107,12 +108,7 @@ impl FileContent for AngelBinary {
         Ok(self.size)
     }
 
-    fn read(
-        &self,
-        offset: u64,
-        len: usize,
-        _req: &dyn Requester,
-    ) -> Result<bytes::Bytes, LayoutError> {
+    fn read(&self, offset: u64, len: usize, _req: &dyn Requester) -> Result<Bytes, LayoutError> {
         crate::source::scratch::filled(len, |buf: &mut [u8]| {
             if offset >= self.size || buf.is_empty() {
                 return Ok(0);
