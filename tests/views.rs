@@ -9,14 +9,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use modelfs::detect::model_at;
-use modelfs::model::{own_component, DType, DirEntry, Model, SourceFormat, Tensor};
+use modelfs::model::{own_component, DType, DirEntry, Model, Tensor};
 use modelfs::options::Options;
 
 /// What the views hold of the tensors under `root` of `model`, by original key: a model's
 /// variables alone, a graph's constants only when it has nothing else.
 fn by_key(model: &dyn Model, root: &[Vec<u8>]) -> BTreeMap<Vec<u8>, Arc<dyn Tensor>> {
     let mut out = every_tensor(model, root);
-    let graph = |t: &Arc<dyn Tensor>| t.meta().format == SourceFormat::TfGraph;
+    let graph = |t: &Arc<dyn Tensor>| t.meta().format == "tf-graph";
     if !out.values().all(graph) {
         out.retain(|_, t| !graph(t));
     }
@@ -283,15 +283,15 @@ fn the_tf_view_holds_variables_and_constants_only_without_them() {
     let all = all_of(&saved);
     let variables: std::collections::BTreeSet<Vec<u8>> = all
         .iter()
-        .filter(|(_, f)| *f == SourceFormat::TfCheckpoint)
+        .filter(|(_, f)| *f == "tf-checkpoint")
         .map(|(n, _)| n.clone())
         .collect();
     assert!(!variables.is_empty());
-    assert!(all.iter().any(|(_, f)| *f == SourceFormat::TfGraph));
+    assert!(all.iter().any(|(_, f)| *f == "tf-graph"));
     let got: std::collections::BTreeSet<Vec<u8>> = keys_of_view(&saved).into_iter().collect();
     assert_eq!(got, variables);
     let frozen = root.join("frozen");
     let constants = all_of(&frozen);
-    assert!(constants.iter().all(|(_, f)| *f == SourceFormat::TfGraph));
+    assert!(constants.iter().all(|(_, f)| *f == "tf-graph"));
     assert!(!keys_of_view(&frozen).is_empty());
 }

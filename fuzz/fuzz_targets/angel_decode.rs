@@ -11,7 +11,7 @@ use libfuzzer_sys::fuzz_target;
 use modelfs::angel::decode::{decode_partition, expected_records, PartInput};
 use modelfs::angel::merge::merge;
 use modelfs::angel::{decode_by_range, parse_meta};
-use modelfs::angel::AngelFormat;
+use modelfs::codec::angel::AngelFormat;
 use modelfs::source::MemSource;
 
 fuzz_target!(|input: &[u8]| {

@@ -265,7 +265,7 @@ pub(crate) fn diff(
         let mut found = walk(&*model).map_err(|e| source_failure(s, e))?;
         // A model's variables, as the views take them: a graph's constants (a `.meta` beside
         // the checkpoint) only when there is nothing else.
-        let graph = |f: &Found| f.tensor.meta().format == crate::model::SourceFormat::TfGraph;
+        let graph = |f: &Found| f.tensor.meta().role == crate::model::Role::Constant;
         if !found.iter().all(graph) {
             found.retain(|f| !graph(f));
         }

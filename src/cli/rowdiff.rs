@@ -41,7 +41,7 @@ pub(super) fn tables(model: &dyn Model) -> Result<BTreeMap<String, Arc<dyn Tenso
     for f in walk(model).map_err(|e| e.to_string())? {
         let name = String::from_utf8_lossy(&f.tensor.meta().name).into_owned();
         // A graph's constants are never tables (a `.meta` beside the variables).
-        let constant = f.tensor.meta().format == crate::model::SourceFormat::TfGraph;
+        let constant = f.tensor.meta().role == crate::model::Role::Constant;
         if f.tensor.key_kind().is_some() && !made_of.contains(&name) && !constant {
             out.insert(f.path, f.tensor);
         }

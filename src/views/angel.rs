@@ -30,7 +30,7 @@ use crate::layout::concat::Concat;
 use crate::layout::elements::check_sparse;
 use crate::layout::held::{Made, Make, Whole};
 use crate::layout::{FileContent, LayoutCtx, LayoutError, Patient, Requester};
-use crate::model::{ModelError, SourceFormat, SparseRows, Tensor, TensorMeta};
+use crate::model::{ModelError, Role, SparseRows, Tensor, TensorMeta};
 
 pub(crate) const DIR: &str = ".angel";
 const DEFAULT_FORMAT: AngelFormat = AngelFormat::ColIdValueBinary;
@@ -136,7 +136,7 @@ fn row_type_code(value: AngelValue, sparse: bool, long_key: bool) -> i32 {
 
 /// An Angel source's own row type, when it agrees with what is written.
 fn source_row_type(meta: &TensorMeta, value: AngelValue) -> Option<i32> {
-    if meta.format != SourceFormat::Angel {
+    if meta.role != Role::Matrix {
         return None;
     }
     let code = i32::try_from(meta.extra.get("rowType")?.as_i64()?).ok()?;

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use crate::layout::{FileContent, LayoutCtx, LayoutError};
-use crate::model::{own_component, DirEntry, Model, ModelError, SourceFormat, Tensor};
+use crate::model::{own_component, DirEntry, Model, ModelError, Role, Tensor};
 
 pub(crate) mod angel;
 mod angel_meta;
@@ -201,7 +201,7 @@ pub(crate) fn build(
     tensors.dedup_by(|a, b| a.meta().name == b.meta().name);
     // A model's variables alone, as `tf.train.list_variables` lists them; a graph's constants
     // only when there is nothing else (a frozen graph, a `.meta` alone).
-    let graph = |t: &Arc<dyn Tensor>| t.meta().format == SourceFormat::TfGraph;
+    let graph = |t: &Arc<dyn Tensor>| t.meta().role == Role::Constant;
     if !tensors.iter().all(graph) {
         tensors.retain(|t| !graph(t));
     }

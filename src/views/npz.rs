@@ -441,7 +441,7 @@ mod tests {
 
     use super::*;
     use crate::layout::cache::ChunkCache;
-    use crate::model::{DType, SourceFormat, TensorMeta};
+    use crate::model::{DType, TensorMeta};
 
     /// 5 × 10^9 zero bytes (a member past every 32-bit field), read without memory.
     struct Zeros(TensorMeta);
@@ -574,7 +574,7 @@ mod tests {
                 b"big".to_vec(),
                 DType::U8,
                 vec![5_000_000_000],
-                SourceFormat::TfCheckpoint,
+                "tf-checkpoint",
             )
         }));
         let small: Arc<dyn Tensor> =

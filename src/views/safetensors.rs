@@ -85,7 +85,7 @@ fn file(tensors: &[Arc<dyn Tensor>], ctx: &LayoutCtx) -> Result<(Packed, Vec<Str
             ));
             continue;
         };
-        sources.insert(meta.format.name());
+        sources.insert(meta.format);
         match elements(t, ctx) {
             Ok((dtype, raw)) => kept.push((key, dtype, raw)),
             Err(why) => left_out.push(format!("{key} ({why})")),

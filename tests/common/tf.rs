@@ -9,13 +9,13 @@ use std::sync::Arc;
 
 use super::npz::{read_npz, Npy};
 use modelfs::detect::model_at;
-use modelfs::model::{own_component, DType, DirEntry, Model, SourceFormat, Tensor};
+use modelfs::model::{own_component, DType, DirEntry, Model, Tensor};
 use modelfs::options::Options;
 
 /// Every tensor of `format` under `dir`, by name.
 pub fn walk(
     model: &dyn Model,
-    format: SourceFormat,
+    format: &str,
     dir: &mut Vec<Vec<u8>>,
     out: &mut BTreeMap<Vec<u8>, Arc<dyn Tensor>>,
 ) {
@@ -48,7 +48,7 @@ pub fn walk(
 
 pub fn tensors_of(model: &dyn Model) -> BTreeMap<Vec<u8>, Arc<dyn Tensor>> {
     let mut out = BTreeMap::new();
-    walk(model, SourceFormat::TfCheckpoint, &mut Vec::new(), &mut out);
+    walk(model, "tf-checkpoint", &mut Vec::new(), &mut out);
     out
 }
 

@@ -8,9 +8,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::quant::{Decode, GgmlType};
-use crate::model::{
-    base_name, debug_check, DType, ModelError, SourceFormat, StoredForm, Tensor, TensorMeta,
-};
+use crate::model::{base_name, debug_check, DType, ModelError, StoredForm, Tensor, TensorMeta};
 use crate::source::ReadAt;
 
 pub(crate) struct GgufTensor {
@@ -84,7 +82,7 @@ impl GgufTensor {
                 extra,
                 problem,
                 mtime: file.mtime(),
-                ..TensorMeta::new(name.as_bytes().to_vec(), dtype, shape, SourceFormat::Gguf)
+                ..TensorMeta::new(name.as_bytes().to_vec(), dtype, shape, "gguf")
             },
             file: Arc::clone(file),
             ty,

@@ -117,9 +117,9 @@ fn render(tensor: &Arc<dyn Tensor>, ctx: &Arc<LayoutCtx>, last_error: Option<&st
     let mut fields: Vec<(String, Value)> = vec![
         ("dtype".into(), json!(meta.dtype.name())),
         ("shape".into(), json!(meta.shape)),
-        ("format".into(), json!(meta.format.name())),
+        ("format".into(), json!(meta.format)),
     ];
-    if meta.sparse || meta.format == crate::model::SourceFormat::Angel {
+    if meta.sparse || meta.role == crate::model::Role::Matrix {
         fields.push(("sparse".into(), json!(meta.sparse)));
     }
     fields.push(("partitions".into(), partitions(meta)));

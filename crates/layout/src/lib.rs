@@ -202,12 +202,13 @@ pub(crate) fn check(layout: Layout, meta: &TensorMeta, ctx: &LayoutCtx) -> Resul
 }
 
 /// The layouts the mount asks of a tensor described by `meta` (see `sparse_default`).
-/// A Monolith table also has `libsvm` by default: its rows labelled by feature id.
+/// A table of (id, row) entries (`Role::IdRows`, a Monolith table) also has `libsvm` by
+/// default: its rows labelled by feature id.
 pub(crate) fn asked<'a>(meta: &TensorMeta, ctx: &'a LayoutCtx) -> std::borrow::Cow<'a, [Layout]> {
     const SPARSE: &[Layout] = &[Layout::Json, Layout::Libsvm];
     if meta.sparse && ctx.sparse_default {
         SPARSE.into()
-    } else if meta.format == crate::model::SourceFormat::Monolith
+    } else if meta.role == crate::model::Role::IdRows
         && ctx.sparse_default
         && !ctx.layouts.contains(&Layout::Libsvm)
     {

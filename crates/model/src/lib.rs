@@ -16,8 +16,8 @@
 //! doubles (a tensor, a model) for the tests of the crates above.
 //!
 //! ```
-//! use modelfs_model::{DType, SourceFormat, TensorMeta};
-//! let meta = TensorMeta::new(b"emb".to_vec(), DType::F32, vec![1000, 16], SourceFormat::TfCheckpoint);
+//! use modelfs_model::{DType, TensorMeta};
+//! let meta = TensorMeta::new(b"emb".to_vec(), DType::F32, vec![1000, 16], "tf-checkpoint");
 //! assert_eq!(meta.num_elements(), Some(16_000));
 //! assert_eq!(DType::F32.elem_size(), Some(4));
 //! ```
@@ -152,40 +152,6 @@ impl DType {
     }
 }
 
-/// Which reader produced a tensor.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SourceFormat {
-    TfCheckpoint,
-    /// A constant of a TensorFlow graph (SPEC §6).
-    TfGraph,
-    Angel,
-    /// A Monolith hash-table dump (formats/monolith.md).
-    Monolith,
-    /// A safetensors file or sharded directory.
-    Safetensors,
-    /// A `.npy` file or the arrays of an `.npz`.
-    Numpy,
-    /// A `torch.save` archive or sharded directory.
-    Pytorch,
-    /// A GGUF file (llama.cpp).
-    Gguf,
-}
-
-impl SourceFormat {
-    pub fn name(self) -> &'static str {
-        match self {
-            SourceFormat::TfCheckpoint => "tf-checkpoint",
-            SourceFormat::TfGraph => "tf-graph",
-            SourceFormat::Angel => "angel",
-            SourceFormat::Monolith => "monolith",
-            SourceFormat::Safetensors => "safetensors",
-            SourceFormat::Numpy => "numpy",
-            SourceFormat::Pytorch => "pytorch",
-            SourceFormat::Gguf => "gguf",
-        }
-    }
-}
-
 /// Where one partition of a tensor lives and which part of the tensor it covers.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PartitionMeta {
@@ -209,7 +175,10 @@ pub struct TensorMeta {
     pub name: Vec<u8>,
     pub dtype: DType,
     pub shape: Vec<u64>,
-    pub format: SourceFormat,
+    /// The name of the format its reader read (`tf-checkpoint`, `tf-graph`, `angel`,
+    /// `monolith`, `safetensors`, `numpy`, `pytorch`, `gguf`), as `.json` shows it; nothing
+    /// branches on it (what the layers above need is `role`).
+    pub format: &'static str,
     /// Empty for an unpartitioned TF tensor.
     pub partitions: Vec<PartitionMeta>,
     /// True when only stored entries exist (Angel sparse matrices): read with `Tensor::sparse`.
@@ -224,6 +193,27 @@ pub struct TensorMeta {
     /// serves them as stored (`Tensor::read_stored`); the element layouts serve its decoded
     /// elements, where `dtype` decodes.
     pub stored: Option<StoredForm>,
+    /// What the tensor is, as far as the layers above need to know (its reader says; nothing
+    /// above the readers asks which format a tensor came from).
+    pub role: Role,
+}
+
+/// What a tensor is, as far as the renderers, views and commands need to know.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Role {
+    /// A variable, a table, an array: what a model holds (the default).
+    #[default]
+    Value,
+    /// A graph's constant, not a variable: whole-model views and table lists leave it out when
+    /// the model has variables (a `.meta` beside a checkpoint).
+    Constant,
+    /// A parameter-server matrix, dense or sparse: its `.json` always says which, and its
+    /// elements cost more to read than stored numbers (decoded from rows, merged from
+    /// partitions), so its text is sized on first sight only when small by the sparse bound.
+    Matrix,
+    /// An embedding table dumped as (id, row) entries: rows labelled by id (`libsvm`) are among
+    /// its default layouts.
+    IdRows,
 }
 
 /// How a tensor's bytes are stored when they are not its elements.
@@ -239,7 +229,7 @@ impl TensorMeta {
     /// no extra `.json` fields, no problem, elements as stored, mtime the epoch. Readers fill
     /// the rest by struct update (`TensorMeta { mtime, ..TensorMeta::new(…) }`), so a new field
     /// touches only the readers that set it.
-    pub fn new(name: Vec<u8>, dtype: DType, shape: Vec<u64>, format: SourceFormat) -> TensorMeta {
+    pub fn new(name: Vec<u8>, dtype: DType, shape: Vec<u64>, format: &'static str) -> TensorMeta {
         TensorMeta {
             name,
             dtype,
@@ -251,6 +241,7 @@ impl TensorMeta {
             problem: None,
             mtime: SystemTime::UNIX_EPOCH,
             stored: None,
+            role: Role::Value,
         }
     }
 

@@ -9,7 +9,7 @@ use std::time::SystemTime;
 
 use crate::{
     Checksummed, DType, DirEntry, EachString, KnownProblem, Model, ModelError, ModelSummary,
-    PartitionMeta, RequestError, SourceFormat, Sparse, SparseRows, Strings, Tensor, TensorMeta,
+    PartitionMeta, RequestError, Sparse, SparseRows, Strings, Tensor, TensorMeta,
 };
 
 /// `n` deterministic pseudo-random floats in [-1, 1) (an LCG), for throughput tests.
@@ -45,7 +45,7 @@ fn meta(dtype: DType, shape: &[u64]) -> TensorMeta {
             b"test/tensor".to_vec(),
             dtype,
             shape.to_vec(),
-            SourceFormat::TfCheckpoint,
+            "tf-checkpoint",
         )
     }
 }
@@ -98,7 +98,8 @@ impl MemTensor {
     pub fn sparse(dtype: DType, rows: u64, cols: u64, s: SparseRows) -> Self {
         let mut t = Self::new(dtype, &[rows, cols], Vec::new());
         t.meta.sparse = true;
-        t.meta.format = SourceFormat::Angel;
+        t.meta.format = "angel";
+        t.meta.role = crate::Role::Matrix;
         t.sparse_rows = Some(Arc::new(s));
         t
     }

@@ -177,11 +177,12 @@ impl Unreadable {
             meta: crate::model::TensorMeta {
                 problem: Some(problem),
                 mtime: std::time::UNIX_EPOCH,
+                role: crate::model::Role::IdRows,
                 ..crate::model::TensorMeta::new(
                     format!("hash_tables/{name}").into_bytes(),
                     crate::model::DType::F32,
                     vec![1, 1],
-                    crate::model::SourceFormat::Monolith,
+                    "monolith",
                 )
             },
         }

@@ -18,8 +18,8 @@ use super::record::{frame, Framed, RecordError, FRAMING};
 use super::summary::{Summary, STRIDE};
 use crate::model::rows::key_index;
 use crate::model::{
-    debug_check, DType, KeyKind, Keyed, ModelError, RequestError, RowHit, SourceFormat, Tensor,
-    TensorMeta, MAX_ROW_BYTES,
+    debug_check, DType, KeyKind, Keyed, ModelError, RequestError, RowHit, Tensor, TensorMeta,
+    MAX_ROW_BYTES,
 };
 use crate::source::{identity_string, ReadAt};
 use crate::store::{IndexPlace, KeyIndex, KeyIndexBuilder, KeyIndexError, Pending, Store};
@@ -194,11 +194,12 @@ impl MonolithTable {
                     .map(|s| s.file.mtime())
                     .max()
                     .unwrap_or(std::time::UNIX_EPOCH),
+                role: crate::model::Role::IdRows,
                 ..TensorMeta::new(
                     format!("hash_tables/{name}").into_bytes(),
                     DType::F32,
                     vec![0, 0],
-                    SourceFormat::Monolith,
+                    "monolith",
                 )
             },
             shards,

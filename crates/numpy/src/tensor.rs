@@ -9,7 +9,7 @@ use bytes::Bytes;
 use super::inflate::Inflated;
 use super::npy::{dtype_of, NpyHeader};
 use crate::model::strided::Strided;
-use crate::model::{base_name, debug_check, DType, ModelError, SourceFormat, Tensor, TensorMeta};
+use crate::model::{base_name, debug_check, DType, ModelError, Tensor, TensorMeta};
 use crate::source::ReadAt;
 
 pub(crate) struct NpyTensor {
@@ -90,12 +90,7 @@ impl NpyTensor {
                 extra,
                 problem,
                 mtime: file.mtime(),
-                ..TensorMeta::new(
-                    name.as_bytes().to_vec(),
-                    dtype,
-                    h.shape.clone(),
-                    SourceFormat::Numpy,
-                )
+                ..TensorMeta::new(name.as_bytes().to_vec(), dtype, h.shape.clone(), "numpy")
             },
             file: Arc::clone(file),
             data,

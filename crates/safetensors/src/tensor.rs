@@ -6,7 +6,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::header::Entry;
-use crate::model::{base_name, debug_check, DType, ModelError, SourceFormat, Tensor, TensorMeta};
+use crate::model::{base_name, debug_check, DType, ModelError, Tensor, TensorMeta};
 use crate::source::ReadAt;
 
 pub(crate) struct StTensor {
@@ -34,7 +34,7 @@ impl StTensor {
                     e.name.clone().into_bytes(),
                     e.dtype,
                     e.shape.clone(),
-                    SourceFormat::Safetensors,
+                    "safetensors",
                 )
             },
             file: Arc::clone(file),

@@ -16,8 +16,7 @@ use crate::codec::table::{Table, TableError};
 use crate::codec::wire::{Fields, Value};
 use crate::model::EachString;
 use crate::model::{
-    DirEntry, Model, ModelError, ModelSummary, PartitionMeta, SourceFormat, Strings, Tensor,
-    TensorMeta,
+    DirEntry, Model, ModelError, ModelSummary, PartitionMeta, Strings, Tensor, TensorMeta,
 };
 use crate::source::{MemSource, Memo, ReadAt};
 
@@ -128,12 +127,7 @@ impl V1Model {
         TensorMeta {
             problem,
             mtime: self.mtime,
-            ..TensorMeta::new(
-                name.to_vec(),
-                from_tf(t.dtype),
-                shape,
-                SourceFormat::TfCheckpoint,
-            )
+            ..TensorMeta::new(name.to_vec(), from_tf(t.dtype), shape, "tf-checkpoint")
         }
     }
 }

@@ -10,7 +10,7 @@ use bytes::Bytes;
 use super::walk::TensorSpec;
 use crate::codec::zip::{data_start, LOCAL_HEADER};
 use crate::model::strided::Strided;
-use crate::model::{base_name, debug_check, DType, ModelError, SourceFormat, Tensor, TensorMeta};
+use crate::model::{base_name, debug_check, DType, ModelError, Tensor, TensorMeta};
 use crate::source::{Flight, ReadAt};
 use crate::store::{Store, Verified};
 
@@ -216,7 +216,7 @@ impl TorchTensor {
                     name.as_bytes().to_vec(),
                     spec.dtype,
                     spec.shape.clone(),
-                    SourceFormat::Pytorch,
+                    "pytorch",
                 )
             },
             file: Arc::clone(file),

@@ -315,12 +315,12 @@ impl Tree {
 }
 
 /// Whether a text layout of tensor `t` is cheap enough to size on first sight: what it
-/// renders is known to be small from metadata alone. An Angel matrix's values are decoded from
-/// text as well as rendered, so it goes by the smaller sparse bound.
+/// renders is known to be small from metadata alone. A matrix's values are decoded (from text,
+/// from partitions) as well as rendered, so it goes by the smaller sparse bound.
 fn is_cheap(t: &dyn crate::model::Tensor, layout: Layout) -> bool {
     let meta = t.meta();
-    let limit = match meta.format {
-        crate::model::SourceFormat::Angel => CHEAP_SPARSE_UNITS,
+    let limit = match meta.role {
+        crate::model::Role::Matrix => CHEAP_SPARSE_UNITS,
         _ => CHEAP_ELEMENTS,
     };
     let small = meta.num_elements().is_some_and(|n| n <= limit);

@@ -38,7 +38,7 @@ use super::region::Region;
 use super::stream::{Located, Parts, Segments};
 use crate::model::{
     default_key_kind as model_key_kind, fill_dense_by_range, DType, KeyKind, Keyed, ModelError,
-    PartitionMeta, SourceFormat, Sparse, SparseRows, Tensor, TensorMeta,
+    PartitionMeta, Sparse, SparseRows, Tensor, TensorMeta,
 };
 use crate::source::{identity_string, Memo, ReadAt};
 use crate::store::Store;
@@ -147,12 +147,8 @@ impl AngelMatrix {
                     tmeta: TensorMeta {
                         problem: Some(msg),
                         mtime,
-                        ..TensorMeta::new(
-                            m.name.clone(),
-                            DType::Opaque(-1),
-                            vec![],
-                            SourceFormat::Angel,
-                        )
+                        role: crate::model::Role::Matrix,
+                        ..TensorMeta::new(m.name.clone(), DType::Opaque(-1), vec![], "angel")
                     },
                     inner: None,
                     identity: None,
@@ -222,11 +218,12 @@ impl AngelMatrix {
             extra: matrix_extra(&meta),
             problem,
             mtime,
+            role: crate::model::Role::Matrix,
             ..TensorMeta::new(
                 m.name.clone(),
                 meta.row_type.value.dtype(),
                 vec![meta.rows as u64, cols],
-                SourceFormat::Angel,
+                "angel",
             )
         };
         let identity = matrix_identity(meta_identity, &files, sep, &m.name);
@@ -554,12 +551,8 @@ impl Tensor for AngelMatrix {
             },
             problem: inner.part_problem[i].clone(),
             mtime: self.tmeta.mtime,
-            ..TensorMeta::new(
-                self.tmeta.name.clone(),
-                self.tmeta.dtype,
-                shape,
-                SourceFormat::Angel,
-            )
+            role: crate::model::Role::Matrix,
+            ..TensorMeta::new(self.tmeta.name.clone(), self.tmeta.dtype, shape, "angel")
         };
         Ok(Arc::new(AngelPartition {
             identity: self.identity.as_ref().map(|m| format!("{m}\0part{i}")),

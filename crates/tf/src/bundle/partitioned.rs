@@ -15,7 +15,7 @@ use super::Bundle;
 use crate::codec::table::TableError;
 use crate::model::EachString;
 use crate::model::{
-    debug_check, ModelError, PartitionMeta, RequestError, SourceFormat, Strings, Tensor, TensorMeta,
+    debug_check, ModelError, PartitionMeta, RequestError, Strings, Tensor, TensorMeta,
 };
 use crate::ordered_code::slice_key;
 
@@ -127,12 +127,7 @@ impl PartitionedTensor {
         let meta = TensorMeta {
             problem: entry.problem.clone(),
             mtime: bundle.mtime,
-            ..TensorMeta::new(
-                name,
-                entry.dtype,
-                entry.shape.clone(),
-                SourceFormat::TfCheckpoint,
-            )
+            ..TensorMeta::new(name, entry.dtype, entry.shape.clone(), "tf-checkpoint")
         };
         PartitionedTensor::assemble(meta, bundle.prefix_name.clone(), parts)
     }

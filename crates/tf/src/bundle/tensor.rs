@@ -11,8 +11,7 @@ use crate::codec::{crc32c_parallel, mask_crc, PARALLEL_CRC_MIN};
 use crate::dtype::{swap_in_place, swap_width};
 use crate::model::EachString;
 use crate::model::{
-    debug_check, Checksummed, DType, ModelError, RequestError, SourceFormat, Strings, Tensor,
-    TensorMeta,
+    debug_check, Checksummed, DType, ModelError, RequestError, Strings, Tensor, TensorMeta,
 };
 use crate::source::{identity_string, ReadAt};
 use crate::store::Verified;
@@ -70,12 +69,7 @@ impl TfTensor {
         let meta = TensorMeta {
             problem,
             mtime: bundle.mtime,
-            ..TensorMeta::new(
-                name,
-                entry.dtype,
-                entry.shape.clone(),
-                SourceFormat::TfCheckpoint,
-            )
+            ..TensorMeta::new(name, entry.dtype, entry.shape.clone(), "tf-checkpoint")
         };
         TfTensor {
             bundle,

@@ -13,9 +13,7 @@ use std::sync::Arc;
 use crate::codec::wire::{packed_varints, Fields, Value, WireError};
 use crate::dtype::from_tf;
 use crate::model::EachString;
-use crate::model::{
-    debug_check, DType, ModelError, RequestError, SourceFormat, Strings, Tensor, TensorMeta,
-};
+use crate::model::{debug_check, DType, ModelError, RequestError, Strings, Tensor, TensorMeta};
 use crate::source::{identity_string, Memo, ReadAt};
 
 /// Most dimensions a shape may have (TF's own limit is 254).
@@ -190,12 +188,8 @@ impl ProtoTensor {
         TensorMeta {
             extra,
             mtime: file.mtime(),
-            ..TensorMeta::new(
-                name.as_bytes().to_vec(),
-                DType::F32,
-                Vec::new(),
-                SourceFormat::TfGraph,
-            )
+            role: crate::model::Role::Constant,
+            ..TensorMeta::new(name.as_bytes().to_vec(), DType::F32, Vec::new(), "tf-graph")
         }
     }
 
