@@ -13,6 +13,8 @@
 mod blocks;
 mod credentials;
 mod disk;
+#[cfg(test)]
+mod faults_tests;
 mod file;
 mod pool;
 mod stream;
