@@ -16,14 +16,9 @@ use crate::views::{build, NAMES};
 
 fn ctx(format: Option<AngelFormat>) -> Arc<LayoutCtx> {
     Arc::new(LayoutCtx {
-        sep: ",".into(),
         max_dense: 64 << 20,
-        layouts: vec![],
-        sparse_default: false,
-        cache: Arc::new(ChunkCache::new(64 << 20)),
-        rows: Arc::new(ChunkCache::new(1 << 20)),
         angel_format: format,
-        faults: Default::default(),
+        ..LayoutCtx::new(vec![], ChunkCache::new(64 << 20))
     })
 }
 

@@ -527,16 +527,7 @@ mod tests {
                 .map(|k| model.tensor(&[k.to_vec()]).unwrap())
                 .collect();
             assert!(tensors.iter().all(|t| t.deferred_crc32c().is_some()));
-            let ctx = Arc::new(LayoutCtx {
-                sep: ",".into(),
-                max_dense: 1 << 30,
-                layouts: vec![],
-                sparse_default: false,
-                cache: Arc::new(ChunkCache::new(1 << 20)),
-                rows: Arc::new(ChunkCache::new(1 << 20)),
-                angel_format: None,
-                faults: Default::default(),
-            });
+            let ctx = Arc::new(LayoutCtx::new(vec![], ChunkCache::new(1 << 20)));
             let v = view(tensors.clone(), &ctx).unwrap();
             let super::super::ViewEntry::File(c) = v.root else {
                 panic!("a file view")
@@ -583,16 +574,7 @@ mod tests {
         store.put("zeros\0npz-crc:v1", &Crc(0x1234_5678));
         let cache = ChunkCache::new(1 << 20);
         cache.set_offset_store(store.clone());
-        let ctx = Arc::new(LayoutCtx {
-            sep: ",".into(),
-            max_dense: 1 << 30,
-            layouts: vec![],
-            sparse_default: false,
-            cache: Arc::new(cache),
-            rows: Arc::new(crate::layout::cache::ChunkCache::new(1 << 20)),
-            angel_format: None,
-            faults: Default::default(),
-        });
+        let ctx = Arc::new(LayoutCtx::new(vec![], cache));
         let v = view(vec![big, small.clone()], &ctx).unwrap();
         let super::super::ViewEntry::File(c) = v.root else {
             panic!("a file view")

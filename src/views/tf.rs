@@ -512,16 +512,7 @@ mod tests {
     fn read_index(model: &CountingModel, store: &Arc<DiskStore>) -> (u64, Vec<u8>) {
         let cache = ChunkCache::new(1 << 20);
         cache.set_offset_store(store.clone());
-        let ctx = Arc::new(LayoutCtx {
-            sep: ",".into(),
-            max_dense: 1 << 30,
-            layouts: vec![],
-            sparse_default: false,
-            cache: Arc::new(cache),
-            rows: Arc::new(crate::layout::cache::ChunkCache::new(1 << 20)),
-            angel_format: None,
-            faults: Default::default(),
-        });
+        let ctx = Arc::new(LayoutCtx::new(vec![], cache));
         let before = model.reads();
         let v = super::super::build(DIR, model, &[], &ctx).unwrap();
         let entries = v.entries();

@@ -59,16 +59,7 @@ fn tensors() -> Vec<Arc<dyn Tensor>> {
 fn ctx(store: &Path) -> Arc<LayoutCtx> {
     let cache = ChunkCache::new(8 << 20).with_threads(1);
     cache.set_offset_store(Arc::new(DiskStore::new(store, "corruption", u64::MAX)));
-    Arc::new(LayoutCtx {
-        sep: ",".into(),
-        max_dense: 1 << 30,
-        layouts: LAYOUTS.to_vec(),
-        sparse_default: false,
-        cache: Arc::new(cache),
-        rows: Arc::new(modelfs::layout::cache::ChunkCache::new(1 << 20)),
-        angel_format: None,
-        faults: Default::default(),
-    })
+    Arc::new(LayoutCtx::new(LAYOUTS.to_vec(), cache))
 }
 
 /// Every layout file of every tensor, whole.

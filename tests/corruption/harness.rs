@@ -172,16 +172,10 @@ pub struct Snapshot {
 const READ_CAP: u64 = 1 << 20;
 
 pub fn layout_ctx(layouts: Vec<Layout>) -> Arc<LayoutCtx> {
-    Arc::new(LayoutCtx {
-        sep: ",".into(),
-        max_dense: 1 << 30,
+    Arc::new(LayoutCtx::new(
         layouts,
-        sparse_default: false,
-        cache: Arc::new(ChunkCache::new(16 << 20).with_threads(1)),
-        rows: Arc::new(modelfs::layout::cache::ChunkCache::new(1 << 20)),
-        angel_format: None,
-        faults: Default::default(),
-    })
+        ChunkCache::new(16 << 20).with_threads(1),
+    ))
 }
 
 fn put_len(out: &mut Vec<u8>, n: u64) {

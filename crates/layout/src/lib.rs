@@ -19,16 +19,7 @@
 //! use std::sync::Arc;
 //! use modelfs_layout::{cache::ChunkCache, content, Layout, LayoutCtx};
 //! use modelfs_model::testing::MemTensor;
-//! let ctx = Arc::new(LayoutCtx {
-//!     sep: ",".into(),
-//!     max_dense: 1 << 30,
-//!     layouts: vec![Layout::Txt, Layout::Csv],
-//!     sparse_default: false,
-//!     cache: Arc::new(ChunkCache::new(64 << 20)),
-//!     rows: Arc::new(ChunkCache::new(1 << 20)),
-//!     angel_format: None,
-//!     faults: Default::default(),
-//! });
+//! let ctx = Arc::new(LayoutCtx::new(vec![Layout::Txt, Layout::Csv], ChunkCache::new(64 << 20)));
 //! let t = Arc::new(MemTensor::f32(&[2, 2], &[1.0, 0.5, -2.0, 3.25]));
 //! let csv = content(Layout::Csv, t, &ctx).unwrap();
 //! assert_eq!(csv.size().unwrap(), 18, "the exact size, before any byte is read");
@@ -164,6 +155,24 @@ pub struct LayoutCtx {
     pub angel_format: Option<AngelFormat>,
     /// Each tensor's last read error (its `.json`'s `last_error`).
     pub faults: faults::Faults,
+}
+
+impl LayoutCtx {
+    /// A context rendering `layouts` through `cache`, with the defaults of a mount given no
+    /// options: `,` between values, dense forms up to 2^30 elements, sparse tensors in every
+    /// layout asked, a 1 MiB row cache, the `.angel/` view's default format.
+    pub fn new(layouts: Vec<Layout>, cache: cache::ChunkCache) -> LayoutCtx {
+        LayoutCtx {
+            sep: ",".into(),
+            max_dense: 1 << 30,
+            layouts,
+            sparse_default: false,
+            cache: Arc::new(cache),
+            rows: Arc::new(cache::ChunkCache::new(1 << 20)),
+            angel_format: None,
+            faults: Default::default(),
+        }
+    }
 }
 
 pub mod angel;

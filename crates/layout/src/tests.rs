@@ -14,14 +14,8 @@ fn open(layout: Layout, t: Arc<dyn Tensor>, ctx: &Arc<LayoutCtx>) -> Option<Arc<
 
 fn ctx_with(layouts: Vec<Layout>, max_dense: u64) -> Arc<LayoutCtx> {
     Arc::new(LayoutCtx {
-        sep: ",".into(),
         max_dense,
-        layouts,
-        sparse_default: false,
-        cache: Arc::new(ChunkCache::new(64 << 20).with_threads(2)),
-        rows: Arc::new(ChunkCache::new(1 << 20)),
-        angel_format: None,
-        faults: Default::default(),
+        ..LayoutCtx::new(layouts, ChunkCache::new(64 << 20).with_threads(2))
     })
 }
 

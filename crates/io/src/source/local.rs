@@ -315,15 +315,7 @@ impl ReadAt for MmapFile {
         len: u64,
         visit: &mut dyn FnMut(&[u8]),
     ) -> Result<(), SourceError> {
-        let end = offset
-            .checked_add(len)
-            .filter(|&e| e <= self.size())
-            .ok_or_else(|| SourceError::OutOfBounds {
-                path: self.name.clone(),
-                offset,
-                len,
-                size: self.size(),
-            })?;
+        let end = super::checked_end(&self.name, offset, len, self.size())?;
         let mut at = offset;
         while at < end {
             let n = (end - at).min(DROP_MAPPED_EVERY);

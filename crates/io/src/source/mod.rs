@@ -134,13 +134,8 @@ pub trait ReadAt: Send + Sync + fmt::Debug {
         len: u64,
         visit: &mut dyn FnMut(&[u8]),
     ) -> Result<(), SourceError> {
-        let len = usize::try_from(len).map_err(|_| SourceError::OutOfBounds {
-            path: self.name().to_string(),
-            offset,
-            len,
-            size: self.size(),
-        })?;
-        visit(&self.read_at(offset, len)?);
+        checked_end(self.name(), offset, len, self.size())?;
+        visit(&self.read_at(offset, len as usize)?);
         Ok(())
     }
     /// The caller is done with the bytes `offset..offset + len` it read through `read_at`
@@ -288,16 +283,22 @@ pub fn checked_range(
     len: usize,
     size: u64,
 ) -> Result<std::ops::Range<usize>, SourceError> {
-    let end = offset.checked_add(len as u64);
-    match end {
-        Some(end) if end <= size => Ok(offset as usize..end as usize),
-        _ => Err(SourceError::OutOfBounds {
-            path: name.to_string(),
-            offset,
-            len: len as u64,
-            size,
-        }),
-    }
+    let end = checked_end(name, offset, len as u64, size)?;
+    Ok(offset as usize..end as usize)
+}
+
+/// The end of `offset..offset+len` when it lies within `size` bytes of the file `name`.
+pub fn checked_end(name: &str, offset: u64, len: u64, size: u64) -> Result<u64, SourceError> {
+    let out = || SourceError::OutOfBounds {
+        path: name.to_string(),
+        offset,
+        len,
+        size,
+    };
+    offset
+        .checked_add(len)
+        .filter(|&e| e <= size)
+        .ok_or_else(out)
 }
 
 /// FNV-1a 64: a file-name hash stable across runs and builds (unlike std's hasher).

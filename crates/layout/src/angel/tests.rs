@@ -32,12 +32,7 @@ fn ctx_with(sep: &str, max_dense: u64) -> Arc<LayoutCtx> {
     Arc::new(LayoutCtx {
         sep: sep.into(),
         max_dense,
-        layouts: vec![],
-        sparse_default: false,
-        cache: Arc::new(ChunkCache::new(64 << 20)),
-        rows: Arc::new(ChunkCache::new(1 << 20)),
-        angel_format: None,
-        faults: Default::default(),
+        ..LayoutCtx::new(vec![], ChunkCache::new(64 << 20))
     })
 }
 

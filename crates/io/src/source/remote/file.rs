@@ -176,15 +176,7 @@ impl ReadAt for RemoteFile {
         len: u64,
         visit: &mut dyn FnMut(&[u8]),
     ) -> Result<(), SourceError> {
-        let end = offset
-            .checked_add(len)
-            .filter(|&e| e <= self.obj.size)
-            .ok_or_else(|| SourceError::OutOfBounds {
-                path: self.obj.url.clone(),
-                offset,
-                len,
-                size: self.obj.size,
-            })?;
+        let end = crate::source::checked_end(&self.obj.url, offset, len, self.obj.size)?;
         // Counts as continuing a read that ended here: the stream starts with the first piece.
         self.reader.lock().unwrap_or_else(|e| e.into_inner()).end = offset;
         let bs = self.blocks.block_size;
