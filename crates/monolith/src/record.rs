@@ -4,6 +4,7 @@
 //! Invariants: a record is used only when both CRCs hold and it lies wholly inside the file;
 //! lengths are checked against what exists before anything is allocated.
 
+use crate::codec::le;
 use crate::source::SourceError;
 
 /// Bytes of framing around a record's data.
@@ -37,10 +38,6 @@ pub(crate) fn masked_crc(data: &[u8]) -> u32 {
     crate::codec::mask_crc(crc32c::crc32c(data))
 }
 
-fn le_u32(b: &[u8]) -> u32 {
-    u32::from_le_bytes([b[0], b[1], b[2], b[3]])
-}
-
 /// What the bytes at a record's start say.
 pub(crate) enum Framed {
     /// A whole record: its data at `data` within the bytes given, `len` bytes in all.
@@ -65,10 +62,12 @@ pub(crate) fn frame(buf: &[u8], at: u64, left: u64) -> Result<Framed, RecordErro
     if buf.len() < 12 {
         return Ok(Framed::Need(12));
     }
-    if masked_crc(&buf[..8]) != le_u32(&buf[8..12]) {
+    if le::u32_at(buf, 8) != Some(masked_crc(&buf[..8])) {
         return Err(RecordError::LengthCrc { at });
     }
-    let len = u64::from_le_bytes(buf[..8].try_into().expect("8 bytes"));
+    let Some(len) = le::u64_at(buf, 0) else {
+        return Ok(Framed::Need(12));
+    };
     if len > MAX_RECORD {
         return Err(RecordError::TooLong { at, len });
     }
@@ -84,7 +83,7 @@ pub(crate) fn frame(buf: &[u8], at: u64, left: u64) -> Result<Framed, RecordErro
         return Ok(Framed::Need(need));
     }
     let end = 12 + len as usize;
-    if masked_crc(&buf[12..end]) != le_u32(&buf[end..end + 4]) {
+    if le::u32_at(buf, end) != Some(masked_crc(&buf[12..end])) {
         return Err(RecordError::DataCrc { at });
     }
     Ok(Framed::Whole {

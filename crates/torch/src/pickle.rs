@@ -10,6 +10,7 @@
 //! (strings, bytes) are bounded by the bytes left. Shared and cyclic values are shared node
 //! ids, never copies.
 
+use crate::codec::le::Le;
 use std::collections::HashMap;
 
 /// A node of the arena.
@@ -88,8 +89,7 @@ pub(crate) fn load(data: &[u8]) -> Result<Pickle, PickleError> {
 /// row, then raw storages); returns it and how many bytes it took.
 pub(crate) fn load_prefix(data: &[u8]) -> Result<(Pickle, usize), PickleError> {
     Machine {
-        data,
-        pos: 0,
+        le: Le::new(data),
         nodes: Vec::new(),
         stack: Vec::new(),
         marks: Vec::new(),
@@ -99,8 +99,8 @@ pub(crate) fn load_prefix(data: &[u8]) -> Result<(Pickle, usize), PickleError> {
 }
 
 struct Machine<'a> {
-    data: &'a [u8],
-    pos: usize,
+    /// The pickle's bytes and where the next opcode is.
+    le: Le<'a>,
     nodes: Vec<Value>,
     stack: Vec<Id>,
     /// Stack lengths at each `MARK`.
@@ -111,13 +111,13 @@ struct Machine<'a> {
 impl Machine<'_> {
     fn run(mut self) -> Result<(Pickle, usize), PickleError> {
         loop {
-            let at = self.pos;
+            let at = self.le.pos();
             let op = self.take(1)?[0];
             let bad = |name: &'static str, why: &str| PickleError::Bad(name, at, why.into());
             match op {
                 b'.' => {
                     let root = self.pop(at)?;
-                    let end = self.pos;
+                    let end = self.le.pos();
                     let p = Pickle {
                         nodes: self.nodes,
                         root,
@@ -372,14 +372,11 @@ impl Machine<'_> {
     }
 
     fn take(&mut self, n: usize) -> Result<&[u8], PickleError> {
-        let end = self.pos.checked_add(n).ok_or(PickleError::Truncated)?;
-        let s = self.data.get(self.pos..end).ok_or(PickleError::Truncated)?;
-        self.pos = end;
-        Ok(s)
+        self.le.take(n).ok_or(PickleError::Truncated)
     }
 
     fn array<const N: usize>(&mut self) -> Result<[u8; N], PickleError> {
-        Ok(self.take(N)?.try_into().expect("took N bytes"))
+        self.le.array().ok_or(PickleError::Truncated)
     }
 
     /// A payload after its little-endian length of `N` bytes (bounded by the bytes left).
@@ -392,14 +389,13 @@ impl Machine<'_> {
 
     /// A line of a text opcode, without its `\n`.
     fn line(&mut self) -> Result<String, PickleError> {
-        let rest = &self.data[self.pos..];
+        let rest = self.le.rest();
         let n = rest
             .iter()
             .position(|&b| b == b'\n')
             .ok_or(PickleError::Truncated)?;
-        let s = String::from_utf8_lossy(&rest[..n]).into_owned();
-        self.pos += n + 1;
-        Ok(s)
+        self.le.skip(n + 1).ok_or(PickleError::Truncated)?;
+        Ok(String::from_utf8_lossy(&rest[..n]).into_owned())
     }
 
     fn add(&mut self, v: Value) -> Id {

@@ -10,6 +10,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use super::pickle::{Call, Id, Pickle, Value};
+use crate::codec::le;
 use crate::model::DType;
 
 const MAX_DEPTH: usize = 64;
@@ -590,28 +591,25 @@ impl Walker<'_> {
         if big {
             b.reverse();
         }
-        let arr = |n: usize| -> Option<[u8; 8]> {
-            let mut a = [0u8; 8];
-            (b.len() == n).then(|| a[..n].copy_from_slice(&b))?;
-            Some(a)
-        };
+        // The scalar's bytes, when they are exactly `n`.
+        let exact = |n: usize| (b.len() == n).then_some(&b[..]);
         let float = |x: f64| match serde_json::Number::from_f64(x) {
             Some(n) => serde_json::Value::Number(n),
             // A NaN or infinity has no JSON number: its text.
             None => serde_json::Value::String(x.to_string()),
         };
         Some(match code.as_str() {
-            "f8" => float(f64::from_le_bytes(arr(8)?)),
-            "f4" => float(f32::from_le_bytes(arr(4)?[..4].try_into().ok()?).into()),
-            "i8" => i64::from_le_bytes(arr(8)?).into(),
-            "i4" => i32::from_le_bytes(arr(4)?[..4].try_into().ok()?).into(),
-            "i2" => i16::from_le_bytes(arr(2)?[..2].try_into().ok()?).into(),
-            "i1" => (arr(1)?[0] as i8).into(),
-            "u8" => u64::from_le_bytes(arr(8)?).into(),
-            "u4" => u32::from_le_bytes(arr(4)?[..4].try_into().ok()?).into(),
-            "u2" => u16::from_le_bytes(arr(2)?[..2].try_into().ok()?).into(),
-            "u1" => arr(1)?[0].into(),
-            "b1" => (arr(1)?[0] != 0).into(),
+            "f8" => float(le::f64_at(exact(8)?, 0)?),
+            "f4" => float(le::f32_at(exact(4)?, 0)?.into()),
+            "i8" => le::i64_at(exact(8)?, 0)?.into(),
+            "i4" => le::i32_at(exact(4)?, 0)?.into(),
+            "i2" => le::i16_at(exact(2)?, 0)?.into(),
+            "i1" => le::i8_at(exact(1)?, 0)?.into(),
+            "u8" => le::u64_at(exact(8)?, 0)?.into(),
+            "u4" => le::u32_at(exact(4)?, 0)?.into(),
+            "u2" => le::u16_at(exact(2)?, 0)?.into(),
+            "u1" => exact(1)?[0].into(),
+            "b1" => (exact(1)?[0] != 0).into(),
             _ => return None,
         })
     }

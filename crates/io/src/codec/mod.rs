@@ -8,6 +8,7 @@
 //! own corruption error.
 
 pub mod angel;
+pub mod le;
 pub mod table;
 pub mod wire;
 pub mod zip;
