@@ -343,3 +343,37 @@ fn every_crate_opens_with_a_narrative_and_an_example() {
         );
     }
 }
+
+/// The seams the compiler keeps are the crates' dependencies, so they are checked here: bytes
+/// (`modelfs-io`) depend on no other crate of ours, the model tree on bytes, and every other
+/// crate of `crates/` — each reader, the renderers — on those two alone (dev-dependencies
+/// aside: tests may check one side against another). A new reader's crate needs no line here.
+#[test]
+fn crates_depend_only_on_bytes_and_the_model() {
+    let mut seen = 0;
+    for e in std::fs::read_dir(workspace().join("crates")).unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let toml = std::fs::read_to_string(e.path().join("Cargo.toml")).unwrap();
+        let allowed: &[&str] = match name.as_str() {
+            "io" => &[],
+            "model" => &["modelfs-io"],
+            _ => &["modelfs-io", "modelfs-model"],
+        };
+        let mut section = "";
+        for line in toml.lines().map(str::trim) {
+            if line.starts_with('[') {
+                section = line;
+                continue;
+            }
+            let dep = line.split(['=', '.', ' ']).next().unwrap_or("");
+            if section == "[dependencies]" && dep.starts_with("modelfs") {
+                assert!(
+                    allowed.contains(&dep),
+                    "crates/{name} depends on {dep}: only {allowed:?} are below it"
+                );
+            }
+        }
+        seen += 1;
+    }
+    assert!(seen >= 10, "only {seen} crates found");
+}
