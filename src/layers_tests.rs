@@ -351,7 +351,10 @@ fn every_crate_opens_with_a_narrative_and_an_example() {
 #[test]
 fn crates_depend_only_on_bytes_and_the_model() {
     let mut seen = 0;
-    for e in std::fs::read_dir(workspace().join("crates")).unwrap().flatten() {
+    for e in std::fs::read_dir(workspace().join("crates"))
+        .unwrap()
+        .flatten()
+    {
         let name = e.file_name().to_string_lossy().into_owned();
         let toml = std::fs::read_to_string(e.path().join("Cargo.toml")).unwrap();
         let allowed: &[&str] = match name.as_str() {

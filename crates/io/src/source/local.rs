@@ -100,8 +100,12 @@ const DROP_MAPPED_EVERY: u64 = 16 << 20;
 static READ_SINCE_DROP: AtomicU64 = AtomicU64::new(0);
 /// How many drops there have been: a file is listed in `TOUCHED` once per drop.
 static DROPS: AtomicU64 = AtomicU64::new(0);
-/// The mappings read from since the last drop.
-static TOUCHED: std::sync::Mutex<Vec<std::sync::Weak<Mmap>>> = std::sync::Mutex::new(Vec::new());
+/// The mappings read from since the drop before last, each with the drop count it was listed
+/// under. A drop keeps those listed since the last one for the next: a reader may touch the
+/// bytes it was handed after another thread's drop (its listing taken by that drop), and its
+/// pages must still leave with the next one.
+static TOUCHED: std::sync::Mutex<Vec<(std::sync::Weak<Mmap>, u64)>> =
+    std::sync::Mutex::new(Vec::new());
 
 /// What a page fault on a mapping maps beyond the bytes asked for, at most: the kernel maps a
 /// large page-cache folio whole (up to 2 MiB; measured: a 1-byte read of a file whose page
@@ -225,7 +229,7 @@ impl MmapFile {
         let drop = DROPS.load(Ordering::Relaxed);
         if self.listed_for.swap(drop, Ordering::Relaxed) != drop {
             if let Ok(mut t) = TOUCHED.lock() {
-                t.push(Arc::downgrade(map));
+                t.push((Arc::downgrade(map), drop));
             }
         }
         // Faults map whole folios: the pages around the bytes asked for are mapped too.
@@ -239,13 +243,19 @@ impl MmapFile {
                 .is_ok();
         if elected {
             let next = DROPS.fetch_add(1, Ordering::Relaxed) + 1;
-            let touched = TOUCHED.lock().map(|mut t| {
-                let all = std::mem::take(&mut *t);
-                t.push(Arc::downgrade(map));
-                all
-            });
+            let touched: Vec<Arc<Mmap>> = TOUCHED
+                .lock()
+                .map(|mut t| {
+                    let all: Vec<Arc<Mmap>> = t.iter().filter_map(|(w, _)| w.upgrade()).collect();
+                    // Listed since the last drop: kept for the next one too (see `TOUCHED`).
+                    t.retain(|(w, at)| *at + 1 >= next && w.strong_count() > 0);
+                    t.push((Arc::downgrade(map), next));
+                    debug_assert!(t.iter().all(|&(_, at)| at + 1 >= next));
+                    all
+                })
+                .unwrap_or_default();
             self.listed_for.store(next, Ordering::Relaxed);
-            for map in touched.into_iter().flatten().filter_map(|w| w.upgrade()) {
+            for map in touched {
                 // SAFETY: the mapping is shared, read-only and of a file checked unchanged
                 // before each read: dropped pages fault back in with the same bytes, so
                 // slices other threads hold stay valid and keep their contents.
@@ -476,6 +486,7 @@ mod tests {
 
     #[test]
     fn dropping_mapped_pages_keeps_bytes() {
+        let _alone = DROP_ACCOUNTING.lock().unwrap_or_else(|e| e.into_inner());
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("big");
         let data: Vec<u8> = (0..(DROP_MAPPED_EVERY as usize + (8 << 20)))
@@ -494,6 +505,10 @@ mod tests {
         assert_eq!(&*held, &data[100..1100]);
         assert!(READ_SINCE_DROP.load(Ordering::Relaxed) < DROP_MAPPED_EVERY);
     }
+
+    /// Held by the tests that count what the process keeps mapped: the drop accounting is the
+    /// process's, and another such test's big reads would move it under them.
+    static DROP_ACCOUNTING: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
     /// Resident bytes of this process's mappings of `path` (`/proc/self/smaps`).
     fn mapped_rss(path: &Path) -> u64 {
@@ -521,6 +536,7 @@ mod tests {
     /// at most a piece of them mapped.
     #[test]
     fn a_pass_over_a_big_file_leaves_little_mapped() {
+        let _alone = DROP_ACCOUNTING.lock().unwrap_or_else(|e| e.into_inner());
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("pass");
         let data: Vec<u8> = (0..(3 * DROP_MAPPED_EVERY as usize + 12345))
@@ -555,6 +571,7 @@ mod tests {
     /// in all: the bound is the process's, not each file's.
     #[test]
     fn reads_over_many_files_leave_little_mapped_in_all() {
+        let _alone = DROP_ACCOUNTING.lock().unwrap_or_else(|e| e.into_inner());
         let dir = tempfile::tempdir().unwrap();
         let piece = DROP_MAPPED_EVERY as usize / 2;
         let files: Vec<(std::path::PathBuf, MmapFile)> = (0..6)
