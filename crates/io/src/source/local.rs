@@ -18,7 +18,7 @@ use memmap2::Mmap;
 use bytes::Bytes;
 
 use super::{
-    checked_range, scratch, sigbus, EntryKind, FileIdentity, ReadAt, SourceError, Storage,
+    checked_range, scratch, sigbus, EntryKind, FileIdentity, ReadAt, SourceError, Storage, Visit,
 };
 
 /// The local file system.
@@ -319,12 +319,7 @@ impl ReadAt for MmapFile {
     }
     /// Pieces of `DROP_MAPPED_EVERY` bytes, each unmapped from the process once visited: a
     /// checksum pass over a 1 GiB tensor leaves no gigabyte of file pages resident.
-    fn for_each_piece(
-        &self,
-        offset: u64,
-        len: u64,
-        visit: &mut dyn FnMut(&[u8]),
-    ) -> Result<(), SourceError> {
+    fn for_each_piece(&self, offset: u64, len: u64, visit: Visit<'_>) -> Result<(), SourceError> {
         let end = super::checked_end(&self.name, offset, len, self.size())?;
         let mut at = offset;
         while at < end {

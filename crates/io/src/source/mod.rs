@@ -91,6 +91,9 @@ impl FileIdentity {
     }
 }
 
+/// What a pass over bytes hands each piece to, in order (`ReadAt::for_each_piece`).
+pub type Visit<'a> = &'a mut dyn FnMut(&[u8]);
+
 /// Random read access to an immutable byte source.
 pub trait ReadAt: Send + Sync + fmt::Debug {
     /// Length in bytes, fixed for the life of the object.
@@ -128,12 +131,7 @@ pub trait ReadAt: Send + Sync + fmt::Debug {
     /// Hands the bytes `offset..offset + len` to `visit` in order, in pieces that need not
     /// all be in memory at once: for a pass over a whole tensor (its checksum). A remote
     /// object gives its blocks as one sequential stream; the default, one piece (`read_at`).
-    fn for_each_piece(
-        &self,
-        offset: u64,
-        len: u64,
-        visit: &mut dyn FnMut(&[u8]),
-    ) -> Result<(), SourceError> {
+    fn for_each_piece(&self, offset: u64, len: u64, visit: Visit<'_>) -> Result<(), SourceError> {
         checked_end(self.name(), offset, len, self.size())?;
         visit(&self.read_at(offset, len as usize)?);
         Ok(())

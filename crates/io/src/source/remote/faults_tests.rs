@@ -23,8 +23,7 @@ use object_store::{
     ObjectStore, ObjectStoreExt, PutMultipartOptions, PutOptions, PutPayload, PutResult,
 };
 
-use super::blocks::{Blocks, ObjectRef};
-use super::file::RemoteFile;
+use super::file::{test_file, RemoteFile};
 use super::runtime;
 use crate::source::{ReadAt, SourceError};
 
@@ -227,23 +226,7 @@ impl ObjectStore for FaultyStore {
 /// The object `m/data` holding `data`, opened through `store` with 64 KiB blocks and a cache
 /// of four blocks (so that reads fetch again what they read before).
 fn open(store: &Arc<FaultyStore>, data: &[u8]) -> RemoteFile {
-    let path = ObjectPath::from("m/data");
-    let put = runtime()
-        .block_on(store.put(&path, PutPayload::from(data.to_vec())))
-        .unwrap();
-    let obj = ObjectRef {
-        id: 1,
-        url: "mem://m/data".into(),
-        path,
-        size: data.len() as u64,
-        etag: put.e_tag,
-        last_modified: None,
-    };
-    let dyn_store: Arc<dyn ObjectStore> = store.clone();
-    RemoteFile::new(
-        obj,
-        Arc::new(Blocks::new(dyn_store, 64 << 10, 256 << 10, None)),
-    )
+    test_file(store.clone(), data, 256 << 10)
 }
 
 fn reference(n: usize, seed: u32) -> Vec<u8> {

@@ -13,7 +13,7 @@ use super::blocks::{Blocks, ObjectRef};
 use super::runtime;
 use super::stream::Stream;
 use crate::source::cursor::Cursor;
-use crate::source::{checked_range, scratch, ReadAt, SourceError};
+use crate::source::{checked_range, scratch, ReadAt, SourceError, Visit};
 
 /// Most blocks fetched ahead of a sequential reader.
 const MAX_AHEAD: u64 = 8;
@@ -170,12 +170,7 @@ impl ReadAt for RemoteFile {
     /// Block by block, as a sequential reader: the first block by its own request, the rest by
     /// one streamed request running ahead (2 GETs for a tensor of any size), each block
     /// handed over as it arrives and kept in the block caches for the reads that follow.
-    fn for_each_piece(
-        &self,
-        offset: u64,
-        len: u64,
-        visit: &mut dyn FnMut(&[u8]),
-    ) -> Result<(), SourceError> {
+    fn for_each_piece(&self, offset: u64, len: u64, visit: Visit<'_>) -> Result<(), SourceError> {
         let end = crate::source::checked_end(&self.obj.url, offset, len, self.obj.size)?;
         // Counts as continuing a read that ended here: the stream starts with the first piece.
         self.reader.lock().unwrap_or_else(|e| e.into_inner()).end = offset;
@@ -231,29 +226,39 @@ impl ReadAt for RemoteFile {
     }
 }
 
+/// The object `m/data` holding `data`, put into `store` and opened with 64 KiB blocks and
+/// `cache` bytes of them (the tests of the remote source).
+#[cfg(test)]
+pub(crate) fn test_file(
+    store: Arc<dyn object_store::ObjectStore>,
+    data: &[u8],
+    cache: u64,
+) -> RemoteFile {
+    use object_store::{ObjectStoreExt, PutPayload};
+    let path = object_store::path::Path::from("m/data");
+    let put = runtime()
+        .block_on(store.put(&path, PutPayload::from(data.to_vec())))
+        .unwrap();
+    let obj = ObjectRef {
+        id: 1,
+        url: "mem://m/data".into(),
+        path,
+        size: data.len() as u64,
+        etag: put.e_tag,
+        last_modified: None,
+    };
+    RemoteFile::new(obj, Arc::new(Blocks::new(store, 64 << 10, cache, None)))
+}
+
 #[cfg(test)]
 mod tests {
+    use super::test_file;
     use super::*;
     use object_store::memory::InMemory;
-    use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 
     /// A remote file over an in-memory store with 64 KiB blocks.
     fn remote(data: &[u8]) -> RemoteFile {
-        let store = Arc::new(InMemory::new());
-        let path = object_store::path::Path::from("m/data");
-        let put = runtime()
-            .block_on(store.put(&path, PutPayload::from(data.to_vec())))
-            .unwrap();
-        let obj = ObjectRef {
-            id: 1,
-            url: "mem://m/data".into(),
-            path,
-            size: data.len() as u64,
-            etag: put.e_tag,
-            last_modified: None,
-        };
-        let store: Arc<dyn ObjectStore> = store;
-        RemoteFile::new(obj, Arc::new(Blocks::new(store, 64 << 10, 1 << 20, None)))
+        test_file(Arc::new(InMemory::new()), data, 1 << 20)
     }
 
     #[test]
