@@ -246,7 +246,11 @@ impl MmapFile {
             let touched: Vec<Arc<Mmap>> = TOUCHED
                 .lock()
                 .map(|mut t| {
-                    let all: Vec<Arc<Mmap>> = t.iter().filter_map(|(w, _)| w.upgrade()).collect();
+                    let mut all: Vec<Arc<Mmap>> =
+                        t.iter().filter_map(|(w, _)| w.upgrade()).collect();
+                    // A file read in both epochs is listed twice: its pages leave once.
+                    all.sort_by_key(Arc::as_ptr);
+                    all.dedup_by(|a, b| Arc::ptr_eq(a, b));
                     // Listed since the last drop: kept for the next one too (see `TOUCHED`).
                     t.retain(|(w, at)| *at + 1 >= next && w.strong_count() > 0);
                     t.push((Arc::downgrade(map), next));
