@@ -116,8 +116,9 @@ pub trait Tensor: Send + Sync {
     }
 }
 
-/// What a string tensor hands each element to, in order.
-pub type EachString<'a> = &'a mut dyn FnMut(&[u8]);
+/// What a string tensor hands each element to, in order (the bytes of one element a call, as
+/// a pass over a source hands its pieces).
+pub type EachString<'a> = crate::source::Visit<'a>;
 
 /// A string (or variant) tensor.
 pub trait Strings: Tensor {
