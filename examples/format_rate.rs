@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use modelfs::layout::num::write_f32_py;
 use modelfs::model::{DType, ReaderOptions};
+use modelfs::source::ReadCtx;
 
 /// Values formatted per batch (one read, one buffer).
 const BATCH: usize = 1 << 16;
@@ -40,7 +41,7 @@ fn main() {
     while first < n {
         let count = (n - first).min(BATCH as u64) as usize;
         let buf = &mut raw[..count * 4];
-        t.read_elements(first, buf).expect("read");
+        t.read_elements(ReadCtx::none(), first, buf).expect("read");
         out.clear();
         for b in buf.chunks_exact(4) {
             write_f32_py(f32::from_le_bytes([b[0], b[1], b[2], b[3]]), &mut out);

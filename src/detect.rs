@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use crate::model::{Model, OpenError, ReaderOptions};
 use crate::monolith::WithTables;
+use crate::source::ReadExt;
 
 /// A kind's opener: the model at a path if it is of that kind, `Ok(None)` if not.
 type Opener = fn(&Path, &ReaderOptions) -> Result<Option<Arc<dyn Model>>, OpenError>;

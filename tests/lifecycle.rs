@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use modelfs::detect::model_at;
 use modelfs::model::{Model, Tensor};
 use modelfs::options::Options;
+use modelfs::source::ReadCtx;
 use modelfs::tf::writer::BundleBuilder;
 
 /// Longer than the source's identity re-check interval.
@@ -55,12 +56,13 @@ fn read_all(t: &dyn Tensor) -> Result<Vec<u8>, String> {
     match t.meta().dtype.elem_size() {
         Some(es) => {
             let mut buf = vec![0u8; n * es];
-            t.read_elements(0, &mut buf).map_err(|e| e.to_string())?;
+            t.read_elements(ReadCtx::none(), 0, &mut buf)
+                .map_err(|e| e.to_string())?;
             Ok(buf)
         }
         None => {
             let mut out = Vec::new();
-            t.for_each_string(0, n as u64, &mut |s| {
+            t.for_each_string(ReadCtx::none(), 0, n as u64, &mut |s| {
                 out.extend_from_slice(s);
                 out.push(0);
             })

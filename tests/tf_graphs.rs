@@ -16,6 +16,7 @@ use common::tf::*;
 use modelfs::detect::model_at;
 use modelfs::model::{own_component, DType, DirEntry};
 use modelfs::options::Options;
+use modelfs::source::ReadCtx;
 
 /// Every `Const` of every graph fixture (a `.meta` beside a Saver checkpoint, a SavedModel, a
 /// frozen graph, Consts using every typed TensorProto field) equals `tf.make_ndarray` of it.
@@ -89,7 +90,7 @@ fn graph_constants_match_tensorflow() {
             } else {
                 let arr: &Npy = &npz[exp["npz_key"].as_str().unwrap()];
                 let mut buf = vec![0u8; n as usize * meta.dtype.elem_size().unwrap()];
-                t.read_elements(0, &mut buf).unwrap();
+                t.read_elements(ReadCtx::none(), 0, &mut buf).unwrap();
                 assert!(buf == arr.data, "{source}: {name}: values differ");
                 if meta.dtype != DType::BF16 {
                     // The same through the CLI's `.npy` (the mount's code).
@@ -275,20 +276,18 @@ struct CountingFile(
 );
 
 impl modelfs::source::ReadAt for CountingFile {
-    fn size(&self) -> u64 {
-        self.1.size()
+    fn about(&self) -> &modelfs::source::About {
+        self.1.about()
     }
-    fn name(&self) -> &str {
-        self.1.name()
-    }
-    fn read_at(
+    fn read_with(
         &self,
+        ctx: &modelfs::source::ReadCtx,
         offset: u64,
-        len: usize,
-    ) -> Result<std::borrow::Cow<'_, [u8]>, modelfs::source::SourceError> {
+        to: modelfs::source::To<'_>,
+    ) -> Result<(), modelfs::source::SourceError> {
         self.0
-            .fetch_add(len as u64, std::sync::atomic::Ordering::Relaxed);
-        self.1.read_at(offset, len)
+            .fetch_add(to.len(), std::sync::atomic::Ordering::Relaxed);
+        self.1.read_with(ctx, offset, to)
     }
 }
 

@@ -13,6 +13,7 @@ use common::tf::*;
 use modelfs::detect::model_at;
 use modelfs::model::{own_component, DType, DirEntry};
 use modelfs::options::Options;
+use modelfs::source::ReadCtx;
 use modelfs::testing::shared_dir;
 
 fn find_expected(root: &Path, out: &mut Vec<PathBuf>) {
@@ -119,7 +120,7 @@ fn v1_checkpoints_mount() {
             let t = model.tensor(&[name.as_bytes().to_vec()]).unwrap();
             assert_eq!(t.meta().shape, Vec::<u64>::new());
             let mut four = [0u8; 4];
-            t.read_elements(0, &mut four).unwrap();
+            t.read_elements(ReadCtx::none(), 0, &mut four).unwrap();
             assert_eq!(f32::from_le_bytes(four), want, "{}: {name}", p.display());
         }
         // The graph beside it (export.meta) gives its constants.

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use modelfs::detect::model_at;
 use modelfs::model::{own_component, DType, DirEntry, Model, Tensor};
 use modelfs::options::Options;
+use modelfs::source::ReadCtx;
 
 /// What the views hold of the tensors under `root` of `model`, by original key: a model's
 /// variables alone, a graph's constants only when it has nothing else.
@@ -60,7 +61,7 @@ fn bytes_of(t: &dyn Tensor) -> Option<Vec<u8>> {
     let meta = t.meta();
     if meta.dtype == DType::Str && meta.problem.is_none() {
         let mut out = Vec::new();
-        t.for_each_string(0, meta.num_elements()?, &mut |s| {
+        t.for_each_string(ReadCtx::none(), 0, meta.num_elements()?, &mut |s| {
             out.extend_from_slice(&(s.len() as u64).to_le_bytes());
             out.extend_from_slice(s);
         })
@@ -86,7 +87,7 @@ fn bytes_of(t: &dyn Tensor) -> Option<Vec<u8>> {
             }
         }
     } else {
-        t.read_elements(0, &mut buf).ok()?;
+        t.read_elements(ReadCtx::none(), 0, &mut buf).ok()?;
     }
     if meta.dtype == DType::Bool {
         buf.iter_mut().for_each(|b| *b = u8::from(*b != 0));

@@ -10,6 +10,7 @@ use super::index::index_tree;
 use crate::fs::{layout_ctx, Tree, TreeConfig};
 use crate::layout::LayoutCtx;
 use crate::options::Options;
+use crate::source::{ReadCtx, ReadExt};
 use crate::tf::bundle::testutil::BundleBuilder;
 
 fn opts(cache: &Path, layouts: &str) -> Options {
@@ -65,7 +66,7 @@ fn write_checkpoint(dir: &Path, seed: f32) -> PathBuf {
     let (index, files) = b.finish();
     std::fs::write(dir.join("ckpt.index"), index).unwrap();
     for (name, f) in files {
-        let bytes = f.read_at(0, f.size() as usize).unwrap().into_owned();
+        let bytes = f.read_vec(0, f.size() as usize).unwrap();
         std::fs::write(dir.join(name), bytes).unwrap();
     }
     dir.join("ckpt")
@@ -228,7 +229,7 @@ fn large_tensor_checksum_verdict_persists_until_the_file_changes() {
     std::fs::write(dir.path().join("ckpt.index"), index).unwrap();
     let data = dir.path().join("ckpt.data-00000-of-00001");
     for (_, f) in files {
-        std::fs::write(&data, f.read_at(0, f.size() as usize).unwrap()).unwrap();
+        std::fs::write(&data, f.read_vec(0, f.size() as usize).unwrap()).unwrap();
     }
     let prefix = dir.path().join("ckpt");
     let o = opts(&cache, "json,bin");
@@ -239,7 +240,7 @@ fn large_tensor_checksum_verdict_persists_until_the_file_changes() {
     let store: Arc<dyn Store> = o.store(&name).unwrap();
     assert!(store.get::<Verified>(&key).is_none());
     let mut four = [0u8; 4];
-    t.read_elements(1, &mut four).unwrap();
+    t.read_elements(ReadCtx::none(), 1, &mut four).unwrap();
     assert_eq!(f32::from_le_bytes(four), 1.0);
     assert!(store.get::<Verified>(&key).is_some(), "verdict not stored");
 
@@ -250,7 +251,7 @@ fn large_tensor_checksum_verdict_persists_until_the_file_changes() {
     bump_mtime(&data);
     let model = crate::detect::model_at(&prefix, &o.reader_for(&name)).unwrap();
     let t = model.tensor(&[b"big".to_vec()]).unwrap();
-    assert!(t.read_elements(1, &mut four).is_err());
+    assert!(t.read_elements(ReadCtx::none(), 1, &mut four).is_err());
 }
 
 /// `modelfs index` builds every listed hash table's key index into the cache directory; a

@@ -12,6 +12,7 @@ use crate::model::{DirEntry, Model, ModelError, Tensor, TensorMeta};
 use crate::options::{Options, Verify};
 
 use super::{open_model, Failure, EXIT_OK, EXIT_SOURCE};
+use crate::source::ReadCtx;
 
 /// Bytes per read while verifying (bounded memory whatever the tensor size).
 const VERIFY_CHUNK: usize = 8 << 20;
@@ -357,7 +358,7 @@ fn read_everything(t: &dyn Tensor, buf: &mut Vec<u8>) -> Result<(), String> {
             let count = (1u64 << 20).min(nnz - first);
             got.clear();
             t.entries()
-                .and_then(|s| s.read_entries(first, count, &mut got))
+                .and_then(|s| s.read_entries(ReadCtx::none(), first, count, &mut got))
                 .map_err(err)?;
             first += count;
         }
@@ -371,7 +372,8 @@ fn read_everything(t: &dyn Tensor, buf: &mut Vec<u8>) -> Result<(), String> {
         let mut at = 0u64;
         while at < form.bytes {
             let len = (VERIFY_CHUNK as u64).min(form.bytes - at);
-            t.read_stored(at, len as usize).map_err(err)?;
+            t.read_stored(ReadCtx::none(), at, len as usize)
+                .map_err(err)?;
             at += len;
         }
         return Ok(());
@@ -386,7 +388,7 @@ fn read_everything(t: &dyn Tensor, buf: &mut Vec<u8>) -> Result<(), String> {
             while first < n {
                 let count = per.min(n - first);
                 buf.resize(count as usize * size, 0);
-                t.read_elements(first, buf).map_err(err)?;
+                t.read_elements(ReadCtx::none(), first, buf).map_err(err)?;
                 first += count;
             }
             Ok(())
@@ -396,7 +398,8 @@ fn read_everything(t: &dyn Tensor, buf: &mut Vec<u8>) -> Result<(), String> {
             let mut first = 0u64;
             while first < n {
                 let count = per.min(n - first);
-                t.for_each_string(first, count, &mut |_| {}).map_err(err)?;
+                t.for_each_string(ReadCtx::none(), first, count, &mut |_| {})
+                    .map_err(err)?;
                 first += count;
             }
             Ok(())

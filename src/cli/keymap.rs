@@ -8,6 +8,7 @@ use std::sync::{Arc, OnceLock};
 use regex::Regex;
 
 use crate::model::{ModelError, Tensor, TensorMeta};
+use crate::source::ReadCtx;
 
 /// `REGEX=REPLACEMENT` rules, each applied in turn to a key (the replacement as the `regex`
 /// crate takes it: `$1`, `${name}`).
@@ -71,10 +72,17 @@ impl Transposed {
     }
 
     /// Inner rows `r0..r1` (whole rows).
-    fn inner_rows(&self, r0: u64, r1: u64, cols: u64, w: usize) -> Result<Vec<u8>, ModelError> {
+    fn inner_rows(
+        &self,
+        ctx: &ReadCtx,
+        r0: u64,
+        r1: u64,
+        cols: u64,
+        w: usize,
+    ) -> Result<Vec<u8>, ModelError> {
         let mut buf = vec![0u8; ((r1 - r0) * cols) as usize * w];
         if !buf.is_empty() {
-            self.inner.read_elements(r0 * cols, &mut buf)?;
+            self.inner.read_elements(ctx, r0 * cols, &mut buf)?;
         }
         Ok(buf)
     }
@@ -85,7 +93,7 @@ impl Tensor for Transposed {
         &self.meta
     }
 
-    fn fill_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
+    fn fill_elements(&self, ctx: &ReadCtx, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
         let w = self.meta.dtype.elem_size().unwrap_or(1);
         // Inner [rows, cols]; this is [cols, rows]: element (c, r) is inner (r, c).
         let (rows, cols) = (self.meta.shape[1], self.meta.shape[0]);
@@ -98,7 +106,7 @@ impl Tensor for Transposed {
             let all = match self.whole.get() {
                 Some(a) => a,
                 None => {
-                    let a = self.inner_rows(0, rows, cols, w)?;
+                    let a = self.inner_rows(ctx, 0, rows, cols, w)?;
                     self.whole.get_or_init(|| a)
                 }
             };
@@ -112,7 +120,7 @@ impl Tensor for Transposed {
         let mut r0 = 0;
         while r0 < rows {
             let r1 = (r0 + band).min(rows);
-            let rows_here = self.inner_rows(r0, r1, cols, w)?;
+            let rows_here = self.inner_rows(ctx, r0, r1, cols, w)?;
             for (k, slot) in out.chunks_exact_mut(w).enumerate() {
                 let e = first + k as u64;
                 let (c, r) = (e / rows, e % rows);
@@ -147,14 +155,14 @@ mod tests {
         let x: Arc<dyn Tensor> = Arc::new(Transposed::new(t).unwrap());
         assert_eq!(x.meta().shape, [3, 2]);
         let mut out = vec![0u8; 6 * 4];
-        x.read_elements(0, &mut out).unwrap();
+        x.read_elements(ReadCtx::none(), 0, &mut out).unwrap();
         let v: Vec<f32> = out
             .chunks(4)
             .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
             .collect();
         assert_eq!(v, [0., 3., 1., 4., 2., 5.]);
         let mut part = vec![0u8; 2 * 4];
-        x.read_elements(3, &mut part).unwrap();
+        x.read_elements(ReadCtx::none(), 3, &mut part).unwrap();
         assert_eq!(part, out[12..20]);
         assert!(Transposed::new(MemTensor::f32(&[3], &[0., 1., 2.]).arc()).is_none());
         // Read in bands of rows: the same elements.
@@ -163,7 +171,7 @@ mod tests {
         x.whole_max = 0;
         let x: Arc<dyn Tensor> = Arc::new(x);
         let mut banded = vec![0u8; 12 * 4];
-        x.read_elements(0, &mut banded).unwrap();
+        x.read_elements(ReadCtx::none(), 0, &mut banded).unwrap();
         let v: Vec<f32> = banded
             .chunks(4)
             .map(|c| f32::from_le_bytes(c.try_into().unwrap()))

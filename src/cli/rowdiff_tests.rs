@@ -11,6 +11,7 @@ use super::rowdiff::tables;
 use crate::layout::Patient;
 use crate::model::scan::{Batch, TableScan};
 use crate::model::{KeyKind, Model, Tensor};
+use crate::source::ReadCtx;
 use crate::stats::rowdelta::{diff_rows, diff_rows_by, key_sets, Change, RowSummary, Way};
 use crate::testing::{fixtures_dir, MemTensor};
 
@@ -364,7 +365,7 @@ fn a_scan_read_once_still_fails_on_a_bad_checksum() {
     let (_, values) = t.as_keyed().unwrap().key_value_tensors().unwrap();
     let len = values.meta().num_elements().unwrap() as usize * 4;
     let mut v = vec![0u8; len];
-    values.read_elements(0, &mut v).unwrap();
+    values.read_elements(ReadCtx::none(), 0, &mut v).unwrap();
     let data = dir.path().join("ckpt.data-00000-of-00001");
     let mut bytes = std::fs::read(&data).unwrap();
     let start = bytes

@@ -29,6 +29,7 @@ use super::caller::Caller;
 use super::error::FsError;
 use super::tree::{self, Attr, FileKind, OpenMode, Tree, XattrReply};
 use crate::options::Options;
+use crate::source::ReadExt;
 
 /// How long the kernel may cache entries and attributes (changes are told: `Notice`).
 const TTL: Duration = Duration::from_secs(24 * 3600);

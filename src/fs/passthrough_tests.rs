@@ -10,6 +10,7 @@ use super::tree::OpenMode;
 use super::{layout_ctx, FsError, Tree, TreeConfig};
 use crate::layout::Patient;
 use crate::options::Options;
+use crate::source::ReadExt;
 use crate::tf::bundle::testutil::BundleBuilder;
 
 const DATA: &str = ".tf/model.data-00000-of-00001";
@@ -132,7 +133,7 @@ fn a_tensor_failing_its_checksum_keeps_the_file_in_the_daemons_hands() {
     let (index, files) = b.finish();
     std::fs::write(tmp.path().join("ckpt.index"), index).unwrap();
     let (name, f) = files.into_iter().next().unwrap();
-    let good = f.read_at(0, f.size() as usize).unwrap().into_owned();
+    let good = f.read_vec(0, f.size() as usize).unwrap();
     let data = tmp.path().join(name);
     std::fs::write(&data, &good).unwrap();
     let tree = tree_of(tmp.path());

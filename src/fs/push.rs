@@ -31,9 +31,9 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
 
-use crate::layout::{FileContent, Patient};
+use crate::layout::{FileContent, Patient, Reading};
 use crate::source::cursor::Cursor;
-use crate::source::lending;
+use crate::source::ReadCtx;
 
 /// An inode number (as `tree` hands them out).
 type Ino = u64;
@@ -352,8 +352,12 @@ impl Shared {
             }
             debug_assert!(j.at % PAGE == 0 && j.end > j.at);
             let len = (j.end - j.at) as usize;
-            let _reading = j.cursor.enter();
-            let (ino, at, bytes) = match lending(|| j.content.read(j.at, len, &Patient)) {
+            // The pushed bytes go to the kernel at once: a mapped file's are lent, not copied.
+            let req = Reading {
+                req: &Patient,
+                ctx: ReadCtx::of(&j.cursor).lending(),
+            };
+            let (ino, at, bytes) = match j.content.read(j.at, len, &req) {
                 Ok(b) if !b.is_empty() => (j.ino, j.at, b),
                 Ok(_) => continue,
                 Err(e) => {

@@ -11,6 +11,7 @@ use crate::layout::dense::dense_tensor;
 use crate::layout::pool;
 use crate::layout::{LayoutError, Requester};
 use crate::model::{DType, ModelError, Tensor};
+use crate::source::ReadCtx;
 
 /// Bytes of elements per chunk of work (of each side).
 const CHUNK: usize = 4 << 20;
@@ -291,12 +292,15 @@ fn run(pair: &Pair, piece: Piece, s: &mut Scratch) -> Result<(Delta, [Crc; 2]), 
         Piece::Strings { first, count } => {
             let mut left = Vec::with_capacity(count as usize);
             pair.a
-                .for_each_string(first, count, &mut |x| left.push(x.to_vec()))?;
+                .for_each_string(ReadCtx::none(), first, count, &mut |x| {
+                    left.push(x.to_vec())
+                })?;
             let mut k = 0usize;
-            pair.b.for_each_string(first, count, &mut |y| {
-                d.changed += (left.get(k).map(Vec::as_slice) != Some(y)) as u64;
-                k += 1;
-            })?;
+            pair.b
+                .for_each_string(ReadCtx::none(), first, count, &mut |y| {
+                    d.changed += (left.get(k).map(Vec::as_slice) != Some(y)) as u64;
+                    k += 1;
+                })?;
             d.count = count;
         }
     }

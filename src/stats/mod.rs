@@ -23,7 +23,7 @@ pub(crate) use partial::{has_stats, Partial};
 use crate::layout::held::{Made, Make};
 use crate::layout::{FileContent, LayoutError, Requester};
 use crate::model::{Entries, ModelError, Tensor};
-use crate::source::scratch;
+use crate::source::{scratch, ReadCtx};
 use crate::store::{put_words, words, Record, Store};
 
 /// The per-tensor file's suffix (`NAME.stats.json`).
@@ -58,11 +58,11 @@ pub(crate) fn read_run(
 ) -> Result<Bytes, ModelError> {
     match deferred {
         Some(crc) => scratch::filled(len, |buf| {
-            t.read_elements_unchecked(first, buf)?;
+            t.read_elements_unchecked(ReadCtx::none(), first, buf)?;
             crc.add(buf);
             Ok(len)
         }),
-        None => t.read(first, len),
+        None => t.read(ReadCtx::none(), first, len),
     }
 }
 
@@ -216,7 +216,7 @@ fn run(
         Piece::Entries { first, count } => {
             entries.clear();
             t.entries()
-                .and_then(|s| s.read_entries(first, count, entries))
+                .and_then(|s| s.read_entries(ReadCtx::none(), first, count, entries))
                 .map_err(err)?;
             partial::add(dtype, &entries.values, &mut p);
         }
@@ -414,7 +414,7 @@ mod tests {
         }
         let t = clean.tensor(&[b"float64".to_vec()]).unwrap();
         let mut first = vec![0u8; 8];
-        t.read_elements(0, &mut first).unwrap();
+        t.read_elements(ReadCtx::none(), 0, &mut first).unwrap();
         let path = bad.path().join("ckpt.data-00000-of-00001");
         let mut data = std::fs::read(&path).unwrap();
         let at = data.windows(8).position(|w| w == first).unwrap();

@@ -7,6 +7,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use crate::model::{ModelError, SparseRows, Tensor, TensorMeta};
+use crate::source::ReadCtx;
 
 /// Angel's partition grid over rows `0..rows` and columns `lo..lo + width`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -202,13 +203,13 @@ impl Tensor for Window {
         &self.meta
     }
 
-    fn fill_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
+    fn fill_elements(&self, ctx: &ReadCtx, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
         let es = self.meta.dtype.elem_size().unwrap_or(1);
         let width = self.cell.width();
         if width == self.cols {
             return self
                 .parent
-                .read_elements(self.cell.r0 * self.cols + first, out);
+                .read_elements(ctx, self.cell.r0 * self.cols + first, out);
         }
         let n = (out.len() / es) as u64;
         let mut done = 0u64;
@@ -218,7 +219,7 @@ impl Tensor for Window {
             let run = (width - c).min(n - done);
             let from = (self.cell.r0 + r) * self.cols + self.cell.c0 as u64 + c;
             let buf = &mut out[(done as usize) * es..((done + run) as usize) * es];
-            self.parent.read_elements(from, buf)?;
+            self.parent.read_elements(ctx, from, buf)?;
             done += run;
         }
         Ok(())

@@ -11,6 +11,7 @@ use crate::layout::cache::ChunkCache;
 use crate::layout::elements::for_each_value;
 use crate::model::ReaderOptions;
 use crate::model::{DType, Model};
+use crate::source::ReadCtx;
 use crate::testing::{key, MemModel, MemTensor};
 use crate::views::{build, NAMES};
 
@@ -89,9 +90,13 @@ fn angel_bytes(t: &dyn Tensor) -> Vec<u8> {
     let meta = t.meta();
     let value = AngelValue::of(meta.dtype).unwrap();
     let mut out = Vec::new();
-    for_each_value(t, 0, meta.num_elements().unwrap(), |_, v| {
-        value.num(v).write_binary(&mut out)
-    })
+    for_each_value(
+        t,
+        ReadCtx::none(),
+        0,
+        meta.num_elements().unwrap(),
+        |_, v| value.num(v).write_binary(&mut out),
+    )
     .unwrap();
     out
 }
@@ -122,7 +127,9 @@ fn round_trip(
             return true;
         };
         let n = m.num_elements().unwrap_or(0) as usize;
-        n * es > 64 << 20 || t.read_elements(0, &mut vec![0u8; n * es]).is_ok()
+        n * es > 64 << 20
+            || t.read_elements(ReadCtx::none(), 0, &mut vec![0u8; n * es])
+                .is_ok()
     });
     sources.sort_by(|a, b| a.meta().name.cmp(&b.meta().name));
     let view = view_with(sources.clone(), ctx, part);

@@ -23,6 +23,7 @@ use crate::layout::{FileContent, LayoutCtx, LayoutError};
 use crate::model::{
     debug_check, DType, Entries, KeyKind, ModelError, SparseShape, Tensor, TensorMeta,
 };
+use crate::source::ReadCtx;
 use crate::store::KeyOrder;
 
 pub(crate) const SUFFIX: &str = "csr.npz";
@@ -160,7 +161,7 @@ impl Csr {
     /// The order of every saved key.
     fn build_order(&self) -> Result<KeyOrder, ModelError> {
         let t = &self.t;
-        let mut read = |first: u64, out: &mut [i64]| match t.row_keys(first, out) {
+        let mut read = |first: u64, out: &mut [i64]| match t.row_keys(ReadCtx::none(), first, out) {
             Some(r) => r.map_err(|e| Box::new(e) as crate::store::KeysError),
             None => Err("a table without stored keys".into()),
         };
@@ -222,6 +223,7 @@ impl Array {
 
     fn fill_sparse(
         &self,
+        ctx: &ReadCtx,
         shape: &SparseShape,
         first: u64,
         out: &mut [u8],
@@ -242,7 +244,7 @@ impl Array {
             }
             Part::Indices | Part::Data => {
                 let mut got = Entries::default();
-                csr.t.entries()?.read_entries(first, count, &mut got)?;
+                csr.t.entries()?.read_entries(ctx, first, count, &mut got)?;
                 if got.cols.len() as u64 != count {
                     return Err(csr.error("fewer entries than the matrix stores"));
                 }
@@ -268,7 +270,13 @@ impl Array {
         Ok(())
     }
 
-    fn fill_table(&self, width: u64, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
+    fn fill_table(
+        &self,
+        ctx: &ReadCtx,
+        width: u64,
+        first: u64,
+        out: &mut [u8],
+    ) -> Result<(), ModelError> {
         let csr = &self.csr;
         let es = self.meta.dtype.elem_size().unwrap_or(1);
         let count = (out.len() / es) as u64;
@@ -310,6 +318,7 @@ impl Array {
                         let n = (width - col).min(count - done);
                         let at = done as usize * es;
                         csr.t.read_elements(
+                            ctx,
                             slot * width + col,
                             &mut out[at..at + n as usize * es],
                         )?;
@@ -328,7 +337,7 @@ impl Tensor for Array {
         &self.meta
     }
 
-    fn fill_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
+    fn fill_elements(&self, ctx: &ReadCtx, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
         debug_check(&self.meta, first, out.len());
         if self.part == Part::Shape {
             for (i, o) in out.chunks_exact_mut(8).enumerate() {
@@ -337,8 +346,8 @@ impl Tensor for Array {
             return Ok(());
         }
         match &self.csr.rows {
-            Rows::Sparse(shape) => self.fill_sparse(shape, first, out),
-            Rows::Table { width, .. } => self.fill_table(*width, first, out),
+            Rows::Sparse(shape) => self.fill_sparse(ctx, shape, first, out),
+            Rows::Table { width, .. } => self.fill_table(ctx, *width, first, out),
         }
     }
 }

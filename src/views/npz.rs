@@ -19,9 +19,8 @@ use std::sync::{Arc, OnceLock};
 use super::View;
 use crate::layout::concat::ConcatBuilder;
 use crate::layout::held::{Made, Make};
-use crate::layout::{generic, pool, FileContent, LayoutCtx, LayoutError, Requester};
+use crate::layout::{generic, pool, FileContent, LayoutCtx, LayoutError, Reading, Requester};
 use crate::model::{ModelError, Tensor};
-use crate::source::lending;
 use crate::store::{Crc, Store};
 
 pub(crate) const FILE: &str = ".npz";
@@ -69,6 +68,10 @@ impl Member {
         // Pieces end on `CRC_CHUNK` boundaries of the archive; each is a view of the
         // source's pages where it is mapped (no copy for a sum).
         let base = self.at + self.local_header_len();
+        let req = &Reading {
+            req,
+            ctx: req.ctx().lending(),
+        };
         let mut at = 0u64;
         while at < self.size {
             if req.gone() {
@@ -76,7 +79,7 @@ impl Member {
             }
             let boundary = (base + at) / CRC_CHUNK as u64 * CRC_CHUNK as u64;
             let want = (boundary + CRC_CHUNK as u64 - base - at).min(self.size - at) as usize;
-            let got = lending(|| self.npy.read(at, want, req))?;
+            let got = self.npy.read(at, want, req)?;
             if got.is_empty() {
                 return Err(LayoutError::Internal("short member read"));
             }
@@ -442,6 +445,7 @@ mod tests {
     use super::*;
     use crate::layout::cache::ChunkCache;
     use crate::model::{DType, TensorMeta};
+    use crate::source::{ReadCtx, ReadExt};
 
     /// 5 × 10^9 zero bytes (a member past every 32-bit field), read without memory.
     struct Zeros(TensorMeta);
@@ -450,7 +454,7 @@ mod tests {
         fn meta(&self) -> &TensorMeta {
             &self.0
         }
-        fn fill_elements(&self, _first: u64, out: &mut [u8]) -> Result<(), ModelError> {
+        fn fill_elements(&self, _: &ReadCtx, _: u64, out: &mut [u8]) -> Result<(), ModelError> {
             out.fill(0);
             Ok(())
         }
@@ -514,7 +518,7 @@ mod tests {
             let (index, files) = b.finish();
             std::fs::write(tmp.path().join("ckpt.index"), index).unwrap();
             let (name, f) = files.into_iter().next().unwrap();
-            let mut data = f.read_at(0, f.size() as usize).unwrap().into_owned();
+            let mut data = f.read_vec(0, f.size() as usize).unwrap();
             if corrupt {
                 let at = data.len() - 1000; // in `w`, stored after `small`
                 data[at] ^= 1;
@@ -535,8 +539,8 @@ mod tests {
             let z = zip::ZipArchive::new(File { c, at: 0 });
             if corrupt {
                 assert!(z.is_err());
-                assert!(tensors[1].read(0, 4).is_err());
-                assert!(tensors[0].read(0, 16).is_ok());
+                assert!(tensors[1].read(ReadCtx::none(), 0, 4).is_err());
+                assert!(tensors[0].read(ReadCtx::none(), 0, 16).is_ok());
                 continue;
             }
             let mut z = z.unwrap();

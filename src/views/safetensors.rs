@@ -176,7 +176,7 @@ impl FileContent for Packed {
             let (low, high) = super::own_pages(start, stop);
             let shared = (b <= low || a >= high) && low < high;
             let unchecked = shared
-                .then(|| self.contents[i].0.read_unchecked(a - start, (b - a) as usize))
+                .then(|| self.contents[i].0.read_unchecked(req.ctx(), a - start, (b - a) as usize))
                 .flatten();
             match unchecked {
                 Some(got) => {

@@ -27,7 +27,7 @@ use crate::layout::binary::{ElemMap, RawElements};
 use crate::layout::dense::dense_tensor;
 use crate::layout::{pool, FileContent, LayoutCtx, LayoutError, Requester};
 use crate::model::{DType, ModelError, StoredRun};
-use crate::source::ReadAt;
+use crate::source::{ReadAt, ReadCtx, ReadExt};
 use crate::store::{Crc, Store};
 use crate::tf::dtype::to_tf;
 use crate::tf::writer::{encode_strings, entry_proto};
@@ -71,7 +71,7 @@ impl FileContent for Body {
     }
     fn read(&self, offset: u64, len: usize, _req: &dyn Requester) -> Result<Bytes, LayoutError> {
         match self {
-            Body::Elements(e) => e.read(offset, len),
+            Body::Elements(e) => e.read(ReadCtx::none(), offset, len),
             Body::Encoded(b, _) => Ok(slice_at(b, offset, len)),
         }
     }
@@ -203,7 +203,11 @@ fn backed(
         // A string tensor is re-encoded by the view: its run must be those very bytes.
         if let Body::Encoded(b, _) = &*e.body {
             let len = usize::try_from(run.len).ok()?;
-            if file.read_at(run.offset, len).ok()?.as_ref() != b.as_ref() {
+            let same = |stored: &[u8]| stored == b.as_ref();
+            if !file
+                .with_bytes(ReadCtx::none(), run.offset, len, same)
+                .ok()?
+            {
                 return None;
             }
         }
@@ -275,15 +279,11 @@ impl FileContent for Span {
     fn size_for(&self, _req: &dyn Requester) -> Result<u64, LayoutError> {
         Ok(self.len)
     }
-    fn read(&self, offset: u64, len: usize, _req: &dyn Requester) -> Result<Bytes, LayoutError> {
+    fn read(&self, offset: u64, len: usize, req: &dyn Requester) -> Result<Bytes, LayoutError> {
         let left = self.len.saturating_sub(offset);
         let len = usize::try_from(left).map_or(len, |l| l.min(len));
-        let got = self
-            .file
-            .read(self.at + offset, len)
-            .map_err(ModelError::from)?;
-        self.file.check_consistent().map_err(ModelError::from)?;
-        Ok(got)
+        let got = self.file.read(req.ctx(), self.at + offset, len);
+        Ok(got.map_err(ModelError::from)?)
     }
 }
 
@@ -315,7 +315,7 @@ impl FileContent for Passed {
         self.runs.read(&self.data, offset, len, req, |_, a, b, e| {
             log::info!("{DIR}/{DATA}: bytes {a}..{b} of a failing entry served as stored (read with other entries): {e}");
             let len = usize::try_from(b - a).map_err(|_| LayoutError::Overflow("read length"))?;
-            Ok(self.file.read(a, len).map_err(ModelError::from)?)
+            Ok(self.file.read(req.ctx(), a, len).map_err(ModelError::from)?)
         })
     }
     /// The source file, once every tensor's checksum is checked (a first read of each does
@@ -338,7 +338,7 @@ impl FileContent for Passed {
             if meta.num_elements() == Some(0) || width > one.len() {
                 continue;
             }
-            if let Err(e) = t.read_elements(0, &mut one[..width]) {
+            if let Err(e) = t.read_elements(ReadCtx::none(), 0, &mut one[..width]) {
                 log::info!(
                     "{DIR}/{DATA}: not passed through: {}: {e}",
                     String::from_utf8_lossy(&meta.name)
@@ -381,7 +381,7 @@ fn push(
 fn strings(t: &dyn crate::model::Tensor) -> Result<Body, ModelError> {
     let n = t.meta().num_elements().unwrap_or(0);
     let mut items: Vec<Vec<u8>> = Vec::new();
-    t.for_each_string(0, n, &mut |s| items.push(s.to_vec()))?;
+    t.for_each_string(ReadCtx::none(), 0, n, &mut |s| items.push(s.to_vec()))?;
     let refs: Vec<&[u8]> = items.iter().map(Vec::as_slice).collect();
     let (data, crc) = encode_strings(&refs, false);
     Ok(Body::Encoded(data.into(), crc))

@@ -11,6 +11,7 @@ use super::npz::{read_npz, Npy};
 use modelfs::detect::model_at;
 use modelfs::model::{own_component, DType, DirEntry, Model, Tensor};
 use modelfs::options::Options;
+use modelfs::source::ReadCtx;
 
 /// Every tensor of `format` under `dir`, by name.
 pub fn walk(
@@ -158,7 +159,7 @@ pub fn check_case(src: &Path, exp_dir: &Path) -> usize {
             continue;
         }
         let mut buf = vec![0u8; n as usize * meta.dtype.elem_size().unwrap()];
-        t.read_elements(0, &mut buf).unwrap();
+        t.read_elements(ReadCtx::none(), 0, &mut buf).unwrap();
         // Sub-byte integers are served as stored (one per byte); layouts sign-extend.
         let bits = match meta.dtype {
             DType::Int4 | DType::UInt4 => 4,
@@ -181,7 +182,7 @@ pub fn check_case(src: &Path, exp_dir: &Path) -> usize {
         if n > 1 && bits == 0 {
             let e = meta.dtype.elem_size().unwrap();
             let mut part = vec![0u8; e];
-            t.read_elements(n - 1, &mut part).unwrap();
+            t.read_elements(ReadCtx::none(), n - 1, &mut part).unwrap();
             assert_eq!(
                 part,
                 arr.data[(n as usize - 1) * e..],
@@ -198,7 +199,7 @@ pub fn latin1(s: &str) -> Vec<u8> {
 
 pub fn read_strings(t: &dyn Tensor, n: u64) -> Vec<Vec<u8>> {
     let mut v = Vec::new();
-    t.for_each_string(0, n, &mut |s| v.push(s.to_vec()))
+    t.for_each_string(ReadCtx::none(), 0, n, &mut |s| v.push(s.to_vec()))
         .unwrap();
     v
 }

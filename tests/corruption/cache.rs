@@ -12,6 +12,7 @@ use modelfs::store::DiskStore;
 use modelfs::testing::MemTensor;
 
 use super::harness::*;
+use modelfs::source::ReadCtx;
 
 /// A tensor with a stable cache identity, so its text indexes go to the store.
 struct Stable(Arc<dyn Tensor>, String);
@@ -20,8 +21,8 @@ impl Tensor for Stable {
     fn meta(&self) -> &TensorMeta {
         self.0.meta()
     }
-    fn fill_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
-        self.0.read_elements(first, out)
+    fn fill_elements(&self, ctx: &ReadCtx, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
+        self.0.read_elements(ctx, first, out)
     }
     fn as_strings(&self) -> Option<&dyn Strings> {
         self.0.as_strings()

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use modelfs::layout::cache::ChunkCache;
 use modelfs::layout::{self, Layout, LayoutCtx};
 use modelfs::model::{DType, DirEntry, Model, Tensor};
+use modelfs::source::ReadCtx;
 
 // ---- allocation accounting ----
 
@@ -197,7 +198,8 @@ pub fn tensor_bytes(t: &dyn Tensor) -> Outcome {
     .into_bytes();
     let Some(n) = meta.num_elements() else {
         // The reader must refuse it; its error is the outcome.
-        t.read_elements(0, &mut []).map_err(|e| e.to_string())?;
+        t.read_elements(ReadCtx::none(), 0, &mut [])
+            .map_err(|e| e.to_string())?;
         return Err("element count overflows, yet the tensor reads".into());
     };
     if meta.sparse {
@@ -214,18 +216,19 @@ pub fn tensor_bytes(t: &dyn Tensor) -> Outcome {
         let mut first = 0;
         while first < want {
             let k = (want - first).min(4096) as usize;
-            t.read_elements(first, &mut buf[..k * es])
+            t.read_elements(ReadCtx::none(), first, &mut buf[..k * es])
                 .map_err(|e| e.to_string())?;
             out.extend_from_slice(&buf[..k * es]);
             first += k as u64;
         }
         if n == 0 && meta.problem.is_some() {
             // Nothing to read, but the tensor is known to be bad.
-            t.read_elements(0, &mut []).map_err(|e| e.to_string())?;
+            t.read_elements(ReadCtx::none(), 0, &mut [])
+                .map_err(|e| e.to_string())?;
         }
     } else if matches!(meta.dtype, DType::Str | DType::Variant) {
         let mut total = 0u64;
-        t.for_each_string(0, n.min(1 << 16), &mut |s| {
+        t.for_each_string(ReadCtx::none(), 0, n.min(1 << 16), &mut |s| {
             if total < READ_CAP {
                 put_len(&mut out, s.len() as u64);
                 out.extend_from_slice(s);
@@ -234,7 +237,8 @@ pub fn tensor_bytes(t: &dyn Tensor) -> Outcome {
         })
         .map_err(|e| e.to_string())?;
     } else {
-        t.read_elements(0, &mut []).map_err(|e| e.to_string())?;
+        t.read_elements(ReadCtx::none(), 0, &mut [])
+            .map_err(|e| e.to_string())?;
     }
     for i in 0..meta.partitions.len() {
         let p = t.partition(i).map_err(|e| e.to_string())?;

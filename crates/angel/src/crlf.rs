@@ -8,7 +8,7 @@
 //! was added by the copy: the original byte `t` is at `t + (added CRs whose LF is before t)`
 //! in the copy, and its CR just before it when `t` is an LF. One pass over the file up to the partition's end finds that exactly.
 
-use crate::source::{ReadAt, SourceError};
+use crate::source::{ReadAt, ReadCtx, ReadExt, SourceError};
 
 /// The copy's bytes read per step of the pass.
 const CHUNK: usize = 1 << 20;
@@ -33,7 +33,7 @@ pub(crate) fn window(
     'scan: while at < size {
         // One byte more than the step, so a CR at its end sees the LF after it.
         let n = (size - at).min(CHUNK as u64 + 1) as usize;
-        let data = file.read_at(at, n)?;
+        let data = file.read(ReadCtx::none(), at, n)?;
         let step = data.len().min(CHUNK);
         for i in memchr::memchr_iter(b'\r', &data[..step]) {
             if data.get(i + 1) != Some(&b'\n') {
@@ -65,7 +65,7 @@ pub(crate) fn window(
     }
     // A bare LF right after the window: not a CRLF copy there (the copy would have a CR
     // before it), so the window would cut a line off its end.
-    if stop < size && file.read_at(stop, 1)?.first() == Some(&b'\n') {
+    if stop < size && file.read_vec(stop, 1)?.first() == Some(&b'\n') {
         return Ok(None);
     }
     Ok(Some((start, stop - start)))

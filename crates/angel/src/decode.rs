@@ -11,14 +11,12 @@
 //!
 //! Row metas are walked in ascending row id (they are sorted in `meta`), never in JSON order.
 
-use std::borrow::Cow;
-
 use super::meta::{MatrixMeta, PartMeta};
 use super::rowtype::ValueType;
 use super::AngelFormat;
 use super::{crlf, text};
 use crate::model::SparseRows;
-use crate::source::ReadAt;
+use crate::source::{ReadAt, ReadCtx, ReadExt};
 
 #[derive(Debug, thiserror::Error)]
 #[error("{file}: partition {part}: {fault}")]
@@ -84,14 +82,6 @@ pub fn decode_partition(inp: &PartInput<'_>) -> Result<SparseRows, DecodeError> 
         AngelFormat::BinaryColumn => decode_binary_columns(inp),
         AngelFormat::TextColumn => decode_text_columns(inp),
     };
-    // The bytes came from a mapping: a file rewritten in place while they were decoded
-    // must not yield a mix of old and new entries.
-    let result = result.and_then(|rows| {
-        inp.file
-            .check_consistent()
-            .map(|()| rows)
-            .map_err(DecodeFault::from)
-    });
     result.map_err(|fault| DecodeError {
         file: inp.file.name().to_string(),
         part: inp.part.part_id,
@@ -159,8 +149,15 @@ impl Builder {
     }
 }
 
-/// The partition's bytes, bounds-checked against the file.
-fn slice<'a>(inp: &'a PartInput<'_>, offset: u64, length: u64) -> Res<Cow<'a, [u8]>> {
+/// `f` of the partition's bytes, bounds-checked against the file. They may come from a
+/// mapping: a file rewritten in place while `f` decoded them fails the read, so no mix of old
+/// and new entries is kept.
+fn with_slice<T>(
+    inp: &PartInput<'_>,
+    offset: u64,
+    length: u64,
+    f: impl FnOnce(&[u8]) -> Res<T>,
+) -> Res<T> {
     let size = inp.file.size();
     match offset.checked_add(length) {
         Some(end) if end <= size => {}
@@ -172,7 +169,7 @@ fn slice<'a>(inp: &'a PartInput<'_>, offset: u64, length: u64) -> Res<Cow<'a, [u
         }
     }
     let len = usize::try_from(length).map_err(|_| "length too large".to_string())?;
-    Ok(inp.file.read_at(offset, len)?)
+    inp.file.with_bytes(ReadCtx::none(), offset, len, f)?
 }
 
 /// Value formats place the i-th record at `startCol + i`, which needs a real column range and
@@ -230,34 +227,37 @@ fn decode_binary_rows(inp: &PartInput<'_>) -> Res<SparseRows> {
         )
         .into());
     }
-    let data = slice(inp, part.offset, part.length)?;
-    let mut b = Builder::new(meta, part, total, vw);
-    let mut pos = 0usize;
-    for &(row, n) in &part.rows {
-        b.begin_row(row);
-        for i in 0..n {
-            let r = &data[pos..pos + rec];
-            let mut at = 0;
-            if has_row {
-                let rid = be_i64(&r[..4]);
-                if rid != row as i64 {
-                    return Err(format!("record row id {rid} where row {row} was expected").into());
+    with_slice(inp, part.offset, part.length, |data| {
+        let mut b = Builder::new(meta, part, total, vw);
+        let mut pos = 0usize;
+        for &(row, n) in &part.rows {
+            b.begin_row(row);
+            for i in 0..n {
+                let r = &data[pos..pos + rec];
+                let mut at = 0;
+                if has_row {
+                    let rid = be_i64(&r[..4]);
+                    if rid != row as i64 {
+                        return Err(
+                            format!("record row id {rid} where row {row} was expected").into()
+                        );
+                    }
+                    at = 4;
                 }
-                at = 4;
+                let col = if has_col {
+                    at += kw;
+                    be_i64(&r[at - kw..at])
+                } else {
+                    part.start_col + i as i64
+                };
+                b.push_col(col)?;
+                be_value_to_le(&r[at..at + vw], &mut b.out.values);
+                pos += rec;
             }
-            let col = if has_col {
-                at += kw;
-                be_i64(&r[at - kw..at])
-            } else {
-                part.start_col + i as i64
-            };
-            b.push_col(col)?;
-            be_value_to_le(&r[at..at + vw], &mut b.out.values);
-            pos += rec;
+            b.end_row();
         }
-        b.end_row();
-    }
-    Ok(b.out)
+        Ok(b.out)
+    })
 }
 
 /// Parses a text partition with `parse`: first the strict slice `offset..offset+length`
@@ -266,17 +266,17 @@ fn decode_binary_rows(inp: &PartInput<'_>) -> Res<SparseRows> {
 /// ends CRLF and the data parses with exact counts. The strict error is the one reported.
 fn with_text_slice<T>(inp: &PartInput<'_>, lines: u64, parse: impl Fn(&[u8]) -> Res<T>) -> Res<T> {
     let part = inp.part;
-    let strict = slice(inp, part.offset, part.length).and_then(|d| {
+    let strict = with_slice(inp, part.offset, part.length, |d| {
         // Angel never writes CR: a first line ending CR LF is a CRLF copy, whose strict slice
         // ends inside a line (the last line may lack its LF, so the count alone can pass).
-        if memchr::memchr(b'\n', &d).is_some_and(|i| i > 0 && d[i - 1] == b'\r') {
+        if memchr::memchr(b'\n', d).is_some_and(|i| i > 0 && d[i - 1] == b'\r') {
             return Err("CR LF line endings".into());
         }
-        let found = text::count_lines(&d);
+        let found = text::count_lines(d);
         if found != lines {
             return Err(format!("{found} lines where the meta says {lines}").into());
         }
-        parse(&d)
+        parse(d)
     });
     let err = match strict {
         Ok(v) => return Ok(v),
@@ -285,14 +285,16 @@ fn with_text_slice<T>(inp: &PartInput<'_>, lines: u64, parse: impl Fn(&[u8]) -> 
     // A CRLF copy's window: where the meta's line counts put it, else where the copy's own CRs
     // say (crlf.rs). Every LF in it must follow a CR, and the lines must be the meta's count.
     let try_window = |(off, len): (u64, u64)| -> Option<T> {
-        let d = slice(inp, off, len).ok()?;
-        let lfs = memchr::memchr_iter(b'\n', &d).count() as u64;
-        let crlf = d.windows(2).filter(|w| w == b"\r\n").count() as u64;
-        // The last line may lack its LF (nolf).
-        if lines == 0 || text::count_lines(&d) != lines || crlf != lfs {
-            return None;
-        }
-        parse(&d).ok()
+        let parsed = with_slice(inp, off, len, |d| {
+            let lfs = memchr::memchr_iter(b'\n', d).count() as u64;
+            let crlf = d.windows(2).filter(|w| w == b"\r\n").count() as u64;
+            // The last line may lack its LF (nolf).
+            if lines == 0 || text::count_lines(d) != lines || crlf != lfs {
+                return Ok(None);
+            }
+            Ok(parse(d).ok())
+        });
+        parsed.ok().flatten()
     };
     let by_lines = part
         .offset
@@ -302,7 +304,7 @@ fn with_text_slice<T>(inp: &PartInput<'_>, lines: u64, parse: impl Fn(&[u8]) -> 
             off == 0
                 || inp
                     .file
-                    .read_at(off - 1, 1)
+                    .read_vec(off - 1, 1)
                     .ok()
                     .and_then(|b| b.first().copied())
                     == Some(b'\n')
@@ -310,7 +312,7 @@ fn with_text_slice<T>(inp: &PartInput<'_>, lines: u64, parse: impl Fn(&[u8]) -> 
     // Line counts place the window right only if its last line has its LF (crlf.rs).
     let by_lines = by_lines.filter(|&(off, len)| {
         let last = off.checked_add(len).and_then(|e| e.checked_sub(1));
-        last.and_then(|at| inp.file.read_at(at, 1).ok()?.first().copied()) == Some(b'\n')
+        last.and_then(|at| inp.file.read_vec(at, 1).ok()?.first().copied()) == Some(b'\n')
     });
     let lenient = by_lines.and_then(try_window).or_else(|| {
         crlf::window(inp.file, part.offset, part.length)
@@ -512,18 +514,19 @@ fn decode_binary_columns(inp: &PartInput<'_>) -> Res<SparseRows> {
         )
         .into());
     }
-    let data = slice(inp, part.offset, part.length)?;
-    let mut col_ids = Vec::with_capacity(nc as usize);
-    let mut values = Vec::with_capacity(data.len());
-    for r in data.chunks_exact(rec as usize) {
-        let col = be_i64(&r[..kw]);
-        check_increasing(&col_ids, col)?;
-        col_ids.push(col);
-        for v in r[kw..].chunks_exact(vw) {
-            be_value_to_le(v, &mut values);
+    with_slice(inp, part.offset, part.length, |data| {
+        let mut col_ids = Vec::with_capacity(nc as usize);
+        let mut values = Vec::with_capacity(data.len());
+        for r in data.chunks_exact(rec as usize) {
+            let col = be_i64(&r[..kw]);
+            check_increasing(&col_ids, col)?;
+            col_ids.push(col);
+            for v in r[kw..].chunks_exact(vw) {
+                be_value_to_le(v, &mut values);
+            }
         }
-    }
-    columns_to_rows(inp, &col_ids, &values, vw)
+        columns_to_rows(inp, &col_ids, &values, vw)
+    })
 }
 
 fn decode_text_columns(inp: &PartInput<'_>) -> Res<SparseRows> {

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use super::meta::{MatrixMeta, PartMeta};
 use super::AngelFormat;
 use crate::model::{ModelError, RequestError};
-use crate::source::ReadAt;
+use crate::source::{ReadAt, ReadCtx, ReadExt};
 
 /// One partition as the plan reads it.
 struct Part {
@@ -147,35 +147,30 @@ impl Plan {
 
     /// Fills `out` with elements `first..` of the dense matrix (little-endian; 0 where no
     /// partition saved a value). The request was checked (`model::read_elements`).
-    pub(crate) fn read(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
+    pub(crate) fn read(&self, ctx: &ReadCtx, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
         let w = self.value_width;
         debug_assert_eq!(out.len() % w, 0);
         out.fill(0);
         let n = (out.len() / w) as u64;
         let mut done = 0u64;
-        let mut read: Vec<&Arc<dyn ReadAt>> = Vec::new();
         while done < n {
             let at = first + done;
             let (row, col) = (at / self.cols, at % self.cols);
             let run = (self.cols - col).min(n - done);
             let dst = &mut out[done as usize * w..(done + run) as usize * w];
-            self.read_row(row, col, dst, &mut read)?;
+            self.read_row(ctx, row, col, dst)?;
             done += run;
-        }
-        // Once per file per request: the bytes copied out are trusted only if it is unchanged.
-        for f in read {
-            f.check_consistent()?;
         }
         Ok(())
     }
 
-    /// Columns `col..` of `row` into `dst` (already zeroed); the files read go to `read`.
-    fn read_row<'a>(
-        &'a self,
+    /// Columns `col..` of `row` into `dst` (already zeroed).
+    fn read_row(
+        &self,
+        ctx: &ReadCtx,
         row: u64,
         col: u64,
         dst: &mut [u8],
-        read: &mut Vec<&'a Arc<dyn ReadAt>>,
     ) -> Result<(), ModelError> {
         let Ok(r) = u32::try_from(row) else {
             return Ok(());
@@ -202,40 +197,40 @@ impl Plan {
                         count: c1 - c0,
                         total: self.cols,
                     })?;
-            let bytes = p.file.read_at(p.offset + first, len)?;
             let into = &mut dst[(c0 - col) as usize * self.value_width..];
-            for (j, rec) in bytes.chunks_exact(self.record).enumerate() {
-                let mut at = 0;
-                if self.row_ids {
-                    let id = u32::from_be_bytes([rec[0], rec[1], rec[2], rec[3]]);
-                    if id != r {
-                        return Err(self.bad(format!("record of row {r} holds row id {id}")));
+            let decode = |bytes: &[u8]| -> Result<(), ModelError> {
+                for (j, rec) in bytes.chunks_exact(self.record).enumerate() {
+                    let mut at = 0;
+                    if self.row_ids {
+                        let id = u32::from_be_bytes([rec[0], rec[1], rec[2], rec[3]]);
+                        if id != r {
+                            return Err(self.bad(format!("record of row {r} holds row id {id}")));
+                        }
+                        at = 4;
                     }
-                    at = 4;
-                }
-                if self.col_ids {
-                    let key = &rec[at..at + self.key_width];
-                    let id = if self.key_width == 8 {
-                        i64::from_be_bytes(key.try_into().unwrap_or_default())
-                    } else {
-                        i64::from(i32::from_be_bytes(key.try_into().unwrap_or_default()))
-                    };
-                    let want = (c0 + j as u64) as i64;
-                    if id != want {
-                        return Err(self.bad(format!(
-                            "row {r}: record of column {want} holds column id {id}"
-                        )));
+                    if self.col_ids {
+                        let key = &rec[at..at + self.key_width];
+                        let id = if self.key_width == 8 {
+                            i64::from_be_bytes(key.try_into().unwrap_or_default())
+                        } else {
+                            i64::from(i32::from_be_bytes(key.try_into().unwrap_or_default()))
+                        };
+                        let want = (c0 + j as u64) as i64;
+                        if id != want {
+                            return Err(self.bad(format!(
+                                "row {r}: record of column {want} holds column id {id}"
+                            )));
+                        }
+                        at += self.key_width;
                     }
-                    at += self.key_width;
+                    let v = &rec[at..at + self.value_width];
+                    let o = &mut into[j * self.value_width..(j + 1) * self.value_width];
+                    o.copy_from_slice(v);
+                    o.reverse();
                 }
-                let v = &rec[at..at + self.value_width];
-                let o = &mut into[j * self.value_width..(j + 1) * self.value_width];
-                o.copy_from_slice(v);
-                o.reverse();
-            }
-            if !read.iter().any(|f| Arc::ptr_eq(f, &p.file)) {
-                read.push(&p.file);
-            }
+                Ok(())
+            };
+            p.file.with_bytes(ctx, p.offset + first, len, decode)??;
         }
         Ok(())
     }
@@ -295,13 +290,14 @@ mod tests {
             let want = decoded(&*t);
             let w = t.meta().dtype.elem_size().unwrap();
             let mut got = vec![0u8; want.len()];
-            plan.read(0, &mut got).unwrap();
+            plan.read(ReadCtx::none(), 0, &mut got).unwrap();
             assert!(got == want, "{name}");
             // Any range, crossing rows and partitions.
             let n = want.len() / w;
             for (a, b) in [(1, n - 1), (n / 3, n / 3 + 7), (n - 1, n)] {
                 let mut part = vec![0u8; (b - a) * w];
-                t.read_elements(a as u64, &mut part).unwrap();
+                t.read_elements(ReadCtx::none(), a as u64, &mut part)
+                    .unwrap();
                 assert!(part == want[a * w..b * w], "{name} {a}..{b}");
             }
         }
@@ -318,17 +314,20 @@ mod tests {
         }
         let plan = plan_of(tmp.path()).unwrap();
         let mut all = vec![0u8; 4 * 5 * 10];
-        plan.read(0, &mut all).unwrap();
+        plan.read(ReadCtx::none(), 0, &mut all).unwrap();
         // The first record's column id (bytes 4..8 of file 0) says 1 instead of 0.
         let mut data = std::fs::read(tmp.path().join("0")).unwrap();
         data[7] ^= 1;
         std::fs::write(tmp.path().join("0"), &data).unwrap();
         let plan = plan_of(tmp.path()).unwrap();
-        let err = plan.read(0, &mut [0u8; 4]).unwrap_err().to_string();
+        let err = plan
+            .read(ReadCtx::none(), 0, &mut [0u8; 4])
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("column id"), "{err}");
         // A range without the bad record still reads.
         let mut tail = vec![0u8; 4];
-        plan.read(5 * 10 - 1, &mut tail).unwrap();
+        plan.read(ReadCtx::none(), 5 * 10 - 1, &mut tail).unwrap();
         assert_eq!(tail, all[all.len() - 4..]);
     }
 }

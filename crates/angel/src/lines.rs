@@ -13,7 +13,7 @@
 use std::sync::{Arc, Condvar, Mutex};
 
 use super::decode::DecodeFault;
-use crate::source::ReadAt;
+use crate::source::{ReadAt, ReadCtx, ReadExt};
 use crate::store::{Offsets, Store};
 
 /// Lines between two indexed line offsets.
@@ -189,26 +189,28 @@ impl LineIndex {
     fn extend(&self, file: &dyn ReadAt, mut s: Scan) -> Res<Scan> {
         let n = (self.len - s.scanned).min(s.scanned.clamp(FIRST_PIECE, PIECE));
         let at = s.scanned;
-        let data = file.read_at(self.start + at, n as usize)?;
-        // A block at a time: one whose LFs neither reach the next indexed line nor need a CR
-        // check is counted whole by `memchr`'s SIMD count (lines are ~20 bytes: one step per
-        // line was most of a first read's scan).
-        for (k, block) in data.chunks(BLOCK).enumerate() {
-            if !self.crlf {
-                let c = memchr::memchr_iter(b'\n', block).count() as u64;
-                if c < STRIDE - s.found % STRIDE && s.found + c <= self.lines {
-                    s.found += c;
-                    continue;
+        let mut scan = |data: &[u8]| -> Res<()> {
+            // A block at a time: one whose LFs neither reach the next indexed line nor need a
+            // CR check is counted whole by `memchr`'s SIMD count (lines are ~20 bytes: one
+            // step per line was most of a first read's scan).
+            for (k, block) in data.chunks(BLOCK).enumerate() {
+                if !self.crlf {
+                    let c = memchr::memchr_iter(b'\n', block).count() as u64;
+                    if c < STRIDE - s.found % STRIDE && s.found + c <= self.lines {
+                        s.found += c;
+                        continue;
+                    }
+                }
+                for i in memchr::memchr_iter(b'\n', block) {
+                    self.line_end(&mut s, data, at, k * BLOCK + i)?;
                 }
             }
-            for i in memchr::memchr_iter(b'\n', block) {
-                self.line_end(&mut s, &data, at, k * BLOCK + i)?;
+            if let Some(&last) = data.last() {
+                s.prev = last;
             }
-        }
-        if let Some(&last) = data.last() {
-            s.prev = last;
-        }
-        drop(data);
+            Ok(())
+        };
+        file.with_bytes(ReadCtx::none(), self.start + at, n as usize, &mut scan)??;
         file.done_with(self.start + at, n);
         s.scanned += n;
         if s.scanned == self.len {
@@ -281,8 +283,7 @@ mod tests {
     }
 
     use super::*;
-    use crate::source::{MemSource, SourceError};
-    use std::borrow::Cow;
+    use crate::source::{About, MemSource, SourceError, To};
     use std::sync::atomic::{AtomicU64, Ordering};
 
     /// Counts the bytes read through it.
@@ -290,15 +291,12 @@ mod tests {
     struct Counting(MemSource, AtomicU64);
 
     impl ReadAt for Counting {
-        fn size(&self) -> u64 {
-            self.0.size()
+        fn about(&self) -> &About {
+            self.0.about()
         }
-        fn name(&self) -> &str {
-            self.0.name()
-        }
-        fn read_at(&self, offset: u64, len: usize) -> Result<Cow<'_, [u8]>, SourceError> {
-            self.1.fetch_add(len as u64, Ordering::Relaxed);
-            self.0.read_at(offset, len)
+        fn read_with(&self, ctx: &ReadCtx, offset: u64, to: To<'_>) -> Result<(), SourceError> {
+            self.1.fetch_add(to.len(), Ordering::Relaxed);
+            self.0.read_with(ctx, offset, to)
         }
     }
 

@@ -12,7 +12,7 @@ use serde::Deserialize;
 
 use super::rowtype::RowType;
 use super::AngelFormat;
-use crate::source::ReadAt;
+use crate::source::{ReadAt, ReadExt};
 
 #[derive(Debug, thiserror::Error, Clone, PartialEq)]
 pub enum MetaError {
@@ -49,13 +49,12 @@ fn corrupt(msg: impl Into<String>) -> MetaError {
 pub fn read_envelope(src: &dyn ReadAt) -> Result<Vec<u8>, MetaError> {
     let size = src.size();
     let head_len = size.min(5) as usize;
-    let head = src.read_at(0, head_len)?.into_owned();
+    let head = src.read_vec(0, head_len)?;
     if head.len() >= 5 {
         let n = u32::from_be_bytes([head[0], head[1], head[2], head[3]]) as u64;
         let length_ok = n == size - 4;
         if length_ok && head[4] == b'{' {
-            let body = src.read_at(4, n as usize)?;
-            return Ok(body.into_owned());
+            return Ok(src.read_vec(4, n as usize)?);
         }
         if length_ok {
             return Err(corrupt(format!(

@@ -10,7 +10,6 @@
 //! Field checks (counts, numbers, row ids, column order and ranges) are those of
 //! `decode`, made on the records a read decodes; column order is checked within a read.
 
-use std::borrow::Cow;
 use std::sync::Arc;
 
 use super::decode::{
@@ -21,7 +20,7 @@ use super::lines::{LineIndex, STRIDE};
 use super::rowtype::ValueType;
 use super::{crlf, idline, text, AngelFormat};
 use crate::model::{ColumnBlock, Entries};
-use crate::source::ReadAt;
+use crate::source::{ReadAt, ReadCtx, ReadExt};
 use crate::store::Store;
 
 type Res<T> = Result<T, DecodeFault>;
@@ -154,7 +153,7 @@ impl Region {
         let starts_line = |off: u64| {
             off == 0
                 || file
-                    .read_at(off - 1, 1)
+                    .read_vec(off - 1, 1)
                     .ok()
                     .and_then(|b| b.first().copied())
                     == Some(b'\n')
@@ -163,12 +162,13 @@ impl Region {
         // (else the window takes the next partition's first byte: crlf.rs).
         let ends_line = |off: u64, len: u64| {
             let last = off.checked_add(len).and_then(|e| e.checked_sub(1));
-            last.and_then(|at| file.read_at(at, 1).ok()?.first().copied()) == Some(b'\n')
+            last.and_then(|at| file.read_vec(at, 1).ok()?.first().copied()) == Some(b'\n')
         };
         let first_line_crlf = |off: u64, len: u64| -> Res<Option<bool>> {
             let n = len.min(1 << 20) as usize;
-            let data = file.read_at(off, n)?;
-            Ok(memchr::memchr(b'\n', &data).map(|i| i > 0 && data[i - 1] == b'\r'))
+            let crlf =
+                |data: &[u8]| memchr::memchr(b'\n', data).map(|i| i > 0 && data[i - 1] == b'\r');
+            Ok(file.with_bytes(ReadCtx::none(), off, n, crlf)?)
         };
         in_file(inp, part.offset, part.length)?;
         // A window that starts no line but whose first line is not CR LF follows a
@@ -216,9 +216,11 @@ impl Region {
         }
         self.lines = Some(index);
         if self.kind != (Kind::TextRows { nfields: 1 }) && len > 0 {
-            let first = file.read_at(start, len.min(1 << 20) as usize)?;
-            let end = memchr::memchr(b'\n', &first).map_or(first.len(), |i| i + 1);
-            self.sep = separator(inp, &first[..end]);
+            let sep = |first: &[u8]| {
+                let end = memchr::memchr(b'\n', first).map_or(first.len(), |i| i + 1);
+                separator(inp, &first[..end])
+            };
+            self.sep = file.with_bytes(ReadCtx::none(), start, len.min(1 << 20) as usize, sep)?;
         }
         Ok(())
     }
@@ -233,12 +235,13 @@ impl Region {
     /// Lines `first..first + n` (without LF / CR LF), from the nearest indexed line.
     fn with_lines<T>(
         &self,
+        ctx: &ReadCtx,
         file: &dyn ReadAt,
         first: u64,
         n: u64,
         mut f: impl FnMut(&[u8]) -> Res<T>,
     ) -> Res<()> {
-        self.with_line_starts(file, first, n, |rest| {
+        self.with_line_starts(ctx, file, first, n, |rest| {
             let nl = memchr::memchr(b'\n', rest).ok_or("fewer lines than indexed")?;
             let line = &rest[..nl];
             f(line.strip_suffix(b"\r").unwrap_or(line))?;
@@ -251,6 +254,7 @@ impl Region {
     /// that parses a line through to its end need not look for the LF first.
     fn with_line_starts(
         &self,
+        ctx: &ReadCtx,
         file: &dyn ReadAt,
         first: u64,
         n: u64,
@@ -270,18 +274,23 @@ impl Region {
         let s0 = (first / STRIDE) as usize;
         let s1 = end.div_ceil(STRIDE) as usize;
         let (a, b) = index.span(file, s0, s1)?;
-        let mut data: Cow<'_, [u8]> = file.read_at(index.start() + a, (b - a) as usize)?;
-        if b == index.end() && data.last().is_some_and(|&c| c != b'\n') {
-            // The partition's last line has no LF: the lines below are read as if it had
-            // (a copy of at most two strides, for reads that reach the end only).
-            data.to_mut().push(b'\n');
-        }
-        let mut pos = 0usize;
-        for _ in 0..first % STRIDE {
-            let nl = memchr::memchr(b'\n', &data[pos..]);
-            pos += nl.ok_or("fewer lines than indexed")? + 1;
-        }
-        let res = (|| {
+        let at_end = b == index.end();
+        let lines = |data: &[u8]| -> Res<()> {
+            let own: Vec<u8>;
+            let data = match at_end && data.last().is_some_and(|&c| c != b'\n') {
+                // The partition's last line has no LF: the lines below are read as if it had
+                // (a copy of at most two strides, for reads that reach the end only).
+                true => {
+                    own = [data, b"\n"].concat();
+                    &own[..]
+                }
+                false => data,
+            };
+            let mut pos = 0usize;
+            for _ in 0..first % STRIDE {
+                let nl = memchr::memchr(b'\n', &data[pos..]);
+                pos += nl.ok_or("fewer lines than indexed")? + 1;
+            }
             for _ in 0..n {
                 let rest = data.get(pos..).unwrap_or_default();
                 let used = f(rest)?;
@@ -289,10 +298,10 @@ impl Region {
                 pos += used;
             }
             Ok(())
-        })();
-        drop(data);
+        };
+        let res = file.with_bytes(ctx, index.start() + a, (b - a) as usize, lines);
         file.done_with(self.start + a, b - a);
-        res
+        res?
     }
 
     /// Checks that `col` follows `last` and lies in the matrix's and the partition's columns;
@@ -326,6 +335,7 @@ impl Region {
     /// Appends row-format records `first..first + n`, all of row `run.row`, to `out`.
     pub(crate) fn rows(
         &self,
+        ctx: &ReadCtx,
         file: &dyn ReadAt,
         first: u64,
         n: u64,
@@ -335,39 +345,41 @@ impl Region {
         let mut last = None;
         let row = run.row;
         match self.kind {
-            Kind::BinaryRows { has_row, has_col } => self.with_binary(file, first, n, |data| {
-                let (kw, vw) = (self.key_width, self.value.width());
-                for (i, r) in data.chunks_exact(self.rec as usize).enumerate() {
-                    let mut at = 0;
-                    if has_row {
-                        let rid = be_i64(&r[..4]);
-                        if rid != row as i64 {
-                            return Err(format!(
-                                "record row id {rid} where row {row} was expected"
-                            )
-                            .into());
+            Kind::BinaryRows { has_row, has_col } => {
+                self.with_binary(ctx, file, first, n, |data| {
+                    let (kw, vw) = (self.key_width, self.value.width());
+                    for (i, r) in data.chunks_exact(self.rec as usize).enumerate() {
+                        let mut at = 0;
+                        if has_row {
+                            let rid = be_i64(&r[..4]);
+                            if rid != row as i64 {
+                                return Err(format!(
+                                    "record row id {rid} where row {row} was expected"
+                                )
+                                .into());
+                            }
+                            at = 4;
                         }
-                        at = 4;
+                        let col = if has_col {
+                            at += kw;
+                            be_i64(&r[at - kw..at])
+                        } else {
+                            run.first_col + i as i64
+                        };
+                        self.check_col(col, &mut last)?;
+                        out.cols.push(col);
+                        be_value_to_le(&r[at..at + vw], &mut out.values);
                     }
-                    let col = if has_col {
-                        at += kw;
-                        be_i64(&r[at - kw..at])
-                    } else {
-                        run.first_col + i as i64
-                    };
-                    self.check_col(col, &mut last)?;
-                    out.cols.push(col);
-                    be_value_to_le(&r[at..at + vw], &mut out.values);
-                }
-                Ok(())
-            })?,
+                    Ok(())
+                })?
+            }
             Kind::TextRows { nfields } => {
                 let mut i = 0i64;
                 let id_sep = match (nfields, &*self.sep) {
                     (2, &[b]) => text::plain_separator(b),
                     _ => None,
                 };
-                self.with_line_starts(file, first, n, |rest| {
+                self.with_line_starts(ctx, file, first, n, |rest| {
                     // `id,value\n`, the bulk of an LR's text, read in one pass; a line the fast
                     // read refuses goes the general way, which says what is wrong.
                     if let Some(b) = id_sep {
@@ -408,6 +420,7 @@ impl Region {
     /// `first..first + n` to `out`.
     pub(crate) fn columns(
         &self,
+        ctx: &ReadCtx,
         file: &dyn ReadAt,
         first: u64,
         n: u64,
@@ -419,7 +432,7 @@ impl Region {
         }
         let mut last = None;
         match self.kind {
-            Kind::BinaryColumns => self.with_binary(file, first, n, |data| {
+            Kind::BinaryColumns => self.with_binary(ctx, file, first, n, |data| {
                 let (kw, vw) = (self.key_width, self.value.width());
                 let at = kw + slot as usize * vw;
                 for r in data.chunks_exact(self.rec as usize) {
@@ -431,7 +444,7 @@ impl Region {
                 Ok(())
             })?,
             Kind::TextColumns => {
-                self.with_lines(file, first, n, |line| {
+                self.with_lines(ctx, file, first, n, |line| {
                     let mut it = text::fields(line, &self.sep);
                     let col = parse_key(it.next().unwrap_or(&[]), self.key_width)?;
                     self.check_col(col, &mut last)?;
@@ -461,6 +474,7 @@ impl Region {
     /// stored row `rows[slot]` (`rows.len()` is the partition's saved rows).
     pub(crate) fn column_records(
         &self,
+        ctx: &ReadCtx,
         file: &dyn ReadAt,
         first: u64,
         n: u64,
@@ -472,7 +486,7 @@ impl Region {
         }
         let mut last = None;
         match self.kind {
-            Kind::BinaryColumns => self.with_binary(file, first, n, |data| {
+            Kind::BinaryColumns => self.with_binary(ctx, file, first, n, |data| {
                 let (kw, vw) = (self.key_width, self.value.width());
                 for r in data.chunks_exact(self.rec as usize) {
                     let col = be_i64(&r[..kw]);
@@ -487,7 +501,7 @@ impl Region {
                 Ok(())
             })?,
             Kind::TextColumns => {
-                self.with_lines(file, first, n, |line| {
+                self.with_lines(ctx, file, first, n, |line| {
                     let mut it = text::fields(line, &self.sep);
                     let col = parse_key(it.next().unwrap_or(&[]), self.key_width)?;
                     self.check_col(col, &mut last)?;
@@ -542,7 +556,7 @@ impl Region {
                 let (mut lo, mut hi) = (u0, u1);
                 while lo < hi {
                     let mid = lo + (hi - lo) / 2;
-                    if self.col_of(file, mid, 0)? < col {
+                    if self.col_of(ReadCtx::none(), file, mid, 0)? < col {
                         lo = mid + 1;
                     } else {
                         hi = mid;
@@ -564,7 +578,7 @@ impl Region {
                     if probe >= lo + (hi - lo) / 2 {
                         break;
                     }
-                    if self.col_of(file, probe * STRIDE, 0)? < col {
+                    if self.col_of(ReadCtx::none(), file, probe * STRIDE, 0)? < col {
                         lo = probe + 1;
                         step = step.saturating_mul(2);
                     } else {
@@ -574,7 +588,7 @@ impl Region {
                 }
                 while lo < hi {
                     let mid = lo + (hi - lo) / 2;
-                    if self.col_of(file, mid * STRIDE, 0)? < col {
+                    if self.col_of(ReadCtx::none(), file, mid * STRIDE, 0)? < col {
                         lo = mid + 1;
                     } else {
                         hi = mid;
@@ -589,7 +603,7 @@ impl Region {
                     Kind::TextRows { nfields } => nfields - 2,
                     _ => 0,
                 };
-                self.with_lines(file, from, to - from, |line| {
+                self.with_lines(ReadCtx::none(), file, from, to - from, |line| {
                     if found == to {
                         let f = text::fields(line, &self.sep).nth(key_field);
                         if parse_key(f.unwrap_or(&[]), self.key_width)? >= col {
@@ -607,19 +621,23 @@ impl Region {
     /// The column id of record (row formats) or column record `i`; `value_col` is the column
     /// of a Value format's record `i` (its id is implicit). Text: reads line `i` alone when it
     /// starts a stride.
-    pub(crate) fn col_of(&self, file: &dyn ReadAt, i: u64, value_col: i64) -> Res<i64> {
+    pub(crate) fn col_of(
+        &self,
+        ctx: &ReadCtx,
+        file: &dyn ReadAt,
+        i: u64,
+        value_col: i64,
+    ) -> Res<i64> {
         match self.kind {
             Kind::BinaryRows { has_col: false, .. } | Kind::TextRows { nfields: 1 } => {
                 Ok(value_col)
             }
             Kind::BinaryRows { has_row, .. } => {
-                let r = self.binary(file, i, 1)?;
                 let at = if has_row { 4 } else { 0 };
-                Ok(be_i64(&r[at..at + self.key_width]))
+                self.with_binary(ctx, file, i, 1, |r| Ok(be_i64(&r[at..at + self.key_width])))
             }
             Kind::BinaryColumns => {
-                let r = self.binary(file, i, 1)?;
-                Ok(be_i64(&r[..self.key_width]))
+                self.with_binary(ctx, file, i, 1, |r| Ok(be_i64(&r[..self.key_width])))
             }
             Kind::TextRows { .. } | Kind::TextColumns => {
                 let field = match self.kind {
@@ -643,7 +661,7 @@ impl Region {
                     let (a, b) = index.span(file, s, s + 1)?;
                     let mut want = (b - a).min(256);
                     loop {
-                        let data = file.read_at(index.start() + a, want as usize)?;
+                        let data = file.read_vec(index.start() + a, want as usize)?;
                         if let Some(nl) = memchr::memchr(b'\n', &data) {
                             return key(&data[..nl]);
                         }
@@ -658,7 +676,7 @@ impl Region {
                     }
                 }
                 let mut col = 0;
-                self.with_lines(file, i, 1, |line| {
+                self.with_lines(ctx, file, i, 1, |line| {
                     col = key(line)?;
                     Ok(())
                 })?;
@@ -670,26 +688,21 @@ impl Region {
     /// Calls `f` with binary records `first..first + n`, then lets the file drop them.
     fn with_binary<T>(
         &self,
+        ctx: &ReadCtx,
         file: &dyn ReadAt,
         first: u64,
         n: u64,
         f: impl FnOnce(&[u8]) -> Res<T>,
     ) -> Res<T> {
-        let data = self.binary(file, first, n)?;
-        let res = f(&data);
-        drop(data);
-        file.done_with(self.start + first * self.rec, n * self.rec);
-        res
-    }
-
-    /// Binary records `first..first + n`.
-    fn binary<'a>(&self, file: &'a dyn ReadAt, first: u64, n: u64) -> Res<Cow<'a, [u8]>> {
         let end = first.checked_add(n).filter(|&e| e <= self.records);
         if end.is_none() {
             return Err(format!("records {first}+{n} beyond the {}", self.records).into());
         }
         let len = usize::try_from(n * self.rec).map_err(|_| "read too large")?;
-        Ok(file.read_at(self.start + first * self.rec, len)?)
+        let at = self.start + first * self.rec;
+        let res = file.with_bytes(ctx, at, len, f);
+        file.done_with(at, n * self.rec);
+        res?
     }
 }
 
@@ -723,14 +736,21 @@ pub fn decode_by_range(inp: &PartInput<'_>) -> Result<crate::model::SparseRows, 
         got.clear();
         if inp.meta.format.is_column() {
             if part.save_col_num > 0 {
-                r.columns(inp.file, 0, part.save_col_num, slot as u64, &mut got)?;
+                r.columns(
+                    ReadCtx::none(),
+                    inp.file,
+                    0,
+                    part.save_col_num,
+                    slot as u64,
+                    &mut got,
+                )?;
             }
         } else {
             let run = RowRun {
                 row,
                 first_col: part.start_col,
             };
-            r.rows(inp.file, record, n, run, &mut got)?;
+            r.rows(ReadCtx::none(), inp.file, record, n, run, &mut got)?;
             record = record.checked_add(n).ok_or("record count overflows")?;
         }
         out.rows.push(row as u64);

@@ -16,7 +16,7 @@ use super::fault::MatrixFault;
 use super::meta::{MatrixMeta, PartMeta};
 use super::region::{Region, RowRun};
 use crate::model::{ColumnBlock, Entries, SparseShape};
-use crate::source::ReadAt;
+use crate::source::{ReadAt, ReadCtx, ReadExt};
 
 /// A run of one row's entries held by one partition.
 #[derive(Clone, Copy, Debug)]
@@ -127,6 +127,8 @@ pub(crate) trait Parts {
 pub(crate) struct Stream<'a> {
     pub(crate) segs: &'a Segments,
     pub(crate) parts: &'a dyn Parts,
+    /// How the partitions' bytes are read (the reader's read-ahead).
+    pub(crate) ctx: &'a ReadCtx,
 }
 
 fn fault(file: &dyn ReadAt, part: &PartMeta, f: super::decode::DecodeFault) -> Arc<MatrixFault> {
@@ -189,16 +191,15 @@ impl Stream<'_> {
         let (region, file) = self.parts.region(seg.part)?;
         let pm = self.parts.part(seg.part);
         let res = if self.segs.columns {
-            region.columns(&*file, off, n, seg.unit, out)
+            region.columns(self.ctx, &*file, off, n, seg.unit, out)
         } else {
             let run = RowRun {
                 row,
                 first_col: pm.start_col.saturating_add(off as i64),
             };
-            region.rows(&*file, seg.unit + off, n, run, out)
+            region.rows(self.ctx, &*file, seg.unit + off, n, run, out)
         };
-        res.and_then(|()| file.check_consistent().map_err(Into::into))
-            .map_err(|f| fault(&*file, pm, f))
+        res.map_err(|f| fault(&*file, pm, f))
     }
 
     /// Column formats: every value of the column records in columns `lo..hi` (`None`:
@@ -251,8 +252,7 @@ impl Stream<'_> {
                 rows.push(k as u32);
             }
             region
-                .column_records(&*file, s, e - s, &rows, out)
-                .and_then(|()| file.check_consistent().map_err(Into::into))
+                .column_records(self.ctx, &*file, s, e - s, &rows, out)
                 .map_err(|f| fault(&*file, pm, f))?;
         }
         Ok(())

@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use super::*;
 use crate::model::{DType, ReaderOptions, SparseRows, Tensor};
+use crate::source::ReadCtx;
 
 fn fixtures() -> PathBuf {
     crate::testing::fixtures_dir().join("angel")
@@ -80,7 +81,7 @@ fn assert_fails(name: &str, t: &dyn Tensor, needle: &str) {
     let n = meta.num_elements().unwrap_or(2).clamp(2, 1 << 16);
     let mut buf = vec![0u8; n as usize * meta.dtype.elem_size().unwrap_or(4)];
     assert!(
-        t.read_elements(0, &mut buf).is_err(),
+        t.read_elements(ReadCtx::none(), 0, &mut buf).is_err(),
         "{name}: read_elements succeeded"
     );
 }
@@ -139,7 +140,7 @@ fn check_matrix(case: &str, name: &str, t: &Arc<dyn Tensor>, e: &Value) {
     let n = meta.num_elements().filter(|&n| n <= 1 << 16);
     if let (Some(n), Some(w)) = (n, meta.dtype.elem_size()) {
         let mut dense = vec![0u8; n as usize * w];
-        t.read_elements(0, &mut dense).unwrap();
+        t.read_elements(ReadCtx::none(), 0, &mut dense).unwrap();
         let cols = meta.shape[1];
         for (ri, &row) in s.rows.iter().enumerate() {
             for k in s.row_ptr[ri] as usize..s.row_ptr[ri + 1] as usize {
@@ -150,7 +151,7 @@ fn check_matrix(case: &str, name: &str, t: &Arc<dyn Tensor>, e: &Value) {
         // An unaligned window equals the same bytes of the full read.
         if n > 3 {
             let mut part = vec![0u8; (n as usize - 3) * w];
-            t.read_elements(2, &mut part).unwrap();
+            t.read_elements(ReadCtx::none(), 2, &mut part).unwrap();
             assert_eq!(&part[..], &dense[2 * w..(n as usize - 1) * w], "{ctx}");
         }
     }
@@ -228,7 +229,7 @@ fn check_ranges(ctx: &str, t: &dyn Tensor, s: &SparseRows) {
         while at < nnz {
             let n = step.min(nnz - at);
             t.entries()
-                .and_then(|e| e.read_entries(at, n, &mut got))
+                .and_then(|e| e.read_entries(ReadCtx::none(), at, n, &mut got))
                 .unwrap_or_else(|e| panic!("{ctx}: entries {at}+{n}: {e}"));
             at += n;
         }
@@ -239,7 +240,7 @@ fn check_ranges(ctx: &str, t: &dyn Tensor, s: &SparseRows) {
     let mut got = crate::model::Entries::default();
     assert!(
         t.entries()
-            .and_then(|e| e.read_entries(nnz, 1, &mut got))
+            .and_then(|e| e.read_entries(ReadCtx::none(), nnz, 1, &mut got))
             .is_err(),
         "{ctx}: past the end"
     );
@@ -491,7 +492,7 @@ fn realworld_models_decode() {
             if !t.meta().sparse {
                 let n = t.meta().num_elements().unwrap() as usize;
                 let mut buf = vec![0u8; n * 4];
-                t.read_elements(0, &mut buf).unwrap();
+                t.read_elements(ReadCtx::none(), 0, &mut buf).unwrap();
             }
         }
     }
@@ -502,7 +503,7 @@ fn realworld_models_decode() {
     assert_eq!(t.meta().shape, vec![24, 148]);
     let text = std::fs::read_to_string(root.join("embedding_embedding/0")).unwrap();
     let mut all = vec![0u8; 24 * 148 * 4];
-    t.read_elements(0, &mut all).unwrap();
+    t.read_elements(ReadCtx::none(), 0, &mut all).unwrap();
     for (c, line) in text.lines().enumerate() {
         let f: Vec<&str> = line.split(',').collect();
         assert_eq!(f[0].parse::<usize>().unwrap(), c);

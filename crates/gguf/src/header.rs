@@ -6,7 +6,7 @@
 //! anything is allocated for it (each element read consumes at least one byte, so no count
 //! can make a loop outrun the file); nested arrays end at `MAX_NESTING`.
 
-use crate::source::{ReadAt, SourceError};
+use crate::source::{ReadAt, ReadExt, SourceError};
 
 const MAGIC: &[u8; 4] = b"GGUF";
 const DEFAULT_ALIGNMENT: u64 = 32;

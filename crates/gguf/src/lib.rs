@@ -17,7 +17,8 @@
 //! let t = model.tensor(&[name]).unwrap();
 //! assert_eq!(t.meta().shape, [64]);
 //! let mut first = [0u8; 4];
-//! t.read_elements(0, &mut first).unwrap();
+//! // A read for no open file handle: no read-ahead of its own to carry.
+//! t.read_elements(modelfs_io::source::ReadCtx::none(), 0, &mut first).unwrap();
 //! assert_eq!(first, [0x5d, 0xbf, 0xa0, 0xbe], "the float32 gguf-py reads there");
 //! ```
 #![deny(clippy::undocumented_unsafe_blocks)]
@@ -37,6 +38,7 @@ use std::sync::Arc;
 
 use crate::model::flat::Flat;
 use crate::model::{Document, Model, ModelError, OpenError, ReaderOptions};
+use crate::source::ReadExt;
 use crate::source::{ReadAt, Storage};
 pub use header::HeaderError;
 use header::Meta;
@@ -80,7 +82,6 @@ pub fn open(path: &Path, opts: &ReaderOptions) -> Result<Arc<dyn Model>, OpenErr
 
 fn model_of(file: &Arc<dyn ReadAt>) -> Result<Flat, ModelError> {
     let h = header::read(&**file, false).map_err(|e| ModelError::data(file.name(), e))?;
-    file.check_consistent()?;
     let mut model = Flat::new("gguf");
     model.detail(format!(
         "GGUF version {}, {} metadata keys, {} tensors, data at {}",
@@ -122,7 +123,6 @@ impl Document for MetadataDoc {
     fn render(&self, _chunk: u64, out: &mut Vec<u8>) -> Result<(), ModelError> {
         let h =
             header::read(&*self.file, true).map_err(|e| ModelError::data(self.file.name(), e))?;
-        self.file.check_consistent()?;
         let mut m = serde_json::Map::new();
         for (k, v) in &h.metadata {
             m.insert(k.clone(), Meta::json(v));
@@ -174,11 +174,16 @@ pub fn fuzz_file(data: &[u8]) {
                 if let Some(w) = m.dtype.elem_size() {
                     let n = m.num_elements().unwrap_or(0);
                     let mut buf = vec![0u8; n.min(40) as usize * w];
-                    let _ = t.read_elements(0, &mut buf);
-                    let _ = t.read_elements(n.saturating_sub(40), &mut buf);
+                    let _ = t.read_elements(crate::source::ReadCtx::none(), 0, &mut buf);
+                    let _ = t.read_elements(
+                        crate::source::ReadCtx::none(),
+                        n.saturating_sub(40),
+                        &mut buf,
+                    );
                 }
                 if let Some(s) = &m.stored {
-                    let _ = t.read_stored(0, s.bytes.min(64) as usize);
+                    let _ =
+                        t.read_stored(crate::source::ReadCtx::none(), 0, s.bytes.min(64) as usize);
                 }
             }
             DirEntry::Document(n) => {

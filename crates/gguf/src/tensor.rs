@@ -9,7 +9,7 @@ use bytes::Bytes;
 
 use super::quant::{Decode, GgmlType};
 use crate::model::{base_name, debug_check, DType, ModelError, StoredForm, Tensor, TensorMeta};
-use crate::source::ReadAt;
+use crate::source::{ReadAt, ReadCtx, ReadExt};
 
 pub(crate) struct GgufTensor {
     meta: TensorMeta,
@@ -97,50 +97,47 @@ impl Tensor for GgufTensor {
         &self.meta
     }
 
-    fn fill_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
+    fn fill_elements(&self, ctx: &ReadCtx, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
         debug_check(&self.meta, first, out.len());
         self.meta.no_problem(self.file.name())?;
         match self.ty.decode {
             Decode::Plain(_) => {
                 let w = self.ty.bytes;
-                self.file.read_into(self.at + first * w, out)?;
+                self.file.read_into(ctx, self.at + first * w, out)?;
             }
             Decode::Quant(q) => {
                 // The blocks the request covers, read at once, each dequantized in part.
                 let (bsz, bb) = (self.ty.block, self.ty.bytes);
                 let n = out.len() as u64 / 4;
                 let (b0, b1) = (first / bsz, (first + n).div_ceil(bsz));
-                let blocks = self
-                    .file
-                    .read_at(self.at + b0 * bb, ((b1 - b0) * bb) as usize)?;
-                let mut e = first;
-                let mut rest = &mut out[..];
-                while !rest.is_empty() {
-                    let (b, from) = (e / bsz, (e % bsz) as usize);
-                    let take = ((bsz as usize - from) * 4).min(rest.len());
-                    let (dst, tail) = rest.split_at_mut(take);
-                    let at = ((b - b0) * bb) as usize;
-                    q.dequantize(&blocks[at..at + bb as usize], from, dst);
-                    rest = tail;
-                    e += (take / 4) as u64;
-                }
+                let dequantize = |blocks: &[u8]| {
+                    let mut e = first;
+                    let mut rest = &mut out[..];
+                    while !rest.is_empty() {
+                        let (b, from) = (e / bsz, (e % bsz) as usize);
+                        let take = ((bsz as usize - from) * 4).min(rest.len());
+                        let (dst, tail) = rest.split_at_mut(take);
+                        let at = ((b - b0) * bb) as usize;
+                        q.dequantize(&blocks[at..at + bb as usize], from, dst);
+                        rest = tail;
+                        e += (take / 4) as u64;
+                    }
+                };
+                let (at, len) = (self.at + b0 * bb, ((b1 - b0) * bb) as usize);
+                self.file.with_bytes(ctx, at, len, dequantize)?;
             }
             Decode::Raw => unreachable!("a raw type's dtype has no width"),
         }
-        self.file.check_consistent()?;
         Ok(())
     }
 
-    fn lend(&self, first: u64, len: usize) -> Option<Result<Bytes, ModelError>> {
+    fn lend(&self, ctx: &ReadCtx, first: u64, len: usize) -> Option<Result<Bytes, ModelError>> {
         if !matches!(self.ty.decode, Decode::Plain(_)) || self.meta.problem.is_some() {
             return None;
         }
         debug_check(&self.meta, first, len);
-        Some((|| {
-            let got = self.file.read(self.at + first * self.ty.bytes, len)?;
-            self.file.check_consistent()?;
-            Ok(got)
-        })())
+        let got = self.file.read(ctx, self.at + first * self.ty.bytes, len);
+        Some(got.map_err(Into::into))
     }
 
     /// A plain type's elements are its blocks (one element each, little-endian as this
@@ -153,7 +150,7 @@ impl Tensor for GgufTensor {
         crate::model::StoredRun::elements(&self.file, self.at, &self.meta)
     }
 
-    fn read_stored(&self, offset: u64, len: usize) -> Result<Bytes, ModelError> {
+    fn read_stored(&self, ctx: &ReadCtx, offset: u64, len: usize) -> Result<Bytes, ModelError> {
         self.meta.no_problem(self.file.name())?;
         let total = self.meta.stored.as_ref().map_or(0, |s| s.bytes);
         if offset.checked_add(len as u64).is_none_or(|e| e > total) {
@@ -162,9 +159,7 @@ impl Tensor for GgufTensor {
                 "a read past the tensor's blocks",
             ));
         }
-        let got = self.file.read(self.at + offset, len)?;
-        self.file.check_consistent()?;
-        Ok(got)
+        Ok(self.file.read(ctx, self.at + offset, len)?)
     }
 
     fn cache_identity(&self) -> Option<String> {

@@ -4,7 +4,7 @@
 use super::*;
 use crate::model::expect::{hex, shape};
 use crate::model::own_component;
-use crate::source::MemSource;
+use crate::source::{MemSource, ReadCtx};
 use crate::testing::fixtures_dir;
 
 const MODEL: &str = "model.gguf";
@@ -39,10 +39,10 @@ fn check_against(model: &dyn Model, exp: &serde_json::Value) -> usize {
         let raw = want["raw"].as_str().unwrap();
         // `.bin`: the bytes as stored, for every type.
         let stored = match &m.stored {
-            Some(s) => hex(&t.read_stored(0, s.bytes as usize).unwrap()),
+            Some(s) => hex(&t.read_stored(ReadCtx::none(), 0, s.bytes as usize).unwrap()),
             None => {
                 let n = (m.num_elements().unwrap() as usize) * m.dtype.elem_size().unwrap();
-                hex(&t.read(0, n).unwrap())
+                hex(&t.read(ReadCtx::none(), 0, n).unwrap())
             }
         };
         assert_eq!(stored, raw, "{name} stored");
@@ -66,12 +66,12 @@ fn check_against(model: &dyn Model, exp: &serde_json::Value) -> usize {
         let n = m.num_elements().unwrap() as usize;
         let w = m.dtype.elem_size().unwrap();
         let mut buf = vec![0u8; n * w];
-        t.read_elements(0, &mut buf).unwrap();
+        t.read_elements(ReadCtx::none(), 0, &mut buf).unwrap();
         assert_eq!(hex(&buf), values.as_str().unwrap(), "{name} values");
         // From the middle of a block.
         if n > 40 {
             let mut part = vec![0u8; 37 * w];
-            t.read_elements(3, &mut part).unwrap();
+            t.read_elements(ReadCtx::none(), 3, &mut part).unwrap();
             assert_eq!(part, buf[3 * w..40 * w], "{name} from element 3");
         }
         decoded += 1;
@@ -250,7 +250,7 @@ fn real_files_of_other_projects_read_as_gguf_py_reads_them() {
             assert_eq!(meta.problem, None, "{file}: {name}");
             let n = meta.num_elements().unwrap() as usize * meta.dtype.elem_size().unwrap();
             let mut buf = vec![0u8; n];
-            t.read_elements(0, &mut buf).unwrap();
+            t.read_elements(ReadCtx::none(), 0, &mut buf).unwrap();
             assert_eq!(hex(&Sha256::digest(&buf)), w["sha256"], "{file}: {name}");
             checked += 1;
         }

@@ -13,10 +13,13 @@
 //! crate checks it).
 //!
 //! ```
-//! use modelfs_io::source::{MemSource, ReadAt};
+//! use modelfs_io::source::{MemSource, ReadCtx, ReadExt};
 //! let file = MemSource::new("weights", vec![1u8, 2, 3, 4]);
-//! assert_eq!(&*file.read_at(1, 2).unwrap(), &[2, 3]);
-//! assert!(file.read_at(3, 2).is_err(), "a read past the end is an error, never short");
+//! assert_eq!(file.read_vec(1, 2).unwrap(), [2, 3]);
+//! assert!(file.read_vec(3, 2).is_err(), "a read past the end is an error, never short");
+//! // The one read verb lends where it can: the sum is taken of the source's own bytes.
+//! let sum = file.with_bytes(ReadCtx::none(), 0, 4, |b| b.iter().sum::<u8>());
+//! assert_eq!(sum.unwrap(), 10);
 //! ```
 
 #![deny(clippy::undocumented_unsafe_blocks)]

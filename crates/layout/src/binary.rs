@@ -8,7 +8,7 @@ use bytes::Bytes;
 
 use super::{FileContent, LayoutError, Requester};
 use crate::model::{DType, Tensor};
-use crate::source::scratch;
+use crate::source::{scratch, ReadCtx};
 
 /// How source elements become file elements.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,7 +56,7 @@ impl RawElements {
     /// Up to `len` bytes at byte `offset` of the element data (fewer only at the end): the
     /// tensor's read when the elements are served as stored and whole (a view of the
     /// source's buffer where it lends one), else converted into a copy.
-    pub fn read(&self, offset: u64, len: usize) -> Result<Bytes, LayoutError> {
+    pub fn read(&self, ctx: &ReadCtx, offset: u64, len: usize) -> Result<Bytes, LayoutError> {
         let size = self.size().ok_or(LayoutError::Overflow("element count"))?;
         let len = usize::try_from(size.saturating_sub(offset)).map_or(len, |left| left.min(len));
         if len == 0 {
@@ -71,18 +71,23 @@ impl RawElements {
             let last = (offset + len as u64).div_ceil(w);
             let covering = usize::try_from((last - first) * w)
                 .map_err(|_| LayoutError::Overflow("read length"))?;
-            let got = self.tensor.read(first, covering)?;
+            let got = self.tensor.read(ctx, first, covering)?;
             let from = (offset - first * w) as usize;
             debug_assert!(from + len <= got.len());
             return Ok(got.slice(from..from + len));
         }
-        scratch::filled(len, |buf| self.read_at(offset, buf))
+        scratch::filled(len, |buf| self.read_at(ctx, offset, buf))
     }
 
     /// `read` of elements served as stored, without their checksum pass (for bytes a view
     /// must serve although their tensor fails its check: see `views::safetensors`); `None`
     /// for converted elements.
-    pub fn read_unchecked(&self, offset: u64, len: usize) -> Option<Result<Bytes, LayoutError>> {
+    pub fn read_unchecked(
+        &self,
+        ctx: &ReadCtx,
+        offset: u64,
+        len: usize,
+    ) -> Option<Result<Bytes, LayoutError>> {
         if self.map != ElemMap::Same {
             return None;
         }
@@ -94,7 +99,7 @@ impl RawElements {
         let from = (offset - first * w) as usize;
         Some(
             scratch::filled(covering, |buf| {
-                self.tensor.read_elements_unchecked(first, buf)?;
+                self.tensor.read_elements_unchecked(ctx, first, buf)?;
                 Ok(covering)
             })
             .map(|got| got.slice(from..from + len)),
@@ -102,7 +107,12 @@ impl RawElements {
     }
 
     /// Fills `buf` from byte `offset` of the element data; short only at the end.
-    pub(crate) fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize, LayoutError> {
+    pub(crate) fn read_at(
+        &self,
+        ctx: &ReadCtx,
+        offset: u64,
+        buf: &mut [u8],
+    ) -> Result<usize, LayoutError> {
         let size = self.size().ok_or(LayoutError::Overflow("element count"))?;
         if offset >= size || buf.is_empty() {
             return Ok(0);
@@ -113,11 +123,11 @@ impl RawElements {
         let last = (offset + len as u64).div_ceil(w);
         let count = (last - first) as usize;
         if self.map == ElemMap::Same && offset % w == 0 && len as u64 % w == 0 {
-            self.tensor.read_elements(first, &mut buf[..len])?;
+            self.tensor.read_elements(ctx, first, &mut buf[..len])?;
             return Ok(len);
         }
         let mut src = vec![0u8; count * self.src_width];
-        self.tensor.read_elements(first, &mut src)?;
+        self.tensor.read_elements(ctx, first, &mut src)?;
         let converted = match self.map {
             ElemMap::Same => src,
             ElemMap::Bool => {
@@ -155,8 +165,8 @@ impl FileContent for BinContent {
     fn size_for(&self, _req: &dyn Requester) -> Result<u64, LayoutError> {
         self.0.size().ok_or(LayoutError::Overflow("element count"))
     }
-    fn read(&self, offset: u64, len: usize, _req: &dyn Requester) -> Result<Bytes, LayoutError> {
-        self.0.read(offset, len)
+    fn read(&self, offset: u64, len: usize, req: &dyn Requester) -> Result<Bytes, LayoutError> {
+        self.0.read(req.ctx(), offset, len)
     }
 }
 
@@ -173,12 +183,12 @@ impl FileContent for StoredContent {
     fn size_for(&self, _req: &dyn Requester) -> Result<u64, LayoutError> {
         Ok(self.len)
     }
-    fn read(&self, offset: u64, len: usize, _req: &dyn Requester) -> Result<Bytes, LayoutError> {
+    fn read(&self, offset: u64, len: usize, req: &dyn Requester) -> Result<Bytes, LayoutError> {
         let len = usize::try_from(self.len.saturating_sub(offset)).map_or(len, |l| l.min(len));
         if len == 0 {
             return Ok(Bytes::new());
         }
-        Ok(self.tensor.read_stored(offset, len)?)
+        Ok(self.tensor.read_stored(req.ctx(), offset, len)?)
     }
 }
 
@@ -306,7 +316,7 @@ impl NpyContent {
                 }
                 let n = per.min(self.raw.elements - first);
                 let run = &mut buf[..n as usize * width];
-                t.read_elements_unchecked(first, run)?;
+                t.read_elements_unchecked(req.ctx(), first, run)?;
                 castagnoli = crc32c::crc32c_append(castagnoli, run);
                 zip.update(run);
                 first += n;
@@ -334,7 +344,7 @@ impl FileContent for NpyContent {
     fn read(&self, offset: u64, len: usize, _req: &dyn Requester) -> Result<Bytes, LayoutError> {
         // The header is ours: a read wholly in the element data is the data's read.
         if let Some(at) = offset.checked_sub(self.header.len() as u64) {
-            return self.raw.read(at, len);
+            return self.raw.read(ReadCtx::none(), at, len);
         }
         scratch::filled(len, |buf: &mut [u8]| {
             let h = &self.header[..];
@@ -351,7 +361,7 @@ impl FileContent for NpyContent {
             }
             let n = self
                 .raw
-                .read_at(pos - h.len() as u64, &mut buf[written..])?;
+                .read_at(ReadCtx::none(), pos - h.len() as u64, &mut buf[written..])?;
             Ok(written + n)
         })
     }

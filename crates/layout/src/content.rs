@@ -12,6 +12,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::model::ModelError;
+use crate::source::ReadCtx;
 
 #[derive(Debug, thiserror::Error)]
 pub enum LayoutError {
@@ -100,6 +101,32 @@ pub trait Requester: Sync {
     }
     /// Told after each step of long work: `done` of `total` units.
     fn progress(&self, _done: u64, _total: u64) {}
+    /// How the work's reads are made (the open handle's read-ahead; lending for a push):
+    /// passed down to every tensor read done for it, on whatever thread.
+    fn ctx(&self) -> &ReadCtx {
+        ReadCtx::none()
+    }
+}
+
+/// A requester whose reads carry `ctx`; everything else is `req`'s.
+pub struct Reading<'a> {
+    pub req: &'a dyn Requester,
+    pub ctx: ReadCtx,
+}
+
+impl Requester for Reading<'_> {
+    fn gone(&self) -> bool {
+        self.req.gone()
+    }
+    fn background(&self) -> bool {
+        self.req.background()
+    }
+    fn progress(&self, done: u64, total: u64) {
+        self.req.progress(done, total)
+    }
+    fn ctx(&self) -> &ReadCtx {
+        &self.ctx
+    }
 }
 
 /// A requester that always waits for the result.

@@ -5,6 +5,7 @@ use std::sync::{Arc, OnceLock};
 
 use super::{InconsistentRows, Unavailable};
 use crate::model::{debug_check, fill_dense_by_range, ModelError, SparseRows, Tensor, TensorMeta};
+use crate::source::ReadCtx;
 
 /// Whether dense layouts can show the tensor: always when it is dense; for a sparse one, when
 /// it is a matrix whose dense bytes fit in `max_dense`.
@@ -83,7 +84,7 @@ impl Tensor for DenseView {
         self.inner.cache_identity().map(|id| format!("{id}\0dense"))
     }
 
-    fn fill_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
+    fn fill_elements(&self, ctx: &ReadCtx, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
         let es = self.meta.dtype.elem_size().unwrap_or(1) as u64;
         let count = out.len() as u64 / es;
         let cols = self.meta.shape.get(1).copied().unwrap_or(0);
@@ -99,7 +100,7 @@ impl Tensor for DenseView {
                 return Err(self.inconsistent());
             }
             let entries = self.inner.entries()?;
-            return fill_dense_by_range(entries, &shape, 0, 0, cols, es as usize, first, out);
+            return fill_dense_by_range(entries, ctx, &shape, 0, 0, cols, es as usize, first, out);
         }
         let s = self.rows()?;
         let (r0, r1) = (first / cols, (first + count - 1) / cols);
@@ -154,7 +155,7 @@ mod tests {
         let t = sample();
         let d = dense_tensor(&t, 1 << 20).unwrap();
         let mut out = vec![0u8; 64];
-        d.read_elements(0, &mut out).unwrap();
+        d.read_elements(ReadCtx::none(), 0, &mut out).unwrap();
         let v: Vec<f32> = out
             .chunks(4)
             .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
@@ -164,9 +165,9 @@ mod tests {
         assert_eq!(v[12], 7.0);
         assert_eq!(v.iter().filter(|x| **x != 0.0).count(), 3);
         let mut part = vec![0u8; 8];
-        d.read_elements(3, &mut part).unwrap();
+        d.read_elements(ReadCtx::none(), 3, &mut part).unwrap();
         assert_eq!(&part[..4], &(-2.0f32).to_le_bytes());
-        assert!(d.read_elements(15, &mut part).is_err());
+        assert!(d.read_elements(ReadCtx::none(), 15, &mut part).is_err());
         assert!(dense_tensor(&t, 63).is_err());
     }
 }

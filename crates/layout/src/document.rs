@@ -7,6 +7,7 @@ use std::sync::Arc;
 use super::text::{ChunkSource, ChunkedText};
 use super::{FileContent, LayoutCtx, LayoutError};
 use crate::model::Document;
+use crate::source::ReadCtx;
 
 struct Chunks(Arc<dyn Document>);
 
@@ -15,7 +16,7 @@ impl ChunkSource for Chunks {
         self.0.chunks()
     }
 
-    fn render(&self, chunk: u64, out: &mut Vec<u8>) -> Result<(), LayoutError> {
+    fn render(&self, _: &ReadCtx, chunk: u64, out: &mut Vec<u8>) -> Result<(), LayoutError> {
         Ok(self.0.render(chunk, out)?)
     }
 }

@@ -5,6 +5,7 @@
 use crate::model::{DType, Entries, ModelError, RequestError, SparseRows, SparseShape, Tensor};
 
 use super::{num, InconsistentRows, LayoutError};
+use crate::source::ReadCtx;
 
 /// One element, widened to a type that holds every value of its dtype exactly.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -173,6 +174,7 @@ pub(crate) fn rows_before_unit(shape: &SparseShape, unit: u64) -> usize {
 /// count and value bytes checked) and the dtype's element size.
 pub(crate) fn with_entries<R>(
     tensor: &dyn Tensor,
+    ctx: &ReadCtx,
     first: u64,
     count: u64,
     f: impl FnOnce(&Entries, usize) -> R,
@@ -187,7 +189,7 @@ pub(crate) fn with_entries<R>(
         got.clear();
         let res = tensor
             .entries()
-            .and_then(|s| s.read_entries(first, count, &mut got))
+            .and_then(|s| s.read_entries(ctx, first, count, &mut got))
             .map_err(LayoutError::from)
             .and_then(|()| {
                 let n = got.cols.len();
@@ -213,6 +215,7 @@ const BLOCK_ELEMENTS: u64 = 64 * 1024;
 /// in blocks into the thread's scratch buffer.
 pub fn for_each_value<F: FnMut(u64, Value)>(
     tensor: &dyn Tensor,
+    ctx: &ReadCtx,
     first: u64,
     count: u64,
     mut f: F,
@@ -224,13 +227,14 @@ pub fn for_each_value<F: FnMut(u64, Value)>(
         static SCRATCH: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
     }
     let mut scratch = SCRATCH.take();
-    let result = values_with(tensor, first, count, &mut scratch, &mut f);
+    let result = values_with(tensor, ctx, first, count, &mut scratch, &mut f);
     SCRATCH.set(scratch);
     result
 }
 
 fn values_with<F: FnMut(u64, Value)>(
     tensor: &dyn Tensor,
+    ctx: &ReadCtx,
     first: u64,
     count: u64,
     scratch: &mut Vec<u8>,
@@ -254,7 +258,7 @@ fn values_with<F: FnMut(u64, Value)>(
             scratch.resize(need, 0);
         }
         let scratch = &mut scratch[..need];
-        tensor.read_elements(at, scratch)?;
+        tensor.read_elements(ctx, at, scratch)?;
         macro_rules! each {
             ($w:expr, $conv:expr) => {
                 for (k, b) in scratch.chunks_exact($w).enumerate() {
@@ -288,11 +292,11 @@ mod tests {
         let vals: Vec<f32> = (0..n).map(|i| i as f32).collect();
         let t = MemTensor::f32(&[n], &vals);
         let mut got = Vec::new();
-        for_each_value(&t, 60_000, 80_000, |i, v| got.push((i, v))).unwrap();
+        for_each_value(&t, ReadCtx::none(), 60_000, 80_000, |i, v| got.push((i, v))).unwrap();
         assert_eq!(got.len(), 80_000);
         assert_eq!(got[0], (60_000, Value::F32(60_000.0)));
         assert_eq!(got[79_999], (139_999, Value::F32(139_999.0)));
-        assert!(for_each_value(&t, n - 1, 2, |_, _| {}).is_err());
+        assert!(for_each_value(&t, ReadCtx::none(), n - 1, 2, |_, _| {}).is_err());
     }
 
     #[test]

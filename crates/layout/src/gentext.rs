@@ -13,6 +13,7 @@ use super::num::{
 use super::text::{ChunkSource, CHUNK_ELEMENTS};
 use super::LayoutError;
 use crate::model::{DType, SparseShape, Tensor};
+use crate::source::ReadCtx;
 
 fn chunks_for(n: u64, per: u64) -> u64 {
     n.div_ceil(per)
@@ -34,7 +35,7 @@ impl ChunkSource for ElementLines {
         chunks_for(self.elements, CHUNK_ELEMENTS)
     }
 
-    fn render(&self, chunk: u64, out: &mut Vec<u8>) -> Result<(), LayoutError> {
+    fn render(&self, ctx: &ReadCtx, chunk: u64, out: &mut Vec<u8>) -> Result<(), LayoutError> {
         let first = chunk * CHUNK_ELEMENTS;
         let count = (self.elements - first).min(CHUNK_ELEMENTS);
         let cols = self.cols.max(1);
@@ -44,11 +45,12 @@ impl ChunkSource for ElementLines {
         };
         if self.tensor.meta().dtype == DType::Str {
             let mut i = first;
-            self.tensor.for_each_string(first, count, &mut |s| {
-                write_escaped(s, out);
-                out.extend_from_slice(sep(i));
-                i += 1;
-            })?;
+            self.tensor
+                .for_each_string(ReadCtx::none(), first, count, &mut |s| {
+                    write_escaped(s, out);
+                    out.extend_from_slice(sep(i));
+                    i += 1;
+                })?;
             if i != first + count {
                 return Err(LayoutError::Mismatch {
                     what: "strings read",
@@ -60,12 +62,12 @@ impl ChunkSource for ElementLines {
         }
         out.reserve(count as usize * 12);
         if cols == 1 {
-            for_each_value(&*self.tensor, first, count, |_, v| {
+            for_each_value(&*self.tensor, ctx, first, count, |_, v| {
                 v.write_py(out);
                 out.push(b'\n');
             })?;
         } else {
-            for_each_value(&*self.tensor, first, count, |i, v| {
+            for_each_value(&*self.tensor, ctx, first, count, |i, v| {
                 v.write_py(out);
                 out.extend_from_slice(sep(i));
             })?;
@@ -84,7 +86,7 @@ impl ChunkSource for BlankRows {
     fn num_chunks(&self) -> u64 {
         chunks_for(self.rows, CHUNK_ELEMENTS)
     }
-    fn render(&self, chunk: u64, out: &mut Vec<u8>) -> Result<(), LayoutError> {
+    fn render(&self, _: &ReadCtx, chunk: u64, out: &mut Vec<u8>) -> Result<(), LayoutError> {
         let first = chunk * CHUNK_ELEMENTS;
         for r in first..self.rows.min(first + CHUNK_ELEMENTS) {
             if self.with_row_id {
@@ -107,7 +109,7 @@ impl ChunkSource for LibsvmDense {
     fn num_chunks(&self) -> u64 {
         chunks_for(self.rows.saturating_mul(self.cols), CHUNK_ELEMENTS)
     }
-    fn render(&self, chunk: u64, out: &mut Vec<u8>) -> Result<(), LayoutError> {
+    fn render(&self, ctx: &ReadCtx, chunk: u64, out: &mut Vec<u8>) -> Result<(), LayoutError> {
         let total = self.rows * self.cols;
         let first = chunk * CHUNK_ELEMENTS;
         let count = (total - first).min(CHUNK_ELEMENTS);
@@ -118,12 +120,12 @@ impl ChunkSource for LibsvmDense {
         let mut labelled = false;
         if self.tensor.key_kind() == Some(crate::model::KeyKind::HashKey) {
             keys.resize(((first + count).div_ceil(cols) - r0) as usize, 0);
-            if let Some(r) = self.tensor.row_keys(r0, &mut keys) {
+            if let Some(r) = self.tensor.row_keys(ReadCtx::none(), r0, &mut keys) {
                 r?;
                 labelled = true;
             }
         }
-        for_each_value(&*self.tensor, first, count, |i, v| {
+        for_each_value(&*self.tensor, ctx, first, count, |i, v| {
             let (r, c) = (i / cols, i % cols);
             if c == 0 {
                 match labelled {
@@ -181,7 +183,7 @@ impl ChunkSource for LibsvmSparse {
     fn num_chunks(&self) -> u64 {
         chunks_for(self.units, CHUNK_ELEMENTS)
     }
-    fn render(&self, chunk: u64, out: &mut Vec<u8>) -> Result<(), LayoutError> {
+    fn render(&self, ctx: &ReadCtx, chunk: u64, out: &mut Vec<u8>) -> Result<(), LayoutError> {
         let s = &*self.shape;
         let dtype = self.tensor.meta().dtype;
         let u0 = chunk * CHUNK_ELEMENTS;
@@ -192,7 +194,7 @@ impl ChunkSource for LibsvmSparse {
         // Reserved whole: a buffer regrown near its end is a copy of the chunk and twice its
         // fresh pages.
         out.reserve((u1 - u0) as usize * self.unit_bytes);
-        with_entries(&*self.tensor, e0, e1 - e0, |got, es| {
+        with_entries(&*self.tensor, ctx, e0, e1 - e0, |got, es| {
             let units = (s, u0, u1, e0);
             // float32, most weights, without a dispatch on the dtype per entry (~8 % of a
             // `cat` of an LR's libsvm).

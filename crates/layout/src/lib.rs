@@ -44,7 +44,9 @@ use std::sync::Arc;
 pub use crate::codec::angel::AngelFormat;
 use crate::model::{Tensor, TensorMeta};
 
-pub use content::{FileContent, InconsistentRows, LayoutError, Patient, Requester, Unavailable};
+pub use content::{
+    FileContent, InconsistentRows, LayoutError, Patient, Reading, Requester, Unavailable,
+};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Layout {

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use super::cache::ChunkCache;
 use super::*;
 use crate::model::{DType, SparseRows};
+use crate::source::ReadCtx;
 use crate::testing::MemTensor;
 
 /// The content of `layout`, `None` when it cannot show the tensor.
@@ -430,7 +431,7 @@ fn element_lines_break_rows_across_chunks() {
         };
         let mut got = Vec::new();
         for i in 0..text::ChunkSource::num_chunks(&src) {
-            text::ChunkSource::render(&src, i, &mut got).unwrap();
+            text::ChunkSource::render(&src, ReadCtx::none(), i, &mut got).unwrap();
         }
         let mut want = Vec::new();
         for (i, v) in vals.iter().enumerate() {
@@ -462,7 +463,7 @@ fn txt_throughput() {
     let start = std::time::Instant::now();
     for i in 0..text::ChunkSource::num_chunks(&src) {
         out.clear();
-        text::ChunkSource::render(&src, i, &mut out).unwrap();
+        text::ChunkSource::render(&src, ReadCtx::none(), i, &mut out).unwrap();
     }
     let dt = start.elapsed().as_secs_f64();
     let bytes = n as f64 * 11.5;

@@ -5,6 +5,7 @@
 use sha2::{Digest, Sha256};
 
 use super::Tensor;
+use crate::source::ReadCtx;
 
 /// Bytes as lower-case hex, as the fixtures' `expected.json` write them.
 pub fn hex(b: &[u8]) -> String {
@@ -35,7 +36,7 @@ pub fn elements_as(t: &dyn Tensor, want: &serde_json::Value, what: &str) -> Vec<
     assert_eq!(m.shape, shape(&want["shape"]), "{what}");
     let n = m.num_elements().unwrap() as usize * m.dtype.elem_size().unwrap();
     let mut got = vec![0u8; n];
-    t.read_elements(0, &mut got)
+    t.read_elements(ReadCtx::none(), 0, &mut got)
         .unwrap_or_else(|e| panic!("{what}: {e}"));
     let (h, sum) = (want.get("hex"), want.get("sha256"));
     assert!(h.is_some() || sum.is_some(), "{what}: no truth");

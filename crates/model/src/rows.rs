@@ -10,6 +10,7 @@
 
 use super::Entries;
 use super::{ModelError, RequestError, Sparse, Tensor, TensorMeta};
+use crate::source::ReadCtx;
 use crate::store::{IndexPlace, KeyIndex, ReadKeys};
 
 /// What an id names in a keyed tensor.
@@ -114,7 +115,7 @@ pub(crate) fn dense_row<T: Tensor + ?Sized>(
     let at = out.len();
     out.resize(at + n, 0);
     // row < v and v·d elements exist, so row·d cannot overflow.
-    let read = super::read_elements(t, row * d, &mut out[at..]);
+    let read = super::read_elements(t, ReadCtx::none(), row * d, &mut out[at..]);
     if let Err(e) = read {
         out.truncate(at);
         return Err(e);
@@ -137,7 +138,7 @@ fn entry_at(
 ) -> Result<bool, ModelError> {
     got.cols.clear();
     got.values.clear();
-    t.read_entries(e, 1, got)?;
+    t.read_entries(ReadCtx::none(), e, 1, got)?;
     if got.cols.first() != Some(&col) {
         return Ok(false);
     }
@@ -205,7 +206,7 @@ pub(crate) fn sparse_row(
     if e1 - e0 > width {
         return Err(bad_row(meta));
     }
-    t.read_entries(e0, e1 - e0, &mut got)?;
+    t.read_entries(ReadCtx::none(), e0, e1 - e0, &mut got)?;
     let at = out.len();
     out.resize(at + n, 0);
     for (i, &c) in got.cols.iter().enumerate() {

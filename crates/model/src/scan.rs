@@ -18,6 +18,7 @@ use super::rows::{sparse_column, sparse_row, MAX_ROW_BYTES};
 use super::{
     ColumnBlock, Crc, DType, Entries, KeyKind, ModelError, RequestError, SparseShape, Tensor,
 };
+use crate::source::ReadCtx;
 
 /// Bytes of row values a piece holds, about.
 const PIECE_BYTES: u64 = 4 << 20;
@@ -249,8 +250,10 @@ impl TableScan {
         out.ids.resize(n as usize, 0);
         let raw = to_fill(&mut out.raw_keys, n as usize * d.key_width);
         match d.unverified {
-            true => d.keys.read_elements_unchecked(first, raw)?,
-            false => d.keys.read_elements(first, raw)?,
+            true => d
+                .keys
+                .read_elements_unchecked(ReadCtx::none(), first, raw)?,
+            false => d.keys.read_elements(ReadCtx::none(), first, raw)?,
         }
         keys_from_le(raw, d.key_width, &mut out.ids);
         Ok(first)
@@ -332,7 +335,7 @@ impl TableScan {
                 };
                 let len = n as usize * self.row_bytes();
                 let values = to_fill(&mut out.values, len);
-                match keyed.read_rows(first, &mut out.ids, values) {
+                match keyed.read_rows(ReadCtx::none(), first, &mut out.ids, values) {
                     Some(r) => r,
                     None => Err(self.error("a hash table without stored keys")),
                 }
@@ -367,7 +370,7 @@ impl TableScan {
                 let first = position
                     .checked_mul(self.width)
                     .ok_or_else(|| self.error("a row position overflows"))?;
-                self.t.read_elements(first, &mut out[at..])
+                self.t.read_elements(ReadCtx::none(), first, &mut out[at..])
             }
             KeyKind::RowId => match sparse_row(self.t.entries()?, id, out)? {
                 Some(_) => Ok(()),
@@ -399,7 +402,8 @@ impl TableScan {
             .collect::<Option<_>>()
             .ok_or_else(|| self.error("a row position overflows"))?;
         let len = positions.len() * self.row_bytes();
-        d.values.read_runs_unchecked(&firsts, to_fill(out, len))
+        d.values
+            .read_runs_unchecked(ReadCtx::none(), &firsts, to_fill(out, len))
     }
 
     fn error(&self, what: &str) -> ModelError {
@@ -419,12 +423,13 @@ impl TableScan {
         out: &mut Batch,
     ) -> Result<(), ModelError> {
         let raw = to_fill(&mut out.raw_keys, n as usize * d.key_width);
-        d.keys.read_elements_unchecked(first, raw)?;
+        d.keys
+            .read_elements_unchecked(ReadCtx::none(), first, raw)?;
         out.crcs[0].add(raw);
         keys_from_le(raw, d.key_width, &mut out.ids);
         let values = to_fill(&mut out.values, n as usize * self.row_bytes());
         d.values
-            .read_elements_unchecked(first * self.width, values)?;
+            .read_elements_unchecked(ReadCtx::none(), first * self.width, values)?;
         out.crcs[1].add(values);
         Ok(())
     }
@@ -432,7 +437,8 @@ impl TableScan {
     fn read_dense(&self, first: u64, n: u64, out: &mut Batch) -> Result<(), ModelError> {
         let values = to_fill(&mut out.values, n as usize * self.row_bytes());
         // first + n ≤ rows, so (first + n) · width elements exist.
-        self.t.read_elements(first * self.width, values)
+        self.t
+            .read_elements(ReadCtx::none(), first * self.width, values)
     }
 
     /// Piece boundaries of a `ColumnId` table: the column of every `n`-th entry of its
@@ -452,7 +458,7 @@ impl TableScan {
         let mut e = start.saturating_add(per);
         while e < end {
             got.clear();
-            sparse.read_entries(e, 1, &mut got)?;
+            sparse.read_entries(ReadCtx::none(), e, 1, &mut got)?;
             let col = *got
                 .cols
                 .first()
@@ -480,7 +486,7 @@ impl TableScan {
         merged.clear();
         let block = &mut out.block;
         block.clear();
-        if let Some(read) = sparse.read_column_block(lo, hi, block) {
+        if let Some(read) = sparse.read_column_block(ReadCtx::none(), lo, hi, block) {
             // Stored by column: each record read once for all rows.
             read?;
             if block.values.len() != block.cols.len() * es || block.rows.len() != block.cols.len() {
@@ -514,7 +520,7 @@ impl TableScan {
                 return Err(self.error("a column seek outside its row"));
             }
             let at = entries.cols.len();
-            sparse.read_entries(s, e - s, entries)?;
+            sparse.read_entries(ReadCtx::none(), s, e - s, entries)?;
             if entries.values.len() != entries.cols.len() * es {
                 return Err(self.error("entries without their values"));
             }

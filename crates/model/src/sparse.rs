@@ -1,6 +1,7 @@
 //! Stored entries of sparse matrices (CSR `SparseRows`, `SparseShape`, column blocks,
 //! entries by range) and the dense reads built on them.
 
+use crate::source::ReadCtx;
 use crate::{ModelError, RequestError, Sparse};
 
 /// Stored entries of a sparse matrix, compressed by row (CSR). Rows without entries that
@@ -79,6 +80,7 @@ impl Entries {
 #[allow(clippy::too_many_arguments)]
 pub fn fill_dense_by_range(
     t: &dyn Sparse,
+    ctx: &ReadCtx,
     shape: &SparseShape,
     row_base: u64,
     col_base: i64,
@@ -123,7 +125,7 @@ pub fn fill_dense_by_range(
             t.seek_col(k, global(hi))?
         };
         got.clear();
-        t.read_entries(e0, e1.saturating_sub(e0), &mut got)?;
+        t.read_entries(ctx, e0, e1.saturating_sub(e0), &mut got)?;
         if got.values.len() != got.cols.len() * es {
             return Err(RequestError::PartialElement {
                 len: got.values.len(),

@@ -5,7 +5,7 @@
 //! Invariant (checked by `new`'s caller through `extent`): every element of the view lies in
 //! the store's first `extent()` elements.
 
-use crate::source::{ReadAt, SourceError};
+use crate::source::{ReadAt, ReadCtx, ReadExt, SourceError};
 
 /// Gather from one read of the whole extent when it is at most this many bytes, or at most
 /// `SPAN_FACTOR` times what is asked for; else read run by run.
@@ -93,6 +93,7 @@ impl Strided {
     /// whose store starts at byte `base`.
     pub fn fill(
         &self,
+        ctx: &ReadCtx,
         file: &dyn ReadAt,
         base: u64,
         first: u64,
@@ -107,14 +108,17 @@ impl Strided {
         let (lo, hi) = (self.offset, self.extent().unwrap_or(self.offset));
         let span = (hi - lo) * w;
         if span <= SPAN_BYTES.max(SPAN_FACTOR * out.len() as u64) {
-            let all = file.read_at(base + lo * w, span as usize)?;
-            return self.copy_runs(first, out, |at, dst| {
-                let from = ((at - lo) * w) as usize;
-                dst.copy_from_slice(&all[from..from + dst.len()]);
-                Ok(())
-            });
+            return file.with_bytes(ctx, base + lo * w, span as usize, |all| {
+                self.copy_runs(first, out, |at, dst| {
+                    let from = ((at - lo) * w) as usize;
+                    dst.copy_from_slice(&all[from..from + dst.len()]);
+                    Ok(())
+                })
+            })?;
         }
-        self.copy_runs(first, out, |at, dst| file.read_into(base + at * w, dst))
+        self.copy_runs(first, out, |at, dst| {
+            file.read_into(ctx, base + at * w, dst)
+        })
     }
 
     /// Calls `copy(store element, destination)` for each run of `out`.
@@ -152,7 +156,7 @@ mod tests {
 
     fn read(v: &Strided, file: &MemSource, first: u64, n: usize) -> Vec<u32> {
         let mut out = vec![0u8; n * 4];
-        v.fill(file, 0, first, &mut out).unwrap();
+        v.fill(ReadCtx::none(), file, 0, first, &mut out).unwrap();
         out.chunks(4)
             .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
             .collect()

@@ -14,6 +14,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use crate::source::ReadCtx;
+
 use super::rows::{self, default_key_kind, KeyKind, RowHit};
 use super::{
     entries_in, seek_col_in, ColumnBlock, Entries, ModelError, RequestError, SparseRows,
@@ -54,14 +56,14 @@ pub trait Tensor: Send + Sync {
     /// fixed-size dtype). Verifies the source checksum on first use. Called through
     /// `read_elements`, which has checked the request: the dtype has a fixed width, `out`
     /// holds whole elements, and they lie within the tensor (`debug_check` says so).
-    fn fill_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError>;
+    fn fill_elements(&self, ctx: &ReadCtx, first: u64, out: &mut [u8]) -> Result<(), ModelError>;
 
     /// What `fill_elements` would give for `len` bytes from element `first`, as a view of a
     /// buffer the source holds anyway or a copy (`ReadAt::read`); `None`: the reader must
     /// transform them (byte order, bools) and `fill_elements` does. Called through `read`,
     /// which has checked the request.
-    fn lend(&self, first: u64, len: usize) -> Option<Result<Bytes, ModelError>> {
-        let _ = (first, len);
+    fn lend(&self, ctx: &ReadCtx, first: u64, len: usize) -> Option<Result<Bytes, ModelError>> {
+        let _ = (ctx, first, len);
         None
     }
 
@@ -74,8 +76,8 @@ pub trait Tensor: Send + Sync {
     }
 
     /// Bytes `offset..offset + len` of the stored form (`TensorMeta::stored`), inside it.
-    fn read_stored(&self, offset: u64, len: usize) -> Result<Bytes, ModelError> {
-        let _ = (offset, len);
+    fn read_stored(&self, ctx: &ReadCtx, offset: u64, len: usize) -> Result<Bytes, ModelError> {
+        let _ = (ctx, offset, len);
         Err(ModelError::data(
             String::from_utf8_lossy(&self.meta().name),
             "no stored form",
@@ -123,7 +125,13 @@ pub type EachString<'a> = crate::source::Visit<'a>;
 /// A string (or variant) tensor.
 pub trait Strings: Tensor {
     /// Calls `f` with each element `first..first + count`.
-    fn for_each_string(&self, first: u64, count: u64, f: EachString<'_>) -> Result<(), ModelError>;
+    fn for_each_string(
+        &self,
+        ctx: &ReadCtx,
+        first: u64,
+        count: u64,
+        f: EachString<'_>,
+    ) -> Result<(), ModelError>;
 }
 
 /// A tensor whose stored entries can be read (CSR order).
@@ -148,7 +156,14 @@ pub trait Sparse: Tensor {
 
     /// Appends entries `first..first + count` to `out`. Readers that can decode a range
     /// without the whole tensor override this (memory stays bounded).
-    fn read_entries(&self, first: u64, count: u64, out: &mut Entries) -> Result<(), ModelError> {
+    fn read_entries(
+        &self,
+        ctx: &ReadCtx,
+        first: u64,
+        count: u64,
+        out: &mut Entries,
+    ) -> Result<(), ModelError> {
+        let _ = ctx;
         let es = self.meta().dtype.elem_size().unwrap_or(1);
         entries_in(&*self.sparse()?, es, first, count, out)
     }
@@ -165,11 +180,12 @@ pub trait Sparse: Tensor {
     /// `seek_col` and `read_entries`).
     fn read_column_block(
         &self,
+        ctx: &ReadCtx,
         lo: Option<i64>,
         hi: Option<i64>,
         out: &mut ColumnBlock,
     ) -> Option<Result<(), ModelError>> {
-        let _ = (lo, hi, out);
+        let _ = (ctx, lo, hi, out);
         None
     }
 }
@@ -181,8 +197,13 @@ pub trait Keyed: Tensor {
 
     /// The ids of rows `first..first + out.len()` of a hash table (`KeyKind::HashKey`), in
     /// row order (`libsvm` labels its lines with them); `None` when rows have no stored ids.
-    fn row_keys(&self, first: u64, out: &mut [i64]) -> Option<Result<(), ModelError>> {
-        let _ = (first, out);
+    fn row_keys(
+        &self,
+        ctx: &ReadCtx,
+        first: u64,
+        out: &mut [i64],
+    ) -> Option<Result<(), ModelError>> {
+        let _ = (ctx, first, out);
         None
     }
 
@@ -191,15 +212,21 @@ pub trait Keyed: Tensor {
     /// entries); the default reads them apart. `None` when rows have no stored ids.
     fn read_rows(
         &self,
+        ctx: &ReadCtx,
         first: u64,
         ids: &mut [i64],
         values: &mut [u8],
     ) -> Option<Result<(), ModelError>> {
-        if let Err(e) = self.row_keys(first, ids)? {
+        if let Err(e) = self.row_keys(ctx, first, ids)? {
             return Some(Err(e));
         }
         let width: u64 = self.meta().shape.get(1..).unwrap_or(&[]).iter().product();
-        Some(read_elements(self, first.saturating_mul(width), values))
+        Some(read_elements(
+            self,
+            ctx,
+            first.saturating_mul(width),
+            values,
+        ))
     }
 
     /// Appends the values of the row with id `id` to `out`: where it was, or `None` when no
@@ -260,17 +287,27 @@ pub trait Checksummed: Tensor {
 
     /// `fill_elements` without the checksum pass (see `deferred_crc32c`), called through
     /// `read_elements_unchecked`.
-    fn fill_elements_unverified(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
-        self.fill_elements(first, out)
+    fn fill_elements_unverified(
+        &self,
+        ctx: &ReadCtx,
+        first: u64,
+        out: &mut [u8],
+    ) -> Result<(), ModelError> {
+        self.fill_elements(ctx, first, out)
     }
 
     /// Runs of elements, each `out.len() / firsts.len()` bytes, from each of `firsts`
     /// (checked by the caller), as `fill_elements_unverified` reads one: for a reader of
     /// many short runs (rows), who pays a file's consistency check once, not per run.
-    fn fill_runs_unverified(&self, firsts: &[u64], out: &mut [u8]) -> Result<(), ModelError> {
+    fn fill_runs_unverified(
+        &self,
+        ctx: &ReadCtx,
+        firsts: &[u64],
+        out: &mut [u8],
+    ) -> Result<(), ModelError> {
         let run = out.len() / firsts.len().max(1);
         for (&first, o) in firsts.iter().zip(out.chunks_exact_mut(run.max(1))) {
-            self.fill_elements_unverified(first, o)?;
+            self.fill_elements_unverified(ctx, first, o)?;
         }
         Ok(())
     }
@@ -288,37 +325,53 @@ impl dyn Tensor + '_ {
     /// Fills `out` with elements `first..first + out.len() / elem_size` of a dense tensor with
     /// a fixed-size dtype, verifying the source checksum on first use. The one place a
     /// request is checked (width, whole elements, range) before any reader sees it.
-    pub fn read_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
-        read_elements(self, first, out)
+    pub fn read_elements(
+        &self,
+        ctx: &ReadCtx,
+        first: u64,
+        out: &mut [u8],
+    ) -> Result<(), ModelError> {
+        read_elements(self, ctx, first, out)
     }
 
     /// `len` bytes of elements from `first` (checked as `read_elements` checks them): a view
     /// of the source's own buffer where it lends one (`Tensor::lend`), else a copy in a
     /// recycled buffer (`source::scratch`).
-    pub fn read(&self, first: u64, len: usize) -> Result<Bytes, ModelError> {
+    pub fn read(&self, ctx: &ReadCtx, first: u64, len: usize) -> Result<Bytes, ModelError> {
         check_request(self.meta(), first, len)?;
-        if let Some(got) = self.lend(first, len) {
+        if let Some(got) = self.lend(ctx, first, len) {
             let got = got?;
             if got.len() == len {
                 return Ok(got);
             }
             debug_assert!(false, "lent {} bytes of {len}", got.len());
         }
-        crate::source::scratch::filled(len, |buf| self.fill_elements(first, buf).map(|()| len))
+        let fill = |buf: &mut [u8]| self.fill_elements(ctx, first, buf).map(|()| len);
+        crate::source::scratch::filled(len, fill)
     }
 
     /// `read_elements` without the checksum pass (see `Checksummed::deferred_crc32c`).
-    pub fn read_elements_unchecked(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
+    pub fn read_elements_unchecked(
+        &self,
+        ctx: &ReadCtx,
+        first: u64,
+        out: &mut [u8],
+    ) -> Result<(), ModelError> {
         check_request(self.meta(), first, out.len())?;
         match self.as_checksummed() {
-            Some(c) => c.fill_elements_unverified(first, out),
-            None => self.fill_elements(first, out),
+            Some(c) => c.fill_elements_unverified(ctx, first, out),
+            None => self.fill_elements(ctx, first, out),
         }
     }
 
     /// Runs of `out.len() / firsts.len()` bytes from each element of `firsts`, without the
     /// checksum pass (`read_elements_unchecked` of each, in one call).
-    pub fn read_runs_unchecked(&self, firsts: &[u64], out: &mut [u8]) -> Result<(), ModelError> {
+    pub fn read_runs_unchecked(
+        &self,
+        ctx: &ReadCtx,
+        firsts: &[u64],
+        out: &mut [u8],
+    ) -> Result<(), ModelError> {
         if firsts.is_empty() || out.len() % firsts.len() != 0 {
             return match out.is_empty() {
                 true => Ok(()),
@@ -337,10 +390,10 @@ impl dyn Tensor + '_ {
             check_request(self.meta(), first, run)?;
         }
         match self.as_checksummed() {
-            Some(c) => c.fill_runs_unverified(firsts, out),
+            Some(c) => c.fill_runs_unverified(ctx, firsts, out),
             None => {
                 for (&first, o) in firsts.iter().zip(out.chunks_exact_mut(run.max(1))) {
-                    self.fill_elements(first, o)?;
+                    self.fill_elements(ctx, first, o)?;
                 }
                 Ok(())
             }
@@ -350,12 +403,13 @@ impl dyn Tensor + '_ {
     /// `Strings::for_each_string`; an error for a tensor of another dtype.
     pub fn for_each_string(
         &self,
+        ctx: &ReadCtx,
         first: u64,
         count: u64,
         f: EachString<'_>,
     ) -> Result<(), ModelError> {
         match self.as_strings() {
-            Some(s) => s.for_each_string(first, count, f),
+            Some(s) => s.for_each_string(ctx, first, count, f),
             None => Err(ModelError::Request(RequestError::NotStrings(
                 self.meta().dtype.name().into_owned(),
             ))),
@@ -392,8 +446,13 @@ impl dyn Tensor + '_ {
     }
 
     /// `Keyed::row_keys`; `None` for a tensor whose rows have no stored ids.
-    pub fn row_keys(&self, first: u64, out: &mut [i64]) -> Option<Result<(), ModelError>> {
-        self.as_keyed()?.row_keys(first, out)
+    pub fn row_keys(
+        &self,
+        ctx: &ReadCtx,
+        first: u64,
+        out: &mut [i64],
+    ) -> Option<Result<(), ModelError>> {
+        self.as_keyed()?.row_keys(ctx, first, out)
     }
 
     /// The values of the row with id `id` (see `Keyed::row_by_id`); rows by index for a
@@ -438,11 +497,12 @@ impl dyn Tensor + '_ {
 /// `read_elements` of any tensor type (the method is on `dyn Tensor`).
 pub fn read_elements<T: Tensor + ?Sized>(
     t: &T,
+    ctx: &ReadCtx,
     first: u64,
     out: &mut [u8],
 ) -> Result<(), ModelError> {
     check_request(t.meta(), first, out.len())?;
-    t.fill_elements(first, out)
+    t.fill_elements(ctx, first, out)
 }
 
 /// Whether `len` bytes of elements from `first` are a request a tensor of `meta` can serve:
@@ -491,11 +551,11 @@ impl Tensor for WithMeta {
     fn meta(&self) -> &TensorMeta {
         &self.meta
     }
-    fn fill_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
-        self.inner.read_elements(first, out)
+    fn fill_elements(&self, ctx: &ReadCtx, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
+        self.inner.read_elements(ctx, first, out)
     }
-    fn lend(&self, first: u64, len: usize) -> Option<Result<Bytes, ModelError>> {
-        self.inner.lend(first, len)
+    fn lend(&self, ctx: &ReadCtx, first: u64, len: usize) -> Option<Result<Bytes, ModelError>> {
+        self.inner.lend(ctx, first, len)
     }
     fn stored_run(&self) -> Option<StoredRun> {
         self.inner.stored_run()

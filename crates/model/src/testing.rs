@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::SystemTime;
 
+use crate::source::ReadCtx;
 use crate::{
     Checksummed, DType, DirEntry, EachString, KnownProblem, Model, ModelError, ModelSummary,
     PartitionMeta, RequestError, Sparse, SparseRows, Strings, Tensor, TensorMeta,
@@ -167,7 +168,7 @@ impl Tensor for MemTensor {
         &self.meta
     }
 
-    fn fill_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
+    fn fill_elements(&self, _: &ReadCtx, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
         self.check()?;
         let es = self
             .meta
@@ -228,7 +229,13 @@ impl Checksummed for MemTensor {
 }
 
 impl Strings for MemTensor {
-    fn for_each_string(&self, first: u64, count: u64, f: EachString<'_>) -> Result<(), ModelError> {
+    fn for_each_string(
+        &self,
+        _: &ReadCtx,
+        first: u64,
+        count: u64,
+        f: EachString<'_>,
+    ) -> Result<(), ModelError> {
         self.check()?;
         let end = first
             .checked_add(count)
@@ -375,9 +382,9 @@ impl Tensor for CountingTensor {
     fn meta(&self) -> &TensorMeta {
         self.inner.meta()
     }
-    fn fill_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
+    fn fill_elements(&self, ctx: &ReadCtx, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
         self.count();
-        self.inner.read_elements(first, out)
+        self.inner.read_elements(ctx, first, out)
     }
     fn cache_identity(&self) -> Option<String> {
         self.inner.cache_identity()
@@ -400,9 +407,15 @@ impl Tensor for CountingTensor {
 }
 
 impl Strings for CountingTensor {
-    fn for_each_string(&self, first: u64, count: u64, f: EachString<'_>) -> Result<(), ModelError> {
+    fn for_each_string(
+        &self,
+        ctx: &ReadCtx,
+        first: u64,
+        count: u64,
+        f: EachString<'_>,
+    ) -> Result<(), ModelError> {
         self.count();
-        self.inner.for_each_string(first, count, f)
+        self.inner.for_each_string(ctx, first, count, f)
     }
 }
 
@@ -426,12 +439,13 @@ impl Sparse for CountingTensor {
 
     fn read_entries(
         &self,
+        ctx: &ReadCtx,
         first: u64,
         count: u64,
         out: &mut crate::Entries,
     ) -> Result<(), ModelError> {
         self.count();
-        self.inner.entries()?.read_entries(first, count, out)
+        self.inner.entries()?.read_entries(ctx, first, count, out)
     }
 
     fn seek_col(&self, k: usize, col: i64) -> Result<u64, ModelError> {
@@ -567,25 +581,28 @@ struct FlakyFile {
     down: Arc<std::sync::atomic::AtomicBool>,
 }
 
+/// Forwards the whole of `ReadAt` but `local_file` (a passthrough would read around the
+/// faults): reads through it check, lend and stream as the inner file's do.
 impl crate::source::ReadAt for FlakyFile {
-    fn size(&self) -> u64 {
-        self.inner.size()
+    fn about(&self) -> &crate::source::About {
+        self.inner.about()
     }
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-    fn read_at(
+    fn read_with(
         &self,
+        ctx: &ReadCtx,
         offset: u64,
-        len: usize,
-    ) -> Result<std::borrow::Cow<'_, [u8]>, crate::source::SourceError> {
+        to: crate::source::To<'_>,
+    ) -> Result<(), crate::source::SourceError> {
         if self.down.load(Ordering::SeqCst) {
             return Err(crate::source::SourceError::Remote {
-                url: self.inner.name().to_string(),
+                url: self.inner.about().name.clone(),
                 cause: "injected: service unavailable".into(),
             });
         }
-        self.inner.read_at(offset, len)
+        self.inner.read_with(ctx, offset, to)
+    }
+    fn done_with(&self, offset: u64, len: u64) {
+        self.inner.done_with(offset, len)
     }
 }
 
@@ -618,6 +635,8 @@ impl crate::source::Storage for FlakyStorage {
 mod read_checks {
     use std::sync::Arc;
 
+    use crate::source::ReadCtx;
+
     use super::MemTensor;
     use crate::{ModelError, RequestError, Tensor};
 
@@ -632,17 +651,20 @@ mod read_checks {
     fn every_read_is_checked_once_before_a_reader_sees_it() {
         let t: Arc<dyn Tensor> = Arc::new(MemTensor::f32(&[2, 2], &[1.0, 2.0, 3.0, 4.0]));
         let mut out = [0u8; 8];
-        t.read_elements(2, &mut out).unwrap();
+        t.read_elements(ReadCtx::none(), 2, &mut out).unwrap();
         assert_eq!(
             out,
             [3.0f32.to_le_bytes(), 4.0f32.to_le_bytes()].concat()[..]
         );
         assert!(matches!(
-            request(t.read_elements(0, &mut [0u8; 6]).unwrap_err()),
+            request(
+                t.read_elements(ReadCtx::none(), 0, &mut [0u8; 6])
+                    .unwrap_err()
+            ),
             RequestError::PartialElement { len: 6, elem: 4 }
         ));
         assert!(matches!(
-            request(t.read_elements(3, &mut out).unwrap_err()),
+            request(t.read_elements(ReadCtx::none(), 3, &mut out).unwrap_err()),
             RequestError::OutOfRange {
                 first: 3,
                 count: 2,
@@ -650,9 +672,12 @@ mod read_checks {
             }
         ));
         assert!(matches!(
-            request(t.read_elements_unchecked(u64::MAX, &mut out).unwrap_err()),
+            request(
+                t.read_elements_unchecked(ReadCtx::none(), u64::MAX, &mut out)
+                    .unwrap_err()
+            ),
             RequestError::OutOfRange { .. }
         ));
-        t.read_elements(4, &mut []).unwrap();
+        t.read_elements(ReadCtx::none(), 4, &mut []).unwrap();
     }
 }

@@ -36,7 +36,7 @@ use crate::model::{
     own_component, DirEntry, Document, Keyed, Model, ModelError, ModelSummary, ReaderOptions,
     Tensor,
 };
-use crate::source::{Memo, Storage};
+use crate::source::{Memo, ReadCtx, Storage};
 use table::{MonolithTable, Shard};
 
 #[cfg(any(test, feature = "testkit"))]
@@ -198,7 +198,7 @@ impl Tensor for Unreadable {
     fn meta(&self) -> &crate::model::TensorMeta {
         &self.meta
     }
-    fn fill_elements(&self, _first: u64, _out: &mut [u8]) -> Result<(), ModelError> {
+    fn fill_elements(&self, _: &ReadCtx, _: u64, _: &mut [u8]) -> Result<(), ModelError> {
         Err(self.fail())
     }
 
@@ -306,9 +306,9 @@ pub fn fuzz_shard(data: &[u8]) {
     let meta = t.meta();
     let n = meta.num_elements().unwrap_or(0).min(64);
     let mut buf = vec![0u8; n as usize * 4];
-    let _ = crate::model::read_elements(&t, 0, &mut buf);
+    let _ = crate::model::read_elements(&t, ReadCtx::none(), 0, &mut buf);
     let last = meta.num_elements().unwrap_or(0).saturating_sub(n);
-    let _ = crate::model::read_elements(&t, last, &mut buf);
+    let _ = crate::model::read_elements(&t, ReadCtx::none(), last, &mut buf);
     if meta.shape[0] <= 4096 {
         for id in [0, 1, -1, i64::MAX] {
             let _ = t.row_by_id(id, &mut Vec::new());

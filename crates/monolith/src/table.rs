@@ -21,7 +21,7 @@ use crate::model::{
     debug_check, DType, KeyKind, Keyed, ModelError, RequestError, RowHit, Tensor, TensorMeta,
     MAX_ROW_BYTES,
 };
-use crate::source::{identity_string, ReadAt};
+use crate::source::{identity_string, ReadAt, ReadCtx, ReadExt};
 use crate::store::{IndexPlace, KeyIndex, KeyIndexBuilder, KeyIndexError, Pending, Store};
 
 /// What is wrong with a table's shards, and where.
@@ -77,10 +77,13 @@ pub(crate) struct MonolithTable {
 /// shard (one read per `WINDOW` bytes, not two per record).
 struct Cursor<'a> {
     table: &'a MonolithTable,
+    /// How the shards' bytes are read (the reader's read-ahead).
+    ctx: &'a ReadCtx,
     shard: usize,
     at: u64,
-    /// Bytes of the shard from `window_at`.
-    window: std::borrow::Cow<'a, [u8]>,
+    /// Bytes of the shard from `window_at`: a copy, checked unchanged when read (a view of
+    /// a mapping would be read after its check).
+    window: bytes::Bytes,
     window_at: u64,
     /// Bytes of the shard before this were handed back (`ReadAt::done_with`): a pass over a
     /// table of many GB keeps only what it is reading mapped.
@@ -127,7 +130,7 @@ impl<'a> Cursor<'a> {
                 self.shard += 1;
                 self.at = 0;
                 self.released = 0;
-                self.window = std::borrow::Cow::Borrowed(&[]);
+                self.window = bytes::Bytes::new();
                 self.window_at = 0;
                 continue;
             }
@@ -148,7 +151,7 @@ impl<'a> Cursor<'a> {
                         let want = n.max(WINDOW).min(left) as usize;
                         self.window = s
                             .file
-                            .read_at(self.at, want)
+                            .read(self.ctx, self.at, want)
                             .map_err(|e| self.record_error(e.into()))?;
                         self.window_at = self.at;
                     }
@@ -269,7 +272,7 @@ impl MonolithTable {
             strides: Vec::new(),
             slots: BTreeMap::new(),
         };
-        let mut cur = self.cursor_at(0);
+        let mut cur = self.cursor_at(ReadCtx::none(), 0);
         let mut nums = Vec::new();
         loop {
             nums.clear();
@@ -314,7 +317,7 @@ impl MonolithTable {
         IndexPlace::new(self.index_dir.as_deref(), self.identity.as_deref())
     }
 
-    fn cursor_at(&self, global: u64) -> Cursor<'_> {
+    fn cursor_at<'a>(&'a self, ctx: &'a ReadCtx, global: u64) -> Cursor<'a> {
         let shard = self
             .bases
             .partition_point(|&b| b <= global)
@@ -322,19 +325,20 @@ impl MonolithTable {
         let at = global - self.bases.get(shard).copied().unwrap_or(0);
         Cursor {
             table: self,
+            ctx,
             shard,
             at,
-            window: std::borrow::Cow::Borrowed(&[]),
+            window: bytes::Bytes::new(),
             window_at: at,
             released: at,
         }
     }
 
     /// A cursor at entry `i` (walked from the kept offset before it).
-    fn cursor_at_entry(&self, i: u64) -> Result<Cursor<'_>, TableError> {
+    fn cursor_at_entry<'a>(&'a self, ctx: &'a ReadCtx, i: u64) -> Result<Cursor<'a>, TableError> {
         let k = (i / STRIDE) as usize;
         let start = *self.strides.get(k).ok_or_else(|| self.short())?;
-        let mut cur = self.cursor_at(start);
+        let mut cur = self.cursor_at(ctx, start);
         let mut skip = Vec::new();
         for _ in 0..i % STRIDE {
             skip.clear();
@@ -369,6 +373,7 @@ impl MonolithTable {
     /// Entries `first..` in order: `f(id, values)` for each until `count` were given.
     fn each_entry(
         &self,
+        ctx: &ReadCtx,
         first: u64,
         count: u64,
         mut f: impl FnMut(i64, &[u8]),
@@ -376,7 +381,7 @@ impl MonolithTable {
         if count == 0 {
             return Ok(());
         }
-        let mut cur = self.cursor_at_entry(first)?;
+        let mut cur = self.cursor_at_entry(ctx, first)?;
         let mut nums = Vec::new();
         for _ in 0..count {
             nums.clear();
@@ -396,7 +401,11 @@ impl MonolithTable {
         let mut read = |first: u64, out: &mut [i64]| -> Result<(), crate::store::KeysError> {
             let c = match &mut cur {
                 Some((next, c)) if *next == first => c,
-                _ => &mut cur.insert((first, self.cursor_at_entry(first)?)).1,
+                _ => {
+                    &mut cur
+                        .insert((first, self.cursor_at_entry(ReadCtx::none(), first)?))
+                        .1
+                }
             };
             for o in out.iter_mut() {
                 nums.clear();
@@ -422,7 +431,7 @@ impl Tensor for MonolithTable {
         &self.meta
     }
 
-    fn fill_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
+    fn fill_elements(&self, ctx: &ReadCtx, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
         debug_check(&self.meta, first, out.len());
         let dim = self.dim();
         let count = (out.len() / 4) as u64;
@@ -432,7 +441,7 @@ impl Tensor for MonolithTable {
         let (row, skip) = (first / dim, (first % dim) as usize * 4);
         let rows = (first + count).div_ceil(dim) - row;
         let mut at = 0usize;
-        self.each_entry(row, rows, |_, v| {
+        self.each_entry(ctx, row, rows, |_, v| {
             let v = if at == 0 { &v[skip..] } else { v };
             let n = v.len().min(out.len() - at);
             out[at..at + n].copy_from_slice(&v[..n]);
@@ -455,9 +464,14 @@ impl Keyed for MonolithTable {
         Some(KeyKind::HashKey)
     }
 
-    fn row_keys(&self, first: u64, out: &mut [i64]) -> Option<Result<(), ModelError>> {
+    fn row_keys(
+        &self,
+        ctx: &ReadCtx,
+        first: u64,
+        out: &mut [i64],
+    ) -> Option<Result<(), ModelError>> {
         let mut at = 0;
-        let walked = self.each_entry(first, out.len() as u64, |id, _| {
+        let walked = self.each_entry(ctx, first, out.len() as u64, |id, _| {
             out[at] = id;
             at += 1;
         });
@@ -466,6 +480,7 @@ impl Keyed for MonolithTable {
 
     fn read_rows(
         &self,
+        ctx: &ReadCtx,
         first: u64,
         ids: &mut [i64],
         values: &mut [u8],
@@ -480,7 +495,7 @@ impl Keyed for MonolithTable {
             .into()));
         }
         let mut at = 0;
-        let walked = self.each_entry(first, ids.len() as u64, |id, v| {
+        let walked = self.each_entry(ctx, first, ids.len() as u64, |id, v| {
             ids[at] = id;
             values[at * row..(at + 1) * row].copy_from_slice(v);
             at += 1;
@@ -505,8 +520,10 @@ impl Keyed for MonolithTable {
         let mut found: Option<(u64, Vec<u8>)> = None;
         for s in slots.into_iter().filter(|&s| s < self.entries()) {
             let mut hit = None;
-            self.each_entry(s, 1, |eid, v| hit = (eid == id).then(|| v.to_vec()))
-                .map_err(|e| self.fail(e))?;
+            self.each_entry(ReadCtx::none(), s, 1, |eid, v| {
+                hit = (eid == id).then(|| v.to_vec())
+            })
+            .map_err(|e| self.fail(e))?;
             if let Some(v) = hit {
                 if found.is_some() {
                     let e = format!("id {id} saved twice");

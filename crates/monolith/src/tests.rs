@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use super::*;
 use crate::model::KeyKind;
+use crate::source::ReadCtx;
 
 struct Table {
     ids: Vec<i64>,
@@ -105,9 +106,11 @@ fn every_id_reads_its_values_and_absent_ids_none() {
     }
     // The dense form holds every entry once, in shard order, at any offset.
     let mut all = vec![0u8; 3000 * 5 * 4];
-    table.read_elements(0, &mut all).unwrap();
+    table.read_elements(ReadCtx::none(), 0, &mut all).unwrap();
     let mut part = vec![0u8; 1234 * 4];
-    table.read_elements(2021, &mut part).unwrap();
+    table
+        .read_elements(ReadCtx::none(), 2021, &mut part)
+        .unwrap();
     assert_eq!(part[..], all[2021 * 4..(2021 + 1234) * 4]);
     let rows: Vec<Vec<f32>> = all
         .chunks_exact(20)
@@ -166,7 +169,7 @@ fn hostile_shards_give_errors_never_wrong_rows() {
         assert!(problem.contains("t-00000-of-00001"), "{what}: {problem}");
         let e = t.row_by_id(7, &mut Vec::new()).unwrap_err();
         assert!(e.to_string().contains("t-00000-of-00001"), "{what}: {e}");
-        assert!(t.read_elements(0, &mut [0u8; 4]).is_err());
+        assert!(t.read_elements(ReadCtx::none(), 0, &mut [0u8; 4]).is_err());
     }
     std::fs::write(&shard, &good).unwrap();
     let m = open(dir.path());

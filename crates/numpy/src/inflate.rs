@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use flate2::read::DeflateDecoder;
 
 use crate::model::ModelError;
-use crate::source::ReadAt;
+use crate::source::{ReadAt, ReadCtx, ReadExt};
 
 /// Decoders kept, over all members (each holds its 32 KiB window and buffers).
 const POOL_MAX: usize = 4;
@@ -53,7 +53,7 @@ impl Read for Compressed {
         let n = (buf.len() as u64).min(self.end - self.at) as usize;
         if n > 0 {
             self.file
-                .read_into(self.at, &mut buf[..n])
+                .read_into(ReadCtx::none(), self.at, &mut buf[..n])
                 .map_err(std::io::Error::other)?;
             self.at += n as u64;
         }
@@ -175,7 +175,6 @@ impl Inflated {
                         Err(e) => break Err(e.to_string()),
                     }
                 };
-                self.file.check_consistent()?;
                 let c = h.finalize();
                 self.verdict.get_or_init(|| {
                     outcome?;

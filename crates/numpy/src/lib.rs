@@ -35,6 +35,7 @@ use std::sync::Arc;
 use crate::model::flat::Flat;
 use crate::model::{Model, ModelError, OpenError, ReaderOptions};
 use crate::source::seekable::Seekable;
+use crate::source::ReadExt;
 use crate::source::{ReadAt, Storage};
 use inflate::Inflated;
 pub use npy::NpyError;
@@ -189,8 +190,12 @@ pub fn fuzz_file(data: &[u8]) {
         let n = m.num_elements().unwrap_or(0);
         let w = m.dtype.elem_size().unwrap_or(1);
         let mut buf = vec![0u8; n.min(16) as usize * w];
-        let _ = t.read_elements(0, &mut buf);
-        let _ = t.read_elements(n.saturating_sub(16), &mut buf);
+        let _ = t.read_elements(crate::source::ReadCtx::none(), 0, &mut buf);
+        let _ = t.read_elements(
+            crate::source::ReadCtx::none(),
+            n.saturating_sub(16),
+            &mut buf,
+        );
     }
 }
 

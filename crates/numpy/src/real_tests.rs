@@ -6,6 +6,7 @@
 use super::*;
 use crate::model::expect::elements_as;
 use crate::model::DirEntry;
+use crate::source::ReadCtx;
 use crate::testing::fixtures_dir;
 
 #[test]
@@ -57,7 +58,7 @@ fn files_of_other_projects_read_as_numpy_reads_them() {
             if meta.num_elements().unwrap() > 12 {
                 let w = meta.dtype.elem_size().unwrap();
                 let mut part = vec![0u8; 5 * w];
-                t.read_elements(7, &mut part).unwrap();
+                t.read_elements(ReadCtx::none(), 7, &mut part).unwrap();
                 assert_eq!(part, got[7 * w..12 * w], "{file}: {name}");
             }
             if want["fortran"] == true && want.get("zip").is_some_and(|z| z == "deflated") {

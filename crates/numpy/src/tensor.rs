@@ -10,7 +10,7 @@ use super::inflate::Inflated;
 use super::npy::{dtype_of, NpyHeader};
 use crate::model::strided::Strided;
 use crate::model::{base_name, debug_check, DType, ModelError, Tensor, TensorMeta};
-use crate::source::ReadAt;
+use crate::source::{ReadAt, ReadCtx, ReadExt};
 
 pub(crate) struct NpyTensor {
     meta: TensorMeta,
@@ -36,8 +36,6 @@ pub(crate) struct Member {
     pub(crate) crc: u32,
 }
 
-/// Bytes per read of the checksum pass.
-const CRC_PIECE: u64 = 4 << 20;
 /// Bytes inflated per step of a Fortran-order deflated member's pass.
 const STEP_BYTES: usize = 256 << 10;
 
@@ -190,14 +188,10 @@ impl NpyTensor {
             Some(v) => v,
             None => {
                 let mut h = crc32fast::Hasher::new();
-                let mut at = m.at;
-                while at < m.end {
-                    let len = (m.end - at).min(CRC_PIECE);
-                    h.update(&self.file.read_at(at, len as usize)?);
-                    self.file.done_with(at, len);
-                    at += len;
-                }
-                self.file.check_consistent()?;
+                // Piece by piece as the source hands them, each let go once hashed.
+                let len = m.end - m.at;
+                self.file
+                    .for_each_piece(ReadCtx::none(), m.at, len, &mut |p| h.update(p))?;
                 let c = h.finalize();
                 self.verdict.get_or_init(|| match c == m.crc {
                     true => Ok(()),
@@ -222,7 +216,7 @@ impl Tensor for NpyTensor {
         &self.meta
     }
 
-    fn fill_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
+    fn fill_elements(&self, ctx: &ReadCtx, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
         debug_check(&self.meta, first, out.len());
         self.meta.no_problem(self.file.name())?;
         self.verify()?;
@@ -231,10 +225,13 @@ impl Tensor for NpyTensor {
         match (&self.inflated, self.fortran) {
             (Some(inf), true) => self.fill_fortran_inflated(inf, first, out)?,
             (Some(inf), false) => inf.read(self.data + first * width as u64, out)?,
-            (None, false) => self.file.read_into(self.data + first * width as u64, out)?,
+            (None, false) => self
+                .file
+                .read_into(ctx, self.data + first * width as u64, out)?,
             (None, true) => {
                 let shape = &self.meta.shape;
                 Strided::new(shape, &Strided::column_major(shape), 0, width).fill(
+                    ctx,
                     &*self.file,
                     self.data,
                     first,
@@ -253,7 +250,6 @@ impl Tensor for NpyTensor {
         if self.meta.dtype == DType::Bool {
             out.iter_mut().for_each(|b| *b = u8::from(*b != 0));
         }
-        self.file.check_consistent()?;
         Ok(())
     }
 
@@ -264,7 +260,7 @@ impl Tensor for NpyTensor {
         crate::model::StoredRun::elements(&self.file, self.data, &self.meta)
     }
 
-    fn lend(&self, first: u64, len: usize) -> Option<Result<Bytes, ModelError>> {
+    fn lend(&self, ctx: &ReadCtx, first: u64, len: usize) -> Option<Result<Bytes, ModelError>> {
         if !self.plain() {
             return None;
         }
@@ -272,8 +268,7 @@ impl Tensor for NpyTensor {
         let width = self.meta.dtype.elem_size().unwrap_or(1) as u64;
         Some((|| {
             self.verify()?;
-            let got = self.file.read(self.data + first * width, len)?;
-            self.file.check_consistent()?;
+            let got = self.file.read(ctx, self.data + first * width, len)?;
             Ok(got)
         })())
     }

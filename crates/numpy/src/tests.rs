@@ -4,6 +4,7 @@
 use super::*;
 use crate::model::expect::{hex, shape};
 use crate::model::DirEntry;
+use crate::source::ReadCtx;
 use crate::testing::fixtures_dir;
 
 fn opened(name: &str) -> Arc<dyn Model> {
@@ -34,10 +35,10 @@ fn check(file: &str) -> usize {
         assert_eq!(meta.problem, None, "{file} {key}");
         let count = meta.num_elements().unwrap();
         let mut buf = vec![0u8; count as usize * meta.dtype.elem_size().unwrap()];
-        t.read_elements(0, &mut buf).unwrap();
+        t.read_elements(ReadCtx::none(), 0, &mut buf).unwrap();
         assert_eq!(hex(&buf), want["hex"].as_str().unwrap(), "{file} {key}");
         assert_eq!(
-            hex(&t.read(0, buf.len()).unwrap()),
+            hex(&t.read(ReadCtx::none(), 0, buf.len()).unwrap()),
             hex(&buf),
             "{file} {key}: read"
         );
@@ -45,7 +46,8 @@ fn check(file: &str) -> usize {
         if count > 2 {
             let w = meta.dtype.elem_size().unwrap();
             let mut mid = vec![0u8; w];
-            t.read_elements(count / 2, &mut mid).unwrap();
+            t.read_elements(ReadCtx::none(), count / 2, &mut mid)
+                .unwrap();
             assert_eq!(
                 mid,
                 buf[(count / 2) as usize * w..][..w],
@@ -87,19 +89,20 @@ fn deflated_members_read_by_range() {
     let m = opened("compressed.npz");
     let t = m.tensor(&path("dt/f4")).unwrap();
     let mut all = vec![0u8; 48];
-    t.read_elements(0, &mut all).unwrap();
+    t.read_elements(ReadCtx::none(), 0, &mut all).unwrap();
     for first in [11u64, 3, 7, 0, 10, 2] {
         let mut one = [0u8; 4];
-        t.read_elements(first, &mut one).unwrap();
+        t.read_elements(ReadCtx::none(), first, &mut one).unwrap();
         assert_eq!(one, all[first as usize * 4..][..4]);
     }
     let f = m.tensor(&path("fortran_f4")).unwrap();
     let n = f.meta().num_elements().unwrap() as usize;
     let mut all = vec![0u8; n * 4];
-    f.read_elements(0, &mut all).unwrap();
+    f.read_elements(ReadCtx::none(), 0, &mut all).unwrap();
     for first in (0..n).rev() {
         let mut one = [0u8; 4];
-        f.read_elements(first as u64, &mut one).unwrap();
+        f.read_elements(ReadCtx::none(), first as u64, &mut one)
+            .unwrap();
         assert_eq!(one, all[first * 4..][..4], "{first}");
     }
 }
@@ -122,7 +125,7 @@ fn a_damaged_deflated_member_fails() {
         let Ok(t) = m.tensor(&path("dt/f4")) else {
             continue;
         };
-        if t.read_elements(0, &mut [0u8; 48]).is_err() {
+        if t.read_elements(ReadCtx::none(), 0, &mut [0u8; 48]).is_err() {
             failed += 1;
         }
     }
@@ -137,7 +140,7 @@ fn object_arrays_are_refused() {
     assert!(t.meta().problem.as_deref().unwrap().contains("pickle"));
     assert_eq!(t.meta().shape, [2]);
     assert!(
-        t.read(0, 8).is_err(),
+        t.read(ReadCtx::none(), 0, 8).is_err(),
         "an object array has no elements to read"
     );
     assert_eq!(m.summary().unwrap().problems.len(), 1);
@@ -180,10 +183,15 @@ fn a_damaged_member_fails_its_crc() {
     let m = open(&p, &ReaderOptions::default()).unwrap();
     let t = m.tensor(&path("dt/f8")).unwrap();
     let mut buf = vec![0u8; 8];
-    let err = t.read_elements(0, &mut buf).unwrap_err().to_string();
+    let err = t
+        .read_elements(ReadCtx::none(), 0, &mut buf)
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("CRC-32"), "{err}");
     let other = m.tensor(&path("dt/f4")).unwrap();
-    other.read_elements(0, &mut [0u8; 4]).unwrap();
+    other
+        .read_elements(ReadCtx::none(), 0, &mut [0u8; 4])
+        .unwrap();
     // Without verification the bytes are served as they are.
     let opts = ReaderOptions {
         verify: false,
@@ -192,6 +200,6 @@ fn a_damaged_member_fails_its_crc() {
     let m = open(&p, &opts).unwrap();
     m.tensor(&path("dt/f8"))
         .unwrap()
-        .read_elements(0, &mut buf)
+        .read_elements(ReadCtx::none(), 0, &mut buf)
         .unwrap();
 }

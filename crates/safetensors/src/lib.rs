@@ -41,6 +41,7 @@ use std::time::SystemTime;
 
 use crate::model::flat::{Flat, JsonDocument};
 use crate::model::{Model, ModelError, OpenError, ReaderOptions};
+use crate::source::ReadExt;
 use crate::source::{EntryKind, ReadAt, Storage};
 pub use header::HeaderError;
 use tensor::StTensor;
@@ -140,7 +141,6 @@ fn read_header(file: &dyn ReadAt) -> Result<header::Header, ModelError> {
     // Bounded by the file's size and MAX_HEADER (header_len).
     let json = file.read_vec(8, n as usize)?;
     let h = header::parse(&json, size).map_err(|e| ModelError::data(file.name(), e))?;
-    file.check_consistent()?;
     Ok(h)
 }
 
@@ -161,9 +161,13 @@ pub fn fuzz_file(data: &[u8]) {
         let n = t.meta().num_elements().unwrap_or(0);
         let w = t.meta().dtype.elem_size().unwrap_or(1);
         let mut buf = vec![0u8; w * n.min(16) as usize];
-        let _ = t.read_elements(0, &mut buf);
-        let _ = t.read_elements(n.saturating_sub(16), &mut buf);
-        let _ = t.read(0, buf.len());
+        let _ = t.read_elements(crate::source::ReadCtx::none(), 0, &mut buf);
+        let _ = t.read_elements(
+            crate::source::ReadCtx::none(),
+            n.saturating_sub(16),
+            &mut buf,
+        );
+        let _ = t.read(crate::source::ReadCtx::none(), 0, buf.len());
     }
 }
 

@@ -7,7 +7,7 @@ use bytes::Bytes;
 
 use super::header::Entry;
 use crate::model::{base_name, debug_check, DType, ModelError, Tensor, TensorMeta};
-use crate::source::ReadAt;
+use crate::source::{ReadAt, ReadCtx, ReadExt};
 
 pub(crate) struct StTensor {
     meta: TensorMeta,
@@ -59,17 +59,16 @@ impl Tensor for StTensor {
         &self.meta
     }
 
-    fn fill_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
+    fn fill_elements(&self, ctx: &ReadCtx, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
         debug_check(&self.meta, first, out.len());
         self.meta.no_problem(self.file.name())?;
-        self.file.read_into(self.at(first)?, out)?;
+        self.file.read_into(ctx, self.at(first)?, out)?;
         if self.meta.dtype == DType::Bool {
             // numpy's bool is one byte, 0 or 1; any other byte reads as true.
             for b in out.iter_mut() {
                 *b = u8::from(*b != 0);
             }
         }
-        self.file.check_consistent()?;
         Ok(())
     }
 
@@ -80,14 +79,13 @@ impl Tensor for StTensor {
         crate::model::StoredRun::elements(&self.file, self.begin, &self.meta)
     }
 
-    fn lend(&self, first: u64, len: usize) -> Option<Result<Bytes, ModelError>> {
+    fn lend(&self, ctx: &ReadCtx, first: u64, len: usize) -> Option<Result<Bytes, ModelError>> {
         if self.meta.problem.is_some() || self.meta.dtype == DType::Bool {
             return None;
         }
         debug_check(&self.meta, first, len);
         Some((|| {
-            let got = self.file.read(self.at(first)?, len)?;
-            self.file.check_consistent()?;
+            let got = self.file.read(ctx, self.at(first)?, len)?;
             Ok(got)
         })())
     }

@@ -6,6 +6,7 @@ use std::path::Path;
 use super::*;
 use crate::model::expect::{hex, shape};
 use crate::model::DirEntry;
+use crate::source::ReadCtx;
 use crate::testing::fixtures_dir;
 
 fn dir() -> PathBuf {
@@ -48,9 +49,13 @@ fn check(model: &dyn Model, files: &[&str]) -> usize {
             assert_eq!(m.problem, None, "{key}");
             let n = m.num_elements().unwrap();
             let mut buf = vec![0u8; n as usize * m.dtype.elem_size().unwrap()];
-            t.read_elements(0, &mut buf).unwrap();
+            t.read_elements(ReadCtx::none(), 0, &mut buf).unwrap();
             assert_eq!(hex(&buf), want["hex"].as_str().unwrap(), "{key}");
-            assert_eq!(hex(&t.read(0, buf.len()).unwrap()), hex(&buf), "{key} lent");
+            assert_eq!(
+                hex(&t.read(ReadCtx::none(), 0, buf.len()).unwrap()),
+                hex(&buf),
+                "{key} lent"
+            );
             checked += 1;
         }
     }

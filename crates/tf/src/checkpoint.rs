@@ -20,7 +20,7 @@ use crate::keys::{self, KeyStyle, GRAPH_KEY};
 use crate::model::{DirEntry, Model, ModelError, ModelSummary, ReaderOptions, Tensor, WithMeta};
 use crate::object_graph::{self, ObjectNames};
 use crate::ordered_code::{slice_key, slice_key_name};
-use crate::source::Memo;
+use crate::source::{Memo, ReadCtx};
 
 pub struct TfModel {
     bundle: Arc<Bundle>,
@@ -102,7 +102,7 @@ impl TfModel {
             let read = || -> Result<ObjectNames, Box<dyn std::error::Error + Send + Sync>> {
                 let t = tensor_for_key(&self.bundle, GRAPH_KEY)?.ok_or("no object graph")?;
                 let mut bytes = Vec::new();
-                t.for_each_string(0, 1, &mut |b| bytes.extend_from_slice(b))?;
+                t.for_each_string(ReadCtx::none(), 0, 1, &mut |b| bytes.extend_from_slice(b))?;
                 Ok(object_graph::parse(&bytes).map_err(|e| e.to_string())?)
             };
             let prefix = &self.bundle.prefix_name;

@@ -4,6 +4,7 @@ use super::*;
 use crate::bundle::testutil::BundleBuilder;
 use crate::bundle::MemShards;
 use crate::codec::table::testutil::CountingReadAt;
+use crate::source::ReadCtx;
 
 fn model_of(b: BundleBuilder) -> (TfModel, Arc<CountingReadAt>) {
     let prefix = b.prefix.clone();
@@ -270,7 +271,7 @@ fn rows_of_partitioned_variables_cross_their_slices() {
         let (rows, cols) = (t.meta().shape[0], t.meta().shape[1]);
         let w = t.meta().dtype.elem_size().unwrap();
         let mut all = vec![0u8; (rows * cols) as usize * w];
-        t.read_elements(0, &mut all).unwrap();
+        t.read_elements(ReadCtx::none(), 0, &mut all).unwrap();
         for r in 0..rows {
             let mut got = Vec::new();
             let hit = t.row_by_id(r as i64, &mut got).unwrap().unwrap();

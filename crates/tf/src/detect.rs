@@ -17,7 +17,7 @@ use super::whole::{self, ends_with_table_magic};
 use crate::codec::table::{BlockCache, Table};
 use crate::model::multi::MultiModel;
 use crate::model::{Member, Model, OpenError, ReaderOptions};
-use crate::source::{EntryKind, SourceError, Storage};
+use crate::source::{EntryKind, ReadExt, SourceError, Storage};
 
 pub use super::prefix::{index_path, split_prefix, INDEX_SUFFIX};
 

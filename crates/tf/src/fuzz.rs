@@ -7,7 +7,7 @@ use std::sync::Arc;
 use crate::graph::scan::{scan, GraphKind};
 use crate::graph::tensor_proto::{self, ProtoTensor};
 use crate::model::{Model, Tensor};
-use crate::source::{MemSource, ReadAt};
+use crate::source::{MemSource, ReadAt, ReadCtx};
 
 /// Reads a little of every kind a layout would ask for.
 fn touch(t: &dyn Tensor) {
@@ -19,12 +19,12 @@ fn touch(t: &dyn Tensor) {
     match meta.dtype.elem_size() {
         Some(w) => {
             let mut buf = vec![0u8; n as usize * w];
-            let _ = t.read_elements(0, &mut buf);
+            let _ = t.read_elements(ReadCtx::none(), 0, &mut buf);
             let last = meta.num_elements().unwrap_or(0).saturating_sub(n);
-            let _ = t.read_elements(last, &mut buf);
+            let _ = t.read_elements(ReadCtx::none(), last, &mut buf);
         }
         None => {
-            let _ = t.for_each_string(0, n, &mut |_| {});
+            let _ = t.for_each_string(ReadCtx::none(), 0, n, &mut |_| {});
         }
     }
 }

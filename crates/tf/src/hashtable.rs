@@ -20,6 +20,7 @@ use crate::model::{
     debug_check, Checksummed, DType, KeyKind, Keyed, ModelError, RequestError, RowHit, Tensor,
     TensorMeta,
 };
+use crate::source::ReadCtx;
 use crate::store::{IndexPlace, KeyIndex};
 
 pub(crate) const KEYS_SUFFIX: &[u8] = b"-keys";
@@ -236,12 +237,12 @@ impl HashTable {
 
     fn key_at(&self, slot: u64) -> Result<i64, ModelError> {
         let mut k = [0i64];
-        self.read_keys(slot, &mut k)?;
+        self.read_keys(ReadCtx::none(), slot, &mut k)?;
         Ok(k[0])
     }
 
     /// Keys of slots `first..first + out.len()`, across parts.
-    fn read_keys(&self, first: u64, out: &mut [i64]) -> Result<(), ModelError> {
+    fn read_keys(&self, ctx: &ReadCtx, first: u64, out: &mut [i64]) -> Result<(), ModelError> {
         thread_local! {
             // 32-bit keys before widening, kept: a fresh buffer of a scan piece's size is a
             // new mapping and its unmap a TLB shootdown on every core.
@@ -256,12 +257,12 @@ impl HashTable {
             let got = &mut out[done..done + n];
             match self.key_width {
                 8 => {
-                    keys.read_elements(local, bytemuck::cast_slice_mut(got))?;
+                    keys.read_elements(ctx, local, bytemuck::cast_slice_mut(got))?;
                     got.iter_mut().for_each(|k| *k = i64::from_le(*k));
                 }
                 w => RAW.with_borrow_mut(|raw| {
                     raw.resize(n * w, 0);
-                    keys.read_elements(local, raw)?;
+                    keys.read_elements(ctx, local, raw)?;
                     crate::model::scan::keys_from_le(raw, w, got);
                     Ok::<_, ModelError>(())
                 })?,
@@ -281,7 +282,7 @@ impl HashTable {
     fn index(&self) -> Result<Arc<KeyIndex>, ModelError> {
         let place = IndexPlace::new(self.index_dir.as_deref(), self.index_identity().as_deref());
         let mut read = |first: u64, out: &mut [i64]| {
-            self.read_keys(first, out)
+            self.read_keys(ReadCtx::none(), first, out)
                 .map_err(|e| Box::new(e) as crate::store::KeysError)
         };
         key_index(
@@ -299,9 +300,9 @@ impl Tensor for HashTable {
         &self.meta
     }
 
-    fn fill_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
+    fn fill_elements(&self, ctx: &ReadCtx, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
         if let [(_, v)] = &self.parts[..] {
-            return v.read_elements(first, out);
+            return v.read_elements(ctx, first, out);
         }
         // Across parts, a row's elements at a time: element e is in the part of its row.
         let es = self.meta.dtype.elem_size().unwrap_or(1);
@@ -322,15 +323,20 @@ impl Tensor for HashTable {
             let at = (done as usize) * es;
             self.parts[p]
                 .1
-                .read_elements(local, &mut out[at..at + n as usize * es])?;
+                .read_elements(ctx, local, &mut out[at..at + n as usize * es])?;
             done += n;
         }
         Ok(())
     }
 
-    fn lend(&self, first: u64, len: usize) -> Option<Result<bytes::Bytes, ModelError>> {
+    fn lend(
+        &self,
+        ctx: &ReadCtx,
+        first: u64,
+        len: usize,
+    ) -> Option<Result<bytes::Bytes, ModelError>> {
         match &self.parts[..] {
-            [(_, v)] => v.lend(first, len),
+            [(_, v)] => v.lend(ctx, first, len),
             _ => None,
         }
     }
@@ -372,8 +378,13 @@ impl Keyed for HashTable {
         }
     }
 
-    fn row_keys(&self, first: u64, out: &mut [i64]) -> Option<Result<(), ModelError>> {
-        Some(self.read_keys(first, out))
+    fn row_keys(
+        &self,
+        ctx: &ReadCtx,
+        first: u64,
+        out: &mut [i64],
+    ) -> Option<Result<(), ModelError>> {
+        Some(self.read_keys(ctx, first, out))
     }
 
     fn sentinels(&self) -> &[i64] {
@@ -435,7 +446,11 @@ impl Keyed for HashTable {
         let at = out.len();
         out.resize(at + bytes as usize, 0);
         let (p, local) = self.part_of(slot);
-        if let Err(e) = self.parts[p].1.read_elements(local * width, &mut out[at..]) {
+        if let Err(e) =
+            self.parts[p]
+                .1
+                .read_elements(ReadCtx::none(), local * width, &mut out[at..])
+        {
             out.truncate(at);
             return Err(e);
         }
@@ -452,11 +467,11 @@ fn integer_at(t: &dyn Tensor, i: u64) -> Result<i64, ModelError> {
     let mut b = [0u8; 8];
     match t.meta().dtype {
         DType::I32 => {
-            t.read_elements(i, &mut b[..4])?;
+            t.read_elements(ReadCtx::none(), i, &mut b[..4])?;
             Ok(i32::from_le_bytes([b[0], b[1], b[2], b[3]]) as i64)
         }
         _ => {
-            t.read_elements(i, &mut b)?;
+            t.read_elements(ReadCtx::none(), i, &mut b)?;
             Ok(i64::from_le_bytes(b))
         }
     }

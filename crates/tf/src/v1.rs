@@ -18,7 +18,7 @@ use crate::model::EachString;
 use crate::model::{
     DirEntry, Model, ModelError, ModelSummary, PartitionMeta, Strings, Tensor, TensorMeta,
 };
-use crate::source::{MemSource, Memo, ReadAt};
+use crate::source::{MemSource, Memo, ReadAt, ReadCtx};
 
 /// What the meta entries say of one tensor.
 struct V1Tensor {
@@ -217,8 +217,8 @@ impl Tensor for LazySlice {
         &self.meta
     }
 
-    fn fill_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
-        crate::model::read_elements(self.value()?, first, out)
+    fn fill_elements(&self, ctx: &ReadCtx, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
+        crate::model::read_elements(self.value()?, ctx, first, out)
     }
 
     /// None: V1 text indexes are kept per mount only (a V1 checkpoint is small and rare).
@@ -232,8 +232,14 @@ impl Tensor for LazySlice {
 }
 
 impl Strings for LazySlice {
-    fn for_each_string(&self, first: u64, count: u64, f: EachString<'_>) -> Result<(), ModelError> {
-        self.value()?.for_each_string(first, count, f)
+    fn for_each_string(
+        &self,
+        ctx: &ReadCtx,
+        first: u64,
+        count: u64,
+        f: EachString<'_>,
+    ) -> Result<(), ModelError> {
+        self.value()?.for_each_string(ctx, first, count, f)
     }
 }
 

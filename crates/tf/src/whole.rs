@@ -14,7 +14,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use crate::codec::table::footer::TABLE_MAGIC;
-use crate::source::{EntryKind, Storage};
+use crate::source::{EntryKind, ReadExt, Storage};
 
 /// A directory's entries as `Storage::list` gives them.
 pub(super) type Entries = [(OsString, EntryKind)];

@@ -11,7 +11,7 @@ use super::walk::TensorSpec;
 use crate::codec::zip::{data_start, LOCAL_HEADER};
 use crate::model::strided::Strided;
 use crate::model::{base_name, debug_check, DType, ModelError, Tensor, TensorMeta};
-use crate::source::{Flight, ReadAt};
+use crate::source::{Flight, ReadAt, ReadCtx, ReadExt};
 use crate::store::{Store, Verified};
 
 /// A storage: a run of the file holding its bytes — a stored member of a zip archive, or a
@@ -89,7 +89,7 @@ impl Storage {
         let s = match self.at {
             At::ZipHeader(header) => {
                 let n = (LOCAL_HEADER as u64).min(file.size().saturating_sub(header));
-                let h = file.read_at(header, n as usize)?;
+                let h = file.read_vec(header, n as usize)?;
                 data_start(header, &h)
                     .ok_or_else(|| self.bad(file, "no local header where the directory says"))?
             }
@@ -97,7 +97,7 @@ impl Storage {
                 if count.checked_add(8).is_none_or(|e| e > file.size()) {
                     return Err(self.bad(file, "its element count is past the end of the file"));
                 }
-                let h = file.read_at(count, 8)?;
+                let h = file.read_vec(count, 8)?;
                 let got = u64::from_le_bytes(h[..8].try_into().expect("8 bytes read"));
                 if got != numel {
                     let why = format!("its element count reads {got}, the pickle says {numel}");
@@ -109,7 +109,6 @@ impl Storage {
         if s.checked_add(self.len).is_none_or(|e| e > file.size()) {
             return Err(self.bad(file, "ends past the file"));
         }
-        file.check_consistent()?;
         Ok(*self.start.get_or_init(|| s))
     }
 
@@ -135,9 +134,10 @@ impl Storage {
             let mut h = crc32fast::Hasher::new();
             // Piece by piece as the source hands them (a remote object: its blocks as they
             // stream in, kept for the reads that follow).
-            file.for_each_piece(start, self.len, &mut |piece| h.update(piece))?;
+            file.for_each_piece(ReadCtx::none(), start, self.len, &mut |piece| {
+                h.update(piece)
+            })?;
             // A file rewritten during the pass proves nothing about either version.
-            file.check_consistent()?;
             let got = h.finalize();
             if got != want {
                 return Ok(Err(format!(
@@ -251,7 +251,7 @@ impl Tensor for TorchTensor {
         &self.meta
     }
 
-    fn fill_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
+    fn fill_elements(&self, ctx: &ReadCtx, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
         debug_check(&self.meta, first, out.len());
         self.meta.no_problem(self.file.name())?;
         let base = self.base()?;
@@ -259,9 +259,9 @@ impl Tensor for TorchTensor {
         match self.contiguous {
             true => {
                 let at = base + (self.offset + first) * self.width();
-                self.file.read_into(at, out)?
+                self.file.read_into(ctx, at, out)?
             }
-            false => self.view.fill(&*self.file, base, first, out)?,
+            false => self.view.fill(ctx, &*self.file, base, first, out)?,
         }
         if self.big_endian {
             // A complex number is two floats, each swapped on its own.
@@ -275,7 +275,6 @@ impl Tensor for TorchTensor {
         if self.meta.dtype == DType::Bool {
             out.iter_mut().for_each(|b| *b = u8::from(*b != 0));
         }
-        self.file.check_consistent()?;
         Ok(())
     }
 
@@ -296,7 +295,7 @@ impl Tensor for TorchTensor {
         crate::model::StoredRun::elements(&self.file, at, &self.meta)
     }
 
-    fn lend(&self, first: u64, len: usize) -> Option<Result<Bytes, ModelError>> {
+    fn lend(&self, ctx: &ReadCtx, first: u64, len: usize) -> Option<Result<Bytes, ModelError>> {
         let plain = self.contiguous && !self.big_endian && self.meta.dtype != DType::Bool;
         if !plain || self.meta.problem.is_some() {
             return None;
@@ -304,8 +303,7 @@ impl Tensor for TorchTensor {
         debug_check(&self.meta, first, len);
         Some((|| {
             let at = self.base()? + (self.offset + first) * self.width();
-            let got = self.file.read(at, len)?;
-            self.file.check_consistent()?;
+            let got = self.file.read(ctx, at, len)?;
             Ok(got)
         })())
     }

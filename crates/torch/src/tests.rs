@@ -6,7 +6,7 @@ use std::io::Write;
 use super::*;
 use crate::model::expect::{hex, shape};
 use crate::model::{own_component, DirEntry, Tensor};
-use crate::source::MemSource;
+use crate::source::{MemSource, ReadCtx, ReadExt};
 use crate::testing::fixtures_dir;
 
 fn dir() -> PathBuf {
@@ -43,7 +43,10 @@ fn check(model: &dyn Model, file: &str) -> usize {
         let undecoded = ["complex32", "float8_e8m0fnu"].contains(&want["dtype"].as_str().unwrap());
         if want.get("problem").is_some() || undecoded {
             assert!(m.problem.is_some(), "{file}: {k}");
-            assert!(t.read_elements(0, &mut [0u8; 1]).is_err() || m.num_elements() == Some(0));
+            assert!(
+                t.read_elements(ReadCtx::none(), 0, &mut [0u8; 1]).is_err()
+                    || m.num_elements() == Some(0)
+            );
             continue;
         }
         assert_eq!(m.problem, None, "{file}: {k}");
@@ -57,17 +60,17 @@ fn check(model: &dyn Model, file: &str) -> usize {
         let n = m.num_elements().unwrap() as usize;
         let w = m.dtype.elem_size().unwrap();
         let mut buf = vec![0u8; n * w];
-        t.read_elements(0, &mut buf).unwrap();
+        t.read_elements(ReadCtx::none(), 0, &mut buf).unwrap();
         assert_eq!(hex(&buf), want["hex"].as_str().unwrap(), "{file}: {k}");
         assert_eq!(
-            hex(&t.read(0, buf.len()).unwrap()),
+            hex(&t.read(ReadCtx::none(), 0, buf.len()).unwrap()),
             hex(&buf),
             "{file}: {k} lent"
         );
         // From the middle too: a strided view's runs start anywhere.
         if n > 2 {
             let mut part = vec![0u8; (n - 2) * w];
-            t.read_elements(1, &mut part).unwrap();
+            t.read_elements(ReadCtx::none(), 1, &mut part).unwrap();
             assert_eq!(part, buf[w..(n - 1) * w], "{file}: {k} from element 1");
         }
         checked += 1;

@@ -19,9 +19,9 @@ use bytes::Bytes;
 use super::{Ino, OpenMode, Opened, Tree};
 use crate::fs::error::FsError;
 use crate::fs::push::Follow;
-use crate::layout::Requester;
+use crate::layout::{Reading, Requester};
 use crate::source::cursor::Cursor;
-use crate::source::ReadAt;
+use crate::source::{ReadAt, ReadCtx};
 
 /// A file handle number, as the kernel passes it back on each read.
 pub(crate) type Fh = u64;
@@ -138,7 +138,11 @@ impl Tree {
             Some(size) => usize::try_from(size - offset).map_or(len, |left| left.min(len)),
             None => len,
         };
-        let _reading = h.cursor.enter();
+        // The handle's own read-ahead, down to the source.
+        let req = &Reading {
+            req,
+            ctx: ReadCtx::of(&h.cursor),
+        };
         let mut got = o.content.read(offset, want, req).map_err(|e| {
             let e = FsError::from(e);
             if !matches!(e, FsError::Interrupted) {

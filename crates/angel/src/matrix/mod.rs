@@ -500,7 +500,7 @@ impl Tensor for AngelMatrix {
         &self.tmeta
     }
 
-    fn fill_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
+    fn fill_elements(&self, ctx: &ReadCtx, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
         let inner = self.inner()?;
         let direct = inner.direct.get_or_init(|| {
             let files = |p: &PartMeta| inner.files.get(&p.file_name)?.as_ref().ok().cloned();
@@ -508,7 +508,7 @@ impl Tensor for AngelMatrix {
             Plan::new(&inner.meta, &files, &what)
         });
         if let Some(plan) = direct {
-            return plan.read(first, out).map_err(|e| {
+            return plan.read(ctx, first, out).map_err(|e| {
                 log::warn!("{e}");
                 e
             });
@@ -516,7 +516,7 @@ impl Tensor for AngelMatrix {
         // By range; when the partitions must be merged, from the decoded whole (`Ranged`).
         let w = self.tmeta.dtype.elem_size().unwrap_or(1);
         let shape = shape_of(self)?;
-        fill_dense_by_range(self, &shape, 0, 0, inner.cols, w, first, out)
+        fill_dense_by_range(self, ctx, &shape, 0, 0, inner.cols, w, first, out)
     }
 
     fn cache_identity(&self) -> Option<String> {
@@ -604,5 +604,6 @@ fn matrix_error(meta: &TensorMeta, fault: Arc<MatrixFault>) -> ModelError {
 mod partition;
 mod ranged;
 
+use crate::source::{ReadCtx, ReadExt};
 pub(crate) use partition::AngelPartition;
 use ranged::shape_of;

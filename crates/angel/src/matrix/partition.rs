@@ -7,6 +7,7 @@ use super::super::stream::Segments;
 use super::ranged::{shape_of, Ranged};
 use super::{matrix_error, Inner, MatrixFault};
 use crate::model::{fill_dense_by_range, ModelError, Sparse, SparseRows, Tensor, TensorMeta};
+use crate::source::ReadCtx;
 
 /// Partition `index` of a matrix (coordinates: see the module comment).
 pub(crate) struct AngelPartition {
@@ -51,11 +52,11 @@ impl Tensor for AngelPartition {
         &self.tmeta
     }
 
-    fn fill_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
+    fn fill_elements(&self, ctx: &ReadCtx, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
         let w = self.tmeta.dtype.elem_size().unwrap_or(1);
         let (base, cols) = (self.row_base, self.tmeta.shape[1]);
         let shape = shape_of(self)?;
-        fill_dense_by_range(self, &shape, base, self.col_base, cols, w, first, out)
+        fill_dense_by_range(self, ctx, &shape, base, self.col_base, cols, w, first, out)
     }
 
     fn cache_identity(&self) -> Option<String> {

@@ -8,6 +8,7 @@ use super::{AngelMatrix, Inner, MatrixFault};
 use crate::model::{
     entries_in, seek_col_in, ColumnBlock, Entries, ModelError, Sparse, SparseRows, SparseShape,
 };
+use crate::source::ReadCtx;
 
 /// A matrix or one partition: its entries by range (`stream`), or, when its partitions must
 /// be merged, from the decoded whole.
@@ -38,11 +39,12 @@ macro_rules! ranged_sparse {
 
             fn read_entries(
                 &self,
+                ctx: &ReadCtx,
                 first: u64,
                 count: u64,
                 out: &mut Entries,
             ) -> Result<(), ModelError> {
-                entries_of(self, first, count, out)
+                entries_of(self, ctx, first, count, out)
             }
 
             fn seek_col(&self, k: usize, col: i64) -> Result<u64, ModelError> {
@@ -51,6 +53,7 @@ macro_rules! ranged_sparse {
 
             fn read_column_block(
                 &self,
+                ctx: &ReadCtx,
                 lo: Option<i64>,
                 hi: Option<i64>,
                 out: &mut ColumnBlock,
@@ -63,6 +66,7 @@ macro_rules! ranged_sparse {
                 let stream = Stream {
                     segs: &segs,
                     parts: self.parts(),
+                    ctx,
                 };
                 Some(stream.column_block(lo, hi, out).map_err(|f| self.fault(f)))
             }
@@ -104,6 +108,7 @@ pub(super) fn shape_of(r: &impl Ranged) -> Result<Arc<SparseShape>, ModelError> 
 
 pub(super) fn entries_of(
     r: &impl Ranged,
+    ctx: &ReadCtx,
     first: u64,
     count: u64,
     out: &mut Entries,
@@ -112,6 +117,7 @@ pub(super) fn entries_of(
         Some(segs) => Stream {
             segs: &segs,
             parts: r.parts(),
+            ctx,
         }
         .read_entries(first, count, out)
         .map_err(|f| r.fault(f)),
@@ -124,6 +130,7 @@ pub(super) fn seek_of(r: &impl Ranged, k: usize, col: i64) -> Result<u64, ModelE
         Some(segs) if k < segs.shape.rows.len() => Stream {
             segs: &segs,
             parts: r.parts(),
+            ctx: ReadCtx::none(),
         }
         .seek_col(k, col)
         .map_err(|f| r.fault(f)),

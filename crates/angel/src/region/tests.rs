@@ -4,7 +4,7 @@
 use super::*;
 use crate::decode::decode_partition;
 use crate::meta::{parse_meta, MatrixMeta};
-use crate::source::MemSource;
+use crate::source::{MemSource, ReadCtx};
 
 /// A one-partition, one-row meta over `n` records of `format` holding columns `10 i`.
 fn meta(format: &str, row_type: i64, n: u64, len: usize, columns: bool) -> Vec<u8> {
@@ -56,13 +56,15 @@ fn check(format: &str, row_type: i64, n: u64, data: Vec<u8>, columns: bool) {
             while at < n {
                 let k = step.min(n - at);
                 if columns {
-                    r.columns(&file, at, k, slot, &mut got).unwrap();
+                    r.columns(ReadCtx::none(), &file, at, k, slot, &mut got)
+                        .unwrap();
                 } else {
                     let run = RowRun {
                         row: 0,
                         first_col: at as i64,
                     };
-                    r.rows(&file, at, k, run, &mut got).unwrap();
+                    r.rows(ReadCtx::none(), &file, at, k, run, &mut got)
+                        .unwrap();
                 }
                 at += k;
             }
@@ -74,7 +76,7 @@ fn check(format: &str, row_type: i64, n: u64, data: Vec<u8>, columns: bool) {
             .filter(|&i| i < n)
         {
             assert_eq!(
-                r.col_of(&file, i, 0).unwrap(),
+                r.col_of(ReadCtx::none(), &file, i, 0).unwrap(),
                 10 * i as i64,
                 "{format} {n} col {i}"
             );
@@ -110,6 +112,7 @@ fn check(format: &str, row_type: i64, n: u64, data: Vec<u8>, columns: bool) {
     let mut got = Entries::default();
     assert!(r
         .rows(
+            ReadCtx::none(),
             &file,
             n,
             1,
@@ -181,13 +184,13 @@ fn miscounted_text_is_refused() {
         row: 0,
         first_col: 0,
     };
-    r.rows(&file, 0, 2, run, &mut got).unwrap();
+    r.rows(ReadCtx::none(), &file, 0, 2, run, &mut got).unwrap();
     assert_eq!(got.cols, [0, 10]);
     assert_eq!(
         got.values,
         [1.0f32.to_le_bytes(), 2.0f32.to_le_bytes()].concat()
     );
-    assert_eq!(r.col_of(&file, 1, 0).unwrap(), 10);
+    assert_eq!(r.col_of(ReadCtx::none(), &file, 1, 0).unwrap(), 10);
     r.check_all(&file).unwrap();
     assert_eq!(decode_by_range(&inp).unwrap().cols, [0, 10]);
 
@@ -202,7 +205,7 @@ fn miscounted_text_is_refused() {
             first_col: 0,
         };
         // (The first piece scanned holds the whole partition: even line 0 fails.)
-        assert!(r.rows(&file, 1, 1, run, &mut got).is_err());
+        assert!(r.rows(ReadCtx::none(), &file, 1, 1, run, &mut got).is_err());
         assert!(
             r.check_all(&file).is_err(),
             "{:?}",
@@ -219,20 +222,18 @@ fn a_seek_near_the_start_scans_little() {
     #[derive(Debug)]
     struct Counting(MemSource, std::sync::atomic::AtomicU64);
     impl ReadAt for Counting {
-        fn size(&self) -> u64 {
-            self.0.size()
+        fn about(&self) -> &crate::source::About {
+            self.0.about()
         }
-        fn name(&self) -> &str {
-            self.0.name()
-        }
-        fn read_at(
+        fn read_with(
             &self,
+            ctx: &crate::source::ReadCtx,
             offset: u64,
-            len: usize,
-        ) -> Result<std::borrow::Cow<'_, [u8]>, crate::source::SourceError> {
+            to: crate::source::To<'_>,
+        ) -> Result<(), crate::source::SourceError> {
             self.1
-                .fetch_add(len as u64, std::sync::atomic::Ordering::Relaxed);
-            self.0.read_at(offset, len)
+                .fetch_add(to.len(), std::sync::atomic::Ordering::Relaxed);
+            self.0.read_with(ctx, offset, to)
         }
     }
     let n = 200_000u64;

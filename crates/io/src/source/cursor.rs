@@ -2,18 +2,17 @@
 //! handle. Two `cat`s of one file are two readers, each with its own stream ahead of it; one
 //! reader's seek does not stop the other's read-ahead.
 //!
-//! A handle makes its cursor current on the thread that serves its read (`enter`), and a
-//! source that keeps read-ahead state asks for the current one (`with_state`). Reads without a
-//! handle (a text chunk rendered by a worker, a checksum pass) have no cursor: the source
-//! falls back to state of its own.
+//! A handle's reads carry its cursor down to the source (`ReadCtx::of`), and a source that
+//! keeps read-ahead state asks the read's context for it (`with_state`). Reads without a
+//! handle (a checksum pass, a lookup) have no cursor: the source falls back to state of its
+//! own.
 //!
-//! Invariants: a cursor keeps the state of at most `SLOTS` objects (the most recently read);
-//! `enter` restores the previous cursor of the thread when its guard drops, so nested reads
-//! (a view reading its parts) see the innermost handle's cursor.
+//! Invariants: a cursor keeps the state of at most `SLOTS` objects (the most recently read).
 
 use std::any::Any;
-use std::cell::RefCell;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
+
+use super::ReadCtx;
 
 /// Objects whose state a cursor keeps: a file reads one object, a view over parts a few.
 const SLOTS: usize = 4;
@@ -30,40 +29,16 @@ impl std::fmt::Debug for Cursor {
     }
 }
 
-thread_local! {
-    static CURRENT: RefCell<Option<Arc<Cursor>>> = const { RefCell::new(None) };
-}
-
-/// While alive, its cursor is this thread's current one.
-pub struct Entered {
-    previous: Option<Arc<Cursor>>,
-}
-
-impl Drop for Entered {
-    fn drop(&mut self) {
-        let previous = self.previous.take();
-        let _ = CURRENT.try_with(|c| *c.borrow_mut() = previous);
-    }
-}
-
 impl Cursor {
-    /// Makes `self` the current cursor of this thread until the guard drops.
-    pub fn enter(self: &Arc<Self>) -> Entered {
-        let previous = CURRENT
-            .try_with(|c| c.borrow_mut().replace(Arc::clone(self)))
-            .ok()
-            .flatten();
-        Entered { previous }
-    }
-
-    /// `f` of the state the current cursor keeps for object `key` (`init` the first time);
-    /// `None` when this thread has no current cursor.
+    /// `f` of the state the cursor of `ctx` keeps for object `key` (`init` the first time);
+    /// `None` when the read has no cursor.
     pub(crate) fn with_state<T: Send + 'static, R>(
+        ctx: &ReadCtx,
         key: u64,
         init: impl FnOnce() -> T,
         f: impl FnOnce(&mut T) -> R,
     ) -> Option<R> {
-        let cursor = CURRENT.try_with(|c| c.borrow().clone()).ok().flatten()?;
+        let cursor = ctx.cursor()?;
         let mut slots = cursor.slots.lock().unwrap_or_else(|e| e.into_inner());
         let at = slots.iter().position(|(k, s)| *k == key && s.is::<T>());
         let (k, state) = match at {
@@ -80,9 +55,11 @@ impl Cursor {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
 
-    fn bump(key: u64) -> Option<u32> {
+    fn bump(ctx: &ReadCtx, key: u64) -> Option<u32> {
         Cursor::with_state(
+            ctx,
             key,
             || 0u32,
             |n| {
@@ -94,31 +71,30 @@ mod tests {
 
     #[test]
     fn state_is_per_cursor_and_per_object() {
-        assert_eq!(bump(1), None, "no cursor: no state");
+        assert_eq!(bump(ReadCtx::none(), 1), None, "no cursor: no state");
         let (a, b) = (Arc::new(Cursor::default()), Arc::new(Cursor::default()));
-        {
-            let _in_a = a.enter();
-            assert_eq!(bump(1), Some(1));
-            assert_eq!(bump(1), Some(2));
-            {
-                let _in_b = b.enter();
-                assert_eq!(bump(1), Some(1), "another reader starts afresh");
-            }
-            assert_eq!(bump(1), Some(3), "the outer cursor is current again");
-            assert_eq!(bump(2), Some(1));
-        }
-        assert_eq!(bump(1), None);
+        let (in_a, in_b) = (ReadCtx::of(&a), ReadCtx::of(&b));
+        assert_eq!(bump(&in_a, 1), Some(1));
+        assert_eq!(bump(&in_a, 1), Some(2));
+        assert_eq!(bump(&in_b, 1), Some(1), "another reader starts afresh");
+        assert_eq!(bump(&in_a, 1), Some(3));
+        assert_eq!(
+            bump(&in_a.lending(), 1),
+            Some(4),
+            "a lending read is the same reader's"
+        );
+        assert_eq!(bump(&in_a, 2), Some(1));
     }
 
     #[test]
     fn only_the_latest_objects_are_kept() {
         let a = Arc::new(Cursor::default());
-        let _in = a.enter();
+        let ctx = ReadCtx::of(&a);
         for key in 0..=SLOTS as u64 {
-            bump(key);
+            bump(&ctx, key);
         }
         assert_eq!(a.slots.lock().unwrap().len(), SLOTS);
-        assert_eq!(bump(0), Some(1), "the oldest was let go");
-        assert_eq!(bump(SLOTS as u64), Some(2));
+        assert_eq!(bump(&ctx, 0), Some(1), "the oldest was let go");
+        assert_eq!(bump(&ctx, SLOTS as u64), Some(2));
     }
 }

@@ -1,8 +1,6 @@
 //! Local files: memory-mapped, checked against rewrites (see the module comment of
 //! `source`), and the local file system as a `Storage`.
 
-use std::borrow::Cow;
-use std::cell::Cell;
 use std::ffi::OsString;
 use std::fmt;
 use std::fs::File;
@@ -17,8 +15,10 @@ use memmap2::Mmap;
 
 use bytes::Bytes;
 
+use super::read::each_run;
 use super::{
-    checked_range, scratch, sigbus, EntryKind, FileIdentity, ReadAt, SourceError, Storage, Visit,
+    checked_end, scratch, sigbus, About, EntryKind, FileIdentity, ReadAt, ReadCtx, SourceError,
+    Storage, To, Visit,
 };
 
 /// The local file system.
@@ -71,7 +71,7 @@ impl Storage for LocalStorage {
 /// A memory-mapped local file.
 pub(crate) struct MmapFile {
     path: PathBuf,
-    name: String,
+    about: About,
     /// Registered with the SIGBUS handler; declared before `map` so it is dropped (and the
     /// region unregistered) before the mapping is unmapped.
     guard: Option<sigbus::Guard>,
@@ -79,7 +79,6 @@ pub(crate) struct MmapFile {
     /// The opened file, for `fstat` in `check_consistent`.
     file: File,
     identity: FileIdentity,
-    mtime: SystemTime,
     /// Instant (as nanos since `epoch`) of the last identity check that passed.
     last_check_ns: AtomicU64,
     /// The drop (`DROPS`) this file's mapping was last put on the list of touched ones for.
@@ -151,38 +150,24 @@ impl MmapFile {
         };
         let guard = map.as_ref().map(|m| sigbus::register(m.as_ptr(), m.len()));
         Ok(MmapFile {
-            name: path.display().to_string(),
+            about: About {
+                name: path.display().to_string(),
+                size: meta.len(),
+                mtime: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+                identity: Some(FileIdentity::of(&meta)),
+                version: None,
+            },
             path: path.to_path_buf(),
             guard,
             map,
             file,
             identity: FileIdentity::of(&meta),
-            mtime: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
             last_check_ns: AtomicU64::new(0),
             listed_for: AtomicU64::new(u64::MAX),
             epoch: Instant::now(),
             small: OnceLock::new(),
         })
     }
-}
-
-thread_local! {
-    static LENDING: Cell<bool> = const { Cell::new(false) };
-}
-
-/// Runs `f` with reads of mapped files answered by views of the mapping instead of copies:
-/// for a thread that hands the bytes to the kernel (a page-cache push), which then copies
-/// them once. Such a view must not outlive its use: a file cut short underneath makes the
-/// kernel's copy fail (EFAULT), which only a push may shrug off.
-pub fn lending<R>(f: impl FnOnce() -> R) -> R {
-    struct Reset(bool);
-    impl Drop for Reset {
-        fn drop(&mut self) {
-            LENDING.with(|l| l.set(self.0));
-        }
-    }
-    let _reset = Reset(LENDING.with(|l| l.replace(true)));
-    f()
 }
 
 /// Bytes of a mapping, keeping it mapped.
@@ -205,7 +190,7 @@ impl Drop for Lent {
         let start = self.range.start.div_ceil(PAGE) * PAGE;
         let end = self.range.end / PAGE * PAGE;
         if end > start {
-            // SAFETY: as in `MmapFile::read_at`: a shared read-only mapping of an unchanged
+            // SAFETY: as in `MmapFile::visit`: a shared read-only mapping of an unchanged
             // file; dropped pages fault back in with the same bytes, so slices other threads
             // hold stay valid.
             let _ = unsafe {
@@ -270,71 +255,55 @@ impl MmapFile {
 }
 
 impl ReadAt for MmapFile {
-    fn size(&self) -> u64 {
-        self.identity.size
-    }
-    fn name(&self) -> &str {
-        &self.name
-    }
-    fn mtime(&self) -> SystemTime {
-        self.mtime
-    }
-    fn identity(&self) -> Option<FileIdentity> {
-        Some(self.identity)
+    fn about(&self) -> &About {
+        &self.about
     }
     fn local_file(&self) -> Option<&File> {
         Some(&self.file)
     }
-    /// A view of the mapping on a thread that lends (`lending`), else a copy (`pread`).
-    fn read(&self, offset: u64, len: usize) -> Result<Bytes, SourceError> {
-        if !LENDING.with(Cell::get) || len == 0 {
-            return scratch::filled(len, |out| self.read_into(offset, out).map(|()| len));
+    /// Copies by `pread`; lends views of the mapping to a context that lends (`Bytes`) and to
+    /// visitors (`Whole`, `Pieces`) of at least `BORROW_MIN` bytes. Checked after.
+    fn read_with(&self, ctx: &ReadCtx, offset: u64, to: To<'_>) -> Result<(), SourceError> {
+        if let To::Runs(starts, out) = to {
+            self.check_unchanged()?;
+            each_run(&self.about.name, offset, starts, out, |at, run| {
+                checked_end(&self.about.name, at, run.len() as u64, self.about.size)?;
+                self.pread(at, run)
+            })?;
+            return self.check_consistent();
         }
-        let range = checked_range(&self.name, offset, len, self.size())?;
-        self.check_unchanged()?;
-        let map = Arc::clone(
-            self.map
-                .as_ref()
-                .expect("non-empty range implies a mapping"),
-        );
-        self.dropping_pages(len);
-        // Mapped in one call, so the kernel's copy finds every page (no fault per 64 KiB).
-        let start = range.start / 4096 * 4096;
-        let _ = map.advise_range(memmap2::Advice::PopulateRead, start, range.end - start);
-        Ok(Bytes::from_owner(Lent { map, range }))
-    }
-    fn read_at(&self, offset: u64, len: usize) -> Result<Cow<'_, [u8]>, SourceError> {
-        let range = checked_range(&self.name, offset, len, self.size())?;
-        if len == 0 {
-            return Ok(Cow::Borrowed(&[]));
-        }
-        if len < BORROW_MIN {
-            let mut v = vec![0u8; len];
-            self.read_into(offset, &mut v)?;
-            return Ok(Cow::Owned(v));
+        let end = checked_end(&self.about.name, offset, to.len(), self.about.size)?;
+        if offset == end {
+            return super::read::serve_slice(&self.about.name, &[], 0, to);
         }
         self.check_unchanged()?;
-        let map = self
-            .map
-            .as_ref()
-            .expect("non-empty range implies a mapping");
-        self.dropping_pages(len);
-        Ok(Cow::Borrowed(&map[range]))
-    }
-    /// Pieces of `DROP_MAPPED_EVERY` bytes, each unmapped from the process once visited: a
-    /// checksum pass over a 1 GiB tensor leaves no gigabyte of file pages resident.
-    fn for_each_piece(&self, offset: u64, len: u64, visit: Visit<'_>) -> Result<(), SourceError> {
-        let end = super::checked_end(&self.name, offset, len, self.size())?;
-        let mut at = offset;
-        while at < end {
-            let n = (end - at).min(DROP_MAPPED_EVERY);
-            let piece = self.read_at(at, n as usize)?;
-            visit(&piece);
-            drop(piece);
-            self.done_with(at, n);
-            at += n;
+        match to {
+            To::Fill(out) if ctx.is_metadata() => self.pread_small(offset, out)?,
+            To::Fill(out) => self.pread(offset, out)?,
+            // The kernel's copy of a view finds a file cut short itself (EFAULT): a push, the
+            // only lender, shrugs it off; nothing is checked after.
+            To::Bytes(len, got) if ctx.lends() => {
+                *got = self.lend(offset, len);
+                return Ok(());
+            }
+            To::Bytes(len, got) => {
+                *got = scratch::filled(len, |out| self.pread(offset, out).map(|()| len))?
+            }
+            To::Whole(len, visit) => self.visit(offset, len, visit)?,
+            To::Runs(..) => unreachable!("read run by run above"),
+            // Pieces of `DROP_MAPPED_EVERY` bytes, each unmapped from the process once
+            // visited: a checksum pass over a 1 GiB tensor leaves no gigabyte resident.
+            To::Pieces(_, visit) => {
+                let mut at = offset;
+                while at < end {
+                    let n = (end - at).min(DROP_MAPPED_EVERY);
+                    self.visit(at, n as usize, visit)?;
+                    self.done_with(at, n);
+                    at += n;
+                }
+            }
         }
-        Ok(())
+        self.check_consistent()
     }
     fn done_with(&self, offset: u64, len: u64) {
         const PAGE: u64 = 4096;
@@ -346,9 +315,9 @@ impl ReadAt for MmapFile {
         // each madvise stops every core to flush its TLB, and a lookup's few pages (a row
         // read back by id, a line found by a seek) are not worth it.
         let start = offset.div_ceil(PAGE) * PAGE;
-        let end = offset.saturating_add(len).min(self.size()) / PAGE * PAGE;
+        let end = offset.saturating_add(len).min(self.about.size) / PAGE * PAGE;
         if end >= start + DONE_WITH_MIN {
-            // SAFETY: as in `read_at`: a shared read-only mapping; dropped pages fault back in
+            // SAFETY: as in `visit`: a shared read-only mapping; dropped pages fault back in
             // with the same bytes, so slices other threads hold stay valid.
             let _ = unsafe {
                 map.unchecked_advise_range(
@@ -359,29 +328,55 @@ impl ReadAt for MmapFile {
             };
         }
     }
-    fn read_into(&self, offset: u64, out: &mut [u8]) -> Result<(), SourceError> {
-        checked_range(&self.name, offset, out.len(), self.size())?;
-        if out.is_empty() {
+}
+
+impl MmapFile {
+    /// The mapping, for a read of bytes inside the file (an empty file has none, and no read
+    /// of it gets here).
+    fn mapping(&self) -> &Arc<Mmap> {
+        self.map
+            .as_ref()
+            .expect("a non-empty range implies a mapping")
+    }
+
+    /// Bytes `offset..offset + len` (inside the file, checked) as a view of the mapping.
+    fn lend(&self, offset: u64, len: usize) -> Bytes {
+        let range = offset as usize..offset as usize + len;
+        let map = Arc::clone(self.mapping());
+        self.dropping_pages(len);
+        // Mapped in one call, so the kernel's copy finds every page (no fault per 64 KiB).
+        let start = range.start / 4096 * 4096;
+        let _ = map.advise_range(memmap2::Advice::PopulateRead, start, range.end - start);
+        Bytes::from_owner(Lent { map, range })
+    }
+
+    /// `visit` of bytes `offset..offset + len` (inside the file, checked): borrowed from the
+    /// mapping, or copied when short (borrowing a few bytes would map megabytes).
+    fn visit(&self, offset: u64, len: usize, visit: Visit<'_>) -> Result<(), SourceError> {
+        if len < BORROW_MIN {
+            let copy = scratch::filled(len, |out| self.pread(offset, out).map(|()| len))?;
+            visit(&copy);
             return Ok(());
         }
-        self.check_unchanged()?;
-        // The kernel copies from its page cache through its own mapping of it: no page faults
-        // or TLB misses on 4 KiB pages of ours (copying out of the mapping took ~2x as long
-        // per byte), and a file truncated meanwhile gives a short read rather than SIGBUS.
-        self.file.read_exact_at(out, offset).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::UnexpectedEof {
-                self.changed()
-            } else {
-                SourceError::io(&self.path, e)
-            }
-        })
+        self.dropping_pages(len);
+        visit(&self.mapping()[offset as usize..offset as usize + len]);
+        Ok(())
     }
+
+    /// The kernel copies from its page cache through its own mapping of it: no page faults
+    /// or TLB misses on 4 KiB pages of ours (copying out of the mapping took ~2x as long per
+    /// byte), and a file truncated meanwhile gives a short read rather than SIGBUS.
+    fn pread(&self, offset: u64, out: &mut [u8]) -> Result<(), SourceError> {
+        self.file
+            .read_exact_at(out, offset)
+            .map_err(|e| self.read_error(e))
+    }
+
     /// Metadata reads (a header, a pickle) through a file description of their own whose
     /// read-ahead is off (`POSIX_FADV_RANDOM`): a 4-byte read of a cold file reads 4 KiB, not
     /// the device's read-ahead (8 MiB of tensor data on some hosts). The same inode, by
     /// `/proc/self/fd`: a file renamed over meanwhile is not the one read.
-    fn read_vec(&self, offset: u64, len: usize) -> Result<Vec<u8>, SourceError> {
-        let mut v = vec![0u8; len];
+    fn pread_small(&self, offset: u64, out: &mut [u8]) -> Result<(), SourceError> {
         let small = self.small.get_or_init(|| {
             use std::os::fd::AsRawFd;
             let f = File::open(format!("/proc/self/fd/{}", self.file.as_raw_fd())).ok()?;
@@ -389,21 +384,20 @@ impl ReadAt for MmapFile {
             let r = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM) };
             (r == 0).then_some(f)
         });
-        let Some(f) = small else {
-            self.read_into(offset, &mut v)?;
-            return Ok(v);
-        };
-        checked_range(&self.name, offset, len, self.size())?;
-        self.check_unchanged()?;
-        f.read_exact_at(&mut v, offset).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::UnexpectedEof {
-                self.changed()
-            } else {
-                SourceError::io(&self.path, e)
-            }
-        })?;
-        Ok(v)
+        match small {
+            Some(f) => f.read_exact_at(out, offset).map_err(|e| self.read_error(e)),
+            None => self.pread(offset, out),
+        }
     }
+
+    fn read_error(&self, e: std::io::Error) -> SourceError {
+        if e.kind() == std::io::ErrorKind::UnexpectedEof {
+            self.changed()
+        } else {
+            SourceError::io(&self.path, e)
+        }
+    }
+
     fn check_unchanged(&self) -> Result<(), SourceError> {
         if self.guard.as_ref().is_some_and(sigbus::Guard::faulted) {
             return Err(self.changed());
@@ -444,7 +438,7 @@ fn same_content(now: &FileIdentity, opened: &FileIdentity) -> bool {
 impl MmapFile {
     fn changed(&self) -> SourceError {
         SourceError::Changed {
-            path: self.name.clone(),
+            path: self.about.name.clone(),
         }
     }
 }
@@ -452,6 +446,7 @@ impl MmapFile {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::source::ReadExt;
     use std::io::Write;
 
     /// A file renamed over or unlinked (a training job's new checkpoint, an old one
@@ -463,24 +458,49 @@ mod tests {
         let p = dir.path().join("f");
         std::fs::write(&p, b"hello world").unwrap();
         let f = MmapFile::open(&p).unwrap();
-        assert_eq!(&*f.read_at(6, 5).unwrap(), b"world");
+        assert_eq!(f.read_vec(6, 5).unwrap(), b"world");
         let tmp = dir.path().join("g");
         let mut g = std::fs::File::create(&tmp).unwrap();
         g.write_all(b"HELLO WORLD!").unwrap();
         drop(g);
         std::fs::rename(&tmp, &p).unwrap();
         f.last_check_ns.store(0, Ordering::Relaxed);
-        assert_eq!(&*f.read_at(0, 5).unwrap(), b"hello");
+        assert_eq!(f.read_vec(0, 5).unwrap(), b"hello");
         std::fs::remove_file(&p).unwrap();
         f.last_check_ns.store(0, Ordering::Relaxed);
-        assert_eq!(&*f.read_at(6, 5).unwrap(), b"world");
+        assert_eq!(f.read_vec(6, 5).unwrap(), b"world");
 
         std::fs::write(&p, b"hello world").unwrap();
         let f = MmapFile::open(&p).unwrap();
         std::thread::sleep(std::time::Duration::from_millis(20));
         std::fs::write(&p, b"HELLO WORLD").unwrap();
         f.last_check_ns.store(0, Ordering::Relaxed);
-        assert!(matches!(f.read_at(0, 5), Err(SourceError::Changed { .. })));
+        assert!(matches!(f.read_vec(0, 5), Err(SourceError::Changed { .. })));
+    }
+
+    /// The check is inside the read: bytes a visitor saw while the file was rewritten in
+    /// place make the read `Changed`, whatever the visitor did with them.
+    #[test]
+    fn a_rewrite_during_a_visit_fails_the_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        let data = vec![7u8; BORROW_MIN + 4096];
+        std::fs::write(&p, &data).unwrap();
+        let f = MmapFile::open(&p).unwrap();
+        let ctx = ReadCtx::none();
+        assert_eq!(f.with_bytes(ctx, 0, data.len(), |b| b[5]).unwrap(), 7);
+        let rewrite = || {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            let mut w = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
+            w.write_all(b"changed").unwrap();
+        };
+        let got = f.with_bytes(ctx, 0, data.len(), |_| rewrite());
+        assert!(matches!(got, Err(SourceError::Changed { .. })), "{got:?}");
+        let mut out = vec![0u8; 10];
+        assert!(
+            f.read_into(ctx, 0, &mut out).is_err(),
+            "and every read after"
+        );
     }
 
     #[test]
@@ -493,11 +513,13 @@ mod tests {
             .collect();
         std::fs::write(&p, &data).unwrap();
         let f = MmapFile::open(&p).unwrap();
-        let held = f.read_at(100, 1000).unwrap();
+        let lend = ReadCtx::none().lending();
+        let held = f.read(&lend, 100, 1000).unwrap();
         let mut at = 0usize;
         while at < data.len() {
             let n = (1 << 20).min(data.len() - at);
-            assert_eq!(&*f.read_at(at as u64, n).unwrap(), &data[at..at + n]);
+            let same = f.with_bytes(&lend, at as u64, n, |b| b == &data[at..at + n]);
+            assert!(same.unwrap(), "at {at}");
             at += n;
         }
         // Pages dropped on the way fault back in with the same bytes.
@@ -544,17 +566,16 @@ mod tests {
         std::fs::write(&p, &data).unwrap();
         let f = MmapFile::open(&p).unwrap();
         // What a touched mapping looks like to `mapped_rss`.
-        let sum: u64 = f
-            .read_at(0, 8 << 20)
-            .unwrap()
-            .iter()
-            .map(|&b| b as u64)
-            .sum();
+        let ctx = ReadCtx::none();
+        let sum = f.with_bytes(ctx, 0, 8 << 20, |b| {
+            b.iter().map(|&b| b as u64).sum::<u64>()
+        });
+        let sum = sum.unwrap();
         assert!(sum > 0 && mapped_rss(&p) >= 4 << 20, "smaps not read");
         f.done_with(0, 8 << 20);
         let mut got = Vec::with_capacity(data.len());
         let mut pieces = 0;
-        f.for_each_piece(0, data.len() as u64, &mut |b| {
+        f.for_each_piece(ctx, 0, data.len() as u64, &mut |b| {
             got.extend_from_slice(b);
             pieces += 1;
         })
@@ -563,7 +584,8 @@ mod tests {
         assert_eq!(pieces, 4);
         let rss = mapped_rss(&p);
         assert!(rss <= 1 << 20, "{rss} bytes of the file still mapped");
-        assert!(f.for_each_piece(1, data.len() as u64, &mut |_| ()).is_err());
+        let past = f.for_each_piece(ctx, 1, data.len() as u64, &mut |_| ());
+        assert!(past.is_err());
     }
 
     /// Reads spread over many files leave at most about `DROP_MAPPED_EVERY` of them mapped
@@ -582,8 +604,10 @@ mod tests {
             })
             .collect();
         for (_, f) in &files {
-            let sum: u64 = f.read_at(0, piece).unwrap().iter().map(|&b| b as u64).sum();
-            assert!(sum > 0);
+            let sum = f.with_bytes(ReadCtx::none(), 0, piece, |b| {
+                b.iter().map(|&b| b as u64).sum::<u64>()
+            });
+            assert!(sum.unwrap() > 0);
         }
         let mapped: u64 = files.iter().map(|(p, _)| mapped_rss(p)).sum();
         assert!(
@@ -620,11 +644,12 @@ mod tests {
         let data: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
         std::fs::write(&p, &data).unwrap();
         let f = MmapFile::open(&p).unwrap();
+        let ctx = ReadCtx::none();
         let mut out = vec![0u8; 70_000];
-        f.read_into(20_000, &mut out).unwrap();
+        f.read_into(ctx, 20_000, &mut out).unwrap();
         assert_eq!(out, &data[20_000..90_000]);
-        assert!(f.read_into(50_000, &mut out).is_err(), "past the end");
-        f.read_into(100_000, &mut []).unwrap();
+        assert!(f.read_into(ctx, 50_000, &mut out).is_err(), "past the end");
+        f.read_into(ctx, 100_000, &mut []).unwrap();
         // Truncated in place (same inode): a short pread, never SIGBUS or stale zeros.
         std::fs::OpenOptions::new()
             .write(true)
@@ -633,7 +658,7 @@ mod tests {
             .set_len(50_000)
             .unwrap();
         assert!(matches!(
-            f.read_into(40_000, &mut out[..20_000]),
+            f.read_into(ctx, 40_000, &mut out[..20_000]),
             Err(SourceError::Changed { .. })
         ));
     }
@@ -645,7 +670,9 @@ mod tests {
         std::fs::write(&p, b"").unwrap();
         let f = MmapFile::open(&p).unwrap();
         assert_eq!(f.size(), 0);
-        assert!(f.read_at(0, 0).unwrap().is_empty());
-        assert!(f.read_at(0, 1).is_err());
+        assert!(f.read_vec(0, 0).unwrap().is_empty());
+        assert!(f.read_vec(0, 1).is_err());
+        assert_eq!(f.with_bytes(ReadCtx::none(), 0, 0, |b| b.len()).unwrap(), 0);
+        assert!(f.read(&ReadCtx::none().lending(), 0, 0).unwrap().is_empty());
     }
 }

@@ -6,13 +6,11 @@
 //! that was opened (device, inode, size, mtime): a training job that rewrites a checkpoint makes
 //! reads fail with `SourceError::Changed` instead of serving a mix of old and new bytes.
 
-use std::borrow::Cow;
 use std::ffi::OsString;
 use std::fmt;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::SystemTime;
 
 pub(crate) mod aligned;
 pub mod byte_lru;
@@ -20,14 +18,17 @@ pub mod cursor;
 mod local;
 pub mod lru;
 mod memo;
+pub(crate) mod read;
 pub mod remote;
 pub mod scratch;
 pub mod seekable;
 
+pub use read::{serve_slice, About, ReadCtx, ReadExt, To};
+
 pub use memo::{is_transient, Flight, Memo};
 mod sigbus;
 
-pub use local::{lending, LocalStorage};
+pub use local::LocalStorage;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
@@ -94,52 +95,20 @@ impl FileIdentity {
 /// What a pass over bytes hands each piece to, in order (`ReadAt::for_each_piece`).
 pub type Visit<'a> = &'a mut dyn FnMut(&[u8]);
 
-/// Random read access to an immutable byte source.
+/// Random read access to an immutable byte source, in LevelDB's shape: what it is, one read
+/// verb, and two hints. Callers use the verbs of `ReadExt`, each one `read_with`.
 pub trait ReadAt: Send + Sync + fmt::Debug {
-    /// Length in bytes, fixed for the life of the object.
-    fn size(&self) -> u64;
-    /// A name for error messages (the file's path).
-    fn name(&self) -> &str;
-    /// Exactly `len` bytes at `offset`; borrowed where the source is mapped.
-    fn read_at(&self, offset: u64, len: usize) -> Result<Cow<'_, [u8]>, SourceError>;
-    /// Copies exactly `out.len()` bytes at `offset` into `out`: for readers that copy anyway
-    /// (a mapped file is then read with `pread`, which is faster than copying out of the
-    /// mapping). Callers still call `check_consistent` after it.
-    fn read_into(&self, offset: u64, out: &mut [u8]) -> Result<(), SourceError> {
-        out.copy_from_slice(&self.read_at(offset, out.len())?);
-        Ok(())
-    }
-    /// Exactly `len` bytes at `offset`, copied by `read_into`: for a reader's small metadata
-    /// reads at mount (a header, a pickle). A fault on a mapped file would read around it as
-    /// far as the device's read-ahead (8 MiB on some hosts): tensor data nobody asked for;
-    /// `pread` reads what is asked and a small window after it.
-    fn read_vec(&self, offset: u64, len: usize) -> Result<Vec<u8>, SourceError> {
-        let mut v = vec![0u8; len];
-        self.read_into(offset, &mut v)?;
-        Ok(v)
-    }
-    /// The source's modification time (shown as the mtime of files derived from it).
-    fn mtime(&self) -> SystemTime {
-        SystemTime::UNIX_EPOCH
-    }
-    /// Exactly `len` bytes at `offset` for the data path: a view of a buffer the source holds
-    /// anyway where the bytes are in one (a remote object's cached block), else copied by
-    /// `read_into` into a recycled buffer (`scratch`). Callers still call `check_consistent`.
-    fn read(&self, offset: u64, len: usize) -> Result<bytes::Bytes, SourceError> {
-        scratch::filled(len, |out| self.read_into(offset, out).map(|()| len))
-    }
-    /// Hands the bytes `offset..offset + len` to `visit` in order, in pieces that need not
-    /// all be in memory at once: for a pass over a whole tensor (its checksum). A remote
-    /// object gives its blocks as one sequential stream; the default, one piece (`read_at`).
-    fn for_each_piece(&self, offset: u64, len: u64, visit: Visit<'_>) -> Result<(), SourceError> {
-        checked_end(self.name(), offset, len, self.size())?;
-        visit(&self.read_at(offset, len as usize)?);
-        Ok(())
-    }
-    /// The caller is done with the bytes `offset..offset + len` it read through `read_at`
-    /// and will not soon read them again (a decoded region): a mapped file unmaps those
-    /// pages from the process (they stay in the page cache), so reading a big file keeps
-    /// the resident set to what is in use. Slices other callers hold stay valid.
+    /// What the source is (name, size, time, identity), fixed for the life of the object.
+    fn about(&self) -> &About;
+    /// Hands exactly the bytes `offset..offset + to.len()` over as `to` asks, or fails (never
+    /// short). A source that can change underneath checks, after handing them over, that they
+    /// were the source's as opened: a file rewritten during the read is `Changed`, never a
+    /// mix of old and new bytes. `ctx` changes how bytes are fetched, never which.
+    fn read_with(&self, ctx: &ReadCtx, offset: u64, to: To<'_>) -> Result<(), SourceError>;
+    /// The caller is done with the bytes `offset..offset + len` it read and will not soon
+    /// read them again (a decoded region): a mapped file unmaps those pages from the process
+    /// (they stay in the page cache), so reading a big file keeps the resident set to what is
+    /// in use. Slices other callers hold stay valid.
     fn done_with(&self, offset: u64, len: u64) {
         let _ = (offset, len);
     }
@@ -148,41 +117,20 @@ pub trait ReadAt: Send + Sync + fmt::Debug {
     fn local_file(&self) -> Option<&std::fs::File> {
         None
     }
-    /// Checks that the underlying file is unchanged; sources that cannot change return Ok.
-    fn check_unchanged(&self) -> Result<(), SourceError> {
-        Ok(())
-    }
-    /// Checks, every time (no caching), that bytes copied out of `read_at` slices since the
-    /// open can be trusted: the file was not modified in place (size, mtime of the opened
-    /// file) and no read faulted on a page past its end. Readers call it after copying, so
-    /// a file rewritten during the copy never yields a mix of old and new bytes.
-    fn check_consistent(&self) -> Result<(), SourceError> {
-        Ok(())
-    }
-    /// The identity of the underlying file, for sources backed by one (`None` otherwise).
-    fn identity(&self) -> Option<FileIdentity> {
-        None
-    }
-    /// A version tag of a remote object (its ETag), which pins the object for a mount.
-    fn version(&self) -> Option<String> {
-        None
-    }
 }
 
 /// A string naming `file`'s exact version (path, size, mtime in ns, inode; for a remote
 /// object its URL, size and ETag), for keys of persistent caches: it changes whenever the file
 /// is rewritten or replaced. `None` for sources without an identity (in-memory data).
 pub fn identity_string(file: &dyn ReadAt) -> Option<String> {
-    if let Some(v) = file.version() {
-        return Some(format!("{}:{}:{v}", file.name(), file.size()));
+    let about = file.about();
+    if let Some(v) = &about.version {
+        return Some(format!("{}:{}:{v}", about.name, about.size));
     }
-    let id = file.identity()?;
+    let id = about.identity?;
     Some(format!(
         "{}:{}:{}:{}",
-        file.name(),
-        id.size,
-        id.mtime_ns,
-        id.ino
+        about.name, id.size, id.mtime_ns, id.ino
     ))
 }
 
@@ -217,7 +165,7 @@ pub trait Storage: Send + Sync + fmt::Debug {
             len,
             size: f.size(),
         })?;
-        Ok(f.read_at(0, len)?.into_owned())
+        f.read_vec(0, len)
     }
     fn is_file(&self, path: &Path) -> bool {
         matches!(self.kind(path), Ok(Some(EntryKind::File)))
@@ -248,29 +196,26 @@ pub fn local() -> Arc<dyn Storage> {
 /// An in-memory source (tests, synthesized data, values read out of a table).
 #[derive(Debug, Clone)]
 pub struct MemSource {
-    name: String,
+    about: About,
     data: Arc<[u8]>,
 }
 
 impl MemSource {
     pub fn new(name: impl Into<String>, data: impl Into<Arc<[u8]>>) -> Self {
+        let data = data.into();
         MemSource {
-            name: name.into(),
-            data: data.into(),
+            about: About::named(name, data.len() as u64),
+            data,
         }
     }
 }
 
 impl ReadAt for MemSource {
-    fn size(&self) -> u64 {
-        self.data.len() as u64
+    fn about(&self) -> &About {
+        &self.about
     }
-    fn name(&self) -> &str {
-        &self.name
-    }
-    fn read_at(&self, offset: u64, len: usize) -> Result<Cow<'_, [u8]>, SourceError> {
-        let range = checked_range(&self.name, offset, len, self.size())?;
-        Ok(Cow::Borrowed(&self.data[range]))
+    fn read_with(&self, _: &ReadCtx, offset: u64, to: To<'_>) -> Result<(), SourceError> {
+        read::serve_slice(&self.about.name, &self.data, offset, to)
     }
 }
 
@@ -320,9 +265,12 @@ mod tests {
     #[test]
     fn mem_source_bounds() {
         let s = MemSource::new("m", vec![1u8, 2, 3]);
-        assert_eq!(&*s.read_at(1, 2).unwrap(), &[2, 3]);
-        assert!(s.read_at(2, 2).is_err());
-        assert!(s.read_at(u64::MAX, 2).is_err());
-        assert_eq!(s.read_at(3, 0).unwrap().len(), 0);
+        assert_eq!(s.read_vec(1, 2).unwrap(), [2, 3]);
+        assert!(s.read_vec(2, 2).is_err());
+        assert!(s.read_vec(u64::MAX, 2).is_err());
+        assert_eq!(s.read_vec(3, 0).unwrap().len(), 0);
+        let ctx = ReadCtx::none();
+        assert_eq!(s.with_bytes(ctx, 0, 3, |b| b.to_vec()).unwrap(), [1, 2, 3]);
+        assert_eq!(&s.read(ctx, 2, 1).unwrap()[..], [3]);
     }
 }

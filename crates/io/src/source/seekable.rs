@@ -4,7 +4,7 @@
 use std::io::{Read, Seek, SeekFrom};
 use std::sync::Arc;
 
-use super::ReadAt;
+use super::{ReadAt, ReadExt};
 
 pub struct Seekable {
     file: Arc<dyn ReadAt>,

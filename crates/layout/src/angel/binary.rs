@@ -3,6 +3,7 @@
 //! formats) it touches. No cache: rendering a few records costs less than a lookup.
 
 use super::records::{Item, Records};
+use crate::source::ReadCtx;
 use crate::{AngelFormat, FileContent, LayoutError, Requester};
 use bytes::Bytes;
 
@@ -59,7 +60,7 @@ impl AngelBinary {
         out.reserve(((last - first) * self.record) as usize);
         let format = self.format;
         self.records
-            .for_each_row_record(first, last - first, |row, col, v| {
+            .for_each_row_record(ReadCtx::none(), first, last - first, |row, col, v| {
                 if format == AngelFormat::RowIdColIdValueBinary {
                     // `open` refuses row ids that do not fit (checked again at build).
                     out.extend_from_slice(&(row as i32).to_be_bytes());
@@ -92,10 +93,15 @@ impl AngelBinary {
         let (first, start) = self.item_at(from);
         let (last, _) = self.item_at(to - 1);
         self.records
-            .for_each_column_item(first, last + 1 - first, |item| match item {
-                Item::Key(col) => self.key(col, out),
-                Item::Value { num, .. } => num.write_binary(out),
-            })?;
+            .for_each_column_item(
+                ReadCtx::none(),
+                first,
+                last + 1 - first,
+                |item| match item {
+                    Item::Key(col) => self.key(col, out),
+                    Item::Value { num, .. } => num.write_binary(out),
+                },
+            )?;
         Ok(start)
     }
 }

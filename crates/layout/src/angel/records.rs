@@ -14,6 +14,7 @@ use std::sync::Arc;
 use super::value::{AngelNum, AngelValue};
 use crate::elements::{check_shape, check_sparse, decode, for_each_value, with_entries, Value};
 use crate::model::{DType, SparseRows, SparseShape, Tensor};
+use crate::source::ReadCtx;
 use crate::LayoutError;
 
 /// Where the values come from.
@@ -211,6 +212,7 @@ impl Records {
     /// Calls `f(row, col, value)` for row records `first..first + count`.
     pub(crate) fn for_each_row_record<F: FnMut(u64, i64, AngelNum)>(
         &self,
+        ctx: &ReadCtx,
         first: u64,
         count: u64,
         mut f: F,
@@ -220,7 +222,7 @@ impl Records {
             Data::Dense(t) => {
                 let cols = self.cols.max(1);
                 let (mut row, mut col) = (first / cols, first % cols);
-                for_each_value(&**t, first, count, |_, v| {
+                for_each_value(&**t, ctx, first, count, |_, v| {
                     f(row + self.row_base, col as i64 + self.col_base, vt.num(v));
                     col += 1;
                     if col == cols {
@@ -232,19 +234,25 @@ impl Records {
             Data::Stream { tensor, shape } => {
                 let dtype = tensor.meta().dtype;
                 let end = first.saturating_add(count).min(shape.nnz());
-                with_entries(&**tensor, first, end.saturating_sub(first), |got, es| {
-                    let mut k = shape
-                        .row_ptr
-                        .partition_point(|&p| p <= first)
-                        .saturating_sub(1);
-                    for (i, &col) in got.cols.iter().enumerate() {
-                        while shape.row_ptr[k + 1] <= first + i as u64 {
-                            k += 1;
+                with_entries(
+                    &**tensor,
+                    ctx,
+                    first,
+                    end.saturating_sub(first),
+                    |got, es| {
+                        let mut k = shape
+                            .row_ptr
+                            .partition_point(|&p| p <= first)
+                            .saturating_sub(1);
+                        for (i, &col) in got.cols.iter().enumerate() {
+                            while shape.row_ptr[k + 1] <= first + i as u64 {
+                                k += 1;
+                            }
+                            let v = decode(dtype, &got.values[i * es..(i + 1) * es]);
+                            f(shape.rows[k], col, vt.num(v));
                         }
-                        let v = decode(dtype, &got.values[i * es..(i + 1) * es]);
-                        f(shape.rows[k], col, vt.num(v));
-                    }
-                })?;
+                    },
+                )?;
             }
             Data::Sparse { rows: s, dtype, .. } => {
                 let es = dtype.elem_size().unwrap_or(1);
@@ -266,6 +274,7 @@ impl Records {
     /// Calls `f` for column items `first..first + count` (see the module comment).
     pub(crate) fn for_each_column_item<F: FnMut(Item)>(
         &self,
+        ctx: &ReadCtx,
         first: u64,
         count: u64,
         mut f: F,
@@ -289,7 +298,7 @@ impl Records {
             let (r0, r1) = (s0.max(1) - 1, s1 - 1);
             match &self.data {
                 Data::Dense(t) => {
-                    self.dense_rect(&**t, r0..r1, j0..j1, &mut rect)?;
+                    self.dense_rect(ctx, &**t, r0..r1, j0..j1, &mut rect)?;
                     let width = (j1 - j0) as usize;
                     for j in j0..j1 {
                         if s0 == 0 {
@@ -347,6 +356,7 @@ impl Records {
     /// Elements `rows × cols` of a dense tensor into `out`, row-major (one ranged read per row).
     fn dense_rect(
         &self,
+        ctx: &ReadCtx,
         t: &dyn Tensor,
         rows: std::ops::Range<u64>,
         cols: std::ops::Range<u64>,
@@ -355,7 +365,7 @@ impl Records {
         out.clear();
         for r in rows {
             let first = r * self.cols + cols.start;
-            for_each_value(t, first, cols.end - cols.start, |_, v| out.push(v))?;
+            for_each_value(t, ctx, first, cols.end - cols.start, |_, v| out.push(v))?;
         }
         Ok(())
     }

@@ -7,7 +7,7 @@ use super::*;
 use crate::angel_reader::{self as angel, MatrixMeta, PartInput, PartMeta, RowType};
 use crate::cache::ChunkCache;
 use crate::model::{DType, SparseRows, Tensor};
-use crate::source::MemSource;
+use crate::source::{MemSource, ReadCtx};
 use crate::testing::MemTensor;
 
 /// The content of Angel format `format`, `None` when it cannot show the tensor.
@@ -192,7 +192,7 @@ fn round_trip_shown(what: &str, t: Arc<dyn Tensor>, sep: &str) -> usize {
     let (rows, cols) = m.rows_cols().unwrap();
     let n = (rows * cols) as usize;
     let mut all = vec![0u8; n * w];
-    t.read_elements(0, &mut all).unwrap();
+    t.read_elements(ReadCtx::none(), 0, &mut all).unwrap();
     let vt = AngelValue::of(m.dtype).unwrap();
     let mut shown = 0;
     for format in AngelFormat::ALL {
@@ -397,7 +397,7 @@ fn colid_throughput() {
         let (mut bytes, start) = (0, std::time::Instant::now());
         for i in 0..src.num_chunks() {
             out.clear();
-            src.render(i, &mut out).unwrap();
+            src.render(ReadCtx::none(), i, &mut out).unwrap();
             bytes += out.len();
         }
         let dt = start.elapsed().as_secs_f64();
@@ -449,10 +449,15 @@ impl Tensor for Counting {
     fn meta(&self) -> &crate::model::TensorMeta {
         self.0.meta()
     }
-    fn fill_elements(&self, first: u64, out: &mut [u8]) -> Result<(), crate::model::ModelError> {
+    fn fill_elements(
+        &self,
+        ctx: &ReadCtx,
+        first: u64,
+        out: &mut [u8],
+    ) -> Result<(), crate::model::ModelError> {
         let n = out.len() as u64 / self.0.meta().dtype.elem_size().unwrap() as u64;
         self.1.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
-        self.0.read_elements(first, out)
+        self.0.read_elements(ctx, first, out)
     }
 }
 

@@ -7,6 +7,7 @@
 
 use super::records::{Item, Records};
 use crate::num::{write_i64, write_u64};
+use crate::source::ReadCtx;
 use crate::text::{ChunkSource, CHUNK_ELEMENTS};
 use crate::{AngelFormat, LayoutError};
 
@@ -39,25 +40,25 @@ impl ChunkSource for AngelText {
         self.units.div_ceil(CHUNK_ELEMENTS)
     }
 
-    fn render(&self, chunk: u64, out: &mut Vec<u8>) -> Result<(), LayoutError> {
+    fn render(&self, ctx: &ReadCtx, chunk: u64, out: &mut Vec<u8>) -> Result<(), LayoutError> {
         let first = chunk * CHUNK_ELEMENTS;
         let count = self.units.saturating_sub(first).min(CHUNK_ELEMENTS);
         out.reserve(count as usize * 16);
         let sep = &self.sep[..];
         let r = &self.records;
         match self.format {
-            AngelFormat::ValueText => r.for_each_row_record(first, count, |_, _, v| {
+            AngelFormat::ValueText => r.for_each_row_record(ctx, first, count, |_, _, v| {
                 v.write_text(out);
                 out.push(b'\n');
             }),
-            AngelFormat::ColIdValueText => r.for_each_row_record(first, count, |_, col, v| {
+            AngelFormat::ColIdValueText => r.for_each_row_record(ctx, first, count, |_, col, v| {
                 write_i64(col, out);
                 out.extend_from_slice(sep);
                 v.write_text(out);
                 out.push(b'\n');
             }),
             AngelFormat::RowIdColIdValueText => {
-                r.for_each_row_record(first, count, |row, col, v| {
+                r.for_each_row_record(ctx, first, count, |row, col, v| {
                     write_u64(row, out);
                     out.extend_from_slice(sep);
                     write_i64(col, out);
@@ -69,7 +70,7 @@ impl ChunkSource for AngelText {
             AngelFormat::TextColumn => {
                 // The separator after the id is written even with no values (`7,`, §8).
                 let no_values = r.column_rows() == 0;
-                r.for_each_column_item(first, count, |item| match item {
+                r.for_each_column_item(ctx, first, count, |item| match item {
                     Item::Key(col) => {
                         write_i64(col, out);
                         if no_values {

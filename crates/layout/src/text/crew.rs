@@ -30,6 +30,7 @@ use std::time::{Duration, Instant};
 use super::learnt::Learnt;
 use super::ChunkSource;
 use crate::cache::{ChunkCache, ChunkOffsets};
+use crate::source::ReadCtx;
 use crate::LayoutError;
 
 /// Chunks rendered ahead of a sequential reader, per core.
@@ -76,11 +77,14 @@ pub(super) struct Plan {
     /// Chunks below this one that the sequential reader passed are out of the cache.
     released_to: u64,
     last_read: Option<Instant>,
+    /// The context of the sequential reader's reads: read-ahead renders for it.
+    reader: ReadCtx,
 }
 
-/// One chunk to render: kept in the cache under `namespace` (read-ahead) or only measured.
-#[derive(Clone, Copy)]
+/// One chunk to render: kept in the cache under `namespace` (read-ahead) or only measured;
+/// its reads are made as `ctx` says (the reader's it is rendered for).
 pub(super) struct Job {
+    ctx: ReadCtx,
     chunk: u64,
     keep: bool,
     namespace: u64,
@@ -150,6 +154,7 @@ impl Crew {
                 bg_workers: 0,
                 last_end: 0,
                 scheduled_to: 0,
+                reader: ReadCtx::default(),
                 released_to: 0,
                 last_read: None,
             }),
@@ -204,8 +209,16 @@ impl Crew {
 
     /// Notes a read of `offset..end` touching chunks `..=last_chunk`; when it continues the
     /// previous read, queues the chunks ahead. Returns the workers to hire.
-    pub(super) fn after_read(&self, st: &mut Plan, offset: u64, end: u64, last_chunk: u64) -> Hire {
+    pub(super) fn after_read(
+        &self,
+        st: &mut Plan,
+        ctx: &ReadCtx,
+        offset: u64,
+        end: u64,
+        last_chunk: u64,
+    ) -> Hire {
         st.last_read = Some(Instant::now());
+        st.reader = ctx.clone();
         let slack = end
             .saturating_sub(offset)
             .saturating_mul(SEQUENTIAL_SLACK_READS);
@@ -306,6 +319,7 @@ impl Crew {
             while let Some(c) = st.queue.pop_front() {
                 if st.inflight.insert(c) {
                     return Some(Job {
+                        ctx: st.reader.clone(),
                         chunk: c,
                         keep: true,
                         namespace: ns,
@@ -334,6 +348,7 @@ impl Crew {
         st.measure_next = c + 1;
         st.inflight.insert(c);
         Some(Job {
+            ctx: ReadCtx::default(),
             chunk: c,
             keep: false,
             namespace: ns,
@@ -343,7 +358,13 @@ impl Crew {
 
     /// Claims chunk `c` for the caller to render itself, if nobody is rendering it and its
     /// length is unknown (the frontier when every worker failed on it or none could start).
-    pub(super) fn claim_unlearnt(&self, st: &mut Plan, c: u64, keep: bool) -> Option<Job> {
+    pub(super) fn claim_unlearnt(
+        &self,
+        st: &mut Plan,
+        ctx: &ReadCtx,
+        c: u64,
+        keep: bool,
+    ) -> Option<Job> {
         if st.full.is_some()
             || c >= self.source.num_chunks()
             || st.learnt.len_of(c).is_some()
@@ -352,6 +373,7 @@ impl Crew {
             return None;
         }
         Some(Job {
+            ctx: ctx.clone(),
             chunk: c,
             keep,
             namespace: st.namespace(self.namespace),
@@ -403,12 +425,12 @@ impl Crew {
         }
         let mut unclaim = Unclaim(self, job.chunk, false);
         let result = if job.keep {
-            self.render_kept(job)
+            self.render_kept(&job)
         } else {
             SCRATCH.with(|s| {
                 let mut s = s.borrow_mut();
                 s.clear();
-                self.render_into(job, &mut s)
+                self.render_into(&job, &mut s)
                     .map(|()| (s.len() as u64, None))
             })
         };
@@ -425,7 +447,7 @@ impl Crew {
         result.map(|(_, kept)| kept)
     }
 
-    fn render_kept(&self, job: Job) -> Result<Rendered, LayoutError> {
+    fn render_kept(&self, job: &Job) -> Result<Rendered, LayoutError> {
         if let Some(v) = self.cache.get(job.namespace, job.chunk) {
             return Ok((v.len() as u64, Some(v)));
         }
@@ -439,8 +461,8 @@ impl Crew {
         Ok((v.len() as u64, Some(v)))
     }
 
-    fn render_into(&self, job: Job, out: &mut Vec<u8>) -> Result<(), LayoutError> {
-        self.source.render(job.chunk, out)?;
+    fn render_into(&self, job: &Job, out: &mut Vec<u8>) -> Result<(), LayoutError> {
+        self.source.render(&job.ctx, job.chunk, out)?;
         self.cache.count_rendered(1);
         match job.want {
             Some(want) if out.len() as u64 != want => Err(LayoutError::Mismatch {
@@ -476,6 +498,7 @@ impl Crew {
     /// read-ahead), after waiting for whoever renders it now, or rendered here.
     pub(super) fn chunk(
         &self,
+        ctx: &ReadCtx,
         namespace: u64,
         i: u64,
         want: u64,
@@ -493,6 +516,7 @@ impl Crew {
         st.inflight.insert(i);
         drop(st);
         let job = Job {
+            ctx: ctx.clone(),
             chunk: i,
             keep: true,
             namespace,

@@ -22,7 +22,7 @@ use bytes::Bytes;
 use self::crew::Crew;
 use super::cache::{self, ChunkCache, ChunkOffsets, OffsetsKey, Owner};
 use super::{FileContent, LayoutError, Requester};
-use crate::source::scratch;
+use crate::source::{scratch, ReadCtx};
 use crate::store::Offsets;
 
 /// Elements per chunk for element-per-record text layouts: small enough that a random read
@@ -41,7 +41,7 @@ const POLL: Duration = Duration::from_millis(10);
 pub(crate) trait ChunkSource: Send + Sync {
     fn num_chunks(&self) -> u64;
     /// Appends chunk `chunk`'s bytes to `out`.
-    fn render(&self, chunk: u64, out: &mut Vec<u8>) -> Result<(), LayoutError>;
+    fn render(&self, ctx: &ReadCtx, chunk: u64, out: &mut Vec<u8>) -> Result<(), LayoutError>;
 }
 
 /// How far the index must reach.
@@ -194,7 +194,7 @@ impl ChunkedText {
             let mine = if background && !st.background_may_measure() {
                 None
             } else {
-                crew.claim_unlearnt(&mut st, frontier, near)
+                crew.claim_unlearnt(&mut st, req.ctx(), frontier, near)
             };
             req.progress(frontier, chunks);
             drop(st);
@@ -262,6 +262,7 @@ impl ChunkedText {
     /// range; returns the bytes written and the last chunk touched.
     fn copy_out(
         &self,
+        ctx: &ReadCtx,
         namespace: u64,
         spans: &[(u64, u64, u64)],
         offset: u64,
@@ -278,7 +279,7 @@ impl ChunkedText {
             if end <= pos {
                 continue;
             }
-            let chunk = self.crew.chunk(namespace, i, end - start)?;
+            let chunk = self.crew.chunk(ctx, namespace, i, end - start)?;
             let from = usize::try_from(pos - start).map_err(|_| LayoutError::Overflow("offset"))?;
             let n = (chunk.len().saturating_sub(from)).min(buf.len() - written);
             buf[written..written + n].copy_from_slice(&chunk[from..from + n]);
@@ -289,10 +290,10 @@ impl ChunkedText {
     }
 
     /// Tells the read-ahead about a read of `offset..end` ending in chunk `last`.
-    fn after_read(&self, offset: u64, end: u64, last: u64) {
+    fn after_read(&self, ctx: &ReadCtx, offset: u64, end: u64, last: u64) {
         let hire = {
             let mut st = self.crew.lock();
-            self.crew.after_read(&mut st, offset, end, last)
+            self.crew.after_read(&mut st, ctx, offset, end, last)
         };
         self.crew.start(hire);
     }
@@ -377,19 +378,19 @@ impl FileContent for ChunkedText {
         };
         // A read inside one chunk (most reads) is a view of the rendered chunk.
         if let &[(i, start, end)] = &spans[..] {
-            let chunk = self.crew.chunk(namespace, i, end - start)?;
+            let chunk = self.crew.chunk(req.ctx(), namespace, i, end - start)?;
             let from =
                 usize::try_from(offset - start).map_err(|_| LayoutError::Overflow("offset"))?;
             let got = cache::lend(chunk, from, len);
             if !got.is_empty() {
-                self.after_read(offset, offset + got.len() as u64, i);
+                self.after_read(req.ctx(), offset, offset + got.len() as u64, i);
             }
             return Ok(got);
         }
         scratch::filled(len, |buf| {
-            let (written, last) = self.copy_out(namespace, &spans, offset, buf)?;
+            let (written, last) = self.copy_out(req.ctx(), namespace, &spans, offset, buf)?;
             if written > 0 {
-                self.after_read(offset, offset + written as u64, last);
+                self.after_read(req.ctx(), offset, offset + written as u64, last);
             }
             Ok(written)
         })

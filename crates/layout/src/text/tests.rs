@@ -9,6 +9,7 @@ use super::crew::WINDOW_PER_THREAD;
 use super::*;
 use crate::cache::ChunkCache;
 use crate::model::Tensor;
+use crate::source::ReadCtx;
 use crate::testing::MemTensor;
 use crate::{FileContent, LayoutError, Patient, Requester};
 
@@ -18,7 +19,7 @@ impl ChunkSource for Steps {
     fn num_chunks(&self) -> u64 {
         self.0
     }
-    fn render(&self, chunk: u64, out: &mut Vec<u8>) -> Result<(), LayoutError> {
+    fn render(&self, _: &ReadCtx, chunk: u64, out: &mut Vec<u8>) -> Result<(), LayoutError> {
         out.resize(out.len() + chunk as usize, b'a' + (chunk % 26) as u8);
         Ok(())
     }
@@ -27,7 +28,7 @@ impl ChunkSource for Steps {
 fn full(n: u64) -> Vec<u8> {
     let mut v = Vec::new();
     for i in 0..n {
-        Steps(n).render(i, &mut v).unwrap();
+        Steps(n).render(ReadCtx::none(), i, &mut v).unwrap();
     }
     v
 }
@@ -99,8 +100,13 @@ impl Tensor for Stable {
     fn meta(&self) -> &crate::model::TensorMeta {
         self.0.meta()
     }
-    fn fill_elements(&self, f: u64, o: &mut [u8]) -> Result<(), crate::model::ModelError> {
-        crate::model::read_elements(&self.0, f, o)
+    fn fill_elements(
+        &self,
+        ctx: &ReadCtx,
+        f: u64,
+        o: &mut [u8],
+    ) -> Result<(), crate::model::ModelError> {
+        crate::model::read_elements(&self.0, ctx, f, o)
     }
     fn cache_identity(&self) -> Option<String> {
         Some("file:1:2:3/key".into())
@@ -216,9 +222,9 @@ impl ChunkSource for SlowSteps {
     fn num_chunks(&self) -> u64 {
         self.0
     }
-    fn render(&self, chunk: u64, out: &mut Vec<u8>) -> Result<(), LayoutError> {
+    fn render(&self, ctx: &ReadCtx, chunk: u64, out: &mut Vec<u8>) -> Result<(), LayoutError> {
         std::thread::sleep(Duration::from_millis(1));
-        Steps(self.0).render(chunk, out)
+        Steps(self.0).render(ctx, chunk, out)
     }
 }
 
@@ -267,7 +273,7 @@ impl ChunkSource for Counted {
     fn num_chunks(&self) -> u64 {
         self.renders.len() as u64
     }
-    fn render(&self, chunk: u64, out: &mut Vec<u8>) -> Result<(), LayoutError> {
+    fn render(&self, _: &ReadCtx, chunk: u64, out: &mut Vec<u8>) -> Result<(), LayoutError> {
         self.renders[chunk as usize].fetch_add(1, Relaxed);
         std::thread::sleep(self.delay);
         let len = 1000 + (chunk % 7) as usize;
@@ -280,7 +286,7 @@ fn expected(n: u64) -> Vec<u8> {
     let src = Counted::new(n as usize, 0);
     let mut v = Vec::new();
     for i in 0..n {
-        src.render(i, &mut v).unwrap();
+        src.render(ReadCtx::none(), i, &mut v).unwrap();
     }
     v
 }
@@ -417,7 +423,7 @@ impl ChunkSource for Watched {
     fn num_chunks(&self) -> u64 {
         self.chunks
     }
-    fn render(&self, chunk: u64, out: &mut Vec<u8>) -> Result<(), LayoutError> {
+    fn render(&self, _: &ReadCtx, chunk: u64, out: &mut Vec<u8>) -> Result<(), LayoutError> {
         self.busy.fetch_add(1, Relaxed);
         std::thread::sleep(self.delay);
         let len = 1000 + (chunk % 7) as usize;

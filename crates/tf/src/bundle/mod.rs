@@ -19,7 +19,7 @@ use prost::Message;
 use crate::codec::table::{Table, TableError};
 use crate::model::ModelError;
 use crate::proto::BundleHeaderProto;
-use crate::source::{ReadAt, SourceError, Storage};
+use crate::source::{ReadAt, ReadExt, SourceError, Storage};
 use crate::store::Store;
 
 /// The message of §12 for pre-0.12 checkpoints.

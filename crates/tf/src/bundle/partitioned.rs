@@ -18,6 +18,7 @@ use crate::model::{
     debug_check, ModelError, PartitionMeta, RequestError, Strings, Tensor, TensorMeta,
 };
 use crate::ordered_code::slice_key;
+use crate::source::ReadCtx;
 
 struct Slice {
     /// `(start, length)` per dimension, lengths resolved against the full shape.
@@ -369,14 +370,14 @@ impl Tensor for PartitionedTensor {
         &self.meta
     }
 
-    fn fill_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
+    fn fill_elements(&self, ctx: &ReadCtx, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
         debug_check(&self.meta, first, out.len());
         let elem = self.meta.dtype.elem_size().unwrap_or(1);
         let n = (out.len() / elem) as u64;
         let mut at = 0usize;
         self.for_each_run(first, n, &mut |t, start, run| {
             let len = run as usize * elem;
-            t.read_elements(start, &mut out[at..at + len])?;
+            t.read_elements(ctx, start, &mut out[at..at + len])?;
             at += len;
             Ok(())
         })
@@ -412,9 +413,15 @@ impl Tensor for PartitionedTensor {
 }
 
 impl Strings for PartitionedTensor {
-    fn for_each_string(&self, first: u64, count: u64, f: EachString<'_>) -> Result<(), ModelError> {
+    fn for_each_string(
+        &self,
+        ctx: &ReadCtx,
+        first: u64,
+        count: u64,
+        f: EachString<'_>,
+    ) -> Result<(), ModelError> {
         self.for_each_run(first, count, &mut |t, start, run| {
-            t.for_each_string(start, run, &mut *f)
+            t.for_each_string(ctx, start, run, &mut *f)
         })
     }
 }

@@ -13,7 +13,7 @@ use crate::model::EachString;
 use crate::model::{
     debug_check, Checksummed, DType, ModelError, RequestError, Strings, Tensor, TensorMeta,
 };
-use crate::source::{identity_string, ReadAt};
+use crate::source::{identity_string, ReadAt, ReadCtx, ReadExt, To};
 use crate::store::Verified;
 
 /// Tensors at least this large keep their checksum verdict in the bundle's verdict store
@@ -126,13 +126,25 @@ impl TfTensor {
     }
 
     /// Elements `first..` into `out`, verified by the checksum pass first when `check`.
-    fn read_fixed(&self, first: u64, out: &mut [u8], check: bool) -> Result<(), ModelError> {
-        self.read_runs(&[first], out, check)
+    fn read_fixed(
+        &self,
+        ctx: &ReadCtx,
+        first: u64,
+        out: &mut [u8],
+        check: bool,
+    ) -> Result<(), ModelError> {
+        self.read_runs(ctx, &[first], out, check)
     }
 
     /// Runs of `out.len() / firsts.len()` bytes from each element of `firsts` into `out`,
     /// verified by the checksum pass first when `check`.
-    fn read_runs(&self, firsts: &[u64], out: &mut [u8], check: bool) -> Result<(), ModelError> {
+    fn read_runs(
+        &self,
+        ctx: &ReadCtx,
+        firsts: &[u64],
+        out: &mut [u8],
+        check: bool,
+    ) -> Result<(), ModelError> {
         let dtype = self.meta.dtype;
         if let Some(p) = &self.meta.problem {
             return Err(self.fail(TensorFault::Known(p.clone())));
@@ -147,8 +159,9 @@ impl TfTensor {
         if out.is_empty() {
             return Ok(());
         }
-        for (&first, o) in firsts.iter().zip(out.chunks_exact_mut(run)) {
-            debug_check(&self.meta, first, o.len());
+        let mut starts = Vec::with_capacity(firsts.len());
+        for &first in firsts {
+            debug_check(&self.meta, first, run);
             // The entry's stored bytes bound the read as well as its shape does.
             let start = first
                 .checked_mul(elem)
@@ -158,10 +171,12 @@ impl TfTensor {
                     count: run as u64 / elem,
                     total: loc.size / elem,
                 })?;
-            file.read_into(loc.offset + start, o)?;
+            starts.push(start);
         }
-        // A file rewritten in place during the copies must not yield a mix (source.rs).
-        file.check_consistent()?;
+        match starts[..] {
+            [start] => file.read_into(ctx, loc.offset + start, out)?,
+            _ => file.read_with(ctx, loc.offset, To::Runs(&starts, out))?,
+        }
         if self.bundle.big_endian {
             swap_in_place(out, swap_width(dtype));
         }
@@ -212,7 +227,7 @@ impl TfTensor {
         // every core.
         let cores = crate::source::cores();
         let mut crc = None;
-        file.for_each_piece(loc.offset, loc.size, &mut |piece| {
+        file.for_each_piece(ReadCtx::none(), loc.offset, loc.size, &mut |piece| {
             let threads = if piece.len() >= 2 * PARALLEL_CRC_MIN {
                 cores
             } else {
@@ -229,7 +244,6 @@ impl TfTensor {
             return Ok(Err(TensorFault::Checksum(file)));
         }
         // A file rewritten during the read proves nothing about either version.
-        file.check_consistent()?;
         if let Some((store, key)) = &remembered {
             store.put(key, &Verified);
         }
@@ -277,8 +291,8 @@ impl Tensor for TfTensor {
         ))
     }
 
-    fn fill_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
-        self.read_fixed(first, out, true)
+    fn fill_elements(&self, ctx: &ReadCtx, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
+        self.read_fixed(ctx, first, out, true)
     }
 
     fn stored_run(&self) -> Option<crate::model::StoredRun> {
@@ -298,7 +312,12 @@ impl Tensor for TfTensor {
         })
     }
 
-    fn lend(&self, first: u64, len: usize) -> Option<Result<bytes::Bytes, ModelError>> {
+    fn lend(
+        &self,
+        ctx: &ReadCtx,
+        first: u64,
+        len: usize,
+    ) -> Option<Result<bytes::Bytes, ModelError>> {
         let dtype = self.meta.dtype;
         // Only bytes served as stored: no byte swap, no bool normalisation; a known problem
         // is `fill_elements`'s to report.
@@ -311,11 +330,10 @@ impl Tensor for TfTensor {
         let start = first
             .checked_mul(elem)
             .filter(|s| s.checked_add(len as u64).is_some_and(|e| e <= loc.size))?;
-        let got = file.read(loc.offset + start, len);
+        let got = file.read(ctx, loc.offset + start, len);
         Some((|| {
             self.verify_fixed(&*file, loc)?;
             let bytes = got?;
-            file.check_consistent()?;
             Ok(bytes)
         })())
     }
@@ -330,7 +348,13 @@ impl Tensor for TfTensor {
 }
 
 impl Strings for TfTensor {
-    fn for_each_string(&self, first: u64, count: u64, f: EachString<'_>) -> Result<(), ModelError> {
+    fn for_each_string(
+        &self,
+        ctx: &ReadCtx,
+        first: u64,
+        count: u64,
+        f: EachString<'_>,
+    ) -> Result<(), ModelError> {
         let dtype = self.meta.dtype;
         if dtype != DType::Str && dtype != DType::Variant {
             return Err(RequestError::NotStrings(dtype.name().into_owned()).into());
@@ -341,30 +365,31 @@ impl Strings for TfTensor {
         }
         let size =
             usize::try_from(loc.size).map_err(|_| self.fail(TensorFault::TooLarge(loc.size)))?;
-        let data = file.read_at(loc.offset, size)?;
-        let n = self.meta.num_elements().unwrap_or(0);
-        let index = self.var_index.get_or_init(|| {
-            let verify = self.bundle.verify;
-            match dtype {
-                DType::Str => {
-                    VarIndex::build_strings(&data, n, self.bundle.big_endian, verify, loc.crc)
+        let each = |data: &[u8]| -> Result<(), ModelError> {
+            let n = self.meta.num_elements().unwrap_or(0);
+            let index = self.var_index.get_or_init(|| {
+                let verify = self.bundle.verify;
+                match dtype {
+                    DType::Str => {
+                        VarIndex::build_strings(data, n, self.bundle.big_endian, verify, loc.crc)
+                    }
+                    _ => VarIndex::build_variants(data, n, verify, loc.crc),
                 }
-                _ => VarIndex::build_variants(&data, n, verify, loc.crc),
-            }
-        });
-        // Name the data file: the problem is in its bytes, not in the index.
-        let in_file = |source: VarError| {
-            self.fail(TensorFault::VarLen {
-                file: self.bundle.shard_name(loc.shard),
-                source,
-            })
+            });
+            // Name the data file: the problem is in its bytes, not in the index.
+            let in_file = |source: VarError| {
+                self.fail(TensorFault::VarLen {
+                    file: self.bundle.shard_name(loc.shard),
+                    source,
+                })
+            };
+            let index = index.as_ref().map_err(|e| in_file(e.clone()))?;
+            index.for_each(data, first, count, f).map_err(in_file)?;
+            Ok(())
         };
-        let index = index.as_ref().map_err(|e| in_file(e.clone()))?;
-        index.for_each(&data, first, count, f).map_err(in_file)?;
-        // The strings handed to `f` came from the mapping: a file rewritten in place while
-        // they were read fails the call (callers drop what `f` collected).
-        file.check_consistent()?;
-        Ok(())
+        // The strings handed to `f` may come from the mapping: a file rewritten in place
+        // while they were read fails the read (callers drop what `f` collected).
+        file.with_bytes(ctx, loc.offset, size, each)?
     }
 }
 
@@ -376,12 +401,22 @@ impl Checksummed for TfTensor {
         (fixed && !self.bundle.big_endian && self.meta.problem.is_none()).then_some(self.loc?.crc)
     }
 
-    fn fill_elements_unverified(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
-        self.read_fixed(first, out, false)
+    fn fill_elements_unverified(
+        &self,
+        ctx: &ReadCtx,
+        first: u64,
+        out: &mut [u8],
+    ) -> Result<(), ModelError> {
+        self.read_fixed(ctx, first, out, false)
     }
 
-    fn fill_runs_unverified(&self, firsts: &[u64], out: &mut [u8]) -> Result<(), ModelError> {
-        self.read_runs(firsts, out, false)
+    fn fill_runs_unverified(
+        &self,
+        ctx: &ReadCtx,
+        firsts: &[u64],
+        out: &mut [u8],
+    ) -> Result<(), ModelError> {
+        self.read_runs(ctx, firsts, out, false)
     }
 
     fn deferred_crc32c(&self) -> Option<u32> {
@@ -392,7 +427,7 @@ impl Checksummed for TfTensor {
     }
 
     fn confirm_crc32c(&self, crc: u32) -> Result<(), ModelError> {
-        let (file, loc) = self.data_file()?;
+        let (_, loc) = self.data_file()?;
         let verdict = match mask_crc(crc) == loc.crc {
             true => Ok(()),
             false => Err(TensorFault::Checksum(
@@ -400,7 +435,6 @@ impl Checksummed for TfTensor {
             )),
         };
         // Bytes that changed while read prove nothing: nothing is kept then.
-        file.check_consistent()?;
         let verdict = self.verdict.get_or_try(|| Ok::<_, ModelError>(verdict))?;
         verdict.clone().map_err(|f| self.fail(f))
     }

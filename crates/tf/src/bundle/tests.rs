@@ -6,7 +6,7 @@ use super::*;
 use crate::codec::table::testutil::CountingReadAt;
 use crate::codec::table::BlockCache;
 use crate::model::{DType, Tensor};
-use crate::source::MemSource;
+use crate::source::{MemSource, ReadCtx};
 
 fn open_bundle(
     index: Vec<u8>,
@@ -39,13 +39,13 @@ fn tensor(b: &Arc<Bundle>, key: &[u8]) -> Arc<dyn Tensor> {
 fn read_all(t: &dyn Tensor) -> Result<Vec<u8>, ModelError> {
     let n = t.meta().num_elements().unwrap() as usize;
     let mut out = vec![0u8; n * t.meta().dtype.elem_size().unwrap()];
-    t.read_elements(0, &mut out)?;
+    t.read_elements(ReadCtx::none(), 0, &mut out)?;
     Ok(out)
 }
 
 fn strings(t: &dyn Tensor, first: u64, count: u64) -> Result<Vec<Vec<u8>>, ModelError> {
     let mut v = Vec::new();
-    t.for_each_string(first, count, &mut |s| v.push(s.to_vec()))?;
+    t.for_each_string(ReadCtx::none(), first, count, &mut |s| v.push(s.to_vec()))?;
     Ok(v)
 }
 
@@ -100,19 +100,22 @@ fn dtypes_and_endianness() {
         assert_eq!(got, want);
         // A middle range.
         let mut two = [0u8; 8];
-        f.read_elements(1, &mut two).unwrap();
+        f.read_elements(ReadCtx::none(), 1, &mut two).unwrap();
         assert_eq!(&two[..], &want[4..12]);
-        assert!(f.read_elements(3, &mut two).is_err());
+        assert!(f.read_elements(ReadCtx::none(), 3, &mut two).is_err());
         // Runs: rows 1 and 0 of `f` in one call, as a row diff reads changed rows.
         let mut runs = [0u8; 16];
-        f.read_runs_unchecked(&[2, 0], &mut runs).unwrap();
+        f.read_runs_unchecked(ReadCtx::none(), &[2, 0], &mut runs)
+            .unwrap();
         assert_eq!((&runs[..8], &runs[8..]), (&want[8..16], &want[..8]));
         assert!(
-            f.read_runs_unchecked(&[3, 0], &mut runs).is_err(),
+            f.read_runs_unchecked(ReadCtx::none(), &[3, 0], &mut runs)
+                .is_err(),
             "past the end"
         );
         assert!(
-            f.read_runs_unchecked(&[0, 1], &mut runs[..15]).is_err(),
+            f.read_runs_unchecked(ReadCtx::none(), &[0, 1], &mut runs[..15])
+                .is_err(),
             "unequal"
         );
         assert_eq!(read_all(&*tensor(&bundle, b"i16")).unwrap(), i16s);
@@ -130,7 +133,7 @@ fn dtypes_and_endianness() {
         assert_eq!(strings(&*s, 0, 3).unwrap(), [&b""[..], b"ab", b"xyz"]);
         assert_eq!(strings(&*s, 1, 1).unwrap(), [b"ab"]);
         assert!(strings(&*tensor(&bundle, b"es"), 0, 0).unwrap().is_empty());
-        assert!(s.read_elements(0, &mut [0u8; 4]).is_err());
+        assert!(s.read_elements(ReadCtx::none(), 0, &mut [0u8; 4]).is_err());
     }
 }
 
@@ -255,7 +258,8 @@ fn partitioned_rows_and_blocks() {
             for n in [1, 3, 7] {
                 if first + n <= vals.len() {
                     let mut out = vec![0u8; 4 * n];
-                    t.read_elements(first as u64, &mut out).unwrap();
+                    t.read_elements(ReadCtx::none(), first as u64, &mut out)
+                        .unwrap();
                     assert_eq!(out, want[4 * first..4 * (first + n)]);
                 }
             }
@@ -284,10 +288,7 @@ fn partitioned_read_touches_only_intersecting_slices() {
         &[vec![Some((0, 5)), None], vec![Some((5, 5)), None]],
     );
     let (index, files) = b.finish();
-    let data = files["m.data-00000-of-00001"]
-        .read_at(0, 160)
-        .unwrap()
-        .to_vec();
+    let data = files["m.data-00000-of-00001"].read_vec(0, 160).unwrap();
     let counting = CountingReadAt::new("m.data-00000-of-00001", data);
     let mut files2: HashMap<String, Arc<dyn ReadAt>> = HashMap::new();
     files2.insert("m.data-00000-of-00001".into(), counting.clone());
@@ -297,7 +298,7 @@ fn partitioned_read_touches_only_intersecting_slices() {
     let p1 = t.meta().partitions[1].clone();
     counting.take();
     let mut out = [0u8; 8];
-    t.read_elements(30, &mut out).unwrap();
+    t.read_elements(ReadCtx::none(), 30, &mut out).unwrap();
     assert_eq!(out[..4], 30.0f32.to_le_bytes());
     for (off, len) in counting.take() {
         assert!(
@@ -346,7 +347,7 @@ fn partition_coverage_problems() {
         let t = tensor(&bundle, b"emb");
         let p = t.meta().problem.clone().unwrap_or_default();
         assert!(p.contains(want), "{p} / {want}");
-        assert!(t.read_elements(0, &mut [0u8; 4]).is_err());
+        assert!(t.read_elements(ReadCtx::none(), 0, &mut [0u8; 4]).is_err());
     }
 }
 

@@ -1,22 +1,20 @@
 //! A graph written in the protobuf text format, served as the wire bytes it stands for
 //! (`pbtxt::parse`), so that everything above reads it as it reads a binary graph.
 
-use std::borrow::Cow;
 use std::sync::Arc;
-use std::time::SystemTime;
 
 use super::pbtxt::{parse, Message};
 use super::scan::GraphKind;
 use crate::model::BoxError;
-use crate::source::{checked_range, FileIdentity, ReadAt, SourceError};
+use crate::source::{serve_slice, About, ReadAt, ReadCtx, ReadExt, SourceError, To};
 
 /// Text graphs bigger than this are refused: the text is parsed whole, in memory.
 pub(crate) const MAX_TEXT: u64 = 4 << 30;
 
 #[derive(Debug)]
 pub(crate) struct Encoded {
-    /// The text file: name, time and identity are its own.
-    text: Arc<dyn ReadAt>,
+    /// The text file's name, time and identity; the size of the wire bytes.
+    about: About,
     bytes: Vec<u8>,
 }
 
@@ -34,33 +32,23 @@ impl Encoded {
             GraphKind::MetaGraphDef => Message::MetaGraphDef,
             GraphKind::SavedModel => Message::SavedModel,
         };
-        let bytes = {
-            let data = text.read_at(0, len)?;
-            parse::encode(&data, top).map_err(|e| format!("protobuf text format, {e}"))?
+        let encode = |data: &[u8]| parse::encode(data, top);
+        let bytes = text
+            .with_bytes(ReadCtx::none(), 0, len, encode)?
+            .map_err(|e| format!("protobuf text format, {e}"))?;
+        let about = About {
+            size: bytes.len() as u64,
+            ..text.about().clone()
         };
-        text.check_consistent()?;
-        Ok(Encoded { text, bytes })
+        Ok(Encoded { about, bytes })
     }
 }
 
 impl ReadAt for Encoded {
-    fn size(&self) -> u64 {
-        self.bytes.len() as u64
+    fn about(&self) -> &About {
+        &self.about
     }
-    fn name(&self) -> &str {
-        self.text.name()
-    }
-    fn read_at(&self, offset: u64, len: usize) -> Result<Cow<'_, [u8]>, SourceError> {
-        let range = checked_range(self.text.name(), offset, len, self.size())?;
-        Ok(Cow::Borrowed(&self.bytes[range]))
-    }
-    fn mtime(&self) -> SystemTime {
-        self.text.mtime()
-    }
-    fn identity(&self) -> Option<FileIdentity> {
-        self.text.identity()
-    }
-    fn version(&self) -> Option<String> {
-        self.text.version()
+    fn read_with(&self, _: &ReadCtx, offset: u64, to: To<'_>) -> Result<(), SourceError> {
+        serve_slice(&self.about.name, &self.bytes, offset, to)
     }
 }

@@ -12,7 +12,7 @@ use super::tensor_proto::ProtoTensor;
 use super::{pbtxt, signatures};
 use crate::model::BoxError;
 use crate::model::{DirEntry, Document, Model, ModelError, ModelSummary, Tensor};
-use crate::source::{Memo, ReadAt};
+use crate::source::{Memo, ReadAt, ReadCtx, ReadExt};
 
 /// The directory of the constants when there are variables beside them.
 pub(crate) const CONSTANTS: &[u8] = b"constants";
@@ -101,10 +101,7 @@ impl GraphModel {
             false => self.file.clone(),
         };
         let size = usize::try_from(data.size())?;
-        let bytes = data.read_at(0, size)?;
-        let scan = scan::scan(&bytes, self.kind)?;
-        drop(bytes);
-        data.check_consistent()?;
+        let scan = data.with_bytes(ReadCtx::none(), 0, size, |b| scan::scan(b, self.kind))??;
         let mut paths: Vec<(Vec<Vec<u8>>, usize)> = scan
             .consts
             .iter()
@@ -207,8 +204,8 @@ fn dense_sentinels(
         }
         let mut b = [0u8; 8];
         match m.dtype {
-            crate::model::DType::I64 => t.read_elements(0, &mut b).ok()?,
-            crate::model::DType::I32 => t.read_elements(0, &mut b[..4]).ok()?,
+            crate::model::DType::I64 => t.read_elements(ReadCtx::none(), 0, &mut b).ok()?,
+            crate::model::DType::I32 => t.read_elements(ReadCtx::none(), 0, &mut b[..4]).ok()?,
             _ => return None,
         }
         Some(match m.dtype {
@@ -367,10 +364,11 @@ impl GraphText {
             .map_err(|e| ModelError::data(self.file.name(), e.clone()))
     }
 
-    fn whole(&self) -> Result<std::borrow::Cow<'_, [u8]>, ModelError> {
+    /// `f` of the whole graph file.
+    fn with_whole<T>(&self, f: impl FnOnce(&[u8]) -> T) -> Result<T, ModelError> {
         let size =
             usize::try_from(self.file.size()).map_err(|e| ModelError::data(self.file.name(), e))?;
-        Ok(self.file.read_at(0, size)?)
+        Ok(self.file.with_bytes(ReadCtx::none(), 0, size, f)?)
     }
 }
 
@@ -381,12 +379,11 @@ impl Document for GraphText {
     }
 
     fn render(&self, chunk: u64, out: &mut Vec<u8>) -> Result<(), ModelError> {
-        let buf = self.whole()?;
-        let c = self.chunking(&buf)?;
-        c.render(&buf, chunk, out)
-            .map_err(|e| ModelError::data(self.file.name(), e))?;
-        self.file.check_consistent()?;
-        Ok(())
+        self.with_whole(|buf| {
+            let c = self.chunking(buf)?;
+            c.render(buf, chunk, out)
+                .map_err(|e| ModelError::data(self.file.name(), e))
+        })?
     }
 
     fn mtime(&self) -> std::time::SystemTime {

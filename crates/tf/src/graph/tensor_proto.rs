@@ -14,7 +14,7 @@ use crate::codec::wire::{packed_varints, Fields, Value, WireError};
 use crate::dtype::from_tf;
 use crate::model::EachString;
 use crate::model::{debug_check, DType, ModelError, RequestError, Strings, Tensor, TensorMeta};
-use crate::source::{identity_string, Memo, ReadAt};
+use crate::source::{identity_string, Memo, ReadAt, ReadCtx, ReadExt};
 
 /// Most dimensions a shape may have (TF's own limit is 254).
 const MAX_RANK: usize = 254;
@@ -218,18 +218,12 @@ impl ProtoTensor {
                 let Ok(len) = usize::try_from(p.end - p.start) else {
                     return Ok(Err(ProtoError::Invalid("too large".into())));
                 };
-                let bytes = match self.file.read_at(p.start, len) {
-                    Ok(b) => b,
-                    Err(e) => return Ok(Err(lasting(e)?)),
-                };
-                let stored = match decode_typed(&bytes, self.info.dtype) {
-                    Ok(s) => s,
-                    Err(e) => return Ok(Err(e)),
-                };
-                if let Err(e) = self.file.check_consistent() {
-                    return Ok(Err(lasting(e)?));
+                let decode = |b: &[u8]| decode_typed(b, self.info.dtype);
+                match self.file.with_bytes(ReadCtx::none(), p.start, len, decode) {
+                    Ok(Ok(stored)) => Ok(Ok(Arc::new(stored))),
+                    Ok(Err(e)) => Ok(Err(e)),
+                    Err(e) => Ok(Err(lasting(e)?)),
                 }
-                Ok(Ok(Arc::new(stored)))
             });
         match got {
             Ok(r) => r.clone().map_err(|e| self.fail(e)),
@@ -282,7 +276,7 @@ impl Tensor for ProtoTensor {
         &self.meta
     }
 
-    fn fill_elements(&self, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
+    fn fill_elements(&self, ctx: &ReadCtx, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
         debug_check(&self.meta, first, out.len());
         let elem = self.meta.dtype.elem_size().unwrap_or(1);
         self.check_range(first, (out.len() / elem) as u64)?;
@@ -291,8 +285,7 @@ impl Tensor for ProtoTensor {
         }
         if let Some(c) = &self.info.content {
             let at = c.start + first * elem as u64;
-            self.file.read_into(at, out)?;
-            self.file.check_consistent()?;
+            self.file.read_into(ctx, at, out)?;
             return Ok(());
         }
         match &*self.stored()? {
@@ -316,7 +309,13 @@ impl Tensor for ProtoTensor {
 }
 
 impl Strings for ProtoTensor {
-    fn for_each_string(&self, first: u64, count: u64, f: EachString<'_>) -> Result<(), ModelError> {
+    fn for_each_string(
+        &self,
+        _: &ReadCtx,
+        first: u64,
+        count: u64,
+        f: EachString<'_>,
+    ) -> Result<(), ModelError> {
         if self.meta.dtype != DType::Str {
             return Err(RequestError::NotStrings(self.meta.dtype.name().into_owned()).into());
         }

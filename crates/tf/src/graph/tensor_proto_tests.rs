@@ -1,5 +1,6 @@
 use super::*;
 use crate::source::MemSource as MemFile;
+use crate::source::ReadCtx;
 
 /// A minimal protobuf writer for tests.
 #[derive(Default)]
@@ -47,7 +48,7 @@ fn tensor(proto: &[u8]) -> ProtoTensor {
 
 fn read(t: &ProtoTensor, first: u64, n: usize) -> Vec<u8> {
     let mut out = vec![0xaa; n * t.meta().dtype.elem_size().unwrap()];
-    crate::model::read_elements(t, first, &mut out).unwrap();
+    crate::model::read_elements(t, ReadCtx::none(), first, &mut out).unwrap();
     out
 }
 
@@ -72,7 +73,7 @@ fn tensor_content_is_read_in_place() {
     let t = tensor(&p.0);
     assert!(t.meta().problem.is_some());
     let mut out = [0u8; 4];
-    assert!(crate::model::read_elements(&t, 0, &mut out).is_err());
+    assert!(crate::model::read_elements(&t, ReadCtx::none(), 0, &mut out).is_err());
 }
 
 #[test]
@@ -153,7 +154,7 @@ fn strings_repeat_too() {
             .0,
     );
     let mut got = Vec::new();
-    t.for_each_string(0, 3, &mut |s| got.push(s.to_vec()))
+    t.for_each_string(ReadCtx::none(), 0, 3, &mut |s| got.push(s.to_vec()))
         .unwrap();
     assert_eq!(got, [b"a".to_vec(), b"bc".to_vec(), b"bc".to_vec()]);
 }
@@ -173,7 +174,7 @@ fn nonsense_is_a_problem_or_an_error_never_a_panic() {
         let mut out = [0u8; 4];
         if t.meta().problem.is_none() {
             assert!(
-                crate::model::read_elements(&t, 0, &mut out).is_err(),
+                crate::model::read_elements(&t, ReadCtx::none(), 0, &mut out).is_err(),
                 "{p:?}"
             );
         }

@@ -4,7 +4,7 @@ use super::block::Block;
 use super::footer::{BlockHandle, TRAILER_LEN};
 use super::TableError;
 use crate::codec::{crc32c_extend, fixed32_at, unmask_crc};
-use crate::source::ReadAt;
+use crate::source::{ReadAt, ReadExt};
 
 const TYPE_RAW: u8 = 0;
 const TYPE_SNAPPY: u8 = 1;
@@ -18,7 +18,7 @@ pub(crate) fn read_block(file: &dyn ReadAt, handle: BlockHandle) -> Result<Block
         .filter(|&t| t <= file.size())
         .ok_or_else(|| corrupt(format!("block at offset {} is past the end", handle.offset)))?;
     let total = usize::try_from(total).map_err(|_| corrupt("block too large".into()))?;
-    let bytes = file.read_at(handle.offset, total)?;
+    let bytes = file.read_vec(handle.offset, total)?;
     let n = total - TRAILER_LEN as usize;
     let (contents, trailer) = bytes.split_at(n);
     let block_type = trailer[0];

@@ -16,7 +16,7 @@ mod writer;
 
 use std::sync::Arc;
 
-use crate::source::{ReadAt, SourceError};
+use crate::source::{ReadAt, ReadExt, SourceError};
 use block::{Block, BlockIter};
 pub use cache::BlockCache;
 use footer::{BlockHandle, Footer, FOOTER_LEN};
@@ -80,7 +80,7 @@ impl Table {
                  shorter than a table footer)"
             )));
         }
-        let footer_bytes = file.read_at(len - FOOTER_LEN, FOOTER_LEN as usize)?;
+        let footer_bytes = file.read_vec(len - FOOTER_LEN, FOOTER_LEN as usize)?;
         let footer = Footer::decode(&footer_bytes, len).map_err(|e| match e {
             // A checkpoint index cut short (a copy or an upload that stopped) loses its footer
             // too: say so, it is the likelier case for a file named like an index.

@@ -1,10 +1,9 @@
 //! Test helpers: the table writer (re-exported from `tf::writer`) and a `ReadAt` wrapper that
 //! records reads.
 
-use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
 
-use crate::source::{MemSource, ReadAt, SourceError};
+use crate::source::{About, MemSource, ReadAt, ReadCtx, SourceError, To};
 
 pub use crate::codec::table::TableBuilder;
 
@@ -28,15 +27,12 @@ impl CountingReadAt {
 }
 
 impl ReadAt for CountingReadAt {
-    fn size(&self) -> u64 {
-        self.inner.size()
+    fn about(&self) -> &About {
+        self.inner.about()
     }
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-    fn read_at(&self, offset: u64, len: usize) -> Result<Cow<'_, [u8]>, SourceError> {
-        self.reads.lock().unwrap().push((offset, len));
-        self.inner.read_at(offset, len)
+    fn read_with(&self, ctx: &ReadCtx, offset: u64, to: To<'_>) -> Result<(), SourceError> {
+        self.reads.lock().unwrap().push((offset, to.len() as usize));
+        self.inner.read_with(ctx, offset, to)
     }
 }
 

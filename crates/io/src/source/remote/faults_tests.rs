@@ -25,7 +25,7 @@ use object_store::{
 
 use super::file::{test_file, RemoteFile};
 use super::runtime;
-use crate::source::{ReadAt, SourceError};
+use crate::source::{ReadCtx, ReadExt, SourceError};
 
 /// What one GET does.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -239,15 +239,17 @@ fn reference(n: usize, seed: u32) -> Vec<u8> {
 /// its bytes, or its error.
 fn read(f: &RemoteFile, how: u64, off: u64, len: usize) -> Result<Vec<u8>, SourceError> {
     match how {
-        0 => f.read(off, len).map(|b| b.to_vec()),
+        0 => f.read(ReadCtx::none(), off, len).map(|b| b.to_vec()),
         1 => {
             let mut out = vec![0u8; len];
-            f.read_into(off, &mut out).map(|()| out)
+            f.read_into(ReadCtx::none(), off, &mut out).map(|()| out)
         }
         _ => {
             let mut out = Vec::with_capacity(len);
-            f.for_each_piece(off, len as u64, &mut |p| out.extend_from_slice(p))
-                .map(|()| out)
+            f.for_each_piece(ReadCtx::none(), off, len as u64, &mut |p| {
+                out.extend_from_slice(p)
+            })
+            .map(|()| out)
         }
     }
 }
@@ -297,14 +299,14 @@ fn each_fault_alone_is_an_error_naming_the_object_and_is_not_remembered() {
         let store = Arc::new(FaultyStore::new(5));
         let f = open(&store, &data);
         *store.forced.lock().unwrap() = Some(fault);
-        let e = f.read(70_000, 1000).unwrap_err();
+        let e = f.read(ReadCtx::none(), 70_000, 1000).unwrap_err();
         let stale = matches!(e, SourceError::Changed { .. });
         let expect_stale = matches!(fault, Fault::OtherEtag | Fault::Gone);
         assert_eq!(stale, expect_stale, "{fault:?}: {e}");
         assert!(e.to_string().contains("mem://m/data"), "{fault:?}: {e}");
         *store.forced.lock().unwrap() = None;
         let again = f
-            .read(70_000, 1000)
+            .read(ReadCtx::none(), 70_000, 1000)
             .unwrap_or_else(|e| panic!("{fault:?} remembered: {e}"));
         assert!(again[..] == data[70_000..71_000], "{fault:?}");
     }

@@ -3,7 +3,6 @@
 //! long request (`stream.rs`), up to `MAX_AHEAD` blocks ahead (bounded by half the block
 //! cache); a seek stops the stream.
 
-use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
@@ -13,7 +12,8 @@ use super::blocks::{Blocks, ObjectRef};
 use super::runtime;
 use super::stream::Stream;
 use crate::source::cursor::Cursor;
-use crate::source::{checked_range, scratch, ReadAt, SourceError, Visit};
+use crate::source::read::each_run;
+use crate::source::{checked_end, scratch, About, ReadAt, ReadCtx, SourceError, To, Visit};
 
 /// Most blocks fetched ahead of a sequential reader.
 const MAX_AHEAD: u64 = 8;
@@ -23,6 +23,7 @@ const SEQUENTIAL_SLACK: u64 = 4 << 20;
 const PARALLEL: usize = 8;
 
 pub(crate) struct RemoteFile {
+    about: About,
     obj: Arc<ObjectRef>,
     blocks: Arc<Blocks>,
     reader: Mutex<Reader>,
@@ -54,7 +55,19 @@ impl std::fmt::Debug for RemoteFile {
 
 impl RemoteFile {
     pub(crate) fn new(obj: ObjectRef, blocks: Arc<Blocks>) -> RemoteFile {
+        let mtime = obj
+            .last_modified
+            .and_then(|t| u64::try_from(t.timestamp_millis()).ok())
+            .map_or(SystemTime::UNIX_EPOCH, |ms| {
+                SystemTime::UNIX_EPOCH + std::time::Duration::from_millis(ms)
+            });
+        let version = obj.etag.clone();
         RemoteFile {
+            about: About {
+                version: version.or_else(|| obj.last_modified.map(|t| t.to_rfc3339())),
+                mtime,
+                ..About::named(obj.url.clone(), obj.size)
+            },
             obj: Arc::new(obj),
             blocks,
             reader: Mutex::new(Reader::default()),
@@ -62,11 +75,11 @@ impl RemoteFile {
     }
 
     /// Keeps a stream ahead of a sequential reader (whose read ends in block `last`); stops
-    /// it on a seek. The reader is the current cursor's (an open file handle's), else the
+    /// it on a seek. The reader is the cursor's of `ctx` (an open file handle's), else the
     /// object's own.
-    fn read_ahead(&self, offset: u64, end: u64, last: u64) {
+    fn read_ahead(&self, ctx: &ReadCtx, offset: u64, end: u64, last: u64) {
         let step = |r: &mut Reader| self.advance(r, offset, end, last);
-        if Cursor::with_state(self.obj.id, Reader::default, step).is_none() {
+        if Cursor::with_state(ctx, self.obj.id, Reader::default, step).is_none() {
             step(&mut self.reader.lock().unwrap_or_else(|e| e.into_inner()));
         }
     }
@@ -107,14 +120,19 @@ impl RemoteFile {
 
     /// `len` bytes at `offset` (inside the object) as a view of their block, when they lie
     /// in one; `None` otherwise.
-    fn in_one_block(&self, offset: u64, len: usize) -> Option<Result<bytes::Bytes, SourceError>> {
+    fn in_one_block(
+        &self,
+        ctx: &ReadCtx,
+        offset: u64,
+        len: usize,
+    ) -> Option<Result<bytes::Bytes, SourceError>> {
         let bs = self.blocks.block_size;
         let end = offset + len as u64;
         let i = offset / bs;
         if len == 0 || (end - 1) / bs != i {
             return None;
         }
-        self.read_ahead(offset, end, i);
+        self.read_ahead(ctx, offset, end, i);
         let got = runtime().block_on(self.blocks.get(&self.obj, i));
         Some(got.and_then(|block| {
             let from = (offset - self.blocks.range(&self.obj, i).start) as usize;
@@ -131,54 +149,63 @@ impl RemoteFile {
 }
 
 impl ReadAt for RemoteFile {
-    fn size(&self) -> u64 {
-        self.obj.size
+    fn about(&self) -> &About {
+        &self.about
     }
 
-    fn name(&self) -> &str {
-        &self.obj.url
-    }
-
-    fn mtime(&self) -> SystemTime {
-        self.obj
-            .last_modified
-            .and_then(|t| u64::try_from(t.timestamp_millis()).ok())
-            .map_or(SystemTime::UNIX_EPOCH, |ms| {
-                SystemTime::UNIX_EPOCH + std::time::Duration::from_millis(ms)
-            })
-    }
-
-    fn version(&self) -> Option<String> {
-        let etag = self.obj.etag.clone();
-        etag.or_else(|| self.obj.last_modified.map(|t| t.to_rfc3339()))
-    }
-
-    fn read_at(&self, offset: u64, len: usize) -> Result<Cow<'_, [u8]>, SourceError> {
-        checked_range(&self.obj.url, offset, len, self.obj.size)?;
-        let mut out = vec![0u8; len];
-        self.read_into(offset, &mut out)?;
-        Ok(Cow::Owned(out))
-    }
-
-    fn read(&self, offset: u64, len: usize) -> Result<bytes::Bytes, SourceError> {
-        checked_range(&self.obj.url, offset, len, self.obj.size)?;
-        match self.in_one_block(offset, len) {
-            Some(got) => got,
-            None => scratch::filled(len, |out| self.read_into(offset, out).map(|()| len)),
+    /// Blocks are checked against the object's ETag as they arrive: nothing to check after.
+    fn read_with(&self, ctx: &ReadCtx, offset: u64, to: To<'_>) -> Result<(), SourceError> {
+        if let To::Runs(starts, out) = to {
+            return each_run(&self.obj.url, offset, starts, out, |at, run| {
+                checked_end(&self.obj.url, at, run.len() as u64, self.obj.size)?;
+                self.fill(ctx, at, run)
+            });
+        }
+        let end = checked_end(&self.obj.url, offset, to.len(), self.obj.size)?;
+        match to {
+            To::Fill(out) => self.fill(ctx, offset, out),
+            To::Bytes(len, got) => {
+                *got = match self.in_one_block(ctx, offset, len) {
+                    Some(got) => got?,
+                    None => scratch::filled(len, |out| self.fill(ctx, offset, out).map(|()| len))?,
+                };
+                Ok(())
+            }
+            To::Whole(len, visit) => {
+                let got = match self.in_one_block(ctx, offset, len) {
+                    Some(got) => got?,
+                    None => scratch::filled(len, |out| self.fill(ctx, offset, out).map(|()| len))?,
+                };
+                visit(&got);
+                Ok(())
+            }
+            To::Pieces(_, visit) => self.pieces(ctx, offset, end, visit),
+            To::Runs(..) => unreachable!("read run by run above"),
         }
     }
+}
+
+impl RemoteFile {
     /// Block by block, as a sequential reader: the first block by its own request, the rest by
     /// one streamed request running ahead (2 GETs for a tensor of any size), each block
     /// handed over as it arrives and kept in the block caches for the reads that follow.
-    fn for_each_piece(&self, offset: u64, len: u64, visit: Visit<'_>) -> Result<(), SourceError> {
-        let end = crate::source::checked_end(&self.obj.url, offset, len, self.obj.size)?;
+    fn pieces(
+        &self,
+        ctx: &ReadCtx,
+        offset: u64,
+        end: u64,
+        visit: Visit<'_>,
+    ) -> Result<(), SourceError> {
         // Counts as continuing a read that ended here: the stream starts with the first piece.
-        self.reader.lock().unwrap_or_else(|e| e.into_inner()).end = offset;
+        let start = |r: &mut Reader| r.end = offset;
+        if Cursor::with_state(ctx, self.obj.id, Reader::default, start).is_none() {
+            start(&mut self.reader.lock().unwrap_or_else(|e| e.into_inner()));
+        }
         let bs = self.blocks.block_size;
         let mut at = offset;
         while at < end {
             let piece_end = end.min((at / bs + 1) * bs);
-            let piece = match self.in_one_block(at, (piece_end - at) as usize) {
+            let piece = match self.in_one_block(ctx, at, (piece_end - at) as usize) {
                 Some(got) => got?,
                 None => {
                     return Err(SourceError::Remote {
@@ -193,15 +220,14 @@ impl ReadAt for RemoteFile {
         Ok(())
     }
 
-    fn read_into(&self, offset: u64, out: &mut [u8]) -> Result<(), SourceError> {
-        checked_range(&self.obj.url, offset, out.len(), self.obj.size)?;
+    fn fill(&self, ctx: &ReadCtx, offset: u64, out: &mut [u8]) -> Result<(), SourceError> {
         if out.is_empty() {
             return Ok(());
         }
         let end = offset + out.len() as u64;
         let bs = self.blocks.block_size;
         let (first, last) = (offset / bs, (end - 1) / bs);
-        self.read_ahead(offset, end, last);
+        self.read_ahead(ctx, offset, end, last);
         // Up to `PARALLEL` blocks of one read in flight, copied in order as they arrive,
         // straight from the block into the caller's buffer.
         runtime().block_on(async {
@@ -254,6 +280,7 @@ pub(crate) fn test_file(
 mod tests {
     use super::test_file;
     use super::*;
+    use crate::source::ReadExt;
     use object_store::memory::InMemory;
 
     /// A remote file over an in-memory store with 64 KiB blocks.
@@ -266,6 +293,7 @@ mod tests {
         let data: Vec<u8> = (0..300_000u32).map(|i| (i * 7 % 251) as u8).collect();
         let f = remote(&data);
         let bs = 64 << 10;
+        let ctx = ReadCtx::none();
         for (off, len) in [
             (0usize, 10usize),
             (5, bs - 5),
@@ -275,18 +303,18 @@ mod tests {
         ] {
             let within = off / bs == (off + len - 1) / bs;
             let (a, b) = (
-                f.read(off as u64, len).unwrap(),
-                f.read(off as u64, len).unwrap(),
+                f.read(ctx, off as u64, len).unwrap(),
+                f.read(ctx, off as u64, len).unwrap(),
             );
             assert_eq!(&a[..], &data[off..off + len], "{off}+{len}");
             // Held together, two reads of one block point into it; copies would not.
             assert_eq!(a.as_ptr() == b.as_ptr(), within, "{off}+{len}");
             let mut out = vec![0u8; len];
-            f.read_into(off as u64, &mut out).unwrap();
+            f.read_into(ctx, off as u64, &mut out).unwrap();
             assert_eq!(out, &data[off..off + len]);
         }
-        assert!(f.read(299_995, 10).is_err(), "past the end");
-        assert!(f.read_into(299_995, &mut [0u8; 10]).is_err());
+        assert!(f.read(ctx, 299_995, 10).is_err(), "past the end");
+        assert!(f.read_into(ctx, 299_995, &mut [0u8; 10]).is_err());
     }
 
     #[test]
@@ -295,18 +323,20 @@ mod tests {
         let f = remote(&data);
         let bs = 64 << 10;
         let (a, b) = (Arc::new(Cursor::default()), Arc::new(Cursor::default()));
+        let (a, b) = (ReadCtx::of(&a), ReadCtx::of(&b));
         // Interleaved sequential readers at blocks 0.. and 16..: each read continues its own
         // reader's, so neither is a seek that stops the other's stream.
         for k in 0..4 {
             for (c, base) in [(&a, 0), (&b, 16)] {
-                let _in = c.enter();
                 let off = (base + k) * bs;
-                assert_eq!(&f.read(off as u64, bs).unwrap()[..], &data[off..off + bs]);
+                assert_eq!(
+                    &f.read(c, off as u64, bs).unwrap()[..],
+                    &data[off..off + bs]
+                );
             }
         }
         for c in [&a, &b] {
-            let _in = c.enter();
-            let streaming = Cursor::with_state(1, Reader::default, |r| r.stream.is_some());
+            let streaming = Cursor::with_state(c, 1, Reader::default, |r| r.stream.is_some());
             assert_eq!(streaming, Some(true));
         }
         // Reads without a handle use the object's own reader; these had handles.
@@ -321,7 +351,7 @@ mod tests {
         for (off, len) in [(0usize, 300_000usize), (1000, 200_000), (bs - 1, 2), (5, 0)] {
             let mut got = Vec::new();
             let mut pieces = 0;
-            f.for_each_piece(off as u64, len as u64, &mut |p| {
+            f.for_each_piece(ReadCtx::none(), off as u64, len as u64, &mut |p| {
                 let start = off + got.len();
                 assert_eq!(
                     start / bs,
@@ -342,6 +372,7 @@ mod tests {
                 }
             );
         }
-        assert!(f.for_each_piece(299_000, 2000, &mut |_| {}).is_err());
+        let past = f.for_each_piece(ReadCtx::none(), 299_000, 2000, &mut |_| {});
+        assert!(past.is_err());
     }
 }
