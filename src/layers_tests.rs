@@ -34,7 +34,10 @@ const READER: u32 = 5;
 /// `io` (which holds `source`, `codec` and `store`) is one layer named by its folder.
 fn crates() -> Vec<(String, Option<String>)> {
     let mut out = vec![("src".to_string(), None)];
-    for e in std::fs::read_dir(workspace().join("crates")).unwrap().flatten() {
+    for e in std::fs::read_dir(workspace().join("crates"))
+        .unwrap()
+        .flatten()
+    {
         let name = e.file_name().to_string_lossy().into_owned();
         let whole = (name != "io").then(|| name.clone());
         out.push((format!("crates/{name}/src"), whole));
@@ -58,7 +61,11 @@ fn layer_of(whole: Option<&str>, rel: &str) -> String {
 
 fn rank(module: &str) -> Option<u32> {
     let reader = !matches!(module, "io" | "model" | "layout")
-        && workspace().join("crates").join(module).join("Cargo.toml").exists();
+        && workspace()
+            .join("crates")
+            .join(module)
+            .join("Cargo.toml")
+            .exists();
     RANKS
         .iter()
         .find(|(m, _)| *m == module)

@@ -21,13 +21,12 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 use std::time::SystemTime;
 
 use crate::layout::{FileContent, Layout, LayoutCtx};
 use crate::model::{Model, Tensor};
 pub(crate) use crate::options::TextSize;
-use crate::source::Memo;
 use crate::views::{self, ViewEntry};
 
 use super::error::FsError;
@@ -41,6 +40,7 @@ mod nodes;
 mod paths;
 mod recent;
 mod rows;
+mod view_slots;
 mod xattr;
 
 pub(crate) use handles::Opening;
@@ -280,8 +280,6 @@ impl Node {
     }
 }
 
-type ViewSlot = Arc<Memo<Result<Arc<views::View>, String>>>;
-
 /// Told about files whose size became known after a placeholder was reported.
 pub(crate) type SizeListener = Box<dyn Fn(Ino) + Send + Sync>;
 
@@ -296,9 +294,8 @@ pub(crate) struct Tree {
     cfg: TreeConfig,
     nodes: nodes::Nodes,
     handles: handles::Handles,
-    /// The hidden views by model root and view, each built on its first lookup (the map's
-    /// lock is held only to find or add a slot, never while building).
-    views: Mutex<HashMap<(ModelPath, usize), ViewSlot>>,
+    /// The hidden views by model root and view, each built on its first lookup.
+    views: view_slots::Views,
     /// Files reported with a placeholder size go here (the background size pass).
     on_unknown: OnceLock<SizeListener>,
     /// Files whose size became known after a placeholder was reported (kernel invalidation).
@@ -406,9 +403,7 @@ impl Tree {
         let let_go = self.nodes.replace_root(fresh_root, &keep);
         self.row_tables.clear();
         self.file_tensors.clear();
-        if let Ok(mut views) = self.views.lock() {
-            views.retain(|(root, _), _| in_kept(root));
-        }
+        self.views.retain(|root| in_kept(root));
         log::info!(
             "the source changed: {} of its entries changed or left, {} kept",
             let_go.len(),
@@ -589,31 +584,7 @@ impl Tree {
 
     /// View `i` of the model at `root`, built (metadata only) on first use.
     fn view(&self, i: usize, root: &ModelPath) -> Result<Arc<views::View>, FsError> {
-        let name = views::NAMES.get(i).ok_or(FsError::NotFound)?;
-        let slot = {
-            let mut map = self
-                .views
-                .lock()
-                .map_err(|_| FsError::Io("view table poisoned".into()))?;
-            map.entry((root.clone(), i)).or_default().clone()
-        };
-        let got = slot.get_or_try(|| {
-            match views::build(name, self.model().as_ref(), root, &self.ctx) {
-                Ok(v) => Ok(Ok(Arc::new(v))),
-                Err(e) => {
-                    log::error!("{name}: {e}");
-                    // A transient fault is not kept: the next look builds the view again.
-                    match crate::source::is_transient(&e) {
-                        true => Err(e.to_string()),
-                        false => Ok(Err(e.to_string())),
-                    }
-                }
-            }
-        });
-        match got {
-            Ok(r) => r.clone().map_err(FsError::Io),
-            Err(e) => Err(FsError::Io(e)),
-        }
+        self.views.get(i, root, self.model().as_ref(), &self.ctx)
     }
 
     /// The entry at `at` of view `i` of the model at `root`.

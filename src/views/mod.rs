@@ -112,9 +112,6 @@ impl FileContent for Gap {
     fn known_size(&self) -> Option<u64> {
         Some(self.0)
     }
-    fn size_for(&self, _req: &dyn crate::layout::Requester) -> Result<u64, LayoutError> {
-        Ok(self.0)
-    }
     fn read(
         &self,
         offset: u64,

@@ -65,10 +65,6 @@ impl FileContent for Body {
             Body::Encoded(b, _) => Some(b.len() as u64),
         }
     }
-    fn size_for(&self, _req: &dyn Requester) -> Result<u64, LayoutError> {
-        self.known_size()
-            .ok_or(LayoutError::Overflow("element count"))
-    }
     fn read(&self, offset: u64, len: usize, _req: &dyn Requester) -> Result<Bytes, LayoutError> {
         match self {
             Body::Elements(e) => e.read(ReadCtx::none(), offset, len),
@@ -275,9 +271,6 @@ impl Span {
 impl FileContent for Span {
     fn known_size(&self) -> Option<u64> {
         Some(self.len)
-    }
-    fn size_for(&self, _req: &dyn Requester) -> Result<u64, LayoutError> {
-        Ok(self.len)
     }
     fn read(&self, offset: u64, len: usize, req: &dyn Requester) -> Result<Bytes, LayoutError> {
         let left = self.len.saturating_sub(offset);

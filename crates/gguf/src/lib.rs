@@ -160,40 +160,11 @@ pub fn fuzz_blocks(data: &[u8]) {
 /// `Err` is fine; a panic, a hang or a huge allocation is a bug.
 #[cfg(any(test, feature = "testkit"))]
 pub fn fuzz_file(data: &[u8]) {
-    use crate::model::DirEntry;
     let file: Arc<dyn ReadAt> = Arc::new(crate::source::MemSource::new("f.gguf", data.to_vec()));
     let Ok(model) = model_of(&file) else {
         return;
     };
-    let _ = model.summary();
-    for e in model.list_dir(&[]).unwrap_or_default() {
-        match e {
-            DirEntry::Tensor(n) => {
-                let Ok(t) = model.tensor(&[n]) else { continue };
-                let m = t.meta();
-                if let Some(w) = m.dtype.elem_size() {
-                    let n = m.num_elements().unwrap_or(0);
-                    let mut buf = vec![0u8; n.min(40) as usize * w];
-                    let _ = t.read_elements(crate::source::ReadCtx::none(), 0, &mut buf);
-                    let _ = t.read_elements(
-                        crate::source::ReadCtx::none(),
-                        n.saturating_sub(40),
-                        &mut buf,
-                    );
-                }
-                if let Some(s) = &m.stored {
-                    let _ =
-                        t.read_stored(crate::source::ReadCtx::none(), 0, s.bytes.min(64) as usize);
-                }
-            }
-            DirEntry::Document(n) => {
-                if let Ok(d) = model.document(&[crate::model::own_component(&n)]) {
-                    let _ = d.render(0, &mut Vec::new());
-                }
-            }
-            _ => {}
-        }
-    }
+    crate::model::testing::fuzz_walk(&model);
 }
 
 #[cfg(test)]

@@ -162,9 +162,6 @@ impl FileContent for BinContent {
     fn known_size(&self) -> Option<u64> {
         self.0.size()
     }
-    fn size_for(&self, _req: &dyn Requester) -> Result<u64, LayoutError> {
-        self.0.size().ok_or(LayoutError::Overflow("element count"))
-    }
     fn read(&self, offset: u64, len: usize, req: &dyn Requester) -> Result<Bytes, LayoutError> {
         self.0.read(req.ctx(), offset, len)
     }
@@ -179,9 +176,6 @@ pub(crate) struct StoredContent {
 impl FileContent for StoredContent {
     fn known_size(&self) -> Option<u64> {
         Some(self.len)
-    }
-    fn size_for(&self, _req: &dyn Requester) -> Result<u64, LayoutError> {
-        Ok(self.len)
     }
     fn read(&self, offset: u64, len: usize, req: &dyn Requester) -> Result<Bytes, LayoutError> {
         let len = usize::try_from(self.len.saturating_sub(offset)).map_or(len, |l| l.min(len));

@@ -153,8 +153,12 @@ pub trait FileContent: Send + Sync {
         buf[..got.len()].copy_from_slice(&got);
         Ok(got.len())
     }
-    /// `size`, stopping when `req` is gone.
-    fn size_for(&self, req: &dyn Requester) -> Result<u64, LayoutError>;
+    /// `size`, stopping when `req` is gone. A content whose size is always known needs no
+    /// other: `known_size` is `None` for it only when the size overflows.
+    fn size_for(&self, req: &dyn Requester) -> Result<u64, LayoutError> {
+        let _ = req;
+        self.known_size().ok_or(LayoutError::Overflow("file size"))
+    }
     /// Up to `len` bytes at `offset`, fewer only at the end of the file; stops once `req` is
     /// gone. Serves any offset whether or not the size is known yet (a text file learns only
     /// the part of its index the read needs). Bytes the content holds anyway (a rendered

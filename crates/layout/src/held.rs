@@ -15,9 +15,6 @@ impl FileContent for Whole {
     fn known_size(&self) -> Option<u64> {
         Some(self.0.len() as u64)
     }
-    fn size_for(&self, _req: &dyn Requester) -> Result<u64, LayoutError> {
-        Ok(self.0.len() as u64)
-    }
     fn read(&self, offset: u64, len: usize, _req: &dyn Requester) -> Result<Bytes, LayoutError> {
         Ok(slice_at(&self.0, offset, len))
     }

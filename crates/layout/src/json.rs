@@ -54,9 +54,6 @@ impl FileContent for JsonContent {
     fn known_size(&self) -> Option<u64> {
         Some(self.bytes().len() as u64)
     }
-    fn size_for(&self, _req: &dyn Requester) -> Result<u64, LayoutError> {
-        Ok(self.bytes().len() as u64)
-    }
     fn read(&self, offset: u64, len: usize, _req: &dyn Requester) -> Result<Bytes, LayoutError> {
         crate::source::scratch::filled(len, |buf: &mut [u8]| {
             let b = self.bytes();

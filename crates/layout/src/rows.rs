@@ -221,9 +221,6 @@ impl FileContent for RowContent {
     fn known_size(&self) -> Option<u64> {
         Some(self.size)
     }
-    fn size_for(&self, _req: &dyn Requester) -> Result<u64, LayoutError> {
-        Ok(self.size)
-    }
     fn read(&self, offset: u64, len: usize, _req: &dyn Requester) -> Result<Bytes, LayoutError> {
         let from = usize::try_from(offset).unwrap_or(usize::MAX);
         Ok(super::cache::lend(self.bytes()?, from, len))

@@ -6,6 +6,9 @@ use std::path::{Path, PathBuf};
 /// A reader's own typed error, kept whole (with its source chain) inside `ModelError`.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
+/// What a read of a tensor gives (`Tensor`'s methods): `T`, or the read's fault.
+pub type ModelResult<T = ()> = Result<T, ModelError>;
+
 #[derive(Debug, thiserror::Error)]
 pub enum ModelError {
     #[error("not found: {0}")]

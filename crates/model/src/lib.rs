@@ -40,7 +40,7 @@ mod sparse;
 mod tensor;
 
 pub use dtype::DType;
-pub use error::{BoxError, KnownProblem, ModelError, OpenError, RequestError};
+pub use error::{BoxError, KnownProblem, ModelError, ModelResult, OpenError, RequestError};
 pub use meta::{base_name, PartitionMeta, Role, StoredForm, TensorMeta};
 pub use sparse::*;
 

@@ -21,6 +21,7 @@ use super::{
     entries_in, seek_col_in, ColumnBlock, Entries, ModelError, RequestError, SparseRows,
     SparseShape, TensorMeta,
 };
+use crate::ModelResult;
 
 /// A tensor's bytes as one run of a source file (`Tensor::stored_run`).
 #[derive(Clone)]
@@ -197,12 +198,7 @@ pub trait Keyed: Tensor {
 
     /// The ids of rows `first..first + out.len()` of a hash table (`KeyKind::HashKey`), in
     /// row order (`libsvm` labels its lines with them); `None` when rows have no stored ids.
-    fn row_keys(
-        &self,
-        ctx: &ReadCtx,
-        first: u64,
-        out: &mut [i64],
-    ) -> Option<Result<(), ModelError>> {
+    fn row_keys(&self, ctx: &ReadCtx, first: u64, out: &mut [i64]) -> Option<ModelResult> {
         let _ = (ctx, first, out);
         None
     }
@@ -287,24 +283,14 @@ pub trait Checksummed: Tensor {
 
     /// `fill_elements` without the checksum pass (see `deferred_crc32c`), called through
     /// `read_elements_unchecked`.
-    fn fill_elements_unverified(
-        &self,
-        ctx: &ReadCtx,
-        first: u64,
-        out: &mut [u8],
-    ) -> Result<(), ModelError> {
+    fn fill_elements_unverified(&self, ctx: &ReadCtx, first: u64, out: &mut [u8]) -> ModelResult {
         self.fill_elements(ctx, first, out)
     }
 
     /// Runs of elements, each `out.len() / firsts.len()` bytes, from each of `firsts`
     /// (checked by the caller), as `fill_elements_unverified` reads one: for a reader of
     /// many short runs (rows), who pays a file's consistency check once, not per run.
-    fn fill_runs_unverified(
-        &self,
-        ctx: &ReadCtx,
-        firsts: &[u64],
-        out: &mut [u8],
-    ) -> Result<(), ModelError> {
+    fn fill_runs_unverified(&self, ctx: &ReadCtx, firsts: &[u64], out: &mut [u8]) -> ModelResult {
         let run = out.len() / firsts.len().max(1);
         for (&first, o) in firsts.iter().zip(out.chunks_exact_mut(run.max(1))) {
             self.fill_elements_unverified(ctx, first, o)?;
@@ -325,12 +311,7 @@ impl dyn Tensor + '_ {
     /// Fills `out` with elements `first..first + out.len() / elem_size` of a dense tensor with
     /// a fixed-size dtype, verifying the source checksum on first use. The one place a
     /// request is checked (width, whole elements, range) before any reader sees it.
-    pub fn read_elements(
-        &self,
-        ctx: &ReadCtx,
-        first: u64,
-        out: &mut [u8],
-    ) -> Result<(), ModelError> {
+    pub fn read_elements(&self, ctx: &ReadCtx, first: u64, out: &mut [u8]) -> ModelResult {
         read_elements(self, ctx, first, out)
     }
 
@@ -446,12 +427,7 @@ impl dyn Tensor + '_ {
     }
 
     /// `Keyed::row_keys`; `None` for a tensor whose rows have no stored ids.
-    pub fn row_keys(
-        &self,
-        ctx: &ReadCtx,
-        first: u64,
-        out: &mut [i64],
-    ) -> Option<Result<(), ModelError>> {
+    pub fn row_keys(&self, ctx: &ReadCtx, first: u64, out: &mut [i64]) -> Option<ModelResult> {
         self.as_keyed()?.row_keys(ctx, first, out)
     }
 

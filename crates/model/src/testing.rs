@@ -631,6 +631,82 @@ impl crate::source::Storage for FlakyStorage {
     }
 }
 
+/// What a fuzz target reads of a tensor, the way a layout would ask: its first and last 64
+/// elements (or strings), its stored form's head, a view of its first bytes. Nothing is
+/// checked: any `Err` is fine; a panic, a hang or a huge allocation is a bug.
+pub fn fuzz_touch(t: &dyn Tensor) {
+    let meta = t.meta();
+    let ctx = ReadCtx::none();
+    if let Some(s) = &meta.stored {
+        let _ = t.read_stored(ctx, 0, s.bytes.min(64) as usize);
+    }
+    if meta.problem.is_some() {
+        return;
+    }
+    let n = meta.num_elements().unwrap_or(0).min(64);
+    match meta.dtype.elem_size() {
+        Some(w) => {
+            let mut buf = vec![0u8; n as usize * w];
+            let _ = t.read_elements(ctx, 0, &mut buf);
+            let last = meta.num_elements().unwrap_or(0).saturating_sub(n);
+            let _ = t.read_elements(ctx, last, &mut buf);
+            let _ = t.read(ctx, 0, buf.len());
+        }
+        None => {
+            let _ = t.for_each_string(ctx, 0, n, &mut |_| {});
+        }
+    }
+}
+
+/// What a fuzz target reads of a model: its summary, then every directory (16 levels at most),
+/// every tensor (`fuzz_touch`) and the first chunks of every document.
+pub fn fuzz_walk(model: &dyn Model) {
+    let _ = model.summary();
+    walk(model, &mut Vec::new(), 0);
+}
+
+fn walk(model: &dyn Model, dir: &mut Vec<Vec<u8>>, depth: usize) {
+    let Ok(entries) = model.list_dir(dir) else {
+        return;
+    };
+    if depth > 16 {
+        return;
+    }
+    for e in entries {
+        use crate::DirEntry::*;
+        match e {
+            Dir(n) => {
+                dir.push(n);
+                walk(model, dir, depth + 1);
+                dir.pop();
+            }
+            Reserved(n) => {
+                dir.push(crate::own_component(&n));
+                walk(model, dir, depth + 1);
+                dir.pop();
+            }
+            Tensor(n) => {
+                dir.push(n);
+                if let Ok(t) = model.tensor(dir) {
+                    fuzz_touch(&*t);
+                }
+                dir.pop();
+            }
+            Document(n) => {
+                dir.push(crate::own_component(&n));
+                if let Ok(d) = model.document(dir) {
+                    let mut out = Vec::new();
+                    for k in 0..d.chunks().min(4) {
+                        let _ = d.render(k, &mut out);
+                    }
+                }
+                dir.pop();
+            }
+            Symlink { .. } | Alias { .. } => {}
+        }
+    }
+}
+
 #[cfg(test)]
 mod read_checks {
     use std::sync::Arc;

@@ -303,13 +303,8 @@ pub fn fuzz_shard(data: &[u8]) {
     let Ok(t) = MonolithTable::open("t", vec![shard], None, None) else {
         return;
     };
-    let meta = t.meta();
-    let n = meta.num_elements().unwrap_or(0).min(64);
-    let mut buf = vec![0u8; n as usize * 4];
-    let _ = crate::model::read_elements(&t, ReadCtx::none(), 0, &mut buf);
-    let last = meta.num_elements().unwrap_or(0).saturating_sub(n);
-    let _ = crate::model::read_elements(&t, ReadCtx::none(), last, &mut buf);
-    if meta.shape[0] <= 4096 {
+    crate::model::testing::fuzz_touch(&t);
+    if t.meta().shape[0] <= 4096 {
         for id in [0, 1, -1, i64::MAX] {
             let _ = t.row_by_id(id, &mut Vec::new());
         }

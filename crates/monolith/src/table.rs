@@ -17,6 +17,7 @@ use super::entry::{parse_entry, EntryError};
 use super::record::{frame, Framed, RecordError, FRAMING};
 use super::summary::{Summary, STRIDE};
 use crate::model::rows::key_index;
+use crate::model::ModelResult;
 use crate::model::{
     debug_check, DType, KeyKind, Keyed, ModelError, RequestError, RowHit, Tensor, TensorMeta,
     MAX_ROW_BYTES,
@@ -464,12 +465,7 @@ impl Keyed for MonolithTable {
         Some(KeyKind::HashKey)
     }
 
-    fn row_keys(
-        &self,
-        ctx: &ReadCtx,
-        first: u64,
-        out: &mut [i64],
-    ) -> Option<Result<(), ModelError>> {
+    fn row_keys(&self, ctx: &ReadCtx, first: u64, out: &mut [i64]) -> Option<ModelResult> {
         let mut at = 0;
         let walked = self.each_entry(ctx, first, out.len() as u64, |id, _| {
             out[at] = id;

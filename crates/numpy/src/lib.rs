@@ -171,7 +171,6 @@ fn deflated_header(r: &mut impl Read) -> Result<NpyHeader, ModelError> {
 /// or a huge allocation is a bug.
 #[cfg(any(test, feature = "testkit"))]
 pub fn fuzz_file(data: &[u8]) {
-    use crate::model::DirEntry;
     let file: Arc<dyn ReadAt> = Arc::new(crate::source::MemSource::new("f", data.to_vec()));
     let mut model = Flat::new("numpy");
     if let Ok(h) = header_at(&*file, 0) {
@@ -182,21 +181,7 @@ pub fn fuzz_file(data: &[u8]) {
         );
     }
     let _ = npz(&file, &mut model, true);
-    let _ = model.summary();
-    for e in model.list_dir(&[]).unwrap_or_default() {
-        let DirEntry::Tensor(n) = e else { continue };
-        let Ok(t) = model.tensor(&[n]) else { continue };
-        let m = t.meta();
-        let n = m.num_elements().unwrap_or(0);
-        let w = m.dtype.elem_size().unwrap_or(1);
-        let mut buf = vec![0u8; n.min(16) as usize * w];
-        let _ = t.read_elements(crate::source::ReadCtx::none(), 0, &mut buf);
-        let _ = t.read_elements(
-            crate::source::ReadCtx::none(),
-            n.saturating_sub(16),
-            &mut buf,
-        );
-    }
+    crate::model::testing::fuzz_walk(&model);
 }
 
 #[cfg(test)]

@@ -157,17 +157,7 @@ pub fn fuzz_file(data: &[u8]) {
         return;
     };
     for e in &h.entries {
-        let t: Arc<dyn crate::model::Tensor> = Arc::new(StTensor::new(e, &file));
-        let n = t.meta().num_elements().unwrap_or(0);
-        let w = t.meta().dtype.elem_size().unwrap_or(1);
-        let mut buf = vec![0u8; w * n.min(16) as usize];
-        let _ = t.read_elements(crate::source::ReadCtx::none(), 0, &mut buf);
-        let _ = t.read_elements(
-            crate::source::ReadCtx::none(),
-            n.saturating_sub(16),
-            &mut buf,
-        );
-        let _ = t.read(crate::source::ReadCtx::none(), 0, buf.len());
+        crate::model::testing::fuzz_touch(&StTensor::new(e, &file));
     }
 }
 

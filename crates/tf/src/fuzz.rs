@@ -6,28 +6,8 @@ use std::sync::Arc;
 
 use crate::graph::scan::{scan, GraphKind};
 use crate::graph::tensor_proto::{self, ProtoTensor};
-use crate::model::{Model, Tensor};
-use crate::source::{MemSource, ReadAt, ReadCtx};
-
-/// Reads a little of every kind a layout would ask for.
-fn touch(t: &dyn Tensor) {
-    let meta = t.meta();
-    if meta.problem.is_some() {
-        return;
-    }
-    let n = meta.num_elements().unwrap_or(0).min(64);
-    match meta.dtype.elem_size() {
-        Some(w) => {
-            let mut buf = vec![0u8; n as usize * w];
-            let _ = t.read_elements(ReadCtx::none(), 0, &mut buf);
-            let last = meta.num_elements().unwrap_or(0).saturating_sub(n);
-            let _ = t.read_elements(ReadCtx::none(), last, &mut buf);
-        }
-        None => {
-            let _ = t.for_each_string(ReadCtx::none(), 0, n, &mut |_| {});
-        }
-    }
-}
+use crate::model::testing::{fuzz_touch, fuzz_walk};
+use crate::source::{MemSource, ReadAt};
 
 /// A graph in the protobuf text format as each of the three messages: parsed into wire bytes
 /// (`pbtxt::parse`), then scanned, listed and read like a binary one.
@@ -39,8 +19,7 @@ pub fn graph_text(data: &[u8]) {
         GraphKind::SavedModel,
     ] {
         let model = crate::graph::GraphModel::new(file.clone(), kind, true, None);
-        let _ = model.summary();
-        walk(&model, &mut Vec::new(), 0);
+        fuzz_walk(&model);
     }
 }
 
@@ -53,8 +32,7 @@ pub fn graph(data: &[u8]) {
         GraphKind::SavedModel,
     ] {
         let model = crate::graph::GraphModel::new(file.clone(), kind, false, None);
-        let _ = model.summary();
-        walk(&model, &mut Vec::new(), 0);
+        fuzz_walk(&model);
         if let Ok(s) = scan(data, kind) {
             for m in &s.metas {
                 if let Some(r) = &m.graph {
@@ -73,48 +51,6 @@ pub fn graph(data: &[u8]) {
     }
 }
 
-fn walk(model: &dyn Model, dir: &mut Vec<Vec<u8>>, depth: usize) {
-    let Ok(entries) = model.list_dir(dir) else {
-        return;
-    };
-    if depth > 16 {
-        return;
-    }
-    for e in entries {
-        use crate::model::DirEntry::*;
-        match e {
-            Dir(n) => {
-                dir.push(n);
-                walk(model, dir, depth + 1);
-                dir.pop();
-            }
-            Reserved(n) => {
-                dir.push(crate::model::own_component(&n));
-                walk(model, dir, depth + 1);
-                dir.pop();
-            }
-            Tensor(n) => {
-                dir.push(n);
-                if let Ok(t) = model.tensor(dir) {
-                    touch(&*t);
-                }
-                dir.pop();
-            }
-            Document(n) => {
-                dir.push(crate::model::own_component(&n));
-                if let Ok(d) = model.document(dir) {
-                    let mut out = Vec::new();
-                    for k in 0..d.chunks().min(4) {
-                        let _ = d.render(k, &mut out);
-                    }
-                }
-                dir.pop();
-            }
-            Symlink { .. } | Alias { .. } => {}
-        }
-    }
-}
-
 /// One `TensorProto`: its fields, then values read as a constant's would be.
 pub fn tensor_proto(data: &[u8]) {
     let Ok(info) = tensor_proto::scan(data, 0..data.len(), 0) else {
@@ -122,7 +58,7 @@ pub fn tensor_proto(data: &[u8]) {
     };
     let file: Arc<dyn ReadAt> = Arc::new(MemSource::new("fuzz.pb", data.to_vec()));
     let meta = ProtoTensor::graph_meta("c", "Const", &*file);
-    touch(&ProtoTensor::new(file, info, meta));
+    fuzz_touch(&ProtoTensor::new(file, info, meta));
 }
 
 /// A `TrackableObjectGraph`.
@@ -143,6 +79,5 @@ pub fn v1(data: &[u8]) {
     ) else {
         return;
     };
-    let _ = model.summary();
-    walk(&model, &mut Vec::new(), 0);
+    fuzz_walk(&model);
 }

@@ -16,6 +16,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use crate::model::rows::key_index;
+use crate::model::ModelResult;
 use crate::model::{
     debug_check, Checksummed, DType, KeyKind, Keyed, ModelError, RequestError, RowHit, Tensor,
     TensorMeta,
@@ -378,12 +379,7 @@ impl Keyed for HashTable {
         }
     }
 
-    fn row_keys(
-        &self,
-        ctx: &ReadCtx,
-        first: u64,
-        out: &mut [i64],
-    ) -> Option<Result<(), ModelError>> {
+    fn row_keys(&self, ctx: &ReadCtx, first: u64, out: &mut [i64]) -> Option<ModelResult> {
         Some(self.read_keys(ctx, first, out))
     }
 

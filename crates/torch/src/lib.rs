@@ -338,7 +338,6 @@ fn member(file: &Arc<dyn ReadAt>, e: &zipdir::Entry, max: u64) -> Result<Vec<u8>
 /// is fine; a panic, a hang or a huge allocation is a bug.
 #[cfg(any(test, feature = "testkit"))]
 pub fn fuzz_file(data: &[u8]) {
-    use crate::model::DirEntry;
     if let Ok(p) = pickle::load(data) {
         let _ = walk::walk(&p, "t");
     }
@@ -347,33 +346,7 @@ pub fn fuzz_file(data: &[u8]) {
     if archive(&file, "f", true, None, &mut model).is_err() {
         return;
     }
-    let _ = model.summary();
-    let mut dirs = vec![Vec::new()];
-    while let Some(dir) = dirs.pop() {
-        for e in model.list_dir(&dir).unwrap_or_default() {
-            let mut path = dir.clone();
-            match e {
-                DirEntry::Dir(n) if dirs.len() < 64 => {
-                    path.push(n);
-                    dirs.push(path);
-                }
-                DirEntry::Tensor(n) => {
-                    path.push(n);
-                    let Ok(t) = model.tensor(&path) else { continue };
-                    let n = t.meta().num_elements().unwrap_or(0);
-                    let w = t.meta().dtype.elem_size().unwrap_or(1);
-                    let mut buf = vec![0u8; n.min(16) as usize * w];
-                    let _ = t.read_elements(crate::source::ReadCtx::none(), 0, &mut buf);
-                    let _ = t.read_elements(
-                        crate::source::ReadCtx::none(),
-                        n.saturating_sub(16),
-                        &mut buf,
-                    );
-                }
-                _ => {}
-            }
-        }
-    }
+    crate::model::testing::fuzz_walk(&model);
 }
 
 /// The fuzz target's entry for the legacy format (`fuzz/fuzz_targets/torch_legacy.rs`): `data`

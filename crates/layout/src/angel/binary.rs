@@ -110,9 +110,6 @@ impl FileContent for AngelBinary {
     fn known_size(&self) -> Option<u64> {
         Some(self.size)
     }
-    fn size_for(&self, _req: &dyn Requester) -> Result<u64, LayoutError> {
-        Ok(self.size)
-    }
 
     fn read(&self, offset: u64, len: usize, _req: &dyn Requester) -> Result<Bytes, LayoutError> {
         crate::source::scratch::filled(len, |buf: &mut [u8]| {

@@ -10,6 +10,7 @@ use super::Bundle;
 use crate::codec::{crc32c_parallel, mask_crc, PARALLEL_CRC_MIN};
 use crate::dtype::{swap_in_place, swap_width};
 use crate::model::EachString;
+use crate::model::ModelResult;
 use crate::model::{
     debug_check, Checksummed, DType, ModelError, RequestError, Strings, Tensor, TensorMeta,
 };
@@ -401,21 +402,11 @@ impl Checksummed for TfTensor {
         (fixed && !self.bundle.big_endian && self.meta.problem.is_none()).then_some(self.loc?.crc)
     }
 
-    fn fill_elements_unverified(
-        &self,
-        ctx: &ReadCtx,
-        first: u64,
-        out: &mut [u8],
-    ) -> Result<(), ModelError> {
+    fn fill_elements_unverified(&self, ctx: &ReadCtx, first: u64, out: &mut [u8]) -> ModelResult {
         self.read_fixed(ctx, first, out, false)
     }
 
-    fn fill_runs_unverified(
-        &self,
-        ctx: &ReadCtx,
-        firsts: &[u64],
-        out: &mut [u8],
-    ) -> Result<(), ModelError> {
+    fn fill_runs_unverified(&self, ctx: &ReadCtx, firsts: &[u64], out: &mut [u8]) -> ModelResult {
         self.read_runs(ctx, firsts, out, false)
     }
 
