@@ -86,6 +86,10 @@ struct Cursor<'a> {
     /// a mapping would be read after its check).
     window: bytes::Bytes,
     window_at: u64,
+    /// The next window's length, doubled by each refill up to `WINDOW`: a lookup's cursor
+    /// starts at `LOOKUP_WINDOW` (it walks at most a stride of entries, and a window is a
+    /// copy), a pass's at `WINDOW`.
+    window_len: u64,
     /// Bytes of the shard before this were handed back (`ReadAt::done_with`): a pass over a
     /// table of many GB keeps only what it is reading mapped.
     released: u64,
@@ -94,6 +98,8 @@ struct Cursor<'a> {
 /// Bytes walked between two hand-backs, and read at once.
 const RELEASE: u64 = 8 << 20;
 const WINDOW: u64 = 1 << 20;
+/// A lookup cursor's first window.
+const LOOKUP_WINDOW: u64 = 64 << 10;
 
 impl Drop for Cursor<'_> {
     /// What a cursor walked is handed back when it is done: a scan of the whole table in
@@ -149,7 +155,8 @@ impl<'a> Cursor<'a> {
                     }
                     Framed::Need(n) => {
                         // `n` ≤ `left` (checked by `frame`), so the read is in the file.
-                        let want = n.max(WINDOW).min(left) as usize;
+                        let want = n.max(self.window_len).min(left) as usize;
+                        self.window_len = (self.window_len * 2).min(WINDOW);
                         self.window = s
                             .file
                             .read(self.ctx, self.at, want)
@@ -273,7 +280,7 @@ impl MonolithTable {
             strides: Vec::new(),
             slots: BTreeMap::new(),
         };
-        let mut cur = self.cursor_at(ReadCtx::none(), 0);
+        let mut cur = self.cursor_at(ReadCtx::none(), 0, WINDOW);
         let mut nums = Vec::new();
         loop {
             nums.clear();
@@ -318,7 +325,7 @@ impl MonolithTable {
         IndexPlace::new(self.index_dir.as_deref(), self.identity.as_deref())
     }
 
-    fn cursor_at<'a>(&'a self, ctx: &'a ReadCtx, global: u64) -> Cursor<'a> {
+    fn cursor_at<'a>(&'a self, ctx: &'a ReadCtx, global: u64, window: u64) -> Cursor<'a> {
         let shard = self
             .bases
             .partition_point(|&b| b <= global)
@@ -331,15 +338,22 @@ impl MonolithTable {
             at,
             window: bytes::Bytes::new(),
             window_at: at,
+            window_len: window,
             released: at,
         }
     }
 
-    /// A cursor at entry `i` (walked from the kept offset before it).
-    fn cursor_at_entry<'a>(&'a self, ctx: &'a ReadCtx, i: u64) -> Result<Cursor<'a>, TableError> {
+    /// A cursor at entry `i` (walked from the kept offset before it), its first window
+    /// `window` bytes.
+    fn cursor_at_entry<'a>(
+        &'a self,
+        ctx: &'a ReadCtx,
+        i: u64,
+        window: u64,
+    ) -> Result<Cursor<'a>, TableError> {
         let k = (i / STRIDE) as usize;
         let start = *self.strides.get(k).ok_or_else(|| self.short())?;
-        let mut cur = self.cursor_at(ctx, start);
+        let mut cur = self.cursor_at(ctx, start, window);
         let mut skip = Vec::new();
         for _ in 0..i % STRIDE {
             skip.clear();
@@ -382,7 +396,8 @@ impl MonolithTable {
         if count == 0 {
             return Ok(());
         }
-        let mut cur = self.cursor_at_entry(ctx, first)?;
+        let window = if count == 1 { LOOKUP_WINDOW } else { WINDOW };
+        let mut cur = self.cursor_at_entry(ctx, first, window)?;
         let mut nums = Vec::new();
         for _ in 0..count {
             nums.clear();
@@ -404,7 +419,7 @@ impl MonolithTable {
                 Some((next, c)) if *next == first => c,
                 _ => {
                     &mut cur
-                        .insert((first, self.cursor_at_entry(ReadCtx::none(), first)?))
+                        .insert((first, self.cursor_at_entry(ReadCtx::none(), first, WINDOW)?))
                         .1
                 }
             };

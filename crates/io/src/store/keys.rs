@@ -24,6 +24,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use super::fnv1a64;
+use crate::codec::le::{self, Le};
 
 const MAGIC: &[u8; 8] = b"MFKEYS01";
 const HEADER: u64 = 28;
@@ -169,10 +170,7 @@ impl KeyIndexBuilder {
             if pairs.len() % ENTRY != 0 {
                 return Err(KeyIndexError::Damaged("spill"));
             }
-            let bucket = |p: &[u8]| {
-                let k = i64::from_le_bytes(p[..8].try_into().expect("8 bytes"));
-                bucket_of(k, bits) - b0
-            };
+            let bucket = |p: &[u8]| bucket_of(le::i64_at(p, 0).unwrap_or_default(), bits) - b0;
             // start[i + 1] counts bucket b0 + i, then is where bucket b0 + i + 1 starts.
             let mut start = vec![0u32; per_group + 1];
             for p in pairs.chunks_exact(ENTRY) {
@@ -301,12 +299,15 @@ impl KeyIndex {
     pub fn open(file: File, n: u64) -> Result<KeyIndex, KeyIndexError> {
         let mut header = [0u8; HEADER as usize];
         file.read_exact_at(&mut header, 0)?;
-        let crc = u32::from_le_bytes(header[24..28].try_into().expect("4 bytes"));
-        if &header[..8] != MAGIC || crc32c::crc32c(&header[..24]) != crc {
+        let mut h = Le::new(&header);
+        let (magic, count, buckets) = (h.take(8), h.u64(), h.u64());
+        let sum = crc32c::crc32c(&header[..h.pos()]);
+        let (Some(count), Some(buckets)) = (count, buckets) else {
+            return Err(KeyIndexError::Damaged("header"));
+        };
+        if magic != Some(&MAGIC[..]) || h.u32() != Some(sum) {
             return Err(KeyIndexError::Damaged("header"));
         }
-        let count = u64::from_le_bytes(header[8..16].try_into().expect("8 bytes"));
-        let buckets = u64::from_le_bytes(header[16..24].try_into().expect("8 bytes"));
         if count != n || !buckets.is_power_of_two() || buckets > 1 << 32 {
             return Err(KeyIndexError::Damaged("counts"));
         }
@@ -331,9 +332,11 @@ impl KeyIndex {
         let b = bucket_of(key, self.bits) as u64;
         let mut t = [0u8; 16];
         self.file.read_exact_at(&mut t, HEADER + b * 8)?;
-        let s = u32::from_le_bytes(t[0..4].try_into().expect("4 bytes")) as u64;
-        let crc = u32::from_le_bytes(t[4..8].try_into().expect("4 bytes"));
-        let e = u32::from_le_bytes(t[8..12].try_into().expect("4 bytes")) as u64;
+        let mut b = Le::new(&t);
+        let (s, crc, e) = match (b.u32(), b.u32(), b.u32()) {
+            (Some(s), Some(crc), Some(e)) => (u64::from(s), crc, u64::from(e)),
+            _ => return Err(KeyIndexError::Damaged("bucket bounds")),
+        };
         if s > e || e > self.n {
             return Err(KeyIndexError::Damaged("bucket bounds"));
         }
@@ -345,9 +348,9 @@ impl KeyIndex {
             return Err(KeyIndexError::Damaged("bucket checksum"));
         }
         for pair in buf.chunks_exact(ENTRY) {
-            if i64::from_le_bytes(pair[..8].try_into().expect("8 bytes")) == key {
-                let slot = u32::from_le_bytes(pair[8..].try_into().expect("4 bytes"));
-                slots.push(u64::from(slot));
+            let mut p = Le::new(pair);
+            if p.i64() == Some(key) {
+                slots.extend(p.u32().map(u64::from));
             }
         }
         Ok(())
