@@ -65,9 +65,9 @@ impl FileContent for Body {
             Body::Encoded(b, _) => Some(b.len() as u64),
         }
     }
-    fn read(&self, offset: u64, len: usize, _req: &dyn Requester) -> Result<Bytes, LayoutError> {
+    fn read(&self, offset: u64, len: usize, req: &dyn Requester) -> Result<Bytes, LayoutError> {
         match self {
-            Body::Elements(e) => e.read(ReadCtx::none(), offset, len),
+            Body::Elements(e) => e.read(req.ctx(), offset, len),
             Body::Encoded(b, _) => Ok(slice_at(b, offset, len)),
         }
     }
@@ -331,7 +331,7 @@ impl FileContent for Passed {
             if meta.num_elements() == Some(0) || width > one.len() {
                 continue;
             }
-            if let Err(e) = t.read_elements(ReadCtx::none(), 0, &mut one[..width]) {
+            if let Err(e) = t.read_elements(req.ctx(), 0, &mut one[..width]) {
                 log::info!(
                     "{DIR}/{DATA}: not passed through: {}: {e}",
                     String::from_utf8_lossy(&meta.name)

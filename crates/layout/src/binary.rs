@@ -335,10 +335,10 @@ impl FileContent for NpyContent {
             .ok_or(LayoutError::Overflow("npy size"))
     }
 
-    fn read(&self, offset: u64, len: usize, _req: &dyn Requester) -> Result<Bytes, LayoutError> {
+    fn read(&self, offset: u64, len: usize, req: &dyn Requester) -> Result<Bytes, LayoutError> {
         // The header is ours: a read wholly in the element data is the data's read.
         if let Some(at) = offset.checked_sub(self.header.len() as u64) {
-            return self.raw.read(ReadCtx::none(), at, len);
+            return self.raw.read(req.ctx(), at, len);
         }
         scratch::filled(len, |buf: &mut [u8]| {
             let h = &self.header[..];
@@ -355,7 +355,7 @@ impl FileContent for NpyContent {
             }
             let n = self
                 .raw
-                .read_at(ReadCtx::none(), pos - h.len() as u64, &mut buf[written..])?;
+                .read_at(req.ctx(), pos - h.len() as u64, &mut buf[written..])?;
             Ok(written + n)
         })
     }
