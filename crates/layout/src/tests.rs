@@ -473,3 +473,77 @@ fn txt_throughput() {
         bytes / dt / 1e6
     );
 }
+
+/// A tensor that counts the reads it is asked for with a lending context and without.
+struct Seen {
+    inner: MemTensor,
+    lending: std::sync::atomic::AtomicU64,
+    other: std::sync::atomic::AtomicU64,
+}
+
+impl Seen {
+    fn note(&self, ctx: &ReadCtx) {
+        use std::sync::atomic::Ordering::Relaxed;
+        match ctx.lends() {
+            true => self.lending.fetch_add(1, Relaxed),
+            false => self.other.fetch_add(1, Relaxed),
+        };
+    }
+}
+
+impl Tensor for Seen {
+    fn meta(&self) -> &crate::model::TensorMeta {
+        self.inner.meta()
+    }
+    fn fill_elements(
+        &self,
+        ctx: &ReadCtx,
+        first: u64,
+        out: &mut [u8],
+    ) -> crate::model::ModelResult {
+        self.note(ctx);
+        self.inner.fill_elements(ctx, first, out)
+    }
+    fn lend(
+        &self,
+        ctx: &ReadCtx,
+        first: u64,
+        len: usize,
+    ) -> Option<crate::model::ModelResult<bytes::Bytes>> {
+        self.note(ctx);
+        None
+    }
+}
+
+/// A read's context reaches the tensor through every layout, header or not, on the reader's
+/// thread or the text crew's: a push's lending read is never turned into a copy on the way
+/// (a text file's size pass, for no reader, reads with a context of its own).
+#[test]
+fn reads_carry_the_requests_context() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let values: Vec<f32> = (0..4096).map(|i| i as f32).collect();
+    let ctx = ctx();
+    let lending = Reading {
+        req: &Patient,
+        ctx: ReadCtx::none().lending(),
+    };
+    for layout in [Layout::Npy, Layout::Bin, Layout::Csv, Layout::Txt] {
+        let seen = Arc::new(Seen {
+            inner: MemTensor::f32(&[64, 64], &values),
+            lending: Default::default(),
+            other: Default::default(),
+        });
+        let c = open(layout, seen.clone(), &ctx).unwrap();
+        for offset in [0u64, 100, 5000] {
+            c.read(offset, 4096, &lending).unwrap();
+        }
+        assert!(seen.lending.load(Relaxed) > 0, "{layout:?}");
+        if matches!(layout, Layout::Npy | Layout::Bin) {
+            assert_eq!(
+                seen.other.load(Relaxed),
+                0,
+                "{layout:?}: a read lost its context"
+            );
+        }
+    }
+}
