@@ -507,8 +507,8 @@ impl Tensor for Seen {
     fn lend(
         &self,
         ctx: &ReadCtx,
-        first: u64,
-        len: usize,
+        _first: u64,
+        _len: usize,
     ) -> Option<crate::model::ModelResult<bytes::Bytes>> {
         self.note(ctx);
         None
