@@ -391,3 +391,36 @@ fn crates_depend_only_on_bytes_and_the_model() {
     }
     assert!(seen >= 10, "only {seen} crates found");
 }
+
+/// The read path's shape (issue 57): `ReadAt` is what a source is, one read verb and two
+/// hints; whether a read's bytes are trusted is decided inside it (no caller above `source`
+/// checks a file's consistency); and what a read needs travels as its `ReadCtx`, not in a
+/// thread-local (the buffer stash of `scratch.rs` holds no state of a read).
+#[test]
+fn the_read_path_takes_what_it_needs_as_arguments() {
+    let source = workspace().join("crates/io/src/source");
+    let module = std::fs::read_to_string(source.join("mod.rs")).unwrap();
+    let start = module.find("pub trait ReadAt").expect("ReadAt");
+    let body = &module[start..start + module[start..].find("\n}\n").unwrap()];
+    let methods = body.matches("\n    fn ").count();
+    assert!(methods <= 5, "ReadAt has {methods} methods");
+    let mut files = Vec::new();
+    for (dir, _) in crates() {
+        rust_files(&workspace().join(dir), &mut files);
+    }
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap();
+        let rel = f.strip_prefix(workspace()).unwrap().to_string_lossy();
+        let in_source = rel.starts_with("crates/io/src/source/");
+        if !in_source && !rel.ends_with("layers_tests.rs") {
+            let own = text.contains(".check_consistent(");
+            assert!(!own, "{rel} checks a file's consistency itself");
+        }
+        if in_source && !rel.ends_with("scratch.rs") {
+            assert!(
+                !text.contains("thread_local!"),
+                "{rel} keeps a read's state per thread"
+            );
+        }
+    }
+}

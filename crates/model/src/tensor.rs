@@ -126,13 +126,7 @@ pub type EachString<'a> = crate::source::Visit<'a>;
 /// A string (or variant) tensor.
 pub trait Strings: Tensor {
     /// Calls `f` with each element `first..first + count`.
-    fn for_each_string(
-        &self,
-        ctx: &ReadCtx,
-        first: u64,
-        count: u64,
-        f: EachString<'_>,
-    ) -> Result<(), ModelError>;
+    fn for_each_string(&self, ctx: &ReadCtx, first: u64, count: u64, f: EachString) -> ModelResult;
 }
 
 /// A tensor whose stored entries can be read (CSR order).

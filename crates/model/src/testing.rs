@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use crate::source::ReadCtx;
+use crate::ModelResult;
 use crate::{
     Checksummed, DType, DirEntry, EachString, KnownProblem, Model, ModelError, ModelSummary,
     PartitionMeta, RequestError, Sparse, SparseRows, Strings, Tensor, TensorMeta,
@@ -229,13 +230,7 @@ impl Checksummed for MemTensor {
 }
 
 impl Strings for MemTensor {
-    fn for_each_string(
-        &self,
-        _: &ReadCtx,
-        first: u64,
-        count: u64,
-        f: EachString<'_>,
-    ) -> Result<(), ModelError> {
+    fn for_each_string(&self, _: &ReadCtx, first: u64, count: u64, f: EachString) -> ModelResult {
         self.check()?;
         let end = first
             .checked_add(count)
@@ -407,13 +402,7 @@ impl Tensor for CountingTensor {
 }
 
 impl Strings for CountingTensor {
-    fn for_each_string(
-        &self,
-        ctx: &ReadCtx,
-        first: u64,
-        count: u64,
-        f: EachString<'_>,
-    ) -> Result<(), ModelError> {
+    fn for_each_string(&self, ctx: &ReadCtx, first: u64, count: u64, f: EachString) -> ModelResult {
         self.count();
         self.inner.for_each_string(ctx, first, count, f)
     }

@@ -15,6 +15,7 @@ use super::proto::{Extent, TensorSliceProto};
 use crate::codec::table::{Table, TableError};
 use crate::codec::wire::{Fields, Value};
 use crate::model::EachString;
+use crate::model::ModelResult;
 use crate::model::{
     DirEntry, Model, ModelError, ModelSummary, PartitionMeta, Strings, Tensor, TensorMeta,
 };
@@ -232,13 +233,7 @@ impl Tensor for LazySlice {
 }
 
 impl Strings for LazySlice {
-    fn for_each_string(
-        &self,
-        ctx: &ReadCtx,
-        first: u64,
-        count: u64,
-        f: EachString<'_>,
-    ) -> Result<(), ModelError> {
+    fn for_each_string(&self, ctx: &ReadCtx, first: u64, count: u64, f: EachString) -> ModelResult {
         self.value()?.for_each_string(ctx, first, count, f)
     }
 }

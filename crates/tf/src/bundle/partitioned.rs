@@ -14,6 +14,7 @@ use super::tensor::TfTensor;
 use super::Bundle;
 use crate::codec::table::TableError;
 use crate::model::EachString;
+use crate::model::ModelResult;
 use crate::model::{
     debug_check, ModelError, PartitionMeta, RequestError, Strings, Tensor, TensorMeta,
 };
@@ -413,13 +414,7 @@ impl Tensor for PartitionedTensor {
 }
 
 impl Strings for PartitionedTensor {
-    fn for_each_string(
-        &self,
-        ctx: &ReadCtx,
-        first: u64,
-        count: u64,
-        f: EachString<'_>,
-    ) -> Result<(), ModelError> {
+    fn for_each_string(&self, ctx: &ReadCtx, first: u64, count: u64, f: EachString) -> ModelResult {
         self.for_each_run(first, count, &mut |t, start, run| {
             t.for_each_string(ctx, start, run, &mut *f)
         })

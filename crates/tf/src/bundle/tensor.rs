@@ -349,13 +349,7 @@ impl Tensor for TfTensor {
 }
 
 impl Strings for TfTensor {
-    fn for_each_string(
-        &self,
-        ctx: &ReadCtx,
-        first: u64,
-        count: u64,
-        f: EachString<'_>,
-    ) -> Result<(), ModelError> {
+    fn for_each_string(&self, ctx: &ReadCtx, first: u64, count: u64, f: EachString) -> ModelResult {
         let dtype = self.meta.dtype;
         if dtype != DType::Str && dtype != DType::Variant {
             return Err(RequestError::NotStrings(dtype.name().into_owned()).into());

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use crate::codec::wire::{packed_varints, Fields, Value, WireError};
 use crate::dtype::from_tf;
 use crate::model::EachString;
+use crate::model::ModelResult;
 use crate::model::{debug_check, DType, ModelError, RequestError, Strings, Tensor, TensorMeta};
 use crate::source::{identity_string, Memo, ReadAt, ReadCtx, ReadExt};
 
@@ -309,13 +310,7 @@ impl Tensor for ProtoTensor {
 }
 
 impl Strings for ProtoTensor {
-    fn for_each_string(
-        &self,
-        _: &ReadCtx,
-        first: u64,
-        count: u64,
-        f: EachString<'_>,
-    ) -> Result<(), ModelError> {
+    fn for_each_string(&self, _: &ReadCtx, first: u64, count: u64, f: EachString) -> ModelResult {
         if self.meta.dtype != DType::Str {
             return Err(RequestError::NotStrings(self.meta.dtype.name().into_owned()).into());
         }
