@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use libfuzzer_sys::fuzz_target;
 use modelfs::model::{DirEntry, Model, Tensor};
-use modelfs::source::{MemSource, ReadAt};
+use modelfs::source::{MemSource, ReadAt, ReadCtx};
 use modelfs::tf::bundle::{shard_file_name, MemShards};
 use modelfs::tf::checkpoint::TfModel;
 use modelfs::codec::table::{BlockCache, Table};
@@ -18,25 +18,26 @@ const PREFIX: &str = "fuzz";
 
 fn read_tensor(t: &dyn Tensor, budget: &mut usize) {
     let meta = t.meta();
+    let ctx = ReadCtx::none();
     let n = meta.num_elements().unwrap_or(0);
     if let Some(elem) = meta.dtype.elem_size() {
         let mut buf = vec![0u8; elem * 8];
         let mut first = 0u64;
         while first < n && *budget > 0 {
             let k = (n - first).min(8) as usize;
-            if t.read_elements(first, &mut buf[..k * elem]).is_err() {
+            if t.read_elements(ctx, first, &mut buf[..k * elem]).is_err() {
                 break;
             }
             first += k as u64;
             *budget -= 1;
         }
-        let _ = t.read_elements(n.saturating_sub(1), &mut buf[..elem]);
-        let _ = t.read_elements(n, &mut buf[..elem]);
+        let _ = t.read_elements(ctx, n.saturating_sub(1), &mut buf[..elem]);
+        let _ = t.read_elements(ctx, n, &mut buf[..elem]);
     } else {
         let mut total = 0usize;
-        let _ = t.for_each_string(0, n.min(64), &mut |s| total += s.len());
-        let _ = t.for_each_string(n.saturating_sub(2), 2, &mut |s| total += s.len());
-        let _ = t.for_each_string(n, 1, &mut |s| total += s.len());
+        let _ = t.for_each_string(ctx, 0, n.min(64), &mut |s| total += s.len());
+        let _ = t.for_each_string(ctx, n.saturating_sub(2), 2, &mut |s| total += s.len());
+        let _ = t.for_each_string(ctx, n, 1, &mut |s| total += s.len());
     }
     for i in 0..meta.partitions.len().min(8) {
         if let Ok(p) = t.partition(i) {

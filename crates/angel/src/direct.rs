@@ -146,7 +146,9 @@ impl Plan {
     }
 
     /// Fills `out` with elements `first..` of the dense matrix (little-endian; 0 where no
-    /// partition saved a value). The request was checked (`model::read_elements`).
+    /// partition saved a value). The request was checked (`model::read_elements`). Whole rows
+    /// are read a partition at a time (`read_rows`), the partial ones at either end a row at
+    /// a time.
     pub(crate) fn read(&self, ctx: &ReadCtx, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
         let w = self.value_width;
         debug_assert_eq!(out.len() % w, 0);
@@ -156,10 +158,60 @@ impl Plan {
         while done < n {
             let at = first + done;
             let (row, col) = (at / self.cols, at % self.cols);
+            let whole = match col {
+                0 => (n - done) / self.cols,
+                _ => 0,
+            };
+            if whole > 0 {
+                let dst = &mut out[done as usize * w..(done + whole * self.cols) as usize * w];
+                self.read_rows(ctx, row, whole, dst)?;
+                done += whole * self.cols;
+                continue;
+            }
             let run = (self.cols - col).min(n - done);
             let dst = &mut out[done as usize * w..(done + run) as usize * w];
             self.read_row(ctx, row, col, dst)?;
             done += run;
+        }
+        Ok(())
+    }
+
+    /// Whole rows `row..row + m` into `dst` (already zeroed): a partition's saved rows among
+    /// them are one run of records in its file (the k-th saved row's at `k × width`), read at
+    /// once — one read and one check per partition, not per row.
+    fn read_rows(&self, ctx: &ReadCtx, row: u64, m: u64, dst: &mut [u8]) -> Result<(), ModelError> {
+        let end = row.saturating_add(m);
+        let row_bytes = self.cols as usize * self.value_width;
+        let i0 = self.bands.partition_point(|b| u64::from(b.end_row) <= row);
+        for band in &self.bands[i0..] {
+            if u64::from(band.start_row) >= end {
+                break;
+            }
+            for p in &band.parts {
+                let k0 = p.rows.partition_point(|&r| u64::from(r) < row);
+                let k1 = p.rows.partition_point(|&r| u64::from(r) < end);
+                if k0 == k1 {
+                    continue;
+                }
+                let saved = (p.width as usize)
+                    .checked_mul(self.record)
+                    .ok_or_else(|| self.bad("a row's records overflow".into()))?;
+                let len = (k1 - k0)
+                    .checked_mul(saved)
+                    .ok_or_else(|| self.bad("a read's records overflow".into()))?;
+                let at = p.offset + k0 as u64 * saved as u64;
+                let decode = |bytes: &[u8]| -> Result<(), ModelError> {
+                    for (j, recs) in bytes.chunks_exact(saved).enumerate() {
+                        let r = p.rows[k0 + j];
+                        let from = (u64::from(r) - row) as usize * row_bytes
+                            + p.start_col as usize * self.value_width;
+                        let into = &mut dst[from..from + p.width as usize * self.value_width];
+                        self.decode(recs, r, p.start_col, into)?;
+                    }
+                    Ok(())
+                };
+                p.file.with_bytes(ctx, at, len, decode)??;
+            }
         }
         Ok(())
     }
@@ -198,39 +250,43 @@ impl Plan {
                         total: self.cols,
                     })?;
             let into = &mut dst[(c0 - col) as usize * self.value_width..];
-            let decode = |bytes: &[u8]| -> Result<(), ModelError> {
-                for (j, rec) in bytes.chunks_exact(self.record).enumerate() {
-                    let mut at = 0;
-                    if self.row_ids {
-                        let id = u32::from_be_bytes([rec[0], rec[1], rec[2], rec[3]]);
-                        if id != r {
-                            return Err(self.bad(format!("record of row {r} holds row id {id}")));
-                        }
-                        at = 4;
-                    }
-                    if self.col_ids {
-                        let key = &rec[at..at + self.key_width];
-                        let id = if self.key_width == 8 {
-                            i64::from_be_bytes(key.try_into().unwrap_or_default())
-                        } else {
-                            i64::from(i32::from_be_bytes(key.try_into().unwrap_or_default()))
-                        };
-                        let want = (c0 + j as u64) as i64;
-                        if id != want {
-                            return Err(self.bad(format!(
-                                "row {r}: record of column {want} holds column id {id}"
-                            )));
-                        }
-                        at += self.key_width;
-                    }
-                    let v = &rec[at..at + self.value_width];
-                    let o = &mut into[j * self.value_width..(j + 1) * self.value_width];
-                    o.copy_from_slice(v);
-                    o.reverse();
-                }
-                Ok(())
-            };
+            let decode = |bytes: &[u8]| self.decode(bytes, r, c0, into);
             p.file.with_bytes(ctx, p.offset + first, len, decode)??;
+        }
+        Ok(())
+    }
+
+    /// The records `recs` of row `r`, columns `c0..`, into `into` as little-endian values: the
+    /// ids they hold checked against where they are.
+    fn decode(&self, recs: &[u8], r: u32, c0: u64, into: &mut [u8]) -> Result<(), ModelError> {
+        for (j, rec) in recs.chunks_exact(self.record).enumerate() {
+            let mut at = 0;
+            if self.row_ids {
+                let id = u32::from_be_bytes([rec[0], rec[1], rec[2], rec[3]]);
+                if id != r {
+                    return Err(self.bad(format!("record of row {r} holds row id {id}")));
+                }
+                at = 4;
+            }
+            if self.col_ids {
+                let key = &rec[at..at + self.key_width];
+                let id = if self.key_width == 8 {
+                    i64::from_be_bytes(key.try_into().unwrap_or_default())
+                } else {
+                    i64::from(i32::from_be_bytes(key.try_into().unwrap_or_default()))
+                };
+                let want = (c0 + j as u64) as i64;
+                if id != want {
+                    return Err(self.bad(format!(
+                        "row {r}: record of column {want} holds column id {id}"
+                    )));
+                }
+                at += self.key_width;
+            }
+            let v = &rec[at..at + self.value_width];
+            let o = &mut into[j * self.value_width..(j + 1) * self.value_width];
+            o.copy_from_slice(v);
+            o.reverse();
         }
         Ok(())
     }
