@@ -45,12 +45,11 @@ impl ChunkSource for ElementLines {
         };
         if self.tensor.meta().dtype == DType::Str {
             let mut i = first;
-            self.tensor
-                .for_each_string(ReadCtx::none(), first, count, &mut |s| {
-                    write_escaped(s, out);
-                    out.extend_from_slice(sep(i));
-                    i += 1;
-                })?;
+            self.tensor.for_each_string(ctx, first, count, &mut |s| {
+                write_escaped(s, out);
+                out.extend_from_slice(sep(i));
+                i += 1;
+            })?;
             if i != first + count {
                 return Err(LayoutError::Mismatch {
                     what: "strings read",
@@ -120,7 +119,7 @@ impl ChunkSource for LibsvmDense {
         let mut labelled = false;
         if self.tensor.key_kind() == Some(crate::model::KeyKind::HashKey) {
             keys.resize(((first + count).div_ceil(cols) - r0) as usize, 0);
-            if let Some(r) = self.tensor.row_keys(ReadCtx::none(), r0, &mut keys) {
+            if let Some(r) = self.tensor.row_keys(ctx, r0, &mut keys) {
                 r?;
                 labelled = true;
             }

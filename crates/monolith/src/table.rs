@@ -157,9 +157,11 @@ impl<'a> Cursor<'a> {
                         // `n` ≤ `left` (checked by `frame`), so the read is in the file.
                         let want = n.max(self.window_len).min(left) as usize;
                         self.window_len = (self.window_len * 2).min(WINDOW);
-                        self.window = s
-                            .file
-                            .read(self.ctx, self.at, want)
+                        // Copied (`read_into` never lends): the bytes are checked unchanged
+                        // when read, whatever the context (a push's lends).
+                        let (file, ctx, at) = (&s.file, self.ctx, self.at);
+                        let fill = |out: &mut [u8]| file.read_into(ctx, at, out).map(|()| want);
+                        self.window = crate::source::scratch::filled(want, fill)
                             .map_err(|e| self.record_error(e.into()))?;
                         self.window_at = self.at;
                     }

@@ -273,4 +273,25 @@ mod tests {
         assert_eq!(s.with_bytes(ctx, 0, 3, |b| b.to_vec()).unwrap(), [1, 2, 3]);
         assert_eq!(&s.read(ctx, 2, 1).unwrap()[..], [3]);
     }
+
+    /// Runs are all of one length and cover the buffer: anything else is an error, never a
+    /// read that leaves bytes unfilled.
+    #[test]
+    fn runs_fill_every_byte_or_fail() {
+        let s = MemSource::new("m", (0u8..10).collect::<Vec<_>>());
+        let ctx = ReadCtx::none();
+        let mut out = [0u8; 4];
+        s.read_with(ctx, 1, To::Runs(&[0, 5], &mut out)).unwrap();
+        assert_eq!(out, [1, 2, 6, 7]);
+        for (starts, len) in [(&[][..], 4), (&[0, 1, 2][..], 4), (&[0, 1, 2, 3, 4][..], 4)] {
+            let mut out = vec![0u8; len];
+            let got = s.read_with(ctx, 0, To::Runs(starts, &mut out));
+            assert!(got.is_err(), "{starts:?} into {len} bytes");
+        }
+        assert!(
+            s.read_with(ctx, 0, To::Runs(&[8], &mut [0u8; 4])).is_err(),
+            "past the end"
+        );
+        s.read_with(ctx, 0, To::Runs(&[], &mut [])).unwrap();
+    }
 }

@@ -233,12 +233,20 @@ pub fn each_run(
     out: &mut [u8],
     mut fill: impl FnMut(u64, &mut [u8]) -> Result<(), SourceError>,
 ) -> Result<(), SourceError> {
-    if starts.is_empty() {
+    // Never short: every byte of `out` belongs to exactly one run.
+    let run = out.len().checked_div(starts.len()).unwrap_or(0);
+    if run * starts.len() != out.len() {
+        return Err(SourceError::OutOfBounds {
+            path: name.to_string(),
+            offset,
+            len: out.len() as u64,
+            size: starts.len() as u64,
+        });
+    }
+    if run == 0 {
         return Ok(());
     }
-    let run = out.len() / starts.len();
-    debug_assert_eq!(run * starts.len(), out.len(), "runs of one length");
-    for (&start, o) in starts.iter().zip(out.chunks_exact_mut(run.max(1))) {
+    for (&start, o) in starts.iter().zip(out.chunks_exact_mut(run)) {
         let at = offset
             .checked_add(start)
             .ok_or_else(|| SourceError::OutOfBounds {

@@ -54,13 +54,19 @@ impl AngelBinary {
     }
 
     /// Renders the records holding bytes `from..to`; returns the byte offset of `out[0]`.
-    fn render_rows(&self, from: u64, to: u64, out: &mut Vec<u8>) -> Result<u64, LayoutError> {
+    fn render_rows(
+        &self,
+        ctx: &ReadCtx,
+        from: u64,
+        to: u64,
+        out: &mut Vec<u8>,
+    ) -> Result<u64, LayoutError> {
         let first = from / self.record;
         let last = to.div_ceil(self.record);
         out.reserve(((last - first) * self.record) as usize);
         let format = self.format;
         self.records
-            .for_each_row_record(ReadCtx::none(), first, last - first, |row, col, v| {
+            .for_each_row_record(ctx, first, last - first, |row, col, v| {
                 if format == AngelFormat::RowIdColIdValueBinary {
                     // `open` refuses row ids that do not fit (checked again at build).
                     out.extend_from_slice(&(row as i32).to_be_bytes());
@@ -89,19 +95,20 @@ impl AngelBinary {
     }
 
     /// Renders the column items holding bytes `from..to`; returns the offset of `out[0]`.
-    fn render_columns(&self, from: u64, to: u64, out: &mut Vec<u8>) -> Result<u64, LayoutError> {
+    fn render_columns(
+        &self,
+        ctx: &ReadCtx,
+        from: u64,
+        to: u64,
+        out: &mut Vec<u8>,
+    ) -> Result<u64, LayoutError> {
         let (first, start) = self.item_at(from);
         let (last, _) = self.item_at(to - 1);
         self.records
-            .for_each_column_item(
-                ReadCtx::none(),
-                first,
-                last + 1 - first,
-                |item| match item {
-                    Item::Key(col) => self.key(col, out),
-                    Item::Value { num, .. } => num.write_binary(out),
-                },
-            )?;
+            .for_each_column_item(ctx, first, last + 1 - first, |item| match item {
+                Item::Key(col) => self.key(col, out),
+                Item::Value { num, .. } => num.write_binary(out),
+            })?;
         Ok(start)
     }
 }
@@ -111,7 +118,8 @@ impl FileContent for AngelBinary {
         Some(self.size)
     }
 
-    fn read(&self, offset: u64, len: usize, _req: &dyn Requester) -> Result<Bytes, LayoutError> {
+    fn read(&self, offset: u64, len: usize, req: &dyn Requester) -> Result<Bytes, LayoutError> {
+        let ctx = req.ctx();
         crate::source::scratch::filled(len, |buf: &mut [u8]| {
             if offset >= self.size || buf.is_empty() {
                 return Ok(0);
@@ -120,8 +128,8 @@ impl FileContent for AngelBinary {
             let end = offset + want;
             let mut tmp = Vec::new();
             let start = match self.format {
-                AngelFormat::BinaryColumn => self.render_columns(offset, end, &mut tmp)?,
-                _ => self.render_rows(offset, end, &mut tmp)?,
+                AngelFormat::BinaryColumn => self.render_columns(ctx, offset, end, &mut tmp)?,
+                _ => self.render_rows(ctx, offset, end, &mut tmp)?,
             };
             let skip = (offset - start) as usize;
             let got = tmp

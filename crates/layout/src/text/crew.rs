@@ -77,8 +77,6 @@ pub(super) struct Plan {
     /// Chunks below this one that the sequential reader passed are out of the cache.
     released_to: u64,
     last_read: Option<Instant>,
-    /// The context of the sequential reader's reads: read-ahead renders for it.
-    reader: ReadCtx,
 }
 
 /// One chunk to render: kept in the cache under `namespace` (read-ahead) or only measured;
@@ -154,7 +152,6 @@ impl Crew {
                 bg_workers: 0,
                 last_end: 0,
                 scheduled_to: 0,
-                reader: ReadCtx::default(),
                 released_to: 0,
                 last_read: None,
             }),
@@ -209,16 +206,8 @@ impl Crew {
 
     /// Notes a read of `offset..end` touching chunks `..=last_chunk`; when it continues the
     /// previous read, queues the chunks ahead. Returns the workers to hire.
-    pub(super) fn after_read(
-        &self,
-        st: &mut Plan,
-        ctx: &ReadCtx,
-        offset: u64,
-        end: u64,
-        last_chunk: u64,
-    ) -> Hire {
+    pub(super) fn after_read(&self, st: &mut Plan, offset: u64, end: u64, last_chunk: u64) -> Hire {
         st.last_read = Some(Instant::now());
-        st.reader = ctx.clone();
         let slack = end
             .saturating_sub(offset)
             .saturating_mul(SEQUENTIAL_SLACK_READS);
@@ -318,8 +307,10 @@ impl Crew {
         if !background {
             while let Some(c) = st.queue.pop_front() {
                 if st.inflight.insert(c) {
+                    // Rendered ahead for whoever reads next: no handle's read-ahead state
+                    // (a handle released meanwhile keeps nothing alive here).
                     return Some(Job {
-                        ctx: st.reader.clone(),
+                        ctx: ReadCtx::default(),
                         chunk: c,
                         keep: true,
                         namespace: ns,

@@ -290,10 +290,10 @@ impl ChunkedText {
     }
 
     /// Tells the read-ahead about a read of `offset..end` ending in chunk `last`.
-    fn after_read(&self, ctx: &ReadCtx, offset: u64, end: u64, last: u64) {
+    fn after_read(&self, offset: u64, end: u64, last: u64) {
         let hire = {
             let mut st = self.crew.lock();
-            self.crew.after_read(&mut st, ctx, offset, end, last)
+            self.crew.after_read(&mut st, offset, end, last)
         };
         self.crew.start(hire);
     }
@@ -383,14 +383,14 @@ impl FileContent for ChunkedText {
                 usize::try_from(offset - start).map_err(|_| LayoutError::Overflow("offset"))?;
             let got = cache::lend(chunk, from, len);
             if !got.is_empty() {
-                self.after_read(req.ctx(), offset, offset + got.len() as u64, i);
+                self.after_read(offset, offset + got.len() as u64, i);
             }
             return Ok(got);
         }
         scratch::filled(len, |buf| {
             let (written, last) = self.copy_out(req.ctx(), namespace, &spans, offset, buf)?;
             if written > 0 {
-                self.after_read(req.ctx(), offset, offset + written as u64, last);
+                self.after_read(offset, offset + written as u64, last);
             }
             Ok(written)
         })

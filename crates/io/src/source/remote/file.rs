@@ -235,10 +235,12 @@ impl RemoteFile {
                 .map(|i| async move { self.blocks.get(&self.obj, i).await.map(|b| (i, b)) })
                 .buffered(PARALLEL);
             while let Some((i, block)) = fetched.try_next().await? {
-                let start = self.blocks.range(&self.obj, i).start;
+                let range = self.blocks.range(&self.obj, i);
+                let start = range.start;
                 let from = offset.max(start);
                 let to = end.min(start + block.len() as u64);
-                if to <= from {
+                // The block must hold all of its range the read wants: a gap would be zeros.
+                if to <= from || to < end.min(range.end) {
                     return Err(SourceError::Remote {
                         url: self.obj.url.clone(),
                         cause: format!("block {i} is short"),
