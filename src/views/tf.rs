@@ -495,8 +495,7 @@ mod tests {
     use crate::detect::model_at;
     use crate::layout::cache::ChunkCache;
     use crate::layout::Patient;
-    use crate::model::Model;
-    use crate::model::ReaderOptions;
+    use crate::model::{Model, ReaderOptions};
     use crate::store::DiskStore;
     use crate::testing::CountingModel;
 

@@ -38,8 +38,7 @@ use std::sync::Arc;
 
 use crate::model::flat::Flat;
 use crate::model::{Document, Model, ModelError, OpenError, ReaderOptions};
-use crate::source::ReadExt;
-use crate::source::{ReadAt, Storage};
+use crate::source::{ReadAt, ReadExt, Storage};
 pub use header::HeaderError;
 use header::Meta;
 use tensor::GgufTensor;

@@ -17,10 +17,9 @@ use super::entry::{parse_entry, EntryError};
 use super::record::{frame, Framed, RecordError, FRAMING};
 use super::summary::{Summary, STRIDE};
 use crate::model::rows::key_index;
-use crate::model::ModelResult;
 use crate::model::{
-    debug_check, DType, KeyKind, Keyed, ModelError, RequestError, RowHit, Tensor, TensorMeta,
-    MAX_ROW_BYTES,
+    debug_check, DType, KeyKind, Keyed, ModelError, ModelResult, RequestError, RowHit, Tensor,
+    TensorMeta, MAX_ROW_BYTES,
 };
 use crate::source::{identity_string, ReadAt, ReadCtx, ReadExt};
 use crate::store::{IndexPlace, KeyIndex, KeyIndexBuilder, KeyIndexError, Pending, Store};

@@ -41,8 +41,7 @@ use std::time::SystemTime;
 
 use crate::model::flat::{Flat, JsonDocument};
 use crate::model::{Model, ModelError, OpenError, ReaderOptions};
-use crate::source::ReadExt;
-use crate::source::{EntryKind, ReadAt, Storage};
+use crate::source::{EntryKind, ReadAt, ReadExt, Storage};
 pub use header::HeaderError;
 use tensor::StTensor;
 

@@ -15,11 +15,12 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+use bytes::Bytes;
+
 use crate::model::rows::key_index;
-use crate::model::ModelResult;
 use crate::model::{
-    debug_check, Checksummed, DType, KeyKind, Keyed, ModelError, RequestError, RowHit, Tensor,
-    TensorMeta,
+    debug_check, Checksummed, DType, KeyKind, Keyed, ModelError, ModelResult, RequestError, RowHit,
+    Tensor, TensorMeta,
 };
 use crate::source::ReadCtx;
 use crate::store::{IndexPlace, KeyIndex};
@@ -330,12 +331,7 @@ impl Tensor for HashTable {
         Ok(())
     }
 
-    fn lend(
-        &self,
-        ctx: &ReadCtx,
-        first: u64,
-        len: usize,
-    ) -> Option<Result<bytes::Bytes, ModelError>> {
+    fn lend(&self, ctx: &ReadCtx, first: u64, len: usize) -> Option<ModelResult<Bytes>> {
         match &self.parts[..] {
             [(_, v)] => v.lend(ctx, first, len),
             _ => None,

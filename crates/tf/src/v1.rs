@@ -14,10 +14,9 @@ use super::ordered_code::slice_key;
 use super::proto::{Extent, TensorSliceProto};
 use crate::codec::table::{Table, TableError};
 use crate::codec::wire::{Fields, Value};
-use crate::model::EachString;
-use crate::model::ModelResult;
 use crate::model::{
-    DirEntry, Model, ModelError, ModelSummary, PartitionMeta, Strings, Tensor, TensorMeta,
+    DirEntry, EachString, Model, ModelError, ModelResult, ModelSummary, PartitionMeta, Strings,
+    Tensor, TensorMeta,
 };
 use crate::source::{MemSource, Memo, ReadAt, ReadCtx};
 

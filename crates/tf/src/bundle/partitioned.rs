@@ -13,10 +13,9 @@ use super::shard_file_name;
 use super::tensor::TfTensor;
 use super::Bundle;
 use crate::codec::table::TableError;
-use crate::model::EachString;
-use crate::model::ModelResult;
 use crate::model::{
-    debug_check, ModelError, PartitionMeta, RequestError, Strings, Tensor, TensorMeta,
+    debug_check, EachString, ModelError, ModelResult, PartitionMeta, RequestError, Strings, Tensor,
+    TensorMeta,
 };
 use crate::ordered_code::slice_key;
 use crate::source::ReadCtx;

@@ -4,15 +4,16 @@
 
 use std::sync::{Arc, OnceLock};
 
+use bytes::Bytes;
+
 use super::entry::{DataLoc, Entry};
 use super::varlen::{VarError, VarIndex};
 use super::Bundle;
 use crate::codec::{crc32c_parallel, mask_crc, PARALLEL_CRC_MIN};
 use crate::dtype::{swap_in_place, swap_width};
-use crate::model::EachString;
-use crate::model::ModelResult;
 use crate::model::{
-    debug_check, Checksummed, DType, ModelError, RequestError, Strings, Tensor, TensorMeta,
+    debug_check, Checksummed, DType, EachString, ModelError, ModelResult, RequestError, Strings,
+    Tensor, TensorMeta,
 };
 use crate::source::{identity_string, ReadAt, ReadCtx, ReadExt, To};
 use crate::store::Verified;
@@ -313,12 +314,7 @@ impl Tensor for TfTensor {
         })
     }
 
-    fn lend(
-        &self,
-        ctx: &ReadCtx,
-        first: u64,
-        len: usize,
-    ) -> Option<Result<bytes::Bytes, ModelError>> {
+    fn lend(&self, ctx: &ReadCtx, first: u64, len: usize) -> Option<ModelResult<Bytes>> {
         let dtype = self.meta.dtype;
         // Only bytes served as stored: no byte swap, no bool normalisation; a known problem
         // is `fill_elements`'s to report.

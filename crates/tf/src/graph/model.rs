@@ -10,8 +10,7 @@ use super::encoded::Encoded;
 use super::scan::{self, GraphKind, GraphScan};
 use super::tensor_proto::ProtoTensor;
 use super::{pbtxt, signatures};
-use crate::model::BoxError;
-use crate::model::{DirEntry, Document, Model, ModelError, ModelSummary, Tensor};
+use crate::model::{BoxError, DirEntry, Document, Model, ModelError, ModelSummary, Tensor};
 use crate::source::{Memo, ReadAt, ReadCtx, ReadExt};
 
 /// The directory of the constants when there are variables beside them.

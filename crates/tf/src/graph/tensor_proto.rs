@@ -12,9 +12,10 @@ use std::sync::Arc;
 
 use crate::codec::wire::{packed_varints, Fields, Value, WireError};
 use crate::dtype::from_tf;
-use crate::model::EachString;
-use crate::model::ModelResult;
-use crate::model::{debug_check, DType, ModelError, RequestError, Strings, Tensor, TensorMeta};
+use crate::model::{
+    debug_check, DType, EachString, ModelError, ModelResult, RequestError, Strings, Tensor,
+    TensorMeta,
+};
 use crate::source::{identity_string, Memo, ReadAt, ReadCtx, ReadExt};
 
 /// Most dimensions a shape may have (TF's own limit is 254).
