@@ -161,23 +161,28 @@ impl TfTensor {
         if out.is_empty() {
             return Ok(());
         }
-        let mut starts = Vec::with_capacity(firsts.len());
-        for &first in firsts {
+        // The entry's stored bytes bound the read as well as its shape does.
+        let start_of = |first: u64| {
             debug_check(&self.meta, first, run);
-            // The entry's stored bytes bound the read as well as its shape does.
-            let start = first
+            first
                 .checked_mul(elem)
                 .filter(|s| s.checked_add(run as u64).is_some_and(|e| e <= loc.size))
                 .ok_or(RequestError::OutOfRange {
                     first,
                     count: run as u64 / elem,
                     total: loc.size / elem,
-                })?;
-            starts.push(start);
-        }
-        match starts[..] {
-            [start] => file.read_into(ctx, loc.offset + start, out)?,
-            _ => file.read_with(ctx, loc.offset, To::Runs(&starts, out))?,
+                })
+        };
+        match firsts {
+            // A read of one run (every plain read): no list of starts to build.
+            &[first] => file.read_into(ctx, loc.offset + start_of(first)?, out)?,
+            _ => {
+                let starts = firsts
+                    .iter()
+                    .map(|&f| start_of(f))
+                    .collect::<Result<Vec<_>, _>>()?;
+                file.read_with(ctx, loc.offset, To::Runs(&starts, out))?
+            }
         }
         if self.bundle.big_endian {
             swap_in_place(out, swap_width(dtype));
