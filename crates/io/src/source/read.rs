@@ -236,11 +236,11 @@ pub fn each_run(
     // Never short: every byte of `out` belongs to exactly one run.
     let run = out.len().checked_div(starts.len()).unwrap_or(0);
     if run * starts.len() != out.len() {
-        return Err(SourceError::OutOfBounds {
+        let why = format!("{} runs cannot fill {} bytes", starts.len(), out.len());
+        let source = std::io::Error::new(std::io::ErrorKind::InvalidInput, why);
+        return Err(SourceError::Io {
             path: name.to_string(),
-            offset,
-            len: out.len() as u64,
-            size: starts.len() as u64,
+            source,
         });
     }
     if run == 0 {
