@@ -106,11 +106,7 @@ fn every_keyed_table_scans_as_it_is_looked_up() {
     assert!(rows > 1000, "{rows}");
 }
 
-fn f32s(b: &[u8]) -> Vec<f32> {
-    b.chunks_exact(4)
-        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-        .collect()
-}
+use crate::testing::f32s;
 
 /// DeepRec EVs: listed as TensorFlow lists the checkpoint; each EV (a partitioned one whole,
 /// its parts by name too, and the Adagrad slots) gives the saved row, freq and version for
@@ -119,8 +115,7 @@ fn f32s(b: &[u8]) -> Vec<f32> {
 fn deeprec_evs_are_keyed_tables() {
     for case in ["clean", "bad"] {
         let dir = fixtures_dir().join("deeprec").join(case);
-        let want: Value =
-            serde_json::from_slice(&std::fs::read(dir.join("expected.json")).unwrap()).unwrap();
+        let want = crate::model::expect::expected_at(&dir);
         let listing: Vec<String> =
             serde_json::from_slice(&std::fs::read(dir.join("listing.json")).unwrap()).unwrap();
         let model = crate::detect::model_at(&dir.join("model.ckpt"), &Default::default()).unwrap();
@@ -151,7 +146,7 @@ fn deeprec_evs_are_keyed_tables() {
         );
         let mut checked = 0;
         for (name, ev) in want.as_object().unwrap() {
-            let path: Vec<Vec<u8>> = name.split('/').map(|c| c.as_bytes().to_vec()).collect();
+            let path = crate::model::key_path(name);
             let t = model.tensor(&path).unwrap();
             assert_eq!(t.key_kind(), Some(KeyKind::HashKey), "{name}");
             let facts = &t.meta().extra["embedding_variable"];

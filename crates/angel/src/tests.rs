@@ -269,8 +269,7 @@ fn check_case(case: &str, sep_override: Option<&str>) {
 /// `check_case` of the model at `model_dir` (a copy of the case's model).
 fn check_case_at(case: &str, model_dir: &Path, sep_override: Option<&str>) {
     let dir = fixtures().join(case);
-    let e: Value =
-        serde_json::from_slice(&std::fs::read(dir.join("expected.json")).unwrap()).unwrap();
+    let e = crate::model::expect::expected_at(&dir);
     let model_dir = model_dir.to_path_buf();
     let sep = sep_override.unwrap_or_else(|| e["sep"].as_str().unwrap_or(","));
     if let Some(needle) = e.get("open_error").and_then(Value::as_str) {

@@ -240,11 +240,7 @@ mod tests {
         b
     }
 
-    fn floats(out: &[u8]) -> Vec<f32> {
-        out.chunks(4)
-            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-            .collect()
-    }
+    use crate::testing::f32s as floats;
 
     #[test]
     fn q8_0_is_scale_times_integer() {

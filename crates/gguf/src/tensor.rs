@@ -98,8 +98,7 @@ impl Tensor for GgufTensor {
     }
 
     fn fill_elements(&self, ctx: &ReadCtx, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
-        debug_check(&self.meta, first, out.len());
-        self.meta.no_problem(self.file.name())?;
+        self.meta.begin_read(first, out.len(), self.file.name())?;
         match self.ty.decode {
             Decode::Plain(_) => {
                 let w = self.ty.bytes;

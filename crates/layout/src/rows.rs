@@ -289,11 +289,7 @@ mod model_rows_tests {
     use crate::model::{DType, ModelError, RequestError, SparseRows, Tensor};
     use crate::testing::MemTensor;
 
-    fn f32s(b: &[u8]) -> Vec<f32> {
-        b.chunks_exact(4)
-            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-            .collect()
-    }
+    use crate::testing::f32s;
 
     fn row(t: &dyn Tensor, id: i64) -> Option<(Vec<f32>, RowHit)> {
         let mut out = vec![9u8; 3]; // values are appended, whatever is there

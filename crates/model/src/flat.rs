@@ -62,7 +62,7 @@ impl Flat {
 
     /// Adds the tensor of `key`; a key seen before keeps its first tensor and is a problem.
     pub fn add(&mut self, key: &str, t: Arc<dyn Tensor>, from: &str) {
-        let path: Vec<Vec<u8>> = key.split('/').map(|c| c.as_bytes().to_vec()).collect();
+        let path = crate::key_path(key);
         if let Some(p) = &t.meta().problem {
             self.summary.problems.push(format!("{from}: {key}: {p}"));
         }

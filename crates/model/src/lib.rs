@@ -94,6 +94,11 @@ pub fn own_component(name: &[u8]) -> Vec<u8> {
     c
 }
 
+/// The model path of a `/`-separated key (`dense/kernel` → `[dense, kernel]`).
+pub fn key_path(key: &str) -> Vec<Vec<u8>> {
+    key.split('/').map(|c| c.as_bytes().to_vec()).collect()
+}
+
 /// A file that is not a layout of one tensor (a signature, the graph as text), rendered by its
 /// reader in independently renderable chunks, like a text layout.
 ///

@@ -116,6 +116,13 @@ impl TensorMeta {
         }
     }
 
+    /// How a reader's `fill_elements` starts: the request was checked by `read_elements`
+    /// (asserted in debug builds), and a tensor whose metadata is broken reads as its problem.
+    pub fn begin_read(&self, first: u64, len: usize, file: &str) -> Result<(), ModelError> {
+        crate::tensor::debug_check(self, first, len);
+        self.no_problem(file)
+    }
+
     /// `Err` naming the tensor in `file` when its metadata names a problem: what a reader's
     /// data reads return for it.
     pub fn no_problem(&self, file: &str) -> Result<(), ModelError> {

@@ -25,6 +25,27 @@ pub fn pseudo_random_f32(n: u64) -> Vec<f32> {
         .collect()
 }
 
+/// Little-endian float32 bytes as numbers (what a test compares a read with).
+pub fn f32s(b: &[u8]) -> Vec<f32> {
+    b.chunks_exact(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect()
+}
+
+/// Damaged copies of `good` for a "damaged files never panic" test, each handed to `f`: its
+/// prefixes at `cut`-byte steps, then copies with one byte flipped at `flip`-byte steps.
+pub fn for_each_damaged(good: &[u8], cut: usize, flip: usize, mut f: impl FnMut(&[u8])) {
+    for n in (0..good.len()).step_by(cut) {
+        f(&good[..n]);
+    }
+    let mut bad = good.to_vec();
+    for i in (0..good.len()).step_by(flip) {
+        bad[i] ^= 0x5a;
+        f(&bad);
+        bad[i] ^= 0x5a;
+    }
+}
+
 /// A tensor held in memory: dense element bytes, strings, or sparse rows.
 pub struct MemTensor {
     pub meta: TensorMeta,
@@ -266,9 +287,7 @@ pub struct MemModel {
     pub symlinks: Vec<MemSymlink>,
 }
 
-pub fn key(s: &str) -> Vec<Vec<u8>> {
-    s.split('/').map(|c| c.as_bytes().to_vec()).collect()
-}
+pub use crate::key_path as key;
 
 impl MemModel {
     pub fn add(&mut self, path: Vec<Vec<u8>>, t: MemTensor) -> &mut Self {

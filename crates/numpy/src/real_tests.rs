@@ -12,10 +12,9 @@ use crate::testing::fixtures_dir;
 #[test]
 fn files_of_other_projects_read_as_numpy_reads_them() {
     let dir = fixtures_dir().join("real/numpy");
-    let exp: serde_json::Map<String, serde_json::Value> =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("expected.json")).unwrap()).unwrap();
+    let exp = crate::model::expect::expected_at(&dir);
     let (mut read, mut refused, mut fortran_deflated) = (0, 0, 0);
-    for (file, members) in &exp {
+    for (file, members) in exp.as_object().unwrap() {
         let path = dir.join(file);
         assert!(is_source(&*crate::source::local(), &path), "{file}");
         let m = open(&path, &ReaderOptions::default()).unwrap_or_else(|e| panic!("{file}: {e}"));

@@ -217,8 +217,7 @@ impl Tensor for NpyTensor {
     }
 
     fn fill_elements(&self, ctx: &ReadCtx, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
-        debug_check(&self.meta, first, out.len());
-        self.meta.no_problem(self.file.name())?;
+        self.meta.begin_read(first, out.len(), self.file.name())?;
         self.verify()?;
         let width = self.meta.dtype.elem_size().unwrap_or(1);
         // In bounds: the header check bounded the whole array by the file (or the stream).

@@ -9,17 +9,16 @@ use crate::testing::fixtures_dir;
 #[test]
 fn files_of_other_projects_read_as_safetensors_reads_them() {
     let dir = fixtures_dir().join("real/safetensors");
-    let exp: serde_json::Map<String, serde_json::Value> =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("expected.json")).unwrap()).unwrap();
+    let exp = crate::model::expect::expected_at(&dir);
     let mut checked = 0;
-    for (file, want) in &exp {
+    for (file, want) in exp.as_object().unwrap() {
         let opts = ReaderOptions::default();
         let files = files_of(&*opts.storage, &dir.join(file))
             .unwrap()
             .expect(file);
         let m = open(&files, &opts).unwrap_or_else(|e| panic!("{file}: {e}"));
         for (name, w) in want["tensors"].as_object().unwrap() {
-            let key: Vec<Vec<u8>> = name.split('/').map(|c| c.as_bytes().to_vec()).collect();
+            let key = crate::model::key_path(name);
             let t = m
                 .tensor(&key)
                 .unwrap_or_else(|e| panic!("{file}: {name}: {e}"));

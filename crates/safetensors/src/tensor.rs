@@ -60,8 +60,7 @@ impl Tensor for StTensor {
     }
 
     fn fill_elements(&self, ctx: &ReadCtx, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
-        debug_check(&self.meta, first, out.len());
-        self.meta.no_problem(self.file.name())?;
+        self.meta.begin_read(first, out.len(), self.file.name())?;
         self.file.read_into(ctx, self.at(first)?, out)?;
         if self.meta.dtype == DType::Bool {
             // numpy's bool is one byte, 0 or 1; any other byte reads as true.

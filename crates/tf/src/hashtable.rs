@@ -484,23 +484,16 @@ mod tests {
 
     use crate::model::{DirEntry, KeyKind};
 
-    fn path(p: &str) -> Vec<Vec<u8>> {
-        p.split('/').map(|c| c.as_bytes().to_vec()).collect()
-    }
+    use crate::model::key_path as path;
 
-    fn f32s(b: &[u8]) -> Vec<f32> {
-        b.chunks_exact(4)
-            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-            .collect()
-    }
+    use crate::testing::f32s;
 
     /// Every saved key gives the row TensorFlow's lookup gives; absent keys and a
     /// DenseHashTable's sentinels give none. With and without a directory for the index.
     #[test]
     fn tables_saved_by_tensorflow_answer_like_its_lookup() {
         let dir = crate::testing::fixtures_dir().join("tf/hashtable");
-        let want: Value =
-            serde_json::from_slice(&std::fs::read(dir.join("expected.json")).unwrap()).unwrap();
+        let want = crate::model::expect::expected_at(&dir);
         let index_dir = tempfile::tempdir().unwrap();
         for keep in [
             None,

@@ -82,7 +82,7 @@ pub(crate) fn parse(buf: &[u8]) -> Result<ObjectNames, WireError> {
         if name.is_empty() || count.get(&name) != Some(&1) {
             continue;
         }
-        let path: Vec<Vec<u8>> = name.split('/').map(|c| c.as_bytes().to_vec()).collect();
+        let path = crate::model::key_path(&name);
         out.links.insert(path, key.clone());
     }
     // A name that is a link and, with more components, a directory too is fine (`W` and

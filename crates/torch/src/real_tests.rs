@@ -7,11 +7,6 @@ use super::*;
 use crate::model::expect::elements_as;
 use crate::testing::fixtures_dir;
 
-fn expected(dir: &Path) -> serde_json::Map<String, serde_json::Value> {
-    let text = std::fs::read_to_string(dir.join("expected.json")).unwrap();
-    serde_json::from_str(&text).unwrap()
-}
-
 fn opened(path: &Path) -> Arc<dyn Model> {
     let opts = ReaderOptions::default();
     let files = files_of(&*opts.storage, path)
@@ -24,7 +19,7 @@ fn opened(path: &Path) -> Arc<dyn Model> {
 /// shape and bytes (hex, or sha256 for big ones). Returns (files, tensors) compared.
 fn check_dir(dir: &Path) -> (usize, usize) {
     let (mut files, mut tensors) = (0, 0);
-    for (file, want) in expected(dir) {
+    for (file, want) in crate::model::expect::expected_at(dir).as_object().unwrap() {
         if file.starts_with('_') || want["format"] == "safetensors" {
             continue;
         }
@@ -34,7 +29,7 @@ fn check_dir(dir: &Path) -> (usize, usize) {
             if w.get("embedded").is_some() {
                 continue; // inside a TorchScript archive pickled as bytes: not read (yet)
             }
-            let path: Vec<Vec<u8>> = name.split('/').map(|c| c.as_bytes().to_vec()).collect();
+            let path = crate::model::key_path(name);
             let t = model
                 .tensor(&path)
                 .unwrap_or_else(|e| panic!("{file}: {name}: {e}"));

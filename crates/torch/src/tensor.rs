@@ -252,8 +252,7 @@ impl Tensor for TorchTensor {
     }
 
     fn fill_elements(&self, ctx: &ReadCtx, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
-        debug_check(&self.meta, first, out.len());
-        self.meta.no_problem(self.file.name())?;
+        self.meta.begin_read(first, out.len(), self.file.name())?;
         let base = self.base()?;
         // In bounds: `new` bounded the view's extent by the storage's length.
         match self.contiguous {

@@ -25,9 +25,7 @@ fn expected() -> serde_json::Value {
     crate::model::expect::expected("torch")
 }
 
-fn key(k: &str) -> Vec<Vec<u8>> {
-    k.split('/').map(|c| c.as_bytes().to_vec()).collect()
-}
+use crate::model::key_path as key;
 
 /// Every tensor of `file` reads back as torch reads it; returns how many were compared.
 fn check(model: &dyn Model, file: &str) -> usize {
@@ -209,14 +207,7 @@ fn a_big_endian_archive_reads_as_the_little_endian_one() {
 fn damaged_archives_never_panic() {
     for f in ["checkpoint.pt", "views.pt", "dtypes.pt"] {
         let bytes = std::fs::read(dir().join(f)).unwrap();
-        for cut in (0..bytes.len()).step_by(97) {
-            fuzz_file(&bytes[..cut]);
-        }
-        for at in (0..bytes.len()).step_by(13) {
-            let mut b = bytes.clone();
-            b[at] ^= 0x5a;
-            fuzz_file(&b);
-        }
+        crate::testing::for_each_damaged(&bytes, 97, 13, fuzz_file);
     }
 }
 

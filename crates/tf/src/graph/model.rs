@@ -334,9 +334,7 @@ fn is_own(c: &[u8], name: &[u8]) -> bool {
     c.split_first() == Some((&0, name))
 }
 
-fn split(name: &str) -> Vec<Vec<u8>> {
-    name.split('/').map(|c| c.as_bytes().to_vec()).collect()
-}
+use crate::model::key_path as split;
 
 fn show(path: &[Vec<u8>]) -> String {
     path.iter()

@@ -52,11 +52,7 @@ fn read(t: &ProtoTensor, first: u64, n: usize) -> Vec<u8> {
     out
 }
 
-fn f32s(b: &[u8]) -> Vec<f32> {
-    b.chunks(4)
-        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-        .collect()
-}
+use crate::testing::f32s;
 
 #[test]
 fn tensor_content_is_read_in_place() {
