@@ -59,13 +59,7 @@ fn listing_and_json_do_no_work() {
         let ctx = ctx(&Layout::all());
         let cfg = TreeConfig::for_user(None, None, std::time::SystemTime::UNIX_EPOCH);
         let tree = Tree::new(counting.clone(), ctx.clone(), cfg);
-        let mut files = Vec::new();
-        tree.walk(ROOT_INO, "", &mut |p, kind| {
-            if kind == FileKind::File {
-                files.push(p.to_string());
-            }
-        })
-        .unwrap();
+        let files = files_of(&tree);
         for f in &files {
             let ino = tree.resolve(f.as_bytes()).unwrap();
             if size_from_metadata(f) {
@@ -228,13 +222,7 @@ fn a_big_angel_model_is_listed_without_decoding() {
     let cfg = TreeConfig::for_user(None, None, std::time::SystemTime::UNIX_EPOCH);
     let tree = Tree::new(counting.clone(), ctx.clone(), cfg);
     let started = std::time::Instant::now();
-    let mut files = Vec::new();
-    tree.walk(ROOT_INO, "", &mut |p, kind| {
-        if kind == FileKind::File {
-            files.push(p.to_string());
-        }
-    })
-    .unwrap();
+    let files = files_of(&tree);
     for f in &files {
         let attr = tree.getattr(tree.resolve(f.as_bytes()).unwrap()).unwrap();
         if f.ends_with(".libsvm") || f.ends_with(".txt") {
@@ -271,4 +259,16 @@ fn a_big_angel_model_is_listed_without_decoding() {
         "{:?}",
         &buf[..n]
     );
+}
+
+/// Every file of the tree, by path, as a walk finds them.
+fn files_of(tree: &Tree) -> Vec<String> {
+    let mut files = Vec::new();
+    tree.walk(ROOT_INO, "", &mut |p, kind| {
+        if kind == FileKind::File {
+            files.push(p.to_string());
+        }
+    })
+    .unwrap();
+    files
 }

@@ -209,6 +209,25 @@ impl Settled {
 }
 
 impl Opened {
+    /// A file's content object, its size not known yet (learnt by `cheap` sizing or a read).
+    fn new(
+        tensor: Option<Arc<dyn Tensor>>,
+        content: Arc<dyn FileContent>,
+        mtime: SystemTime,
+        cheap: bool,
+    ) -> Opened {
+        Opened {
+            tensor,
+            content,
+            mtime,
+            cheap,
+            size: AtomicU64::new(UNKNOWN),
+            placeholder: AtomicBool::new(false),
+            seeking: AtomicU32::new(0),
+            logged: AtomicBool::new(false),
+        }
+    }
+
     fn size(&self) -> Option<u64> {
         Some(self.size.load(Ordering::Acquire)).filter(|&s| s != UNKNOWN)
     }

@@ -233,33 +233,20 @@ mod tests {
             header_len(&[1; 4], 4),
             Err(HeaderError::TooShort(4))
         ));
+        // (dtype, shape, data_offsets) of a tensor `w`, and what its problem says.
         let cases = [
-            (
-                r#"{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,99]}}"#,
-                "outside",
-            ),
-            (
-                r#"{"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}}"#,
-                "expected",
-            ),
-            (
-                r#"{"w":{"dtype":"F32","shape":[4294967296,4294967296,16],"data_offsets":[0,8]}}"#,
-                "overflows",
-            ),
-            (
-                r#"{"w":{"dtype":"F8_E8M0","shape":[2],"data_offsets":[0,2]}}"#,
-                "not decoded",
-            ),
-            (
-                r#"{"w":{"dtype":"F32","shape":[-1],"data_offsets":[0,8]}}"#,
-                "no shape",
-            ),
-            (
-                r#"{"w":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}}"#,
-                "outside",
-            ),
+            ("F32", "[2]", "[0,99]", "outside"),
+            ("F32", "[3]", "[0,8]", "expected"),
+            ("F32", "[4294967296,4294967296,16]", "[0,8]", "overflows"),
+            ("F8_E8M0", "[2]", "[0,2]", "not decoded"),
+            ("F32", "[-1]", "[0,8]", "no shape"),
+            ("F32", "[2]", "[8,0]", "outside"),
         ];
-        for (json, why) in cases {
+        for (dtype, shape, offsets, why) in cases {
+            let json = format!(
+                r#"{{"w":{{"dtype":"{dtype}","shape":{shape},"data_offsets":{offsets}}}}}"#
+            );
+            let json = json.as_str();
             let f = file(json, 8);
             let h = parse(&f[8..8 + json.len()], f.len() as u64).unwrap();
             let p = h.entries[0].problem.as_deref().unwrap_or("");

@@ -1,7 +1,7 @@
 //! Opening a file's content and its attributes: the content object made once per node,
 //! the size learnt when cheap, when asked for, or in the background, and never changed.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::{
@@ -137,16 +137,8 @@ impl Tree {
                 }
                 let content = layout::content(*layout, t.clone(), &self.ctx)
                     .map_err(|e| FsError::Io(e.to_string()))?;
-                Ok(Opened {
-                    mtime: t.meta().mtime,
-                    cheap: !layout.is_text() || is_cheap(&*t, *layout),
-                    tensor: Some(t),
-                    content,
-                    size: AtomicU64::new(UNKNOWN),
-                    placeholder: AtomicBool::new(false),
-                    seeking: AtomicU32::new(0),
-                    logged: AtomicBool::new(false),
-                })
+                let cheap = !layout.is_text() || is_cheap(&*t, *layout);
+                Ok(Opened::new(Some(t.clone()), content, t.meta().mtime, cheap))
             })(),
             NodeKind::View {
                 view,
@@ -157,31 +149,20 @@ impl Tree {
                 let ViewEntry::File(content) = self.view_entry(*view, root, at)? else {
                     return Err(FsError::IsDir);
                 };
-                Ok(Opened {
-                    mtime: self.cfg.mtime,
-                    // A size that needs rendering (an `.angel/` text partition) is learnt
-                    // like a text file's.
-                    cheap: content.known_size().is_some(),
-                    tensor: None,
-                    content: content.clone(),
-                    size: AtomicU64::new(UNKNOWN),
-                    placeholder: AtomicBool::new(false),
-                    seeking: AtomicU32::new(0),
-                    logged: AtomicBool::new(false),
-                })
+                // A size that needs rendering (an `.angel/` text partition) is learnt like a
+                // text file's.
+                let cheap = content.known_size().is_some();
+                Ok(Opened::new(None, content.clone(), self.cfg.mtime, cheap))
             })(),
             NodeKind::Doc { path } => (|| {
                 let doc = self.model().document(path)?;
-                Ok(Opened {
-                    mtime: doc.mtime(),
-                    cheap: doc.small(),
-                    tensor: None,
-                    content: layout::document(doc, &self.ctx),
-                    size: AtomicU64::new(UNKNOWN),
-                    placeholder: AtomicBool::new(false),
-                    seeking: AtomicU32::new(0),
-                    logged: AtomicBool::new(false),
-                })
+                let (mtime, cheap) = (doc.mtime(), doc.small());
+                Ok(Opened::new(
+                    None,
+                    layout::document(doc, &self.ctx),
+                    mtime,
+                    cheap,
+                ))
             })(),
             NodeKind::Row { tensor, id, file } => self.open_row(tensor, *id, *file),
             NodeKind::RowsReadme { tensor } => self.open_rows_readme(tensor),

@@ -3,10 +3,9 @@
 //! the model as its own tools list it; a lookup by name finds these. Lookup builds the file's
 //! content object (metadata only) so that a tensor without that form is ENOENT at once.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
 use std::sync::Arc;
 
-use super::{FsError, Ino, Opened, Tree, UNKNOWN};
+use super::{FsError, Ino, Opened, Tree};
 use crate::fs::listing::{Child, Hidden, Listing, ModelPath, NodeKind};
 use crate::layout::{FileContent, LayoutCtx};
 use crate::model::Tensor;
@@ -73,17 +72,9 @@ impl Tree {
             );
             FsError::NotFound
         })?;
-        Ok(Opened {
-            mtime: t.meta().mtime,
-            // Stats are learnt like a text file's size: by the work of the first read.
-            cheap: content.known_size().is_some(),
-            tensor: Some(t),
-            content,
-            size: AtomicU64::new(UNKNOWN),
-            placeholder: AtomicBool::new(false),
-            seeking: AtomicU32::new(0),
-            logged: AtomicBool::new(false),
-        })
+        // Stats are learnt like a text file's size: by the work of the first read.
+        let cheap = content.known_size().is_some();
+        Ok(Opened::new(Some(t.clone()), content, t.meta().mtime, cheap))
     }
 }
 

@@ -6,7 +6,7 @@
 //! Unlike every other lookup, this one reads tensor data: the answer to "is there a row 42"
 //! is in the data. It is bounded by one row's reads.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::{FsError, Ino, Opened, Tree};
@@ -39,16 +39,10 @@ impl Opened {
 
     /// A small file of known size.
     fn sized(content: Arc<dyn FileContent>, tensor: Arc<dyn Tensor>) -> Opened {
-        Opened {
-            mtime: tensor.meta().mtime,
-            cheap: true,
-            size: AtomicU64::new(content.known_size().unwrap_or(0)),
-            tensor: Some(tensor),
-            content,
-            placeholder: AtomicBool::new(false),
-            seeking: AtomicU32::new(0),
-            logged: AtomicBool::new(false),
-        }
+        let size = content.known_size().unwrap_or(0);
+        let o = Opened::new(Some(tensor.clone()), content, tensor.meta().mtime, true);
+        o.size.store(size, Ordering::Relaxed);
+        o
     }
 }
 

@@ -297,12 +297,8 @@ impl Parts for Inner {
     }
 
     fn region(&self, i: usize) -> Result<Located, Arc<MatrixFault>> {
-        let known = |p: &String| Arc::new(MatrixFault::Known(p.clone()));
-        if let Some(p) = &self.part_problem[i] {
-            return Err(known(p));
-        }
         let part = &self.meta.parts[i];
-        let file = self.files[&part.file_name].as_ref().map_err(known)?;
+        let file = self.file_of(i)?;
         if let Some(r) = self.regions[i].get() {
             return Ok((r.clone(), file.clone()));
         }
@@ -310,13 +306,7 @@ impl Parts for Inner {
         if let Some(r) = self.regions[i].get() {
             return Ok((r.clone(), file.clone()));
         }
-        let inp = PartInput {
-            meta: &self.meta,
-            part,
-            file: &**file,
-            sep: &self.sep,
-            lines_before: self.lines_before[i],
-        };
+        let inp = self.input(i, &**file);
         // A transient fault is returned, not kept: the next read locates again.
         let region = Region::locate(&inp, self.indexes.as_ref()).map_err(|fault| {
             let e = decode::DecodeError {
@@ -333,6 +323,28 @@ impl Parts for Inner {
 }
 
 impl Inner {
+    /// The data file of partition `i`, or the problem the meta or the open found with it.
+    fn file_of(&self, i: usize) -> Result<&Arc<dyn ReadAt>, Arc<MatrixFault>> {
+        let known = |p: &String| Arc::new(MatrixFault::Known(p.clone()));
+        if let Some(p) = &self.part_problem[i] {
+            return Err(known(p));
+        }
+        self.files[&self.meta.parts[i].file_name]
+            .as_ref()
+            .map_err(known)
+    }
+
+    /// What decoding partition `i`, stored in `file`, needs to know.
+    fn input<'a>(&'a self, i: usize, file: &'a dyn ReadAt) -> PartInput<'a> {
+        PartInput {
+            meta: &self.meta,
+            part: &self.meta.parts[i],
+            file,
+            sep: &self.sep,
+            lines_before: self.lines_before[i],
+        }
+    }
+
     /// The entries of partitions `parts` by range, when their column ranges allow it.
     fn segments_of(&self, parts: &[usize]) -> Option<Arc<Segments>> {
         Segments::new(&self.meta, parts).map(Arc::new)
@@ -340,19 +352,7 @@ impl Inner {
 
     fn part_entries(&self, i: usize) -> Result<Arc<SparseRows>, Arc<MatrixFault>> {
         cache_unless_transient(&self.parts[i], || {
-            let known = |p: &String| Arc::new(MatrixFault::Known(p.clone()));
-            if let Some(p) = &self.part_problem[i] {
-                return Err(known(p));
-            }
-            let part = &self.meta.parts[i];
-            let file = self.files[&part.file_name].as_ref().map_err(known)?;
-            let inp = PartInput {
-                meta: &self.meta,
-                part,
-                file: &**file,
-                sep: &self.sep,
-                lines_before: self.lines_before[i],
-            };
+            let inp = self.input(i, &**self.file_of(i)?);
             decode::decode_partition(&inp).map(Arc::new).map_err(|e| {
                 log::warn!("{e}");
                 Arc::new(e.into())

@@ -226,16 +226,18 @@ fn floats(n: usize) -> Vec<f32> {
     (0..n).map(|i| i as f32).collect()
 }
 
-#[test]
-fn partitioned_rows_and_blocks() {
+/// A bundle with `emb`, `[10, 4]` floats 0..40 saved as two partitions of 5 rows.
+fn emb_in_two_row_parts() -> (BundleBuilder, Vec<f32>) {
     let mut b = BundleBuilder::new("m");
     let full = floats(40);
-    b.add_partitioned_f32(
-        b"emb",
-        &[10, 4],
-        &full,
-        &[vec![Some((0, 5)), None], vec![Some((5, 5)), None]],
-    );
+    let rows = [vec![Some((0, 5)), None], vec![Some((5, 5)), None]];
+    b.add_partitioned_f32(b"emb", &[10, 4], &full, &rows);
+    (b, full)
+}
+
+#[test]
+fn partitioned_rows_and_blocks() {
+    let (mut b, full) = emb_in_two_row_parts();
     let m = floats(24);
     b.add_partitioned_f32(
         b"mat",
@@ -279,14 +281,7 @@ fn partitioned_rows_and_blocks() {
 
 #[test]
 fn partitioned_read_touches_only_intersecting_slices() {
-    let mut b = BundleBuilder::new("m");
-    let full = floats(40);
-    b.add_partitioned_f32(
-        b"emb",
-        &[10, 4],
-        &full,
-        &[vec![Some((0, 5)), None], vec![Some((5, 5)), None]],
-    );
+    let (b, _) = emb_in_two_row_parts();
     let (index, files) = b.finish();
     let data = files["m.data-00000-of-00001"].read_vec(0, 160).unwrap();
     let counting = CountingReadAt::new("m.data-00000-of-00001", data);

@@ -13,8 +13,7 @@ use std::sync::Arc;
 use crate::codec::wire::{packed_varints, Fields, Value, WireError};
 use crate::dtype::from_tf;
 use crate::model::{
-    debug_check, DType, EachString, ModelError, ModelResult, RequestError, Strings, Tensor,
-    TensorMeta,
+    DType, EachString, ModelError, ModelResult, RequestError, Strings, Tensor, TensorMeta,
 };
 use crate::source::{identity_string, Memo, ReadAt, ReadCtx, ReadExt};
 
@@ -279,7 +278,6 @@ impl Tensor for ProtoTensor {
     }
 
     fn fill_elements(&self, ctx: &ReadCtx, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
-        debug_check(&self.meta, first, out.len());
         let elem = self.meta.dtype.elem_size().unwrap_or(1);
         self.check_range(first, (out.len() / elem) as u64)?;
         if out.is_empty() {
