@@ -72,20 +72,12 @@ const FORMATS: &[Format] = &[
     Format {
         in_dir: "safetensors files",
         as_file: Some("a safetensors file"),
-        open: |path, opts| {
-            (crate::safetensors::files_of(&*opts.storage, path)?)
-                .map(|files| crate::safetensors::open(&files, opts))
-                .transpose()
-        },
+        open: crate::safetensors::open_path,
     },
     Format {
         in_dir: "torch.save files",
         as_file: Some("a torch.save file (zip or legacy)"),
-        open: |path, opts| {
-            (crate::torch::files_of(&*opts.storage, path)?)
-                .map(|files| crate::torch::open(&files, opts))
-                .transpose()
-        },
+        open: crate::torch::open_path,
     },
     Format {
         in_dir: "a GGUF file",

@@ -71,10 +71,7 @@ pub fn is_source(fs: &dyn Storage, path: &Path) -> bool {
 
 /// The model of the GGUF file at `path`.
 pub fn open(path: &Path, opts: &ReaderOptions) -> Result<Arc<dyn Model>, OpenError> {
-    let file = opts
-        .storage
-        .open(path)
-        .map_err(|e| OpenError::unreadable(path, e))?;
+    let file = opts.open_file(path)?;
     let model = model_of(&file).map_err(|e| OpenError::unreadable(path, e))?;
     Ok(Arc::new(model))
 }

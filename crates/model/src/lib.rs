@@ -55,7 +55,7 @@ pub use rows::{KeyKind, RowHit, MAX_ROW_BYTES};
 pub use tensor::{debug_check, read_elements, WithMeta};
 pub use tensor::{Checksummed, EachString, Keyed, Sparse, StoredRun, Strings, Tensor};
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -141,6 +141,15 @@ pub struct ReaderOptions {
     /// The members opened from this source (checkpoints of a directory, Serving versions),
     /// found again when the source is looked at again.
     pub members: Arc<Members>,
+}
+
+impl ReaderOptions {
+    /// The source's file at `path`, or an open error naming it.
+    pub fn open_file(&self, path: &Path) -> Result<Arc<dyn crate::source::ReadAt>, OpenError> {
+        self.storage
+            .open(path)
+            .map_err(|e| OpenError::unreadable(path, e))
+    }
 }
 
 impl Default for ReaderOptions {

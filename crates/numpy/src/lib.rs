@@ -49,10 +49,7 @@ pub fn is_source(fs: &dyn Storage, path: &Path) -> bool {
 
 /// The model of the `.npy` or `.npz` at `path`.
 pub fn open(path: &Path, opts: &ReaderOptions) -> Result<Arc<dyn Model>, OpenError> {
-    let file = opts
-        .storage
-        .open(path)
-        .map_err(|e| OpenError::unreadable(path, e))?;
+    let file = opts.open_file(path)?;
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
     let mut model = Flat::new("numpy");
     if let Some(stem) = name.strip_suffix(".npy") {

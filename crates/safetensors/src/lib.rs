@@ -108,16 +108,20 @@ pub fn files_of(fs: &dyn Storage, path: &Path) -> Result<Option<Vec<PathBuf>>, O
     }
 }
 
+/// The model of the safetensors source at `path` (`files_of`, then `open`); `None` when it is not
+/// one.
+pub fn open_path(path: &Path, opts: &ReaderOptions) -> Result<Option<Arc<dyn Model>>, OpenError> {
+    let files = files_of(&*opts.storage, path)?;
+    files.map(|files| open(&files, opts)).transpose()
+}
+
 /// The model of the safetensors `files` (`files_of`).
 pub fn open(files: &[PathBuf], opts: &ReaderOptions) -> Result<Arc<dyn Model>, OpenError> {
     let mut model = Flat::new("safetensors");
     let mut metadata = BTreeMap::new();
     let mut mtime = SystemTime::UNIX_EPOCH;
     for path in files {
-        let file = opts
-            .storage
-            .open(path)
-            .map_err(|e| OpenError::unreadable(path, e))?;
+        let file = opts.open_file(path)?;
         mtime = mtime.max(file.mtime());
         let h = read_header(&*file).map_err(|e| OpenError::unreadable(path, e))?;
         metadata.extend(h.metadata);

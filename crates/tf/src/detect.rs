@@ -219,10 +219,7 @@ fn graph_at(
     variables: Option<Arc<dyn Model>>,
     opts: &ReaderOptions,
 ) -> Result<Option<Arc<dyn Model>>, OpenError> {
-    let file = opts
-        .storage
-        .open(path)
-        .map_err(|e| OpenError::unreadable(path, e))?;
+    let file = opts.open_file(path)?;
     let n = usize::try_from(file.size())
         .unwrap_or(usize::MAX)
         .min(sniff::HEAD);

@@ -138,16 +138,20 @@ fn pickle_member(entries: &[zipdir::Entry]) -> Option<&zipdir::Entry> {
     })
 }
 
+/// The model of the PyTorch source at `path` (`files_of`, then `open`); `None` when it is not
+/// one.
+pub fn open_path(path: &Path, opts: &ReaderOptions) -> Result<Option<Arc<dyn Model>>, OpenError> {
+    let files = files_of(&*opts.storage, path)?;
+    files.map(|files| open(&files, opts)).transpose()
+}
+
 /// The model of the `torch.save` archives `files` (`files_of`): one tree, shards merged.
 pub fn open(files: &[PathBuf], opts: &ReaderOptions) -> Result<Arc<dyn Model>, OpenError> {
     let mut model = Flat::new("pytorch");
     let mut values: BTreeMap<Vec<String>, Values> = BTreeMap::new();
     let mut mtime = SystemTime::UNIX_EPOCH;
     for path in files {
-        let file = opts
-            .storage
-            .open(path)
-            .map_err(|e| OpenError::unreadable(path, e))?;
+        let file = opts.open_file(path)?;
         mtime = mtime.max(file.mtime());
         let stem = path
             .file_stem()

@@ -8,11 +8,9 @@ use crate::model::expect::elements_as;
 use crate::testing::fixtures_dir;
 
 fn opened(path: &Path) -> Arc<dyn Model> {
-    let opts = ReaderOptions::default();
-    let files = files_of(&*opts.storage, path)
+    open_path(path, &ReaderOptions::default())
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-        .unwrap_or_else(|| panic!("{}: not a PyTorch source", path.display()));
-    open(&files, &opts).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .unwrap_or_else(|| panic!("{}: not a PyTorch source", path.display()))
 }
 
 /// Every listed tensor of every file of `dir` reads as its `expected.json` says: its dtype,

@@ -14,11 +14,8 @@ fn dir() -> PathBuf {
 }
 
 fn opened(path: &Path) -> Arc<dyn Model> {
-    let opts = ReaderOptions::default();
-    let files = files_of(&*opts.storage, path)
-        .unwrap()
-        .expect("a PyTorch source");
-    open(&files, &opts).unwrap()
+    let m = open_path(path, &ReaderOptions::default()).unwrap();
+    m.expect("a PyTorch source")
 }
 
 fn expected() -> serde_json::Value {
