@@ -156,10 +156,7 @@ mod tests {
         assert_eq!(x.meta().shape, [3, 2]);
         let mut out = vec![0u8; 6 * 4];
         x.read_elements(ReadCtx::none(), 0, &mut out).unwrap();
-        let v: Vec<f32> = out
-            .chunks(4)
-            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-            .collect();
+        let v: Vec<f32> = crate::testing::f32s(&out);
         assert_eq!(v, [0., 3., 1., 4., 2., 5.]);
         let mut part = vec![0u8; 2 * 4];
         x.read_elements(ReadCtx::none(), 3, &mut part).unwrap();
@@ -172,10 +169,7 @@ mod tests {
         let x: Arc<dyn Tensor> = Arc::new(x);
         let mut banded = vec![0u8; 12 * 4];
         x.read_elements(ReadCtx::none(), 0, &mut banded).unwrap();
-        let v: Vec<f32> = banded
-            .chunks(4)
-            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-            .collect();
+        let v: Vec<f32> = crate::testing::f32s(&banded);
         assert_eq!(v, [0., 3., 6., 9., 1., 4., 7., 10., 2., 5., 8., 11.]);
     }
 }

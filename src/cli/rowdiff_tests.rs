@@ -166,12 +166,7 @@ fn deeprec_evs_are_keyed_tables() {
             for (id, values) in rows {
                 let id: i64 = id.parse().unwrap();
                 let found = crate::layout::rows::find(&*t, id).unwrap().unwrap();
-                let v: Vec<f32> = values
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|x| x.as_f64().unwrap() as f32)
-                    .collect();
+                let v = crate::model::expect::f32_list(values);
                 assert_eq!(f32s(&found.values), v, "{name} {id}");
                 let j = found.json(&*t);
                 assert_eq!(j["freq"], ev["freqs"][id.to_string()], "{name} {id}");

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::*;
+use crate::model::expect::shape;
 use crate::model::{DType, ReaderOptions, SparseRows, Tensor};
 use crate::source::ReadCtx;
 
@@ -94,23 +95,11 @@ fn check_matrix(case: &str, name: &str, t: &Arc<dyn Tensor>, e: &Value) {
     let meta = t.meta();
     assert_eq!(meta.problem, None, "{ctx}");
     assert_eq!(meta.dtype.name(), e["dtype"].as_str().unwrap(), "{ctx}");
-    let shape: Vec<u64> = e["shape"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_u64().unwrap())
-        .collect();
-    assert_eq!(meta.shape, shape, "{ctx}");
+    assert_eq!(meta.shape, shape(&e["shape"]), "{ctx}");
     assert_eq!(meta.sparse, e["sparse"].as_bool().unwrap(), "{ctx}");
     assert_eq!(meta.extra["sparse"], e["sparse"], "{ctx}");
     let s = t.sparse().unwrap_or_else(|err| panic!("{ctx}: {err}"));
-    let rows: Vec<u64> = e["rows"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_u64().unwrap())
-        .collect();
-    assert_eq!(s.rows, rows, "{ctx}: saved rows");
+    assert_eq!(s.rows, shape(&e["rows"]), "{ctx}: saved rows");
     let want = expected_triples(e);
     assert_eq!(triples(&**t, &s), want, "{ctx}: entries");
     check_ranges(&ctx, &**t, &s);

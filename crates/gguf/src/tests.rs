@@ -220,10 +220,7 @@ fn q8_k_is_its_scale_times_each_byte() {
     };
     let mut out = vec![0u8; 256 * 4];
     q8k.dequantize(&b, 0, &mut out);
-    let v: Vec<f32> = out
-        .chunks(4)
-        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-        .collect();
+    let v: Vec<f32> = crate::testing::f32s(&out);
     assert_eq!(
         (v[0], v[100], v[255]),
         (-25.0, 0.0, 0.25 * ((255u8 as i8).wrapping_sub(100)) as f32)

@@ -301,23 +301,13 @@ fn json_reports_layouts_problems_and_errors() {
     );
     let j = open(Layout::Json, t.clone(), &ctx).unwrap();
     let v: serde_json::Value = serde_json::from_slice(&full(&*j)).unwrap();
-    let txt = v["layouts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|l| l["layout"] == "txt")
-        .unwrap();
+    let txt = named(&v["layouts"], "txt");
     assert_eq!(txt["size"], 8);
     // Layouts that cannot show a tensor are named with the reason.
     let s = MemTensor::strings(&[1], vec![b"x".to_vec()]).arc();
     let j = open(Layout::Json, s, &ctx).unwrap();
     let v: serde_json::Value = serde_json::from_slice(&full(&*j)).unwrap();
-    let bin = v["unavailable"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|l| l["layout"] == "bin")
-        .unwrap();
+    let bin = named(&v["unavailable"], "bin");
     assert_eq!(bin["why"], "strings have no numeric form");
 
     let bad = MemTensor::f32(&[2], &[1.0, 2.0])
@@ -546,4 +536,10 @@ fn reads_carry_the_requests_context() {
             );
         }
     }
+}
+
+/// The entry of a `.json` list of layouts (`layouts`, `unavailable`) for `layout`.
+fn named<'a>(list: &'a serde_json::Value, layout: &str) -> &'a serde_json::Value {
+    let list = list.as_array().unwrap();
+    list.iter().find(|l| l["layout"] == layout).unwrap()
 }

@@ -18,6 +18,14 @@ pub fn shape(v: &serde_json::Value) -> Vec<u64> {
     dims.iter().map(|d| d.as_u64().expect("a count")).collect()
 }
 
+/// A JSON array of numbers as float32s.
+pub fn f32_list(v: &serde_json::Value) -> Vec<f32> {
+    let xs = v.as_array().expect("a list of numbers");
+    xs.iter()
+        .map(|x| x.as_f64().expect("a number") as f32)
+        .collect()
+}
+
 /// `fixtures/<folder>/expected.json`: what the format's own library read from its files.
 pub fn expected(folder: &str) -> serde_json::Value {
     expected_at(&crate::testing::fixtures_dir().join(folder))

@@ -96,10 +96,7 @@ mod tests {
             write_entry(-(5 << 48) | 77, &[1.5, -2.0, 0.25], packed, &mut b);
             let mut nums = Vec::new();
             assert_eq!(parse_entry(&b, &mut nums), Ok(-(5 << 48) | 77));
-            let v: Vec<f32> = nums
-                .chunks_exact(4)
-                .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-                .collect();
+            let v: Vec<f32> = crate::testing::f32s(&nums);
             assert_eq!(v, [1.5, -2.0, 0.25]);
             // A cut inside a field is an error; one between fields is a valid shorter entry
             // (protobuf is not self-delimiting: the record's CRC guards the length), whose

@@ -44,11 +44,8 @@ fn open(dir: &Path) -> WithTables {
 
 fn row(t: &dyn Tensor, id: i64) -> Result<Option<Vec<f32>>, ModelError> {
     let mut out = Vec::new();
-    Ok(t.row_by_id(id, &mut out)?.map(|_| {
-        out.chunks_exact(4)
-            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-            .collect()
-    }))
+    Ok(t.row_by_id(id, &mut out)?
+        .map(|_| crate::testing::f32s(&out)))
 }
 
 #[test]
@@ -112,14 +109,7 @@ fn every_id_reads_its_values_and_absent_ids_none() {
         .read_elements(ReadCtx::none(), 2021, &mut part)
         .unwrap();
     assert_eq!(part[..], all[2021 * 4..(2021 + 1234) * 4]);
-    let rows: Vec<Vec<f32>> = all
-        .chunks_exact(20)
-        .map(|r| {
-            r.chunks_exact(4)
-                .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-                .collect()
-        })
-        .collect();
+    let rows: Vec<Vec<f32>> = all.chunks_exact(20).map(crate::testing::f32s).collect();
     let mut sorted = rows.clone();
     sorted.sort_by(|a, b| a[0].total_cmp(&b[0]));
     assert_eq!(sorted, t.values);

@@ -15,6 +15,14 @@ fn model_of(b: BundleBuilder) -> (TfModel, Arc<CountingReadAt>) {
     (m, src)
 }
 
+/// The model of `b` with a float32 scalar `[1.0]` at each of `keys`.
+fn with_scalars(mut b: BundleBuilder, keys: &[&str]) -> TfModel {
+    for k in keys {
+        b.add_f32(k.as_bytes(), &[1], &[1.0]);
+    }
+    model_of(b).0
+}
+
 fn p(parts: &[&str]) -> Vec<Vec<u8>> {
     parts.iter().map(|s| s.as_bytes().to_vec()).collect()
 }
@@ -28,8 +36,7 @@ fn d(s: &str) -> DirEntry {
 
 #[test]
 fn plain_listing_leaf_and_prefix() {
-    let mut b = BundleBuilder::new("m");
-    for k in [
+    let keys = [
         "W",
         "W/Adam",
         "W/Adam_1",
@@ -37,10 +44,8 @@ fn plain_listing_leaf_and_prefix() {
         "layer1/b",
         "layer1/sub/x",
         "z",
-    ] {
-        b.add_f32(k.as_bytes(), &[1], &[1.0]);
-    }
-    let (m, _) = model_of(b);
+    ];
+    let m = with_scalars(BundleBuilder::new("m"), &keys);
     assert_eq!(m.style(), KeyStyle::Plain);
     let root = m.list_dir(&[]).unwrap();
     assert_eq!(root, vec![d("W"), d("layer1"), t("W"), t("z")]);
@@ -71,7 +76,7 @@ fn plain_listing_leaf_and_prefix() {
 fn object_listing() {
     let mut b = BundleBuilder::new("ckpt-1");
     b.add_strings(GRAPH_KEY, &[], &[b"graph"]);
-    for k in [
+    let keys = [
         "model/dense/kernel/.ATTRIBUTES/VARIABLE_VALUE",
         "model/dense/kernel/.OPTIMIZER_SLOT/optimizer/m/.ATTRIBUTES/VARIABLE_VALUE",
         "model/a..b/.ATTRIBUTES/VARIABLE_VALUE",
@@ -81,10 +86,8 @@ fn object_listing() {
         "/.ATTRIBUTES/v1",
         "x/-a/.ATTRIBUTES/VARIABLE_VALUE",
         "x/.ATTRIBUTES/VARIABLE_VALUE",
-    ] {
-        b.add_f32(k.as_bytes(), &[1], &[1.0]);
-    }
-    let (m, _) = model_of(b);
+    ];
+    let m = with_scalars(b, &keys);
     assert_eq!(m.style(), KeyStyle::Object);
     assert_eq!(
         m.list_dir(&[]).unwrap(),

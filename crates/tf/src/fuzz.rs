@@ -9,15 +9,18 @@ use crate::graph::tensor_proto::{self, ProtoTensor};
 use crate::model::testing::{fuzz_touch, fuzz_walk};
 use crate::source::{MemSource, ReadAt};
 
+/// The three messages a graph file may be.
+const KINDS: [GraphKind; 3] = [
+    GraphKind::GraphDef,
+    GraphKind::MetaGraphDef,
+    GraphKind::SavedModel,
+];
+
 /// A graph in the protobuf text format as each of the three messages: parsed into wire bytes
 /// (`pbtxt::parse`), then scanned, listed and read like a binary one.
 pub fn graph_text(data: &[u8]) {
     let file: Arc<dyn ReadAt> = Arc::new(MemSource::new("fuzz.pbtxt", data.to_vec()));
-    for kind in [
-        GraphKind::GraphDef,
-        GraphKind::MetaGraphDef,
-        GraphKind::SavedModel,
-    ] {
+    for kind in KINDS {
         let model = crate::graph::GraphModel::new(file.clone(), kind, true, None);
         fuzz_walk(&model);
     }
@@ -26,11 +29,7 @@ pub fn graph_text(data: &[u8]) {
 /// A graph file as each of the three messages: scan, signatures, constants, `graph.pbtxt`.
 pub fn graph(data: &[u8]) {
     let file: Arc<dyn ReadAt> = Arc::new(MemSource::new("fuzz.pb", data.to_vec()));
-    for kind in [
-        GraphKind::GraphDef,
-        GraphKind::MetaGraphDef,
-        GraphKind::SavedModel,
-    ] {
+    for kind in KINDS {
         let model = crate::graph::GraphModel::new(file.clone(), kind, false, None);
         fuzz_walk(&model);
         if let Ok(s) = scan(data, kind) {

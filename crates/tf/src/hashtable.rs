@@ -523,12 +523,7 @@ mod tests {
                         let mut out = Vec::new();
                         let hit = table.row_by_id(k.parse().unwrap(), &mut out).unwrap();
                         let hit = hit.unwrap_or_else(|| panic!("{name}: key {k} not found"));
-                        let v: Vec<f32> = v
-                            .as_array()
-                            .unwrap()
-                            .iter()
-                            .map(|x| x.as_f64().unwrap() as f32)
-                            .collect();
+                        let v = crate::model::expect::f32_list(v);
                         assert_eq!(f32s(&out), v, "{name}: key {k}");
                         assert_eq!(hit.width as usize, v.len());
                         checked += 1;

@@ -21,7 +21,7 @@ fn check_dir(dir: &Path) -> (usize, usize) {
         if file.starts_with('_') || want["format"] == "safetensors" {
             continue;
         }
-        let model = opened(&dir.join(&file));
+        let model = opened(&dir.join(file));
         files += 1;
         for (name, w) in want["tensors"].as_object().unwrap() {
             if w.get("embedded").is_some() {

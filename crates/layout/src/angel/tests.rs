@@ -256,30 +256,22 @@ fn dense_round_trips() {
     round_trip_dense(mem(DType::F64, &[2, 3], le(&f64s, f64::to_le_bytes)), ",");
     round_trip_dense(mem(DType::F64, &[6], le(&f64s, f64::to_le_bytes)), "::");
     round_trip_dense(mem(DType::F32, &[], le(&[2.5f32], f32::to_le_bytes)), ",");
-    round_trip_dense(
-        mem(
-            DType::I32,
-            &[5],
-            le(&[i32::MIN, -1, 0, 1, i32::MAX], i32::to_le_bytes),
-        ),
-        ",",
+    let i32s = le(&[i32::MIN, -1, 0, 1, i32::MAX], i32::to_le_bytes);
+    let i64s = le(&[i64::MIN, -1, 0, i64::MAX], i64::to_le_bytes);
+    let (u64s, u32s) = (
+        le(&[u64::MAX, 7], u64::to_le_bytes),
+        le(&[u32::MAX, 7], u32::to_le_bytes),
     );
-    round_trip_dense(
-        mem(
-            DType::I64,
-            &[2, 2],
-            le(&[i64::MIN, -1, 0, i64::MAX], i64::to_le_bytes),
-        ),
-        ",",
+    let (i16s, u16s) = (
+        le(&[i16::MIN, 5], i16::to_le_bytes),
+        le(&[u16::MAX, 5], u16::to_le_bytes),
     );
-    round_trip_dense(
-        mem(DType::U64, &[2], le(&[u64::MAX, 7], u64::to_le_bytes)),
-        ",",
-    );
-    round_trip_dense(
-        mem(DType::U32, &[2], le(&[u32::MAX, 7], u32::to_le_bytes)),
-        ",",
-    );
+    round_trip_dense(mem(DType::I32, &[5], i32s), ",");
+    round_trip_dense(mem(DType::I64, &[2, 2], i64s), ",");
+    round_trip_dense(mem(DType::U64, &[2], u64s), ",");
+    round_trip_dense(mem(DType::U32, &[2], u32s), ",");
+    round_trip_dense(mem(DType::I16, &[2], i16s), ",");
+    round_trip_dense(mem(DType::U16, &[2], u16s), ",");
     let h: Vec<u16> = [1.0f32, -0.0, 65504.0, 6e-8, f32::INFINITY, 0.333]
         .iter()
         .map(|&x| half::f16::from_f32(x).to_bits())
@@ -293,14 +285,6 @@ fn dense_round_trips() {
     round_trip_dense(mem(DType::I8, &[3], vec![0x80, 0xff, 0x7f]), ",");
     round_trip_dense(mem(DType::U8, &[3], vec![0x80, 0xff, 0x7f]), ",");
     round_trip_dense(mem(DType::Bool, &[2], vec![1, 0]), ",");
-    round_trip_dense(
-        mem(DType::I16, &[2], le(&[i16::MIN, 5], i16::to_le_bytes)),
-        ",",
-    );
-    round_trip_dense(
-        mem(DType::U16, &[2], le(&[u16::MAX, 5], u16::to_le_bytes)),
-        ",",
-    );
     // Enough elements for several text chunks.
     let big: Vec<f32> = (0..20000).map(|i| (i as f32).sin() * 1e-3).collect();
     round_trip_dense(

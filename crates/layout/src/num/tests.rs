@@ -1,24 +1,22 @@
 use super::*;
 
-fn py64(x: f64) -> String {
+/// What `write` appends to an empty buffer, as text.
+fn written(write: impl FnOnce(&mut Vec<u8>)) -> String {
     let mut v = Vec::new();
-    write_f64_py(x, &mut v);
+    write(&mut v);
     String::from_utf8(v).unwrap()
+}
+fn py64(x: f64) -> String {
+    written(|v| write_f64_py(x, v))
 }
 fn py32(x: f32) -> String {
-    let mut v = Vec::new();
-    write_f32_py(x, &mut v);
-    String::from_utf8(v).unwrap()
+    written(|v| write_f32_py(x, v))
 }
 fn j32(x: f32) -> String {
-    let mut v = Vec::new();
-    write_f32_java(x, &mut v);
-    String::from_utf8(v).unwrap()
+    written(|v| write_f32_java(x, v))
 }
 fn j64(x: f64) -> String {
-    let mut v = Vec::new();
-    write_f64_java(x, &mut v);
-    String::from_utf8(v).unwrap()
+    written(|v| write_f64_java(x, v))
 }
 
 #[test]
