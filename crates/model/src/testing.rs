@@ -214,10 +214,6 @@ impl Tensor for MemTensor {
         }
     }
 
-    fn as_checksummed(&self) -> Option<&dyn Checksummed> {
-        Some(self)
-    }
-
     fn partition(&self, i: usize) -> Result<Arc<dyn Tensor>, ModelError> {
         self.parts
             .get(i)
@@ -225,13 +221,7 @@ impl Tensor for MemTensor {
             .ok_or_else(|| ModelError::NotFound(format!("partition {i}")))
     }
 
-    fn as_strings(&self) -> Option<&dyn Strings> {
-        Some(self)
-    }
-
-    fn as_sparse(&self) -> Option<&dyn Sparse> {
-        Some(self)
-    }
+    crate::capabilities!(Strings, Sparse, Checksummed);
 }
 
 impl Checksummed for MemTensor {
@@ -407,17 +397,7 @@ impl Tensor for CountingTensor {
         Ok(CountingTensor::wrap(self.inner.partition(i)?, &self.reads))
     }
 
-    fn as_strings(&self) -> Option<&dyn Strings> {
-        Some(self)
-    }
-
-    fn as_sparse(&self) -> Option<&dyn Sparse> {
-        Some(self)
-    }
-
-    fn as_checksummed(&self) -> Option<&dyn Checksummed> {
-        Some(self)
-    }
+    crate::capabilities!(Strings, Sparse, Checksummed);
 }
 
 impl Strings for CountingTensor {

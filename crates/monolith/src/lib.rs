@@ -202,9 +202,7 @@ impl Tensor for Unreadable {
         Err(self.fail())
     }
 
-    fn as_keyed(&self) -> Option<&dyn Keyed> {
-        Some(self)
-    }
+    crate::model::capabilities!(Keyed);
 }
 
 impl Keyed for Unreadable {

@@ -471,9 +471,7 @@ impl Tensor for MonolithTable {
         self.identity.clone()
     }
 
-    fn as_keyed(&self) -> Option<&dyn Keyed> {
-        Some(self)
-    }
+    crate::model::capabilities!(Keyed);
 }
 
 impl Keyed for MonolithTable {

@@ -343,13 +343,7 @@ impl Tensor for HashTable {
         ids.map(|v| v.join("|"))
     }
 
-    fn as_keyed(&self) -> Option<&dyn Keyed> {
-        Some(self)
-    }
-
-    fn as_checksummed(&self) -> Option<&dyn Checksummed> {
-        Some(self)
-    }
+    crate::model::capabilities!(Keyed, Checksummed);
 }
 
 impl Keyed for HashTable {

@@ -226,9 +226,7 @@ impl Tensor for LazySlice {
         None
     }
 
-    fn as_strings(&self) -> Option<&dyn Strings> {
-        Some(self)
-    }
+    crate::model::capabilities!(Strings);
 }
 
 impl Strings for LazySlice {

@@ -38,7 +38,7 @@ use super::region::Region;
 use super::stream::{Located, Parts, Segments};
 use crate::model::{
     default_key_kind as model_key_kind, fill_dense_by_range, DType, KeyKind, Keyed, ModelError,
-    PartitionMeta, Sparse, SparseRows, Tensor, TensorMeta,
+    PartitionMeta, SparseRows, Tensor, TensorMeta,
 };
 use crate::source::{identity_string, Memo, ReadAt};
 use crate::store::Store;
@@ -565,13 +565,7 @@ impl Tensor for AngelMatrix {
         }))
     }
 
-    fn as_sparse(&self) -> Option<&dyn Sparse> {
-        Some(self)
-    }
-
-    fn as_keyed(&self) -> Option<&dyn Keyed> {
-        Some(self)
-    }
+    crate::model::capabilities!(Sparse, Keyed);
 }
 
 impl Keyed for AngelMatrix {

@@ -6,7 +6,7 @@ use std::sync::{Arc, OnceLock};
 use super::super::stream::Segments;
 use super::ranged::{shape_of, Ranged};
 use super::{matrix_error, Inner, MatrixFault};
-use crate::model::{fill_dense_by_range, ModelError, Sparse, SparseRows, Tensor, TensorMeta};
+use crate::model::{fill_dense_by_range, ModelError, SparseRows, Tensor, TensorMeta};
 use crate::source::ReadCtx;
 
 /// Partition `index` of a matrix (coordinates: see the module comment).
@@ -63,9 +63,7 @@ impl Tensor for AngelPartition {
         self.identity.clone()
     }
 
-    fn as_sparse(&self) -> Option<&dyn Sparse> {
-        Some(self)
-    }
+    crate::model::capabilities!(Sparse);
 }
 
 impl Ranged for AngelPartition {

@@ -407,9 +407,7 @@ impl Tensor for PartitionedTensor {
         }
     }
 
-    fn as_strings(&self) -> Option<&dyn Strings> {
-        Some(self)
-    }
+    crate::model::capabilities!(Strings);
 }
 
 impl Strings for PartitionedTensor {

@@ -340,13 +340,7 @@ impl Tensor for TfTensor {
         })())
     }
 
-    fn as_strings(&self) -> Option<&dyn Strings> {
-        Some(self)
-    }
-
-    fn as_checksummed(&self) -> Option<&dyn Checksummed> {
-        Some(self)
-    }
+    crate::model::capabilities!(Strings, Checksummed);
 }
 
 impl Strings for TfTensor {

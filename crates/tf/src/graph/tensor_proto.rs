@@ -303,9 +303,7 @@ impl Tensor for ProtoTensor {
         ))
     }
 
-    fn as_strings(&self) -> Option<&dyn Strings> {
-        Some(self)
-    }
+    crate::model::capabilities!(Strings);
 }
 
 impl Strings for ProtoTensor {
