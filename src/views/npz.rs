@@ -194,15 +194,7 @@ impl Make for LocalHeader {
         let crc = self.archive.crc(self.i, req)?;
         let mut h = Vec::with_capacity(m.local_header_len() as usize);
         le32(&mut h, 0x0403_4b50);
-        le16(&mut h, if m.zip64() { 45 } else { 20 });
-        le16(&mut h, m.flags());
-        le16(&mut h, 0); // stored
-        le16(&mut h, 0);
-        le16(&mut h, DOS_DATE);
-        le32(&mut h, crc);
-        le32(&mut h, field32(m.size));
-        le32(&mut h, field32(m.size));
-        le16(&mut h, m.name.len() as u16);
+        described(&mut h, m, crc, if m.zip64() { 45 } else { 20 });
         le16(&mut h, if m.zip64() { 20 } else { 0 });
         h.extend_from_slice(&m.name);
         if m.zip64() {
@@ -213,6 +205,20 @@ impl Make for LocalHeader {
         }
         Ok(h)
     }
+}
+
+/// The fields a local header and a central directory entry share, from "version needed" to
+/// the name's length (§4.3.7, §4.3.12): a stored member, dated `DOS_DATE`.
+fn described(out: &mut Vec<u8>, m: &Member, crc: u32, version_needed: u16) {
+    le16(out, version_needed);
+    le16(out, m.flags());
+    le16(out, 0); // stored
+    le16(out, 0); // time
+    le16(out, DOS_DATE);
+    le32(out, crc);
+    le32(out, field32(m.size));
+    le32(out, field32(m.size));
+    le16(out, m.name.len() as u16);
 }
 
 /// The central directory and its end records (§4.3.12–16).
@@ -270,15 +276,7 @@ impl Make for Central {
             let extra = central_extra(m);
             le32(&mut out, 0x0201_4b50);
             le16(&mut out, 45); // made by: MS-DOS attributes, spec 4.5
-            le16(&mut out, if extra.is_empty() { 20 } else { 45 });
-            le16(&mut out, m.flags());
-            le16(&mut out, 0);
-            le16(&mut out, 0);
-            le16(&mut out, DOS_DATE);
-            le32(&mut out, crc);
-            le32(&mut out, field32(m.size));
-            le32(&mut out, field32(m.size));
-            le16(&mut out, m.name.len() as u16);
+            described(&mut out, m, crc, if extra.is_empty() { 20 } else { 45 });
             le16(&mut out, extra.len() as u16);
             le16(&mut out, 0); // comment
             le16(&mut out, 0); // disk

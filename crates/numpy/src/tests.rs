@@ -2,7 +2,7 @@
 //! (fixtures/numpy/expected.json).
 
 use super::*;
-use crate::model::expect::elements_as;
+use crate::model::expect::{elements_as, expected};
 use crate::model::DirEntry;
 use crate::source::ReadCtx;
 use crate::testing::fixtures_dir;
@@ -13,16 +13,12 @@ fn opened(name: &str) -> Arc<dyn Model> {
     open(&path, &ReaderOptions::default()).unwrap()
 }
 
-fn expected() -> serde_json::Value {
-    crate::model::expect::expected("numpy")
-}
-
 use crate::model::key_path as path;
 
 /// Every array reads back as numpy reads it: C order, little-endian, element for element.
 fn check(file: &str) -> usize {
     let m = opened(file);
-    let exp = expected();
+    let exp = expected("numpy");
     let mut n = 0;
     for (key, want) in exp[file].as_object().unwrap() {
         let t = m.tensor(&path(key)).unwrap();

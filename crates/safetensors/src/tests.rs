@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use super::*;
-use crate::model::expect::{elements_as, shape};
+use crate::model::expect::{elements_as, expected, shape};
 use crate::model::DirEntry;
 use crate::testing::fixtures_dir;
 
@@ -17,14 +17,10 @@ fn opened(path: &Path) -> Arc<dyn Model> {
     m.expect("a safetensors source")
 }
 
-fn expected() -> serde_json::Value {
-    crate::model::expect::expected("safetensors")
-}
-
 /// Every tensor the writer wrote reads back as the writer reads it: the same shape, and the
 /// same bytes for every dtype modelfs decodes (the others are listed with a problem).
 fn check(model: &dyn Model, files: &[&str]) -> usize {
-    let exp = expected();
+    let exp = expected("safetensors");
     let mut checked = 0;
     for f in files {
         for (key, want) in exp[f].as_object().unwrap() {

@@ -217,12 +217,7 @@ fn opening_reads_footer_index_and_header_block() {
 /// moment) leaves no lasting mark: `by-name/` appears once the store is back.
 #[test]
 fn a_transient_fault_on_the_object_graph_is_not_remembered() {
-    use crate::testing::FlakyStorage;
-    let flaky = Arc::new(FlakyStorage::new(crate::source::local()));
-    let opts = crate::model::ReaderOptions {
-        storage: flaky.clone(),
-        ..Default::default()
-    };
+    let (flaky, opts) = flaky_local();
     let dir = crate::testing::fixtures_dir().join("tf/object_tf2");
     let model = crate::detect::open(&dir.join("obj"), &opts)
         .unwrap()
@@ -242,12 +237,7 @@ fn a_transient_fault_on_the_object_graph_is_not_remembered() {
 /// The same for a graph's scan (constants and signatures of a SavedModel).
 #[test]
 fn a_transient_fault_on_a_graph_scan_is_not_remembered() {
-    use crate::testing::FlakyStorage;
-    let flaky = Arc::new(FlakyStorage::new(crate::source::local()));
-    let opts = crate::model::ReaderOptions {
-        storage: flaky.clone(),
-        ..Default::default()
-    };
+    let (flaky, opts) = flaky_local();
     let dir = crate::testing::fixtures_dir().join("tf/graphs/tf1/frozen/frozen.pb");
     let model = crate::detect::open(&dir, &opts).unwrap().unwrap();
     flaky.down.store(true, std::sync::atomic::Ordering::SeqCst);
@@ -285,4 +275,20 @@ fn rows_of_partitioned_variables_cross_their_slices() {
         }
         assert!(t.row_by_id(rows as i64, &mut Vec::new()).unwrap().is_none());
     }
+}
+
+/// Local files through a storage that can be taken down, and reader options reading them.
+fn flaky_local() -> (
+    Arc<crate::testing::FlakyStorage>,
+    crate::model::ReaderOptions,
+) {
+    let flaky = Arc::new(crate::testing::FlakyStorage::new(crate::source::local()));
+    let storage = flaky.clone();
+    (
+        flaky,
+        crate::model::ReaderOptions {
+            storage,
+            ..Default::default()
+        },
+    )
 }

@@ -43,22 +43,23 @@ fn check_dir(dir: &Path) -> (usize, usize) {
     (files, tensors)
 }
 
-#[test]
-fn every_form_torch_writes_reads_as_torch_reads_it() {
-    let (files, tensors) = check_dir(&fixtures_dir().join("torch/more"));
+/// `check_dir`, which must have compared at least `files` files and `tensors` tensors.
+fn check_dir_has(dir: &Path, files: usize, tensors: usize) {
+    let got = check_dir(dir);
     assert!(
-        files >= 7 && tensors >= 70,
-        "{files} files, {tensors} tensors"
+        got.0 >= files && got.1 >= tensors,
+        "{got:?} (files, tensors)"
     );
 }
 
 #[test]
+fn every_form_torch_writes_reads_as_torch_reads_it() {
+    check_dir_has(&fixtures_dir().join("torch/more"), 7, 70);
+}
+
+#[test]
 fn files_of_other_projects_read_as_torch_reads_them() {
-    let (files, tensors) = check_dir(&fixtures_dir().join("real/torch"));
-    assert!(
-        files >= 19 && tensors >= 900,
-        "{files} files, {tensors} tensors"
-    );
+    check_dir_has(&fixtures_dir().join("real/torch"), 19, 900);
 }
 
 /// The legacy fuzz target's prefix is three pickles as torch writes them: a real file's

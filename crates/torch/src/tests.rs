@@ -4,7 +4,7 @@
 use std::io::Write;
 
 use super::*;
-use crate::model::expect::{hex, shape};
+use crate::model::expect::{expected, hex, shape};
 use crate::model::{own_component, DirEntry, Tensor};
 use crate::source::{MemSource, ReadCtx, ReadExt};
 use crate::testing::fixtures_dir;
@@ -18,15 +18,11 @@ fn opened(path: &Path) -> Arc<dyn Model> {
     m.expect("a PyTorch source")
 }
 
-fn expected() -> serde_json::Value {
-    crate::model::expect::expected("torch")
-}
-
 use crate::model::key_path as key;
 
 /// Every tensor of `file` reads back as torch reads it; returns how many were compared.
 fn check(model: &dyn Model, file: &str) -> usize {
-    let exp = expected();
+    let exp = expected("torch");
     let want_all = exp[file]["tensors"].as_object().unwrap();
     assert!(!want_all.is_empty(), "{file}");
     let mut checked = 0;
@@ -107,7 +103,7 @@ fn views_and_shared_storages_read_as_torch_shows_them() {
 fn a_checkpoint_nests_its_dicts_and_keeps_its_values() {
     let m = opened(&dir().join("checkpoint.pt"));
     assert_eq!(check(&*m, "checkpoint.pt"), 18);
-    let exp = expected();
+    let exp = expected("torch");
     for (d, want) in exp["checkpoint.pt"]["values"].as_object().unwrap() {
         assert_eq!(&values(&*m, d)["values"], want, "{d}");
     }
@@ -143,7 +139,7 @@ fn shards_are_one_tree() {
 /// problem, the file's tensor reads, and the command's file never appears.
 #[test]
 fn hostile_pickles_run_nothing() {
-    let exp = expected();
+    let exp = expected("torch");
     let marker = Path::new(exp["_marker"].as_str().unwrap());
     let _ = std::fs::remove_file(marker);
     for (f, callee) in [("hostile_system.pt", "system"), ("hostile_eval.pt", "eval")] {
