@@ -208,27 +208,13 @@ fn strings_in_text_layouts_only() {
 fn all_dtype_tensors() -> Vec<MemTensor> {
     use DType::*;
     let mut v = Vec::new();
-    for dt in [
-        F16,
-        BF16,
-        F32,
-        F64,
-        I8,
-        I16,
-        I32,
-        I64,
-        U8,
-        U16,
-        U32,
-        U64,
-        Bool,
-        C64,
-        C128,
-        QInt8,
-        QUInt16,
-        Int4,
-        Float8(24),
-    ] {
+    let numeric = [
+        F16, BF16, F32, F64, I8, I16, I32, I64, U8, U16, U32, U64, Bool, C64, C128,
+    ];
+    for dt in numeric
+        .into_iter()
+        .chain([QInt8, QUInt16, Int4, Float8(24)])
+    {
         let es = dt.elem_size().unwrap();
         for shape in [
             vec![],

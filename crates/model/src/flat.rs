@@ -99,23 +99,33 @@ impl Flat {
     }
 }
 
+/// Appends the children of `dir` among `paths` (tensors, and directories holding some) to `out`,
+/// once for each path below it: the caller sorts and dedups.
+pub(crate) fn children<V>(
+    paths: &BTreeMap<Vec<Vec<u8>>, V>,
+    dir: &[Vec<u8>],
+    out: &mut Vec<DirEntry>,
+) {
+    // Paths under `dir` are one range of the map: it is ordered component by component.
+    for k in paths.range(dir.to_vec()..).map(|(k, _)| k) {
+        if !k.starts_with(dir) {
+            break;
+        }
+        if k.len() == dir.len() {
+            continue;
+        }
+        let name = k[dir.len()].clone();
+        out.push(match k.len() == dir.len() + 1 {
+            true => DirEntry::Tensor(name),
+            false => DirEntry::Dir(name),
+        });
+    }
+}
+
 impl Model for Flat {
     fn list_dir(&self, dir: &[Vec<u8>]) -> Result<Vec<DirEntry>, ModelError> {
         let mut out = Vec::new();
-        // Paths under `dir` are one range of the map: it is ordered component by component.
-        for k in self.tensors.range(dir.to_vec()..).map(|(k, _)| k) {
-            if !k.starts_with(dir) {
-                break;
-            }
-            if k.len() == dir.len() {
-                continue;
-            }
-            let name = k[dir.len()].clone();
-            out.push(match k.len() == dir.len() + 1 {
-                true => DirEntry::Tensor(name),
-                false => DirEntry::Dir(name),
-            });
-        }
+        children(&self.tensors, dir, &mut out);
         if let Some(docs) = self.documents.get(dir) {
             out.extend(docs.iter().map(|(n, _)| DirEntry::Document(n.clone())));
         }

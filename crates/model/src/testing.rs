@@ -289,18 +289,8 @@ impl MemModel {
 impl Model for MemModel {
     fn list_dir(&self, dir: &[Vec<u8>]) -> Result<Vec<DirEntry>, ModelError> {
         let mut out = Vec::new();
-        let mut found = dir.is_empty();
-        for k in self.tensors.keys() {
-            if k.len() > dir.len() && k.starts_with(dir) {
-                found = true;
-                let name = k[dir.len()].clone();
-                out.push(if k.len() == dir.len() + 1 {
-                    DirEntry::Tensor(name)
-                } else {
-                    DirEntry::Dir(name)
-                });
-            }
-        }
+        crate::flat::children(&self.tensors, dir, &mut out);
+        let found = dir.is_empty() || !out.is_empty();
         for (d, name, target) in &self.symlinks {
             if d.as_slice() == dir {
                 out.push(DirEntry::Symlink {

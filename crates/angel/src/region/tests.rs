@@ -111,19 +111,15 @@ fn check(format: &str, row_type: i64, n: u64, data: Vec<u8>, columns: bool) {
     }
     let mut got = Entries::default();
     assert!(r
-        .rows(
-            ReadCtx::none(),
-            &file,
-            n,
-            1,
-            RowRun {
-                row: 0,
-                first_col: 0
-            },
-            &mut got
-        )
+        .rows(ReadCtx::none(), &file, n, 1, AT_ROW_0, &mut got)
         .is_err());
 }
+
+/// Records that start row 0 at its column 0.
+const AT_ROW_0: RowRun = RowRun {
+    row: 0,
+    first_col: 0,
+};
 
 #[test]
 fn text_rows_across_strides() {
@@ -180,11 +176,8 @@ fn miscounted_text_is_refused() {
     let inp = first_part(&m, &file);
     let r = Region::locate(&inp, None).unwrap();
     let mut got = Entries::default();
-    let run = RowRun {
-        row: 0,
-        first_col: 0,
-    };
-    r.rows(ReadCtx::none(), &file, 0, 2, run, &mut got).unwrap();
+    r.rows(ReadCtx::none(), &file, 0, 2, AT_ROW_0, &mut got)
+        .unwrap();
     assert_eq!(got.cols, [0, 10]);
     assert_eq!(
         got.values,
@@ -200,12 +193,10 @@ fn miscounted_text_is_refused() {
         let inp = first_part(&m, &file);
         let r = Region::locate(&inp, None).unwrap();
         let mut got = Entries::default();
-        let run = RowRun {
-            row: 0,
-            first_col: 0,
-        };
         // (The first piece scanned holds the whole partition: even line 0 fails.)
-        assert!(r.rows(ReadCtx::none(), &file, 1, 1, run, &mut got).is_err());
+        assert!(r
+            .rows(ReadCtx::none(), &file, 1, 1, AT_ROW_0, &mut got)
+            .is_err());
         assert!(
             r.check_all(&file).is_err(),
             "{:?}",
