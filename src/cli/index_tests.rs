@@ -10,7 +10,7 @@ use super::index::index_tree;
 use crate::fs::{layout_ctx, Tree, TreeConfig};
 use crate::layout::LayoutCtx;
 use crate::options::Options;
-use crate::source::{ReadCtx, ReadExt};
+use crate::source::ReadCtx;
 use crate::tf::bundle::testutil::BundleBuilder;
 
 fn opts(cache: &Path, layouts: &str) -> Options {
@@ -63,13 +63,7 @@ fn write_checkpoint(dir: &Path, seed: f32) -> PathBuf {
         &full,
         &[vec![Some((0, 2)), None], vec![Some((2, 2)), None]],
     );
-    let (index, files) = b.finish();
-    std::fs::write(dir.join("ckpt.index"), index).unwrap();
-    for (name, f) in files {
-        let bytes = f.read_vec(0, f.size() as usize).unwrap();
-        std::fs::write(dir.join(name), bytes).unwrap();
-    }
-    dir.join("ckpt")
+    b.write_to(dir).unwrap()
 }
 
 /// Moves a file's mtime (a rewrite within one timestamp tick must still look changed).
@@ -225,13 +219,8 @@ fn large_tensor_checksum_verdict_persists_until_the_file_changes() {
     let mut b = BundleBuilder::new("ckpt");
     let vals: Vec<f32> = (0..n).map(|i| (i % 1000) as f32).collect();
     b.add_f32(b"big", &[n as u64], &vals);
-    let (index, files) = b.finish();
-    std::fs::write(dir.path().join("ckpt.index"), index).unwrap();
+    let prefix = b.write_to(dir.path()).unwrap();
     let data = dir.path().join("ckpt.data-00000-of-00001");
-    for (_, f) in files {
-        std::fs::write(&data, f.read_vec(0, f.size() as usize).unwrap()).unwrap();
-    }
-    let prefix = dir.path().join("ckpt");
     let o = opts(&cache, "json,bin");
     let name = prefix.to_string_lossy();
     let model = crate::detect::model_at(&prefix, &o.reader_for(&name)).unwrap();

@@ -130,12 +130,9 @@ fn a_tensor_failing_its_checksum_keeps_the_file_in_the_daemons_hands() {
     b.add_f32(b"small", &[4], &[1.0, 2.0, 3.0, 4.0]);
     let big: Vec<f32> = (0..50_000).map(|i| i as f32 * 0.5).collect();
     b.add_f32(b"w", &[500, 100], &big);
-    let (index, files) = b.finish();
-    std::fs::write(tmp.path().join("ckpt.index"), index).unwrap();
-    let (name, f) = files.into_iter().next().unwrap();
-    let good = f.read_vec(0, f.size() as usize).unwrap();
-    let data = tmp.path().join(name);
-    std::fs::write(&data, &good).unwrap();
+    b.write_to(tmp.path()).unwrap();
+    let data = tmp.path().join("ckpt.data-00000-of-00001");
+    let good = std::fs::read(&data).unwrap();
     let tree = tree_of(tmp.path());
     tree.allow_passthrough();
     assert_eq!(opens(&tree, DATA).0, OpenMode::Passed);

@@ -443,7 +443,7 @@ mod tests {
     use super::*;
     use crate::layout::cache::ChunkCache;
     use crate::model::{DType, TensorMeta};
-    use crate::source::{ReadCtx, ReadExt};
+    use crate::source::ReadCtx;
 
     /// 5 × 10^9 zero bytes (a member past every 32-bit field), read without memory.
     struct Zeros(TensorMeta);
@@ -513,17 +513,16 @@ mod tests {
             // Several runs of `SUM_RUN` bytes.
             let w: Vec<f32> = (0..700_000).map(|i| i as f32 * 0.5).collect();
             b.add_f32(b"w", &[7000, 100], &w);
-            let (index, files) = b.finish();
-            std::fs::write(tmp.path().join("ckpt.index"), index).unwrap();
-            let (name, f) = files.into_iter().next().unwrap();
-            let mut data = f.read_vec(0, f.size() as usize).unwrap();
+            let prefix = b.write_to(tmp.path()).unwrap();
             if corrupt {
-                let at = data.len() - 1000; // in `w`, stored after `small`
-                data[at] ^= 1;
+                let data = tmp.path().join("ckpt.data-00000-of-00001");
+                let mut bytes = std::fs::read(&data).unwrap();
+                let at = bytes.len() - 1000; // in `w`, stored after `small`
+                bytes[at] ^= 1;
+                std::fs::write(&data, &bytes).unwrap();
             }
-            std::fs::write(tmp.path().join(name), &data).unwrap();
             let opts = crate::model::ReaderOptions::default();
-            let model = crate::detect::model_at(&tmp.path().join("ckpt"), &opts).unwrap();
+            let model = crate::detect::model_at(&prefix, &opts).unwrap();
             let tensors: Vec<Arc<dyn Tensor>> = [&b"small"[..], b"w"]
                 .iter()
                 .map(|k| model.tensor(&[k.to_vec()]).unwrap())
