@@ -63,7 +63,7 @@ fn write_checkpoint(dir: &Path, seed: f32) -> PathBuf {
         &full,
         &[vec![Some((0, 2)), None], vec![Some((2, 2)), None]],
     );
-    b.write_to(dir).unwrap()
+    b.write_to_dir(dir).unwrap()
 }
 
 /// Moves a file's mtime (a rewrite within one timestamp tick must still look changed).
@@ -219,7 +219,7 @@ fn large_tensor_checksum_verdict_persists_until_the_file_changes() {
     let mut b = BundleBuilder::new("ckpt");
     let vals: Vec<f32> = (0..n).map(|i| (i % 1000) as f32).collect();
     b.add_f32(b"big", &[n as u64], &vals);
-    let prefix = b.write_to(dir.path()).unwrap();
+    let prefix = b.write_to_dir(dir.path()).unwrap();
     let data = dir.path().join("ckpt.data-00000-of-00001");
     let o = opts(&cache, "json,bin");
     let name = prefix.to_string_lossy();

@@ -130,7 +130,7 @@ fn a_tensor_failing_its_checksum_keeps_the_file_in_the_daemons_hands() {
     b.add_f32(b"small", &[4], &[1.0, 2.0, 3.0, 4.0]);
     let big: Vec<f32> = (0..50_000).map(|i| i as f32 * 0.5).collect();
     b.add_f32(b"w", &[500, 100], &big);
-    b.write_to(tmp.path()).unwrap();
+    b.write_to_dir(tmp.path()).unwrap();
     let data = tmp.path().join("ckpt.data-00000-of-00001");
     let good = std::fs::read(&data).unwrap();
     let tree = tree_of(tmp.path());

@@ -513,7 +513,7 @@ mod tests {
             // Several runs of `SUM_RUN` bytes.
             let w: Vec<f32> = (0..700_000).map(|i| i as f32 * 0.5).collect();
             b.add_f32(b"w", &[7000, 100], &w);
-            let prefix = b.write_to(tmp.path()).unwrap();
+            let prefix = b.write_to_dir(tmp.path()).unwrap();
             if corrupt {
                 let data = tmp.path().join("ckpt.data-00000-of-00001");
                 let mut bytes = std::fs::read(&data).unwrap();

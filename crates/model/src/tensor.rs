@@ -186,32 +186,14 @@ pub trait Sparse: Tensor {
 }
 
 /// The capability accessors of a `Tensor` impl whose type implements them: inside
-/// `impl Tensor for T`, `capabilities!(Sparse, Keyed);` says `as_sparse` and `as_keyed` are
-/// `Some(self)` (any of `Strings`, `Sparse`, `Keyed`, `Checksummed`).
+/// `impl Tensor for T`, `capabilities!(as_sparse: Sparse, as_keyed: Keyed);` says `as_sparse`
+/// and `as_keyed` are `Some(self)` (any of `Strings`, `Sparse`, `Keyed`, `Checksummed`).
 #[macro_export]
 macro_rules! capabilities {
-    ($($cap:ident),+ $(,)?) => {
-        $($crate::capabilities!(@one $cap);)+
-    };
-    (@one Strings) => {
-        fn as_strings(&self) -> Option<&dyn $crate::Strings> {
+    ($($method:ident: $cap:ident),+ $(,)?) => {
+        $(fn $method(&self) -> Option<&dyn $crate::$cap> {
             Some(self)
-        }
-    };
-    (@one Sparse) => {
-        fn as_sparse(&self) -> Option<&dyn $crate::Sparse> {
-            Some(self)
-        }
-    };
-    (@one Keyed) => {
-        fn as_keyed(&self) -> Option<&dyn $crate::Keyed> {
-            Some(self)
-        }
-    };
-    (@one Checksummed) => {
-        fn as_checksummed(&self) -> Option<&dyn $crate::Checksummed> {
-            Some(self)
-        }
+        })+
     };
 }
 

@@ -221,7 +221,7 @@ impl Tensor for MemTensor {
             .ok_or_else(|| ModelError::NotFound(format!("partition {i}")))
     }
 
-    crate::capabilities!(Strings, Sparse, Checksummed);
+    crate::capabilities!(as_strings: Strings, as_sparse: Sparse, as_checksummed: Checksummed);
 }
 
 impl Checksummed for MemTensor {
@@ -387,7 +387,7 @@ impl Tensor for CountingTensor {
         Ok(CountingTensor::wrap(self.inner.partition(i)?, &self.reads))
     }
 
-    crate::capabilities!(Strings, Sparse, Checksummed);
+    crate::capabilities!(as_strings: Strings, as_sparse: Sparse, as_checksummed: Checksummed);
 }
 
 impl Strings for CountingTensor {

@@ -202,7 +202,7 @@ impl Tensor for Unreadable {
         Err(self.fail())
     }
 
-    crate::model::capabilities!(Keyed);
+    crate::model::capabilities!(as_keyed: Keyed);
 }
 
 impl Keyed for Unreadable {

@@ -471,7 +471,7 @@ impl Tensor for MonolithTable {
         self.identity.clone()
     }
 
-    crate::model::capabilities!(Keyed);
+    crate::model::capabilities!(as_keyed: Keyed);
 }
 
 impl Keyed for MonolithTable {

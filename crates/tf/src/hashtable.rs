@@ -343,7 +343,7 @@ impl Tensor for HashTable {
         ids.map(|v| v.join("|"))
     }
 
-    crate::model::capabilities!(Keyed, Checksummed);
+    crate::model::capabilities!(as_keyed: Keyed, as_checksummed: Checksummed);
 }
 
 impl Keyed for HashTable {

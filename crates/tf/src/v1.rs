@@ -226,7 +226,7 @@ impl Tensor for LazySlice {
         None
     }
 
-    crate::model::capabilities!(Strings);
+    crate::model::capabilities!(as_strings: Strings);
 }
 
 impl Strings for LazySlice {

@@ -261,19 +261,6 @@ impl BundleBuilder {
         (t.finish(), files)
     }
 
-    /// Writes the checkpoint into `dir` (`<prefix>.index` and its data files); returns the
-    /// prefix's path, what TensorFlow opens.
-    pub fn write_to(self, dir: &std::path::Path) -> std::io::Result<std::path::PathBuf> {
-        let prefix = dir.join(&self.prefix);
-        let index_path = dir.join(format!("{}.index", self.prefix));
-        let (index, data) = self.finish_bytes();
-        std::fs::write(index_path, index)?;
-        for (name, bytes) in data {
-            std::fs::write(dir.join(name), bytes)?;
-        }
-        Ok(prefix)
-    }
-
     /// (index bytes, shard files by base name).
     pub fn finish(self) -> (Vec<u8>, HashMap<String, Arc<dyn ReadAt>>) {
         let (index, data) = self.finish_bytes();

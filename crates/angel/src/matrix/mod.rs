@@ -565,7 +565,7 @@ impl Tensor for AngelMatrix {
         }))
     }
 
-    crate::model::capabilities!(Sparse, Keyed);
+    crate::model::capabilities!(as_sparse: Sparse, as_keyed: Keyed);
 }
 
 impl Keyed for AngelMatrix {

@@ -63,7 +63,7 @@ impl Tensor for AngelPartition {
         self.identity.clone()
     }
 
-    crate::model::capabilities!(Sparse);
+    crate::model::capabilities!(as_sparse: Sparse);
 }
 
 impl Ranged for AngelPartition {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use super::*;
 use crate::angel_reader::{self as angel, MatrixMeta, PartInput, PartMeta, RowType};
 use crate::cache::ChunkCache;
-use crate::model::{DType, SparseRows, Tensor};
+use crate::model::{DType, ModelResult, SparseRows, Tensor};
 use crate::source::{MemSource, ReadCtx};
 use crate::testing::MemTensor;
 
@@ -433,12 +433,7 @@ impl Tensor for Counting {
     fn meta(&self) -> &crate::model::TensorMeta {
         self.0.meta()
     }
-    fn fill_elements(
-        &self,
-        ctx: &ReadCtx,
-        first: u64,
-        out: &mut [u8],
-    ) -> Result<(), crate::model::ModelError> {
+    fn fill_elements(&self, ctx: &ReadCtx, first: u64, out: &mut [u8]) -> ModelResult {
         let n = out.len() as u64 / self.0.meta().dtype.elem_size().unwrap() as u64;
         self.1.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
         self.0.read_elements(ctx, first, out)

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use super::crew::WINDOW_PER_THREAD;
 use super::*;
 use crate::cache::ChunkCache;
-use crate::model::Tensor;
+use crate::model::{ModelResult, Tensor};
 use crate::source::ReadCtx;
 use crate::testing::MemTensor;
 use crate::{FileContent, LayoutError, Patient, Requester};
@@ -100,13 +100,8 @@ impl Tensor for Stable {
     fn meta(&self) -> &crate::model::TensorMeta {
         self.0.meta()
     }
-    fn fill_elements(
-        &self,
-        ctx: &ReadCtx,
-        f: u64,
-        o: &mut [u8],
-    ) -> Result<(), crate::model::ModelError> {
-        crate::model::read_elements(&self.0, ctx, f, o)
+    fn fill_elements(&self, ctx: &ReadCtx, first: u64, out: &mut [u8]) -> ModelResult {
+        crate::model::read_elements(&self.0, ctx, first, out)
     }
     fn cache_identity(&self) -> Option<String> {
         Some("file:1:2:3/key".into())

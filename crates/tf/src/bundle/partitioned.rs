@@ -407,7 +407,7 @@ impl Tensor for PartitionedTensor {
         }
     }
 
-    crate::model::capabilities!(Strings);
+    crate::model::capabilities!(as_strings: Strings);
 }
 
 impl Strings for PartitionedTensor {

@@ -340,7 +340,7 @@ impl Tensor for TfTensor {
         })())
     }
 
-    crate::model::capabilities!(Strings, Checksummed);
+    crate::model::capabilities!(as_strings: Strings, as_checksummed: Checksummed);
 }
 
 impl Strings for TfTensor {

@@ -303,7 +303,7 @@ impl Tensor for ProtoTensor {
         ))
     }
 
-    crate::model::capabilities!(Strings);
+    crate::model::capabilities!(as_strings: Strings);
 }
 
 impl Strings for ProtoTensor {
