@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
-use super::push::{Pusher, Sink};
+use super::push::{Follow, Pusher, Sink};
 use crate::layout::held::Whole;
 use crate::layout::FileContent;
 use crate::source::cursor::Cursor;
@@ -54,6 +54,12 @@ fn pusher(ahead: u64) -> (Pusher, Arc<Recorder>) {
 }
 
 /// Waits until `n` bytes were stored and nothing more comes for a moment.
+/// What an open file of `INO` holds for the pusher: its liveness token, its read-ahead
+/// cursor, and its follower.
+fn open_file(p: &Pusher) -> (Arc<()>, Arc<Cursor>, Follow) {
+    (Arc::new(()), Arc::new(Cursor::default()), p.follower(INO))
+}
+
 fn settle(p: &Pusher, n: u64) {
     let t = Instant::now();
     while p.stored() < n && t.elapsed() < Duration::from_secs(10) {
@@ -88,9 +94,7 @@ fn check_stores(rec: &Recorder, bytes: &Bytes) {
 fn a_sequential_reader_gets_a_window_ahead_and_no_byte_twice() {
     let (bytes, c) = content(64 * MIB as usize);
     let (p, rec) = pusher(1 << 30);
-    let live = Arc::new(());
-    let cursor = Arc::new(Cursor::default());
-    let follow = p.follower(INO);
+    let (live, cursor, follow) = open_file(&p);
     for i in 0..8u64 {
         let at = i * 128 * 1024;
         p.follow(
@@ -115,9 +119,7 @@ fn a_reader_that_jumps_about_gets_the_whole_file_once() {
     let (bytes, c) = content(16 * MIB as usize + 1000);
     let size = bytes.len() as u64;
     let (p, rec) = pusher(1 << 30);
-    let live = Arc::new(());
-    let cursor = Arc::new(Cursor::default());
-    let follow = p.follower(INO);
+    let (live, cursor, follow) = open_file(&p);
     for at in [9 * MIB, MIB, 14 * MIB, 5 * MIB, 12 * MIB, 2 * MIB] {
         p.follow(&follow, INO, &c, size, (at, at + 4096), (&live, &cursor));
     }
@@ -138,9 +140,7 @@ fn a_reader_that_jumps_about_gets_the_whole_file_once() {
 fn a_file_bigger_than_ahead_is_not_pushed_whole() {
     let (_, c) = content(16 * MIB as usize);
     let (p, _) = pusher(8 * MIB);
-    let live = Arc::new(());
-    let cursor = Arc::new(Cursor::default());
-    let follow = p.follower(INO);
+    let (live, cursor, follow) = open_file(&p);
     for at in [9 * MIB, MIB, 14 * MIB, 5 * MIB, 12 * MIB] {
         p.follow(
             &follow,
@@ -159,9 +159,7 @@ fn a_file_bigger_than_ahead_is_not_pushed_whole() {
 fn pushes_for_a_closed_file_are_dropped_and_ahead_0_pushes_nothing() {
     let (_, c) = content(64 * MIB as usize);
     let (p, _) = pusher(1 << 30);
-    let live = Arc::new(());
-    let cursor = Arc::new(Cursor::default());
-    let follow = p.follower(INO);
+    let (live, cursor, follow) = open_file(&p);
     // Closed before the push threads could take much of it.
     for at in [9 * MIB, MIB, 40 * MIB, 5 * MIB] {
         p.follow(
@@ -178,9 +176,7 @@ fn pushes_for_a_closed_file_are_dropped_and_ahead_0_pushes_nothing() {
     assert!(p.stored() < 64 * MIB, "a closed file was pushed whole");
 
     let (off, rec) = pusher(0);
-    let live = Arc::new(());
-    let cursor = Arc::new(Cursor::default());
-    let follow = off.follower(INO);
+    let (live, cursor, follow) = open_file(&off);
     for i in 0..8u64 {
         off.follow(
             &follow,
