@@ -443,7 +443,13 @@ fn a_sketch_of_the_differences_says_what_the_spill_says() {
         "differences differ"
     );
     // Every count the same (the deltas' sums may differ in their last bits: below).
-    assert_eq!(RowSummary { delta: t.delta, ..s }, t);
+    assert_eq!(
+        RowSummary {
+            delta: t.delta,
+            ..s
+        },
+        t
+    );
     assert_eq!(s.unchanged + s.changed + s.removed, n as u64);
     assert_eq!(s.delta.max_abs, t.delta.max_abs);
     let (x, y) = (s.rel_l2().unwrap(), t.rel_l2().unwrap());

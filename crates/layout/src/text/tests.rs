@@ -286,6 +286,19 @@ fn expected(n: u64) -> Vec<u8> {
     v
 }
 
+/// A file of `n` counted chunks (each render taking `delay_ms`) over a 64 MiB cache with
+/// `threads` rendering ahead (0: the cache's default).
+fn counted(n: u64, delay_ms: u64, threads: usize) -> (Arc<Counted>, Arc<ChunkCache>, ChunkedText) {
+    let src = Counted::new(n as usize, delay_ms);
+    let mut cache = ChunkCache::new(64 << 20);
+    if threads > 0 {
+        cache = cache.with_threads(threads);
+    }
+    let cache = Arc::new(cache);
+    let f = file(src.clone(), &cache);
+    (src, cache, f)
+}
+
 fn file(src: Arc<Counted>, cache: &Arc<ChunkCache>) -> ChunkedText {
     let owner: Arc<dyn Tensor> = Arc::new(MemTensor::f32(&[1], &[0.0]));
     ChunkedText::new(src, owner, "counted", cache.clone())
@@ -314,9 +327,7 @@ fn wait_idle(cache: &ChunkCache) {
 #[test]
 fn sequential_read_renders_ahead_once_each() {
     let n = 60u64;
-    let src = Counted::new(n as usize, 1);
-    let cache = Arc::new(ChunkCache::new(64 << 20).with_threads(3));
-    let f = file(src.clone(), &cache);
+    let (src, cache, f) = counted(n, 1, 3);
     let size = f.size().unwrap();
     for r in &src.renders {
         r.store(0, Relaxed);
@@ -345,9 +356,7 @@ fn sequential_read_renders_ahead_once_each() {
 
 #[test]
 fn random_reads_do_not_read_ahead() {
-    let src = Counted::new(50, 0);
-    let cache = Arc::new(ChunkCache::new(64 << 20));
-    let f = file(src.clone(), &cache);
+    let (_, cache, f) = counted(50, 0, 0);
     let size = f.size().unwrap();
     let before = cache.rendered_chunks();
     let mut buf = [0u8; 10];
@@ -472,9 +481,7 @@ fn a_reader_of_unknown_size_finds_chunks_rendering_between_its_reads() {
 fn a_sequential_read_of_unknown_size_renders_each_chunk_once() {
     for step in [1usize, 700, 8192, 1 << 20] {
         let n = 50u64;
-        let src = Counted::new(n as usize, 0);
-        let cache = Arc::new(ChunkCache::new(64 << 20).with_threads(3));
-        let f = file(src.clone(), &cache);
+        let (src, cache, f) = counted(n, 0, 3);
         assert_eq!(read_sequentially(&f, step), expected(n));
         wait_idle(&cache);
         for (i, r) in src.renders.iter().enumerate() {
@@ -490,9 +497,7 @@ fn a_sequential_read_of_unknown_size_renders_each_chunk_once() {
 #[test]
 fn a_sequential_reader_leaves_no_passed_chunks_cached() {
     let n = 300u64;
-    let src = Counted::new(n as usize, 0);
-    let cache = Arc::new(ChunkCache::new(64 << 20).with_threads(2));
-    let f = file(src.clone(), &cache);
+    let (src, cache, f) = counted(n, 0, 2);
     assert_eq!(read_sequentially(&f, 700), expected(n));
     wait_idle(&cache);
     // Each chunk is ~1 KB (buffers may have grown to twice that).
@@ -515,9 +520,7 @@ fn a_sequential_reader_leaves_no_passed_chunks_cached() {
 #[test]
 fn a_far_read_measures_the_way_and_keeps_little() {
     let n = 400u64;
-    let src = Counted::new(n as usize, 0);
-    let cache = Arc::new(ChunkCache::new(64 << 20).with_threads(3));
-    let f = file(src.clone(), &cache);
+    let (src, cache, f) = counted(n, 0, 3);
     let want = expected(n);
     let mut buf = vec![0u8; 50];
     let off = want.len() as u64 - 60;
