@@ -85,6 +85,20 @@ pub enum RequestError {
     OutOfRange { first: u64, count: u64, total: u64 },
 }
 
+impl RequestError {
+    /// `Ok` when elements `first..first + count` are among `total`; else `OutOfRange`.
+    pub fn within(first: u64, count: u64, total: u64) -> Result<(), RequestError> {
+        match first.checked_add(count) {
+            Some(end) if end <= total => Ok(()),
+            _ => Err(RequestError::OutOfRange {
+                first,
+                count,
+                total,
+            }),
+        }
+    }
+}
+
 /// A tensor whose metadata already told why it cannot be read (`TensorMeta::problem`).
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{0}")]

@@ -154,16 +154,8 @@ pub fn entries_in(
     count: u64,
     out: &mut Entries,
 ) -> Result<(), ModelError> {
-    let end = first.checked_add(count).filter(|&e| e <= s.nnz());
-    let Some(end) = end else {
-        return Err(RequestError::OutOfRange {
-            first,
-            count,
-            total: s.nnz(),
-        }
-        .into());
-    };
-    let (a, b) = (first as usize, end as usize);
+    RequestError::within(first, count, s.nnz())?;
+    let (a, b) = (first as usize, (first + count) as usize);
     out.cols.extend_from_slice(&s.cols[a..b]);
     out.values.extend_from_slice(&s.values[a * es..b * es]);
     Ok(())

@@ -502,15 +502,7 @@ pub(crate) fn check_request(meta: &TensorMeta, first: u64, len: usize) -> Result
     }
     let count = (len / elem) as u64;
     let total = meta.num_elements().unwrap_or(u64::MAX);
-    if first.checked_add(count).is_none_or(|end| end > total) {
-        return Err(RequestError::OutOfRange {
-            first,
-            count,
-            total,
-        }
-        .into());
-    }
-    Ok(())
+    Ok(RequestError::within(first, count, total)?)
 }
 
 /// In debug builds, asserts what `read_elements` checked before calling `fill_elements`.

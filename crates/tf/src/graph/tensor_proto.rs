@@ -237,15 +237,7 @@ impl ProtoTensor {
     }
 
     fn check_range(&self, first: u64, count: u64) -> Result<(), ModelError> {
-        let total = self.count();
-        if first.checked_add(count).is_none_or(|e| e > total) {
-            return Err(RequestError::OutOfRange {
-                first,
-                count,
-                total,
-            }
-            .into());
-        }
+        RequestError::within(first, count, self.count())?;
         if let Some(p) = &self.meta.problem {
             return Err(self.fail(crate::model::KnownProblem(p.clone())));
         }
