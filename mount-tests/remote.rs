@@ -12,11 +12,12 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 
 use object_store::aws::AmazonS3Builder;
-use object_store::{ObjectStore, ObjectStoreExt};
+use object_store::ObjectStore;
 
+use crate::clouds::Emulated;
 use crate::support::*;
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -73,7 +74,7 @@ pub(crate) fn required(cmd: &str) -> bool {
 
 impl Server {
     /// Runs `cmd` (its output into `dir/server.log`) and waits until `port` accepts.
-    fn start(mut cmd: Command, port: u16, dir: tempfile::TempDir) -> Server {
+    pub(crate) fn start(mut cmd: Command, port: u16, dir: tempfile::TempDir) -> Server {
         let log = std::fs::File::create(dir.path().join("server.log")).unwrap();
         let child = cmd
             .stdout(log.try_clone().unwrap())
@@ -125,7 +126,7 @@ fn set_s3_env() {
 }
 
 /// `modelfs ls -o OPTS SOURCE`.
-fn ls_with(source: &Path, opts: &str) -> std::process::Output {
+pub(crate) fn ls_with(source: &Path, opts: &str) -> std::process::Output {
     Command::new(modelfs())
         .args(["ls", "-o", opts])
         .arg(source)
@@ -133,63 +134,54 @@ fn ls_with(source: &Path, opts: &str) -> std::process::Output {
         .unwrap()
 }
 
-/// Uploads every file under `root` to `bucket` with keys relative to `root`.
-/// A client of `bucket` on the moto at `port`.
-fn store_of(port: u16, bucket: &str) -> Arc<dyn ObjectStore> {
-    let store = AmazonS3Builder::new()
-        .with_endpoint(format!("http://127.0.0.1:{port}"))
-        .with_allow_http(true)
-        .with_bucket_name(bucket)
-        .with_region("us-east-1")
-        .with_access_key_id("modelfs-test")
-        .with_secret_access_key("modelfs-test-secret")
-        .build()
-        .unwrap();
-    Arc::new(store)
+/// moto as a store of the cross-cloud checks (`clouds.rs`).
+pub(crate) struct Moto(pub(crate) u16);
+
+impl Emulated for Moto {
+    fn name(&self) -> &'static str {
+        "s3"
+    }
+
+    fn url(&self, bucket: &str, key: &str) -> String {
+        format!("s3://{bucket}/{key}")
+    }
+
+    fn opts(&self) -> String {
+        set_s3_env();
+        format!("endpoint=http://127.0.0.1:{}", self.0)
+    }
+
+    fn create(&self, bucket: &str) {
+        // moto creates buckets on PUT /bucket.
+        let status = Command::new("curl")
+            .args(["-s", "-o", "/dev/null", "-X", "PUT"])
+            .arg(format!("http://127.0.0.1:{}/{bucket}", self.0))
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    fn store(&self, bucket: &str) -> Arc<dyn ObjectStore> {
+        let store = AmazonS3Builder::new()
+            .with_endpoint(format!("http://127.0.0.1:{}", self.0))
+            .with_allow_http(true)
+            .with_bucket_name(bucket)
+            .with_region("us-east-1")
+            .with_access_key_id("modelfs-test")
+            .with_secret_access_key("modelfs-test-secret")
+            .build()
+            .unwrap();
+        Arc::new(store)
+    }
 }
 
 fn upload(port: u16, bucket: &str, root: &Path) {
-    let store = store_of(port, bucket);
-    // moto creates buckets on PUT /bucket.
-    let status = Command::new("curl")
-        .args(["-s", "-o", "/dev/null", "-X", "PUT"])
-        .arg(format!("http://127.0.0.1:{port}/{bucket}"))
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let mut files = Vec::new();
-    collect_files(root, &mut files);
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        for f in files {
-            let key = f.strip_prefix(root).unwrap().to_str().unwrap().to_string();
-            let data = std::fs::read(&f).unwrap();
-            store
-                .put(&object_store::path::Path::from(key.as_str()), data.into())
-                .await
-                .unwrap_or_else(|e| panic!("upload {key}: {e}"));
-        }
-    });
-}
-
-fn collect_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for e in std::fs::read_dir(dir).unwrap().flatten() {
-        let p = e.path();
-        let ft = e.file_type().unwrap();
-        if ft.is_dir() {
-            collect_files(&p, out);
-        } else if ft.is_file() {
-            out.push(p);
-        }
-    }
+    crate::clouds::upload(&Moto(port), bucket, root);
 }
 
 /// Every source to try remotely: the committed TF fixtures, the Angel fixtures' models, the
 /// shared real-world models; with the root each lives under.
-fn sources() -> Vec<(PathBuf, PathBuf)> {
+pub(crate) fn sources() -> Vec<(PathBuf, PathBuf)> {
     let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures");
     let shared = shared_dir().map(|s| s.join("realworld"));
     let mut out = Vec::new();
@@ -274,7 +266,7 @@ fn without_last_error(json: &str) -> (String, Option<&str>) {
 
 /// The two mounts show the same tree with the same bytes in every file.
 /// `.json` files may name source files (in problems): `local_root` reads as `url_root` there.
-fn assert_same_mounts(
+pub(crate) fn assert_same_mounts(
     local: &Path,
     remote: &Path,
     what: &str,
@@ -326,85 +318,12 @@ fn assert_same_mounts(
     files
 }
 
-const OPTS: &str = "layouts=all,cache_dir=none";
+pub(crate) const OPTS: &str = "layouts=all,cache_dir=none";
 
 #[test]
 fn s3_sources_read_like_local() {
-    let Some(fuse) = Fuse::check() else { return };
     let Some(s3) = moto() else { return };
-    set_s3_env();
-    let remote_opts = format!("{OPTS},endpoint=http://127.0.0.1:{}", s3.port);
-    let sources = sources();
-    let mut roots: Vec<&PathBuf> = sources.iter().map(|(r, _)| r).collect();
-    roots.sort();
-    roots.dedup();
-    for (i, root) in roots.iter().enumerate() {
-        upload(s3.port, &format!("models{i}"), root);
-    }
-    let mut checked = 0;
-    for (root, source) in &sources {
-        let i = roots.iter().position(|r| r == &root).unwrap();
-        let key = source.strip_prefix(root).unwrap().display();
-        let url = PathBuf::from(format!("s3://models{i}/{key}"));
-        let refused = ls_with(source, OPTS).status.code();
-        if refused != Some(0) {
-            // A source refused locally is refused the same way by URL.
-            let by_url = ls_with(&url, &remote_opts).status.code();
-            assert_eq!(by_url, refused, "{}", url.display());
-            continue;
-        }
-        let local = fuse.mount(source, OPTS);
-        let remote = fuse.mount(&url, &remote_opts);
-        let base = format!("s3://models{i}");
-        let what = url.display().to_string();
-        checked += assert_same_mounts(local.path(), remote.path(), &what, (root, &base));
-        remote.unmount_and_check();
-        local.unmount_and_check();
-    }
-    assert!(checked > 1000, "only {checked} files compared");
-    // `modelfs cat` and `ls` by URL give what the local source gives.
-    let (root, source) = &sources[0];
-    let i = roots.iter().position(|r| r == &root).unwrap();
-    let url = format!(
-        "s3://models{i}/{}",
-        source.strip_prefix(root).unwrap().display()
-    );
-    let names = ls_with(Path::new(&url), &remote_opts);
-    assert!(
-        names.status.success(),
-        "{}",
-        String::from_utf8_lossy(&names.stderr)
-    );
-    assert_eq!(names.stdout, ls_with(source, OPTS).stdout);
-    let names = String::from_utf8(names.stdout).unwrap();
-    for name in names.lines().filter(|n| !n.ends_with('/')).take(20) {
-        let cat = |s: &Path, opts: &str| {
-            Command::new(modelfs())
-                .args(["cat", "-o", opts])
-                .arg(s)
-                .arg(name)
-                .output()
-                .unwrap()
-        };
-        let (a, b) = (cat(source, OPTS), cat(Path::new(&url), &remote_opts));
-        assert!(a.status.success() && b.status.success(), "cat {name}");
-        assert!(a.stdout == b.stdout, "cat {url} {name} differs");
-    }
-    // `modelfs diff` of the local source and the same one by URL: identical, exit 0.
-    let diff = Command::new(modelfs())
-        .args(["diff", "--json", "-o", &remote_opts])
-        .arg(source)
-        .arg(&url)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&diff.stdout).into_owned();
-    assert_eq!(
-        diff.status.code(),
-        Some(0),
-        "{text}{}",
-        String::from_utf8_lossy(&diff.stderr)
-    );
-    assert!(text.matches("\"identical\"").count() >= 1, "{text}");
+    crate::clouds::sources_read_like_local(&Moto(s3.port));
 }
 
 #[test]
@@ -613,102 +532,11 @@ fn s3_blocks_persist_on_disk_across_mounts() {
     mount.unmount_and_check();
 }
 
-/// Puts `files` (key, bytes) in `bucket`, in order, and deletes `gone`.
-fn put_and_delete(port: u16, bucket: &str, files: &[(String, Vec<u8>)], gone: &[String]) {
-    let store = store_of(port, bucket);
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        for (key, data) in files {
-            let p = object_store::path::Path::from(key.as_str());
-            store.put(&p, data.clone().into()).await.unwrap();
-        }
-        for key in gone {
-            let p = object_store::path::Path::from(key.as_str());
-            store.delete(&p).await.unwrap();
-        }
-    });
-}
-
 /// Issue 38: a bucket prefix a CheckpointManager saves to, mounted with `refresh=1`: each
 /// new checkpoint (data, then index, then the state file) is seen within 2 × the TTL, and a
 /// deleted one is gone (ENOENT).
 #[test]
 fn s3_directory_followed_with_refresh() {
-    let Some(fuse) = Fuse::check() else { return };
     let Some(s3) = moto() else { return };
-    set_s3_env();
-    let steps = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/live/manager");
-    let tmp = tempfile::tempdir().unwrap();
-    let run = tmp.path().join("run");
-    std::fs::create_dir(&run).unwrap();
-    for e in std::fs::read_dir(steps.join("after-1")).unwrap() {
-        let e = e.unwrap();
-        std::fs::copy(e.path(), run.join(e.file_name())).unwrap();
-    }
-    upload(s3.port, "live", tmp.path());
-    let opts = format!(
-        "cache_dir=none,refresh=1,endpoint=http://127.0.0.1:{}",
-        s3.port
-    );
-    let mount = fuse.mount(Path::new("s3://live/run"), &opts);
-    let m = mount.path().to_path_buf();
-    assert_eq!(
-        std::fs::read_link(m.join("latest")).unwrap(),
-        Path::new("ckpt-1")
-    );
-    let names = |d: &Path| -> Vec<String> {
-        let mut v: Vec<String> = std::fs::read_dir(d)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        v.sort();
-        v
-    };
-    for n in 2..=3 {
-        let after = steps.join(format!("after-{n}"));
-        let before = steps.join(format!("after-{}", n - 1));
-        let (now, was) = (names(&after), names(&before));
-        let mut files: Vec<(String, Vec<u8>)> = Vec::new();
-        let new: Vec<&String> = now.iter().filter(|f| !was.contains(f)).collect();
-        for f in new.iter().filter(|f| f.contains(".data-")) {
-            files.push((format!("run/{f}"), std::fs::read(after.join(f)).unwrap()));
-        }
-        for f in new.iter().filter(|f| f.ends_with(".index")) {
-            files.push((format!("run/{f}"), std::fs::read(after.join(f)).unwrap()));
-        }
-        files.push((
-            "run/checkpoint".into(),
-            std::fs::read(after.join("checkpoint")).unwrap(),
-        ));
-        let gone: Vec<String> = was
-            .iter()
-            .filter(|f| !now.contains(f))
-            .map(|f| format!("run/{f}"))
-            .collect();
-        put_and_delete(s3.port, "live", &files, &gone);
-        let changed = std::time::Instant::now();
-        let name = format!("ckpt-{n}");
-        assert!(
-            wait_until(|| std::fs::read_link(m.join("latest")).is_ok_and(|t| t == Path::new(&name))),
-            "latest never became {name}"
-        );
-        let took = changed.elapsed();
-        eprintln!("s3: {name} seen after {took:?}");
-        assert!(
-            took < std::time::Duration::from_secs(2),
-            "{name} seen after {took:?}"
-        );
-        let text = std::fs::read_to_string(m.join("latest/w.txt")).unwrap();
-        assert!(
-            text.split_whitespace().all(|v| v.parse() == Ok(n as f64)),
-            "{text}"
-        );
-    }
-    assert!(wait_until(|| !names(&m).contains(&"ckpt-1".to_string())));
-    let err = std::fs::metadata(m.join("ckpt-1/w.txt")).unwrap_err();
-    assert_eq!(err.raw_os_error(), Some(libc::ENOENT), "{err}");
-    mount.unmount_and_check();
+    crate::clouds::directory_followed_with_refresh(&Moto(s3.port));
 }

@@ -156,6 +156,7 @@ impl Options {
     pub fn remote(&self) -> crate::source::remote::RemoteSettings {
         crate::source::remote::RemoteSettings {
             endpoint: self.endpoint.clone(),
+            anonymous: self.anonymous,
             region: self.region.clone(),
             profile: self.profile.clone(),
             cache_bytes: self.budget().remote_blocks,

@@ -262,10 +262,11 @@ options! {
             o.debug = true;
             Ok(())
         };
-    /// Remote sources: `endpoint=`, `region=`, `profile=`.
+    /// Remote sources: `endpoint=`, `region=`, `profile=`, `anonymous`.
     endpoint: Option<String> = None,
         option "endpoint" = "URL",
-        "S3-compatible endpoint (else AWS_ENDPOINT_URL)",
+        "the store's endpoint: S3-compatible (else AWS_ENDPOINT_URL), GCS (else\n\
+               STORAGE_EMULATOR_HOST), Azure (http://HOST:PORT/ACCOUNT for Azurite)",
         |o, v| {
             o.endpoint = Some(v.to_string());
             Ok(())
@@ -282,6 +283,13 @@ options! {
         "profile of ~/.aws/credentials (else AWS_PROFILE); credentials from the environment",
         |o, v| {
             o.profile = Some(v.to_string());
+            Ok(())
+        };
+    anonymous: bool = false,
+        option "anonymous",
+        "public buckets and containers: unsigned requests, no credentials looked for",
+        |o, _| {
+            o.anonymous = true;
             Ok(())
         };
     /// `log=FILE`: where the daemon's log goes (else `$MODELFS_LOG`, else nowhere).

@@ -277,11 +277,23 @@ impl Blocks {
             .get_opts(&obj.path, options)
             .await
             .map_err(|e| remote_error(obj, e))?;
-        if r.meta.e_tag.is_some() && obj.etag.is_some() && r.meta.e_tag != obj.etag {
+        let got = r.meta.e_tag.as_deref().map(quoted_etag);
+        if got.is_some() && obj.etag.is_some() && got != obj.etag {
             return Err(changed(obj));
         }
         Ok(r)
     }
+}
+
+/// An entity tag as HTTP writes it, quoted (`"abc"`): a listing may give it bare (GCS's
+/// emulator does, where a GET's header has it quoted), and `If-Match` wants it quoted. A
+/// weak tag keeps its `W/`.
+pub(crate) fn quoted_etag(tag: &str) -> String {
+    let (weak, bare) = match tag.strip_prefix("W/") {
+        Some(rest) => ("W/", rest),
+        None => ("", tag),
+    };
+    format!("{weak}\"{}\"", bare.trim_matches('"'))
 }
 
 /// The same error for another waiter (`SourceError` holds an `io::Error`, which is not `Clone`).
@@ -324,12 +336,19 @@ pub(crate) fn remote_error(obj: &ObjectRef, e: object_store::Error) -> SourceErr
 /// `Code` and `Message` rather than the raw XML.
 pub(crate) fn cause(e: &object_store::Error) -> String {
     let text = e.to_string();
+    // Azure's messages go on with a request id and a time, a line each: the first line says it.
     let tag = |name: &str| {
         let open = format!("<{name}>");
         let from = text.find(&open)? + open.len();
         let len = text[from..].find(&format!("</{name}>"))?;
-        Some(text[from..from + len].trim().to_string())
+        let first = text[from..from + len].trim().lines().next().unwrap_or("");
+        Some(first.trim().to_string())
     };
+    if let object_store::Error::Generic { store, .. } = e {
+        if text.contains("token request") {
+            return no_credentials(store, &text);
+        }
+    }
     let kind = match e {
         object_store::Error::PermissionDenied { .. } => Some("permission denied"),
         object_store::Error::Unauthenticated { .. } => {
@@ -362,11 +381,44 @@ pub(crate) fn cause(e: &object_store::Error) -> String {
     }
 }
 
+/// A token that could not be had: which credentials were looked for, and the server's status if
+/// it answered (never a URL's query or a body: they may carry a secret).
+fn no_credentials(store: &str, text: &str) -> String {
+    let tried = match store {
+        "GCS" => {
+            "GOOGLE_APPLICATION_CREDENTIALS or GOOGLE_SERVICE_ACCOUNT, gcloud's \
+             application-default credentials, the metadata server; -o anonymous for a public bucket"
+        }
+        "MicrosoftAzure" => {
+            "AZURE_STORAGE_ACCOUNT_KEY, AZURE_STORAGE_SAS_TOKEN, AZURE_CLIENT_ID/SECRET/TENANT_ID, \
+             workload identity, managed identity, the Azure CLI (AZURE_USE_AZURE_CLI=true); \
+             -o anonymous for a public container"
+        }
+        _ => "the environment and the instance's credentials; -o anonymous for public data",
+    };
+    let status = text
+        .split_once("status code: ")
+        .map(|(_, s)| s.split(':').next().unwrap_or(s).trim().to_string());
+    match status {
+        Some(s) => format!("no usable credentials (the token request got {s}; looked for {tried})"),
+        None => format!("no usable credentials (looked for {tried})"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::split;
 
     const MB8: u64 = 8 << 20;
+
+    /// A listing's bare tag and a GET's quoted one are the same version; a weak one stays weak.
+    #[test]
+    fn entity_tags_compare_quoted() {
+        use super::quoted_etag;
+        assert_eq!(quoted_etag("ysz2gB=="), "\"ysz2gB==\"");
+        assert_eq!(quoted_etag("\"ysz2gB==\""), "\"ysz2gB==\"");
+        assert_eq!(quoted_etag("W/\"1-2\""), "W/\"1-2\"");
+    }
 
     /// S3's error documents become one line: the code and message, never the XML.
     #[test]

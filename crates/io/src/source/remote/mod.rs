@@ -1,6 +1,8 @@
-//! Remote storages (SPEC §1): S3 and S3-compatible stores (`s3://bucket/key…`) and HTTP(S)
-//! servers that honour `Range`, through `object_store`. Paths are keys relative to the bucket
-//! (or to the server's root): `s3://b/models/m.ckpt` is path `models/m.ckpt` of bucket `b`.
+//! Remote storages (SPEC §1): S3 and S3-compatible stores (`s3://bucket/key…`), Google Cloud
+//! Storage (`gs://`), Azure Blob / ADLS Gen2 (`az://`, `abfss://`, `https://ACCOUNT.blob…`) and
+//! HTTP(S) servers that honour `Range`, through `object_store` (`clouds` makes each client).
+//! Paths are keys relative to the bucket or container (or to the server's root):
+//! `s3://b/models/m.ckpt` is path `models/m.ckpt` of bucket `b`.
 //!
 //! The async runtime lives here and nowhere else: callers are synchronous FUSE or CLI threads
 //! that block on a runtime `Handle`; no lock is held across a request. `mount` forks before
@@ -11,6 +13,7 @@
 //! about the same few paths several times, and `open` after `kind` must not cost a second HEAD.
 
 mod blocks;
+mod clouds;
 mod credentials;
 mod disk;
 #[cfg(test)]
@@ -40,10 +43,13 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// Bound on all the retries of one request.
 const RETRY_BUDGET: Duration = Duration::from_secs(60);
 
-/// Settings of remote sources (`-o endpoint=,region=,profile=`; the rest from the environment).
+/// Settings of remote sources (`-o endpoint=,region=,profile=,anonymous`; the rest from the
+/// environment).
 #[derive(Clone, Debug, Default)]
 pub struct RemoteSettings {
     pub endpoint: Option<String>,
+    /// Unsigned requests, no credentials looked for (public buckets and containers).
+    pub anonymous: bool,
     pub region: Option<String>,
     pub profile: Option<String>,
     /// Memory for fetched blocks.
@@ -52,11 +58,10 @@ pub struct RemoteSettings {
     pub disk: Option<(PathBuf, u64)>,
 }
 
-/// Whether `source` names a remote object (`s3://`, `http://`, `https://`).
+/// Whether `source` names a remote object (`s3://`, `gs://`, `az://`, `abfs[s]://`,
+/// `http(s)://`).
 pub fn is_remote(source: &str) -> bool {
-    ["s3://", "http://", "https://"]
-        .iter()
-        .any(|s| source.starts_with(s))
+    clouds::is_url(source)
 }
 
 /// The storage and the path within it that `url` names.
@@ -76,32 +81,9 @@ pub fn open(
     let client = ClientOptions::new()
         .with_timeout(REQUEST_TIMEOUT)
         .with_connect_timeout(Duration::from_secs(5));
-    let (store, base, key, can_list): (Arc<dyn ObjectStore>, String, &str, bool) =
-        if let Some(rest) = url.strip_prefix("s3://") {
-            let (bucket, key) = rest.split_once('/').unwrap_or((rest, ""));
-            if bucket.is_empty() {
-                return Err(bad("no bucket in the URL".into()));
-            }
-            let mut b = object_store::aws::AmazonS3Builder::from_env()
-                .with_bucket_name(bucket)
-                .with_retry(retry)
-                .with_client_options(client);
-            b = credentials::apply(b, settings).map_err(bad)?;
-            let store = b.build().map_err(|e| bad(e.to_string()))?;
-            (Arc::new(store), format!("s3://{bucket}"), key, true)
-        } else if let Some((scheme, rest)) = url.split_once("://") {
-            let (host, key) = rest.split_once('/').unwrap_or((rest, ""));
-            let base = format!("{scheme}://{host}");
-            let store = object_store::http::HttpBuilder::new()
-                .with_url(base.clone())
-                .with_retry(retry)
-                .with_client_options(client.with_allow_http(true))
-                .build()
-                .map_err(|e| bad(e.to_string()))?;
-            (Arc::new(store), base, key, false)
-        } else {
-            return Err(bad("not a remote URL".into()));
-        };
+    let (named, base, key) = clouds::parse(url).map_err(bad)?;
+    let store = clouds::client(&named, base, settings, retry, client).map_err(bad)?;
+    let can_list = named != clouds::Named::Http;
     let storage = RemoteStorage {
         blocks: Arc::new(Blocks::new(
             Arc::clone(&store),
@@ -113,13 +95,12 @@ pub fn open(
                 .map(|(dir, max)| disk::DiskBlocks::new(dir.join("blocks"), *max)),
         )),
         store,
-        base,
+        base: base.to_string(),
         can_list,
         heads: Mutex::new(HashMap::new()),
         lists: Mutex::new(HashMap::new()),
         next_id: AtomicU64::new(1),
     };
-    let key = key.trim_end_matches('/');
     Ok((Arc::new(storage), PathBuf::from(key)))
 }
 
@@ -274,7 +255,7 @@ impl Storage for RemoteStorage {
             url: self.url(path),
             path: meta.location.clone(),
             size: meta.size,
-            etag: meta.e_tag.clone(),
+            etag: meta.e_tag.as_deref().map(blocks::quoted_etag),
             last_modified: Some(meta.last_modified),
         };
         Ok(Arc::new(file::RemoteFile::new(

@@ -1,0 +1,269 @@
+//! Which store a URL names, and the client of each: S3 (`s3://`), Google Cloud Storage
+//! (`gs://`), Azure Blob / ADLS Gen2 (`az://`, `abfs[s]://`, `https://ACCOUNT.blob.core.windows.net/`)
+//! and any HTTP(S) server. Only the client differs: blocks, read-ahead, single-flight,
+//! retries, ETag checks and the memory budget are `RemoteStorage`'s, the same for every cloud.
+//!
+//! Credentials are found as each cloud's own tools find them, by object_store's builders:
+//! - S3: `AWS_*` variables, `-o profile=` / `~/.aws` (`credentials`), instance credentials;
+//! - GCS: `GOOGLE_APPLICATION_CREDENTIALS` or `GOOGLE_SERVICE_ACCOUNT` (a service account's
+//!   JSON), gcloud's application-default credentials, the metadata server;
+//!   `STORAGE_EMULATOR_HOST` (the variable Google's clients honour) points at an emulator and
+//!   sends no credentials;
+//! - Azure: `AZURE_STORAGE_ACCOUNT_KEY`, `AZURE_STORAGE_SAS_TOKEN`, a service principal's
+//!   `AZURE_CLIENT_ID`/`AZURE_CLIENT_SECRET`/`AZURE_TENANT_ID`, workload identity, the Azure
+//!   CLI (`AZURE_USE_AZURE_CLI=true`), managed identity; `AZURE_STORAGE_USE_EMULATOR=true` for
+//!   Azurite.
+//!
+//! `-o anonymous` signs nothing (public buckets and containers); `-o endpoint=` points any of
+//! them at an emulator or a private endpoint. No secret is ever logged or put in an error.
+
+use std::sync::Arc;
+
+use object_store::{ClientOptions, ObjectStore, RetryConfig};
+
+use super::{credentials, RemoteSettings};
+
+/// The store a URL names, parsed.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Named<'a> {
+    S3 {
+        bucket: &'a str,
+    },
+    Gcs {
+        bucket: &'a str,
+    },
+    /// `account`: `None` for `az://` (the environment names it).
+    Azure {
+        account: Option<&'a str>,
+        container: &'a str,
+    },
+    Http,
+}
+
+/// Whether `source` is a URL of a store this module opens.
+pub(super) fn is_url(source: &str) -> bool {
+    [
+        "s3://", "gs://", "az://", "azure://", "abfs://", "abfss://", "http://", "https://",
+    ]
+    .iter()
+    .any(|s| source.starts_with(s))
+}
+
+/// The store `url` names, the URL up to its key (`base`), and the key.
+pub(super) fn parse(url: &str) -> Result<(Named<'_>, &str, &str), String> {
+    let (scheme, rest) = url.split_once("://").ok_or("not a URL")?;
+    let (host, key) = rest.split_once('/').unwrap_or((rest, ""));
+    let base = &url[..scheme.len() + 3 + host.len()];
+    let named = match scheme {
+        "s3" => Named::S3 { bucket: host },
+        "gs" => Named::Gcs { bucket: host },
+        "az" | "azure" => Named::Azure {
+            account: None,
+            container: host,
+        },
+        // Hadoop's form, `abfss://CONTAINER@ACCOUNT.dfs.core.windows.net/…`; fsspec's, without
+        // the account, is `az://`'s.
+        "abfs" | "abfss" => match host.split_once('@') {
+            Some((container, h)) => Named::Azure {
+                account: Some(
+                    azure_account(h).ok_or_else(|| format!("{h} is not an Azure storage host"))?,
+                ),
+                container,
+            },
+            None => Named::Azure {
+                account: None,
+                container: host,
+            },
+        },
+        "http" | "https" => match azure_account(host) {
+            // `https://ACCOUNT.blob.core.windows.net/CONTAINER/…`: the container is the first
+            // component of the path.
+            Some(account) => {
+                let (container, key) = key.split_once('/').unwrap_or((key, ""));
+                let base = &url[..url.len() - key.len()];
+                let named = Named::Azure {
+                    account: Some(account),
+                    container,
+                };
+                return check(named, base.trim_end_matches('/'), key);
+            }
+            None => Named::Http,
+        },
+        _ => return Err(format!("{scheme}:// is not a store modelfs reads")),
+    };
+    check(named, base, key)
+}
+
+fn check<'a>(
+    named: Named<'a>,
+    base: &'a str,
+    key: &'a str,
+) -> Result<(Named<'a>, &'a str, &'a str), String> {
+    let empty = match &named {
+        Named::S3 { bucket } | Named::Gcs { bucket } => bucket.is_empty(),
+        Named::Azure { container, .. } => container.is_empty(),
+        Named::Http => base.ends_with("://"),
+    };
+    if empty {
+        let what = match named {
+            Named::Azure { .. } => "container",
+            Named::Http => "host",
+            _ => "bucket",
+        };
+        return Err(format!("no {what} in the URL"));
+    }
+    Ok((named, base, key.trim_end_matches('/')))
+}
+
+/// The account of an Azure storage host (`ACCOUNT.blob.core.windows.net`, `….dfs.…`).
+fn azure_account(host: &str) -> Option<&str> {
+    let (account, domain) = host.split_once('.')?;
+    let azure = ["blob.core.windows.net", "dfs.core.windows.net"].contains(&domain);
+    (azure && !account.is_empty()).then_some(account)
+}
+
+/// The client of `named`.
+pub(super) fn client(
+    named: &Named<'_>,
+    base: &str,
+    settings: &RemoteSettings,
+    retry: RetryConfig,
+    client: ClientOptions,
+) -> Result<Arc<dyn ObjectStore>, String> {
+    let endpoint = settings.endpoint.as_deref();
+    let plain_http = |e: Option<&str>| e.is_some_and(|e| e.starts_with("http://"));
+    Ok(match *named {
+        Named::S3 { bucket } => {
+            let mut b = object_store::aws::AmazonS3Builder::from_env()
+                .with_bucket_name(bucket)
+                .with_retry(retry)
+                .with_client_options(client)
+                .with_skip_signature(settings.anonymous);
+            b = credentials::apply(b, settings)?;
+            Arc::new(b.build().map_err(|e| e.to_string())?)
+        }
+        Named::Gcs { bucket } => {
+            let emulator =
+                std::env::var("STORAGE_EMULATOR_HOST")
+                    .ok()
+                    .map(|h| match h.contains("://") {
+                        true => h,
+                        false => format!("http://{h}"),
+                    });
+            let endpoint = endpoint.map(str::to_string).or(emulator.clone());
+            let mut b = object_store::gcp::GoogleCloudStorageBuilder::from_env()
+                .with_bucket_name(bucket)
+                .with_retry(retry)
+                .with_client_options(client.with_allow_http(plain_http(endpoint.as_deref())))
+                .with_skip_signature(settings.anonymous || emulator.is_some());
+            if let Some(e) = &endpoint {
+                b = b.with_base_url(e);
+            }
+            Arc::new(b.build().map_err(|e| gcs_error(&e))?)
+        }
+        Named::Azure { account, container } => {
+            let mut b = object_store::azure::MicrosoftAzureBuilder::from_env()
+                .with_container_name(container)
+                .with_retry(retry)
+                .with_client_options(client)
+                .with_skip_signature(settings.anonymous);
+            if let Some(a) = account {
+                b = b.with_account(a);
+            }
+            if let Some(e) = endpoint {
+                b = b.with_endpoint(e.trim_end_matches('/').to_string());
+                b = b.with_allow_http(plain_http(Some(e)));
+            }
+            Arc::new(b.build().map_err(|e| azure_error(&e))?)
+        }
+        Named::Http => Arc::new(
+            object_store::http::HttpBuilder::new()
+                .with_url(base)
+                .with_retry(retry)
+                .with_client_options(client.with_allow_http(true))
+                .build()
+                .map_err(|e| e.to_string())?,
+        ),
+    })
+}
+
+/// A GCS client that could not be made, said with what was tried.
+fn gcs_error(e: &object_store::Error) -> String {
+    format!(
+        "{e} (credentials tried: GOOGLE_APPLICATION_CREDENTIALS or GOOGLE_SERVICE_ACCOUNT, \
+         gcloud's application-default credentials, the metadata server; -o anonymous for a \
+         public bucket)"
+    )
+}
+
+/// An Azure client that could not be made, said with what was tried.
+fn azure_error(e: &object_store::Error) -> String {
+    let text = e.to_string();
+    if text.contains("account") || text.contains("Account") {
+        return format!(
+            "{text} (az:// names no account: set AZURE_STORAGE_ACCOUNT_NAME, or use \
+             abfss://CONTAINER@ACCOUNT.dfs.core.windows.net/…)"
+        );
+    }
+    format!(
+        "{text} (credentials tried: AZURE_STORAGE_ACCOUNT_KEY, AZURE_STORAGE_SAS_TOKEN, \
+         AZURE_CLIENT_ID/SECRET/TENANT_ID, workload identity, managed identity; \
+         AZURE_USE_AZURE_CLI=true for the Azure CLI's; -o anonymous for a public container)"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parsed(url: &str) -> (Named<'_>, &str, &str) {
+        parse(url).unwrap_or_else(|e| panic!("{url}: {e}"))
+    }
+
+    #[test]
+    fn every_url_form_names_its_store_base_and_key() {
+        let azure = |account, container| Named::Azure { account, container };
+        let cases = [
+            (
+                "s3://b/m/ckpt",
+                Named::S3 { bucket: "b" },
+                "s3://b",
+                "m/ckpt",
+            ),
+            ("gs://b/runs/", Named::Gcs { bucket: "b" }, "gs://b", "runs"),
+            ("gs://b", Named::Gcs { bucket: "b" }, "gs://b", ""),
+            ("az://c/m", azure(None, "c"), "az://c", "m"),
+            ("abfs://c/m", azure(None, "c"), "abfs://c", "m"),
+            (
+                "abfss://c@acct.dfs.core.windows.net/m/x",
+                azure(Some("acct"), "c"),
+                "abfss://c@acct.dfs.core.windows.net",
+                "m/x",
+            ),
+            (
+                "https://acct.blob.core.windows.net/c/m/x",
+                azure(Some("acct"), "c"),
+                "https://acct.blob.core.windows.net/c",
+                "m/x",
+            ),
+            ("http://h:8/a/b", Named::Http, "http://h:8", "a/b"),
+        ];
+        for (url, named, base, key) in cases {
+            assert_eq!(parsed(url), (named, base, key), "{url}");
+        }
+    }
+
+    #[test]
+    fn urls_without_their_store_are_refused() {
+        for (url, why) in [
+            ("gs:///m", "no bucket"),
+            ("az:///m", "no container"),
+            ("https://acct.blob.core.windows.net/", "no container"),
+            ("abfss://c@example.com/m", "not an Azure storage host"),
+            ("ftp://h/m", "not a store"),
+        ] {
+            let e = parse(url).map(|_| ()).unwrap_err();
+            assert!(e.contains(why), "{url}: {e}");
+        }
+    }
+}
