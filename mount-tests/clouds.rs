@@ -23,7 +23,13 @@ pub(crate) trait Emulated {
     /// The URL of `key` in `bucket` (a container, for Azure).
     fn url(&self, bucket: &str, key: &str) -> String;
     /// The `-o` options that reach this server.
-    fn opts(&self) -> String;
+    fn opts(&self) -> String {
+        self.opts_via(self.port())
+    }
+    /// The `-o` options that reach this server through `port` (a proxy in front of it).
+    fn opts_via(&self, port: u16) -> String;
+    /// The server's port.
+    fn port(&self) -> u16;
     /// Makes `bucket` (it may exist).
     fn create(&self, bucket: &str);
     /// A client of `bucket`.
@@ -141,8 +147,12 @@ impl Emulated for Gcs {
         format!("gs://{bucket}/{key}")
     }
 
-    fn opts(&self) -> String {
-        format!("endpoint={},anonymous", self.endpoint())
+    fn opts_via(&self, port: u16) -> String {
+        format!("endpoint=http://127.0.0.1:{port},anonymous")
+    }
+
+    fn port(&self) -> u16 {
+        self.0.port
     }
 
     fn create(&self, bucket: &str) {
@@ -249,8 +259,12 @@ impl Emulated for Azure {
         format!("az://{bucket}/{key}")
     }
 
-    fn opts(&self) -> String {
-        format!("endpoint={}", self.endpoint())
+    fn opts_via(&self, port: u16) -> String {
+        format!("endpoint=http://127.0.0.1:{port}/{AZURE_ACCOUNT}")
+    }
+
+    fn port(&self) -> u16 {
+        self.0.port
     }
 
     fn create(&self, bucket: &str) {

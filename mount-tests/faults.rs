@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use modelfs::tf::writer::BundleBuilder;
 
+use crate::clouds::Emulated;
 use crate::proxy::{Plan, Proxy};
 use crate::remote::{nginx, required};
 use crate::support::*;
@@ -23,41 +24,97 @@ fn write_model(dir: &Path) {
     b.write_to_dir(dir).unwrap();
 }
 
+/// Where the model is served from, behind the proxy.
+enum Backend {
+    /// nginx serving the model's directory.
+    Http(crate::remote::Server),
+    /// A store (fake-gcs-server, Azurite) holding it in bucket `faults`.
+    Store(Box<dyn Emulated>),
+}
+
 struct Setup {
     fuse: Fuse,
     src: tempfile::TempDir,
-    _web: crate::remote::Server,
+    backend: Backend,
     proxy: Proxy,
     want: Vec<u8>,
 }
 
-fn setup() -> Option<Setup> {
+/// The model written locally, its `big` tensor read from a local mount, and served by the
+/// backend `serve` starts (behind a proxy).
+fn setup_with(serve: impl FnOnce(&Path) -> Option<Backend>) -> Option<Setup> {
     let fuse = Fuse::check()?;
-    if !required("nginx") {
-        return None;
-    }
     let src = tempfile::tempdir().unwrap();
     write_model(src.path());
+    let backend = serve(src.path())?;
     let local = fuse.mount(&src.path().join("model"), OPTS);
     let want = std::fs::read(local.path().join("big.bin")).unwrap();
     local.unmount_and_check();
-    let web = nginx(src.path());
-    let proxy = Proxy::start(web.port);
+    let port = match &backend {
+        Backend::Http(web) => web.port,
+        Backend::Store(s) => s.port(),
+    };
+    let proxy = Proxy::start(port);
     Some(Setup {
         fuse,
         src,
-        _web: web,
+        backend,
         proxy,
         want,
     })
 }
 
+fn setup() -> Option<Setup> {
+    setup_with(|dir| required("nginx").then(|| Backend::Http(nginx(dir))))
+}
+
+/// The model put in bucket `faults` of `store`.
+fn setup_store(store: Option<impl Emulated + 'static>) -> Option<Setup> {
+    let store = store?;
+    setup_with(|dir| {
+        crate::clouds::upload(&store, "faults", dir);
+        Some(Backend::Store(Box::new(store)))
+    })
+}
+
 impl Setup {
-    fn mount(&self) -> MountGuard {
-        let url = format!("http://127.0.0.1:{}/model", self.proxy.port);
-        self.fuse.mount(Path::new(&url), OPTS)
+    /// A mount of the model through the proxy, with `opts` besides the endpoint.
+    fn mount_with(&self, opts: &str) -> MountGuard {
+        let (url, opts) = match &self.backend {
+            Backend::Http(_) => (
+                format!("http://127.0.0.1:{}/model", self.proxy.port),
+                opts.to_string(),
+            ),
+            Backend::Store(s) => (
+                s.url("faults", "model"),
+                format!("{opts},{}", s.opts_via(self.proxy.port)),
+            ),
+        };
+        self.fuse.mount(Path::new(&url), &opts)
     }
 
+    fn mount(&self) -> MountGuard {
+        self.mount_with(OPTS)
+    }
+
+    /// The data file rewritten with other values (same size, a new ETag).
+    fn replace_data(&self) {
+        let name = "model.data-00000-of-00001";
+        let data = self.src.path().join(name);
+        let mut bytes = std::fs::read(&data).unwrap();
+        for b in bytes.iter_mut() {
+            *b = b.wrapping_add(1);
+        }
+        match &self.backend {
+            Backend::Http(_) => {
+                std::fs::write(&data, &bytes).unwrap();
+                let later = std::time::SystemTime::now() + Duration::from_secs(10);
+                let f = std::fs::File::options().write(true).open(&data).unwrap();
+                f.set_modified(later).unwrap();
+            }
+            Backend::Store(s) => s.put_and_delete("faults", &[(name.into(), bytes)], &[]),
+        }
+    }
     fn count(&self, what: &str) -> usize {
         self.proxy
             .log()
@@ -67,9 +124,7 @@ impl Setup {
     }
 }
 
-#[test]
-fn transient_remote_faults_are_retried_and_read_exactly() {
-    let Some(s) = setup() else { return };
+fn transient_faults_are_retried_and_read_exactly(s: &Setup) {
     let cases = [
         (
             "a burst of 503s",
@@ -128,9 +183,7 @@ fn transient_remote_faults_are_retried_and_read_exactly() {
     }
 }
 
-#[test]
-fn a_persistent_remote_fault_is_eio_in_bounded_time() {
-    let Some(s) = setup() else { return };
+fn a_persistent_fault_is_eio_in_bounded_time(s: &Setup) {
     let mount = s.mount();
     s.proxy.set(Plan {
         fail_always: true,
@@ -150,31 +203,13 @@ fn a_persistent_remote_fault_is_eio_in_bounded_time() {
     mount.unmount_and_check();
 }
 
-#[test]
-fn a_remote_object_changed_while_mounted_is_never_mixed() {
-    let Some(s) = setup() else { return };
+fn an_object_changed_while_mounted_is_never_mixed(s: &Setup) {
     // Without checksums, so that only the pinning to the opened version can refuse the bytes.
-    let url = format!("http://127.0.0.1:{}/model", s.proxy.port);
-    let mount = s
-        .fuse
-        .mount(Path::new(&url), "layouts=bin,cache_dir=none,verify=none");
+    let mount = s.mount_with("layouts=bin,cache_dir=none,verify=none");
     // The data file is opened (its ETag taken) by a first read, of its last block only.
     let small = std::fs::read(mount.path().join("small.bin")).unwrap();
     assert_eq!(small.len(), 16);
-    // The data file is rewritten with other values (same size, a new ETag at nginx).
-    let data = s.src.path().join("model.data-00000-of-00001");
-    let mut bytes = std::fs::read(&data).unwrap();
-    for b in bytes.iter_mut() {
-        *b = b.wrapping_add(1);
-    }
-    std::fs::write(&data, &bytes).unwrap();
-    let later = std::time::SystemTime::now() + Duration::from_secs(10);
-    std::fs::File::options()
-        .write(true)
-        .open(&data)
-        .unwrap()
-        .set_modified(later)
-        .unwrap();
+    s.replace_data();
     let err = std::fs::read(mount.path().join("big.bin")).expect_err("a changed object was read");
     assert_eq!(err.raw_os_error(), Some(libc::ESTALE), "{err}");
     assert!(s.proxy.log().iter().any(|l| l.starts_with("GET ")));
@@ -182,20 +217,14 @@ fn a_remote_object_changed_while_mounted_is_never_mixed() {
 }
 
 /// A sequential reader is served by one streaming request, not one request per block.
-#[test]
-fn a_sequential_read_streams_in_few_requests() {
-    let Some(s) = setup() else { return };
+fn a_sequential_read_streams_in_few_requests(s: &Setup) {
     // Without checksums: a first read would check the whole tensor in one large read.
-    let url = format!("http://127.0.0.1:{}/model", s.proxy.port);
-    let mount = s
-        .fuse
-        .mount(Path::new(&url), "layouts=bin,cache_dir=none,verify=none");
+    let mount = s.mount_with("layouts=bin,cache_dir=none,verify=none");
+    // GETs of bytes (a store's listings are GETs with a query: the mount may list meanwhile).
     let gets = || {
-        s.proxy
-            .log()
-            .iter()
-            .filter(|l| l.starts_with("GET "))
-            .count()
+        let log = s.proxy.log();
+        let bytes = |l: &&String| l.starts_with("GET ") && !l.contains('?');
+        log.iter().filter(bytes).count()
     };
     let before = gets();
     let got = std::fs::read(mount.path().join("big.bin")).unwrap();
@@ -205,3 +234,37 @@ fn a_sequential_read_streams_in_few_requests() {
     let sent = gets() - before;
     assert!((1..=2).contains(&sent), "{sent} GETs: {:#?}", s.proxy.log());
 }
+
+/// Each check on each backend: HTTP (nginx), GCS (fake-gcs-server), Azure (Azurite).
+macro_rules! on_every_backend {
+    ($($check:ident),+) => {
+        mod http {
+            $(#[test]
+            fn $check() {
+                let Some(s) = super::setup() else { return };
+                super::$check(&s);
+            })+
+        }
+        mod gcs {
+            $(#[test]
+            fn $check() {
+                let Some(s) = super::setup_store(crate::clouds::Gcs::start()) else { return };
+                super::$check(&s);
+            })+
+        }
+        mod azure {
+            $(#[test]
+            fn $check() {
+                let Some(s) = super::setup_store(crate::clouds::Azure::start()) else { return };
+                super::$check(&s);
+            })+
+        }
+    };
+}
+
+on_every_backend!(
+    transient_faults_are_retried_and_read_exactly,
+    a_persistent_fault_is_eio_in_bounded_time,
+    an_object_changed_while_mounted_is_never_mixed,
+    a_sequential_read_streams_in_few_requests
+);

@@ -159,7 +159,11 @@ fn forward(head: &[String], upstream: u16) -> Option<(Vec<u8>, Vec<u8>)> {
     let mut up = TcpStream::connect(("127.0.0.1", upstream)).ok()?;
     let mut req = String::new();
     for line in head {
-        if !line.to_ascii_lowercase().starts_with("connection:") {
+        let lower = line.to_ascii_lowercase();
+        if lower.starts_with("host:") {
+            // As a reverse proxy does: fake-gcs-server serves its XML API to its own host only.
+            req.push_str(&format!("Host: 127.0.0.1:{upstream}\r\n"));
+        } else if !lower.starts_with("connection:") {
             req.push_str(line);
             req.push_str("\r\n");
         }

@@ -146,9 +146,13 @@ impl Emulated for Moto {
         format!("s3://{bucket}/{key}")
     }
 
-    fn opts(&self) -> String {
+    fn opts_via(&self, port: u16) -> String {
         set_s3_env();
-        format!("endpoint=http://127.0.0.1:{}", self.0)
+        format!("endpoint=http://127.0.0.1:{port}")
+    }
+
+    fn port(&self) -> u16 {
+        self.0
     }
 
     fn create(&self, bucket: &str) {
