@@ -73,7 +73,16 @@ fn open_source(
         .then(|| crate::fs::live::fingerprint(&*reader.storage, &path))
         .flatten();
     let model = crate::detect::model_at(&path, &reader).map_err(|e| match remote_url(source) {
-        Some(url) => Failure::new(EXIT_SOURCE, format!("{url}: {e}")),
+        // Said of the URL once: a key the error starts with is the URL's (`m: …` of `gs://b/m`).
+        Some(url) => {
+            let why = e.to_string();
+            let key = format!("{}: ", path.display());
+            let why = why.strip_prefix(&key).unwrap_or(&why);
+            match why.starts_with(url) {
+                true => Failure::new(EXIT_SOURCE, why.to_string()),
+                false => Failure::new(EXIT_SOURCE, format!("{url}: {why}")),
+            }
+        }
         None => Failure::new(EXIT_SOURCE, e.to_string()),
     })?;
     let follow = Follow {

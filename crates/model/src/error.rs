@@ -121,13 +121,17 @@ pub enum OpenError {
     },
 }
 
-/// `path: why`, without the path twice when `why` names it already.
+/// `path: why`, without the path twice when `why` names it already (as itself, or as the URL
+/// of a remote store's key: `gs://b/m: …` for path `m`).
 fn unreadable_text(path: &Path, source: &(dyn std::error::Error + Send + Sync)) -> String {
     let why = source.to_string();
-    if why.starts_with(&path.display().to_string()) {
+    let p = path.display().to_string();
+    let named = why.split(": ").next().unwrap_or("");
+    let as_url = named.contains("://") && named.ends_with(&format!("/{p}"));
+    if why.starts_with(&p) || as_url {
         why
     } else {
-        format!("{}: {why}", path.display())
+        format!("{p}: {why}")
     }
 }
 
@@ -140,5 +144,20 @@ impl OpenError {
             path: path.to_path_buf(),
             source: source.into(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A remote store's error names the key's URL: the key is not said again before it.
+    #[test]
+    fn an_unreadable_path_is_said_once() {
+        let said = |path: &str, why: &str| OpenError::unreadable(Path::new(path), why).to_string();
+        assert_eq!(said("m", "gs://b/m: no bucket"), "gs://b/m: no bucket");
+        assert_eq!(said("a/m", "a/m: bad"), "a/m: bad");
+        assert_eq!(said("m", "bad header"), "m: bad header");
+        assert_eq!(said("m", "gs://b/mm: x"), "m: gs://b/mm: x");
     }
 }

@@ -345,7 +345,8 @@ pub(crate) fn cause(e: &object_store::Error) -> String {
         Some(first.trim().to_string())
     };
     if let object_store::Error::Generic { store, .. } = e {
-        if text.contains("token request") {
+        // A token from a credential service, or the instance metadata service's.
+        if text.contains("token request") || text.contains("169.254.169.254") {
             return no_credentials(store, &text);
         }
     }
@@ -365,6 +366,10 @@ pub(crate) fn cause(e: &object_store::Error) -> String {
     match (kind, server) {
         (Some(k), Some(s)) => format!("{k} ({s})"),
         (None, Some(s)) => s,
+        // No error document (a HEAD has no body): the kind and the status.
+        (Some(k), None) if status_of(&text).is_some() => {
+            format!("{k} ({})", status_of(&text).unwrap_or_default())
+        }
         // No error document: object_store's own line, without a body it may quote.
         (k, None) => {
             let first = text
@@ -381,6 +386,12 @@ pub(crate) fn cause(e: &object_store::Error) -> String {
     }
 }
 
+/// The status a server answered (`403 Forbidden`), as object_store's errors quote it.
+fn status_of(text: &str) -> Option<String> {
+    let (_, s) = text.split_once("status code: ")?;
+    Some(s.split(':').next().unwrap_or(s).trim().to_string())
+}
+
 /// A token that could not be had: which credentials were looked for, and the server's status if
 /// it answered (never a URL's query or a body: they may carry a secret).
 fn no_credentials(store: &str, text: &str) -> String {
@@ -394,12 +405,13 @@ fn no_credentials(store: &str, text: &str) -> String {
              workload identity, managed identity, the Azure CLI (AZURE_USE_AZURE_CLI=true); \
              -o anonymous for a public container"
         }
+        "S3" => {
+            "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, -o profile= (~/.aws/credentials), the \
+             instance's role; -o anonymous for a public bucket"
+        }
         _ => "the environment and the instance's credentials; -o anonymous for public data",
     };
-    let status = text
-        .split_once("status code: ")
-        .map(|(_, s)| s.split(':').next().unwrap_or(s).trim().to_string());
-    match status {
+    match status_of(text) {
         Some(s) => format!("no usable credentials (the token request got {s}; looked for {tried})"),
         None => format!("no usable credentials (looked for {tried})"),
     }
