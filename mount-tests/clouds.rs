@@ -550,3 +550,26 @@ fn gcs_without_credentials_says_what_was_tried() {
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     assert!(err.contains("GOOGLE_APPLICATION_CREDENTIALS"), "{err}");
 }
+
+/// A key the store refuses: one line, the status, which credentials were used (by name), and
+/// never the key itself.
+#[test]
+fn azure_a_refused_key_says_whose() {
+    let Some(s) = Azure::start() else { return };
+    s.create("there");
+    let wrong = "d3JvbmcgYnV0IHdlbGwgZm9ybWVkIGtleSBvZiBzb21lIGxlbmd0aA==";
+    let out = Command::new(modelfs())
+        .args(["ls", "-o", &s.opts()])
+        .arg(s.url("there", "m"))
+        .env("AZURE_STORAGE_ACCOUNT_KEY", wrong)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("403") && err.contains("credentials: AZURE_STORAGE_ACCOUNT_KEY"),
+        "{err}"
+    );
+    assert!(!err.contains(wrong), "a secret in: {err}");
+}

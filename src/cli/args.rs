@@ -15,7 +15,9 @@ SOURCE: a TensorFlow checkpoint prefix (or its .index, .data-*, .meta file), a d
 checkpoints, a SavedModel directory (or its saved_model.pb), a frozen graph .pb, a V1
 checkpoint, a TF Serving base directory, an Angel model directory, a Monolith PS export, a
 .safetensors file or a directory of shards, an .npy or .npz file, a torch.save file or a
-directory of shards, a .gguf file; or s3://bucket/key, http(s)://host/path of the same forms.
+directory of shards, a .gguf file; or a URL of the same forms: s3://BUCKET/KEY,
+gs://BUCKET/KEY, az://CONTAINER/KEY, abfss://CONTAINER@ACCOUNT.dfs.core.windows.net/KEY,
+https://ACCOUNT.blob.core.windows.net/CONTAINER/KEY, http(s)://HOST/PATH.
 
 OPTIONS (-o, comma-separated; also in /etc/fstab):
 {}",

@@ -187,6 +187,71 @@ pub(super) fn client(
     })
 }
 
+/// Where the credentials of `named` come from, as a refusal says it (`AZURE_STORAGE_ACCOUNT_KEY`,
+/// `the metadata server`): the first source the client takes, in its own order. Names only,
+/// never a value.
+pub(super) fn credential_source(named: &Named<'_>, settings: &RemoteSettings) -> String {
+    let set = |v: &str| std::env::var_os(v).is_some_and(|x| !x.is_empty());
+    let first = |sources: &[(&'static str, bool)], otherwise: &'static str| {
+        sources
+            .iter()
+            .find(|(_, on)| *on)
+            .map_or(otherwise, |(name, _)| name)
+    };
+    if settings.anonymous {
+        return "none (-o anonymous)".into();
+    }
+    let source = match named {
+        Named::S3 { .. } => match &settings.profile {
+            Some(p) => return format!("profile {p}"),
+            None => first(
+                &[
+                    ("AWS_ACCESS_KEY_ID", set("AWS_ACCESS_KEY_ID")),
+                    ("AWS_PROFILE", set("AWS_PROFILE")),
+                ],
+                "~/.aws/credentials or the instance's role",
+            ),
+        },
+        Named::Gcs { .. } => first(
+            &[
+                ("none (STORAGE_EMULATOR_HOST)", set("STORAGE_EMULATOR_HOST")),
+                ("GOOGLE_SERVICE_ACCOUNT", set("GOOGLE_SERVICE_ACCOUNT")),
+                (
+                    "GOOGLE_SERVICE_ACCOUNT_KEY",
+                    set("GOOGLE_SERVICE_ACCOUNT_KEY"),
+                ),
+                (
+                    "GOOGLE_APPLICATION_CREDENTIALS",
+                    set("GOOGLE_APPLICATION_CREDENTIALS"),
+                ),
+            ],
+            "gcloud's application-default credentials or the metadata server",
+        ),
+        Named::Azure { .. } => first(
+            &[
+                (
+                    "AZURE_STORAGE_USE_EMULATOR (the emulator's key)",
+                    set("AZURE_STORAGE_USE_EMULATOR"),
+                ),
+                (
+                    "AZURE_STORAGE_ACCOUNT_KEY",
+                    set("AZURE_STORAGE_ACCOUNT_KEY"),
+                ),
+                ("AZURE_STORAGE_SAS_TOKEN", set("AZURE_STORAGE_SAS_TOKEN")),
+                ("AZURE_CLIENT_SECRET", set("AZURE_CLIENT_SECRET")),
+                (
+                    "AZURE_FEDERATED_TOKEN_FILE",
+                    set("AZURE_FEDERATED_TOKEN_FILE"),
+                ),
+                ("the Azure CLI", set("AZURE_USE_AZURE_CLI")),
+            ],
+            "managed identity",
+        ),
+        Named::Http => "none",
+    };
+    source.to_string()
+}
+
 /// A GCS client that could not be made, said with what was tried.
 fn gcs_error(e: &object_store::Error) -> String {
     format!(

@@ -84,6 +84,7 @@ pub fn open(
     let (named, base, key) = clouds::parse(url).map_err(bad)?;
     let store = clouds::client(&named, base, settings, retry, client).map_err(bad)?;
     let can_list = named != clouds::Named::Http;
+    let credentials = clouds::credential_source(&named, settings);
     let storage = RemoteStorage {
         blocks: Arc::new(Blocks::new(
             Arc::clone(&store),
@@ -96,6 +97,7 @@ pub fn open(
         )),
         store,
         base: base.to_string(),
+        credentials,
         can_list,
         heads: Mutex::new(HashMap::new()),
         lists: Mutex::new(HashMap::new()),
@@ -135,6 +137,8 @@ struct RemoteStorage {
     store: Arc<dyn ObjectStore>,
     /// `s3://bucket` or `http://host:port`: what paths are shown under.
     base: String,
+    /// Where its credentials come from (`clouds::credential_source`), for refusals.
+    credentials: String,
     can_list: bool,
     blocks: Arc<Blocks>,
     heads: Mutex<HashMap<PathBuf, Option<ObjectMeta>>>,
@@ -159,6 +163,19 @@ fn object_path(path: &Path) -> Result<ObjectPath, SourceError> {
 }
 
 impl RemoteStorage {
+    /// `blocks::cause`, and for a refusal, whose credentials were refused.
+    fn cause(&self, e: &object_store::Error) -> String {
+        let refused = matches!(
+            e,
+            object_store::Error::PermissionDenied { .. }
+                | object_store::Error::Unauthenticated { .. }
+        );
+        match refused {
+            true => format!("{}; credentials: {}", blocks::cause(e), self.credentials),
+            false => blocks::cause(e),
+        }
+    }
+
     fn url(&self, path: &Path) -> String {
         format!("{}/{}", self.base, path.display())
     }
@@ -187,7 +204,7 @@ impl RemoteStorage {
             Err(e) => {
                 return Err(SourceError::Remote {
                     url: self.url(path),
-                    cause: blocks::cause(&e),
+                    cause: self.cause(&e),
                 })
             }
         };
@@ -215,7 +232,7 @@ impl RemoteStorage {
         });
         let listed = listed.map_err(|e| SourceError::Remote {
             url: self.url(dir),
-            cause: blocks::cause(&e),
+            cause: self.cause(&e),
         })?;
         let mut out = Vec::new();
         let mut heads = self.heads.lock().unwrap_or_else(|e| e.into_inner());
