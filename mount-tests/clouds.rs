@@ -540,8 +540,16 @@ fn gcs_without_credentials_says_what_was_tried() {
         .args(["ls", "-o"])
         .arg(format!("endpoint={}", s.endpoint()))
         .arg("gs://b/m")
+        // No credentials anywhere, and a metadata server that refuses at once (on a GCE
+        // runner the real one would hand out a token).
         .env_remove("GOOGLE_APPLICATION_CREDENTIALS")
         .env_remove("GOOGLE_SERVICE_ACCOUNT")
+        .env_remove("GOOGLE_SERVICE_ACCOUNT_PATH")
+        .env_remove("GOOGLE_SERVICE_ACCOUNT_KEY")
+        .env_remove("GOOGLE_BEARER_TOKEN")
+        .env_remove("STORAGE_EMULATOR_HOST")
+        .env("GCE_METADATA_HOST", "127.0.0.1:1")
+        .env("GCE_METADATA_IP", "127.0.0.1:1")
         .env("HOME", tempfile::tempdir().unwrap().path())
         .output()
         .unwrap();
@@ -572,4 +580,24 @@ fn azure_a_refused_key_says_whose() {
         "{err}"
     );
     assert!(!err.contains(wrong), "a secret in: {err}");
+}
+
+/// Each URL form of Azure names the same container: `az://`, Hadoop's `abfss://` and the
+/// blob endpoint's `https://` list what the local copy lists.
+#[test]
+fn azure_every_url_form_reaches_the_container() {
+    let Some(s) = Azure::start() else { return };
+    let st = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/safetensors/sharded");
+    upload(&s, "forms", &st);
+    let want = ls_with(&st, "").stdout;
+    for url in [
+        "az://forms/".to_string(),
+        format!("abfss://forms@{AZURE_ACCOUNT}.dfs.core.windows.net/"),
+        format!("https://{AZURE_ACCOUNT}.blob.core.windows.net/forms/"),
+    ] {
+        let out = ls_with(Path::new(&url), &s.opts());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{url}: {err}");
+        assert_eq!(out.stdout, want, "{url}");
+    }
 }

@@ -78,6 +78,7 @@ fn open_source(
             let why = e.to_string();
             let key = format!("{}: ", path.display());
             let why = why.strip_prefix(&key).unwrap_or(&why);
+            let url = url.trim_end_matches('/');
             match why.starts_with(url) {
                 true => Failure::new(EXIT_SOURCE, why.to_string()),
                 false => Failure::new(EXIT_SOURCE, format!("{url}: {why}")),

@@ -128,7 +128,7 @@ fn unreadable_text(path: &Path, source: &(dyn std::error::Error + Send + Sync)) 
     let p = path.display().to_string();
     let named = why.split(": ").next().unwrap_or("");
     let as_url = named.contains("://") && named.ends_with(&format!("/{p}"));
-    if why.starts_with(&p) || as_url {
+    if named == p || as_url {
         why
     } else {
         format!("{p}: {why}")

@@ -413,7 +413,8 @@ fn no_credentials(store: &str, text: &str) -> String {
     };
     match status_of(text) {
         Some(s) => format!("no usable credentials (the token request got {s}; looked for {tried})"),
-        None => format!("no usable credentials (looked for {tried})"),
+        // No answer: the token service was not reached (DNS, a proxy, a timeout).
+        None => format!("no token: the token service did not answer (looked for {tried})"),
     }
 }
 

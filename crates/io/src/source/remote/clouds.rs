@@ -51,6 +51,12 @@ pub(super) fn is_url(source: &str) -> bool {
 
 /// The store `url` names, the URL up to its key (`base`), and the key.
 pub(super) fn parse(url: &str) -> Result<(Named<'_>, &str, &str), String> {
+    if url.contains(['?', '#']) {
+        // A SAS URL's query is a credential: not read, and never repeated (`shown`).
+        return Err("a query in the URL is not read (a SAS token goes in \
+                    AZURE_STORAGE_SAS_TOKEN)"
+            .into());
+    }
     let (scheme, rest) = url.split_once("://").ok_or("not a URL")?;
     let (host, key) = rest.split_once('/').unwrap_or((rest, ""));
     let base = &url[..scheme.len() + 3 + host.len()];
@@ -115,11 +121,20 @@ fn check<'a>(
     Ok((named, base, key.trim_end_matches('/')))
 }
 
-/// The account of an Azure storage host (`ACCOUNT.blob.core.windows.net`, `….dfs.…`).
+/// The account of an Azure storage host (`ACCOUNT.blob.core.windows.net`, `….dfs.…`; any
+/// case, `:443` allowed).
 fn azure_account(host: &str) -> Option<&str> {
+    let host = host.strip_suffix(":443").unwrap_or(host);
     let (account, domain) = host.split_once('.')?;
-    let azure = ["blob.core.windows.net", "dfs.core.windows.net"].contains(&domain);
+    let azure = ["blob.core.windows.net", "dfs.core.windows.net"]
+        .iter()
+        .any(|d| d.eq_ignore_ascii_case(domain));
     (azure && !account.is_empty()).then_some(account)
+}
+
+/// `url` as it may be shown: without a query or a fragment (a SAS token is one).
+pub(super) fn shown(url: &str) -> &str {
+    url.split(['?', '#']).next().unwrap_or("")
 }
 
 /// The client of `named`.
@@ -227,26 +242,28 @@ pub(super) fn credential_source(named: &Named<'_>, settings: &RemoteSettings) ->
             ],
             "gcloud's application-default credentials or the metadata server",
         ),
-        Named::Azure { .. } => first(
-            &[
-                (
-                    "AZURE_STORAGE_USE_EMULATOR (the emulator's key)",
-                    set("AZURE_STORAGE_USE_EMULATOR"),
-                ),
-                (
-                    "AZURE_STORAGE_ACCOUNT_KEY",
-                    set("AZURE_STORAGE_ACCOUNT_KEY"),
-                ),
-                ("AZURE_STORAGE_SAS_TOKEN", set("AZURE_STORAGE_SAS_TOKEN")),
-                ("AZURE_CLIENT_SECRET", set("AZURE_CLIENT_SECRET")),
-                (
-                    "AZURE_FEDERATED_TOKEN_FILE",
-                    set("AZURE_FEDERATED_TOKEN_FILE"),
-                ),
-                ("the Azure CLI", set("AZURE_USE_AZURE_CLI")),
-            ],
-            "managed identity",
-        ),
+        // object_store's order (`resolve_credential_auto`).
+        Named::Azure { .. } => {
+            let principal = set("AZURE_CLIENT_ID") && set("AZURE_TENANT_ID");
+            let emulator = "AZURE_STORAGE_USE_EMULATOR (the emulator's key)";
+            let workload = "workload identity (AZURE_FEDERATED_TOKEN_FILE)";
+            let secret = "the service principal (AZURE_CLIENT_SECRET)";
+            first(
+                &[
+                    (emulator, set("AZURE_STORAGE_USE_EMULATOR")),
+                    ("AZURE_STORAGE_TOKEN", set("AZURE_STORAGE_TOKEN")),
+                    (
+                        "AZURE_STORAGE_ACCOUNT_KEY",
+                        set("AZURE_STORAGE_ACCOUNT_KEY"),
+                    ),
+                    (workload, principal && set("AZURE_FEDERATED_TOKEN_FILE")),
+                    (secret, principal && set("AZURE_CLIENT_SECRET")),
+                    ("AZURE_STORAGE_SAS_TOKEN", set("AZURE_STORAGE_SAS_TOKEN")),
+                    ("the Azure CLI", set("AZURE_USE_AZURE_CLI")),
+                ],
+                "managed identity",
+            )
+        }
         Named::Http => "none",
     };
     source.to_string()
@@ -312,6 +329,12 @@ mod tests {
                 "m/x",
             ),
             ("http://h:8/a/b", Named::Http, "http://h:8", "a/b"),
+            (
+                "https://Acct.Blob.Core.Windows.Net:443/c/m",
+                azure(Some("Acct"), "c"),
+                "https://Acct.Blob.Core.Windows.Net:443/c",
+                "m",
+            ),
         ];
         for (url, named, base, key) in cases {
             assert_eq!(parsed(url), (named, base, key), "{url}");
@@ -325,6 +348,10 @@ mod tests {
             ("az:///m", "no container"),
             ("https://acct.blob.core.windows.net/", "no container"),
             ("abfss://c@example.com/m", "not an Azure storage host"),
+            (
+                "https://a.blob.core.windows.net/c/m?sv=1&sig=SECRET",
+                "SAS token",
+            ),
             ("ftp://h/m", "not a store"),
         ] {
             let e = parse(url).map(|_| ()).unwrap_err();

@@ -70,7 +70,7 @@ pub fn open(
     settings: &RemoteSettings,
 ) -> Result<(Arc<dyn Storage>, PathBuf), SourceError> {
     let bad = |cause: String| SourceError::Remote {
-        url: url.to_string(),
+        url: clouds::shown(url).to_string(),
         cause,
     };
     let retry = RetryConfig {
@@ -312,11 +312,15 @@ impl Storage for RemoteStorage {
     }
 
     fn stamp(&self, path: &Path) -> Result<Option<String>, SourceError> {
+        // One tag for one version, whichever request (HEAD, LIST) told it.
         Ok(self.head(path)?.map(|m| {
             format!(
                 "{}:{}:{}",
                 m.size,
-                m.e_tag.as_deref().unwrap_or(""),
+                m.e_tag
+                    .as_deref()
+                    .map(blocks::quoted_etag)
+                    .unwrap_or_default(),
                 m.last_modified.timestamp_nanos_opt().unwrap_or(0)
             )
         }))
