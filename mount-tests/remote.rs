@@ -91,6 +91,8 @@ fn moto() -> Option<Server> {
     if !required("moto_server") {
         return None;
     }
+    // The mounts find moto's credentials as AWS's tools do: in the environment.
+    set_s3_env();
     let port = free_port();
     let mut cmd = Command::new("moto_server");
     cmd.args(["-H", "127.0.0.1", "-p", &port.to_string()]);
@@ -147,7 +149,6 @@ impl Emulated for Moto {
     }
 
     fn opts_via(&self, port: u16) -> String {
-        set_s3_env();
         format!("endpoint=http://127.0.0.1:{port}")
     }
 
@@ -333,7 +334,6 @@ fn s3_sources_read_like_local() {
 #[test]
 fn s3_refusals_say_why() {
     let Some(s3) = moto() else { return };
-    set_s3_env();
     let endpoint = format!("endpoint=http://127.0.0.1:{}", s3.port);
     let run = |url: &str| ls_with(Path::new(url), &endpoint);
     let missing = run("s3://no-such-bucket/model");
@@ -390,7 +390,6 @@ impl Server {
 fn s3_reads_cost_one_block_and_repeat_for_free() {
     let Some(fuse) = Fuse::check() else { return };
     let Some(s3) = moto() else { return };
-    set_s3_env();
     let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures");
     upload(s3.port, "cost", &fixtures.join("tf/dtypes"));
     let opts = format!(
@@ -447,7 +446,6 @@ fn s3_checksum_pass_is_one_stream() {
     use std::io::Read;
     let Some(fuse) = Fuse::check() else { return };
     let Some(s3) = moto() else { return };
-    set_s3_env();
     let tmp = tempfile::tempdir().unwrap();
     // 32 MiB of float32: four 8 MiB blocks. The tensor is the data file, from offset 0.
     let prefix = crate::firstlook::checkpoint(tmp.path(), 2048, 4096);
@@ -496,7 +494,6 @@ fn s3_checksum_pass_is_one_stream() {
 fn s3_blocks_persist_on_disk_across_mounts() {
     let Some(fuse) = Fuse::check() else { return };
     let Some(s3) = moto() else { return };
-    set_s3_env();
     let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures");
     upload(s3.port, "persist", &fixtures.join("tf/dtypes"));
     let cache = tempfile::tempdir().unwrap();
