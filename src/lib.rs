@@ -35,6 +35,7 @@
 
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+pub mod api;
 mod cli;
 pub mod detect;
 mod fs;

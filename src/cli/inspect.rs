@@ -18,13 +18,13 @@ use crate::source::ReadCtx;
 const VERIFY_CHUNK: usize = 8 << 20;
 
 /// One tensor of the model, found by walking its directories (metadata only).
-pub(super) struct Found {
-    pub(super) path: String,
-    pub(super) tensor: Arc<dyn Tensor>,
+pub(crate) struct Found {
+    pub(crate) path: String,
+    pub(crate) tensor: Arc<dyn Tensor>,
 }
 
 /// Every tensor of `model` in listing order, with its path in the mount.
-pub(super) fn walk(model: &dyn Model) -> Result<Vec<Found>, ModelError> {
+pub(crate) fn walk(model: &dyn Model) -> Result<Vec<Found>, ModelError> {
     let mut out = Vec::new();
     let mut stack: Vec<Vec<Vec<u8>>> = vec![Vec::new()];
     while let Some(dir) = stack.pop() {

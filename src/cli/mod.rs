@@ -9,6 +9,9 @@
 //! opens it), `logging`; then one file per command or family of commands.
 
 use self::args::{command, helper_args, Cli, Command};
+#[cfg(test)]
+pub(crate) use self::browse::cat_into;
+pub(crate) use self::inspect::walk;
 pub(crate) use self::logging::{MOUNT_TAG, SYSLOG};
 pub(crate) use self::open::{
     absolute_source, build_mount_tree, build_tree, open_model, parse_options, remote_url,

@@ -95,7 +95,7 @@ impl FoundRow {
     }
 
     /// The bytes of file `file` of this row.
-    pub(crate) fn render(&self, tensor: &dyn Tensor, file: RowFile) -> Option<Vec<u8>> {
+    pub fn render(&self, tensor: &dyn Tensor, file: RowFile) -> Option<Vec<u8>> {
         match file {
             RowFile::Txt => {
                 let mut out = Vec::with_capacity(self.values.len() * 3 + 1);

@@ -1,0 +1,342 @@
+"""modelfs: model artefacts as numpy arrays, read lazily, and as a read-only file system.
+
+Everything modelfs mounts opens here without FUSE: a TensorFlow checkpoint (V2 or V1), a
+SavedModel or graph, an Angel model directory, recommendation hash tables (Monolith, TF hash
+tables, TFRA, DeepRec EVs), safetensors, PyTorch, numpy and GGUF files — on local disk, S3,
+GCS, Azure or HTTP::
+
+    import modelfs
+    m = modelfs.open("s3://bucket/run/ckpt-1000")
+    m.keys()                        # every tensor, by its path in the mount
+    w = m["dense/kernel"]           # numpy array: exactly the mount's dense/kernel.npy
+    top = m.slice("emb")[0:1000]    # reads only those rows
+    ids, rows = m.rows("user_table", [17, 42])   # rows by feature id
+
+Options are the mount's `-o` options as keyword arguments (`verify="none"`,
+`cache_dir="none"`, `endpoint="http://…"`, `anonymous=True`). Reads release the GIL; a model
+may be used from several threads, and pickles as its source and options (each process that
+unpickles it opens its own), so Dask, Ray or Spark workers can read its `pieces` in parallel.
+
+`stats`, `diff`, `diff_rows` and `check` return what the `modelfs` command prints with
+`--json` (they run it: one implementation of each answer); `mount` mounts for code that
+wants paths.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import shutil
+import subprocess
+import sysconfig
+import tempfile
+import time
+from typing import Any, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple
+
+import numpy as np
+
+from . import _native
+from ._native import (
+    ChecksumError,
+    ModelfsError,
+    SourceError,
+    UnavailableError,
+    UsageError,
+)
+
+__all__ = [
+    "open",
+    "Model",
+    "Piece",
+    "stats",
+    "diff",
+    "diff_rows",
+    "check",
+    "mount",
+    "ModelfsError",
+    "SourceError",
+    "ChecksumError",
+    "UnavailableError",
+    "UsageError",
+]
+
+# Bytes of rows one piece covers by default: large enough that a task's overhead is small,
+# small enough that a worker holds little.
+PIECE_BYTES = 64 << 20
+
+
+def _option_args(options: Dict[str, Any]) -> List[str]:
+    """Keyword options as `-o` strings: `True` is a bare flag, `False`/`None` left out."""
+    out = []
+    for key, value in options.items():
+        if value is True:
+            out.append(key)
+        elif value is False or value is None:
+            continue
+        else:
+            out.append(f"{key}={value}")
+    return out
+
+
+def _parse_npy_header(header: bytes) -> Tuple[Tuple[int, ...], bool, np.dtype]:
+    fp = io.BytesIO(header)
+    version = np.lib.format.read_magic(fp)
+    if version == (1, 0):
+        return np.lib.format.read_array_header_1_0(fp)
+    return np.lib.format.read_array_header_2_0(fp)
+
+
+class Piece(NamedTuple):
+    """Rows `start:stop` of tensor `name`: a unit of work another process can read alone."""
+
+    name: str
+    start: int
+    stop: int
+
+
+def _reopen(source: str, options: Dict[str, Any]) -> "Model":
+    return Model(source, **options)
+
+
+class Model:
+    """A model opened from SOURCE (a path or a URL) with the mount's options."""
+
+    def __init__(self, source: "os.PathLike[str] | str", **options: Any) -> None:
+        self.source = os.fspath(source)
+        self.options = dict(options)
+        self._m = _native.Model(self.source, _option_args(self.options))
+
+    def __reduce__(self):
+        return (_reopen, (self.source, self.options))
+
+    def __repr__(self) -> str:
+        return f"modelfs.open({self.source!r})"
+
+    # -- what is there ---------------------------------------------------------------------
+
+    def keys(self) -> List[str]:
+        """Every tensor's path in the mount, sorted (`modelfs list`'s first column)."""
+        return self._m.keys()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.keys())
+
+    def __len__(self) -> int:
+        return len(self.keys())
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name.strip("/") in set(self.keys())
+
+    def info(self, name: str) -> Dict[str, Any]:
+        """The tensor's `NAME.json` (dtype, shape, partitions, problems, …), read no data."""
+        return json.loads(self._m.json(name))
+
+    # -- values ----------------------------------------------------------------------------
+
+    def _layout(self, name: str):
+        header, size = self._m.npy_header(name)
+        shape, fortran, dtype = _parse_npy_header(header)
+        return header, size, tuple(shape), fortran, dtype
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        """The tensor as a numpy array: the bytes of the mount's `NAME.npy`."""
+        header, size, shape, fortran, dtype = self._layout(name)
+        data = size - len(header)
+        buf = np.empty(data, dtype=np.uint8)
+        if data:
+            self._m.read_npy_into(name, len(header), buf)
+        return buf.view(dtype).reshape(shape, order="F" if fortran else "C")
+
+    def slice(self, name: str) -> "_Slicer":
+        """`m.slice(name)[a:b, ...]` reads only rows `a:b` (then indexes the rest)."""
+        return _Slicer(self, name)
+
+    def _rows_of(self, name: str, start: int, stop: int) -> np.ndarray:
+        header, size, shape, fortran, dtype = self._layout(name)
+        if fortran or not shape:
+            return self[name][start:stop]
+        start, stop, _ = slice(start, stop).indices(shape[0])
+        stop = max(stop, start)
+        row = int(np.prod(shape[1:], dtype=np.int64)) * dtype.itemsize
+        buf = np.empty((stop - start) * row, dtype=np.uint8)
+        if buf.size:
+            self._m.read_npy_into(name, len(header) + start * row, buf)
+        return buf.view(dtype).reshape((stop - start,) + shape[1:])
+
+    def rows(self, name: str, ids: Iterable[int]) -> Tuple[np.ndarray, np.ndarray]:
+        """The rows of keyed tensor `name` (an embedding, a hash table) with feature ids
+        `ids`, as `NAME.rows/ID.npy` gives each: `(found_ids, values)`, the ids found in the
+        order asked and one row of `values` per found id."""
+        found, descr, width, values = self._m.rows(name, [int(i) for i in ids])
+        found = np.array(found, dtype=np.int64)
+        if not len(found):
+            return found, np.empty((0, 0), dtype=np.float32)
+        arr = np.frombuffer(bytearray(values), dtype=np.dtype(descr))
+        return found, arr.reshape(len(found), width)
+
+    # -- beyond one machine ----------------------------------------------------------------
+
+    def pieces(self, name: str, max_bytes: int = PIECE_BYTES) -> List[Piece]:
+        """Independent pieces of tensor `name`: runs of whole rows of at most `max_bytes`
+        (one row at least). Read one with `read_piece`, in any process."""
+        header, size, shape, fortran, dtype = self._layout(name)
+        if not shape:
+            return [Piece(name, 0, 1)]
+        row = max(int(np.prod(shape[1:], dtype=np.int64)) * dtype.itemsize, 1)
+        per = max(max_bytes // row, 1)
+        return [Piece(name, a, min(a + per, shape[0])) for a in range(0, shape[0], per)] or [
+            Piece(name, 0, 0)
+        ]
+
+    def read_piece(self, piece: Piece) -> np.ndarray:
+        """The rows of `piece` (a scalar tensor's one piece is the scalar)."""
+        header, size, shape, fortran, dtype = self._layout(piece.name)
+        if not shape:
+            return self[piece.name]
+        return self._rows_of(piece.name, piece.start, piece.stop)
+
+
+class _Slicer:
+    def __init__(self, model: Model, name: str) -> None:
+        self._model, self._name = model, name
+
+    def __getitem__(self, key) -> np.ndarray:
+        first, rest = (key[0], key[1:]) if isinstance(key, tuple) else (key, ())
+        if isinstance(first, (int, np.integer)):
+            header, size, shape, _, _ = self._model._layout(self._name)
+            i = int(first) + (shape[0] if shape and first < 0 else 0)
+            if not shape or not 0 <= i < shape[0]:
+                raise IndexError(f"index {first} is out of bounds for {self._name}")
+            rows = self._model._rows_of(self._name, i, i + 1)
+            return rows[(0,) + tuple(rest)]
+        if isinstance(first, slice):
+            header, size, shape, _, _ = self._model._layout(self._name)
+            if not shape:
+                raise IndexError(f"{self._name} is a scalar")
+            start, stop, step = first.indices(shape[0])
+            lo, hi = (start, stop) if step > 0 else (stop + 1, start + 1)
+            rows = self._model._rows_of(self._name, lo, max(hi, lo))
+            picked = rows[:: step] if step > 0 else rows[::-1][:: -step]
+            return picked[(slice(None),) + tuple(rest)] if rest else picked
+        return self._model[self._name][key]
+
+
+def open(source: "os.PathLike[str] | str", **options: Any) -> Model:  # noqa: A001
+    """Opens SOURCE — every form and URL the `modelfs` command takes — with the mount's
+    `-o` options as keyword arguments."""
+    return Model(source, **options)
+
+
+# -- whole-model answers: the `modelfs` command's, as its --json gives them --------------------
+
+
+def _binary() -> str:
+    """The `modelfs` command: $MODELFS_BIN, the one installed with this package, or PATH's."""
+    given = os.environ.get("MODELFS_BIN")
+    if given:
+        return given
+    beside = os.path.join(sysconfig.get_path("scripts"), "modelfs")
+    if os.access(beside, os.X_OK):
+        return beside
+    found = shutil.which("modelfs")
+    if found:
+        return found
+    raise ModelfsError("the modelfs command is not installed (pip install modelfs installs it)")
+
+
+def _raise_for(status: int, stderr: str) -> None:
+    message = stderr.strip().removeprefix("modelfs: ") or f"modelfs exited with status {status}"
+    if status == 64:
+        raise KeyError(message)
+    if status == 1:
+        raise UsageError(message)
+    raise SourceError(message)
+
+
+def _run(args: List[str], options: Dict[str, Any], lines: bool = False, ok=(0,)) -> Any:
+    o = _option_args(options)
+    cmd = [_binary(), *args, "--json"] + (["-o", ",".join(o)] if o else [])
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        if lines:
+            return [json.loads(line) for line in p.stdout.splitlines() if line.strip()]
+        if p.stdout.strip():
+            return json.loads(p.stdout)
+    except json.JSONDecodeError:
+        pass
+    if p.returncode in ok:
+        return [] if lines else None
+    _raise_for(p.returncode, p.stderr)
+
+
+def _paths(source, paths: Sequence[str]) -> List[str]:
+    return [os.fspath(source), *[os.fspath(p) for p in paths]]
+
+
+def stats(source, *paths: str, **options: Any) -> List[Dict[str, Any]]:
+    """`modelfs stats --json SOURCE [PATHS]`: per tensor count, min, max, mean, std, NaN and
+    infinity counts, zeros, L2 norm."""
+    return _run(["stats", *_paths(source, paths)], options)
+
+
+def diff(a, b, map: Sequence[str] = (), transpose: bool = False, **options: Any):  # noqa: A002
+    """`modelfs diff --json A B`: one object per tensor (only in A, only in B, retyped,
+    changed with max |Δ| and relative L2, identical). `map` are `REGEX=REPLACEMENT` rules."""
+    args = ["diff", os.fspath(a), os.fspath(b)]
+    for rule in [map] if isinstance(map, str) else map:
+        args += ["--map", rule]
+    if transpose:
+        args.append("--transpose")
+    return _run(args, options, ok=(0, 1))
+
+
+def diff_rows(a, b, *tables: str, **options: Any) -> List[Dict[str, Any]]:
+    """`modelfs diff --rows --json A B [TABLES]`: one object per id that differs, then one
+    summary object per table."""
+    return _run(["diff", "--rows", os.fspath(a), os.fspath(b), *tables], options, lines=True,
+                ok=(0, 1))
+
+
+def check(source, *paths: str, max_abs: Optional[float] = None, **options: Any):
+    """`modelfs check --json SOURCE [PATHS]`: optimizer slots hold their table's ids, every
+    float is finite and at most `max_abs` in magnitude."""
+    args = ["check", *_paths(source, paths)]
+    if max_abs is not None:
+        args += ["--max-abs", repr(float(max_abs))]
+    return _run(args, options, ok=(0, 2))
+
+
+@contextlib.contextmanager
+def mount(source, path: Optional[str] = None, timeout: float = 30.0, **options: Any):
+    """Mounts SOURCE (at `path`, else a temporary directory) for the `with` block and yields
+    the mount point; unmounts on exit. Raises `ModelfsError` where FUSE is unavailable."""
+    if not os.path.exists("/dev/fuse"):
+        raise ModelfsError("FUSE is not available here (no /dev/fuse): use modelfs.open")
+    made = path is None
+    point = tempfile.mkdtemp(prefix="modelfs-") if made else os.fspath(path)
+    o = _option_args(options)
+    cmd = [_binary(), "mount", "-f", os.fspath(source), point] + (["-o", ",".join(o)] if o else [])
+    daemon = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + timeout
+        while not os.path.ismount(point):
+            if daemon.poll() is not None:
+                _raise_for(daemon.returncode or 3, daemon.stderr.read())
+            if time.monotonic() > deadline:
+                raise ModelfsError(f"{point}: not mounted after {timeout} s")
+            time.sleep(0.02)
+        yield point
+    finally:
+        if os.path.ismount(point):
+            subprocess.run([_binary(), "umount", point], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+        try:
+            daemon.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            daemon.kill()
+            daemon.wait()
+        if made:
+            with contextlib.suppress(OSError):
+                os.rmdir(point)

@@ -1,0 +1,335 @@
+//! A model opened for a program rather than a mount: the FUSE-free front door the Python
+//! package (`python/`) wraps. Every answer is the mount's own: a tensor's bytes are its
+//! `NAME.npy` file's (`layout::content`), its metadata its `NAME.json`, a row by id its
+//! `NAME.rows/ID.npy` — the same options, readers and layouts, no second implementation.
+//!
+//! ```
+//! let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/tf/multi_shard/ckpt");
+//! let m = modelfs::api::Opened::open(fixture, &[]).unwrap();
+//! assert!(m.keys().unwrap().contains(&"a".to_string()));
+//! let npy = m.npy("a").unwrap();
+//! let header = npy.header().unwrap();
+//! assert!(header.starts_with(b"\x93NUMPY"));
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{Arc, OnceLock};
+
+use crate::layout::{self, FileContent, Layout, LayoutCtx, LayoutError, Patient};
+use crate::model::{Model, ModelError, Tensor};
+use crate::options::Options;
+
+/// What went wrong, sorted the way a caller reacts to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// An option or argument the CLI would refuse (exit status 1).
+    Usage,
+    /// No tensor of that name.
+    NotFound,
+    /// The tensor has no form asked for (strings as numbers, a dtype numpy lacks).
+    Unavailable,
+    /// Stored bytes whose checksum does not match.
+    Checksum,
+    /// The source could not be read (missing, unrecognised, a fault, changed).
+    Source,
+}
+
+/// An error with the message the CLI prints for it.
+#[derive(Debug, Clone)]
+pub struct Error {
+    pub kind: ErrorKind,
+    pub message: String,
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Error {}
+
+fn error(kind: ErrorKind, message: impl Into<String>) -> Error {
+    Error {
+        kind,
+        message: message.into(),
+    }
+}
+
+/// Whether any link of `e`'s chain is a checksum that did not match. The readers' errors
+/// are typed per format (TF's bundle, Monolith's records, zip's CRC, …) and each says
+/// "checksum" or "CRC" of itself: the chain, not only its top, is searched.
+fn is_checksum(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = Some(e);
+    while let Some(c) = cause {
+        let text = c.to_string().to_ascii_lowercase();
+        if text.contains("checksum") || text.contains("crc") {
+            return true;
+        }
+        cause = c.source();
+    }
+    false
+}
+
+fn layout_error(name: &str, e: LayoutError) -> Error {
+    let kind = match &e {
+        LayoutError::Unavailable(_) => ErrorKind::Unavailable,
+        LayoutError::Model(ModelError::NotFound(_)) => ErrorKind::NotFound,
+        LayoutError::Model(ModelError::Request(_)) => ErrorKind::Usage,
+        _ if is_checksum(&e) => ErrorKind::Checksum,
+        _ => ErrorKind::Source,
+    };
+    error(kind, format!("{name}: {e}"))
+}
+
+/// A model opened from SOURCE (a path or a URL) with `-o` options.
+pub struct Opened {
+    model: Arc<dyn Model>,
+    ctx: Arc<LayoutCtx>,
+    /// Every tensor by its path in the mount, found on first need (metadata only).
+    tensors: OnceLock<BTreeMap<String, Arc<dyn Tensor>>>,
+}
+
+impl Opened {
+    /// Opens `source` as `modelfs ls SOURCE -o OPTIONS` would; `options` are `KEY=VALUE` or
+    /// `KEY` strings, applied in order.
+    pub fn open(source: &str, options: &[String]) -> Result<Opened, Error> {
+        let mut opts = Options::default();
+        for o in options {
+            opts.apply(o)
+                .map_err(|e| error(ErrorKind::Usage, e.to_string()))?;
+        }
+        let path = Path::new(source);
+        let model = crate::cli::open_model(path, &opts)
+            .map_err(|f| error(ErrorKind::Source, f.message.unwrap_or_default()))?;
+        let ctx = crate::fs::layout_ctx(&opts, &crate::cli::store_name(path));
+        Ok(Opened {
+            model,
+            ctx,
+            tensors: OnceLock::new(),
+        })
+    }
+
+    fn tensors(&self) -> Result<&BTreeMap<String, Arc<dyn Tensor>>, Error> {
+        if let Some(t) = self.tensors.get() {
+            return Ok(t);
+        }
+        let found =
+            crate::cli::walk(&*self.model).map_err(|e| error(ErrorKind::Source, e.to_string()))?;
+        let map = found.into_iter().map(|f| (f.path, f.tensor)).collect();
+        Ok(self.tensors.get_or_init(|| map))
+    }
+
+    /// Every tensor's path in the mount (`modelfs list`'s first column), sorted.
+    pub fn keys(&self) -> Result<Vec<String>, Error> {
+        Ok(self.tensors()?.keys().cloned().collect())
+    }
+
+    /// The tensor at mount path `name`.
+    pub fn tensor(&self, name: &str) -> Result<Arc<dyn Tensor>, Error> {
+        let name = name.trim_matches('/');
+        self.tensors()?
+            .get(name)
+            .cloned()
+            .ok_or_else(|| error(ErrorKind::NotFound, format!("{name}: no such tensor")))
+    }
+
+    fn content(&self, name: &str, l: Layout) -> Result<Arc<dyn FileContent>, Error> {
+        let t = self.tensor(name)?;
+        layout::content(l, t, &self.ctx).map_err(|e| layout_error(name, e.into()))
+    }
+
+    /// The bytes of `NAME.json`, as a mount shows them.
+    pub fn json(&self, name: &str) -> Result<Vec<u8>, Error> {
+        let c = self.content(name, Layout::Json)?;
+        let size = c.size().map_err(|e| layout_error(name, e))?;
+        let mut out = vec![0u8; usize::try_from(size).unwrap_or(usize::MAX)];
+        read_exact(&*c, name, 0, &mut out)?;
+        Ok(out)
+    }
+
+    /// `NAME.npy`, to be read in any ranges.
+    pub fn npy(&self, name: &str) -> Result<Npy, Error> {
+        Ok(Npy {
+            name: name.trim_matches('/').to_string(),
+            content: self.content(name, Layout::Npy)?,
+        })
+    }
+
+    /// The rows of keyed tensor `name` with ids `ids`, as `NAME.rows/ID.npy` gives each: the
+    /// ids found (in the order asked), the numpy `descr` of the values, the row width in
+    /// elements, and the found rows' values one after another.
+    pub fn rows(&self, name: &str, ids: &[i64]) -> Result<Rows, Error> {
+        let t = self.tensor(name)?;
+        if t.key_kind().is_none() {
+            let msg = format!("{name}: no rows by id (not a keyed tensor)");
+            return Err(error(ErrorKind::Unavailable, msg));
+        }
+        let mut out = Rows::default();
+        for &id in ids {
+            let Some(row) = layout::rows::find(&*t, id).map_err(|e| layout_error(name, e))? else {
+                continue;
+            };
+            let npy = row.render(&*t, layout::rows::RowFile::Npy).ok_or_else(|| {
+                let dtype = t.meta().dtype.name();
+                error(
+                    ErrorKind::Unavailable,
+                    format!("{name}: numpy has no type for {dtype}"),
+                )
+            })?;
+            let (descr, width, start) = npy_row_shape(&npy)
+                .ok_or_else(|| error(ErrorKind::Source, format!("{name}: a row's header")))?;
+            if out.found.is_empty() {
+                out.descr = descr;
+                out.width = width;
+            }
+            out.found.push(id);
+            out.values.extend_from_slice(&npy[start..]);
+        }
+        Ok(out)
+    }
+}
+
+/// Rows found by id (see `Opened::rows`).
+#[derive(Debug, Default)]
+pub struct Rows {
+    pub found: Vec<i64>,
+    pub descr: String,
+    pub width: u64,
+    pub values: Vec<u8>,
+}
+
+/// A one-dimensional `.npy` of a row: (descr, length, where the data start).
+fn npy_row_shape(npy: &[u8]) -> Option<(String, u64, usize)> {
+    let len = u16::from_le_bytes([*npy.get(8)?, *npy.get(9)?]) as usize;
+    let start = 10usize.checked_add(len)?;
+    let header = std::str::from_utf8(npy.get(10..start)?).ok()?;
+    let descr = header.split("'descr': '").nth(1)?.split('\'').next()?;
+    let shape = header.split("'shape': (").nth(1)?.split(',').next()?;
+    Some((descr.to_string(), shape.trim().parse().ok()?, start))
+}
+
+fn read_exact(c: &dyn FileContent, name: &str, offset: u64, out: &mut [u8]) -> Result<(), Error> {
+    let mut done = 0usize;
+    while done < out.len() {
+        let at = offset + done as u64;
+        let got = c
+            .read(at, out.len() - done, &Patient)
+            .map_err(|e| layout_error(name, e))?;
+        if got.is_empty() {
+            let msg = format!("{name}: the file ended at {at} bytes");
+            return Err(error(ErrorKind::Source, msg));
+        }
+        out[done..done + got.len()].copy_from_slice(&got);
+        done += got.len();
+    }
+    Ok(())
+}
+
+/// A tensor's `.npy` file: its header, then its elements in any ranges.
+pub struct Npy {
+    name: String,
+    content: Arc<dyn FileContent>,
+}
+
+/// Bytes a read hands to one thread: large reads are split over the cores.
+const READ_PIECE: usize = 8 << 20;
+
+impl Npy {
+    /// Total bytes of the file.
+    pub fn size(&self) -> Result<u64, Error> {
+        self.content.size().map_err(|e| layout_error(&self.name, e))
+    }
+
+    /// The header (magic, version, length, the header dict and its padding).
+    pub fn header(&self) -> Result<Vec<u8>, Error> {
+        let mut fixed = [0u8; 12];
+        read_exact(&*self.content, &self.name, 0, &mut fixed)?;
+        // Version 1 has a 2-byte length at 8; versions 2 and 3 a 4-byte one.
+        let (len, start) = match fixed[6] {
+            1 => (u16::from_le_bytes([fixed[8], fixed[9]]) as usize, 10usize),
+            _ => (
+                u32::from_le_bytes([fixed[8], fixed[9], fixed[10], fixed[11]]) as usize,
+                12usize,
+            ),
+        };
+        let mut header = vec![0u8; start + len];
+        read_exact(&*self.content, &self.name, 0, &mut header)?;
+        Ok(header)
+    }
+
+    /// Fills `out` with the file's bytes at `offset`, pieces in parallel on every core.
+    pub fn read_into(&self, offset: u64, out: &mut [u8]) -> Result<(), Error> {
+        if out.len() <= READ_PIECE {
+            return read_exact(&*self.content, &self.name, offset, out);
+        }
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let pieces: Vec<(u64, &mut [u8])> = out
+            .chunks_mut(READ_PIECE)
+            .enumerate()
+            .map(|(i, p)| (offset + (i * READ_PIECE) as u64, p))
+            .collect();
+        let next = std::sync::Mutex::new(pieces.into_iter());
+        let first_error: std::sync::Mutex<Option<Error>> = std::sync::Mutex::new(None);
+        std::thread::scope(|s| {
+            for _ in 0..threads {
+                s.spawn(|| loop {
+                    if first_error.lock().map(|e| e.is_some()).unwrap_or(true) {
+                        return;
+                    }
+                    let piece = next.lock().ok().and_then(|mut it| it.next());
+                    let Some((at, buf)) = piece else { return };
+                    if let Err(e) = read_exact(&*self.content, &self.name, at, buf) {
+                        if let Ok(mut slot) = first_error.lock() {
+                            slot.get_or_insert(e);
+                        }
+                    }
+                });
+            }
+        });
+        match first_error.into_inner() {
+            Ok(None) => Ok(()),
+            Ok(Some(e)) => Err(e),
+            Err(_) => Err(error(ErrorKind::Source, "a reading thread panicked")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(rel: &str) -> String {
+        format!("{}/fixtures/{rel}", env!("CARGO_MANIFEST_DIR"))
+    }
+
+    #[test]
+    fn a_tensor_reads_as_its_npy_file() {
+        let m = Opened::open(&fixture("tf/multi_shard/ckpt"), &[]).unwrap();
+        for name in m.keys().unwrap() {
+            let Ok(npy) = m.npy(&name) else { continue };
+            let size = npy.size().unwrap() as usize;
+            let mut whole = vec![0u8; size];
+            npy.read_into(0, &mut whole).unwrap();
+            let mut expected = Vec::new();
+            let tree = crate::cli::build_tree(
+                Path::new(&fixture("tf/multi_shard/ckpt")),
+                &Default::default(),
+            )
+            .unwrap();
+            crate::cli::cat_into(&tree, format!("{name}.npy").as_bytes(), &mut expected).unwrap();
+            assert_eq!(whole, expected, "{name}");
+        }
+    }
+
+    #[test]
+    fn errors_are_sorted_by_kind() {
+        let m = Opened::open(&fixture("tf/multi_shard/ckpt"), &[]).unwrap();
+        assert_eq!(m.npy("nope").err().unwrap().kind, ErrorKind::NotFound);
+        let bad = Opened::open(&fixture("tf/multi_shard/ckpt"), &["nosuchoption=1".into()]);
+        assert_eq!(bad.err().unwrap().kind, ErrorKind::Usage);
+        let missing = Opened::open(&fixture("no/such/model"), &[]);
+        assert_eq!(missing.err().unwrap().kind, ErrorKind::Source);
+    }
+}
