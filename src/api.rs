@@ -135,8 +135,20 @@ impl Opened {
             .ok_or_else(|| error(ErrorKind::NotFound, format!("{name}: no such tensor")))
     }
 
+    /// The content of file `NAME.<l>`, where the mount shows one: a sparse tensor has no
+    /// dense `.npy` unless `layouts=` asks for it, as in the mount.
     fn content(&self, name: &str, l: Layout) -> Result<Arc<dyn FileContent>, Error> {
         let t = self.tensor(name)?;
+        if l != Layout::Json && !layout::shown(t.meta(), &self.ctx).contains(&l) {
+            let why = match layout::content(l, Arc::clone(&t), &self.ctx) {
+                Err(e) => e.to_string(),
+                Ok(_) => format!(
+                    "no .{} file unless layouts= names it (a sparse tensor)",
+                    l.suffix()
+                ),
+            };
+            return Err(error(ErrorKind::Unavailable, format!("{name}: {why}")));
+        }
         layout::content(l, t, &self.ctx).map_err(|e| layout_error(name, e.into()))
     }
 

@@ -10,7 +10,12 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 create_exception!(_native, ModelfsError, PyException, "Any error of modelfs.");
-create_exception!(_native, SourceError, ModelfsError, "The source could not be read.");
+create_exception!(
+    _native,
+    SourceError,
+    ModelfsError,
+    "The source could not be read."
+);
 create_exception!(
     _native,
     ChecksumError,
@@ -23,7 +28,12 @@ create_exception!(
     ModelfsError,
     "The tensor has no form asked for (strings as numbers, a dtype numpy lacks)."
 );
-create_exception!(_native, UsageError, ModelfsError, "An option or argument modelfs refuses.");
+create_exception!(
+    _native,
+    UsageError,
+    ModelfsError,
+    "An option or argument modelfs refuses."
+);
 
 fn py_err(e: api::Error) -> PyErr {
     match e.kind {
@@ -82,7 +92,9 @@ impl Model {
     ) -> PyResult<()> {
         let buffer = PyBuffer::<u8>::get(out)?;
         if buffer.readonly() || !buffer.is_c_contiguous() {
-            return Err(PyValueError::new_err("a writable, contiguous buffer is needed"));
+            return Err(PyValueError::new_err(
+                "a writable, contiguous buffer is needed",
+            ));
         }
         let (at, len) = (buffer.buf_ptr() as usize, buffer.len_bytes());
         py.detach(|| {
@@ -107,7 +119,12 @@ impl Model {
         ids: Vec<i64>,
     ) -> PyResult<(Vec<i64>, String, u64, Bound<'py, PyBytes>)> {
         let rows = py.detach(|| self.inner.rows(name, &ids)).map_err(py_err)?;
-        Ok((rows.found, rows.descr, rows.width, PyBytes::new(py, &rows.values)))
+        Ok((
+            rows.found,
+            rows.descr,
+            rows.width,
+            PyBytes::new(py, &rows.values),
+        ))
     }
 }
 

@@ -1,0 +1,239 @@
+"""`modelfs.open`: every fixture model's tensors equal the mount's `.npy` files byte for byte,
+locally and from S3; metadata, slices, errors, pickling and threads."""
+
+import glob
+import json
+import os
+import pickle
+import shutil
+import threading
+
+import numpy as np
+import pytest
+
+import modelfs
+from conftest import FIXTURES, cli, fixture, npy_of
+
+# One of every reader and source form: TF (multi-shard, every dtype, hash tables), Angel,
+# Monolith, DeepRec, safetensors (file, shards), torch (zip, shards, legacy), numpy, GGUF
+# (plain, K-quants); then every real file other projects wrote.
+SOURCES = [
+    "tf/multi_shard/ckpt",
+    "tf/dtypes/ckpt",
+    "tf/hashtable/tf2",
+    "angel/formats/model",
+    "monolith/ps_export",
+    "deeprec/clean/model.ckpt",
+    "safetensors/dtypes.safetensors",
+    "safetensors/sharded",
+    "torch/checkpoint.pt",
+    "torch/sharded",
+    "numpy/arrays.npz",
+    "gguf/model.gguf",
+    "gguf/kquants.gguf",
+]
+REAL = sorted(
+    os.path.relpath(p, FIXTURES)
+    for kind in ("torch", "safetensors", "numpy", "gguf")
+    for p in glob.glob(os.path.join(FIXTURES, "real", kind, "*"))
+    if not p.endswith((".json", ".md"))
+)
+# Most tensors compared per source (the Angel fixture has 128: every eighth is enough).
+MOST = 40
+
+
+def compare_with_mount(source, *opts, **options):
+    m = modelfs.open(source, **options)
+    keys = m.keys()
+    listed = json.loads(cli("list", "--json", source).stdout)
+    assert keys == sorted(t["path"] for t in listed), source
+    step = max(1, len(keys) // MOST)
+    compared = 0
+    for name in keys[::step]:
+        mounted = npy_of(source, name, *opts)
+        if mounted is None:
+            # No .npy in the mount: open must refuse it too, and say why.
+            with pytest.raises((modelfs.UnavailableError, modelfs.SourceError)):
+                m[name]
+            continue
+        raw, want = mounted
+        got = m[name]
+        assert got.dtype == want.dtype and got.shape == want.shape, name
+        assert got.tobytes() == want.tobytes(), name
+        compared += 1
+    return compared
+
+
+@pytest.mark.parametrize("rel", SOURCES)
+def test_fixture_models_equal_the_mount(rel):
+    assert compare_with_mount(fixture(rel)) > 0
+
+
+@pytest.mark.parametrize("rel", REAL)
+def test_real_files_equal_the_mount(rel):
+    # Every tensor either equals the mount's .npy or, where the mount has none (object and
+    # structured arrays, a vocabulary-only GGUF), is refused by both.
+    compare_with_mount(fixture(rel))
+
+
+def test_real_files_are_there():
+    # The real-file matrix above must not shrink to nothing when a directory moves.
+    assert len(REAL) >= 30, REAL
+
+
+@pytest.mark.parametrize("rel", ["tf/multi_shard/ckpt", "monolith/ps_export",
+                                 "safetensors/sharded", "torch/checkpoint.pt",
+                                 "gguf/kquants.gguf", "angel/formats/model"])
+def test_from_s3_equal_local(moto, rel):
+    local = fixture(rel)
+    key = "models/" + rel.replace("/", "_")
+    if os.path.isdir(local):
+        moto.upload("models", local, rel.replace("/", "_"))
+        url = f"s3://{key}"
+    elif rel.endswith("/ckpt"):
+        base = os.path.dirname(local)
+        moto.upload("models", base, rel.replace("/", "_"))
+        url = f"s3://{key}/ckpt"
+    else:
+        moto.upload("models", local, rel.replace("/", "_"))
+        url = f"s3://{key}"
+    remote = modelfs.open(url, endpoint=moto.url, cache_dir="none")
+    here = modelfs.open(local)
+    assert remote.keys() == here.keys()
+    compared = 0
+    for name in here.keys():
+        try:
+            want = here[name]
+        except modelfs.UnavailableError:
+            with pytest.raises(modelfs.UnavailableError):
+                remote[name]
+            continue
+        got = remote[name]
+        assert got.dtype == want.dtype and got.tobytes() == want.tobytes(), name
+        compared += 1
+    assert compared > 0
+
+
+def test_info_is_the_json_file():
+    src = fixture("tf/multi_shard/ckpt")
+    m = modelfs.open(src)
+    for name in m.keys():
+        assert m.info(name) == __import__("json").loads(cli("cat", src, f"{name}.json").stdout)
+    assert "a" in m and "nope" not in m and len(m) == len(m.keys())
+
+
+def test_slices_read_rows():
+    src = fixture("safetensors/dtypes.safetensors")
+    m = modelfs.open(src)
+    for name in m.keys():
+        try:
+            whole = m[name]
+        except modelfs.UnavailableError:
+            continue
+        if whole.ndim == 0:
+            continue
+        n = whole.shape[0]
+        if n == 0:
+            assert m.slice(name)[0:5].shape == whole[0:5].shape
+            continue
+        for key in [slice(0, 1), slice(1, n), slice(None, None, 2), slice(-1, None),
+                    slice(n, n + 3), slice(None, None, -1)]:
+            got = m.slice(name)[key]
+            assert np.array_equal(got, whole[key], equal_nan=whole.dtype.kind == "f"), (name, key)
+        assert np.array_equal(m.slice(name)[n - 1], whole[n - 1],
+                              equal_nan=whole.dtype.kind == "f")
+        if whole.ndim == 2:
+            assert np.array_equal(m.slice(name)[0:2, 1:], whole[0:2, 1:],
+                                  equal_nan=whole.dtype.kind == "f")
+        with pytest.raises(IndexError):
+            m.slice(name)[n]
+
+
+def test_errors_are_typed_and_say_why(tmp_path):
+    with pytest.raises(modelfs.SourceError, match="not recognised|No such|no such"):
+        modelfs.open(tmp_path / "nothing-here")
+    with pytest.raises(modelfs.UsageError, match="nosuch"):
+        modelfs.open(fixture("tf/multi_shard/ckpt"), nosuch=1)
+    m = modelfs.open(fixture("tf/multi_shard/ckpt"))
+    with pytest.raises(KeyError, match="nope"):
+        m["nope"]
+    with pytest.raises(modelfs.UnavailableError, match="string"):
+        m["s"]
+    assert issubclass(modelfs.ChecksumError, modelfs.SourceError)
+    assert issubclass(modelfs.SourceError, modelfs.ModelfsError)
+
+
+def test_a_corrupted_tensor_raises_checksum_error_while_the_others_read(tmp_path):
+    src = fixture("tf/dtypes/ckpt")
+    for f in glob.glob(src + ".*"):
+        shutil.copy(f, tmp_path)
+    data = tmp_path / "ckpt.data-00000-of-00001"
+    raw = bytearray(data.read_bytes())
+    raw[-1] ^= 0x40  # the last tensor's last byte
+    data.write_bytes(bytes(raw))
+    m = modelfs.open(tmp_path / "ckpt", cache_dir="none")
+    bad, good = [], []
+    for name in m.keys():
+        try:
+            m[name]
+            good.append(name)
+        except modelfs.ChecksumError as e:
+            assert "checksum" in str(e).lower(), e
+            bad.append(name)
+        except modelfs.UnavailableError:
+            pass
+    assert len(bad) == 1 and len(good) >= 10, (bad, good)
+    # The CLI agrees on which.
+    assert cli("cat", str(tmp_path / "ckpt"), f"{bad[0]}.npy", "-o", "cache_dir=none",
+               check=False).returncode == 2
+
+
+def test_a_hostile_pickle_runs_nothing(tmp_path, monkeypatch):
+    marker = tmp_path / "ran"
+    # The fixtures' hostile pickles would create this file (see fixtures/torch/expected.json).
+    import json
+    expected = json.load(open(fixture("torch/expected.json")))
+    target = expected.get("_marker")
+    assert target, "the hostile fixtures name the file they would create"
+    if os.path.exists(target):
+        os.remove(target)
+    for f in ("hostile_system.pt", "hostile_eval.pt"):
+        m = modelfs.open(fixture(f"torch/{f}"))
+        for name in m.keys():
+            try:
+                m[name]
+            except modelfs.ModelfsError:
+                pass
+        assert "not run" in json.dumps(m.info(m.keys()[0])) or m.keys()
+    assert not os.path.exists(target), "a hostile pickle ran"
+    assert not marker.exists()
+
+
+def test_pickles_as_its_source_and_options():
+    m = modelfs.open(fixture("tf/multi_shard/ckpt"), verify="crc", cache_dir="none")
+    again = pickle.loads(pickle.dumps(m))
+    assert again.source == m.source and again.options == m.options
+    assert again.keys() == m.keys()
+    assert np.array_equal(again["emb"], m["emb"])
+
+
+def test_threads_read_at_once():
+    m = modelfs.open(fixture("safetensors/dtypes.safetensors"))
+    names = [n for n in m.keys() if m.info(n)["dtype"] in ("float32", "int64")]
+    want = {n: m[n].tobytes() for n in names}
+    errors = []
+
+    def work():
+        try:
+            for _ in range(50):
+                for n in names:
+                    assert m[n].tobytes() == want[n]
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and names
