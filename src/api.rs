@@ -12,10 +12,11 @@
 //! assert!(header.starts_with(b"\x93NUMPY"));
 //! ```
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
+use crate::fs::listing::NodeKind;
+use crate::fs::{Tree, TreeConfig};
 use crate::layout::{self, FileContent, Layout, LayoutCtx, LayoutError, Patient};
 use crate::model::{Model, ModelError, Tensor};
 use crate::options::Options;
@@ -85,10 +86,13 @@ fn layout_error(name: &str, e: LayoutError) -> Error {
 
 /// A model opened from SOURCE (a path or a URL) with `-o` options.
 pub struct Opened {
+    /// The mount's tree: names resolve as in a mount (escapes, `NAME.rows/` of a table that
+    /// is no listed tensor, layouts shown or not), with no FUSE.
+    tree: Arc<Tree>,
     model: Arc<dyn Model>,
     ctx: Arc<LayoutCtx>,
-    /// Every tensor by its path in the mount, found on first need (metadata only).
-    tensors: OnceLock<BTreeMap<String, Arc<dyn Tensor>>>,
+    /// Every tensor's path in the mount, found on first need (metadata only).
+    keys: OnceLock<Vec<String>>,
 }
 
 impl Opened {
@@ -104,51 +108,83 @@ impl Opened {
         let model = crate::cli::open_model(path, &opts)
             .map_err(|f| error(ErrorKind::Source, f.message.unwrap_or_default()))?;
         let ctx = crate::fs::layout_ctx(&opts, &crate::cli::store_name(path));
+        let cfg = TreeConfig::for_user(None, None, std::time::SystemTime::UNIX_EPOCH);
+        let tree = Arc::new(Tree::new(Arc::clone(&model), Arc::clone(&ctx), cfg));
         Ok(Opened {
+            tree,
             model,
             ctx,
-            tensors: OnceLock::new(),
+            keys: OnceLock::new(),
         })
-    }
-
-    fn tensors(&self) -> Result<&BTreeMap<String, Arc<dyn Tensor>>, Error> {
-        if let Some(t) = self.tensors.get() {
-            return Ok(t);
-        }
-        let found =
-            crate::cli::walk(&*self.model).map_err(|e| error(ErrorKind::Source, e.to_string()))?;
-        let map = found.into_iter().map(|f| (f.path, f.tensor)).collect();
-        Ok(self.tensors.get_or_init(|| map))
     }
 
     /// Every tensor's path in the mount (`modelfs list`'s first column), sorted.
     pub fn keys(&self) -> Result<Vec<String>, Error> {
-        Ok(self.tensors()?.keys().cloned().collect())
+        if let Some(k) = self.keys.get() {
+            return Ok(k.clone());
+        }
+        let found =
+            crate::cli::walk(&*self.model).map_err(|e| error(ErrorKind::Source, e.to_string()))?;
+        let mut keys: Vec<String> = found.into_iter().map(|f| f.path).collect();
+        keys.sort();
+        Ok(self.keys.get_or_init(|| keys).clone())
     }
 
-    /// The tensor at mount path `name`.
-    pub fn tensor(&self, name: &str) -> Result<Arc<dyn Tensor>, Error> {
+    /// The node at mount path `path`.
+    fn node(&self, name: &str, path: &str) -> Result<Arc<crate::fs::tree::Node>, Error> {
+        let not_found = |_| error(ErrorKind::NotFound, format!("{name}: no such tensor"));
+        let ino = self.tree.resolve(path.as_bytes()).map_err(not_found)?;
+        self.tree.node(ino).map_err(not_found)
+    }
+
+    /// The tensor whose file `NAME.<suffix>` the mount has (`None`: the tensor exists, the
+    /// file does not).
+    fn tensor_with(&self, name: &str, suffix: &str) -> Result<Option<Arc<dyn Tensor>>, Error> {
         let name = name.trim_matches('/');
-        self.tensors()?
-            .get(name)
-            .cloned()
-            .ok_or_else(|| error(ErrorKind::NotFound, format!("{name}: no such tensor")))
+        let path = match self.node(name, &format!("{name}.{suffix}")) {
+            Ok(node) => match node.kind() {
+                NodeKind::File {
+                    tensor,
+                    partition: None,
+                    ..
+                } => tensor.clone(),
+                NodeKind::Rows { tensor } => tensor.clone(),
+                _ => {
+                    return Err(error(
+                        ErrorKind::NotFound,
+                        format!("{name}: no such tensor"),
+                    ))
+                }
+            },
+            Err(e) => {
+                // The tensor without that file: its `.json` is always there.
+                return match self.node(name, &format!("{name}.json")) {
+                    Ok(_) => Ok(None),
+                    Err(_) => Err(e),
+                };
+            }
+        };
+        let t = self
+            .model
+            .tensor(&path)
+            .map_err(|e| layout_error(name, e.into()))?;
+        Ok(Some(t))
     }
 
-    /// The content of file `NAME.<l>`, where the mount shows one: a sparse tensor has no
-    /// dense `.npy` unless `layouts=` asks for it, as in the mount.
+    /// The content of the mount's file `NAME.<l>`; a layout the mount does not show for the
+    /// tensor (a sparse tensor's dense `.npy` unless `layouts=` names it, strings as `.npy`)
+    /// is unavailable, with the reason.
     fn content(&self, name: &str, l: Layout) -> Result<Arc<dyn FileContent>, Error> {
-        let t = self.tensor(name)?;
-        if l != Layout::Json && !layout::shown(t.meta(), &self.ctx).contains(&l) {
-            let why = match layout::content(l, Arc::clone(&t), &self.ctx) {
+        let Some(t) = self.tensor_with(name, l.suffix())? else {
+            let t = self
+                .tensor_with(name, "json")?
+                .ok_or_else(|| error(ErrorKind::NotFound, format!("{name}: no such tensor")))?;
+            let why = match layout::content(l, t, &self.ctx) {
                 Err(e) => e.to_string(),
-                Ok(_) => format!(
-                    "no .{} file unless layouts= names it (a sparse tensor)",
-                    l.suffix()
-                ),
+                Ok(_) => format!("no .{} file unless layouts= names it", l.suffix()),
             };
             return Err(error(ErrorKind::Unavailable, format!("{name}: {why}")));
-        }
+        };
         layout::content(l, t, &self.ctx).map_err(|e| layout_error(name, e.into()))
     }
 
@@ -173,11 +209,15 @@ impl Opened {
     /// ids found (in the order asked), the numpy `descr` of the values, the row width in
     /// elements, and the found rows' values one after another.
     pub fn rows(&self, name: &str, ids: &[i64]) -> Result<Rows, Error> {
-        let t = self.tensor(name)?;
-        if t.key_kind().is_none() {
-            let msg = format!("{name}: no rows by id (not a keyed tensor)");
-            return Err(error(ErrorKind::Unavailable, msg));
-        }
+        let name = name.trim_matches('/');
+        let t = match self.tensor_with(name, "rows") {
+            Ok(Some(t)) if t.key_kind().is_some() => t,
+            Ok(_) => {
+                let msg = format!("{name}: no rows by id (not a keyed tensor)");
+                return Err(error(ErrorKind::Unavailable, msg));
+            }
+            Err(e) => return Err(e),
+        };
         let mut out = Rows::default();
         for &id in ids {
             let Some(row) = layout::rows::find(&*t, id).map_err(|e| layout_error(name, e))? else {
