@@ -267,14 +267,13 @@ fn read_exact(c: &dyn FileContent, name: &str, offset: u64, out: &mut [u8]) -> R
     while done < out.len() {
         let at = offset + done as u64;
         let got = c
-            .read(at, out.len() - done, &Patient)
+            .read_into(at, &mut out[done..], &Patient)
             .map_err(|e| layout_error(name, e))?;
-        if got.is_empty() {
+        if got == 0 {
             let msg = format!("{name}: the file ended at {at} bytes");
             return Err(error(ErrorKind::Source, msg));
         }
-        out[done..done + got.len()].copy_from_slice(&got);
-        done += got.len();
+        done += got;
     }
     Ok(())
 }

@@ -335,6 +335,22 @@ impl FileContent for NpyContent {
             .ok_or(LayoutError::Overflow("npy size"))
     }
 
+    fn read_into(
+        &self,
+        offset: u64,
+        buf: &mut [u8],
+        req: &dyn Requester,
+    ) -> Result<usize, LayoutError> {
+        match offset.checked_sub(self.header.len() as u64) {
+            Some(at) => self.raw.read_at(req.ctx(), at, buf),
+            None => {
+                let got = self.read(offset, buf.len(), req)?;
+                buf[..got.len()].copy_from_slice(&got);
+                Ok(got.len())
+            }
+        }
+    }
+
     fn read(&self, offset: u64, len: usize, req: &dyn Requester) -> Result<Bytes, LayoutError> {
         // The header is ours: a read wholly in the element data is the data's read.
         if let Some(at) = offset.checked_sub(self.header.len() as u64) {

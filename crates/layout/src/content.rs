@@ -149,7 +149,17 @@ pub trait FileContent: Send + Sync {
     }
     /// Copies `read` into `buf`; returns the bytes written (short only at end of file).
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize, LayoutError> {
-        let got = self.read(offset, buf.len(), &Patient)?;
+        self.read_into(offset, buf, &Patient)
+    }
+    /// `read` into the caller's buffer (a numpy array's memory): a content that can fill it
+    /// straight from the source does, with no buffer of its own in between.
+    fn read_into(
+        &self,
+        offset: u64,
+        buf: &mut [u8],
+        req: &dyn Requester,
+    ) -> Result<usize, LayoutError> {
+        let got = self.read(offset, buf.len(), req)?;
         buf[..got.len()].copy_from_slice(&got);
         Ok(got.len())
     }
