@@ -357,21 +357,50 @@ mod tests {
 
     #[test]
     fn a_tensor_reads_as_its_npy_file() {
-        let m = Opened::open(&fixture("tf/multi_shard/ckpt"), &[]).unwrap();
+        let src = fixture("tf/multi_shard/ckpt");
+        let m = Opened::open(&src, &[]).unwrap();
+        let tree = crate::cli::build_tree(Path::new(&src), &Default::default()).unwrap();
+        let mut compared = 0;
         for name in m.keys().unwrap() {
-            let Ok(npy) = m.npy(&name) else { continue };
-            let size = npy.size().unwrap() as usize;
-            let mut whole = vec![0u8; size];
-            npy.read_into(0, &mut whole).unwrap();
             let mut expected = Vec::new();
-            let tree = crate::cli::build_tree(
-                Path::new(&fixture("tf/multi_shard/ckpt")),
-                &Default::default(),
-            )
-            .unwrap();
-            crate::cli::cat_into(&tree, format!("{name}.npy").as_bytes(), &mut expected).unwrap();
+            let in_mount =
+                crate::cli::cat_into(&tree, format!("{name}.npy").as_bytes(), &mut expected);
+            let Ok(npy) = m.npy(&name) else {
+                // No `.npy` here: none in the mount either (the string tensor `s`).
+                assert!(in_mount.is_err(), "{name}");
+                continue;
+            };
+            let mut whole = vec![0u8; npy.size().unwrap() as usize];
+            npy.read_into(0, &mut whole).unwrap();
             assert_eq!(whole, expected, "{name}");
+            let header = npy.header().unwrap();
+            assert_eq!(&whole[..header.len()], &header[..], "{name}");
+            compared += 1;
         }
+        assert_eq!(compared, 4);
+    }
+
+    /// A read larger than one thread's piece is split over threads and still exact.
+    #[test]
+    fn a_large_read_splits_over_threads() {
+        let dir = tempfile::tempdir().unwrap();
+        let values: Vec<f32> = (0..(3 * READ_PIECE / 4 + 1000)).map(|i| i as f32).collect();
+        let npy = crate::layout::binary::npy_header("<f4", &[values.len() as u64]);
+        let mut file = npy.clone();
+        file.extend(values.iter().flat_map(|v| v.to_le_bytes()));
+        let path = dir.path().join("big.npy");
+        std::fs::write(&path, &file).unwrap();
+        let m = Opened::open(path.to_str().unwrap(), &[]).unwrap();
+        let name = m.keys().unwrap().remove(0);
+        let npy = m.npy(&name).unwrap();
+        let mut whole = vec![0u8; npy.size().unwrap() as usize];
+        assert!(whole.len() > 2 * READ_PIECE);
+        npy.read_into(0, &mut whole).unwrap();
+        assert_eq!(whole, file);
+        let mut tail = vec![0u8; READ_PIECE + 12];
+        let at = (file.len() - tail.len()) as u64;
+        npy.read_into(at, &mut tail).unwrap();
+        assert_eq!(&tail[..], &file[at as usize..]);
     }
 
     #[test]

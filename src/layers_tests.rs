@@ -23,6 +23,8 @@ const RANKS: &[(&str, u32)] = &[
     ("options", 8),
     ("fs", 9),
     ("cli", 10),
+    // The front door for programs (the Python package): opens as the commands open.
+    ("api", 11),
 ];
 
 /// The rank of every reader: a crate of `crates/` other than bytes, the model and the

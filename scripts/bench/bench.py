@@ -530,6 +530,41 @@ def damon_active():
     return False
 
 
+def bench_python():
+    """Target 16 (issue 59): the Python package against TensorFlow and safetensors. Builds the
+    wheel, installs it into a venv that sees the system's tensorflow-cpu and safetensors."""
+    import json
+    w = fixture("w1g", 1, W_ROWS, W_COLS)
+    table = os.path.join(WORK, "hashtable", "ckpt")
+    if not os.path.exists(table + ".index"):
+        log("target 16: no 10 M-id hash table yet (run target 10 first: ONLY=10)")
+        return
+    venv = os.path.join(WORK, "py-venv")
+    subprocess.run(["bash", "scripts/wheel"], check=True, stdout=subprocess.DEVNULL)
+    if not os.path.exists(venv):
+        subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", venv], check=True)
+    wheel = sorted(__import__("glob").glob("target/wheels/modelfs-*.whl"))[-1]
+    subprocess.run([f"{venv}/bin/pip", "install", "-q", "--force-reinstall", "--no-deps", wheel],
+                   check=True)
+    p = subprocess.run([f"{venv}/bin/python", os.path.join(os.path.dirname(os.path.abspath(__file__)), "python_api.py"), w, table, WORK],
+                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                       env=dict(os.environ, RUNS=str(RUNS)))
+    if p.returncode != 0:
+        add(16, "Python package", "failed (tensorflow-cpu and safetensors installed?)", "", None)
+        return
+    r = json.loads(p.stdout.strip().splitlines()[-1])
+    m, tf, st, mst = r["modelfs_tf_s"], r["tf_s"], r["safetensors_s"], r["modelfs_st_s"]
+    add(16, "`m[name]` of the 1 GiB W (TF checkpoint, CRC checked) vs `tf.train.load_checkpoint(P).get_tensor`",
+        f"{m:.3f} vs {tf:.3f} s = {tf / m:.1f}x faster", ">= 3x", tf / m >= 3)
+    add(16, "the same vs `safe_open(...).get_tensor` of W in a safetensors file (and `m[name]` of that file)",
+        f"{m:.3f} vs {st:.3f} s = {st / m:.2f}x ({mst:.3f} s = {st / mst:.2f}x)", ">= 0.9x",
+        st / m >= 0.9)
+    add(16, "4,000 random rows by id (`m.rows`) from a 10 M-id TF hash table: p50 / p99",
+        f"{r['rows_p50_ms']:.3f} / {r['rows_p99_ms']:.3f} ms", "p99 < 1 ms", r["rows_p99_ms"] < 1)
+    add(16, "peak RSS of a process holding W, over W's bytes (python + numpy alone: ~27 MiB)",
+        f"{r['rss_over_array_mib']:.0f} MiB", "<= 64 MiB", r["rss_over_array_mib"] <= 64)
+
+
 def main():
     os.makedirs(WORK, exist_ok=True)
     started = time.perf_counter()
@@ -585,6 +620,8 @@ def main():
                                     GEN_MONOLITH=os.environ["GEN_MONOLITH"], median=median,
                                     add=add, log=log)
         bench_rowdiff(ctx)
+    if want(16):
+        bench_python()
     if want(12):
         import types
         from live import bench_live
