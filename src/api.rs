@@ -205,6 +205,40 @@ impl Opened {
         })
     }
 
+    /// The element bytes of `NAME.npy` (after its header) as a view of the mapped local
+    /// file, where the stored bytes are exactly those (one run of one local file, stored as
+    /// served: no widening, byte swap or bool normalisation), checked against the tensor's
+    /// checksum first; `None` where they are not (a remote source, a converted dtype, a
+    /// tensor in pieces): the caller reads a copy.
+    ///
+    /// The view lives as long as its `Bytes`, and the mapping with it: a file cut short
+    /// underneath faults its reader (SIGBUS), as any mapping of a file does.
+    pub fn lend(&self, name: &str) -> Result<Option<bytes::Bytes>, Error> {
+        let name = name.trim_matches('/');
+        let Some(t) = self.tensor_with(name, "npy")? else {
+            return Ok(None);
+        };
+        let meta = t.meta();
+        let Some(run) = t.stored_run() else {
+            return Ok(None);
+        };
+        let npy = self.npy(name)?;
+        let data = npy.size()? - npy.header()?.len() as u64;
+        if meta.dtype == crate::model::DType::Bool
+            || run.len != data
+            || run.file.local_file().is_none()
+        {
+            return Ok(None);
+        }
+        let len = usize::try_from(data).map_err(|_| error(ErrorKind::Source, "too large"))?;
+        let lending = crate::source::ReadCtx::none().lending();
+        let got = t
+            .read(&lending, 0, len)
+            .map_err(|e| layout_error(name, e.into()))?;
+        debug_assert_eq!(got.len(), len);
+        Ok(Some(got))
+    }
+
     /// The rows of keyed tensor `name` with ids `ids`, as `NAME.rows/ID.npy` gives each: the
     /// ids found (in the order asked), the numpy `descr` of the values, the row width in
     /// elements, and the found rows' values one after another.

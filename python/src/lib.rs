@@ -5,9 +5,10 @@
 use modelfs::api::{self, ErrorKind};
 use pyo3::buffer::PyBuffer;
 use pyo3::create_exception;
-use pyo3::exceptions::{PyException, PyKeyError, PyValueError};
+use pyo3::exceptions::{PyBufferError, PyException, PyKeyError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
+use std::os::raw::{c_int, c_void};
 
 create_exception!(_native, ModelfsError, PyException, "Any error of modelfs.");
 create_exception!(
@@ -111,6 +112,13 @@ impl Model {
         Ok(())
     }
 
+    /// The element bytes of `NAME.npy` lent from the mapped file (checked first), or `None`
+    /// where they are not stored as the array holds them.
+    fn lend(&self, py: Python<'_>, name: &str) -> PyResult<Option<Lent>> {
+        let got = py.detach(|| self.inner.lend(name)).map_err(py_err)?;
+        Ok(got.map(|bytes| Lent { bytes }))
+    }
+
     /// Rows of keyed tensor `name` by id: (found ids, numpy descr, row width, values).
     fn rows<'py>(
         &self,
@@ -128,10 +136,77 @@ impl Model {
     }
 }
 
+/// Read-only bytes of a mapped file, lent to Python through the buffer protocol: a numpy
+/// array over them (`np.frombuffer`) keeps this object, hence the mapping, alive.
+#[pyclass(frozen, module = "modelfs._native")]
+struct Lent {
+    bytes: bytes::Bytes,
+}
+
+#[pymethods]
+impl Lent {
+    fn __len__(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// # Safety
+    /// Called by Python with a `Py_buffer` to fill (the buffer protocol's contract).
+    unsafe fn __getbuffer__(
+        slf: Bound<'_, Self>,
+        view: *mut pyo3::ffi::Py_buffer,
+        flags: c_int,
+    ) -> PyResult<()> {
+        if view.is_null() {
+            return Err(PyBufferError::new_err("no view to fill"));
+        }
+        if flags & pyo3::ffi::PyBUF_WRITABLE == pyo3::ffi::PyBUF_WRITABLE {
+            return Err(PyBufferError::new_err("the bytes of a model are read-only"));
+        }
+        let len = isize::try_from(slf.get().bytes.len())
+            .map_err(|_| PyBufferError::new_err("too large"))?;
+        let at = slf.get().bytes.as_ptr();
+        // SAFETY: `view` is the caller's, valid for writes (checked non-null). The bytes stay
+        // where they are while `obj` (this object, whose reference the view takes) lives:
+        // `Bytes` never moves its data, and this object is frozen.
+        unsafe {
+            (*view).obj = slf.into_any().into_ptr();
+            (*view).buf = at as *mut c_void;
+            (*view).len = len;
+            (*view).readonly = 1;
+            (*view).itemsize = 1;
+            (*view).format = if flags & pyo3::ffi::PyBUF_FORMAT == pyo3::ffi::PyBUF_FORMAT {
+                c"B".as_ptr() as *mut _
+            } else {
+                std::ptr::null_mut()
+            };
+            (*view).ndim = 1;
+            (*view).shape = if flags & pyo3::ffi::PyBUF_ND == pyo3::ffi::PyBUF_ND {
+                &mut (*view).len
+            } else {
+                std::ptr::null_mut()
+            };
+            (*view).strides = if flags & pyo3::ffi::PyBUF_STRIDES == pyo3::ffi::PyBUF_STRIDES {
+                &mut (*view).itemsize
+            } else {
+                std::ptr::null_mut()
+            };
+            (*view).suboffsets = std::ptr::null_mut();
+            (*view).internal = std::ptr::null_mut();
+        }
+        Ok(())
+    }
+
+    /// # Safety
+    /// Called by Python when a view ends; nothing to free (the view's `obj` reference is
+    /// Python's to drop).
+    unsafe fn __releasebuffer__(&self, _view: *mut pyo3::ffi::Py_buffer) {}
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add_class::<Model>()?;
+    m.add_class::<Lent>()?;
     m.add("ModelfsError", py.get_type::<ModelfsError>())?;
     m.add("SourceError", py.get_type::<SourceError>())?;
     m.add("ChecksumError", py.get_type::<ChecksumError>())?;

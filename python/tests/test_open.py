@@ -252,3 +252,45 @@ def test_threads_read_at_once():
     for t in threads:
         t.join()
     assert not errors and names
+
+
+@pytest.mark.parametrize("rel", ["tf/dtypes/ckpt", "safetensors/dtypes.safetensors",
+                                 "numpy/arrays.npz", "torch/checkpoint.pt", "gguf/kquants.gguf"])
+def test_map_equals_a_copy_and_lends_the_file_where_it_can(rel):
+    m = modelfs.open(fixture(rel))
+    lent = 0
+    for name in m.keys():
+        try:
+            copy = m[name]
+        except modelfs.UnavailableError:
+            continue
+        view = m.map(name)
+        assert view.dtype == copy.dtype and view.shape == copy.shape, name
+        assert view.tobytes() == copy.tobytes(), name
+        assert not view.flags.writeable, name
+        again = m.map(name)
+        if view.size and view.__array_interface__["data"][0] == again.__array_interface__["data"][0]:
+            # Two reads at one address: views of the one mapping, not copies.
+            lent += 1
+    if rel.startswith(("tf/", "safetensors/")):
+        assert lent >= 5, (rel, lent)
+
+
+def test_map_checks_the_checksum_first(tmp_path):
+    src = fixture("tf/dtypes/ckpt")
+    for f in glob.glob(src + ".*"):
+        shutil.copy(f, tmp_path)
+    data = tmp_path / "ckpt.data-00000-of-00001"
+    raw = bytearray(data.read_bytes())
+    raw[-1] ^= 0x40
+    data.write_bytes(bytes(raw))
+    m = modelfs.open(tmp_path / "ckpt", cache_dir="none")
+    raised = 0
+    for name in m.keys():
+        try:
+            m.map(name)
+        except modelfs.ChecksumError:
+            raised += 1
+        except modelfs.UnavailableError:
+            pass
+    assert raised == 1

@@ -9,6 +9,7 @@ GCS, Azure or HTTP::
     m = modelfs.open("s3://bucket/run/ckpt-1000")
     m.keys()                        # every tensor, by its path in the mount
     w = m["dense/kernel"]           # numpy array: exactly the mount's dense/kernel.npy
+    v = m.map("dense/kernel")       # the same, read-only, over the mapped file (no copy)
     top = m.slice("emb")[0:1000]    # reads only those rows
     ids, rows = m.rows("user_table", [17, 42])   # rows by feature id
 
@@ -148,6 +149,20 @@ class Model:
         if data:
             self._m.read_npy_into(name, len(header), buf)
         return buf.view(dtype).reshape(shape, order="F" if fortran else "C")
+
+    def map(self, name: str) -> np.ndarray:
+        """The tensor as a read-only numpy array over the mapped file, with no copy, where
+        the stored bytes are the array's (a local file, stored as numpy holds it: TF
+        checkpoints, safetensors, .npy, torch's zip), checked against the tensor's checksum
+        first; elsewhere a read-only copy (`m[name]`). As with `np.load(mmap_mode="r")`, the
+        pages are the page cache's, and a file cut short while the array lives faults."""
+        header, size, shape, fortran, dtype = self._layout(name)
+        lent = self._m.lend(name) if size > len(header) else None
+        if lent is None:
+            a = self[name]
+            a.flags.writeable = False
+            return a
+        return np.frombuffer(lent, dtype=dtype).reshape(shape, order="F" if fortran else "C")
 
     def slice(self, name: str) -> "_Slicer":
         """`m.slice(name)[a:b, ...]` reads only rows `a:b` (then indexes the rest)."""
