@@ -16,7 +16,7 @@ use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
 use crate::fs::listing::NodeKind;
-use crate::fs::{Tree, TreeConfig};
+use crate::fs::{FsError, Tree, TreeConfig};
 use crate::layout::{self, FileContent, Layout, LayoutCtx, LayoutError, Patient};
 use crate::model::{Model, ModelError, Tensor};
 use crate::options::Options;
@@ -58,14 +58,27 @@ fn error(kind: ErrorKind, message: impl Into<String>) -> Error {
     }
 }
 
-/// Whether any link of `e`'s chain is a checksum that did not match. The readers' errors
-/// are typed per format (TF's bundle, Monolith's records, zip's CRC, …) and each says
-/// "checksum" or "CRC" of itself: the chain, not only its top, is searched.
+/// Whether a link of `e`'s chain is a checksum that did not match. The readers' errors are
+/// typed per format (TF's bundle, Monolith's records, zip's CRC-32 in numpy and torch, the
+/// LevelDB table's blocks) and share no type; what they share is how they say it, so each
+/// link's own words (its text less its source's) are matched against those sayings — never a
+/// name or a path a message carries (a tensor `crc_bias`, a directory `checksums/`).
 fn is_checksum(e: &(dyn std::error::Error + 'static)) -> bool {
+    const SAYINGS: &[&str] = &[
+        "checksum mismatch",
+        "checksum does not match",
+        "crc-32 does not match",
+    ];
     let mut cause = Some(e);
     while let Some(c) = cause {
         let text = c.to_string().to_ascii_lowercase();
-        if text.contains("checksum") || text.contains("crc") {
+        let inner = c.source().map(|s| s.to_string().to_ascii_lowercase());
+        let own = match &inner {
+            Some(i) => text.strip_suffix(i.as_str()).unwrap_or(&text),
+            None => &text,
+        };
+        let zip_crc = own.contains("zip crc-32 ") && own.ends_with(" expected");
+        if zip_crc || SAYINGS.iter().any(|s| own.contains(s)) {
             return true;
         }
         cause = c.source();
@@ -132,9 +145,15 @@ impl Opened {
 
     /// The node at mount path `path`.
     fn node(&self, name: &str, path: &str) -> Result<Arc<crate::fs::tree::Node>, Error> {
-        let not_found = |_| error(ErrorKind::NotFound, format!("{name}: no such tensor"));
-        let ino = self.tree.resolve(path.as_bytes()).map_err(not_found)?;
-        self.tree.node(ino).map_err(not_found)
+        // Only a name that is not there is "not found": a fault on the way is the source's.
+        let why = |e: FsError| match e {
+            FsError::NotFound | FsError::NotDir => {
+                error(ErrorKind::NotFound, format!("{name}: no such tensor"))
+            }
+            e => error(ErrorKind::Source, format!("{name}: {e}")),
+        };
+        let ino = self.tree.resolve(path.as_bytes()).map_err(why)?;
+        self.tree.node(ino).map_err(why)
     }
 
     /// The tensor whose file `NAME.<suffix>` the mount has (`None`: the tensor exists, the
@@ -156,6 +175,7 @@ impl Opened {
                     ))
                 }
             },
+            Err(e) if e.kind != ErrorKind::NotFound => return Err(e),
             Err(e) => {
                 // The tensor without that file: its `.json` is always there.
                 return match self.node(name, &format!("{name}.json")) {
@@ -188,13 +208,20 @@ impl Opened {
         layout::content(l, t, &self.ctx).map_err(|e| layout_error(name, e.into()))
     }
 
-    /// The bytes of `NAME.json`, as a mount shows them.
+    /// The bytes of `NAME.json`, as a mount shows them. Read to its end, not to a size
+    /// taken first: the document may grow meanwhile (a read error's `last_error`).
     pub fn json(&self, name: &str) -> Result<Vec<u8>, Error> {
         let c = self.content(name, Layout::Json)?;
-        let size = c.size().map_err(|e| layout_error(name, e))?;
-        let mut out = vec![0u8; usize::try_from(size).unwrap_or(usize::MAX)];
-        read_exact(&*c, name, 0, &mut out)?;
-        Ok(out)
+        let mut out = Vec::new();
+        loop {
+            let got = c
+                .read(out.len() as u64, 1 << 16, &Patient)
+                .map_err(|e| layout_error(name, e))?;
+            if got.is_empty() {
+                return Ok(out);
+            }
+            out.extend_from_slice(&got);
+        }
     }
 
     /// `NAME.npy`, to be read in any ranges.
@@ -219,6 +246,9 @@ impl Opened {
             return Ok(None);
         };
         let meta = t.meta();
+        if meta.sparse {
+            return Ok(None);
+        }
         let Some(run) = t.stored_run() else {
             return Ok(None);
         };
@@ -252,7 +282,14 @@ impl Opened {
             }
             Err(e) => return Err(e),
         };
-        let mut out = Rows::default();
+        let meta = t.meta();
+        let mut out = Rows {
+            descr: layout::binary::npy_descr(meta.dtype)
+                .map(|(d, _)| d.to_string())
+                .unwrap_or_default(),
+            width: meta.shape.get(1..).unwrap_or(&[]).iter().product(),
+            ..Rows::default()
+        };
         for &id in ids {
             let Some(row) = layout::rows::find(&*t, id).map_err(|e| layout_error(name, e))? else {
                 continue;
@@ -266,9 +303,16 @@ impl Opened {
             })?;
             let (descr, width, start) = npy_row_shape(&npy)
                 .ok_or_else(|| error(ErrorKind::Source, format!("{name}: a row's header")))?;
+            // The first row found says what the rows are; every other must agree (one 2-D
+            // array holds them).
             if out.found.is_empty() {
-                out.descr = descr;
-                out.width = width;
+                (out.descr, out.width) = (descr, width);
+            } else if (descr.as_str(), width) != (out.descr.as_str(), out.width) {
+                let msg = format!(
+                    "{name}: rows of different widths ({width} and {})",
+                    out.width
+                );
+                return Err(error(ErrorKind::Unavailable, msg));
             }
             out.found.push(id);
             out.values.extend_from_slice(&npy[start..]);
@@ -349,12 +393,25 @@ impl Npy {
         if out.len() <= READ_PIECE {
             return read_exact(&*self.content, &self.name, offset, out);
         }
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let size = self.size()?;
+        if offset
+            .checked_add(out.len() as u64)
+            .is_none_or(|end| end > size)
+        {
+            let msg = format!(
+                "{}: {} bytes at {offset} are past the end ({size})",
+                self.name,
+                out.len()
+            );
+            return Err(error(ErrorKind::Usage, msg));
+        }
         let pieces: Vec<(u64, &mut [u8])> = out
             .chunks_mut(READ_PIECE)
             .enumerate()
             .map(|(i, p)| (offset + (i * READ_PIECE) as u64, p))
             .collect();
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let threads = cores.min(pieces.len());
         let next = std::sync::Mutex::new(pieces.into_iter());
         let first_error: std::sync::Mutex<Option<Error>> = std::sync::Mutex::new(None);
         std::thread::scope(|s| {

@@ -98,6 +98,10 @@ impl Model {
             ));
         }
         let (at, len) = (buffer.buf_ptr() as usize, buffer.len_bytes());
+        if len == 0 {
+            // An empty exporter may report no pointer at all: nothing to fill.
+            return Ok(());
+        }
         py.detach(|| {
             // SAFETY: `buffer` holds the exporter's buffer (a numpy array's memory) for as
             // long as it lives, which is past this call: the memory stays where it is and

@@ -1,9 +1,11 @@
 """Rows by id, the whole-model answers (`stats`, `diff`, `diff_rows`, `check` equal the
 command's `--json`), `mount`, and pieces read in parallel by Dask workers."""
 
+import contextlib
 import io
 import json
 import os
+import time
 
 import numpy as np
 import pytest
@@ -30,7 +32,10 @@ def test_rows_by_id_are_the_mount_rows():
         npy = cli("cat", src, f"{TABLE}.rows/{i}.npy").stdout
         assert row.tobytes() == np.load(io.BytesIO(npy)).tobytes()
     empty_ids, empty = m.rows(TABLE, [missing])
-    assert len(empty_ids) == 0 and empty.size == 0
+    assert len(empty_ids) == 0 and empty.shape == (0, 8) and empty.dtype == np.float32
+    # An id given unsigned (2^64 - 1) is the signed id the table stores (-1): asked, not
+    # refused.
+    assert len(m.rows(TABLE, [2**64 - 1])[0]) == 0
     with pytest.raises(modelfs.UnavailableError, match="keyed"):
         modelfs.open(fixture("tf/multi_shard/ckpt")).rows("a", [1])
 
@@ -145,3 +150,38 @@ def test_dask_workers_read_pieces(rel, name, piece_bytes):
     assert got["min"] == want["min"] and got["max"] == want["max"]
     assert abs(got["mean"] - want["mean"]) <= 1e-9 * max(1.0, abs(want["mean"]))
     assert abs(got["std"] - want["std"]) <= 1e-6 * max(1.0, want["std"])
+
+
+def test_failures_raise_and_are_never_an_empty_answer(tmp_path):
+    a = fixture("tf/hashtable/step/a")
+    missing = str(tmp_path / "nothing")
+    with pytest.raises(modelfs.SourceError):
+        modelfs.diff_rows(a, missing)
+    with pytest.raises(KeyError):
+        modelfs.diff_rows(a, a, "no/such/table")
+    with pytest.raises(modelfs.SourceError):
+        modelfs.diff(a, missing)
+    with pytest.raises(modelfs.SourceError):
+        modelfs.stats(missing)
+    with pytest.raises(modelfs.SourceError):
+        modelfs.check(missing)
+    with pytest.raises(modelfs.UsageError):
+        modelfs.stats(a, nosuch="1")
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/fuse"), reason="no /dev/fuse on this machine")
+def test_a_busy_mount_point_is_refused_and_nothing_is_left_mounted(tmp_path):
+    src = fixture("tf/multi_shard/ckpt")
+    with modelfs.mount(src, path=tmp_path) as root:
+        with pytest.raises(modelfs.ModelfsError, match="mounted there already"):
+            with modelfs.mount(src, path=root):
+                pass
+        assert os.path.ismount(root)
+        # A reader still holding a file when the block ends.
+        held = open(os.path.join(root, "a.txt"))
+        ended = time.monotonic()
+    assert time.monotonic() - ended < 15
+    assert not os.path.ismount(str(tmp_path))
+    # Detached, not killed: the file still open still reads (what `modelfs cat` gives).
+    assert held.read() == cli("cat", src, "a.txt").stdout.decode()
+    held.close()

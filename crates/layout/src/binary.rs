@@ -196,7 +196,7 @@ pub(crate) fn bin_content(tensor: Arc<dyn Tensor>) -> Option<Arc<dyn FileContent
 }
 
 /// NumPy `descr` and element mapping for a fixed-width dtype; `None` if numpy has no type.
-pub(crate) fn npy_descr(dtype: DType) -> Option<(&'static str, ElemMap)> {
+pub fn npy_descr(dtype: DType) -> Option<(&'static str, ElemMap)> {
     use DType::*;
     let same = ElemMap::Same;
     Some(match dtype {

@@ -97,6 +97,11 @@ class Piece(NamedTuple):
     stop: int
 
 
+def _absolute(source: str) -> str:
+    """A local path made absolute; a URL (`s3://…`, `https://…`) as given."""
+    return source if "://" in source else os.path.abspath(source)
+
+
 def _reopen(source: str, options: Dict[str, Any]) -> "Model":
     return Model(source, **options)
 
@@ -105,8 +110,13 @@ class Model:
     """A model opened from SOURCE (a path or a URL) with the mount's options."""
 
     def __init__(self, source: "os.PathLike[str] | str", **options: Any) -> None:
-        self.source = os.fspath(source)
+        # Made absolute here, not only in the native open: a pickled model is opened again by
+        # a worker whose working directory is not ours.
+        self.source = _absolute(os.fspath(source))
         self.options = dict(options)
+        if isinstance(self.options.get("cache_dir"), (str, os.PathLike)):
+            if os.fspath(self.options["cache_dir"]) != "none":
+                self.options["cache_dir"] = os.path.abspath(os.fspath(self.options["cache_dir"]))
         self._m = _native.Model(self.source, _option_args(self.options))
 
     def __reduce__(self):
@@ -165,7 +175,8 @@ class Model:
         return np.frombuffer(lent, dtype=dtype).reshape(shape, order="F" if fortran else "C")
 
     def slice(self, name: str) -> "_Slicer":
-        """`m.slice(name)[a:b, ...]` reads only rows `a:b` (then indexes the rest)."""
+        """`m.slice(name)[a:b, ...]` reads only rows `a:b` (then indexes the rest; a step
+        reads the rows between and keeps every n-th)."""
         return _Slicer(self, name)
 
     def _rows_of(self, name: str, start: int, stop: int) -> np.ndarray:
@@ -184,11 +195,13 @@ class Model:
         """The rows of keyed tensor `name` (an embedding, a hash table) with feature ids
         `ids`, as `NAME.rows/ID.npy` gives each: `(found_ids, values)`, the ids found in the
         order asked and one row of `values` per found id."""
-        found, descr, width, values = self._m.rows(name, [int(i) for i in ids])
+        # Feature ids are 64-bit patterns: an unsigned one (a Monolith id of 2^63 or more) is
+        # the signed id the table stores and the mount names.
+        asked = [int(i) - (1 << 64) if int(i) >= (1 << 63) else int(i) for i in ids]
+        found, descr, width, values = self._m.rows(name, asked)
         found = np.array(found, dtype=np.int64)
-        if not len(found):
-            return found, np.empty((0, 0), dtype=np.float32)
-        arr = np.frombuffer(bytearray(values), dtype=np.dtype(descr))
+        dtype = np.dtype(descr) if descr else np.dtype(np.float32)
+        arr = np.frombuffer(bytearray(values), dtype=dtype)
         return found, arr.reshape(len(found), width)
 
     # -- beyond one machine ----------------------------------------------------------------
@@ -218,7 +231,11 @@ class _Slicer:
         self._model, self._name = model, name
 
     def __getitem__(self, key) -> np.ndarray:
+        if isinstance(key, tuple) and not key:
+            return self._model[self._name]
         first, rest = (key[0], key[1:]) if isinstance(key, tuple) else (key, ())
+        if isinstance(first, (bool, np.bool_)):
+            return self._model[self._name][key]
         if isinstance(first, (int, np.integer)):
             header, size, shape, _, _ = self._model._layout(self._name)
             i = int(first) + (shape[0] if shape and first < 0 else 0)
@@ -261,29 +278,33 @@ def _binary() -> str:
     raise ModelfsError("the modelfs command is not installed (pip install modelfs installs it)")
 
 
-def _raise_for(status: int, stderr: str) -> None:
+def _raise_for(status: int, stderr: str, mounting: bool = False) -> None:
     message = stderr.strip().removeprefix("modelfs: ") or f"modelfs exited with status {status}"
     if status == 64:
         raise KeyError(message)
     if status == 1:
         raise UsageError(message)
+    if mounting and status == 3:
+        raise ModelfsError(message)
     raise SourceError(message)
 
 
-def _run(args: List[str], options: Dict[str, Any], lines: bool = False, ok=(0,)) -> Any:
+def _run(args: List[str], options: Dict[str, Any], ok=(0,), lines: bool = False) -> Any:
+    """The command's --json output; an exit status outside `ok` raises with its message (an
+    answer printed before a failure is not returned as if it were whole)."""
     o = _option_args(options)
     cmd = [_binary(), *args, "--json"] + (["-o", ",".join(o)] if o else [])
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, encoding="utf-8")
+    # A status in `ok` other than 0 is an answer ("they differ", "problems found") only when
+    # the answer was printed: with nothing on stdout it is the source's failure.
+    if p.returncode not in ok or (p.returncode != 0 and not p.stdout.strip()):
+        _raise_for(p.returncode, p.stderr)
     try:
         if lines:
             return [json.loads(line) for line in p.stdout.splitlines() if line.strip()]
-        if p.stdout.strip():
-            return json.loads(p.stdout)
-    except json.JSONDecodeError:
-        pass
-    if p.returncode in ok:
-        return [] if lines else None
-    _raise_for(p.returncode, p.stderr)
+        return json.loads(p.stdout)
+    except json.JSONDecodeError as e:
+        raise ModelfsError(f"modelfs {args[0]}: unreadable --json output ({e})") from None
 
 
 def _paths(source, paths: Sequence[str]) -> List[str]:
@@ -292,8 +313,9 @@ def _paths(source, paths: Sequence[str]) -> List[str]:
 
 def stats(source, *paths: str, **options: Any) -> List[Dict[str, Any]]:
     """`modelfs stats --json SOURCE [PATHS]`: per tensor count, min, max, mean, std, NaN and
-    infinity counts, zeros, L2 norm."""
-    return _run(["stats", *_paths(source, paths)], options)
+    infinity counts, zeros, L2 norm. A tensor that could not be read is named in the answer
+    (the command's exit status 2), not raised."""
+    return _run(["stats", *_paths(source, paths)], options, ok=(0, 2))
 
 
 def diff(a, b, map: Sequence[str] = (), transpose: bool = False, **options: Any):  # noqa: A002
@@ -310,8 +332,8 @@ def diff(a, b, map: Sequence[str] = (), transpose: bool = False, **options: Any)
 def diff_rows(a, b, *tables: str, **options: Any) -> List[Dict[str, Any]]:
     """`modelfs diff --rows --json A B [TABLES]`: one object per id that differs, then one
     summary object per table."""
-    return _run(["diff", "--rows", os.fspath(a), os.fspath(b), *tables], options, lines=True,
-                ok=(0, 1))
+    return _run(["diff", "--rows", os.fspath(a), os.fspath(b), *tables], options, ok=(0, 1),
+                lines=True)
 
 
 def check(source, *paths: str, max_abs: Optional[float] = None, **options: Any):
@@ -330,28 +352,42 @@ def mount(source, path: Optional[str] = None, timeout: float = 30.0, **options: 
     if not os.path.exists("/dev/fuse"):
         raise ModelfsError("FUSE is not available here (no /dev/fuse): use modelfs.open")
     made = path is None
-    point = tempfile.mkdtemp(prefix="modelfs-") if made else os.fspath(path)
+    point = tempfile.mkdtemp(prefix="modelfs-") if made else os.path.abspath(os.fspath(path))
+    if os.path.ismount(point):
+        raise ModelfsError(f"{point}: something is mounted there already")
     o = _option_args(options)
-    cmd = [_binary(), "mount", "-f", os.fspath(source), point] + (["-o", ",".join(o)] if o else [])
-    daemon = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    cmd = [_binary(), "mount", "-f", _absolute(os.fspath(source)), point] + (
+        ["-o", ",".join(o)] if o else [])
+    # The daemon's messages go to a file, read on failure: a pipe nobody reads would fill
+    # and stop the daemon mid-request.
+    log = tempfile.TemporaryFile(mode="w+", encoding="utf-8")
+    daemon = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log)
     try:
         deadline = time.monotonic() + timeout
         while not os.path.ismount(point):
             if daemon.poll() is not None:
-                _raise_for(daemon.returncode or 3, daemon.stderr.read())
+                log.seek(0)
+                _raise_for(daemon.returncode or 3, log.read(), mounting=True)
             if time.monotonic() > deadline:
                 raise ModelfsError(f"{point}: not mounted after {timeout} s")
             time.sleep(0.02)
         yield point
     finally:
+        # SIGTERM unmounts (the daemon's own way out). A mount a reader still holds stays
+        # busy: it is then detached lazily, so that no mount point is left behind, and the
+        # daemon goes on serving the files still open and ends when the last one closes.
+        if daemon.poll() is None:
+            daemon.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            daemon.wait(timeout=min(timeout, 5.0))
         if os.path.ismount(point):
-            subprocess.run([_binary(), "umount", point], stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL)
-        try:
-            daemon.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            daemon.kill()
-            daemon.wait()
+            for umount in (["fusermount3", "-uz", point], ["fusermount", "-uz", point],
+                           ["umount", "-l", point]):
+                with contextlib.suppress(OSError):
+                    if subprocess.run(umount, stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL).returncode == 0:
+                        break
+        log.close()
         if made:
             with contextlib.suppress(OSError):
                 os.rmdir(point)
