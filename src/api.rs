@@ -471,6 +471,27 @@ mod tests {
         assert_eq!(compared, 4);
     }
 
+    #[test]
+    fn checksum_errors_are_told_by_what_they_say_not_by_names() {
+        let data = |what: &str, why: &str| ModelError::data(what.to_string(), why.to_string());
+        for (e, want) in [
+            (data("w", "checksum does not match (data file 0)"), true),
+            (data("t", "record at 8: data checksum mismatch"), true),
+            (
+                data(
+                    "x in a.npz",
+                    "zip CRC-32 00000001 of the member, 00000002 expected",
+                ),
+                true,
+            ),
+            (data("crc_bias", "the file ended early"), false),
+            (data("checksums/w", "unsupported dtype"), false),
+            (data("w", "a string's length is past the end"), false),
+        ] {
+            assert_eq!(is_checksum(&LayoutError::Model(e)), want);
+        }
+    }
+
     /// A read larger than one thread's piece is split over threads and still exact.
     #[test]
     fn a_large_read_splits_over_threads() {
