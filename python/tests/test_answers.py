@@ -185,3 +185,19 @@ def test_a_busy_mount_point_is_refused_and_nothing_is_left_mounted(tmp_path):
     # Detached, not killed: the file still open still reads (what `modelfs cat` gives).
     assert held.read() == cli("cat", src, "a.txt").stdout.decode()
     held.close()
+
+
+def test_pieces_follow_partition_bands_and_cover_every_row_once():
+    m = modelfs.open(fixture("angel/formats/model"))
+    name = "ValueBinary_float_intkey_dense"
+    bands = sorted({p["extent"][0][0] for p in m.info(name)["partitions"]})
+    assert len(bands) > 1, bands
+    whole = m[name]
+    for max_bytes in (1 << 30, 40, 1):
+        pieces = m.pieces(name, max_bytes=max_bytes)
+        rows = [r for p in pieces for r in range(p.start, p.stop)]
+        assert rows == list(range(whole.shape[0])), (max_bytes, pieces)
+        # No piece crosses the start of a band of partitions.
+        assert all(not (p.start < b < p.stop) for p in pieces for b in bands), pieces
+        assert np.array_equal(np.concatenate([m.read_piece(p) for p in pieces]), whole)
+    assert len(m.pieces(name, max_bytes=1 << 30)) == len(bands)

@@ -207,16 +207,25 @@ class Model:
     # -- beyond one machine ----------------------------------------------------------------
 
     def pieces(self, name: str, max_bytes: int = PIECE_BYTES) -> List[Piece]:
-        """Independent pieces of tensor `name`: runs of whole rows of at most `max_bytes`
-        (one row at least). Read one with `read_piece`, in any process."""
+        """Independent pieces of tensor `name`: runs of whole rows of at most `max_bytes` (one
+        row at least), cut where the tensor's partitions start a new band of rows (an Angel
+        matrix's, a partitioned variable's), so that a piece reads the files of one band.
+        Read one with `read_piece`, in any process."""
         header, size, shape, fortran, dtype = self._layout(name)
         if not shape:
             return [Piece(name, 0, 1)]
+        rows = shape[0]
         row = max(int(np.prod(shape[1:], dtype=np.int64)) * dtype.itemsize, 1)
         per = max(max_bytes // row, 1)
-        return [Piece(name, a, min(a + per, shape[0])) for a in range(0, shape[0], per)] or [
-            Piece(name, 0, 0)
-        ]
+        starts = {0, rows}
+        for part in self.info(name).get("partitions", []):
+            extent = part.get("extent") or []
+            if extent and 0 < extent[0][0] < rows:
+                starts.add(int(extent[0][0]))
+        bands = sorted(starts)
+        out = [Piece(name, a, min(a + per, hi))
+               for lo, hi in zip(bands, bands[1:]) for a in range(lo, hi, per)]
+        return out or [Piece(name, 0, 0)]
 
     def read_piece(self, piece: Piece) -> np.ndarray:
         """The rows of `piece` (a scalar tensor's one piece is the scalar)."""
