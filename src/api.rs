@@ -13,11 +13,12 @@
 //! ```
 
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use crate::fs::listing::NodeKind;
 use crate::fs::{FsError, Tree, TreeConfig};
-use crate::layout::{self, FileContent, Layout, LayoutCtx, LayoutError, Patient};
+use crate::layout::{self, FileContent, Layout, LayoutCtx, LayoutError, Patient, Requester};
 use crate::model::{Model, ModelError, Tensor};
 use crate::options::Options;
 
@@ -34,6 +35,8 @@ pub enum ErrorKind {
     Checksum,
     /// The source could not be read (missing, unrecognised, a fault, changed).
     Source,
+    /// The caller asked the read to stop.
+    Interrupted,
 }
 
 /// An error with the message the CLI prints for it.
@@ -89,6 +92,7 @@ fn is_checksum(e: &(dyn std::error::Error + 'static)) -> bool {
 fn layout_error(name: &str, e: LayoutError) -> Error {
     let kind = match &e {
         LayoutError::Unavailable(_) => ErrorKind::Unavailable,
+        LayoutError::Interrupted => ErrorKind::Interrupted,
         LayoutError::Model(ModelError::NotFound(_)) => ErrorKind::NotFound,
         LayoutError::Model(ModelError::Request(_)) => ErrorKind::Usage,
         _ if is_checksum(&e) => ErrorKind::Checksum,
@@ -341,11 +345,27 @@ fn npy_row_shape(npy: &[u8]) -> Option<(String, u64, usize)> {
 }
 
 fn read_exact(c: &dyn FileContent, name: &str, offset: u64, out: &mut [u8]) -> Result<(), Error> {
+    read_exact_for(c, name, offset, out, &Patient)
+}
+
+fn read_exact_for(
+    c: &dyn FileContent,
+    name: &str,
+    offset: u64,
+    out: &mut [u8],
+    req: &dyn Requester,
+) -> Result<(), Error> {
     let mut done = 0usize;
     while done < out.len() {
+        if req.gone() {
+            return Err(error(
+                ErrorKind::Interrupted,
+                format!("{name}: interrupted"),
+            ));
+        }
         let at = offset + done as u64;
         let got = c
-            .read_into(at, &mut out[done..], &Patient)
+            .read_into(at, &mut out[done..], req)
             .map_err(|e| layout_error(name, e))?;
         if got == 0 {
             let msg = format!("{name}: the file ended at {at} bytes");
@@ -354,6 +374,15 @@ fn read_exact(c: &dyn FileContent, name: &str, offset: u64, out: &mut [u8]) -> R
         done += got;
     }
     Ok(())
+}
+
+/// A reader that is gone once its flag is set (Ctrl-C in the caller).
+struct Until<'a>(&'a AtomicBool);
+
+impl Requester for Until<'_> {
+    fn gone(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
 }
 
 /// A tensor's `.npy` file: its header, then its elements in any ranges.
@@ -390,8 +419,21 @@ impl Npy {
 
     /// Fills `out` with the file's bytes at `offset`, pieces in parallel on every core.
     pub fn read_into(&self, offset: u64, out: &mut [u8]) -> Result<(), Error> {
+        self.read_into_until(offset, out, &AtomicBool::new(false))
+    }
+
+    /// `read_into`, given up (`ErrorKind::Interrupted`) soon after `stop` is set: between
+    /// pieces, and inside a piece wherever the content looks (a text renderer, a remote
+    /// stream).
+    pub fn read_into_until(
+        &self,
+        offset: u64,
+        out: &mut [u8],
+        stop: &AtomicBool,
+    ) -> Result<(), Error> {
+        let req = Until(stop);
         if out.len() <= READ_PIECE {
-            return read_exact(&*self.content, &self.name, offset, out);
+            return read_exact_for(&*self.content, &self.name, offset, out, &req);
         }
         let size = self.size()?;
         if offset
@@ -422,7 +464,7 @@ impl Npy {
                     }
                     let piece = next.lock().ok().and_then(|mut it| it.next());
                     let Some((at, buf)) = piece else { return };
-                    if let Err(e) = read_exact(&*self.content, &self.name, at, buf) {
+                    if let Err(e) = read_exact_for(&*self.content, &self.name, at, buf, &req) {
                         if let Ok(mut slot) = first_error.lock() {
                             slot.get_or_insert(e);
                         }

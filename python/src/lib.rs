@@ -5,10 +5,13 @@
 use modelfs::api::{self, ErrorKind};
 use pyo3::buffer::PyBuffer;
 use pyo3::create_exception;
-use pyo3::exceptions::{PyBufferError, PyException, PyKeyError, PyValueError};
+use pyo3::exceptions::{PyBufferError, PyException, PyKeyError, PyKeyboardInterrupt, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use std::os::raw::{c_int, c_void};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::time::Duration;
 
 create_exception!(_native, ModelfsError, PyException, "Any error of modelfs.");
 create_exception!(
@@ -43,7 +46,44 @@ fn py_err(e: api::Error) -> PyErr {
         ErrorKind::Unavailable => UnavailableError::new_err(e.message),
         ErrorKind::Checksum => ChecksumError::new_err(e.message),
         ErrorKind::Source => SourceError::new_err(e.message),
+        ErrorKind::Interrupted => PyKeyboardInterrupt::new_err(e.message),
     }
+}
+
+/// Runs `work` on a thread of its own while this one, the GIL released, looks every 100 ms
+/// for a signal Python wants raised (Ctrl-C): then `stop` is set, the work given up soon
+/// after (it looks at `stop`), and the signal's exception raised once it has.
+fn interruptible<T: Send>(
+    py: Python<'_>,
+    stop: &AtomicBool,
+    work: impl FnOnce() -> T + Send,
+) -> PyResult<T> {
+    std::thread::scope(|s| {
+        let (tx, rx) = mpsc::channel();
+        s.spawn(move || {
+            let _ = tx.send(work());
+        });
+        // The receiver is handed to each wait and back (it may be sent, not shared).
+        let mut rx = rx;
+        loop {
+            let (got, back) = py.detach(move || (rx.recv_timeout(Duration::from_millis(100)), rx));
+            rx = back;
+            match got {
+                Ok(done) => return Ok(done),
+                Err(RecvTimeoutError::Timeout) => {
+                    if let Err(signal) = py.check_signals() {
+                        stop.store(true, Ordering::Relaxed);
+                        let _ = py.detach(move || rx.recv());
+                        return Err(signal);
+                    }
+                }
+                // The work panicked: the scope's end raises it.
+                Err(RecvTimeoutError::Disconnected) => {
+                    return Err(PyBufferError::new_err("a reading thread failed"))
+                }
+            }
+        }
+    })
 }
 
 /// A model opened from SOURCE with `-o` options.
@@ -102,16 +142,18 @@ impl Model {
             // An empty exporter may report no pointer at all: nothing to fill.
             return Ok(());
         }
-        py.detach(|| {
+        let stop = AtomicBool::new(false);
+        let read = || {
             // SAFETY: `buffer` holds the exporter's buffer (a numpy array's memory) for as
-            // long as it lives, which is past this call: the memory stays where it is and
-            // `len` bytes long; it is writable and contiguous (checked above). A caller that
-            // writes the same array from another thread meanwhile races with this read, as
-            // with any reader filling a buffer (`readinto`).
+            // long as it lives, which is past this call (the reading thread is joined before
+            // it returns): the memory stays where it is and `len` bytes long; it is writable
+            // and contiguous (checked above). A caller that writes the same array from another
+            // thread meanwhile races with this read, as with any reader filling a buffer
+            // (`readinto`).
             let out = unsafe { std::slice::from_raw_parts_mut(at as *mut u8, len) };
-            self.inner.npy(name)?.read_into(offset, out)
-        })
-        .map_err(py_err)?;
+            self.inner.npy(name)?.read_into_until(offset, out, &stop)
+        };
+        interruptible(py, &stop, read)?.map_err(py_err)?;
         drop(buffer);
         Ok(())
     }

@@ -1,6 +1,7 @@
 """`modelfs.open`: every fixture model's tensors equal the mount's `.npy` files byte for byte,
 locally and from S3; metadata, slices, errors, pickling and threads."""
 
+import _thread
 import contextlib
 import glob
 import io
@@ -9,6 +10,7 @@ import os
 import pickle
 import shutil
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -297,3 +299,32 @@ def test_map_checks_the_checksum_first(tmp_path):
         except modelfs.UnavailableError:
             pass
     assert raised == 1
+
+
+def test_ctrl_c_stops_a_long_read(moto, tmp_path):
+    # 256 MiB of a .npy on S3 (no checksum pass first: numpy has none), read with a small
+    # block cache so that every read fetches.
+    arr = np.arange(64 << 20, dtype=np.int32)
+    np.save(tmp_path / "big.npy", arr)
+    moto.upload("models", str(tmp_path / "big.npy"), "big.npy")
+    del arr
+    m = modelfs.open("s3://models/big.npy", endpoint=moto.url, cache_dir="none", cache="16M")
+    name = m.keys()[0]
+    t = time.perf_counter()
+    whole = m[name]
+    full = time.perf_counter() - t
+    assert whole[-1] == (64 << 20) - 1
+    del whole
+    timer = threading.Timer(full / 4, _thread.interrupt_main)
+    t = time.perf_counter()
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        m[name]
+    stopped = time.perf_counter() - t
+    timer.join()
+    # Given up soon after the signal (the 100 ms look and one 8 MiB piece), not at the end:
+    # a read that ran to its end would take `full`.
+    print(f"interrupted after {stopped:.3f} s of a {full:.3f} s read")
+    assert stopped < 0.8 * full, (stopped, full)
+    # And the model reads again afterwards.
+    assert m.slice(name)[-3:].tolist() == [(64 << 20) - 3, (64 << 20) - 2, (64 << 20) - 1]
