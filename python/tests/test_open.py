@@ -9,6 +9,7 @@ import json
 import os
 import pickle
 import shutil
+import signal
 import threading
 import time
 
@@ -319,11 +320,17 @@ def test_ctrl_c_stops_a_long_read(moto, tmp_path):
             time.sleep(0.001)
         _thread.interrupt_main()
 
-    watcher = threading.Thread(target=ctrl_c_once_the_first_piece_is_in)
-    watcher.start()
-    with pytest.raises(KeyboardInterrupt):
-        m._m.read_npy_into(name, len(header), buf.view(np.uint8))
-    watcher.join()
+    # Python's own Ctrl-C handler, whatever this process inherited: a job started in the
+    # background by a shell ignores SIGINT, and then Python installs none.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        watcher = threading.Thread(target=ctrl_c_once_the_first_piece_is_in)
+        watcher.start()
+        with pytest.raises(KeyboardInterrupt):
+            m._m.read_npy_into(name, len(header), buf.view(np.uint8))
+        watcher.join()
+    finally:
+        signal.signal(signal.SIGINT, previous)
     print(f"read {np.count_nonzero(buf) / n:.0%} of the tensor before giving up")
     # Given up before the end: the last 8 MiB piece was never read.
     assert buf[0] == 1 and buf[-1] == 0, (buf[0], buf[-1], np.count_nonzero(buf))
