@@ -18,6 +18,25 @@ REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 FIXTURES = os.path.join(REPO, "fixtures")
 
 
+def required():
+    """Under CI (or MODELFS_REQUIRE_FUSE=1) what a test needs must be there: a missing
+    /dev/fuse or package fails the test instead of skipping it."""
+    return os.environ.get("CI") == "true" or os.environ.get("MODELFS_REQUIRE_FUSE") == "1"
+
+
+def needs_fuse():
+    if not os.path.exists("/dev/fuse"):
+        if required():
+            pytest.fail("no /dev/fuse, and CI requires real mounts")
+        pytest.skip("no /dev/fuse on this machine")
+
+
+def needs(module):
+    if required():
+        return __import__(module)
+    return pytest.importorskip(module)
+
+
 def fixture(rel):
     path = os.path.join(FIXTURES, rel)
     # A checkpoint prefix is no file: its index is.

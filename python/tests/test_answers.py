@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import modelfs
-from conftest import cli, fixture
+from conftest import cli, fixture, needs, needs_fuse
 
 MONOLITH = "monolith/ps_export"
 TABLE = "hash_tables/MonolithHashTable_0a1b_0"
@@ -85,8 +85,8 @@ def test_check_is_the_command_json():
     assert tight["problems"], tight
 
 
-@pytest.mark.skipif(not os.path.exists("/dev/fuse"), reason="no /dev/fuse on this machine")
 def test_mount_gives_paths_and_unmounts():
+    needs_fuse()
     src = fixture("tf/multi_shard/ckpt")
     m = modelfs.open(src)
     with modelfs.mount(src) as root:
@@ -129,7 +129,7 @@ def piece_stats(model, piece):
     ("angel/formats/model", "ValueBinary_float_intkey_dense", 40),  # 5 rows of 10 floats
 ])
 def test_dask_workers_read_pieces(rel, name, piece_bytes):
-    distributed = pytest.importorskip("distributed")
+    distributed = needs("distributed")
     src = fixture(rel)
     m = modelfs.open(src, cache_dir="none")
     assert name in m, m.keys()
@@ -169,8 +169,8 @@ def test_failures_raise_and_are_never_an_empty_answer(tmp_path):
         modelfs.stats(a, nosuch="1")
 
 
-@pytest.mark.skipif(not os.path.exists("/dev/fuse"), reason="no /dev/fuse on this machine")
 def test_a_busy_mount_point_is_refused_and_nothing_is_left_mounted(tmp_path):
+    needs_fuse()
     src = fixture("tf/multi_shard/ckpt")
     with modelfs.mount(src, path=tmp_path) as root:
         with pytest.raises(modelfs.ModelfsError, match="mounted there already"):

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import modelfs
-from conftest import FIXTURES, cli, fixture, npy_of
+from conftest import FIXTURES, cli, fixture, npy_of, required
 
 # One of every reader and source form: TF (multi-shard, every dtype, hash tables), Angel,
 # Monolith, DeepRec, safetensors (file, shards), torch (zip, shards, legacy), numpy, GGUF
@@ -48,9 +48,10 @@ MOST = 40
 
 
 def real_mounts():
-    """Whether to compare with a real mount (FUSE here, or required by CI) or, where FUSE is
-    missing, with `modelfs cat` (the mount's own tree without the kernel)."""
-    return os.path.exists("/dev/fuse") or os.environ.get("MODELFS_REQUIRE_FUSE") == "1"
+    """Whether to compare with a real mount (FUSE here, or required by CI: then a missing
+    /dev/fuse fails the mount) or, where FUSE is missing, with `modelfs cat` (the mount's own
+    tree without the kernel)."""
+    return os.path.exists("/dev/fuse") or required()
 
 
 def compare_with_mount(source):
@@ -186,15 +187,20 @@ def test_errors_are_typed_and_say_why(tmp_path):
     assert issubclass(modelfs.SourceError, modelfs.ModelfsError)
 
 
-def test_a_corrupted_tensor_raises_checksum_error_while_the_others_read(tmp_path):
-    src = fixture("tf/dtypes/ckpt")
-    for f in glob.glob(src + ".*"):
+def damaged_copy(tmp_path):
+    """A copy of the TF dtypes checkpoint with the last tensor's last byte flipped; its
+    prefix."""
+    for f in glob.glob(fixture("tf/dtypes/ckpt") + ".*"):
         shutil.copy(f, tmp_path)
     data = tmp_path / "ckpt.data-00000-of-00001"
     raw = bytearray(data.read_bytes())
-    raw[-1] ^= 0x40  # the last tensor's last byte
+    raw[-1] ^= 0x40
     data.write_bytes(bytes(raw))
-    m = modelfs.open(tmp_path / "ckpt", cache_dir="none")
+    return tmp_path / "ckpt"
+
+
+def test_a_corrupted_tensor_raises_checksum_error_while_the_others_read(tmp_path):
+    m = modelfs.open(damaged_copy(tmp_path), cache_dir="none")
     bad, good = [], []
     for name in m.keys():
         try:
@@ -283,14 +289,7 @@ def test_map_equals_a_copy_and_lends_the_file_where_it_can(rel):
 
 
 def test_map_checks_the_checksum_first(tmp_path):
-    src = fixture("tf/dtypes/ckpt")
-    for f in glob.glob(src + ".*"):
-        shutil.copy(f, tmp_path)
-    data = tmp_path / "ckpt.data-00000-of-00001"
-    raw = bytearray(data.read_bytes())
-    raw[-1] ^= 0x40
-    data.write_bytes(bytes(raw))
-    m = modelfs.open(tmp_path / "ckpt", cache_dir="none")
+    m = modelfs.open(damaged_copy(tmp_path), cache_dir="none")
     raised = 0
     for name in m.keys():
         try:

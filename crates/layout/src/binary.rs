@@ -341,14 +341,17 @@ impl FileContent for NpyContent {
         buf: &mut [u8],
         req: &dyn Requester,
     ) -> Result<usize, LayoutError> {
-        match offset.checked_sub(self.header.len() as u64) {
-            Some(at) => self.raw.read_at(req.ctx(), at, buf),
-            None => {
-                let got = self.read(offset, buf.len(), req)?;
-                buf[..got.len()].copy_from_slice(&got);
-                Ok(got.len())
-            }
+        // The header's part (ours) copied in place, then the elements' straight from the
+        // tensor: no buffer in between.
+        let h = &self.header[..];
+        let from = usize::try_from(offset).map_or(h.len(), |o| o.min(h.len()));
+        let n = (h.len() - from).min(buf.len());
+        buf[..n].copy_from_slice(&h[from..from + n]);
+        if n == buf.len() {
+            return Ok(n);
         }
+        let at = offset + n as u64 - h.len() as u64;
+        Ok(n + self.raw.read_at(req.ctx(), at, &mut buf[n..])?)
     }
 
     fn read(&self, offset: u64, len: usize, req: &dyn Requester) -> Result<Bytes, LayoutError> {

@@ -127,6 +127,27 @@ fn npy_equals_numpy_save() {
     }
 }
 
+/// `read_into` (a caller's buffer filled straight from the tensor) gives numpy's bytes from
+/// every offset, for every length: in the header, across its end, in the elements, past the
+/// end of the file.
+#[test]
+fn npy_read_into_equals_numpy_save_at_every_offset() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/src/testdata/npy");
+    for (name, t) in npy_cases() {
+        let want = std::fs::read(format!("{dir}/{name}.npy")).unwrap();
+        let c = open(Layout::Npy, t.arc(), &ctx()).unwrap();
+        for offset in 0..=want.len() + 1 {
+            for len in [0, 1, 3, 64, want.len() + 8] {
+                let mut buf = vec![0xAAu8; len];
+                let got = c.read_into(offset as u64, &mut buf, &Patient).unwrap();
+                let end = (offset + len).min(want.len()).max(offset.min(want.len()));
+                let expect = &want[offset.min(want.len())..end];
+                assert_eq!(&buf[..got], expect, "{name}.npy at {offset}, {len} bytes");
+            }
+        }
+    }
+}
+
 #[test]
 fn npy_headers_equal_numpy() {
     let lines = include_str!("testdata/npy_headers.txt");
