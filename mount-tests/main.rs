@@ -27,6 +27,7 @@ mod support;
 mod views;
 
 use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -335,6 +336,86 @@ fn every_file_of_every_source() {
         );
     }
     eprintln!("checked {checked} files in {} sources", cases.len());
+}
+
+/// Whether `rel` is a text layout, whose size may be a placeholder 0 until learnt (SPEC §3).
+fn is_text(rel: &str) -> bool {
+    [".txt", ".csv", ".libsvm", "Text", "TextColumn"]
+        .iter()
+        .any(|s| rel.ends_with(s))
+}
+
+/// Every file's `stat` size, in `order`.
+fn stat_all(mnt: &Path, order: &[&String]) -> Vec<(String, u64)> {
+    order
+        .iter()
+        .map(|rel| (rel.to_string(), std::fs::metadata(mnt.join(rel)).unwrap().len()))
+        .collect()
+}
+
+/// Every file's bytes, in `order`.
+fn read_all(mnt: &Path, order: &[&String]) -> HashMap<String, usize> {
+    order
+        .iter()
+        .map(|rel| {
+            let b = std::fs::read(mnt.join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"));
+            (rel.to_string(), b.len())
+        })
+        .collect()
+}
+
+/// A size given out differs from what a read returns (a text's placeholder 0 aside).
+fn size_mismatches(stats: &[(String, u64)], reads: &HashMap<String, usize>) -> Vec<String> {
+    stats
+        .iter()
+        .filter(|(rel, size)| {
+            let got = reads[rel] as u64;
+            *size != got && !(is_text(rel) && *size == 0)
+        })
+        .map(|(rel, size)| format!("{rel}: stat {size} != read {}", reads[rel]))
+        .collect()
+}
+
+/// "File sizes are exact" at every moment of a mount, whatever was listed, read or let go
+/// before: stat all then read all (a `.json` stat'ed before its tensor's texts were sized),
+/// read all then stat all, in reverse order, and again after the tree let its recent tensors
+/// go (more tensors than it keeps were read) and the kernel dropped its inodes.
+#[test]
+fn sizes_equal_reads_in_every_order() {
+    let Some(fuse) = Fuse::check() else { return };
+    let mut checked = 0;
+    for case in cases() {
+        if cli_ls(&case.source).is_none() {
+            continue;
+        }
+        for (n, opts) in ["layouts=all", "layouts=all,cache_dir=none"].iter().enumerate() {
+            let mount = fuse.mount(&case.source, opts);
+            let mnt = mount.path();
+            let all: Vec<String> = walk(mnt).into_iter().filter(|p| !p.ends_with('/')).collect();
+            let files = sample_tensors(&all, 1200);
+            let forward: Vec<&String> = files.iter().collect();
+            let backward: Vec<&String> = files.iter().rev().collect();
+            let mut bad = Vec::new();
+            // 1: stat all, then read all (in the other order on the second mount).
+            let (first, second) = if n == 0 { (&forward, &backward) } else { (&backward, &forward) };
+            let stats = stat_all(mnt, first);
+            let reads = read_all(mnt, second);
+            bad.extend(size_mismatches(&stats, &reads));
+            // 2: read all (done), then stat all.
+            bad.extend(size_mismatches(&stat_all(mnt, first), &reads));
+            // 3: the kernel forgets what it cached; every file asked for again.
+            if let Ok(mut f) = std::fs::OpenOptions::new().write(true).open("/proc/sys/vm/drop_caches") {
+                use std::io::Write;
+                let _ = f.write_all(b"2\n");
+            }
+            let stats = stat_all(mnt, second);
+            bad.extend(size_mismatches(&stats, &read_all(mnt, first)));
+            assert!(bad.is_empty(), "{} ({opts}): {bad:#?}", case.name);
+            checked += files.len();
+            mount.unmount_and_check();
+        }
+    }
+    eprintln!("sizes equal reads: {checked} files");
 }
 
 #[test]

@@ -245,7 +245,8 @@ pub(crate) struct Node {
     entry: nodes::Entry,
     listing: OnceLock<Arc<nodes::Listed>>,
     /// The content object, kept while it holds something that costs to make again: a size not
-    /// known yet or learnt by a long render, a failure logged, a row's or hidden file's bytes.
+    /// known yet or learnt by a long render, a failure logged, a row's or hidden file's bytes;
+    /// and always for a `.json`, whose document is fixed when first shown.
     opened: OnceLock<Arc<Opened>>,
     /// The attributes of a file sized cheaply, kept instead of its content object: a walk of
     /// a big tree leaves a few bytes per file, not a tensor and a renderer (`contents`).

@@ -1,12 +1,13 @@
 //! `NAME.json`: a tensor's metadata (SPEC §2), the size of each of its other files where it is
-//! known without work (`null` until a text layout has been rendered once), the layouts that
-//! cannot show the tensor and why, what is wrong when something is, and the last error a read
-//! of the tensor met (`last_error`). Rendered whole in memory (it is small), again only when
-//! that error changes; the file system treats it as volatile (`FileContent::volatile`). It
-//! never fails, decodes or renders: problems become fields.
+//! known without work when the document is first asked for (`null` for a text layout not
+//! rendered or sized by then), the layouts that cannot show the tensor and why, what is wrong
+//! when something is, and the last error a read of the tensor met (`last_error`). Rendered
+//! once in memory (it is small) and fixed from then on but for that error, which the file
+//! system tells the kernel of (`FileContent::volatile`, `settled`). It never fails, decodes
+//! or renders: problems become fields.
 
 use bytes::Bytes;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use serde_json::{json, Value};
 
@@ -14,10 +15,18 @@ use super::{FileContent, Layout, LayoutCtx, LayoutError, Requester};
 use crate::model::{Tensor, TensorMeta};
 
 pub(crate) struct JsonContent {
-    tensor: Arc<dyn Tensor>,
+    name: Vec<u8>,
     ctx: Arc<LayoutCtx>,
-    /// The rendering, with the last error it shows.
-    bytes: Mutex<Option<Rendered>>,
+    /// The tensor, until the document is rendered: a file system keeps this content for the
+    /// file's life, and must not keep the tensor (and what it builds, a table's key index)
+    /// alive with it.
+    tensor: Mutex<Option<Arc<dyn Tensor>>>,
+    /// The document up to its `last_error`, rendered when first asked for and fixed from then
+    /// on: sizes learnt later do not change it, so the size a `stat` gave is what a read
+    /// returns, whatever was listed, read or evicted since.
+    base: OnceLock<Arc<[u8]>>,
+    /// The whole document, with the last error it shows.
+    shown: Mutex<Option<Rendered>>,
 }
 
 /// A rendering of the document and the last error it shows.
@@ -25,24 +34,29 @@ type Rendered = (Option<String>, Arc<[u8]>);
 
 pub fn json_content(tensor: Arc<dyn Tensor>, ctx: &Arc<LayoutCtx>) -> Arc<dyn FileContent> {
     Arc::new(JsonContent {
-        tensor,
+        name: tensor.meta().name.clone(),
         ctx: ctx.clone(),
-        bytes: Mutex::new(None),
+        tensor: Mutex::new(Some(tensor)),
+        base: OnceLock::new(),
+        shown: Mutex::new(None),
     })
 }
 
 impl JsonContent {
-    /// The document as it stands: rendered again when the tensor's last error changed, or
-    /// while a file's size is not known yet (a text file once rendered or sized has its size
-    /// here, as `ls -l` shows it).
+    /// The document as it stands: the fixed part, and the tensor's last error if any (which
+    /// the file system tells the kernel of when it changes).
     fn bytes(&self) -> Arc<[u8]> {
-        let last = self.ctx.faults.last(&self.tensor.meta().name);
-        let mut g = self.bytes.lock().unwrap_or_else(|e| e.into_inner());
-        let settled = |b: &[u8]| memchr::memmem::find(b, b"\"size\":null").is_none();
+        let base = self.base.get_or_init(|| {
+            let tensor = self.tensor.lock().unwrap_or_else(|e| e.into_inner()).take();
+            debug_assert!(tensor.is_some(), "rendered once");
+            tensor.map_or_else(Vec::new, |t| render(&t, &self.ctx)).into()
+        });
+        let last = self.ctx.faults.last(&self.name);
+        let mut g = self.shown.lock().unwrap_or_else(|e| e.into_inner());
         match &*g {
-            Some((shown, b)) if *shown == last && settled(b) => b.clone(),
+            Some((shown, b)) if *shown == last => b.clone(),
             _ => {
-                let b: Arc<[u8]> = render(&self.tensor, &self.ctx, last.as_deref()).into();
+                let b: Arc<[u8]> = close(base, last.as_deref()).into();
                 *g = Some((last, b.clone()));
                 b
             }
@@ -68,9 +82,9 @@ impl FileContent for JsonContent {
     fn volatile(&self) -> bool {
         true
     }
-    /// Every other file's size is in it: only a read error of the tensor changes it now.
+    /// Fixed once rendered: only a read error of the tensor changes it now.
     fn settled(&self) -> bool {
-        memchr::memmem::find(&self.bytes(), b"\"size\":null").is_none()
+        true
     }
 }
 
@@ -109,7 +123,8 @@ fn partitions(meta: &TensorMeta) -> Value {
     )
 }
 
-fn render(tensor: &Arc<dyn Tensor>, ctx: &Arc<LayoutCtx>, last_error: Option<&str>) -> Vec<u8> {
+/// The document without its last error and closing brace.
+fn render(tensor: &Arc<dyn Tensor>, ctx: &Arc<LayoutCtx>) -> Vec<u8> {
     let meta = tensor.meta();
     let mut fields: Vec<(String, Value)> = vec![
         ("dtype".into(), json!(meta.dtype.name())),
@@ -165,9 +180,6 @@ fn render(tensor: &Arc<dyn Tensor>, ctx: &Arc<LayoutCtx>, last_error: Option<&st
     if let Some(p) = &meta.problem {
         fields.push(("problem".into(), json!(p)));
     }
-    if let Some(e) = last_error {
-        fields.push(("last_error".into(), json!(e)));
-    }
     let mut out = String::from("{\n  \"name\": ");
     json_bytes_literal(&meta.name, &mut out);
     for (k, v) in fields {
@@ -176,6 +188,17 @@ fn render(tensor: &Arc<dyn Tensor>, ctx: &Arc<LayoutCtx>, last_error: Option<&st
         out.push_str(": ");
         out.push_str(&serde_json::to_string(&v).unwrap_or_else(|_| "null".into()));
     }
-    out.push_str("\n}\n");
     out.into_bytes()
+}
+
+/// The whole document: `base`, the last error if any, and the closing brace.
+fn close(base: &[u8], last_error: Option<&str>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(base.len() + 8);
+    out.extend_from_slice(base);
+    if let Some(e) = last_error {
+        out.extend_from_slice(b",\n  \"last_error\": ");
+        out.extend_from_slice(json!(e).to_string().as_bytes());
+    }
+    out.extend_from_slice(b"\n}\n");
+    out
 }

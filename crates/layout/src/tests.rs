@@ -333,6 +333,30 @@ fn json_reports_layouts_problems_and_errors() {
     assert!(bin.read_at(0, &mut [0u8; 8]).is_err());
 }
 
+#[test]
+fn a_json_is_fixed_once_shown_but_for_its_last_error() {
+    let ctx = ctx();
+    let t = MemTensor::f32(&[2], &[1.0, 2.0]).named(b"w").arc();
+    let j = open(Layout::Json, t.clone(), &ctx).unwrap();
+    let first = full(&*j);
+    assert!(String::from_utf8_lossy(&first).contains(r#""size":null"#));
+    // The text's size is learnt after the document was shown: the document stays as it was
+    // (its size was given out), while a new one knows the size.
+    assert_eq!(open(Layout::Txt, t.clone(), &ctx).unwrap().size().unwrap(), 8);
+    assert_eq!(full(&*j), first);
+    assert_eq!(j.size().unwrap(), first.len() as u64);
+    let fresh = full(&*open(Layout::Json, t.clone(), &ctx).unwrap());
+    assert!(String::from_utf8_lossy(&fresh).contains(r#""size":8"#));
+    // A read error of the tensor shows, and the document stays valid JSON.
+    ctx.faults.note(b"w", "w.npy: read".into(), "EIO");
+    let v: serde_json::Value = serde_json::from_slice(&full(&*j)).unwrap();
+    assert_eq!(v["last_error"], "w.npy: read");
+    assert_eq!(j.size().unwrap(), full(&*j).len() as u64);
+    // The content keeps no tensor once rendered (a node keeps it for the file's life).
+    drop(fresh);
+    assert_eq!(Arc::strong_count(&t), 1);
+}
+
 fn sparse_sample() -> MemTensor {
     let s = SparseRows {
         rows: vec![0, 2, 5],

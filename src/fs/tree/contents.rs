@@ -58,9 +58,14 @@ impl Tree {
                 self.set_size(node.ino, &o, s);
             }
         }
-        if kept || o.content.volatile() {
-            // A volatile content (a `.json`) is made again when asked: it is what changes.
+        if kept {
             return Ok(o);
+        }
+        if o.content.volatile() {
+            // A `.json`: one content per node, its document fixed when first shown, so what
+            // a `stat` said is what every later read returns (only a tensor's new read error
+            // changes it, and the kernel is told: `json_changed`).
+            return Ok(node.opened.get_or_init(|| o).clone());
         }
         match o.size() {
             Some(size)

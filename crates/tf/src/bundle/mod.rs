@@ -10,6 +10,7 @@ pub mod varlen;
 use std::collections::HashMap;
 
 use entry::DataLoc;
+use tensor::Verdict;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
@@ -119,10 +120,11 @@ pub struct Bundle {
     verdicts: std::sync::OnceLock<Arc<dyn Store>>,
     /// Opened shards; the lock is never held while a file is opened.
     shards: Mutex<HashMap<u32, Arc<dyn ReadAt>>>,
-    /// Locations of large entries whose checksum passed during this mount: every tensor
-    /// object made of one entry (a file of each layout, each row lookup) shares the verdict,
-    /// with or without a `cache_dir`. At most one per entry of the index.
-    verified: Mutex<std::collections::HashSet<DataLoc>>,
+    /// The checksum verdicts of large entries, by location: every tensor object made of one
+    /// entry (a file of each layout, each row lookup, each API reader) shares one checksum
+    /// pass — racing first readers wait for it — with or without a `cache_dir`. At most one
+    /// per entry of the index.
+    verdicts_by_loc: Mutex<HashMap<DataLoc, Arc<Verdict>>>,
 }
 
 impl std::fmt::Debug for Bundle {
@@ -171,7 +173,7 @@ impl Bundle {
             opener,
             verdicts: std::sync::OnceLock::new(),
             shards: Mutex::new(HashMap::new()),
-            verified: Mutex::default(),
+            verdicts_by_loc: Mutex::default(),
         })
     }
 
@@ -184,16 +186,14 @@ impl Bundle {
         self.verdicts.get()
     }
 
-    /// Whether the checksum of the entry at `loc` passed during this mount.
-    pub(crate) fn passed(&self, loc: DataLoc) -> bool {
-        self.verified.lock().is_ok_and(|v| v.contains(&loc))
-    }
-
-    /// Notes that the checksum of the entry at `loc` passed.
-    pub(crate) fn mark_passed(&self, loc: DataLoc) {
-        if let Ok(mut v) = self.verified.lock() {
-            v.insert(loc);
-        }
+    /// The one checksum verdict of the entry at `loc`, shared by every tensor object of it.
+    pub(crate) fn shared_verdict(&self, loc: DataLoc) -> Arc<Verdict> {
+        self.verdicts_by_loc
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(loc)
+            .or_default()
+            .clone()
     }
 
     pub fn shard_name(&self, shard: u32) -> String {

@@ -22,9 +22,12 @@ use crate::store::Verified;
 /// (checking them costs tens of milliseconds or more; small ones are cheaper to re-check than
 /// a cache file is to read).
 pub const PERSIST_VERDICT_MIN: u64 = 64 << 20;
-/// Entries at least this large share their verdict between tensor objects (`Bundle::passed`):
-/// checking them again costs more than a lookup in a set.
+/// Entries at least this large share their verdict between tensor objects
+/// (`Bundle::shared_verdict`): checking them again costs more than a lookup in a map.
 const SHARE_VERDICT_MIN: u64 = 1 << 20;
+
+/// A checksum verdict worked out once: racing first readers wait for the one pass.
+pub(crate) type Verdict = crate::source::Flight<Result<(), TensorFault>>;
 
 /// Why a bundle tensor's bytes cannot be served (source errors travel as `ModelError::Source`).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -52,8 +55,9 @@ pub(crate) struct TfTensor {
     bundle: Arc<Bundle>,
     meta: TensorMeta,
     loc: Option<DataLoc>,
-    /// Fixed-size dtypes: the checksum verdict of the first read.
-    verdict: crate::source::Flight<Result<(), TensorFault>>,
+    /// Fixed-size dtypes: the checksum verdict of the first read (the bundle's, shared, for
+    /// a large entry).
+    verdict: Arc<Verdict>,
     /// Strings / variants: the element index (built and verified on first read).
     var_index: OnceLock<Result<VarIndex, VarError>>,
 }
@@ -73,11 +77,15 @@ impl TfTensor {
             mtime: bundle.mtime,
             ..TensorMeta::new(name, entry.dtype, entry.shape.clone(), "tf-checkpoint")
         };
+        let verdict = match entry.loc {
+            Some(loc) if loc.size >= SHARE_VERDICT_MIN => bundle.shared_verdict(loc),
+            _ => Arc::default(),
+        };
         TfTensor {
             bundle,
             meta,
             loc: entry.loc,
-            verdict: Default::default(),
+            verdict,
             var_index: OnceLock::new(),
         }
     }
@@ -217,10 +225,6 @@ impl TfTensor {
             .then(|| self.bundle.verdict_store().zip(self.cache_identity()))
             .flatten()
             .map(|(store, id)| (store, format!("crc32c {id}")));
-        let shared = loc.size >= SHARE_VERDICT_MIN;
-        if shared && self.bundle.passed(loc) {
-            return Ok(Ok(()));
-        }
         if let Some((store, key)) = &remembered {
             if store.get::<Verified>(key).is_some() {
                 return Ok(Ok(()));
@@ -253,9 +257,6 @@ impl TfTensor {
         // A file rewritten during the read proves nothing about either version.
         if let Some((store, key)) = &remembered {
             store.put(key, &Verified);
-        }
-        if shared {
-            self.bundle.mark_passed(loc);
         }
         Ok(Ok(()))
     }

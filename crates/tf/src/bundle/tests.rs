@@ -357,3 +357,64 @@ fn big_endian_partitioned_strings() {
         [b"hello\n\x00\xff"]
     );
 }
+
+/// A data file that takes its time to answer, as a remote one does: readers starting at once
+/// all reach the checksum before any pass ends.
+#[derive(Debug)]
+struct Slow(Arc<CountingReadAt>);
+
+impl ReadAt for Slow {
+    fn about(&self) -> &crate::source::About {
+        self.0.about()
+    }
+    fn read_with(
+        &self,
+        ctx: &ReadCtx,
+        offset: u64,
+        to: crate::source::To<'_>,
+    ) -> Result<(), SourceError> {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        self.0.read_with(ctx, offset, to)
+    }
+}
+
+#[test]
+fn readers_of_one_entry_share_one_checksum_pass() {
+    // 2 MiB: large enough to share its verdict between tensor objects.
+    let values = floats(1 << 19);
+    let mut b = BundleBuilder::new("m");
+    b.add_f32(b"w", &[values.len() as u64], &values);
+    let (index, files) = b.finish();
+    let name = "m.data-00000-of-00001";
+    let data = files[name].read_vec(0, files[name].size() as usize).unwrap();
+    let counting = CountingReadAt::new(name, data);
+    let mut slow: HashMap<String, Arc<dyn ReadAt>> = HashMap::new();
+    slow.insert(name.into(), Arc::new(Slow(counting.clone())));
+    let bundle = open_bundle(index, slow, "m", true).unwrap();
+    counting.take();
+    // Four readers, each with its own tensor object (as each file of a mount, each API call
+    // has), each reading a quarter, all starting at once.
+    let quarter = values.len() / 4;
+    let start = std::sync::Barrier::new(4);
+    std::thread::scope(|s| {
+        for q in 0..4 {
+            let (bundle, start, values) = (&bundle, &start, &values);
+            s.spawn(move || {
+                let t = tensor(bundle, b"w");
+                let mut out = vec![0u8; quarter * 4];
+                start.wait();
+                t.read_elements(ReadCtx::none(), (q * quarter) as u64, &mut out)
+                    .unwrap();
+                let want: Vec<u8> = values[q * quarter..(q + 1) * quarter]
+                    .iter()
+                    .flat_map(|v| v.to_le_bytes())
+                    .collect();
+                assert!(out == want, "quarter {q}");
+            });
+        }
+    });
+    let read: usize = counting.take().iter().map(|&(_, n)| n).sum();
+    let whole = values.len() * 4;
+    // One pass over the whole entry, then each quarter once.
+    assert_eq!(read, 2 * whole, "{read} bytes read for {whole}");
+}
