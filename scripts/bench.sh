@@ -28,6 +28,7 @@
 #                                  added, 0.1 % removed): TF MutableHashTable (TensorFlow writes both),
 #                                  Monolith, Angel embedding: exactness, time vs verify of both, peak RSS
 #                                  16 the Python package (wheel in a venv): m[name] vs TensorFlow and safetensors, rows p99, RSS
+#                                  17 four readers of a fresh 1 GiB tensor's quarters vs one reader of the whole (one checksum pass)
 #   TORCH_PYTHON=python3           target 14's python for torch (a scratch venv: pip install torch)
 #   TF_PYTHON=python3              target 13's python: numpy, safetensors and tensorflow-cpu
 #   SAVETXT_VALUES=2000000         values numpy.savetxt formats for its rate

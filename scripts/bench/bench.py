@@ -565,6 +565,35 @@ def bench_python():
         f"{r['rss_over_array_mib']:.0f} MiB", "<= 64 MiB", r["rss_over_array_mib"] <= 64)
 
 
+# 17. One checksum pass however many readers start at once: four readers of a fresh 1 GiB
+# tensor's quarters vs one reader of the whole (verify=crc, nothing remembered).
+def bench_quarters(w, env):
+    size = W_ROWS * W_COLS * 4
+    quarter = size // 4
+    mnt = mountpoint()
+    one, four = [], []
+
+    def quarters(p):
+        t = time.perf_counter()
+        procs = [subprocess.Popen(["dd", f"if={p}", "of=/dev/null", "bs=1M", "iflag=skip_bytes,count_bytes",
+                                   f"skip={q * quarter}", f"count={quarter}"],
+                                  stderr=subprocess.DEVNULL) for q in range(4)]
+        if any(pr.wait() != 0 for pr in procs):
+            raise RuntimeError("dd failed")
+        return time.perf_counter() - t
+
+    for _ in range(RUNS):
+        for runs, read in ((one, cat_time), (four, quarters)):
+            mount(w, mnt, env.env, "layouts=json,bin,cache_dir=none,verify=crc")
+            runs.append(read(os.path.join(mnt, "W.bin")))
+            umount(mnt)
+    os.rmdir(mnt)
+    log(f"raw seconds: one {[round(x, 3) for x in one]}, four {[round(x, 3) for x in four]}")
+    ratio = median(four) / median(one)
+    add("17", "4 readers of a fresh 1 GiB W.bin's quarters vs 1 reader of all",
+        f"{median(four):.3f} vs {median(one):.3f} s = {ratio:.2f}x", "<= 1.2x", ratio <= 1.2)
+
+
 def main():
     os.makedirs(WORK, exist_ok=True)
     started = time.perf_counter()
@@ -572,7 +601,7 @@ def main():
     if want(1) or want(2):
         many = fixture("many", 100000, 8, 8)
         ten = fixture("ten", 10, 8, 8)
-    if want(3) or want(4) or want(5):
+    if want(3) or want(4) or want(5) or want(17):
         w = fixture("w1g", 1, W_ROWS, W_COLS)
     if want(6) or want(8):
         big = fixture("big4g", 256, 2048, 2048)
@@ -585,6 +614,8 @@ def main():
         bench_binary(w, env)
     if want(4) or want(5):
         bench_text(w, env, want(4), want(5))
+    if want(17):
+        bench_quarters(w, env)
     if want(6):
         bench_rss(big, Env("rss"))
     if want(8):

@@ -21,16 +21,16 @@ pub(crate) struct JsonContent {
     /// file's life, and must not keep the tensor (and what it builds, a table's key index)
     /// alive with it.
     tensor: Mutex<Option<Arc<dyn Tensor>>>,
-    /// The document up to its `last_error`, rendered when first asked for and fixed from then
-    /// on: sizes learnt later do not change it, so the size a `stat` gave is what a read
+    /// The document without a `last_error`, rendered when first asked for and fixed from
+    /// then on: sizes learnt later do not change it, so the size a `stat` gave is what a read
     /// returns, whatever was listed, read or evicted since.
     base: OnceLock<Arc<[u8]>>,
-    /// The whole document, with the last error it shows.
+    /// The document with the tensor's last read error, once it has one.
     shown: Mutex<Option<Rendered>>,
 }
 
 /// A rendering of the document and the last error it shows.
-type Rendered = (Option<String>, Arc<[u8]>);
+type Rendered = (String, Arc<[u8]>);
 
 pub fn json_content(tensor: Arc<dyn Tensor>, ctx: &Arc<LayoutCtx>) -> Arc<dyn FileContent> {
     Arc::new(JsonContent {
@@ -49,14 +49,18 @@ impl JsonContent {
         let base = self.base.get_or_init(|| {
             let tensor = self.tensor.lock().unwrap_or_else(|e| e.into_inner()).take();
             debug_assert!(tensor.is_some(), "rendered once");
-            tensor.map_or_else(Vec::new, |t| render(&t, &self.ctx)).into()
+            let mut doc = tensor.map_or_else(Vec::new, |t| render(&t, &self.ctx));
+            doc.extend_from_slice(CLOSING);
+            doc.into()
         });
-        let last = self.ctx.faults.last(&self.name);
+        let Some(last) = self.ctx.faults.last(&self.name) else {
+            return base.clone();
+        };
         let mut g = self.shown.lock().unwrap_or_else(|e| e.into_inner());
         match &*g {
             Some((shown, b)) if *shown == last => b.clone(),
             _ => {
-                let b: Arc<[u8]> = close(base, last.as_deref()).into();
+                let b: Arc<[u8]> = with_error(base, &last).into();
                 *g = Some((last, b.clone()));
                 b
             }
@@ -123,7 +127,7 @@ fn partitions(meta: &TensorMeta) -> Value {
     )
 }
 
-/// The document without its last error and closing brace.
+/// The document without its last error and its closing brace.
 fn render(tensor: &Arc<dyn Tensor>, ctx: &Arc<LayoutCtx>) -> Vec<u8> {
     let meta = tensor.meta();
     let mut fields: Vec<(String, Value)> = vec![
@@ -191,14 +195,17 @@ fn render(tensor: &Arc<dyn Tensor>, ctx: &Arc<LayoutCtx>) -> Vec<u8> {
     out.into_bytes()
 }
 
-/// The whole document: `base`, the last error if any, and the closing brace.
-fn close(base: &[u8], last_error: Option<&str>) -> Vec<u8> {
-    let mut out = Vec::with_capacity(base.len() + 8);
-    out.extend_from_slice(base);
-    if let Some(e) = last_error {
-        out.extend_from_slice(b",\n  \"last_error\": ");
-        out.extend_from_slice(json!(e).to_string().as_bytes());
-    }
-    out.extend_from_slice(b"\n}\n");
+/// How the document ends.
+const CLOSING: &[u8] = b"\n}\n";
+
+/// The document `base` (closed) with `last_error` as its last field.
+fn with_error(base: &[u8], last_error: &str) -> Vec<u8> {
+    debug_assert!(base.ends_with(CLOSING));
+    let open = &base[..base.len() - CLOSING.len()];
+    let mut out = Vec::with_capacity(base.len() + last_error.len() + 24);
+    out.extend_from_slice(open);
+    out.extend_from_slice(b",\n  \"last_error\": ");
+    out.extend_from_slice(json!(last_error).to_string().as_bytes());
+    out.extend_from_slice(CLOSING);
     out
 }
