@@ -61,6 +61,9 @@ impl fmt::Display for OffSequence {
     }
 }
 
+/// Reads the keys of buckets `first..first + out.len()`.
+pub(crate) type ReadKeys<'a, E> = dyn FnMut(u64, &mut [i64]) -> Result<(), E> + 'a;
+
 /// One bit per bucket.
 struct Bits(Vec<u64>);
 
@@ -85,7 +88,7 @@ pub(crate) fn judgeable(n: u64) -> bool {
 /// Calls `f` with each piece of the `n` keys `read` gives, and the bucket of its first.
 fn each_piece<E>(
     n: u64,
-    read: &mut dyn FnMut(u64, &mut [i64]) -> Result<(), E>,
+    read: &mut ReadKeys<'_, E>,
     mut f: impl FnMut(u64, &[i64]),
 ) -> Result<(), E> {
     let mut buf = vec![0i64; PIECE.min(n as usize)];
@@ -133,7 +136,7 @@ fn empty_before(
 /// ran out of steps. Two passes: the empty buckets, then the walk.
 fn off_sequence<E>(
     n: u64,
-    read: &mut dyn FnMut(u64, &mut [i64]) -> Result<(), E>,
+    read: &mut ReadKeys<'_, E>,
     empties: &[i64],
     skip: &[i64],
     keep: usize,
@@ -179,7 +182,7 @@ fn off_sequence<E>(
 /// Checks an array whose sentinels its graph names: every other key on its own sequence.
 pub(crate) fn check<E>(
     n: u64,
-    read: &mut dyn FnMut(u64, &mut [i64]) -> Result<(), E>,
+    read: &mut ReadKeys<'_, E>,
     empty: i64,
     deleted: i64,
 ) -> Result<Verdict, E> {
@@ -199,7 +202,7 @@ pub(crate) fn check<E>(
 /// Names the sentinels of an array saved without its graph (module doc): three passes.
 pub(crate) fn infer<E>(
     n: u64,
-    read: &mut dyn FnMut(u64, &mut [i64]) -> Result<(), E>,
+    read: &mut ReadKeys<'_, E>,
 ) -> Result<Verdict, E> {
     if !judgeable(n) {
         return Ok(Verdict::Unknown);
