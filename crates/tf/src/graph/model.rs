@@ -36,8 +36,8 @@ struct Scanned {
     scan: GraphScan,
     /// Constant paths (the node name split on `/`), sorted, with their index in `scan.consts`.
     paths: Vec<(Vec<Vec<u8>>, usize)>,
-    /// The paths listed: all but TF's save/restore plumbing (`is_plumbing`), which stays
-    /// there by name.
+    /// The paths listed: all but TF's save/restore plumbing (`is_plumbing`); the model
+    /// still opens those by name, the mount (which walks listings) shows none.
     listed: Vec<Vec<Vec<u8>>>,
     /// `signatures/` file names (sorted) with their meta graph and signature index.
     signatures: Vec<(Vec<u8>, usize, usize)>,
