@@ -215,6 +215,7 @@ pub(crate) fn info(source: &Path, opts: &Options) -> Result<(), Failure> {
         text.push_str(line);
         text.push('\n');
     }
+    text.push_str(&tables_line(&*model));
     if s.problems.is_empty() {
         text.push_str("problems: none in the metadata; data not verified (run `modelfs verify`)\n");
     } else {
@@ -227,6 +228,27 @@ pub(crate) fn info(source: &Path, opts: &Options) -> Result<(), Failure> {
         }
     }
     write_out(text.as_bytes())
+}
+
+/// `tables: N (a, b, …)`: the hash tables found by name (a TF table is listed as its keys and
+/// values tensors, so a first look would not see it); nothing when there are none.
+fn tables_line(model: &dyn Model) -> String {
+    const SHOWN: usize = 10;
+    let tables = match model.unlisted_tables() {
+        Ok(t) if !t.is_empty() => t,
+        Ok(_) => return String::new(),
+        Err(e) => return format!("tables: not counted: {e}\n"),
+    };
+    let names: Vec<String> = tables
+        .iter()
+        .take(SHOWN)
+        .map(|p| String::from_utf8_lossy(&p.join(&b'/')).into_owned())
+        .collect();
+    let more = match tables.len() > SHOWN {
+        true => format!(", … {} more", tables.len() - SHOWN),
+        false => String::new(),
+    };
+    format!("tables: {} ({}{more})\n", tables.len(), names.join(", "))
 }
 
 /// `modelfs verify`: reads every byte of every tensor with checksums on (verdicts remembered

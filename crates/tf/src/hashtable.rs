@@ -7,10 +7,13 @@
 //! its rows are found by key through an index built on the first lookup (one pass over the
 //! keys, kept on disk: `store::KeyIndex`).
 //!
-//! A `DenseHashTable` saves every bucket, the empty and deleted ones under its sentinel keys;
-//! a key saved more than once is therefore a sentinel, never a row (real keys are unique).
-//! The keys themselves are in the table's graph, not its checkpoint: a graph beside it names
-//! them (`with_sentinels`), and then a `deleted_key` saved once is no row either.
+//! A `DenseHashTable` saves every bucket (keys `[N, 1]`, where TF's other tables save `[N]`),
+//! the empty and deleted ones under its sentinel keys; a key saved more than once is therefore
+//! a sentinel, never a row (real keys are unique). The keys themselves are in the table's
+//! graph, not its checkpoint: a graph beside it names them (`with_sentinels`); without one,
+//! TF's probing names them (`probe`: a key saved once where TF could not have inserted it is
+//! the deleted key). Either way the first lookup checks every key against that probing: a key
+//! TF's own lookup could not find is damage, and the table's lookups fail with it.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -22,6 +25,7 @@ use crate::model::{
     debug_check, Checksummed, DType, KeyKind, Keyed, ModelError, ModelResult, RequestError, RowHit,
     Tensor, TensorMeta,
 };
+use crate::probe::{self, Verdict};
 use crate::source::ReadCtx;
 use crate::store::{IndexPlace, KeyIndex};
 
@@ -87,6 +91,10 @@ pub struct HashTable {
     columns: Vec<(&'static str, Vec<Arc<dyn Tensor>>)>,
     /// Keys that mark no row, known from the table's graph (`Keyed::sentinels`).
     sentinels: Vec<i64>,
+    /// A `DenseHashTable`'s bucket array, judged by TF's probing (`probe`).
+    bucket_array: bool,
+    /// The judgement, made on first need; a failed read is not kept.
+    verdict: std::sync::OnceLock<Verdict>,
 }
 
 /// Integer keys: what a row id can name.
@@ -145,6 +153,9 @@ impl HashTable {
                 .or_else(|| vm.problem.clone());
         }
         let entries = *starts.last()?;
+        // TF's DenseHashTable exports its buckets as a matrix, one key per row (`[N, 1]`);
+        // its other tables export their entries as a vector.
+        let bucket_array = parts.len() == 1 && km0.shape.len() == 2;
         let mut meta = vm0.clone();
         meta.name = name;
         meta.shape[0] = entries;
@@ -159,13 +170,20 @@ impl HashTable {
                 })
                 .collect()
         };
+        // What the `.json` can tell without reading: a bucket array's entries are its buckets
+        // less its sentinels', counted only by a pass over its keys (`NAME.csr.ids.npy`).
+        let (kind, count) = match bucket_array {
+            true => ("DenseHashTable", "buckets"),
+            false => ("MutableHashTable", "entries"),
+        };
         meta.extra.insert(
             "hash_table".into(),
             serde_json::json!({
+                "kind": kind,
                 "keys": names(0),
                 "values": names(1),
                 "key_dtype": km0.dtype.name(),
-                "entries": entries,
+                count: entries,
             }),
         );
         Some(HashTable {
@@ -177,6 +195,8 @@ impl HashTable {
             index: Mutex::new(None),
             columns: Vec::new(),
             sentinels: Vec::new(),
+            bucket_array,
+            verdict: Default::default(),
         })
     }
 
@@ -184,7 +204,9 @@ impl HashTable {
     /// A column is kept when every part has it, one integer per row; `.json` tells the EV's
     /// dim, entries, filtered entries and columns.
     pub(crate) fn with_ev(mut self, ev: Vec<EvPart>) -> HashTable {
-        if ev.len() != self.parts.len() {
+        // Nothing DeepRec saves beside a lone table: a plain TF table, no EV.
+        let bare = |e: &EvPart| e.filtered.is_none() && e.columns.iter().all(Option::is_none);
+        if ev.len() != self.parts.len() || (ev.len() == 1 && ev.iter().all(bare)) {
             return self;
         }
         for (c, &(_, name)) in EV_COLUMNS.iter().enumerate() {
@@ -226,6 +248,10 @@ impl HashTable {
             .partition_point(|&s| s <= slot)
             .saturating_sub(1);
         (p, slot - self.starts[p])
+    }
+
+    fn name_lossy(&self) -> String {
+        String::from_utf8_lossy(&self.meta.name).into_owned()
     }
 
     fn entries(&self) -> u64 {
@@ -272,6 +298,21 @@ impl HashTable {
             done += n;
         }
         Ok(())
+    }
+
+    /// TF's probing's judgement of a bucket array (`probe`), made once.
+    fn verdict(&self) -> Result<&Verdict, ModelError> {
+        if let Some(v) = self.verdict.get() {
+            return Ok(v);
+        }
+        let n = self.entries();
+        let mut read = |first: u64, out: &mut [i64]| self.read_keys(ReadCtx::none(), first, out);
+        let v = match (self.bucket_array, &self.sentinels[..]) {
+            (false, _) => Verdict::Unknown,
+            (true, &[empty, deleted]) => probe::check(n, &mut read, empty, deleted)?,
+            (true, _) => probe::infer(n, &mut read)?,
+        };
+        Ok(self.verdict.get_or_init(|| v))
     }
 
     /// Where the key index persists: named by every keys tensor's identity.
@@ -373,8 +414,20 @@ impl Keyed for HashTable {
         Some(self.read_keys(ctx, first, out))
     }
 
+    /// The graph's keys; without a graph, those TF's probing names (`probe::infer`).
     fn sentinels(&self) -> &[i64] {
-        &self.sentinels
+        if !self.sentinels.is_empty() || !self.bucket_array {
+            return &self.sentinels;
+        }
+        match self.verdict() {
+            Ok(Verdict::Sentinels(s)) => s,
+            Ok(_) => &[],
+            Err(e) => {
+                // Keys repeated are still no rows; the read fails again where it is needed.
+                log::warn!("{}: sentinel keys not inferred: {e}", self.name_lossy());
+                &[]
+            }
+        }
     }
 
     /// The same table (sharing its key index) with `keys` as its sentinels, told in `.json`.
@@ -393,6 +446,8 @@ impl Keyed for HashTable {
             index: Mutex::new(index),
             columns: self.columns.clone(),
             sentinels: keys.to_vec(),
+            bucket_array: self.bucket_array,
+            verdict: Default::default(),
         }))
     }
 
@@ -400,12 +455,15 @@ impl Keyed for HashTable {
         if self.meta.problem.is_some() {
             return Ok(None);
         }
+        if let Verdict::Damaged(off) = self.verdict()? {
+            return Err(ModelError::data(self.name_lossy(), off.clone()));
+        }
         let mut slots = Vec::new();
         self.index()?
             .find(id, &mut slots)
             .map_err(|e| ModelError::data(String::from_utf8_lossy(&self.meta.name), e))?;
         // The index only points: the key saved at the slot is what decides.
-        if self.sentinels.contains(&id) {
+        if self.sentinels().contains(&id) {
             return Ok(None);
         }
         let mut found = None;
@@ -481,6 +539,83 @@ mod tests {
     use crate::model::key_path as path;
 
     use crate::testing::f32s;
+
+    /// A table's `.json` says which TF table it is and counts what it can without reading: a
+    /// MutableHashTable's entries (what it saved), a DenseHashTable's buckets; no DeepRec EV
+    /// block where DeepRec saved nothing.
+    #[test]
+    fn a_tables_json_says_what_it_is() {
+        let dir = crate::testing::fixtures_dir().join("tf/hashtable/tf2/ckpt");
+        let model = crate::detect::open(&dir, &Default::default())
+            .unwrap()
+            .unwrap();
+        for (name, kind, count, n) in [
+            ("m/table", "MutableHashTable", "entries", 504),
+            ("m/dense", "DenseHashTable", "buckets", 64),
+        ] {
+            let t = model.tensor(&path(name)).unwrap();
+            let extra = &t.meta().extra;
+            assert!(!extra.contains_key("embedding_variable"), "{name}");
+            let h = &extra["hash_table"];
+            assert_eq!(h["kind"], kind, "{name}");
+            assert_eq!(h[count], n, "{name}: {h}");
+            assert_eq!(h.as_object().unwrap().len(), 5, "{name}: {h}");
+        }
+    }
+
+    /// DenseHashTables saved without their graph (`tf.train.Checkpoint.write`): every id gives
+    /// TF's row; the deleted key saved once (one erase), the empty key and erased ids give
+    /// none; the sentinels are named as the graph would name them; a bucket array with ids
+    /// moved off their probe sequence fails its lookups as damaged.
+    #[test]
+    fn dense_tables_without_their_graph_answer_like_tensorflow() {
+        let dir = crate::testing::fixtures_dir().join("tf/hashtable/nograph");
+        let want = crate::model::expect::expected_at(&dir);
+        let want = want.as_object().unwrap();
+        assert_eq!(want.len(), 4);
+        for (case, t) in want {
+            let model = crate::detect::open(&dir.join(case).join("ckpt"), &Default::default())
+                .unwrap()
+                .unwrap();
+            let table = model.tensor(&path(t["table"].as_str().unwrap())).unwrap();
+            let table = table.as_keyed().unwrap();
+            let h = &table.meta().extra["hash_table"];
+            assert_eq!(h["kind"], "DenseHashTable", "{case}");
+            assert_eq!(h["buckets"], t["buckets"], "{case}");
+            assert!(
+                h.get("entries").is_none()
+                    && !table.meta().extra.contains_key("embedding_variable")
+            );
+            let mut out = Vec::new();
+            if case == "damaged" {
+                let e = table.row_by_id(3, &mut out).unwrap_err().to_string();
+                assert!(e.contains("probe sequence"), "{e}");
+                continue;
+            }
+            let sentinels: Vec<i64> = serde_json::from_value(t["sentinels"].clone()).unwrap();
+            let mut named = table.sentinels().to_vec();
+            named.sort();
+            let mut expect = sentinels.clone();
+            expect.sort();
+            assert_eq!(named, expect, "{case}");
+            for (k, v) in t["rows"].as_object().unwrap() {
+                out.clear();
+                let hit = table.row_by_id(k.parse().unwrap(), &mut out).unwrap();
+                assert!(hit.is_some(), "{case}: {k} not found");
+                assert_eq!(f32s(&out), crate::model::expect::f32_list(v), "{case}: {k}");
+            }
+            let absent = t["absent"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|k| k.as_i64().unwrap());
+            for k in absent.chain(sentinels) {
+                out.clear();
+                let hit = table.row_by_id(k, &mut out).unwrap();
+                assert!(hit.is_none() && out.is_empty(), "{case}: {k} found");
+            }
+        }
+    }
 
     /// Every saved key gives the row TensorFlow's lookup gives; absent keys and a
     /// DenseHashTable's sentinels give none. With and without a directory for the index.

@@ -42,6 +42,7 @@ pub mod hashtable;
 pub(crate) mod keys;
 pub(crate) mod object_graph;
 pub(crate) mod ordered_code;
+mod probe;
 mod prefix;
 pub mod proto;
 pub(crate) mod v1;

@@ -36,6 +36,9 @@ struct Scanned {
     scan: GraphScan,
     /// Constant paths (the node name split on `/`), sorted, with their index in `scan.consts`.
     paths: Vec<(Vec<Vec<u8>>, usize)>,
+    /// The paths listed: all but TF's save/restore plumbing (`is_plumbing`); the model
+    /// still opens those by name, the mount (which walks listings) shows none.
+    listed: Vec<Vec<Vec<u8>>>,
     /// `signatures/` file names (sorted) with their meta graph and signature index.
     signatures: Vec<(Vec<u8>, usize, usize)>,
     /// The name of each meta graph's `graph*.pbtxt`, in meta graph order (none if no graph).
@@ -108,6 +111,13 @@ impl GraphModel {
             .map(|(i, c)| (split(&c.name), i))
             .collect();
         paths.sort();
+        let mut scan = scan;
+        scan.saver_scopes.extend(saver_scopes(&scan.consts));
+        let listed = paths
+            .iter()
+            .filter(|(_, i)| !is_plumbing(&scan.consts[*i].name, &scan.saver_scopes))
+            .map(|(p, _)| p.clone())
+            .collect();
         let signatures = signatures::names(&scan.metas)
             .into_iter()
             .map(|(n, m, s)| (format!("{n}.json").into_bytes(), m, s))
@@ -118,6 +128,7 @@ impl GraphModel {
             data,
             scan,
             paths,
+            listed,
             signatures,
             graphs,
             sentinels,
@@ -167,7 +178,7 @@ impl GraphModel {
 
     fn list_constants(&self, dir: &[Vec<u8>]) -> Result<Vec<DirEntry>, ModelError> {
         let s = self.scanned()?;
-        let paths: Vec<&Vec<Vec<u8>>> = s.paths.iter().map(|(p, _)| p).collect();
+        let paths: Vec<&Vec<Vec<u8>>> = s.listed.iter().collect();
         list_paths(&paths, dir)
     }
 
@@ -185,6 +196,47 @@ impl GraphModel {
             meta,
         )))
     }
+}
+
+/// The functions TF generates to save and restore a SavedModel's objects and to initialize
+/// and destroy its resources (`tf.saved_model.save`): their constants are tensor names,
+/// shard patterns and return markers, not the model's.
+const PLUMBING_FUNCTIONS: &[&str] = &[
+    "__inference__traced_save_",
+    "__inference__traced_restore_",
+    "__inference_save_fn_",
+    "__inference_restore_fn_",
+    "__inference__initializer_",
+    "__inference__destroyer_",
+];
+
+/// The name scope of every TF1 `Saver` in the graph, also those its `SaverDef` does not name
+/// (a SavedModel builder adds `save_1` beside the program's own `save`): the scopes holding
+/// a `SaveV2` or `RestoreV2` op's `tensor_names`.
+fn saver_scopes(consts: &[scan::Const]) -> Vec<String> {
+    let mut out: Vec<String> = consts
+        .iter()
+        .filter_map(|c| {
+            let n = c.name.as_str();
+            n.strip_suffix("/SaveV2/tensor_names")
+                .or_else(|| n.strip_suffix("/RestoreV2/tensor_names"))
+                .map(str::to_string)
+        })
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// A constant (its name qualified by its function) of TF's save/restore plumbing: in one of
+/// `PLUMBING_FUNCTIONS`, or under a TF1 `Saver`'s name scope (`save/SaveV2/tensor_names`).
+fn is_plumbing(name: &str, saver_scopes: &[String]) -> bool {
+    let first = name.split('/').next().unwrap_or(name);
+    PLUMBING_FUNCTIONS.iter().any(|f| first.starts_with(f))
+        || saver_scopes.iter().any(|s| {
+            name.strip_prefix(s.as_str())
+                .is_some_and(|r| r.starts_with('/'))
+        })
 }
 
 /// Each DenseHashTable's empty and deleted keys (`dense::tables`), those whose keys are
@@ -225,7 +277,7 @@ fn dense_sentinels(
 }
 
 /// `modelfs info` lines: nodes by op, constants, and each meta graph's signatures.
-fn graph_details(scan: &GraphScan, const_bytes: u64) -> Vec<String> {
+fn graph_details(scan: &GraphScan, const_bytes: u64, plumbing: u64) -> Vec<String> {
     let mut ops: Vec<(&String, &u64)> = scan.ops.iter().collect();
     ops.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
     let ops: Vec<String> = ops.iter().map(|(op, n)| format!("{op} {n}")).collect();
@@ -240,7 +292,11 @@ fn graph_details(scan: &GraphScan, const_bytes: u64) -> Vec<String> {
                 ops.join(", ")
             }
         ),
-        format!("constants: {}, {} bytes", scan.consts.len(), const_bytes),
+        format!(
+            "constants: {}, {} bytes (and {plumbing} of TF's save/restore plumbing, not listed)",
+            scan.consts.len() as u64 - plumbing,
+            const_bytes
+        ),
     ];
     for m in &scan.metas {
         if m.signatures.is_empty() {
@@ -528,7 +584,12 @@ impl Model for GraphModel {
         match self.scanned() {
             Ok(g) => {
                 let mut const_bytes = 0u64;
+                let mut plumbing = 0u64;
                 for c in &g.scan.consts {
+                    if is_plumbing(&c.name, &g.scan.saver_scopes) {
+                        plumbing += 1;
+                        continue;
+                    }
                     s.tensors += 1;
                     *s.dtypes
                         .entry(c.value.dtype.name().into_owned())
@@ -549,7 +610,7 @@ impl Model for GraphModel {
                     }
                 }
                 s.total_bytes = s.total_bytes.saturating_add(const_bytes);
-                s.details = graph_details(&g.scan, const_bytes);
+                s.details = graph_details(&g.scan, const_bytes, plumbing);
             }
             Err(e) => s.problems.push(e.to_string()),
         }

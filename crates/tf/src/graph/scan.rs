@@ -88,6 +88,9 @@ pub(crate) struct GraphScan {
     pub(crate) dense_ops: Vec<DenseOp>,
     /// Each meta graph's `SavedObjectGraph` (TF2 SavedModels).
     pub(crate) objects: Vec<Vec<SavedObject>>,
+    /// The name scope of each meta graph's `Saver` (`save` of `save/Const:0`, its
+    /// `SaverDef.filename_tensor_name`), when it has one.
+    pub(crate) saver_scopes: Vec<String>,
 }
 
 /// Scans `buf` (the whole file) as `kind`.
@@ -143,6 +146,18 @@ fn meta_graph(
             2 => {
                 m.graph = Some(r.start as u64..r.end as u64);
                 graph_def(buf, r, out, seen)?;
+            }
+            // saver_def: SaverDef {filename_tensor_name 1}
+            3 => {
+                for g in Fields::within(buf, r) {
+                    let g = g?;
+                    if g.number == 1 {
+                        let name = text(buf, &g);
+                        if let Some((scope, _)) = name.rsplit_once('/') {
+                            out.saver_scopes.push(scope.to_string());
+                        }
+                    }
+                }
             }
             5 => m.signatures.push(signature_entry(buf, r)?),
             7 => out.objects.push(dense::saved_objects(buf, r)?),
