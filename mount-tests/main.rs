@@ -11,6 +11,7 @@
 //! Without /dev/fuse or the right to mount, the mount checks are skipped with a message,
 //! unless MODELFS_REQUIRE_FUSE=1. Every mount is undone by a Drop guard, even on failure.
 
+mod angel;
 mod cli;
 mod clouds;
 mod faults;

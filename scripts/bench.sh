@@ -81,9 +81,11 @@ if [[ "${QUIET:-}" == 1 ]]; then
 fi
 cargo build --release --quiet --bin modelfs --example gen_bench_ckpt --example format_rate --example crc_rate \
     --example gen_monolith
-export MODELFS="$PWD/target/release/modelfs"
-export GEN="$PWD/target/release/examples/gen_bench_ckpt"
-export GEN_MONOLITH="$PWD/target/release/examples/gen_monolith"
-export FORMAT_RATE="$PWD/target/release/examples/format_rate"
-export CRC_RATE="$PWD/target/release/examples/crc_rate"
+# Where cargo just built them: a CARGO_TARGET_DIR of one's own, else ./target.
+target="${CARGO_TARGET_DIR:-$PWD/target}"
+export MODELFS="$target/release/modelfs"
+export GEN="$target/release/examples/gen_bench_ckpt"
+export GEN_MONOLITH="$target/release/examples/gen_monolith"
+export FORMAT_RATE="$target/release/examples/format_rate"
+export CRC_RATE="$target/release/examples/crc_rate"
 python3 scripts/bench/bench.py

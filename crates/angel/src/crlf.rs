@@ -1,5 +1,9 @@
-//! Where a partition lies in a CRLF copy (formats/angel.md §9.7) when the meta's line counts
-//! cannot say.
+//! Where a text partition lies in a file with CRLF line endings (formats/angel.md §9.7).
+//!
+//! Two kinds of such files: a writer whose meta counts the CR bytes (its offsets and lengths
+//! are exact in the file: `own_fit`), and a CRLF copy of an LF original whose meta counts the
+//! LF-only bytes (`window`). The meta's own window is taken when it fits; the adjusted one
+//! only when it does not.
 //!
 //! §9.7 places a partition at `offset + lines in earlier partitions of the file`, which holds
 //! only when every earlier partition's lines are exactly the records its meta counts and each
@@ -8,10 +12,102 @@
 //! was added by the copy: the original byte `t` is at `t + (added CRs whose LF is before t)`
 //! in the copy, and its CR just before it when `t` is an LF. One pass over the file up to the partition's end finds that exactly.
 
+use crate::meta::{MatrixMeta, PartMeta};
 use crate::source::{ReadAt, ReadCtx, ReadExt, SourceError};
 
 /// The copy's bytes read per step of the pass.
 const CHUNK: usize = 1 << 20;
+
+/// How the meta's own window `start..start + len` holds a CRLF partition of `lines` lines.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Fit {
+    /// It starts a line, holds exactly `lines` lines each ending CR LF, and ends with its last
+    /// line's LF or at the file's end.
+    Exact,
+    /// As `Exact`, but its last line ends at the window's end without CR LF, before more
+    /// bytes of the file: a partition left unterminated, or a window cut inside a line — to
+    /// be taken only when no adjusted window fits.
+    Unterminated,
+    /// It does not hold the partition's lines.
+    No,
+}
+
+/// Whether the meta's windows of `part`'s file end at the file's size `size`: the meta counts
+/// this file's own bytes (a CRLF copy of an LF original is longer than its meta says, by its
+/// CRs), so its own windows are to be taken even where a last line is left unterminated.
+pub(crate) fn counts_file(meta: &MatrixMeta, part: &PartMeta, size: u64) -> bool {
+    let ends = meta
+        .parts
+        .iter()
+        .filter(|q| q.file_name == part.file_name)
+        .map(|q| q.offset.checked_add(q.length));
+    ends.max() == Some(Some(size))
+}
+
+/// Whether another partition of `part`'s file ends where it starts: in a file the meta counts
+/// (`counts_file`), `part` may start without an LF before it (that one's last line left
+/// unterminated).
+pub(crate) fn follows_partition(meta: &MatrixMeta, part: &PartMeta) -> bool {
+    meta.parts.iter().any(|q| {
+        q.file_name == part.file_name
+            && q.length > 0
+            && q.offset.checked_add(q.length) == Some(part.offset)
+    })
+}
+
+/// Whether the window `start..start + len` of `file` is a CRLF partition of `lines` lines
+/// (see `Fit`): one pass over the window. `after_partition`: it may start without an LF
+/// before it (`counts_file` and `follows_partition`).
+pub(crate) fn own_fit(
+    file: &dyn ReadAt,
+    (start, len): (u64, u64),
+    lines: u64,
+    after_partition: bool,
+) -> Result<Fit, SourceError> {
+    let size = file.size();
+    let Some(end) = start.checked_add(len).filter(|&e| e <= size) else {
+        return Ok(Fit::No);
+    };
+    if lines == 0 || len == 0 {
+        return Ok(if lines == 0 && len == 0 {
+            Fit::Exact
+        } else {
+            Fit::No
+        });
+    }
+    if start > 0 {
+        let before = file.read_vec(start - 1, 1)?.first().copied();
+        let starts = before == Some(b'\n') || (after_partition && before != Some(b'\r'));
+        if !starts {
+            return Ok(Fit::No);
+        }
+    }
+    // LFs seen, and whether each followed a CR (`prev`: the byte before the piece).
+    let (mut lfs, mut prev, mut all_crlf) = (0u64, 0u8, true);
+    let mut at = start;
+    while at < end && all_crlf && lfs <= lines {
+        let n = (end - at).min(CHUNK as u64) as usize;
+        let data = file.read(ReadCtx::none(), at, n)?;
+        for i in memchr::memchr_iter(b'\n', &data) {
+            let before = if i == 0 { prev } else { data[i - 1] };
+            all_crlf &= before == b'\r';
+            lfs += 1;
+        }
+        prev = data.last().copied().unwrap_or(prev);
+        at += n as u64;
+    }
+    if !all_crlf {
+        return Ok(Fit::No);
+    }
+    Ok(match prev {
+        b'\n' if lfs == lines => Fit::Exact,
+        // A CR last: the window cuts a CR LF in two.
+        b'\n' | b'\r' => Fit::No,
+        _ if lfs + 1 != lines => Fit::No,
+        _ if end == size => Fit::Exact,
+        _ => Fit::Unterminated,
+    })
+}
 
 /// The copy-file window `(start, len)` of the partition stored at `offset..offset + length` of
 /// the original, or `None` when the copy is too short to hold it.
@@ -133,6 +229,50 @@ mod tests {
         // The same window before a CR LF is found.
         let file = MemSource::new("0", b"1,2\r\n3,4\r\n".to_vec());
         assert_eq!(window(&file, 0, 7).unwrap(), Some((0, 8)));
+    }
+
+    /// A meta that counts the CRs: its windows fit exactly (at the file's end also without a
+    /// final LF); a window cut inside a line, holding a line too many or too few, not starting
+    /// a line, or with a bare LF does not.
+    #[test]
+    fn own_windows_that_fit_and_do_not() {
+        let file = MemSource::new("0", b"1,2\r\n3,4\r\n5,6\r\n7,8".to_vec());
+        let fit = |o, l, n| own_fit(&file, (o, l), n, false).unwrap();
+        assert_eq!(fit(0, 10, 2), Fit::Exact);
+        assert_eq!(fit(5, 10, 2), Fit::Exact);
+        assert_eq!(fit(10, 8, 2), Fit::Exact);
+        assert_eq!(fit(15, 3, 1), Fit::Exact);
+        assert_eq!(fit(0, 0, 0), Fit::Exact);
+        // Ends inside line 2 (a partition left unterminated, or a cut).
+        assert_eq!(fit(0, 8, 2), Fit::Unterminated);
+        // Between CR and LF; a line too many or too few; not at a line's start; past the end.
+        assert_eq!(fit(0, 9, 2), Fit::No);
+        assert_eq!(fit(0, 10, 1), Fit::No);
+        assert_eq!(fit(0, 10, 3), Fit::No);
+        assert_eq!(fit(1, 9, 2), Fit::No);
+        assert_eq!(fit(10, 9, 2), Fit::No);
+        assert_eq!(fit(0, 0, 1), Fit::No);
+        // Right after a partition left unterminated: only when the meta says one ends there.
+        assert_eq!(fit(6, 4, 1), Fit::No);
+        assert_eq!(own_fit(&file, (6, 4), 1, true).unwrap(), Fit::Exact);
+        assert_eq!(own_fit(&file, (4, 6), 1, true).unwrap(), Fit::No);
+        let file = MemSource::new("0", b"1,2\r\n3,4\n".to_vec());
+        assert_eq!(own_fit(&file, (0, 9), 2, false).unwrap(), Fit::No);
+    }
+
+    /// An LF original's windows in its CRLF copy do not fit exactly as the copy's own (the
+    /// count differs), also where they happen to start and end a line; one may fit as an
+    /// unterminated partition, which is why that fit yields to any adjusted window.
+    #[test]
+    fn an_lf_originals_windows_do_not_fit_its_copy() {
+        let orig = b"1\n2\n3\n44\n5\n";
+        let copy = crlf(orig);
+        let file = MemSource::new("0", copy.clone());
+        // Lines 0..3 are the first 6 bytes; the copy's first 6 bytes are 2 lines.
+        assert_eq!(&copy[..6], b"1\r\n2\r\n");
+        assert_eq!(own_fit(&file, (0, 6), 3, false).unwrap(), Fit::No);
+        assert_eq!(own_fit(&file, (6, 5), 2, false).unwrap(), Fit::Unterminated);
+        assert_eq!(window(&file, 6, 5).unwrap(), Some((9, 7)));
     }
 
     #[test]

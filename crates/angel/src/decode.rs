@@ -261,9 +261,11 @@ fn decode_binary_rows(inp: &PartInput<'_>) -> Res<SparseRows> {
 }
 
 /// Parses a text partition with `parse`: first the strict slice `offset..offset+length`
-/// (which must hold exactly `lines` LF-ended lines); if that fails, the CRLF-copy position of
-/// §9.7 (`offset + lines before`, `length + lines`), accepted with a warning when every line
-/// ends CRLF and the data parses with exact counts. The strict error is the one reported.
+/// (which must hold exactly `lines` LF-ended lines); if that fails, the same slice when it
+/// holds exactly `lines` CR LF-ended lines (a writer whose meta counts the CRs); else the
+/// CRLF-copy position of §9.7 (`offset + lines before`, `length + lines`), accepted with a
+/// warning when every line ends CRLF and the data parses with exact counts. The strict error
+/// is the one reported.
 fn with_text_slice<T>(inp: &PartInput<'_>, lines: u64, parse: impl Fn(&[u8]) -> Res<T>) -> Res<T> {
     let part = inp.part;
     let strict = with_slice(inp, part.offset, part.length, |d| {
@@ -296,6 +298,19 @@ fn with_text_slice<T>(inp: &PartInput<'_>, lines: u64, parse: impl Fn(&[u8]) -> 
         });
         parsed.ok().flatten()
     };
+    // A writer whose meta counts the CRs: its own window is exact, and taken first; left
+    // unterminated (`crlf::Fit`), first only in a file the meta's windows end with (else
+    // only when no adjusted window fits).
+    let counts = crlf::counts_file(inp.meta, part, inp.file.size());
+    let after = counts && crlf::follows_partition(inp.meta, part);
+    let own =
+        crlf::own_fit(inp.file, (part.offset, part.length), lines, after).unwrap_or(crlf::Fit::No);
+    let own_window = (part.offset, part.length);
+    if own == crlf::Fit::Exact || (counts && own == crlf::Fit::Unterminated) {
+        if let Some(v) = try_window(own_window) {
+            return Ok(v);
+        }
+    }
     let by_lines = part
         .offset
         .checked_add(inp.lines_before)
@@ -321,6 +336,11 @@ fn with_text_slice<T>(inp: &PartInput<'_>, lines: u64, parse: impl Fn(&[u8]) -> 
             .filter(|&w| Some(w) != by_lines)
             .and_then(try_window)
     });
+    if lenient.is_none() && own == crlf::Fit::Unterminated {
+        if let Some(v) = try_window(own_window) {
+            return Ok(v);
+        }
+    }
     match lenient {
         Some(v) => {
             log::warn!(

@@ -2,10 +2,11 @@
 //! the records it needs and nothing of a partition is kept but a sparse line index.
 //!
 //! `Region::locate` checks what can be checked without decoding the data — binary: `records ×
-//! recordSize == length`; text: where the partition is (strict, else the CRLF-copy position of
-//! §9.7) and its separator. A record is then found by arithmetic (binary) or from the nearest
-//! indexed line (text, `lines`: at most `STRIDE − 1` lines skipped; the index is built as far
-//! as reads go, and the line count and final LF are checked when it reaches the end).
+//! recordSize == length`; text: where the partition is (strict; for CR LF lines the meta's own
+//! window when it holds them, else the CRLF-copy position of §9.7) and its separator. A record
+//! is then found by arithmetic (binary) or from the nearest indexed line (text, `lines`: at
+//! most `STRIDE − 1` lines skipped; the index is built as far as reads go, and the line count
+//! and final LF are checked when it reaches the end).
 //!
 //! Field checks (counts, numbers, row ids, column order and ranges) are those of
 //! `decode`, made on the records a read decodes; column order is checked within a read.
@@ -142,9 +143,10 @@ impl Region {
         Ok(r)
     }
 
-    /// The strict position, else the CRLF-copy one (§9.7, accepted with a warning), told
-    /// apart by the first line: Angel never writes CR, so a first line ending CR LF is a CRLF
-    /// copy. The line count and the final LF are checked when the scan reaches the end.
+    /// The strict position, else for CRLF lines (§9.7) the meta's own window when it holds the
+    /// partition's lines, else the CRLF-copy one (accepted with a warning); told apart by the
+    /// first line: Angel never writes CR, so a first line ending CR LF is not Angel's. The line
+    /// count and the final LF are checked when the scan reaches the end.
     fn index_text(&mut self, inp: &PartInput<'_>, indexes: Option<&Arc<dyn Store>>) -> Res<()> {
         let part = inp.part;
         let lines = self.records;
@@ -175,8 +177,19 @@ impl Region {
         // partition that ends without LF: strict too, unless a CRLF copy's window fits.
         let plain = lines == 0 || first_line_crlf(part.offset, part.length)? != Some(true);
         let strict = lines == 0 || (plain && starts_line(part.offset));
+        // A writer whose meta counts the CRs: its own window is exact. Checked first, so that
+        // only a copy whose bytes moved takes the adjusted window (one left unterminated is
+        // first only in a file the meta's windows end with: `crlf::Fit`).
+        let counts = crlf::counts_file(inp.meta, part, file.size());
+        let after = counts && crlf::follows_partition(inp.meta, part);
+        let own = match strict || plain {
+            true => crlf::Fit::No,
+            false => crlf::own_fit(file, (part.offset, part.length), lines, after)?,
+        };
         let (start, len, crlf) = if strict {
             (part.offset, part.length, false)
+        } else if own == crlf::Fit::Exact || (counts && own == crlf::Fit::Unterminated) {
+            (part.offset, part.length, true)
         } else {
             let lenient = part
                 .offset
@@ -205,6 +218,7 @@ impl Region {
                     (off, len, true)
                 }
                 None if plain => (part.offset, part.length, false),
+                None if own == crlf::Fit::Unterminated => (part.offset, part.length, true),
                 None => return Err("the partition does not start a line".into()),
             }
         };

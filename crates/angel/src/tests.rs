@@ -309,32 +309,114 @@ fn fixture_tree() {
 fn fixture_crlf() {
     check_case("crlf", None);
 }
+/// A writer whose meta counts the CRs of its CR LF lines: the meta's own windows are exact
+/// and read (the same data as case `crlf`, whose files are LF copies).
+#[test]
+fn fixture_crlf_meta() {
+    check_case("crlf_meta", None);
+}
+
+/// The text fixtures whose text partitions are written with CR LF line endings into a
+/// directory; the metas are left as they are (a copy) or count the CRs (`count_crs`).
+const TEXT_CASES: [&str; 6] = ["formats", "nolf", "lr35", "numbers", "sep_tab", "tree"];
+
+fn crlf_copy(case: &str, to: &Path, count_crs: bool) {
+    let from = fixtures().join(case).join("model");
+    let mut converted = 0;
+    copy_tree(&from, to, &mut |name, data| {
+        // Text partitions only: metas, checksums and binary partitions stay as they are.
+        let text = data
+            .iter()
+            .all(|&c| c == b'\n' || c == b'\t' || (b' '..=b'~').contains(&c));
+        if name.starts_with(['_', '.']) || name == "meta" || !text {
+            return data.to_vec();
+        }
+        converted += 1;
+        data.iter()
+            .flat_map(|&c| if c == b'\n' { vec![b'\r', c] } else { vec![c] })
+            .collect()
+    });
+    assert!(converted > 0, "{case}: no text partition");
+    if count_crs {
+        count_crs_in_metas(&from, to);
+    }
+}
+
+/// Rewrites every meta under `copy` so that its offsets and lengths count the CRs the copy
+/// added to the data files of `orig`.
+fn count_crs_in_metas(orig: &Path, copy: &Path) {
+    for e in std::fs::read_dir(orig).unwrap() {
+        let p = e.unwrap().path();
+        let name = p.file_name().unwrap().to_string_lossy().into_owned();
+        if p.is_dir() {
+            count_crs_in_metas(&p, &copy.join(&name));
+            continue;
+        }
+        if name != "meta" && name != "_meta" {
+            continue;
+        }
+        let raw = std::fs::read(&p).unwrap();
+        let Some(mut meta) = raw
+            .get(4..)
+            .and_then(|b| serde_json::from_slice::<Value>(b).ok())
+        else {
+            continue;
+        };
+        let Some(parts) = meta["partMetas"].as_object_mut() else {
+            continue;
+        };
+        for pm in parts.values_mut() {
+            let file = pm["fileName"].as_str().unwrap().to_string();
+            // A file that is missing (a meta of a tree case) or was not converted keeps it.
+            let Ok(data) = std::fs::read(orig.join(&file)) else {
+                continue;
+            };
+            if std::fs::read(copy.join(&file)).unwrap() == data {
+                continue;
+            }
+            // An original position, in the copy: one CR more per LF before it.
+            let moved =
+                |at: u64| at + memchr::memchr_iter(b'\n', &data[..at as usize]).count() as u64;
+            let (off, len) = (
+                pm["offset"].as_u64().unwrap(),
+                pm["length"].as_u64().unwrap(),
+            );
+            pm["offset"] = moved(off).into();
+            pm["length"] = (moved(off + len) - moved(off)).into();
+            for rm in pm["rowMetas"].as_object_mut().unwrap().values_mut() {
+                // Column formats' row metas say -1: no position.
+                if let Some(at) = rm["offset"].as_u64() {
+                    rm["offset"] = moved(at).into();
+                }
+            }
+        }
+        let body = serde_json::to_vec(&meta).unwrap();
+        let mut out = (body.len() as i32).to_be_bytes().to_vec();
+        out.extend_from_slice(&body);
+        std::fs::write(copy.join(&name), out).unwrap();
+    }
+}
+
 /// Files that acquired CRLF line endings (formats/angel.md §9.7) read as the originals, in
 /// every text format, with partitions sharing files, after partitions whose last line has no
 /// LF (where the meta's line counts misplace them) and with other separators.
 #[test]
 fn crlf_copies_of_every_text_fixture() {
-    for case in ["formats", "nolf", "lr35", "numbers", "sep_tab", "tree"] {
+    for case in TEXT_CASES {
         let d = tempfile::tempdir().unwrap();
-        let mut converted = 0;
-        copy_tree(
-            &fixtures().join(case).join("model"),
-            d.path(),
-            &mut |name, data| {
-                // Text partitions only: metas, checksums and binary partitions stay as they are.
-                let text = data
-                    .iter()
-                    .all(|&c| c == b'\n' || c == b'\t' || (b' '..=b'~').contains(&c));
-                if name.starts_with(['_', '.']) || name == "meta" || !text {
-                    return data.to_vec();
-                }
-                converted += 1;
-                data.iter()
-                    .flat_map(|&c| if c == b'\n' { vec![b'\r', c] } else { vec![c] })
-                    .collect()
-            },
-        );
-        assert!(converted > 0, "{case}: no text partition");
+        crlf_copy(case, d.path(), false);
+        check_case_at(case, d.path(), None);
+    }
+}
+
+/// The same files saved by a writer whose meta counts the CRs read as the originals too: the
+/// meta's own windows, exact in the file, also where a partition ends without LF before the
+/// next one of its file.
+#[test]
+fn crlf_files_whose_metas_count_the_crs() {
+    for case in TEXT_CASES {
+        let d = tempfile::tempdir().unwrap();
+        crlf_copy(case, d.path(), true);
         check_case_at(case, d.path(), None);
     }
 }
