@@ -224,6 +224,7 @@ fn views_past_their_storage_are_problems() {
         stride,
         offset: 1,
         problem: None,
+        note: None,
     };
     let file: Arc<dyn ReadAt> = Arc::new(MemSource::new("f.pt", vec![0; 64]));
     let st = Arc::new(Storage::zip("0".into(), 0, 16, None));
