@@ -734,7 +734,7 @@ fn an_empty_run_directory_mounts_and_fills_as_saves_appear() {
     std::thread::sleep(std::time::Duration::from_millis(20));
     save("legacy.pt", "epoch2.pt");
     shows(&["epoch1.pt", "epoch2.pt", "latest"]);
-    let w = std::fs::read_to_string(m.path().join("epoch1.pt/head/weight.txt")).unwrap();
+    let w = std::fs::read_to_string(m.path().join("epoch1.pt/head.weight.txt")).unwrap();
     assert_eq!(w.lines().count(), 28);
     assert!(m.path().join("latest/w_t.npy").exists());
     m.unmount_and_check();
