@@ -347,7 +347,11 @@ mod tests {
     /// layer.weight").
     #[test]
     fn each_tensor_is_named_once() {
-        let p = [problem("layer.weight"), problem("layer.weight"), problem("b")];
+        let p = [
+            problem("layer.weight"),
+            problem("layer.weight"),
+            problem("b"),
+        ];
         assert_eq!(summary_line(&p), "3 problems in layer.weight, b");
         assert_eq!(summary_line(&[problem("")]), "1 problem in the source");
     }

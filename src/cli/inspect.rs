@@ -261,7 +261,10 @@ impl Verdict {
     /// call, a dangerous import, a storage layout, no model yet).
     pub(crate) fn add_summary(&mut self, summary: &ModelSummary, found: &[Found]) {
         let told = |p: &str, of: fn(&TensorMeta) -> Option<&str>| {
-            found.iter().filter_map(|f| of(f.tensor.meta())).any(|t| p.ends_with(t))
+            found
+                .iter()
+                .filter_map(|f| of(f.tensor.meta()))
+                .any(|t| p.ends_with(t))
         };
         for p in &summary.problems {
             if !told(p, |m| m.problem.as_deref()) {

@@ -6,9 +6,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::header::Entry;
-use crate::model::{
-    base_name, debug_check, DType, ModelError, StoredForm, Tensor, TensorMeta,
-};
+use crate::model::{base_name, debug_check, DType, ModelError, StoredForm, Tensor, TensorMeta};
 use crate::source::{ReadAt, ReadCtx, ReadExt};
 
 pub(crate) struct StTensor {

@@ -34,7 +34,12 @@ fn check(model: &dyn Model, files: &[&str]) -> usize {
                 assert_eq!(m.problem, None, "{key}");
                 assert!(m.note.as_deref().unwrap().contains("not decoded"), "{key}");
                 let n = m.stored.as_ref().unwrap().bytes;
-                assert_eq!(t.read_stored(crate::source::ReadCtx::none(), 0, n as usize).unwrap().len() as u64, n);
+                assert_eq!(
+                    t.read_stored(crate::source::ReadCtx::none(), 0, n as usize)
+                        .unwrap()
+                        .len() as u64,
+                    n
+                );
                 continue;
             }
             elements_as(&*t, want, key);

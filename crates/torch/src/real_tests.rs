@@ -101,7 +101,8 @@ fn named_bytes(model: &dyn Model, under: &str) -> Vec<(String, Vec<u8>)> {
             let t = model.tensor(&p).unwrap();
             let size = t.meta().stored_bytes().unwrap() as usize;
             let mut buf = vec![0u8; size];
-            t.read_elements(crate::source::ReadCtx::none(), 0, &mut buf).unwrap();
+            t.read_elements(crate::source::ReadCtx::none(), 0, &mut buf)
+                .unwrap();
             out.push((String::from_utf8(n).unwrap(), buf));
         }
     }
@@ -119,7 +120,10 @@ fn every_form_of_one_net_names_its_tensors_as_its_state_dict() {
     let dir = fixtures_dir().join("torch/more");
     let sd = named_bytes(&*opened(&dir.join("module_sd.pt")), "");
     assert_eq!(sd.len(), 8);
-    assert!(sd.iter().any(|(n, _)| n == "backbone.0.conv.weight"), "{sd:?}");
+    assert!(
+        sd.iter().any(|(n, _)| n == "backbone.0.conv.weight"),
+        "{sd:?}"
+    );
     for f in ["module.pt", "module_legacy.pt", "scripted.pt"] {
         let got = named_bytes(&*opened(&dir.join(f)), "");
         let names = |v: &[(String, Vec<u8>)]| v.iter().map(|x| x.0.clone()).collect::<Vec<_>>();
@@ -148,9 +152,16 @@ fn unrun_classes_are_notes_not_problems() {
     ];
     for (path, class) in cases {
         let s = opened(&path).summary().unwrap();
-        assert!(s.problems.is_empty(), "{}: {:?}", path.display(), s.problems);
         assert!(
-            s.notes.iter().any(|n| n.contains(class) && n.contains("not run")),
+            s.problems.is_empty(),
+            "{}: {:?}",
+            path.display(),
+            s.problems
+        );
+        assert!(
+            s.notes
+                .iter()
+                .any(|n| n.contains(class) && n.contains("not run")),
             "{}: {:?}",
             path.display(),
             s.notes
@@ -160,7 +171,12 @@ fn unrun_classes_are_notes_not_problems() {
         let path = e.unwrap().path();
         if let Ok(Some(m)) = open_path(&path, &ReaderOptions::default()) {
             let s = m.summary().unwrap();
-            assert!(s.problems.is_empty(), "{}: {:?}", path.display(), s.problems);
+            assert!(
+                s.problems.is_empty(),
+                "{}: {:?}",
+                path.display(),
+                s.problems
+            );
         }
     }
 }

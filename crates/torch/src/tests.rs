@@ -345,7 +345,11 @@ fn an_unused_dangerous_import_is_a_problem() {
     let p = pickle::load(b"\x80\x02cos\nsystem\n0}X\x01\x00\x00\x00aK\x01s.").unwrap();
     let found = walk::walk(&p, "t");
     assert_eq!(found.dangerous.len(), 1, "{:?}", found.dangerous);
-    assert!(found.dangerous[0].contains("os.system"), "{:?}", found.dangerous);
+    assert!(
+        found.dangerous[0].contains("os.system"),
+        "{:?}",
+        found.dangerous
+    );
     // Without it, nothing.
     let p = pickle::load(b"\x80\x02}X\x01\x00\x00\x00aK\x01s.").unwrap();
     assert!(walk::walk(&p, "t").dangerous.is_empty());

@@ -67,9 +67,32 @@ pub(crate) struct Values {
 /// modules that reach the system, and the builtins that run code or walk to it
 /// (`getattr` chains). Listed in README (Verdicts).
 const DANGEROUS_MODULES: [&str; 27] = [
-    "os", "posix", "nt", "subprocess", "sys", "socket", "shutil", "runpy", "pty", "commands",
-    "webbrowser", "importlib", "ctypes", "code", "codeop", "marshal", "pickle", "_pickle",
-    "dill", "bdb", "pdb", "multiprocessing", "asyncio", "requests", "urllib", "httplib",
+    "os",
+    "posix",
+    "nt",
+    "subprocess",
+    "sys",
+    "socket",
+    "shutil",
+    "runpy",
+    "pty",
+    "commands",
+    "webbrowser",
+    "importlib",
+    "ctypes",
+    "code",
+    "codeop",
+    "marshal",
+    "pickle",
+    "_pickle",
+    "dill",
+    "bdb",
+    "pdb",
+    "multiprocessing",
+    "asyncio",
+    "requests",
+    "urllib",
+    "httplib",
     "ftplib",
 ];
 /// Functions of otherwise harmless modules that run code or reach any attribute.
@@ -130,7 +153,9 @@ pub(crate) fn walk(p: &Pickle, stem: &str) -> Found {
     for v in p.values() {
         if let Value::Global(m, n) = v {
             let at = format!("{m}.{n}");
-            let told = named.iter().any(|t| t.as_str().is_some_and(|t| t.contains(&at)));
+            let told = named
+                .iter()
+                .any(|t| t.as_str().is_some_and(|t| t.contains(&at)));
             if dangerous(m, n) && !told && seen.insert(at.clone()) {
                 w.found.dangerous.push(format!(
                     "the pickle imports {at}, which a pickle scanner calls dangerous (never run here)"
@@ -226,7 +251,11 @@ impl Walker<'_> {
         let mut problems = Vec::new();
         let v = self.json(id, depth, &mut problems);
         // The gravest finding names the entry.
-        match problems.iter().find(|f| f.severity.fails()).or(problems.first()) {
+        match problems
+            .iter()
+            .find(|f| f.severity.fails())
+            .or(problems.first())
+        {
             Some(f) if f.severity.fails() => self.problem(dir, name, f.text.clone()),
             Some(f) => self.note(dir, name, f.text.clone()),
             None => {
@@ -459,7 +488,9 @@ impl Walker<'_> {
                         let a = self.tuple(a).unwrap_or(&[]);
                         Some(self.rebuilt(a, a.get(6).copied()))
                     }
-                    _ => Some(unread(format!("a tensor rebuilt by {fm}.{fname}: not read"))),
+                    _ => Some(unread(format!(
+                        "a tensor rebuilt by {fm}.{fname}: not read"
+                    ))),
                 }
             }
             ("torch._utils", other) if other.starts_with("_rebuild_") => Some(unread(format!(
