@@ -1174,6 +1174,10 @@ fn one_name_per_tensor_in_every_command() {
     let listed = json(&["list".as_ref(), "--json".as_ref(), s]);
     let paths = names(&listed, "path");
     assert!(paths.contains(&"bf".to_string()), "{paths:?}");
+    // `list --json`'s `name` is the path too (it was the raw key), `key` the raw one.
+    assert_eq!(names(&listed, "name"), paths);
+    let bf_listed = listed.iter().find(|x| x["name"] == "bf").unwrap();
+    assert_eq!(bf_listed["key"], "bf/.ATTRIBUTES/VARIABLE_VALUE");
     let stats = json(&["stats".as_ref(), "--json".as_ref(), s]);
     assert_eq!(names(&stats, "name"), paths);
     let bf = stats.iter().find(|x| x["name"] == "bf").unwrap();
@@ -1522,4 +1526,158 @@ fn walk_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
         }
     }
     out
+}
+
+fn fixtures(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join(rel)
+}
+
+/// One rule for verdicts (issue 69): what modelfs does not run or decode is a note (listed,
+/// in `--json`, exit 0) in `verify`, `check` and `info`, for every format; damage and a
+/// dangerous pickle import are problems (exit 2).
+#[test]
+fn unrun_classes_and_undecoded_dtypes_are_notes_in_every_verdict() {
+    let healthy = [
+        ("torch/more/scripted.pt", "build_intlist"),
+        ("torch/more/module.pt", "not run"),
+        ("torch/more/module_ckpt.pt", "not run"),
+        ("real/torch/pesto-pitch-2.0.1_mir-1k_g7.ckpt", "ListConfig"),
+        ("safetensors/dtypes.safetensors", "F8_E8M0"),
+        ("gguf/kquants.gguf", "not decoded"),
+    ];
+    for (f, says) in healthy {
+        let src = fixtures(f);
+        let s = src.as_os_str();
+        let o = run(&["verify".as_ref(), s]);
+        let out = text(&o);
+        assert_eq!(o.status.code(), Some(0), "{f}: {out}");
+        assert!(
+            out.contains("no problems") && out.contains(" note") && out.contains(says),
+            "{f}: {out}"
+        );
+        let o = run(&["verify".as_ref(), "--json".as_ref(), s]);
+        assert_eq!(o.status.code(), Some(0), "{f}");
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(v["problems"], serde_json::json!([]), "{f}: {v}");
+        let notes = v["notes"].as_array().unwrap();
+        assert!(
+            notes
+                .iter()
+                .any(|n| n["detail"].as_str().unwrap().contains(says)),
+            "{f}: {v}"
+        );
+        assert!(v["tensors_checked"].as_u64().unwrap() > 0, "{f}: {v}");
+        // `check` too: notes beside its problems, never among them (dtypes.safetensors's
+        // random values are over the bound, or NaN: those are its only problems).
+        let o = run(&["check".as_ref(), "--json".as_ref(), s]);
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let values =
+            |p: &serde_json::Value| p["problem"] == "too_large" || p["problem"] == "not_finite";
+        let problems = v["problems"].as_array().unwrap();
+        assert!(problems.iter().all(values), "{f}: {v}");
+        assert_eq!(
+            o.status.code(),
+            Some(if problems.is_empty() { 0 } else { 2 }),
+            "{f}: {v}"
+        );
+        assert!(!v["notes"].as_array().unwrap().is_empty(), "{f}: {v}");
+        let info = text(&run(&["info".as_ref(), s]));
+        assert!(
+            info.contains("problems: none") && info.contains("notes: "),
+            "{f}: {info}"
+        );
+    }
+    // A tensor of an undecoded dtype is named, with its note.
+    let o = run(&[
+        "verify".as_ref(),
+        "--json".as_ref(),
+        fixtures("safetensors/dtypes.safetensors").as_os_str(),
+    ]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let named: Vec<&str> = v["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(named, ["t/float4_e2m1fn_x2", "t/float8_e8m0fnu"], "{v}");
+    // A dangerous call is a problem of `verify`, `check` and `info` alike.
+    let src = fixtures("torch/hostile_system.pt");
+    let o = run(&["verify".as_ref(), "--json".as_ref(), src.as_os_str()]);
+    assert_eq!(o.status.code(), Some(2));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let p = v["problems"][0]["detail"].as_str().unwrap();
+    assert!(p.contains("system") && p.contains("dangerous"), "{v}");
+    let o = run(&["check".as_ref(), src.as_os_str()]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("the source"),
+        "{o:?}"
+    );
+    assert!(text(&run(&["info".as_ref(), src.as_os_str()])).contains("problems: 1"));
+}
+
+/// A state dict and the same net saved whole, as TorchScript or YOLO-style have the same
+/// names (`backbone.0.conv.weight`): `diff` pairs every tensor (issue 69: "20 tensors: 10
+/// only_a, 10 only_b"). The TorchScript copy was scripted after more training: paired, changed.
+#[test]
+fn diff_of_a_state_dict_and_its_whole_module_pairs_every_tensor() {
+    let sd = fixtures("torch/more/module_sd.pt");
+    for (whole, code) in [
+        ("module.pt", 0),
+        ("module_legacy.pt", 0),
+        ("scripted.pt", 1),
+    ] {
+        let w = fixtures(&format!("torch/more/{whole}"));
+        let o = run(&[
+            "diff".as_ref(),
+            "--json".as_ref(),
+            sd.as_os_str(),
+            w.as_os_str(),
+        ]);
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let lines = v.as_array().unwrap();
+        assert_eq!(lines.len(), 8, "{whole}: {v}");
+        let paired = |l: &serde_json::Value| match code {
+            0 => l["status"] == "identical",
+            _ => l["status"] == "identical" || l["status"] == "changed",
+        };
+        assert!(lines.iter().all(paired), "{whole}: {v}");
+        assert_eq!(o.status.code(), Some(code), "{whole}: {v}");
+    }
+    let listed = text(&run(&[
+        "list".as_ref(),
+        fixtures("torch/more/module_ckpt.pt").as_os_str(),
+    ]));
+    assert!(
+        listed
+            .lines()
+            .any(|l| l.starts_with("model/backbone.0.conv.weight ")),
+        "{listed}"
+    );
+}
+
+/// `stats` keeps its columns: a tensor without stats has dashes, and why on a line of its own
+/// below the table (the error text was in its count column, widening every row).
+#[test]
+fn stats_keeps_errors_out_of_its_columns() {
+    let src = fixtures("safetensors/dtypes.safetensors");
+    let out = text(&run(&["stats".as_ref(), src.as_os_str()]));
+    let (table, below) = out
+        .split_once("no stats:\n")
+        .unwrap_or_else(|| panic!("{out}"));
+    // No row is wider than the header's columns need for the numbers.
+    let widths: Vec<usize> = table.lines().map(|l| l.chars().count()).collect();
+    assert!(widths.iter().all(|&w| w <= widths[0]), "{out}");
+    assert!(
+        below.contains("t/float4_e2m1fn_x2: ") && below.contains("not decoded"),
+        "{out}"
+    );
+    let row = table
+        .lines()
+        .find(|l| l.starts_with("t/float4_e2m1fn_x2 "))
+        .unwrap();
+    assert!(!row.contains("not decoded"), "{row}");
 }

@@ -30,7 +30,7 @@ Into OUT (default fixtures/torch/more), every file well under 100 KB:
 NAME is the path modelfs shows: a root dict's keys are top-level names, each nested
 dict/list/tuple level adds one component (list items by index), joined by "/", dict keys kept
 verbatim; an nn.Module (pickled whole, or TorchScript) names its tensors as its state_dict()
-does with "." replaced by "/" ("model/backbone/0/conv/weight"); a bare tensor at the root is
+does, dots kept ("model/backbone.0.conv.weight", as a state dict's file names them); a bare tensor at the root is
 named by the file's stem. "hex" is the tensor's elements contiguous, row-major, little-endian
 (float8 as raw bits, bfloat16 as its 2 raw bytes, bool as 0/1 bytes); float8, float16 and
 bfloat16 tensors also have "values" = t.float().flatten().tolist(). "plain" holds, like
@@ -167,7 +167,7 @@ def walk(obj, prefix, tensors, plain, digest=False):
         tensors[prefix] = record(obj, digest)
     elif isinstance(obj, (nn.Module, torch.jit.ScriptModule)):
         for k, v in obj.state_dict(keep_vars=True).items():
-            walk(v, join(prefix, k.replace(".", "/")), tensors, plain, digest)
+            walk(v, join(prefix, k), tensors, plain, digest)
     elif isinstance(obj, (dict, list, tuple)):
         items = list(obj.items() if isinstance(obj, dict) else enumerate(obj))
         rest = {}

@@ -16,7 +16,7 @@ legacy file), "storages": how many storages the file holds, "tensors": {NAME: {"
 "shape", "sha256", ["hex"], ["values"], ["view"], ["embedded"]}}, ["unnamed"]}.
 
 NAME follows fixtures/torch/more (scripts/gen_torch_more.py): dict keys verbatim joined by
-"/", list items by index, a module's tensors as its state_dict() names them with "." -> "/",
+"/", list items by index, a module's tensors as its state_dict() names them (dots kept),
 a bare root tensor by the file's stem; a TorchScript archive by torch.jit.load(...).state_dict().
 "sha256" is of the tensor's elements contiguous, row-major, little-endian; "hex" the same
 bytes, given when they are at most 64; "values" (t.float().flatten().tolist()) beside "hex"
@@ -91,7 +91,7 @@ def has_tensor(v, seen=None):
 
 
 def module_tensors(mod, prefix, tensors, named):
-    """A module's state_dict, names with "/", marking tensors of embedded TorchScript."""
+    """A module's state_dict, names as it gives them, marking tensors of embedded TorchScript."""
     script_prefixes = []
     if not isinstance(mod, torch.jit.ScriptModule):
         for name, sub in mod.named_modules(remove_duplicate=False):
@@ -99,7 +99,7 @@ def module_tensors(mod, prefix, tensors, named):
                 script_prefixes.append(name + ".")
     for k, v in mod.state_dict(keep_vars=True).items():
         emb = any(k.startswith(p) for p in script_prefixes)
-        name = join(prefix, k.replace(".", "/"))
+        name = join(prefix, k)
         assert name not in tensors, name
         tensors[name] = record(v, emb)
         named.add(id(v))

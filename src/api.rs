@@ -147,13 +147,27 @@ impl Opened {
         Ok(self.keys.get_or_init(|| keys).clone())
     }
 
+    /// `NAME: no such tensor`, with the key it likely meant: the one spelled the same with
+    /// `.` for `/` or `/` for `.` (`backbone/0/weight` for `backbone.0.weight`).
+    fn missing(&self, name: &str) -> Error {
+        let name = name.trim_matches('/');
+        let plain = |k: &str| k.replace('/', ".");
+        let meant = self.keys().ok().and_then(|keys| {
+            keys.into_iter()
+                .find(|k| k != name && plain(k) == plain(name))
+        });
+        let message = match meant {
+            Some(k) => format!("{name}: no such tensor; did you mean {k}?"),
+            None => format!("{name}: no such tensor"),
+        };
+        error(ErrorKind::NotFound, message)
+    }
+
     /// The node at mount path `path`.
     fn node(&self, name: &str, path: &str) -> Result<Arc<crate::fs::tree::Node>, Error> {
         // Only a name that is not there is "not found": a fault on the way is the source's.
         let why = |e: FsError| match e {
-            FsError::NotFound | FsError::NotDir => {
-                error(ErrorKind::NotFound, format!("{name}: no such tensor"))
-            }
+            FsError::NotFound | FsError::NotDir => self.missing(name),
             e => error(ErrorKind::Source, format!("{name}: {e}")),
         };
         let ino = self.tree.resolve(path.as_bytes()).map_err(why)?;
@@ -172,12 +186,7 @@ impl Opened {
                     ..
                 } => tensor.clone(),
                 NodeKind::Rows { tensor } => tensor.clone(),
-                _ => {
-                    return Err(error(
-                        ErrorKind::NotFound,
-                        format!("{name}: no such tensor"),
-                    ))
-                }
+                _ => return Err(self.missing(name)),
             },
             Err(e) if e.kind != ErrorKind::NotFound => return Err(e),
             Err(e) => {
@@ -202,7 +211,7 @@ impl Opened {
         let Some(t) = self.tensor_with(name, l.suffix())? else {
             let t = self
                 .tensor_with(name, "json")?
-                .ok_or_else(|| error(ErrorKind::NotFound, format!("{name}: no such tensor")))?;
+                .ok_or_else(|| self.missing(name))?;
             let why = match layout::content(l, t, &self.ctx) {
                 Err(e) => e.to_string(),
                 Ok(_) => format!("no .{} file unless layouts= names it", l.suffix()),

@@ -1,5 +1,5 @@
-"""Rows by id, the whole-model answers (`stats`, `diff`, `diff_rows`, `check` equal the
-command's `--json`), `mount`, and pieces read in parallel by Dask workers."""
+"""Rows by id, the whole-model answers (`stats`, `diff`, `diff_rows`, `check`, `verify` equal
+the command's `--json`), `mount`, and pieces read in parallel by Dask workers."""
 
 import contextlib
 import io
@@ -83,6 +83,30 @@ def test_check_is_the_command_json():
     tight = modelfs.check(src, max_abs=1e-9)
     assert tight == json.loads(json_of("check", "--json", "--max-abs", "1e-09", src, ok=(0, 2)))
     assert tight["problems"], tight
+
+
+def test_verify_is_the_command_json_with_notes_apart():
+    # Unrun classes (TorchScript modules, build_intlist) are notes: no problem, exit 0.
+    src = fixture("torch/more/scripted.pt")
+    got = modelfs.verify(src)
+    assert got == json.loads(json_of("verify", "--json", src))
+    assert got["problems"] == [] and got["notes"], got
+    assert any("build_intlist" in n["detail"] for n in got["notes"]), got
+    # A dangerous call is a problem (the command's exit 2 is an answer, not an exception).
+    bad = modelfs.verify(fixture("torch/hostile_eval.pt"))
+    assert bad["problems"] and "dangerous" in bad["problems"][0]["detail"], bad
+
+
+def test_a_missing_name_suggests_the_other_spelling():
+    # The state dict's names, dotted, for the net saved whole too; `/` for `.` is suggested.
+    m = modelfs.open(fixture("torch/more/module.pt"))
+    assert "backbone.0.conv.weight" in m.keys()
+    assert m["backbone.0.conv.weight"].shape == (4, 3, 3, 3)
+    with pytest.raises(KeyError, match="did you mean backbone.0.conv.weight"):
+        m["backbone/0/conv/weight"]
+    with pytest.raises(KeyError) as e:
+        m["nope"]
+    assert "did you mean" not in str(e.value)
 
 
 def test_mount_gives_paths_and_unmounts():

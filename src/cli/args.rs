@@ -268,7 +268,7 @@ pub(super) enum Command {
         /// The largest |x| a float may have.
         #[arg(long, value_name = "X", default_value_t = 1e6)]
         max_abs: f64,
-        /// One JSON object (tensors_checked, tables, slots_checked, problems, errors).
+        /// One JSON object (tensors_checked, tables, slots_checked, problems, notes, errors).
         #[arg(long)]
         json: bool,
         #[command(flatten)]
@@ -288,8 +288,9 @@ pub(super) enum Command {
     },
     /// One line per tensor: path in the mount, dtype, shape, bytes, partitions.
     List {
-        /// A JSON array of objects instead (path, name, dtype, shape, bytes, partitions,
-        /// sparse, problem).
+        /// A JSON array of objects instead (path, name: the path again, as in every JSON
+        /// answer; key: the reader's own name when it differs; dtype, shape, bytes,
+        /// partitions, sparse, problem, note).
         #[arg(long)]
         json: bool,
         #[command(flatten)]
@@ -298,8 +299,13 @@ pub(super) enum Command {
         source: PathBuf,
     },
     /// Read every byte of every tensor and check every checksum and structure; exit 2 with
-    /// the list of problems when there are any.
+    /// the list of problems when there are any (damage, or a pickle's dangerous import);
+    /// what modelfs does not run or decode is a note, listed, exit 0.
     Verify {
+        /// One JSON object (tensors_checked, bytes_checked, problems, notes: each
+        /// {name, detail}, name null for the source's own).
+        #[arg(long)]
+        json: bool,
         #[command(flatten)]
         options: OptArgs,
         /// The model (see SOURCE below).

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use serde_json::json;
 
 use super::compare::at_or_below;
-use super::inspect::{source_failure, walk, write_out};
+use super::inspect::{source_failure, walk, write_out, Verdict};
 use super::rowdiff::tables;
 use super::{open_model, store_name, Failure, EXIT_SOURCE};
 use crate::layout::Patient;
@@ -146,15 +146,36 @@ pub(crate) fn check(
             ));
         }
     }
-    // A tensor that cannot be read is not sane: a problem, named like the others.
+    // A tensor that cannot be read is not sane: a problem, named like the others. One whose
+    // dtype is not decoded here is a note (`model::verdict`).
+    let mut verdict = Verdict::default();
     for f in &walked {
         if let Some(why) = &f.tensor.meta().problem {
             trouble.push((f.path.clone(), format!("{}: {why}", f.path)));
+        } else if let Some(n) = &f.tensor.meta().note {
+            verdict.notes.push((Some(f.path.clone()), n.clone()));
         }
+    }
+    // The source's own findings (a dangerous import, an unrun class) when all of it is
+    // checked: the same rule as `verify`'s.
+    if wanted.is_empty() {
+        let summary = model.summary().map_err(|e| source_failure(source, e))?;
+        verdict.add_summary(&summary, &walked);
+    }
+    for (_, why) in std::mem::take(&mut verdict.problems) {
+        problems.push(Problem {
+            what: "source",
+            name: String::new(),
+            detail: json!(why),
+            text: why,
+        });
     }
     let found: Vec<_> = walked
         .into_iter()
-        .filter(|f| is_float(f.tensor.meta().dtype) && f.tensor.meta().problem.is_none())
+        .filter(|f| {
+            let m = f.tensor.meta();
+            is_float(m.dtype) && m.problem.is_none() && m.note.is_none()
+        })
         .collect();
     let tensors: Vec<Arc<dyn Tensor>> = found.iter().map(|f| f.tensor.clone()).collect();
     let store = ctx.cache.offset_store().map(|s| &**s as &dyn Store);
@@ -215,7 +236,10 @@ pub(crate) fn check(
         true => {
             let items: Vec<_> = problems
                 .iter()
-                .map(|p| json!({"problem": p.what, "name": p.name, "detail": p.detail}))
+                .map(|p| {
+                    let name = (!p.name.is_empty()).then_some(&p.name);
+                    json!({"problem": p.what, "name": name, "detail": p.detail})
+                })
                 .collect();
             let o = json!({
                 "tensors_checked": found.len(),
@@ -223,6 +247,7 @@ pub(crate) fn check(
                 "slots_checked": slots_checked,
                 "max_abs": max_abs,
                 "problems": items,
+                "notes": Verdict::json_items(&verdict.notes),
                 "errors": trouble.iter().map(|(_, t)| t).collect::<Vec<_>>(),
             });
             format!("{}\n", serde_json::to_string_pretty(&o).unwrap_or_default())
@@ -232,6 +257,12 @@ pub(crate) fn check(
             for p in &problems {
                 s.push_str(&p.text);
                 s.push('\n');
+            }
+            for (name, n) in &verdict.notes {
+                match name {
+                    Some(name) => s.push_str(&format!("{name}: {n} (a note, not a problem)\n")),
+                    None => s.push_str(&format!("{n} (a note, not a problem)\n")),
+                }
             }
             s.push_str(&format!(
                 "checked {} floating-point tensors (finite, |x| <= {}), {} tables, {} slots: {} problem{}\n",
@@ -248,20 +279,29 @@ pub(crate) fn check(
     write_out(text.as_bytes())?;
     match problems.is_empty() {
         true => Ok(()),
-        false => Err(Failure::new(
-            EXIT_SOURCE,
-            format!(
-                "{} problem{} in {}",
-                problems.len(),
-                if problems.len() == 1 { "" } else { "s" },
-                problems
-                    .iter()
-                    .map(|p| p.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-        )),
+        false => Err(Failure::new(EXIT_SOURCE, summary_line(&problems))),
     }
+}
+
+/// `2 problems in a, b`: each tensor named once (two problems of one tensor name it once),
+/// the source's own problems as "the source".
+fn summary_line(problems: &[Problem]) -> String {
+    let mut named: Vec<&str> = Vec::new();
+    for p in problems {
+        let n = match p.name.as_str() {
+            "" => "the source",
+            n => n,
+        };
+        if !named.contains(&n) {
+            named.push(n);
+        }
+    }
+    format!(
+        "{} problem{} in {}",
+        problems.len(),
+        if problems.len() == 1 { "" } else { "s" },
+        named.join(", ")
+    )
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -287,5 +327,32 @@ fn key_problem(
             ids(sample_table),
             ids(sample_slot)
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn problem(name: &str) -> Problem {
+        Problem {
+            what: "not_finite",
+            name: name.into(),
+            detail: json!(null),
+            text: String::new(),
+        }
+    }
+
+    /// Two problems of one tensor name it once (the newcomer's "2 problems in layer.weight,
+    /// layer.weight").
+    #[test]
+    fn each_tensor_is_named_once() {
+        let p = [
+            problem("layer.weight"),
+            problem("layer.weight"),
+            problem("b"),
+        ];
+        assert_eq!(summary_line(&p), "3 problems in layer.weight, b");
+        assert_eq!(summary_line(&[problem("")]), "1 problem in the source");
     }
 }

@@ -206,6 +206,7 @@ fn stats_table(found: &[Found], outcomes: &[Outcome]) -> String {
     ]
     .map(String::from)
     .to_vec()];
+    let mut errors = String::new();
     for (f, o) in found.iter().zip(outcomes) {
         let meta = f.tensor.meta();
         let mut row = vec![f.path.clone(), meta.dtype.name().into_owned()];
@@ -225,11 +226,23 @@ fn stats_table(found: &[Found], outcomes: &[Outcome]) -> String {
                     short(Some(p.sumsq.sqrt())),
                 ]);
             }
-            Err(why) => row.push(format!("({why})")),
+            Err(why) => {
+                // No stats: a dash a column; why, on a line of its own below the table (in
+                // the count column, one message widened every row).
+                row.extend(std::iter::repeat_n("-".to_string(), 10));
+                errors.push_str(&format!("{}: {why}\n", f.path));
+            }
         }
         rows.push(row);
     }
-    table(&rows, 2)
+    let mut out = table(&rows, 2);
+    if !errors.is_empty() {
+        out.push_str("no stats:\n");
+        for line in errors.lines() {
+            out.push_str(&format!("  {line}\n"));
+        }
+    }
+    out
 }
 
 /// One tensor's line of a diff.

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use serde_json::json;
 
-use crate::model::{DirEntry, Model, ModelError, Tensor, TensorMeta};
+use crate::model::{DirEntry, Model, ModelError, ModelSummary, Tensor, TensorMeta};
 use crate::options::{Options, Verify};
 
 use super::{open_model, Failure, EXIT_OK, EXIT_SOURCE};
@@ -105,16 +105,24 @@ pub(crate) fn list(source: &Path, opts: &Options, as_json: bool) -> Result<(), F
             .iter()
             .map(|f| {
                 let m = f.tensor.meta();
-                json!({
+                // `name` is the mount path, as in every JSON answer (`stats`, `diff`,
+                // `check`, Python's keys); `key` the reader's own when it differs.
+                let mut o = json!({
                     "path": f.path,
-                    "name": String::from_utf8_lossy(&m.name),
+                    "name": f.path,
                     "dtype": m.dtype.name(),
                     "shape": m.shape,
                     "bytes": stored_bytes(m),
                     "partitions": m.partitions.len(),
                     "sparse": m.sparse,
                     "problem": m.problem,
-                })
+                    "note": m.note,
+                });
+                let key = String::from_utf8_lossy(&m.name);
+                if key != f.path {
+                    o["key"] = key.into();
+                }
+                o
             })
             .collect();
         // One object per line: greppable, and still one JSON document.
@@ -227,6 +235,16 @@ pub(crate) fn info(source: &Path, opts: &Options) -> Result<(), Failure> {
             text.push_str(&format!("  {p}\n"));
         }
     }
+    // What modelfs does not run or decode: shown, never a problem (`model::verdict`).
+    if !s.notes.is_empty() {
+        text.push_str(&format!(
+            "notes: {} (not run or not decoded here; not problems)\n",
+            s.notes.len()
+        ));
+        for n in &s.notes {
+            text.push_str(&format!("  {n}\n"));
+        }
+    }
     write_out(text.as_bytes())
 }
 
@@ -251,10 +269,60 @@ fn tables_line(model: &dyn Model) -> String {
     format!("tables: {} ({}{more})\n", tables.len(), names.join(", "))
 }
 
-/// `modelfs verify`: reads every byte of every tensor with checksums on (verdicts remembered
-/// by earlier mounts are not trusted), with a progress line on a terminal; exit 2 listing
-/// every problem found.
-pub(crate) fn verify(source: &Path, opts: &Options) -> Result<(), Failure> {
+/// What a verdict found, by the one rule of `model::verdict`: problems (damage, dangerous)
+/// fail it, notes (not run, not decoded) do not. Each names its tensor's mount path, or none
+/// when it is the source's.
+#[derive(Default)]
+pub(crate) struct Verdict {
+    pub(crate) problems: Vec<(Option<String>, String)>,
+    pub(crate) notes: Vec<(Option<String>, String)>,
+}
+
+impl Verdict {
+    /// The findings of `summary` that no tensor of `found` already stands for (an unrun
+    /// call, a dangerous import, a storage layout, no model yet).
+    pub(crate) fn add_summary(&mut self, summary: &ModelSummary, found: &[Found]) {
+        let told = |p: &str, of: fn(&TensorMeta) -> Option<&str>| {
+            found
+                .iter()
+                .filter_map(|f| of(f.tensor.meta()))
+                .any(|t| p.ends_with(t))
+        };
+        for p in &summary.problems {
+            if !told(p, |m| m.problem.as_deref()) {
+                self.problems.push((None, p.clone()));
+            }
+        }
+        for n in &summary.notes {
+            if !told(n, |m| m.note.as_deref()) {
+                self.notes.push((None, n.clone()));
+            }
+        }
+    }
+
+    /// `[{"name": path or null, "detail": text}]` of `items`, each with `kind` when given.
+    pub(crate) fn json_items(items: &[(Option<String>, String)]) -> Vec<serde_json::Value> {
+        items
+            .iter()
+            .map(|(name, text)| json!({"name": name, "detail": text}))
+            .collect()
+    }
+
+    /// One line each, indented, named by its tensor when it has one.
+    fn lines(items: &[(Option<String>, String)], out: &mut String) {
+        for (name, text) in items {
+            match name {
+                Some(n) => out.push_str(&format!("  {n}: {text}\n")),
+                None => out.push_str(&format!("  {text}\n")),
+            }
+        }
+    }
+}
+
+/// `modelfs verify [--json]`: reads every byte of every tensor with checksums on (verdicts
+/// remembered by earlier mounts are not trusted), with a progress line on a terminal; exit 2
+/// listing every problem found; notes are listed and pass.
+pub(crate) fn verify(source: &Path, as_json: bool, opts: &Options) -> Result<(), Failure> {
     let mut opts = opts.clone();
     opts.verify = Verify::Crc;
     opts.cache_dir = None;
@@ -267,7 +335,7 @@ pub(crate) fn verify(source: &Path, opts: &Options) -> Result<(), Failure> {
     let show = io::stderr().is_terminal();
     let started = Instant::now();
     let mut done = 0u64;
-    let mut problems = Vec::new();
+    let mut v = Verdict::default();
     let mut buf = Vec::new();
     for (i, f) in found.iter().enumerate() {
         if show {
@@ -280,52 +348,64 @@ pub(crate) fn verify(source: &Path, opts: &Options) -> Result<(), Failure> {
             );
         }
         if let Err(e) = read_everything(&*f.tensor, &mut buf) {
-            problems.push(format!("{}: {e}", f.path));
+            v.problems.push((Some(f.path.clone()), e));
+        } else if let Some(n) = &f.tensor.meta().note {
+            v.notes.push((Some(f.path.clone()), n.clone()));
         }
         done = done.saturating_add(stored_bytes(f.tensor.meta()).unwrap_or(0));
     }
     if show {
         eprint!("\r\x1b[2K");
     }
-    // The strict gate: what `info` lists that no tensor's read said (an unrun call, a
-    // storage layout, no model yet) is a problem too.
+    // The strict gate: what `info` lists that no tensor's read said is a finding too.
     let summary = model.summary().map_err(|e| source_failure(source, e))?;
-    let of_tensors: Vec<&str> = found
-        .iter()
-        .filter_map(|f| f.tensor.meta().problem.as_deref())
-        .collect();
-    for p in &summary.problems {
-        if !of_tensors.iter().any(|t| p.ends_with(t)) {
-            problems.push(p.clone());
-        }
-    }
+    v.add_summary(&summary, &found);
     let secs = started.elapsed().as_secs_f64();
-    if problems.is_empty() {
-        let text = format!(
-            "verified {} tensors, {} bytes in {secs:.1} s: no problems\n",
-            found.len(),
-            done
-        );
-        return write_out(text.as_bytes());
-    }
-    let mut text = format!(
-        "{} in {} ({} bytes checked in {secs:.1} s):\n",
-        count(problems.len(), "problem"),
-        count(found.len(), "tensor"),
-        done
-    );
-    for p in &problems {
-        text.push_str(&format!("  {p}\n"));
-    }
+    let text = match as_json {
+        true => {
+            let o = json!({
+                "tensors_checked": found.len(),
+                "bytes_checked": done,
+                "problems": Verdict::json_items(&v.problems),
+                "notes": Verdict::json_items(&v.notes),
+            });
+            format!("{}\n", serde_json::to_string_pretty(&o).unwrap_or_default())
+        }
+        false => {
+            let mut text = match v.problems.is_empty() {
+                true => format!(
+                    "verified {} tensors, {done} bytes in {secs:.1} s: no problems\n",
+                    found.len()
+                ),
+                false => format!(
+                    "{} in {} ({done} bytes checked in {secs:.1} s):\n",
+                    count(v.problems.len(), "problem"),
+                    count(found.len(), "tensor"),
+                ),
+            };
+            Verdict::lines(&v.problems, &mut text);
+            if !v.notes.is_empty() {
+                text.push_str(&format!(
+                    "{} (not run or not decoded here; not problems):\n",
+                    count(v.notes.len(), "note")
+                ));
+                Verdict::lines(&v.notes, &mut text);
+            }
+            text
+        }
+    };
     write_out(text.as_bytes())?;
-    Err(Failure::new(
-        EXIT_SOURCE,
-        format!(
-            "{}: {} found",
-            source.display(),
-            count(problems.len(), "problem")
-        ),
-    ))
+    match v.problems.is_empty() {
+        true => Ok(()),
+        false => Err(Failure::new(
+            EXIT_SOURCE,
+            format!(
+                "{}: {} found",
+                source.display(),
+                count(v.problems.len(), "problem")
+            ),
+        )),
+    }
 }
 
 /// Natural order: runs of digits compare as numbers (`ckpt-999` before `ckpt-1000`).
@@ -370,6 +450,9 @@ fn read_everything(t: &dyn Tensor, buf: &mut Vec<u8>) -> Result<(), String> {
         return Err(p.clone());
     }
     let err = |e: ModelError| e.to_string();
+    if meta.note.is_some() && meta.stored.is_none() {
+        return Ok(()); // nothing of it is served: a note, not a read
+    }
     if meta.sparse && t.sparse_shape_is_cheap() {
         // By range, a bounded run at a time: every record decoded and checked, the lines of
         // every text partition counted to its end, nothing kept.

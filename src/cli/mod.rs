@@ -192,9 +192,11 @@ pub fn main() -> i32 {
             paths,
         } => parse_options(&options.list)
             .and_then(|opts| check::check(&source, &paths, max_abs, json, &opts)),
-        Command::Verify { options, source } => {
-            parse_options(&options.list).and_then(|opts| inspect::verify(&source, &opts))
-        }
+        Command::Verify {
+            options,
+            source,
+            json,
+        } => parse_options(&options.list).and_then(|opts| inspect::verify(&source, json, &opts)),
         Command::Index { options, source } => {
             parse_options(&options.list).and_then(|opts| index::index(&source, &opts))
         }

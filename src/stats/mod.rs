@@ -151,6 +151,9 @@ pub(crate) fn check(meta: &crate::model::TensorMeta) -> Result<(), String> {
     if let Some(p) = &meta.problem {
         return Err(p.clone());
     }
+    if let Some(n) = &meta.note {
+        return Err(n.clone());
+    }
     if !has_stats(meta.dtype) {
         return Err(format!("{} has no stats", meta.dtype.name()));
     }

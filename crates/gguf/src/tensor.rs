@@ -70,17 +70,15 @@ impl GgufTensor {
                 bytes,
             }),
         };
-        if ty.decode == Decode::Raw && problem.is_none() {
-            extra.insert(
-                "note".into(),
-                format!("{} is not decoded: .bin holds its blocks", ty.lower_name).into(),
-            );
-        }
+        // Blocks not decoded: a note of the verdicts, not a problem (`model::verdict`).
+        let note = (ty.decode == Decode::Raw && problem.is_none())
+            .then(|| format!("{} is not decoded: .bin holds its blocks", ty.lower_name));
         GgufTensor {
             meta: TensorMeta {
                 stored,
                 extra,
                 problem,
+                note,
                 mtime: file.mtime(),
                 ..TensorMeta::new(name.as_bytes().to_vec(), dtype, shape, "gguf")
             },

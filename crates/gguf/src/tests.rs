@@ -58,8 +58,9 @@ fn check_against(model: &dyn Model, exp: &serde_json::Value) -> usize {
             continue;
         };
         if let crate::model::DType::Blocks(own) = m.dtype {
-            // Not decoded here: named as ggml names it, its blocks as stored.
+            // Not decoded here: named as ggml names it, its blocks as stored, a note.
             assert_eq!(own, want["type"].as_str().unwrap().to_lowercase(), "{name}");
+            assert!(m.note.as_deref().unwrap().contains("not decoded"), "{name}");
             continue;
         }
         assert_eq!(m.dtype.name(), want["dtype"].as_str().unwrap(), "{name}");

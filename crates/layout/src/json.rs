@@ -181,6 +181,9 @@ fn render(tensor: &Arc<dyn Tensor>, ctx: &Arc<LayoutCtx>) -> Vec<u8> {
             fields.push((k.clone(), v.clone()));
         }
     }
+    if let Some(n) = &meta.note {
+        fields.push(("note".into(), json!(n)));
+    }
     if let Some(p) = &meta.problem {
         fields.push(("problem".into(), json!(p)));
     }

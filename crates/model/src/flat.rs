@@ -66,6 +66,9 @@ impl Flat {
         if let Some(p) = &t.meta().problem {
             self.summary.problems.push(format!("{from}: {key}: {p}"));
         }
+        if let Some(n) = &t.meta().note {
+            self.summary.notes.push(format!("{from}: {key}: {n}"));
+        }
         if self.tensors.contains_key(&path) {
             self.summary
                 .problems
@@ -88,9 +91,15 @@ impl Flat {
             .push((name.to_vec(), d));
     }
 
-    /// A problem of the source that is not one tensor's, for `info`.
+    /// A problem of the source that is not one tensor's, for `info`: damage.
     pub fn problem(&mut self, line: String) {
         self.summary.problems.push(line);
+    }
+
+    /// A finding of the source that is not one tensor's, a problem or a note as its
+    /// severity says.
+    pub fn finding(&mut self, f: super::Finding) {
+        self.summary.add(f);
     }
 
     /// A line for `info`.

@@ -38,11 +38,13 @@ pub mod rows;
 pub mod scan;
 mod sparse;
 mod tensor;
+pub mod verdict;
 
 pub use dtype::DType;
 pub use error::{BoxError, KnownProblem, ModelError, ModelResult, OpenError, RequestError};
 pub use meta::{base_name, PartitionMeta, Role, StoredForm, TensorMeta};
 pub use sparse::*;
+pub use verdict::{Finding, Severity};
 
 pub use crc::Crc;
 pub use rows::default_key_kind;
@@ -174,11 +176,24 @@ pub struct ModelSummary {
     pub tensors: u64,
     pub dtypes: std::collections::BTreeMap<String, u64>,
     pub total_bytes: u64,
+    /// Damage and dangerous findings (`verdict`): they fail a verdict.
     pub problems: Vec<String>,
+    /// What modelfs does not run or decode (`verdict`): shown, never failing.
+    pub notes: Vec<String>,
     /// A directory of several checkpoints: each one's own summary, by name.
     pub parts: Vec<(String, ModelSummary)>,
     /// More the reader tells (a graph's nodes by op, constants, signatures), line by line.
     pub details: Vec<String>,
+}
+
+impl ModelSummary {
+    /// Adds `f` to the problems or the notes, as its severity says.
+    pub fn add(&mut self, f: Finding) {
+        match f.severity.fails() {
+            true => self.problems.push(f.text),
+            false => self.notes.push(f.text),
+        }
+    }
 }
 
 /// A mounted source: a tree of directories and tensors.

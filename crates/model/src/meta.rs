@@ -38,8 +38,12 @@ pub struct TensorMeta {
     pub sparse: bool,
     /// Reader-specific fields for the `.json` (Angel: rowType, formatClassName, …).
     pub extra: serde_json::Map<String, serde_json::Value>,
-    /// A problem already known from metadata (bad shape, missing slice, …); data reads fail.
+    /// Damage already known from metadata (bad shape, missing slice, …); data reads fail.
     pub problem: Option<String>,
+    /// What modelfs does not decode of this tensor (a dtype, a block encoding), a note of the
+    /// verdicts (`verdict`), never a problem: its elements are not served (their reads fail
+    /// saying so), its stored bytes are where the reader has a stored form (`.bin`).
+    pub note: Option<String>,
     /// Modification time of the source file(s).
     pub mtime: SystemTime,
     /// The tensor's bytes are in an encoding of their own (GGUF's quantized blocks): `.bin`
@@ -92,6 +96,7 @@ impl TensorMeta {
             sparse: false,
             extra: serde_json::Map::new(),
             problem: None,
+            note: None,
             mtime: SystemTime::UNIX_EPOCH,
             stored: None,
             role: Role::Value,
@@ -117,10 +122,18 @@ impl TensorMeta {
     }
 
     /// How a reader's `fill_elements` starts: the request was checked by `read_elements`
-    /// (asserted in debug builds), and a tensor whose metadata is broken reads as its problem.
+    /// (asserted in debug builds), and a tensor whose metadata is broken reads as its problem,
+    /// one whose elements are not decoded as its note.
     pub fn begin_read(&self, first: u64, len: usize, file: &str) -> Result<(), ModelError> {
         crate::tensor::debug_check(self, first, len);
-        self.no_problem(file)
+        self.no_problem(file)?;
+        match &self.note {
+            Some(n) => Err(ModelError::data(
+                format!("{} in {file}", self.name.escape_ascii()),
+                n.clone(),
+            )),
+            None => Ok(()),
+        }
     }
 
     /// `Err` naming the tensor in `file` when its metadata names a problem: what a reader's

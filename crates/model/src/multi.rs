@@ -144,6 +144,8 @@ impl Model for MultiModel {
             let name = String::from_utf8_lossy(name);
             s.problems
                 .extend(c.problems.iter().map(|p| format!("{name}: {p}")));
+            s.notes
+                .extend(c.notes.iter().map(|p| format!("{name}: {p}")));
             s.parts.push((name.into_owned(), c));
         }
         // A run of torch.save or safetensors checkpoints says so; a TF directory (or Serving

@@ -328,6 +328,9 @@ impl Model for MemModel {
             if let Some(p) = &t.meta.problem {
                 s.problems.push(p.clone());
             }
+            if let Some(n) = &t.meta.note {
+                s.notes.push(n.clone());
+            }
         }
         Ok(s)
     }

@@ -41,9 +41,16 @@ pub(crate) struct Entry {
     /// Offsets in the file (the header's plus `8 + N`).
     pub(crate) begin: u64,
     pub(crate) end: u64,
-    /// Why the entry cannot be read (its data reads fail; it is still listed).
+    /// Why the entry cannot be read (its data reads fail; it is still listed): damage.
     pub(crate) problem: Option<String>,
+    /// A dtype of `BLOCKS`: its bytes are served as stored, its elements not decoded.
+    pub(crate) note: Option<String>,
 }
+
+/// The dtypes safetensors writes that modelfs does not decode, and each one's bits per
+/// element: their tensors are listed with a note (a verdict passes them), their bytes served
+/// as stored (`.bin`), their extents checked like any other's.
+pub(crate) const BLOCKS: [(&str, u64); 2] = [("F4", 4), ("F8_E8M0", 8)];
 
 /// A parsed header.
 #[derive(Debug, Default)]
@@ -156,7 +163,12 @@ fn entry(
         begin: data_start,
         end: data_start,
         problem: None,
+        note: None,
     };
+    let blocks = BLOCKS.iter().find(|(n, _)| *n == e.st_dtype);
+    if let Some((n, _)) = blocks {
+        e.dtype = DType::Blocks(n);
+    }
     let checked = (|| {
         let shape = shape.ok_or("no shape of whole numbers")?;
         let [begin, end] = offsets
@@ -170,13 +182,26 @@ fn entry(
         }
         e.begin = data_start + begin;
         e.end = data_start + end;
-        let width = dtype_of(&e.st_dtype)
-            .and_then(|d| d.elem_size())
-            .ok_or_else(|| format!("dtype {:?} is not decoded (its .json only)", e.st_dtype))?;
-        let want = shape
+        // Bits of an element: a packed dtype's bytes are whole (as the safetensors crate
+        // checks them).
+        let bits = match blocks {
+            Some(&(_, bits)) => bits,
+            None => dtype_of(&e.st_dtype)
+                .and_then(|d| d.elem_size())
+                .map(|w| w as u64 * 8)
+                .ok_or_else(|| format!("dtype {:?} is not one safetensors writes", e.st_dtype))?,
+        };
+        let want_bits = shape
             .iter()
-            .try_fold(width as u64, |a, &d| a.checked_mul(d))
+            .try_fold(bits, |a, &d| a.checked_mul(d))
             .ok_or("its size overflows")?;
+        if want_bits % 8 != 0 {
+            return Err(format!(
+                "shape {shape:?} of {} is not a whole number of bytes",
+                e.st_dtype
+            ));
+        }
+        let want = want_bits / 8;
         if want != end - begin {
             return Err(format!(
                 "{} bytes for shape {shape:?} of {}, {want} expected",
@@ -186,8 +211,15 @@ fn entry(
         }
         Ok(())
     })();
-    if let Err(why) = checked {
-        e.problem = Some(why.to_string());
+    match checked {
+        Err(why) => e.problem = Some(why.to_string()),
+        Ok(()) if blocks.is_some() => {
+            e.note = Some(format!(
+                "dtype {} is not decoded: .bin holds its bytes",
+                e.st_dtype
+            ))
+        }
+        Ok(()) => {}
     }
     debug_assert!(e.problem.is_some() || e.end - e.begin <= data_len);
     e
@@ -238,7 +270,9 @@ mod tests {
             ("F32", "[2]", "[0,99]", "outside"),
             ("F32", "[3]", "[0,8]", "expected"),
             ("F32", "[4294967296,4294967296,16]", "[0,8]", "overflows"),
-            ("F8_E8M0", "[2]", "[0,2]", "not decoded"),
+            ("F8_E8M0", "[2]", "[0,3]", "expected"),
+            ("F4", "[3]", "[0,2]", "whole number of bytes"),
+            ("F5", "[2]", "[0,2]", "not one safetensors writes"),
             ("F32", "[-1]", "[0,8]", "no shape"),
             ("F32", "[2]", "[8,0]", "outside"),
         ];
@@ -251,6 +285,18 @@ mod tests {
             let h = parse(&f[8..8 + json.len()], f.len() as u64).unwrap();
             let p = h.entries[0].problem.as_deref().unwrap_or("");
             assert!(p.contains(why), "{json}: {p}");
+        }
+        // Undecoded dtypes of the right size are notes, not problems.
+        for (dtype, shape, offsets) in [("F8_E8M0", "[2]", "[0,2]"), ("F4", "[2,2]", "[0,2]")] {
+            let json = format!(
+                r#"{{"w":{{"dtype":"{dtype}","shape":{shape},"data_offsets":{offsets}}}}}"#
+            );
+            let f = file(&json, 8);
+            let h = parse(&f[8..8 + json.len()], f.len() as u64).unwrap();
+            let e = &h.entries[0];
+            assert_eq!(e.problem, None, "{json}");
+            assert!(e.note.as_deref().unwrap().contains("not decoded"), "{json}");
+            assert_eq!(e.end - e.begin, 2, "{json}");
         }
         assert!(parse(b"[1]", 100).is_err());
         assert!(parse(br#"{"__metadata__":{"a":1}}"#, 100).is_err());

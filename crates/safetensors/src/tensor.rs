@@ -6,7 +6,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::header::Entry;
-use crate::model::{base_name, debug_check, DType, ModelError, Tensor, TensorMeta};
+use crate::model::{base_name, debug_check, DType, ModelError, StoredForm, Tensor, TensorMeta};
 use crate::source::{ReadAt, ReadCtx, ReadExt};
 
 pub(crate) struct StTensor {
@@ -29,6 +29,12 @@ impl StTensor {
             meta: TensorMeta {
                 extra,
                 problem: e.problem.clone(),
+                note: e.note.clone(),
+                // An undecoded dtype's bytes, served as stored (`.bin`).
+                stored: e.note.as_ref().map(|_| StoredForm {
+                    encoding: e.st_dtype.clone(),
+                    bytes: e.end - e.begin,
+                }),
                 mtime: file.mtime(),
                 ..TensorMeta::new(
                     e.name.clone().into_bytes(),
@@ -87,6 +93,16 @@ impl Tensor for StTensor {
             let got = self.file.read(ctx, self.at(first)?, len)?;
             Ok(got)
         })())
+    }
+
+    fn read_stored(&self, ctx: &ReadCtx, offset: u64, len: usize) -> Result<Bytes, ModelError> {
+        self.meta.no_problem(self.file.name())?;
+        let total = self.meta.stored.as_ref().map_or(0, |s| s.bytes);
+        let at = offset
+            .checked_add(self.begin)
+            .filter(|_| offset.checked_add(len as u64).is_some_and(|e| e <= total))
+            .ok_or_else(|| ModelError::data(self.file.name(), "a read past the tensor's bytes"))?;
+        Ok(self.file.read(ctx, at, len)?)
     }
 
     fn cache_identity(&self) -> Option<String> {

@@ -9,7 +9,10 @@
 //! tuples holding tensors are directories (`{"model": …, "optimizer": …}` → `model/`,
 //! `optimizer/state/0/exp_avg`), and every other value is JSON in its directory's
 //! `__values__.json` (`epoch`, `config`), or, if it is a call of anything but the few that
-//! rebuild tensors, that entry's problem there: never run.
+//! rebuild tensors, that entry's note there (its problem when a pickle scanner calls the
+//! callee dangerous: `walk::dangerous`): never run. A module saved whole, a TorchScript
+//! module and a YOLO-style `{"model": module}` name their tensors as `state_dict()` does
+//! (`backbone.0.weight`), as a state dict's file does.
 //!
 //! Only the archive's directory and its pickle are read at mount; where a storage's bytes
 //! start is read from its local header on its first read.
@@ -49,7 +52,7 @@ use std::time::SystemTime;
 
 use crate::codec::zip::{self as zipdir, Method};
 use crate::model::flat::{Flat, JsonDocument};
-use crate::model::{Model, ModelError, OpenError, ReaderOptions};
+use crate::model::{Finding, Model, ModelError, OpenError, ReaderOptions};
 use crate::source::{EntryKind, ReadAt, ReadExt, Storage as Files};
 pub use pickle::PickleError;
 use tensor::{Storage, TorchTensor};
@@ -167,20 +170,33 @@ pub fn open(files: &[PathBuf], opts: &ReaderOptions) -> Result<Arc<dyn Model>, O
             for (k, x) in v.problems {
                 into.problems.entry(k).or_insert(x);
             }
+            for (k, x) in v.notes {
+                into.notes.entry(k).or_insert(x);
+            }
         }
     }
     for (dir, v) in values {
+        let at = |k: &str| {
+            let at: Vec<&str> = dir.iter().map(String::as_str).chain([k]).collect();
+            at.join("/")
+        };
         for (k, why) in &v.problems {
-            let at: Vec<&str> = dir.iter().map(String::as_str).chain([k.as_str()]).collect();
             let why = why.as_str().unwrap_or_default();
-            model.problem(format!("{}: {why}", at.join("/")));
+            model.finding(Finding::dangerous(format!("{}: {why}", at(k))));
+        }
+        for (k, why) in &v.notes {
+            let why = why.as_str().unwrap_or_default();
+            model.finding(Finding::note(format!("{}: {why}", at(k))));
         }
         let dir: Vec<Vec<u8>> = dir.into_iter().map(String::into_bytes).collect();
-        // `{"values": {…}, "problems": {…}}` (problems only when there are some).
+        // `{"values": {…}, "problems": {…}, "notes": {…}}` (each only when there are some).
         let mut doc = serde_json::Map::new();
         doc.insert("values".into(), v.values.into());
         if !v.problems.is_empty() {
             doc.insert("problems".into(), v.problems.into());
+        }
+        if !v.notes.is_empty() {
+            doc.insert("notes".into(), v.notes.into());
         }
         let doc = JsonDocument::new(doc.into(), mtime);
         model.add_document_in(&dir, VALUES, Arc::new(doc));
@@ -282,6 +298,10 @@ fn add_tensors(
     model: &mut Flat,
 ) -> BTreeMap<Vec<String>, Values> {
     let found = walk::walk(p, stem);
+    for d in &found.dangerous {
+        let at = crate::model::base_name(file.name());
+        model.finding(Finding::dangerous(format!("{at}: {d}")));
+    }
     for (path, spec) in &found.tensors {
         let key = path.join("/");
         let t = TorchTensor::new(&key, spec, storages.get(&spec.storage), big_endian, file);

@@ -88,3 +88,95 @@ fn the_legacy_fuzz_prefix_is_a_valid_start() {
     assert!(whole.storages.len() >= 10 && again.problems.is_empty());
     fuzz_legacy(&bytes[at..]);
 }
+
+/// The tensor names of `model`, sorted, each with its bytes.
+fn named_bytes(model: &dyn Model, under: &str) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    let dir = crate::model::key_path(under);
+    let dir = if under.is_empty() { Vec::new() } else { dir };
+    for e in model.list_dir(&dir).unwrap() {
+        if let crate::model::DirEntry::Tensor(n) = e {
+            let mut p = dir.clone();
+            p.push(n.clone());
+            let t = model.tensor(&p).unwrap();
+            let size = t.meta().stored_bytes().unwrap() as usize;
+            let mut buf = vec![0u8; size];
+            t.read_elements(crate::source::ReadCtx::none(), 0, &mut buf)
+                .unwrap();
+            out.push((String::from_utf8(n).unwrap(), buf));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// One net, four forms: its state dict (`module_sd.pt`), the module saved whole (zip and
+/// legacy), TorchScript, and a YOLO-style `{"model": module}`: the same names, dotted as
+/// `state_dict()` gives them, one entry each in one directory, with the same bytes (the
+/// YOLO copy is float16: its names only). Issue 69: `diff sd.pt whole.pt` found nothing in
+/// common when modules split their names on `/`.
+#[test]
+fn every_form_of_one_net_names_its_tensors_as_its_state_dict() {
+    let dir = fixtures_dir().join("torch/more");
+    let sd = named_bytes(&*opened(&dir.join("module_sd.pt")), "");
+    assert_eq!(sd.len(), 8);
+    assert!(
+        sd.iter().any(|(n, _)| n == "backbone.0.conv.weight"),
+        "{sd:?}"
+    );
+    for f in ["module.pt", "module_legacy.pt", "scripted.pt"] {
+        let got = named_bytes(&*opened(&dir.join(f)), "");
+        let names = |v: &[(String, Vec<u8>)]| v.iter().map(|x| x.0.clone()).collect::<Vec<_>>();
+        assert_eq!(names(&got), names(&sd), "{f}");
+        if f != "scripted.pt" {
+            assert_eq!(got, sd, "{f}");
+        }
+    }
+    let yolo = named_bytes(&*opened(&dir.join("module_ckpt.pt")), "model");
+    let names: Vec<&String> = yolo.iter().map(|x| &x.0).collect();
+    assert_eq!(names, sd.iter().map(|x| &x.0).collect::<Vec<_>>());
+}
+
+/// Unrun classes (a whole module, TorchScript's `__torch__` modules and `build_intlist`, a
+/// YOLO checkpoint, Lightning's OmegaConf `ListConfig` hyper-parameters) are notes: no file
+/// torch or another project wrote has a problem; the classes are still named in the notes.
+#[test]
+fn unrun_classes_are_notes_not_problems() {
+    let more = fixtures_dir().join("torch/more");
+    let real = fixtures_dir().join("real/torch");
+    let cases = [
+        (more.join("module.pt"), "Net"),
+        (more.join("module_ckpt.pt"), "Net"),
+        (more.join("scripted.pt"), "build_intlist"),
+        (real.join("pesto-pitch-2.0.1_mir-1k_g7.ckpt"), "ListConfig"),
+    ];
+    for (path, class) in cases {
+        let s = opened(&path).summary().unwrap();
+        assert!(
+            s.problems.is_empty(),
+            "{}: {:?}",
+            path.display(),
+            s.problems
+        );
+        assert!(
+            s.notes
+                .iter()
+                .any(|n| n.contains(class) && n.contains("not run")),
+            "{}: {:?}",
+            path.display(),
+            s.notes
+        );
+    }
+    for e in std::fs::read_dir(&real).unwrap() {
+        let path = e.unwrap().path();
+        if let Ok(Some(m)) = open_path(&path, &ReaderOptions::default()) {
+            let s = m.summary().unwrap();
+            assert!(
+                s.problems.is_empty(),
+                "{}: {:?}",
+                path.display(),
+                s.problems
+            );
+        }
+    }
+}

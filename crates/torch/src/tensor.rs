@@ -191,7 +191,7 @@ impl TorchTensor {
         let width = spec.dtype.elem_size().unwrap_or(1);
         let view = Strided::new(&spec.shape, &spec.stride, spec.offset, width);
         let mut problem = spec.problem.clone();
-        if problem.is_none() {
+        if problem.is_none() && spec.note.is_none() {
             problem = match (storage, view.extent()) {
                 (None, _) => Some(format!(
                     "its storage {} is not in the archive",
@@ -211,6 +211,7 @@ impl TorchTensor {
             meta: TensorMeta {
                 extra,
                 problem,
+                note: spec.note.clone(),
                 mtime: file.mtime(),
                 ..TensorMeta::new(
                     name.as_bytes().to_vec(),
@@ -279,7 +280,7 @@ impl Tensor for TorchTensor {
 
     fn stored_run(&self) -> Option<crate::model::StoredRun> {
         let plain = self.contiguous && !self.big_endian && self.meta.dtype != DType::Bool;
-        if !plain || self.meta.problem.is_some() {
+        if !plain || self.meta.problem.is_some() || self.meta.note.is_some() {
             return None;
         }
         let offset = self.offset.checked_mul(self.width())?;
@@ -296,7 +297,7 @@ impl Tensor for TorchTensor {
 
     fn lend(&self, ctx: &ReadCtx, first: u64, len: usize) -> Option<Result<Bytes, ModelError>> {
         let plain = self.contiguous && !self.big_endian && self.meta.dtype != DType::Bool;
-        if !plain || self.meta.problem.is_some() {
+        if !plain || self.meta.problem.is_some() || self.meta.note.is_some() {
             return None;
         }
         debug_check(&self.meta, first, len);

@@ -33,7 +33,9 @@ fn check(model: &dyn Model, file: &str) -> usize {
         let m = t.meta();
         let undecoded = ["complex32", "float8_e8m0fnu"].contains(&want["dtype"].as_str().unwrap());
         if want.get("problem").is_some() || undecoded {
-            assert!(m.problem.is_some(), "{file}: {k}");
+            // Not decoded (a dtype, a quantized tensor): a note, never a problem.
+            assert_eq!(m.problem, None, "{file}: {k}");
+            assert!(m.note.is_some(), "{file}: {k}");
             assert!(
                 t.read_elements(ReadCtx::none(), 0, &mut [0u8; 1]).is_err()
                     || m.num_elements() == Some(0)
@@ -86,6 +88,8 @@ fn every_dtype_reads_as_torch_reads_it() {
     let s = m.summary().unwrap();
     assert_eq!(s.tensors, 22);
     assert_eq!(s.format, "pytorch");
+    assert!(s.problems.is_empty(), "{:?}", s.problems);
+    assert_eq!(s.notes.len(), 3, "{:?}", s.notes);
 }
 
 #[test]
@@ -136,7 +140,8 @@ fn shards_are_one_tree() {
 }
 
 /// A pickle that would run `os.system` or `eval` is read, not run: the call is its entry's
-/// problem, the file's tensor reads, and the command's file never appears.
+/// problem (dangerous: a verdict fails), the file's tensor reads, and the command's file
+/// never appears.
 #[test]
 fn hostile_pickles_run_nothing() {
     let exp = expected("torch");
@@ -148,13 +153,16 @@ fn hostile_pickles_run_nothing() {
         let v = values(&*m, "");
         let why = v["problems"]["x"].as_str().unwrap();
         assert!(why.contains(callee) && why.contains("not run"), "{why}");
+        assert!(why.contains("dangerous"), "{why}");
         assert!(v["values"].get("x").is_none());
         let s = m.summary().unwrap();
         assert!(
-            s.problems.iter().any(|p| p.contains("not run")),
+            s.problems.iter().any(|p| p.contains("dangerous")),
             "{:?}",
             s.problems
         );
+        // Named once: the entry's problem stands for the import.
+        assert_eq!(s.problems.len(), 1, "{:?}", s.problems);
     }
     assert!(!marker.exists(), "a hostile pickle ran");
 }
@@ -216,6 +224,7 @@ fn views_past_their_storage_are_problems() {
         stride,
         offset: 1,
         problem: None,
+        note: None,
     };
     let file: Arc<dyn ReadAt> = Arc::new(MemSource::new("f.pt", vec![0; 64]));
     let st = Arc::new(Storage::zip("0".into(), 0, 16, None));
@@ -294,4 +303,54 @@ fn a_large_storages_verdict_is_remembered() {
     let fresh = Storage::zip("0".into(), 1, data.len() as u64, Some(e[0].crc32))
         .remembered_in(Some(Arc::new(crate::store::MemStore::default())));
     assert!(fresh.verify(&*file).is_err());
+}
+
+/// The scanners' list: what reaches the system or runs code is dangerous, torch's own
+/// rebuild calls and the classes of a training script are not.
+#[test]
+fn dangerous_is_what_a_scanner_flags() {
+    for (m, n) in [
+        ("os", "system"),
+        ("posix", "system"),
+        ("subprocess", "Popen"),
+        ("builtins", "eval"),
+        ("__builtin__", "exec"),
+        ("builtins", "getattr"),
+        ("builtins", "__import__"),
+        ("operator", "attrgetter"),
+        ("runpy", "run_path"),
+        ("os.path", "join"),
+    ] {
+        assert!(walk::dangerous(m, n), "{m}.{n}");
+    }
+    for (m, n) in [
+        ("torch._utils", "_rebuild_tensor_v2"),
+        ("collections", "OrderedDict"),
+        ("builtins", "set"),
+        ("__builtin__", "long"),
+        ("torch.jit._pickle", "build_intlist"),
+        ("omegaconf.listconfig", "ListConfig"),
+        ("numpy.core.multiarray", "scalar"),
+        ("__torch__.torch.nn.modules.conv", "Conv2d"),
+    ] {
+        assert!(!walk::dangerous(m, n), "{m}.{n}");
+    }
+}
+
+/// A dangerous import no value uses (popped, as a hand-made pickle can) is still the
+/// file's problem: a scanner reads the opcodes, not the result.
+#[test]
+fn an_unused_dangerous_import_is_a_problem() {
+    // PROTO 2, GLOBAL os.system, POP, {'a': 1}, STOP.
+    let p = pickle::load(b"\x80\x02cos\nsystem\n0}X\x01\x00\x00\x00aK\x01s.").unwrap();
+    let found = walk::walk(&p, "t");
+    assert_eq!(found.dangerous.len(), 1, "{:?}", found.dangerous);
+    assert!(
+        found.dangerous[0].contains("os.system"),
+        "{:?}",
+        found.dangerous
+    );
+    // Without it, nothing.
+    let p = pickle::load(b"\x80\x02}X\x01\x00\x00\x00aK\x01s.").unwrap();
+    assert!(walk::walk(&p, "t").dangerous.is_empty());
 }

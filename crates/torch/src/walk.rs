@@ -2,7 +2,14 @@
 //! running anything: tensors (the calls of `torch._utils._rebuild_tensor_v2` and its kin on a
 //! persistent storage id), the dicts, lists and tuples that hold tensors as directories, and
 //! every other value as JSON in its dict's `__values__.json`. A call of anything this module
-//! does not know (`os.system`, a class of the training script) is that entry's problem.
+//! does not know (a class of the training script) is that entry's note; a call of what a
+//! pickle scanner calls dangerous (`DANGEROUS`: `os.system`, `eval`) is its problem, and a
+//! dangerous import anywhere in the pickle, even one no value uses, is the file's problem.
+//!
+//! Names are those `state_dict()` gives: a module's (or a TorchScript module's) parameters,
+//! buffers and submodules are `backbone.0.weight`, one entry of the directory the module is
+//! in, whether the file holds the module itself (`torch.save(model)`, TorchScript, a YOLO-style
+//! `{"model": model}`) or its state dict; dicts, lists and tuples are directories.
 //!
 //! Invariants: the walk visits at most `budget` values (a pickle of shared values cannot make
 //! it exponential) and nests at most `MAX_DEPTH` deep (cycles end there).
@@ -11,7 +18,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use super::pickle::{Call, Id, Pickle, Value};
 use crate::codec::le;
-use crate::model::DType;
+use crate::model::{DType, Finding};
 
 const MAX_DEPTH: usize = 64;
 /// The key of an object's class in its directory's values (and of its problem: not run).
@@ -31,21 +38,94 @@ pub(crate) struct TensorSpec {
     pub(crate) stride: Vec<u64>,
     /// In elements of `dtype`.
     pub(crate) offset: u64,
+    /// Damage: what is wrong with it (a layout that is not a tensor's).
     pub(crate) problem: Option<String>,
+    /// What is not decoded (a dtype, a quantized or sparse tensor): a note, not a problem.
+    pub(crate) note: Option<String>,
 }
 
 /// Everything found, by tree path (components).
 #[derive(Default, Debug)]
 pub(crate) struct Found {
     pub(crate) tensors: Vec<(Vec<String>, TensorSpec)>,
-    /// A directory's plain values and its entries' problems.
+    /// A directory's plain values and its entries' problems and notes.
     pub(crate) values: BTreeMap<Vec<String>, Values>,
+    /// The dangerous imports (`DANGEROUS`) of the pickle no entry's problem names.
+    pub(crate) dangerous: Vec<String>,
 }
 
 #[derive(Default, Debug)]
 pub(crate) struct Values {
     pub(crate) values: serde_json::Map<String, serde_json::Value>,
+    /// Entries that fail a verdict: a dangerous call.
     pub(crate) problems: serde_json::Map<String, serde_json::Value>,
+    /// Entries not run (a class modelfs does not know) or not read: notes.
+    pub(crate) notes: serde_json::Map<String, serde_json::Value>,
+}
+
+/// What a pickle scanner (picklescan, modelscan, fickling) calls dangerous to import: whole
+/// modules that reach the system, and the builtins that run code or walk to it
+/// (`getattr` chains). Listed in README (Verdicts).
+const DANGEROUS_MODULES: [&str; 27] = [
+    "os",
+    "posix",
+    "nt",
+    "subprocess",
+    "sys",
+    "socket",
+    "shutil",
+    "runpy",
+    "pty",
+    "commands",
+    "webbrowser",
+    "importlib",
+    "ctypes",
+    "code",
+    "codeop",
+    "marshal",
+    "pickle",
+    "_pickle",
+    "dill",
+    "bdb",
+    "pdb",
+    "multiprocessing",
+    "asyncio",
+    "requests",
+    "urllib",
+    "httplib",
+    "ftplib",
+];
+/// Functions of otherwise harmless modules that run code or reach any attribute.
+const DANGEROUS_NAMES: [(&str, &str); 16] = [
+    ("builtins", "eval"),
+    ("builtins", "exec"),
+    ("builtins", "execfile"),
+    ("builtins", "compile"),
+    ("builtins", "open"),
+    ("builtins", "getattr"),
+    ("builtins", "setattr"),
+    ("builtins", "delattr"),
+    ("builtins", "apply"),
+    ("builtins", "breakpoint"),
+    ("builtins", "input"),
+    ("builtins", "globals"),
+    ("builtins", "vars"),
+    ("operator", "attrgetter"),
+    ("operator", "methodcaller"),
+    ("numpy.testing._private.utils", "runstring"),
+];
+
+/// Whether importing `module.name` is what a pickle scanner calls dangerous.
+pub(crate) fn dangerous(module: &str, name: &str) -> bool {
+    let top = module.split('.').next().unwrap_or(module);
+    let module = match module {
+        "__builtin__" | "__builtins__" => "builtins",
+        m => m,
+    };
+    DANGEROUS_MODULES.contains(&top)
+        || DANGEROUS_NAMES.contains(&(module, name))
+        // `getattr` chains reach anything through a dunder (`__class__.__base__…`).
+        || (module == "builtins" && name.starts_with("__") && name != "__build_class__")
 }
 
 /// Reads the tensors and values of `p`; a bare tensor at the root is named `stem`.
@@ -61,6 +141,27 @@ pub(crate) fn walk(p: &Pickle, stem: &str) -> Found {
         w.entry(&[], stem, root, 0);
     } else {
         w.container(&[], root, 0);
+    }
+    // Every import, reached or not (a scanner reads the opcodes, not the result).
+    let named: Vec<&serde_json::Value> = w
+        .found
+        .values
+        .values()
+        .flat_map(|v| v.problems.values())
+        .collect();
+    let mut seen = std::collections::BTreeSet::new();
+    for v in p.values() {
+        if let Value::Global(m, n) = v {
+            let at = format!("{m}.{n}");
+            let told = named
+                .iter()
+                .any(|t| t.as_str().is_some_and(|t| t.contains(&at)));
+            if dangerous(m, n) && !told && seen.insert(at.clone()) {
+                w.found.dangerous.push(format!(
+                    "the pickle imports {at}, which a pickle scanner calls dangerous (never run here)"
+                ));
+            }
+        }
     }
     w.found
 }
@@ -91,15 +192,45 @@ impl Walker<'_> {
                 .collect(),
             Value::Call(c) => {
                 let c = c.clone();
-                self.object(dir, &c);
-                self.object_entries(&c)
+                return self.object_in(dir, "", &c, depth);
             }
             _ => return,
         };
         for (i, (key, v)) in entries.into_iter().enumerate() {
             match key {
                 Ok(name) => self.entry(dir, &name, v, depth + 1),
-                Err(why) => self.problem(dir, &format!("#{i}"), why),
+                Err(why) => self.note(dir, &format!("#{i}"), why),
+            }
+        }
+    }
+
+    /// The entries of the object `c` in directory `dir`, each named `prefix` + its name: an
+    /// attribute that is itself an object holding tensors (a submodule) is not a directory
+    /// but more entries of `dir`, `prefix` + its name + `.`, as `state_dict()` names them.
+    fn object_in(&mut self, dir: &[String], prefix: &str, c: &Call, depth: usize) {
+        self.object(dir, prefix, c);
+        for (i, (key, v, attribute)) in self.object_entries(c).into_iter().enumerate() {
+            let name = match key {
+                Ok(name) => format!("{prefix}{name}"),
+                Err(why) => {
+                    self.note(dir, &format!("{prefix}#{i}"), why);
+                    continue;
+                }
+            };
+            let sub = match self.p.get(v) {
+                Value::Call(sub) if attribute && self.tensor(v).is_none() => Some(sub.clone()),
+                _ => None,
+            };
+            match sub {
+                Some(sub) if self.holds_tensor(v, 0) => {
+                    if !self.spend() || depth > MAX_DEPTH {
+                        let why = "nested too deep, or shared too often".to_string();
+                        self.note(dir, &name, why);
+                        continue;
+                    }
+                    self.object_in(dir, &format!("{name}."), &sub, depth + 1);
+                }
+                _ => self.entry(dir, &name, v, depth + 1),
             }
         }
     }
@@ -107,7 +238,7 @@ impl Walker<'_> {
     /// The value `id` of entry `name` of directory `dir`.
     fn entry(&mut self, dir: &[String], name: &str, id: Id, depth: usize) {
         if !self.spend() || depth > MAX_DEPTH {
-            return self.problem(dir, name, "nested too deep, or shared too often".into());
+            return self.note(dir, name, "nested too deep, or shared too often".into());
         }
         let mut path = dir.to_vec();
         path.push(name.to_string());
@@ -119,8 +250,14 @@ impl Walker<'_> {
         }
         let mut problems = Vec::new();
         let v = self.json(id, depth, &mut problems);
-        match problems.first() {
-            Some(why) => self.problem(dir, name, why.clone()),
+        // The gravest finding names the entry.
+        match problems
+            .iter()
+            .find(|f| f.severity.fails())
+            .or(problems.first())
+        {
+            Some(f) if f.severity.fails() => self.problem(dir, name, f.text.clone()),
+            Some(f) => self.note(dir, name, f.text.clone()),
             None => {
                 self.found
                     .values
@@ -133,17 +270,28 @@ impl Walker<'_> {
     }
 
     /// An object whose class is not run (a pickled `nn.Module`, a TorchScript module): its
-    /// class and plain attributes go to its directory's values, and the call stays a problem
-    /// there (what the object would do when built is not known).
-    fn object(&mut self, dir: &[String], c: &Call) {
-        let class = match self.p.get(c.callee) {
-            Value::Global(m, n) => format!("{m}.{n}"),
-            other => kind(other).to_string(),
+    /// class and plain attributes go to its directory's values, named `prefix` + their name,
+    /// and the call is a note there (what the object would do when built is not known; its
+    /// tensors are read all the same), or a problem when its class is dangerous.
+    fn object(&mut self, dir: &[String], prefix: &str, c: &Call) {
+        let (class, bad) = match self.p.get(c.callee) {
+            Value::Global(m, n) => (format!("{m}.{n}"), dangerous(m, n)),
+            other => (kind(other).to_string(), false),
         };
-        let why = format!("an object of {class}: not run (its tensors are read from its state)");
+        let key = format!("{prefix}{CLASS}");
         let vals = self.found.values.entry(dir.to_vec()).or_default();
-        vals.values.insert(CLASS.into(), class.into());
-        vals.problems.insert(CLASS.into(), why.into());
+        vals.values.insert(key.clone(), class.clone().into());
+        match bad {
+            true => {
+                let why = format!("an object of {class}: dangerous, not run");
+                self.problem(dir, &key, why);
+            }
+            false => {
+                let why =
+                    format!("an object of {class}: not run (its tensors are read from its state)");
+                self.note(dir, &key, why);
+            }
+        }
         if !self.is_module(c) {
             return; // its attributes are its entries
         }
@@ -151,7 +299,7 @@ impl Walker<'_> {
             for (k, v) in attrs {
                 let Ok(name) = self.key(k) else { continue };
                 if !name.starts_with('_') && self.tensor(v).is_none() && !self.holds_tensor(v, 0) {
-                    self.entry(dir, &name, v, 0);
+                    self.entry(dir, &format!("{prefix}{name}"), v, 0);
                 }
             }
         }
@@ -184,9 +332,11 @@ impl Walker<'_> {
 
     /// The entries of an object that hold tensors, named as `state_dict()` names them: a
     /// module's parameters, persistent buffers and submodules; any other object's attributes
-    /// (a TorchScript module's), and what a dict or list subclass was filled with.
-    fn object_entries(&self, c: &Call) -> Vec<(Result<String, String>, Id)> {
-        let mut out: Vec<(Result<String, String>, Id)> = Vec::new();
+    /// (a TorchScript module's), and what a dict or list subclass was filled with. Each says
+    /// whether it is an attribute (a submodule's entries are named after it with a `.`)
+    /// or an item (a directory of its own, as a dict's).
+    fn object_entries(&self, c: &Call) -> Vec<(Result<String, String>, Id, bool)> {
+        let mut out: Vec<(Result<String, String>, Id, bool)> = Vec::new();
         let state = self.state_dict(c).unwrap_or_default();
         let field = |want: &str| {
             state.iter().find_map(|&(k, v)| match self.p.get(k) {
@@ -210,19 +360,19 @@ impl Walker<'_> {
                     let name = self.key(k);
                     let unsaved = matches!(&name, Ok(n) if skip.contains(n));
                     if self.p.get(v) != &Value::None && !unsaved {
-                        out.push((name, v));
+                        out.push((name, v, true));
                     }
                 }
             }
             return out;
         }
-        out.extend(state.iter().map(|&(k, v)| (self.key(k), v)));
-        out.extend(c.pairs.iter().map(|&(k, v)| (self.key(k), v)));
+        out.extend(state.iter().map(|&(k, v)| (self.key(k), v, true)));
+        out.extend(c.pairs.iter().map(|&(k, v)| (self.key(k), v, false)));
         out.extend(
             c.items
                 .iter()
                 .enumerate()
-                .map(|(i, &v)| (Ok(i.to_string()), v)),
+                .map(|(i, &v)| (Ok(i.to_string()), v, false)),
         );
         out
     }
@@ -250,9 +400,16 @@ impl Walker<'_> {
             .collect()
     }
 
+    /// A problem of entry `name`: it fails a verdict.
     fn problem(&mut self, dir: &[String], name: &str, why: String) {
         let vals = self.found.values.entry(dir.to_vec()).or_default();
         vals.problems.insert(name.to_string(), why.into());
+    }
+
+    /// A note of entry `name`: not run or not read, which fails no verdict.
+    fn note(&mut self, dir: &[String], name: &str, why: String) {
+        let vals = self.found.values.entry(dir.to_vec()).or_default();
+        vals.notes.insert(name.to_string(), why.into());
     }
 
     /// A dict key as a file name: strings as they are, numbers as Python prints them.
@@ -289,7 +446,7 @@ impl Walker<'_> {
                 let c = c.clone();
                 self.object_entries(&c)
                     .into_iter()
-                    .map(|(_, v)| v)
+                    .map(|(_, v, _)| v)
                     .collect()
             }
             _ => Vec::new(),
@@ -331,7 +488,9 @@ impl Walker<'_> {
                         let a = self.tuple(a).unwrap_or(&[]);
                         Some(self.rebuilt(a, a.get(6).copied()))
                     }
-                    _ => Some(unread(format!("a tensor rebuilt by {fm}.{fname}"))),
+                    _ => Some(unread(format!(
+                        "a tensor rebuilt by {fm}.{fname}: not read"
+                    ))),
                 }
             }
             ("torch._utils", other) if other.starts_with("_rebuild_") => Some(unread(format!(
@@ -345,7 +504,7 @@ impl Walker<'_> {
     /// `_rebuild_tensor_v2(storage, storage_offset, size, stride, …)`; `dtype` is v3's own.
     fn rebuilt(&self, args: &[Id], dtype: Option<Id>) -> TensorSpec {
         let mut t = unread(String::new());
-        t.problem = None;
+        t.note = None;
         let int = |i: usize| match args.get(i).map(|&a| self.p.get(a)) {
             Some(Value::Int(v)) => u64::try_from(*v).ok(),
             _ => None,
@@ -419,7 +578,7 @@ impl Walker<'_> {
         t.torch_dtype = name.to_string();
         match dtype_of(name) {
             Some(d) => t.dtype = d,
-            None => t.problem = Some(format!("dtype {name}: not decoded")),
+            None => t.note = Some(format!("dtype {name}: not decoded")),
         }
         t
     }
@@ -439,10 +598,10 @@ impl Walker<'_> {
     }
 
     /// A plain value as JSON; what is not plain is pushed to `problems` (and shown as null).
-    fn json(&mut self, id: Id, depth: usize, problems: &mut Vec<String>) -> serde_json::Value {
+    fn json(&mut self, id: Id, depth: usize, problems: &mut Vec<Finding>) -> serde_json::Value {
         use serde_json::Value as J;
         if depth > MAX_DEPTH || !self.spend() {
-            problems.push("nested too deep, or shared too often".into());
+            problems.push(Finding::note("nested too deep, or shared too often"));
             return J::Null;
         }
         match self.p.get(id) {
@@ -474,14 +633,14 @@ impl Walker<'_> {
                             let v = self.json(v, depth + 1, problems);
                             m.insert(k, v);
                         }
-                        Err(why) => problems.push(why),
+                        Err(why) => problems.push(Finding::note(why)),
                     }
                 }
                 J::Object(m)
             }
             Value::Global(m, n) => J::String(format!("{m}.{n}")),
             Value::Persistent(_) => {
-                problems.push("a storage outside a tensor".into());
+                problems.push(Finding::note("a storage outside a tensor: not read"));
                 J::Null
             }
             Value::Call(c) => {
@@ -497,12 +656,12 @@ impl Walker<'_> {
         &mut self,
         c: &Call,
         depth: usize,
-        problems: &mut Vec<String>,
+        problems: &mut Vec<Finding>,
     ) -> serde_json::Value {
         let callee = match self.p.get(c.callee) {
             Value::Global(m, n) => (m.clone(), n.clone()),
             other => {
-                problems.push(format!("a call of {}: not run", kind(other)));
+                problems.push(Finding::note(format!("a call of {}: not run", kind(other))));
                 return serde_json::Value::Null;
             }
         };
@@ -523,7 +682,7 @@ impl Walker<'_> {
             ("_codecs", "encode", [..]) => match self.latin1(c) {
                 Some(b) => bytes_json(&b),
                 None => {
-                    problems.push("a call of _codecs.encode: not run".into());
+                    problems.push(Finding::note("a call of _codecs.encode: not run"));
                     serde_json::Value::Null
                 }
             },
@@ -532,17 +691,25 @@ impl Walker<'_> {
                 match self.numpy_scalar(*dt, *data) {
                     Some(v) => v,
                     None => {
-                        problems.push("a numpy scalar of a dtype not read".into());
+                        problems.push(Finding::note("a numpy scalar of a dtype not read"));
                         serde_json::Value::Null
                     }
                 }
             }
             (m, n, _) if self.tensor_like(m, n) => {
-                problems.push("a tensor inside a value that is not a dict, list or tuple".into());
+                problems.push(Finding::note(
+                    "a tensor inside a value that is not a dict, list or tuple: not read",
+                ));
+                serde_json::Value::Null
+            }
+            (m, n, _) if dangerous(m, n) => {
+                problems.push(Finding::dangerous(format!(
+                    "a call of {m}.{n}: dangerous (a pickle scanner says so), not run"
+                )));
                 serde_json::Value::Null
             }
             (m, n, _) => {
-                problems.push(format!("a call of {m}.{n}: not run"));
+                problems.push(Finding::note(format!("a call of {m}.{n}: not run")));
                 serde_json::Value::Null
             }
         }
@@ -631,7 +798,7 @@ fn bytes_json(b: &[u8]) -> serde_json::Value {
     }
 }
 
-/// A tensor that cannot be read, and why.
+/// A tensor that is not read (a form modelfs does not decode), and why.
 fn unread(why: String) -> TensorSpec {
     TensorSpec {
         storage: String::new(),
@@ -640,7 +807,8 @@ fn unread(why: String) -> TensorSpec {
         shape: Vec::new(),
         stride: Vec::new(),
         offset: 0,
-        problem: Some(why),
+        problem: None,
+        note: Some(why),
     }
 }
 

@@ -55,6 +55,7 @@ __all__ = [
     "diff",
     "diff_rows",
     "check",
+    "verify",
     "mount",
     "ModelfsError",
     "SourceError",
@@ -352,6 +353,14 @@ def check(source, *paths: str, max_abs: Optional[float] = None, **options: Any):
     if max_abs is not None:
         args += ["--max-abs", repr(float(max_abs))]
     return _run(args, options, ok=(0, 2))
+
+
+def verify(source, **options: Any) -> Dict[str, Any]:
+    """`modelfs verify --json SOURCE`: every byte of every tensor read, every checksum and
+    extent checked. `problems` (damage, a pickle's dangerous import) are what would make the
+    command exit 2; `notes` (a class not run, a dtype not decoded) are not problems. Each is
+    `{"name": mount path or None, "detail": text}`."""
+    return _run(["verify", os.fspath(source)], options, ok=(0, 2))
 
 
 @contextlib.contextmanager
