@@ -253,10 +253,13 @@ impl RemoteStorage {
     }
 
     /// `e`, a HEAD's or a LIST's failure, said as `cause`: remembered if it is the store's
-    /// own (not an answer about the path: missing, refused) before anything succeeded.
+    /// own (a 5xx, or no answer; not a 4xx about the path: missing, refused) before anything
+    /// succeeded.
     fn note_failure(&self, e: &object_store::Error, cause: &str) {
-        if !self.reached.load(Ordering::Relaxed) && matches!(e, object_store::Error::Generic { .. })
-        {
+        let status = blocks::status_of(&e.to_string());
+        let the_stores = matches!(e, object_store::Error::Generic { .. })
+            && status.is_none_or(|s| s.starts_with('5'));
+        if !self.reached.load(Ordering::Relaxed) && the_stores {
             let mut failed = self.first_failure.lock().unwrap_or_else(|e| e.into_inner());
             *failed = Some(cause.to_string());
         }
@@ -264,11 +267,13 @@ impl RemoteStorage {
 
     /// `blocks::cause`, and for a refusal, whose credentials were refused.
     fn cause(&self, e: &object_store::Error) -> String {
+        // A LIST's 401/403 is a generic error in object_store, a HEAD's a typed one.
+        let status = blocks::status_of(&e.to_string());
         let refused = matches!(
             e,
             object_store::Error::PermissionDenied { .. }
                 | object_store::Error::Unauthenticated { .. }
-        );
+        ) || status.is_some_and(|s| s.starts_with("401") || s.starts_with("403"));
         match refused {
             true => format!("{}; credentials: {}", blocks::cause(e), self.credentials),
             false => blocks::cause(e),
