@@ -13,7 +13,9 @@ use std::sync::Arc;
 
 use object_store::{ObjectStore, ObjectStoreExt};
 
-use crate::remote::{assert_same_mounts, free_port, ls_with, required, sources, Server, OPTS};
+use crate::remote::{
+    assert_same_mounts, free_port, ls_with, moto, required, sources, Moto, Server, OPTS,
+};
 use crate::support::*;
 
 /// A store server the tests put models in.
@@ -40,12 +42,13 @@ pub(crate) trait Emulated {
         let store = self.store(bucket);
         block_on(async {
             for (key, data) in files {
-                let p = object_store::path::Path::from(key.as_str());
+                // The key as it is (`from` would percent-encode `é` and `%`).
+                let p = object_store::path::Path::parse(key).unwrap();
                 let put = store.put(&p, data.clone().into()).await;
                 put.unwrap_or_else(|e| panic!("{}: put {key}: {e}", self.name()));
             }
             for key in gone {
-                let p = object_store::path::Path::from(key.as_str());
+                let p = object_store::path::Path::parse(key).unwrap();
                 store.delete(&p).await.unwrap();
             }
         });
@@ -238,7 +241,8 @@ impl Azure {
         cmd.args(["--blobHost", "127.0.0.1", "--blobPort", &port.to_string()])
             .arg("--location")
             .arg(dir.path())
-            .args(["--skipApiVersionCheck", "--silent"]);
+            // Telemetry off: it would send to applicationinsights.azure.com (loopback only here).
+            .args(["--skipApiVersionCheck", "--silent", "--disableTelemetry"]);
         // The mounts find the account and its key as Azure's tools do: in the environment.
         std::env::set_var("AZURE_STORAGE_ACCOUNT_NAME", AZURE_ACCOUNT);
         std::env::set_var("AZURE_STORAGE_ACCOUNT_KEY", AZURE_KEY);
@@ -459,10 +463,15 @@ pub(crate) fn refusals_say_why(s: &dyn Emulated, secret: &str) {
             s.url("there", "no/such/model"),
         ),
     ] {
+        let started = std::time::Instant::now();
         let out = ls_with(Path::new(&url), &s.opts());
+        // fake-gcs-server answers 500 to a missing bucket: not retried for long.
+        let took = started.elapsed();
+        assert!(took.as_secs_f64() <= 5.0, "{url}: said after {took:?}");
         assert_eq!(out.status.code(), Some(2), "{url}");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(&want), "{err}");
+        assert!(!err.contains("Generic"), "object_store's prefix in: {err}");
         assert_eq!(err.trim_end().lines().count(), 1, "{err}");
         assert!(
             !err.contains('<') && !err.contains('{'),
@@ -473,6 +482,198 @@ pub(crate) fn refusals_say_why(s: &dyn Emulated, secret: &str) {
             "a secret in: {err}"
         );
     }
+}
+
+/// Keys with non-ASCII characters, a space and the characters object_store's `Path::from`
+/// would encode (`~ % [ ] { } | ^`) are asked for as stored: encoded once, on every store.
+fn odd_keys_are_found(s: &dyn Emulated) {
+    let st = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/safetensors/sharded");
+    let prefix = "模型 é/odd ~%[]{}|^";
+    s.create("odd");
+    let mut files = Vec::new();
+    for e in std::fs::read_dir(&st).unwrap() {
+        let e = e.unwrap();
+        let key = format!("{prefix}/{}", e.file_name().to_str().unwrap());
+        files.push((key, std::fs::read(e.path()).unwrap()));
+    }
+    s.put_and_delete("odd", &files, &[]);
+    let url = s.url("odd", prefix);
+    let out = ls_with(Path::new(&url), &s.opts());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{}: {url}: {err}", s.name());
+    assert_eq!(out.stdout, ls_with(&st, "").stdout, "{url}");
+    let names = String::from_utf8(out.stdout).unwrap();
+    let name = names.lines().find(|n| !n.ends_with('/')).unwrap();
+    let cat = |src: &Path, opts: &str| {
+        let mut c = Command::new(modelfs());
+        c.args(["cat", "-o", opts]).arg(src).arg(name);
+        c.output().unwrap()
+    };
+    let (a, b) = (cat(&st, ""), cat(Path::new(&url), &s.opts()));
+    assert!(a.status.success() && b.status.success(), "cat {url} {name}");
+    assert!(a.stdout == b.stdout, "cat {url} {name} differs");
+}
+
+#[test]
+fn s3_odd_keys_are_found() {
+    let Some(m) = moto() else { return };
+    odd_keys_are_found(&Moto(m.port));
+}
+
+#[test]
+fn gcs_odd_keys_are_found() {
+    let Some(s) = Gcs::start() else { return };
+    odd_keys_are_found(&s);
+}
+
+#[test]
+fn azure_odd_keys_are_found() {
+    let Some(s) = Azure::start() else { return };
+    odd_keys_are_found(&s);
+}
+
+/// Folder markers, as WASB and ADLS Gen2 show directories (zero-byte blobs with metadata
+/// `hdi_isfolder=true`), at every level of a prefix, and an empty one beside the model's
+/// files: directories, never files.
+#[test]
+fn azure_folder_markers_are_directories() {
+    let Some(s) = Azure::start() else { return };
+    let st = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/safetensors/sharded");
+    s.create("markers");
+    let store = s.store("markers");
+    let mut attributes = object_store::Attributes::new();
+    attributes.insert(
+        object_store::Attribute::Metadata("hdi_isfolder".into()),
+        "true".into(),
+    );
+    block_on(async {
+        for marker in ["runs", "runs/exp", "runs/exp/logs"] {
+            let p = object_store::path::Path::parse(marker).unwrap();
+            let opts = object_store::PutOptions {
+                attributes: attributes.clone(),
+                ..Default::default()
+            };
+            store
+                .put_opts(&p, Vec::<u8>::new().into(), opts)
+                .await
+                .unwrap();
+        }
+    });
+    upload_under(&s, "markers", "runs/exp", &st);
+    let url = s.url("markers", "runs/exp");
+    let out = ls_with(Path::new(&url), &s.opts());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{url}: {err}");
+    assert_eq!(out.stdout, ls_with(&st, "").stdout, "{url}");
+}
+
+/// Every file of `root` put in `bucket` under `prefix`.
+fn upload_under(s: &dyn Emulated, bucket: &str, prefix: &str, root: &Path) {
+    let mut files = Vec::new();
+    collect_files(root, &mut files);
+    let files: Vec<(String, Vec<u8>)> = files
+        .iter()
+        .map(|f| {
+            let key = f.strip_prefix(root).unwrap().to_str().unwrap();
+            (format!("{prefix}/{key}"), std::fs::read(f).unwrap())
+        })
+        .collect();
+    s.put_and_delete(bucket, &files, &[]);
+}
+
+/// An endpoint without a scheme (`HOST:PORT`, what `STORAGE_EMULATOR_HOST` takes) is refused
+/// with the URL meant, as an option (a usage error, exit 1) and from every variable the
+/// clients read (exit 2): never a panic in object_store (exit 101).
+#[test]
+fn an_endpoint_without_a_scheme_is_refused() {
+    let run = |url: &str, opts: &str, var: Option<(&str, &str)>| {
+        let mut c = Command::new(modelfs());
+        c.args(["ls", "-o", opts, url]);
+        if let Some((k, v)) = var {
+            c.env(k, v);
+        }
+        c.env_remove("STORAGE_EMULATOR_HOST");
+        c.output().unwrap()
+    };
+    for url in ["gs://models/ckpt", "s3://b/k", "az://c/k"] {
+        let out = run(url, "endpoint=127.0.0.1:4443,anonymous", None);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{url}: {err}");
+        assert!(
+            err.contains("endpoint= needs a URL with a scheme: http://127.0.0.1:4443"),
+            "{err}"
+        );
+    }
+    for (url, var) in [
+        ("s3://b/k", "AWS_ENDPOINT_URL"),
+        ("s3://b/k", "AWS_ENDPOINT"),
+        ("gs://b/k", "GOOGLE_BASE_URL"),
+        ("az://c/k", "AZURE_STORAGE_ENDPOINT"),
+    ] {
+        let out = run(url, "anonymous", Some((var, "localhost:9000")));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{var}: {err}");
+        let want = format!("{var} needs a URL with a scheme: http://localhost:9000");
+        assert!(err.contains(&want), "{var}: {err}");
+    }
+}
+
+/// Off a cloud VM, with no credentials set, an `az://` source says so within 5 s (one look
+/// for a managed identity endpoint, not a token request retried for 23 s).
+#[test]
+fn azure_without_credentials_says_so_quickly() {
+    let started = std::time::Instant::now();
+    let out = Command::new(modelfs())
+        .args(["ls", "az://models/ckpt"])
+        .env("AZURE_STORAGE_ACCOUNT_NAME", "someaccount")
+        .env_remove("AZURE_STORAGE_ACCOUNT_KEY")
+        .env_remove("AZURE_STORAGE_USE_EMULATOR")
+        // A managed identity endpoint where nothing listens (no cloud here).
+        .env(
+            "IDENTITY_ENDPOINT",
+            format!("http://127.0.0.1:{}/token", free_port()),
+        )
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("AZURE_STORAGE_ACCOUNT_KEY"), "{err}");
+    assert!(took.as_secs_f64() <= 5.0, "said after {took:?}: {err}");
+}
+
+/// The account of Azurite's endpoint (`http://HOST:PORT/devstoreaccount1`) is the one used
+/// when nothing else names one.
+#[test]
+fn azure_account_is_taken_from_the_endpoint() {
+    let Some(s) = Azure::start() else { return };
+    let st = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/safetensors/sharded");
+    upload(&s, "acct", &st);
+    let out = Command::new(modelfs())
+        .args(["ls", "-o", &s.opts(), "az://acct/"])
+        .env_remove("AZURE_STORAGE_ACCOUNT_NAME")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert_eq!(out.stdout, ls_with(&st, "").stdout);
+}
+
+/// fake-gcs-server answers its XML API for `-public-host` only: a LIST sent to another name
+/// of the host gets 404, said as that, with the likely cause, without object_store's words.
+#[test]
+fn gcs_emulator_404_names_public_host() {
+    let Some(s) = Gcs::start() else { return };
+    s.create("there");
+    let opts = format!("endpoint=http://localhost:{},anonymous", s.port());
+    let out = ls_with(Path::new("gs://there/m"), &opts);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("404 listing bucket there (emulator: is -public-host set?)"),
+        "{err}"
+    );
+    assert!(!err.contains("Generic"), "{err}");
 }
 
 #[test]
@@ -536,6 +737,7 @@ fn gcs_emulator_host_is_honoured() {
 #[test]
 fn gcs_without_credentials_says_what_was_tried() {
     let Some(s) = Gcs::start() else { return };
+    let started = std::time::Instant::now();
     let out = Command::new(modelfs())
         .args(["ls", "-o"])
         .arg(format!("endpoint={}", s.endpoint()))
@@ -553,10 +755,13 @@ fn gcs_without_credentials_says_what_was_tried() {
         .env("HOME", tempfile::tempdir().unwrap().path())
         .output()
         .unwrap();
+    let took = started.elapsed();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     assert!(err.contains("GOOGLE_APPLICATION_CREDENTIALS"), "{err}");
+    // One look for a metadata server, not a token request retried for 48 s.
+    assert!(took.as_secs_f64() <= 5.0, "said after {took:?}");
 }
 
 /// A key the store refuses: one line, the status, which credentials were used (by name), and

@@ -87,7 +87,7 @@ impl Server {
     }
 }
 
-fn moto() -> Option<Server> {
+pub(crate) fn moto() -> Option<Server> {
     if !required("moto_server") {
         return None;
     }

@@ -223,7 +223,7 @@ class Azurite:
         self.proc = subprocess.Popen(
             ["azurite-blob", "--blobHost", "127.0.0.1", "--blobPort", str(self.port),
              "--location", tempfile.mkdtemp(prefix="azurite-", dir=work),
-             "--skipApiVersionCheck", "--silent"],
+             "--skipApiVersionCheck", "--silent", "--disableTelemetry"],
             stdout=self.logf, stderr=self.logf)
         connect(self.port, 30)
 

@@ -64,8 +64,14 @@ fn textwrap_types(text: &str) -> String {
 
 /// The end of the top-level help, after `source_and_options`.
 const AFTER_HELP: &str = "\n\n\
-ENVIRONMENT: MODELFS_LOG (daemon log file), RUST_LOG (log level: error, warn, info, debug),
-AWS_* (S3 credentials and region).
+ENVIRONMENT: MODELFS_LOG (daemon log file), RUST_LOG (log level: error, warn, info, debug).
+S3: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION, AWS_PROFILE,
+AWS_ENDPOINT_URL. GCS: GOOGLE_APPLICATION_CREDENTIALS or GOOGLE_SERVICE_ACCOUNT (a service
+account's JSON), STORAGE_EMULATOR_HOST (HOST:PORT of an emulator; no credentials sent),
+GCE_METADATA_HOST. Azure: AZURE_STORAGE_ACCOUNT_NAME, AZURE_STORAGE_ACCOUNT_KEY,
+AZURE_STORAGE_SAS_TOKEN, AZURE_CLIENT_ID/AZURE_CLIENT_SECRET/AZURE_TENANT_ID (a service
+principal), AZURE_FEDERATED_TOKEN_FILE (workload identity), AZURE_USE_AZURE_CLI=true (the Azure
+CLI's login), AZURE_STORAGE_USE_EMULATOR=true (Azurite's account and key).
 
 EXIT STATUS: 0 success (identical, all found); 1 usage (bad arguments, unknown option), and
 for diff: they differ, for row: an id is not there; 2 trouble (a source not recognised or
@@ -385,6 +391,36 @@ fn names_a_source(s: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `--help` and the man page name the variables each cloud's credentials and emulators are
+    /// found by, not S3's alone.
+    #[test]
+    fn help_and_man_name_every_clouds_variables() {
+        let help = command().render_long_help().to_string();
+        let mut man = Vec::new();
+        clap_mangen::Man::new(command())
+            .render_extra_section(&mut man)
+            .unwrap();
+        let man = String::from_utf8(man)
+            .unwrap()
+            .replace("\\-", "-")
+            .replace("\\_", "_");
+        for var in [
+            "AWS_ACCESS_KEY_ID",
+            "AWS_ENDPOINT_URL",
+            "GOOGLE_APPLICATION_CREDENTIALS",
+            "GOOGLE_SERVICE_ACCOUNT",
+            "STORAGE_EMULATOR_HOST",
+            "AZURE_STORAGE_ACCOUNT_NAME",
+            "AZURE_STORAGE_ACCOUNT_KEY",
+            "AZURE_STORAGE_SAS_TOKEN",
+            "AZURE_STORAGE_USE_EMULATOR",
+            "AZURE_USE_AZURE_CLI",
+        ] {
+            assert!(help.contains(var), "--help lacks {var}");
+            assert!(man.contains(var), "the man page lacks {var}");
+        }
+    }
 
     /// A mistyped subcommand is an error that suggests the command, not a mount attempt; the
     /// `SOURCE MOUNTPOINT` shape (a source that exists, a directory) still mounts.

@@ -271,6 +271,7 @@ mod tests {
                 "cache_dir=" => tmp.path().display().to_string(),
                 "verify=" => "none".to_string(),
                 "refresh=" => "2.5".to_string(),
+                "endpoint=" => "http://127.0.0.1:9000".to_string(),
                 k if k.ends_with('=') => "x".to_string(),
                 _ => String::new(),
             };
@@ -278,6 +279,20 @@ mod tests {
             o.apply(&format!("{k}{sample}"))
                 .unwrap_or_else(|e| panic!("{k}: {e}"));
         }
+    }
+
+    /// `endpoint=HOST:PORT` (what `STORAGE_EMULATOR_HOST` takes) is a usage error naming the
+    /// URL meant, not a panic in the store's client.
+    #[test]
+    fn an_endpoint_needs_a_scheme() {
+        let mut o = Options::default();
+        let e = o.apply("endpoint=127.0.0.1:4443").unwrap_err().to_string();
+        assert!(
+            e.contains("endpoint= needs a URL with a scheme: http://127.0.0.1:4443"),
+            "{e}"
+        );
+        o.apply("endpoint=http://127.0.0.1:4443").unwrap();
+        assert_eq!(o.endpoint.as_deref(), Some("http://127.0.0.1:4443"));
     }
 
     #[test]

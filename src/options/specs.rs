@@ -268,6 +268,8 @@ options! {
         "the store's endpoint: S3-compatible (else AWS_ENDPOINT_URL), GCS (else\n\
                STORAGE_EMULATOR_HOST), Azure (http://HOST:PORT/ACCOUNT for Azurite)",
         |o, v| {
+            // Refused here, as a usage error: object_store panics on a URL it cannot request.
+            modelfs_io::source::remote::check_endpoint("endpoint=", v).map_err(OptionError)?;
             o.endpoint = Some(v.to_string());
             Ok(())
         };

@@ -372,7 +372,8 @@ pub(crate) fn cause(e: &object_store::Error) -> String {
         }
         // No error document: object_store's own line, without a body it may quote.
         (k, None) => {
-            let first = text
+            let first = plain(e);
+            let first = first
                 .split(['<', '\n'])
                 .next()
                 .unwrap_or("")
@@ -387,15 +388,14 @@ pub(crate) fn cause(e: &object_store::Error) -> String {
 }
 
 /// The status a server answered (`403 Forbidden`), as object_store's errors quote it.
-fn status_of(text: &str) -> Option<String> {
+pub(super) fn status_of(text: &str) -> Option<String> {
     let (_, s) = text.split_once("status code: ")?;
     Some(s.split(':').next().unwrap_or(s).trim().to_string())
 }
 
-/// A token that could not be had: which credentials were looked for, and the server's status if
-/// it answered (never a URL's query or a body: they may carry a secret).
-fn no_credentials(store: &str, text: &str) -> String {
-    let tried = match store {
+/// What was looked for when no credentials of `store` (object_store's name of it) could be had.
+fn tried(store: &str) -> &'static str {
+    match store {
         "GCS" => {
             "GOOGLE_APPLICATION_CREDENTIALS or GOOGLE_SERVICE_ACCOUNT, gcloud's \
              application-default credentials, the metadata server; -o anonymous for a public bucket"
@@ -410,11 +410,34 @@ fn no_credentials(store: &str, text: &str) -> String {
              instance's role; -o anonymous for a public bucket"
         }
         _ => "the environment and the instance's credentials; -o anonymous for public data",
-    };
+    }
+}
+
+/// A token that could not be had: which credentials were looked for, and the server's status if
+/// it answered (never a URL's query or a body: they may carry a secret).
+fn no_credentials(store: &str, text: &str) -> String {
+    let tried = tried(store);
     match status_of(text) {
         Some(s) => format!("no usable credentials (the token request got {s}; looked for {tried})"),
         // No answer: the token service was not reached (DNS, a proxy, a timeout).
         None => format!("no token: the token service did not answer (looked for {tried})"),
+    }
+}
+
+/// No credentials of `store` but a metadata service's, and none answered (`metadata::answers`).
+pub(super) fn no_metadata_service(store: &str) -> String {
+    format!(
+        "no token: no credentials set and no metadata service answered (not a cloud VM?; \
+         looked for {})",
+        tried(store)
+    )
+}
+
+/// `e` as a user reads it: object_store's own words without its "Generic GCS error:" prefix.
+pub(crate) fn plain(e: &object_store::Error) -> String {
+    match e {
+        object_store::Error::Generic { source, .. } => source.to_string(),
+        e => e.to_string(),
     }
 }
 

@@ -21,7 +21,8 @@ use std::sync::Arc;
 
 use object_store::{ClientOptions, ObjectStore, RetryConfig};
 
-use super::{credentials, RemoteSettings};
+use super::blocks::{self, plain};
+use super::{credentials, endpoints, metadata, RemoteSettings};
 
 /// The store a URL names, parsed.
 #[derive(Debug, PartialEq, Eq)]
@@ -137,49 +138,105 @@ pub(super) fn shown(url: &str) -> &str {
     url.split(['?', '#']).next().unwrap_or("")
 }
 
-/// The client of `named`.
+/// The clients of `named`, sharing their credentials: `store` with the retries of a read,
+/// `first` with a short budget for a source's first requests (`RemoteStorage::first`).
+pub(super) struct Clients {
+    pub(super) store: Arc<dyn ObjectStore>,
+    pub(super) first: Arc<dyn ObjectStore>,
+}
+
+/// The clients of `named`. Every endpoint they would use is checked first (`endpoints`), and
+/// one that would take its credentials from a metadata service only if one is there
+/// (`metadata`).
 pub(super) fn client(
     named: &Named<'_>,
     base: &str,
     settings: &RemoteSettings,
-    retry: RetryConfig,
+    [retry, quick]: [RetryConfig; 2],
     client: ClientOptions,
-) -> Result<Arc<dyn ObjectStore>, String> {
+) -> Result<Clients, String> {
     let endpoint = settings.endpoint.as_deref();
-    let plain_http = |e: Option<&str>| e.is_some_and(|e| e.starts_with("http://"));
+    if let Some(e) = endpoint {
+        endpoints::check("endpoint=", e)?;
+    }
+    let plain_http =
+        |e: Option<&str>| e.is_some_and(|e| e.to_ascii_lowercase().starts_with("http://"));
+    let clients =
+        |store: Arc<dyn ObjectStore>, first: Arc<dyn ObjectStore>| Clients { store, first };
     Ok(match *named {
         Named::S3 { bucket } => {
+            use object_store::aws::AmazonS3ConfigKey as K;
             let mut b = object_store::aws::AmazonS3Builder::from_env()
                 .with_bucket_name(bucket)
-                .with_retry(retry)
                 .with_client_options(client)
                 .with_skip_signature(settings.anonymous);
             b = credentials::apply(b, settings)?;
-            Arc::new(b.build().map_err(|e| e.to_string())?)
+            let keys = [
+                K::Endpoint,
+                K::S3Endpoint,
+                K::MetadataEndpoint,
+                K::StsEndpoint,
+                K::ContainerCredentialsFullUri,
+            ];
+            endpoints::check_keys(&keys, |k| b.get_config_value(k), endpoint, "AWS_")?;
+            let store = b.clone().with_retry(retry).build().map_err(|e| plain(&e))?;
+            let first = b
+                .with_retry(quick)
+                .with_credentials(Arc::clone(store.credentials()));
+            clients(
+                Arc::new(store),
+                Arc::new(first.build().map_err(|e| plain(&e))?),
+            )
         }
         Named::Gcs { bucket } => {
-            let emulator =
-                std::env::var("STORAGE_EMULATOR_HOST")
-                    .ok()
-                    .map(|h| match h.contains("://") {
+            use object_store::gcp::GoogleConfigKey as K;
+            let emulator = match std::env::var("STORAGE_EMULATOR_HOST") {
+                // Google's convention is HOST:PORT, plain HTTP.
+                Ok(h) if !h.is_empty() => {
+                    let h = match h.contains("://") {
                         true => h,
                         false => format!("http://{h}"),
-                    });
+                    };
+                    endpoints::check("STORAGE_EMULATOR_HOST", &h)?;
+                    Some(h)
+                }
+                _ => None,
+            };
             let endpoint = endpoint.map(str::to_string).or(emulator.clone());
+            let unsigned = settings.anonymous || emulator.is_some();
             let mut b = object_store::gcp::GoogleCloudStorageBuilder::from_env()
                 .with_bucket_name(bucket)
-                .with_retry(retry)
                 .with_client_options(client.with_allow_http(plain_http(endpoint.as_deref())))
-                .with_skip_signature(settings.anonymous || emulator.is_some());
+                .with_skip_signature(unsigned);
             if let Some(e) = &endpoint {
                 b = b.with_base_url(e);
             }
-            Arc::new(b.build().map_err(|e| gcs_error(&e))?)
+            endpoints::check_keys(
+                &[K::BaseUrl],
+                |k| b.get_config_value(k),
+                endpoint.as_deref(),
+                "GOOGLE_",
+            )?;
+            let store = b
+                .clone()
+                .with_retry(retry)
+                .build()
+                .map_err(|e| gcs_error(&e))?;
+            if !unsigned && gcs_uses_metadata(&b) && !metadata::answers(&gcs_metadata_hosts()) {
+                return Err(blocks::no_metadata_service("GCS"));
+            }
+            let first = b
+                .with_retry(quick)
+                .with_credentials(Arc::clone(store.credentials()));
+            clients(
+                Arc::new(store),
+                Arc::new(first.build().map_err(|e| gcs_error(&e))?),
+            )
         }
         Named::Azure { account, container } => {
+            use object_store::azure::AzureConfigKey as K;
             let mut b = object_store::azure::MicrosoftAzureBuilder::from_env()
                 .with_container_name(container)
-                .with_retry(retry)
                 .with_client_options(client)
                 .with_skip_signature(settings.anonymous);
             if let Some(a) = account {
@@ -188,18 +245,125 @@ pub(super) fn client(
             if let Some(e) = endpoint {
                 b = b.with_endpoint(e.trim_end_matches('/').to_string());
                 b = b.with_allow_http(plain_http(Some(e)));
+                // Azurite's and any account's endpoint names its account (`…/devstoreaccount1`,
+                // `https://ACCOUNT.blob.core.windows.net`): taken when nothing else names one.
+                if b.get_config_value(&K::AccountName).is_none() {
+                    if let Some(a) = account_of_endpoint(e) {
+                        b = b.with_account(a);
+                    }
+                }
             }
-            Arc::new(b.build().map_err(|e| azure_error(&e))?)
-        }
-        Named::Http => Arc::new(
-            object_store::http::HttpBuilder::new()
-                .with_url(base)
+            let keys = [
+                K::Endpoint,
+                K::MsiEndpoint,
+                K::AuthorityHost,
+                K::FabricTokenServiceUrl,
+            ];
+            endpoints::check_keys(&keys, |k| b.get_config_value(k), endpoint, "AZURE_")?;
+            let emulator = truthy(b.get_config_value(&K::UseEmulator));
+            if let (true, Ok(u)) = (emulator, std::env::var("AZURITE_BLOB_STORAGE_URL")) {
+                endpoints::check("AZURITE_BLOB_STORAGE_URL", &u)?;
+            }
+            let store = b
+                .clone()
                 .with_retry(retry)
-                .with_client_options(client.with_allow_http(true))
                 .build()
-                .map_err(|e| e.to_string())?,
-        ),
+                .map_err(|e| azure_error(&e))?;
+            if !settings.anonymous && !emulator && azure_uses_managed_identity(&b) {
+                let host = b
+                    .get_config_value(&K::MsiEndpoint)
+                    .and_then(|u| metadata::host_of(&u));
+                if !metadata::answers(&[host.unwrap_or_else(|| metadata::LINK_LOCAL.into())]) {
+                    return Err(blocks::no_metadata_service("MicrosoftAzure"));
+                }
+            }
+            let first = b
+                .with_retry(quick)
+                .with_credentials(Arc::clone(store.credentials()));
+            clients(
+                Arc::new(store),
+                Arc::new(first.build().map_err(|e| azure_error(&e))?),
+            )
+        }
+        Named::Http => {
+            let b = object_store::http::HttpBuilder::new()
+                .with_url(base)
+                .with_client_options(client.with_allow_http(true));
+            let store = b.clone().with_retry(retry).build().map_err(|e| plain(&e))?;
+            let first = b.with_retry(quick).build().map_err(|e| plain(&e))?;
+            clients(Arc::new(store), Arc::new(first))
+        }
     })
+}
+
+/// Whether `v`, a flag of a builder, is on (object_store's spellings).
+fn truthy(v: Option<String>) -> bool {
+    v.is_some_and(|v| {
+        matches!(
+            v.to_ascii_lowercase().as_str(),
+            "1" | "true" | "on" | "yes" | "y"
+        )
+    })
+}
+
+/// The account an Azure endpoint names: the first component of its path (Azurite's
+/// `http://HOST:PORT/ACCOUNT`), else its host's (`https://ACCOUNT.blob.core.windows.net`).
+fn account_of_endpoint(endpoint: &str) -> Option<String> {
+    let u = url::Url::parse(endpoint).ok()?;
+    let first = u.path_segments()?.next().filter(|s| !s.is_empty());
+    match first {
+        Some(a) => Some(a.to_string()),
+        None => azure_account(u.host_str()?).map(str::to_string),
+    }
+}
+
+/// Whether a GCS client of `b` would ask the metadata server for its token: no service
+/// account, no application-default credentials (object_store's order).
+fn gcs_uses_metadata(b: &object_store::gcp::GoogleCloudStorageBuilder) -> bool {
+    use object_store::gcp::GoogleConfigKey as K;
+    let given = [
+        K::ServiceAccount,
+        K::ServiceAccountKey,
+        K::ApplicationCredentials,
+        K::BearerToken,
+    ]
+    .iter()
+    .any(|k| b.get_config_value(k).is_some());
+    let adc = std::env::var_os("HOME").is_some_and(|h| {
+        std::path::Path::new(&h)
+            .join(".config/gcloud/application_default_credentials.json")
+            .exists()
+    });
+    !given && !adc
+}
+
+/// The metadata server as object_store asks it: `GCE_METADATA_HOST` (or `_ROOT`) first, then
+/// `GCE_METADATA_IP` or the link-local address. Its default name is not looked up: off GCE the
+/// name does not resolve (or waits on DNS), on GCE the address answers.
+fn gcs_metadata_hosts() -> Vec<String> {
+    let var = |v: &str| std::env::var(v).ok().filter(|h| !h.is_empty());
+    let host = var("GCE_METADATA_HOST").or_else(|| var("GCE_METADATA_ROOT"));
+    let ip = var("GCE_METADATA_IP").unwrap_or_else(|| metadata::LINK_LOCAL.into());
+    host.into_iter().chain([ip]).collect()
+}
+
+/// Whether an Azure client of `b` would take a managed identity's token (the last of
+/// object_store's `resolve_credential_auto`, or asked for by name).
+fn azure_uses_managed_identity(b: &object_store::azure::MicrosoftAzureBuilder) -> bool {
+    use object_store::azure::AzureConfigKey as K;
+    let has = |k: K| b.get_config_value(&k).is_some_and(|v| !v.is_empty());
+    match b.get_config_value(&K::CredentialType).as_deref() {
+        None | Some("auto") => {}
+        Some(t) => return t == "managed_identity",
+    }
+    let principal = has(K::ClientId) && has(K::AuthorityId);
+    let other = has(K::Token)
+        || has(K::AccessKey)
+        || (principal && (has(K::FederatedTokenFile) || has(K::ClientSecret)))
+        || has(K::SasKey)
+        || has(K::FabricTokenServiceUrl)
+        || truthy(b.get_config_value(&K::UseAzureCli));
+    !other
 }
 
 /// Where the credentials of `named` come from, as a refusal says it (`AZURE_STORAGE_ACCOUNT_KEY`,
@@ -272,15 +436,16 @@ pub(super) fn credential_source(named: &Named<'_>, settings: &RemoteSettings) ->
 /// A GCS client that could not be made, said with what was tried.
 fn gcs_error(e: &object_store::Error) -> String {
     format!(
-        "{e} (credentials tried: GOOGLE_APPLICATION_CREDENTIALS or GOOGLE_SERVICE_ACCOUNT, \
+        "{} (credentials tried: GOOGLE_APPLICATION_CREDENTIALS or GOOGLE_SERVICE_ACCOUNT, \
          gcloud's application-default credentials, the metadata server; -o anonymous for a \
-         public bucket)"
+         public bucket)",
+        plain(e)
     )
 }
 
 /// An Azure client that could not be made, said with what was tried.
 fn azure_error(e: &object_store::Error) -> String {
-    let text = e.to_string();
+    let text = plain(e);
     if text.contains("account") || text.contains("Account") {
         return format!(
             "{text} (az:// names no account: set AZURE_STORAGE_ACCOUNT_NAME, or use \

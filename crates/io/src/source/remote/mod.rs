@@ -16,21 +16,25 @@ mod blocks;
 mod clouds;
 mod credentials;
 mod disk;
+mod endpoints;
 #[cfg(test)]
 mod faults_tests;
 mod file;
+mod metadata;
 mod pool;
 mod stream;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use object_store::path::Path as ObjectPath;
-use object_store::{ClientOptions, ObjectMeta, ObjectStore, ObjectStoreExt, RetryConfig};
+use object_store::{
+    Attribute, Attributes, ClientOptions, GetOptions, ObjectMeta, ObjectStore, RetryConfig,
+};
 use tokio::runtime::Handle;
 
 use super::{EntryKind, ReadAt, SourceError, Storage};
@@ -42,6 +46,12 @@ const BLOCK_SIZE: u64 = 8 << 20;
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// Bound on all the retries of one request.
 const RETRY_BUDGET: Duration = Duration::from_secs(60);
+/// Bound on the retries of a source's first requests, until one succeeds: a store that answers
+/// 5xx to a first look (fake-gcs-server's 500 for a missing bucket) is wrong, not busy, and a
+/// user waits for the answer; later reads keep `RETRY_BUDGET` for the faults that pass.
+const FIRST_RETRY_BUDGET: Duration = Duration::from_secs(3);
+
+pub use endpoints::check as check_endpoint;
 
 /// Settings of remote sources (`-o endpoint=,region=,profile=,anonymous`; the rest from the
 /// environment).
@@ -78,12 +88,31 @@ pub fn open(
         retry_timeout: RETRY_BUDGET,
         ..Default::default()
     };
+    let quick = RetryConfig {
+        max_retries: 3,
+        retry_timeout: FIRST_RETRY_BUDGET,
+        ..Default::default()
+    };
     let client = ClientOptions::new()
         .with_timeout(REQUEST_TIMEOUT)
         .with_connect_timeout(Duration::from_secs(5));
     let (named, base, key) = clouds::parse(url).map_err(bad)?;
-    let store = clouds::client(&named, base, settings, retry, client).map_err(bad)?;
+    let clients = clouds::client(&named, base, settings, [retry, quick], client).map_err(bad)?;
+    let store = clients.store;
     let can_list = named != clouds::Named::Http;
+    let list_404 = match &named {
+        // fake-gcs-server answers the XML API (object_store's) for its `-public-host` only, and
+        // 404 to anything else.
+        clouds::Named::Gcs { bucket }
+            if settings.endpoint.is_some()
+                || std::env::var_os("STORAGE_EMULATOR_HOST").is_some() =>
+        {
+            Some(format!(
+                "404 listing bucket {bucket} (emulator: is -public-host set?)"
+            ))
+        }
+        _ => None,
+    };
     let credentials = clouds::credential_source(&named, settings);
     let storage = RemoteStorage {
         blocks: Arc::new(Blocks::new(
@@ -96,9 +125,15 @@ pub fn open(
                 .map(|(dir, max)| disk::DiskBlocks::new(dir.join("blocks"), *max)),
         )),
         store,
+        first: clients.first,
+        reached: AtomicBool::new(false),
+        first_failure: Mutex::new(None),
         base: base.to_string(),
         credentials,
         can_list,
+        markers_in_metadata: matches!(named, clouds::Named::Azure { .. }),
+        list_404,
+        folders: Mutex::new(HashSet::new()),
         heads: Mutex::new(HashMap::new()),
         lists: Mutex::new(HashMap::new()),
         next_id: AtomicU64::new(1),
@@ -135,11 +170,25 @@ fn runtime() -> Handle {
 
 struct RemoteStorage {
     store: Arc<dyn ObjectStore>,
+    /// The same store with `FIRST_RETRY_BUDGET`: HEADs and LISTs use it until one succeeds
+    /// (`reached`).
+    first: Arc<dyn ObjectStore>,
+    reached: AtomicBool,
+    /// Why the first look failed, when the store itself did (5xx, no answer): said again for
+    /// every other path of that look instead of asking again (detection asks about a dozen).
+    first_failure: Mutex<Option<String>>,
     /// `s3://bucket` or `http://host:port`: what paths are shown under.
     base: String,
     /// Where its credentials come from (`clouds::credential_source`), for refusals.
     credentials: String,
     can_list: bool,
+    /// Whether a zero-byte object may be a folder marker told by its metadata (Azure's
+    /// `hdi_isfolder=true`, as WASB and ADLS Gen2 show directories): such an object is HEADed.
+    markers_in_metadata: bool,
+    /// What a 404 answered to a LIST says (an emulator's known cause).
+    list_404: Option<String>,
+    /// Folder markers seen: directories, never files.
+    folders: Mutex<HashSet<PathBuf>>,
     blocks: Arc<Blocks>,
     heads: Mutex<HashMap<PathBuf, Option<ObjectMeta>>>,
     lists: Mutex<HashMap<PathBuf, Vec<(OsString, EntryKind)>>>,
@@ -159,17 +208,72 @@ fn object_path(path: &Path) -> Result<ObjectPath, SourceError> {
         url: path.display().to_string(),
         cause: "not a UTF-8 key".into(),
     })?;
-    Ok(ObjectPath::from(s.trim_matches('/')))
+    // The key as it is: `ObjectPath::from` percent-encodes it (`模型 é` → `%E6%A8…`) and the
+    // client encodes it again for the URL, so the key asked for would not be the one stored.
+    let key: Vec<&str> = s
+        .split('/')
+        .filter(|p| !p.is_empty() && *p != ".")
+        .collect();
+    ObjectPath::parse(key.join("/")).map_err(|e| SourceError::Remote {
+        url: s.to_string(),
+        cause: e.to_string(),
+    })
+}
+
+/// Whether `attributes` (of a zero-byte object) mark a folder: `hdi_isfolder=true`.
+fn is_folder_marker(attributes: &Attributes) -> bool {
+    let key = Attribute::Metadata("hdi_isfolder".into());
+    attributes
+        .get(&key)
+        .is_some_and(|v| v.as_ref().eq_ignore_ascii_case("true"))
 }
 
 impl RemoteStorage {
+    /// The store for a HEAD or a LIST: `first` until one succeeded.
+    fn meta_store(&self) -> Arc<dyn ObjectStore> {
+        match self.reached.load(Ordering::Relaxed) {
+            true => Arc::clone(&self.store),
+            false => Arc::clone(&self.first),
+        }
+    }
+
+    /// The failure of the first look, if it failed and nothing succeeded since.
+    fn failed_first(&self, path: &Path) -> Result<(), SourceError> {
+        if self.reached.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        let failed = self.first_failure.lock().unwrap_or_else(|e| e.into_inner());
+        match failed.as_ref() {
+            Some(cause) => Err(SourceError::Remote {
+                url: self.url(path),
+                cause: cause.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// `e`, a HEAD's or a LIST's failure, said as `cause`: remembered if it is the store's
+    /// own (a 5xx, or no answer; not a 4xx about the path: missing, refused) before anything
+    /// succeeded.
+    fn note_failure(&self, e: &object_store::Error, cause: &str) {
+        let status = blocks::status_of(&e.to_string());
+        let the_stores = matches!(e, object_store::Error::Generic { .. })
+            && status.is_none_or(|s| s.starts_with('5'));
+        if !self.reached.load(Ordering::Relaxed) && the_stores {
+            let mut failed = self.first_failure.lock().unwrap_or_else(|e| e.into_inner());
+            *failed = Some(cause.to_string());
+        }
+    }
+
     /// `blocks::cause`, and for a refusal, whose credentials were refused.
     fn cause(&self, e: &object_store::Error) -> String {
+        // A LIST's 401/403 is a generic error in object_store, a HEAD's a typed one.
+        let status = blocks::status_of(&e.to_string());
         let refused = matches!(
             e,
             object_store::Error::PermissionDenied { .. }
                 | object_store::Error::Unauthenticated { .. }
-        );
+        ) || status.is_some_and(|s| s.starts_with("401") || s.starts_with("403"));
         match refused {
             true => format!("{}; credentials: {}", blocks::cause(e), self.credentials),
             false => blocks::cause(e),
@@ -194,18 +298,28 @@ impl RemoteStorage {
         if location.as_ref().is_empty() {
             return Ok(None);
         }
-        let store = Arc::clone(&self.store);
-        let got = runtime().block_on(async move { store.head(&location).await });
+        self.failed_first(path)?;
+        let store = self.meta_store();
+        let head = GetOptions::new().with_head(true);
+        let got = runtime().block_on(async move { store.get_opts(&location, head).await });
+        if got.is_ok() {
+            self.reached.store(true, Ordering::Relaxed);
+        }
         let meta = match got {
-            Ok(m) => Some(m),
+            Ok(r) if r.meta.size == 0 && is_folder_marker(&r.attributes) => {
+                let mut folders = self.folders.lock().unwrap_or_else(|e| e.into_inner());
+                folders.insert(path.to_path_buf());
+                None
+            }
+            Ok(r) => Some(r.meta),
             Err(object_store::Error::NotFound { .. }) => None,
             // A directory over HTTP: nginx and most servers refuse it (403) after redirecting.
             Err(object_store::Error::PermissionDenied { .. }) if !self.can_list => None,
             Err(e) => {
-                return Err(SourceError::Remote {
-                    url: self.url(path),
-                    cause: self.cause(&e),
-                })
+                let cause = self.cause(&e);
+                self.note_failure(&e, &cause);
+                let url = self.url(path);
+                return Err(SourceError::Remote { url, cause });
             }
         };
         self.heads
@@ -225,30 +339,62 @@ impl RemoteStorage {
             return Ok(l.clone());
         }
         let prefix = object_path(dir)?;
-        let store = Arc::clone(&self.store);
+        self.failed_first(dir)?;
+        let store = self.meta_store();
+        let asked = prefix.clone();
         let listed = runtime().block_on(async move {
             let prefix = (!prefix.as_ref().is_empty()).then_some(prefix);
             store.list_with_delimiter(prefix.as_ref()).await
         });
-        let listed = listed.map_err(|e| SourceError::Remote {
-            url: self.url(dir),
-            cause: self.cause(&e),
+        let listed = listed.map_err(|e| {
+            let not_found = blocks::status_of(&e.to_string()).is_some_and(|s| s.starts_with("404"));
+            let cause = match (&self.list_404, not_found) {
+                (Some(why), true) => why.clone(),
+                _ => self.cause(&e),
+            };
+            self.note_failure(&e, &cause);
+            let url = self.url(dir);
+            SourceError::Remote { url, cause }
         })?;
+        self.reached.store(true, Ordering::Relaxed);
+        let dirs: Vec<OsString> = listed
+            .common_prefixes
+            .iter()
+            .filter_map(|p| p.filename().map(OsString::from))
+            .collect();
         let mut out = Vec::new();
-        let mut heads = self.heads.lock().unwrap_or_else(|e| e.into_inner());
-        for o in listed.objects {
-            if let Some(name) = o.location.filename() {
-                let name = OsString::from(name);
-                heads.insert(dir.join(&name), Some(o.clone()));
+        let mut maybe_markers = Vec::new();
+        {
+            let mut heads = self.heads.lock().unwrap_or_else(|e| e.into_inner());
+            for o in listed.objects {
+                // The listed directory's own marker (S3's and GCS's zero-byte `dir/`).
+                if o.location == asked {
+                    continue;
+                }
+                let Some(name) = o.location.filename().map(OsString::from) else {
+                    continue;
+                };
+                if o.size == 0 && dirs.contains(&name) {
+                    // A marker of a directory that holds something: the directory is listed.
+                    continue;
+                }
+                if o.size == 0 && self.markers_in_metadata {
+                    maybe_markers.push(name);
+                    continue;
+                }
+                heads.insert(dir.join(&name), Some(o));
                 out.push((name, EntryKind::File));
             }
         }
-        for p in listed.common_prefixes {
-            if let Some(name) = p.filename() {
-                out.push((OsString::from(name), EntryKind::Dir));
-            }
+        // A listing does not carry metadata: a zero-byte object is HEADed for its marker.
+        for name in maybe_markers {
+            let kind = match self.head(&dir.join(&name))? {
+                Some(_) => EntryKind::File,
+                None => EntryKind::Dir,
+            };
+            out.push((name, kind));
         }
-        drop(heads);
+        out.extend(dirs.into_iter().map(|d| (d, EntryKind::Dir)));
         self.lists
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -285,6 +431,11 @@ impl Storage for RemoteStorage {
         if self.head(path)?.is_some() {
             return Ok(Some(EntryKind::File));
         }
+        let folders = self.folders.lock().unwrap_or_else(|e| e.into_inner());
+        if folders.contains(path) {
+            return Ok(Some(EntryKind::Dir));
+        }
+        drop(folders);
         if self.can_list {
             let entries = self.list_remote(path)?;
             return Ok((!entries.is_empty()).then_some(EntryKind::Dir));
@@ -329,5 +480,96 @@ impl Storage for RemoteStorage {
     fn look_again(&self) {
         self.heads.lock().unwrap_or_else(|e| e.into_inner()).clear();
         self.lists.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        self.folders
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+        *self.first_failure.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use object_store::memory::InMemory;
+    use object_store::{PutOptions, PutPayload};
+
+    fn over(store: Arc<dyn ObjectStore>, markers_in_metadata: bool) -> RemoteStorage {
+        RemoteStorage {
+            blocks: Arc::new(Blocks::new(Arc::clone(&store), BLOCK_SIZE, 64 << 20, None)),
+            first: Arc::clone(&store),
+            store,
+            reached: AtomicBool::new(false),
+            first_failure: Mutex::new(None),
+            base: "mem://b".into(),
+            credentials: "none".into(),
+            can_list: true,
+            markers_in_metadata,
+            list_404: None,
+            folders: Mutex::new(HashSet::new()),
+            heads: Mutex::new(HashMap::new()),
+            lists: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(1),
+        }
+    }
+
+    fn put(store: &InMemory, key: &str, data: &[u8], folder: bool) {
+        let mut opts = PutOptions::default();
+        if folder {
+            let key = Attribute::Metadata("hdi_isfolder".into());
+            opts.attributes.insert(key, "true".into());
+        }
+        let p = ObjectPath::parse(key).unwrap();
+        let payload = PutPayload::from(data.to_vec());
+        runtime()
+            .block_on(store.put_opts(&p, payload, opts))
+            .unwrap();
+    }
+
+    /// A key is asked for as stored: non-ASCII, a space, `%`, `~`, brackets (object_store's
+    /// `Path::from` would percent-encode them, and the client again).
+    #[test]
+    fn keys_are_asked_for_as_stored() {
+        let mem = InMemory::new();
+        let key = "模型 é/odd ~%[]{}|^/w.bin";
+        put(&mem, key, b"1234", false);
+        let s = over(Arc::new(mem), false);
+        assert_eq!(s.kind(Path::new(key)).unwrap(), Some(EntryKind::File));
+        let dir = Path::new("模型 é/odd ~%[]{}|^");
+        assert_eq!(s.kind(dir).unwrap(), Some(EntryKind::Dir));
+        let names = s.list(dir).unwrap();
+        assert_eq!(names, vec![("w.bin".into(), EntryKind::File)]);
+        assert_eq!(s.open(Path::new(key)).unwrap().about().size, 4);
+    }
+
+    /// Folder markers are directories at every level, never files: Azure's zero-byte blobs
+    /// with `hdi_isfolder=true` (an empty one too), and a zero-byte object named as a prefix.
+    #[test]
+    fn folder_markers_are_directories() {
+        let mem = InMemory::new();
+        put(&mem, "runs", b"", true);
+        put(&mem, "runs/exp", b"", true);
+        put(&mem, "runs/exp/w.bin", b"1234", false);
+        put(&mem, "runs/exp/logs", b"", true);
+        put(&mem, "runs/exp/_SUCCESS", b"", false);
+        let s = over(Arc::new(mem), true);
+        assert_eq!(s.kind(Path::new("runs")).unwrap(), Some(EntryKind::Dir));
+        assert_eq!(s.kind(Path::new("runs/exp")).unwrap(), Some(EntryKind::Dir));
+        let mut names = s.list(Path::new("runs/exp")).unwrap();
+        names.sort_by(|a, b| a.0.cmp(&b.0));
+        let want: Vec<(OsString, EntryKind)> = vec![
+            ("_SUCCESS".into(), EntryKind::File),
+            ("logs".into(), EntryKind::Dir),
+            ("w.bin".into(), EntryKind::File),
+        ];
+        assert_eq!(names, want);
+        assert_eq!(
+            s.list(Path::new("runs")).unwrap(),
+            vec![("exp".into(), EntryKind::Dir)]
+        );
+        assert_eq!(
+            s.kind(Path::new("runs/exp/logs")).unwrap(),
+            Some(EntryKind::Dir)
+        );
     }
 }
