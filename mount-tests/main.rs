@@ -12,6 +12,8 @@
 //! unless MODELFS_REQUIRE_FUSE=1. Every mount is undone by a Drop guard, even on failure.
 
 mod cli;
+mod directories;
+mod everyday;
 mod clouds;
 mod faults;
 mod firstlook;
