@@ -10,6 +10,7 @@ use crate::monolith::WithTables;
 use crate::source::ReadExt;
 
 mod collection;
+pub(crate) mod fingerprint;
 
 /// A kind's opener: the model at a path if it is of that kind, `Ok(None)` if not; the last
 /// argument is how many levels of directories of model directories may still be looked into.

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use crate::model::multi::MultiModel;
 use crate::model::{Member, Model, OpenError, ReaderOptions};
-use crate::source::EntryKind;
+use crate::source::{EntryKind, ReadExt};
 
 /// The most entries of a directory looked at.
 const MAX_ENTRIES: usize = 100_000;
@@ -47,7 +47,7 @@ impl FileKind {
         if crate::torch::is_torch_reader(file) {
             return Some(FileKind::Torch);
         }
-        let magic = crate::source::ReadExt::read_vec(file, 0, 4.min(file.size()) as usize);
+        let magic = file.read_vec(0, 4.min(file.size()) as usize);
         magic
             .is_ok_and(|m| m == b"GGUF")
             .then_some(FileKind::Gguf)
@@ -169,7 +169,7 @@ fn directory_member(
     opts: &ReaderOptions,
     depth: usize,
 ) -> Result<Option<Arc<Member>>, OpenError> {
-    let stamp = crate::fs::live::fingerprint(&*opts.storage, dir)
+    let stamp = super::fingerprint::fingerprint(&*opts.storage, dir)
         .map(|f| format!("{f:016x}"))
         .unwrap_or_default();
     if !stamp.is_empty() {
