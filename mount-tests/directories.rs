@@ -158,7 +158,8 @@ fn a_mixed_directory_shows_every_model_and_names_what_it_skips() {
     for kind in ["gguf", "numpy", "pytorch", "safetensors"] {
         assert!(info.lines().next().is_some() && info.contains(kind), "{kind}: {info}");
     }
-    assert!(info.contains("problems: none"), "{info}");
+    // (`dtypes.safetensors`'s own notes on F4 and F8_E8M0 aside.)
+    assert!(!info.contains("skipped"), "{info}");
 
     std::fs::write(zoo.join("broken.gguf"), b"not a gguf at all").unwrap();
     let o = run(&["info", z], &[]);
