@@ -92,7 +92,10 @@ fn a_directory_of_model_directories_shows_each_as_a_member() {
 
     // `typo/run_a/` and `typo2/run_b/` with different models: they differ (exit 1).
     let tmp = tempfile::tempdir().unwrap();
-    let (a, b) = (tmp.path().join("typo/run_a"), tmp.path().join("typo2/run_b"));
+    let (a, b) = (
+        tmp.path().join("typo/run_a"),
+        tmp.path().join("typo2/run_b"),
+    );
     std::fs::create_dir_all(&a).unwrap();
     std::fs::create_dir_all(&b).unwrap();
     std::fs::copy(fixtures().join("torch/tensor.pt"), a.join("sd.pt")).unwrap();
@@ -156,7 +159,10 @@ fn a_mixed_directory_shows_every_model_and_names_what_it_skips() {
     let info = stdout(&o);
     assert!(o.status.success(), "{}", stderr(&o));
     for kind in ["gguf", "numpy", "pytorch", "safetensors"] {
-        assert!(info.lines().next().is_some() && info.contains(kind), "{kind}: {info}");
+        assert!(
+            info.lines().next().is_some() && info.contains(kind),
+            "{kind}: {info}"
+        );
     }
     // (`dtypes.safetensors`'s own notes on F4 and F8_E8M0 aside.)
     assert!(!info.contains("skipped"), "{info}");

@@ -104,11 +104,16 @@ fn bf16_bits(x: f32) -> u16 {
 #[test]
 fn diff_of_a_model_and_its_bfloat16_copy_measures_the_rounding() {
     let tmp = tempfile::tempdir().unwrap();
-    let values: Vec<f32> = (0..64 * 32).map(|i| (i as f32 * 0.37).sin() * 3.0).collect();
+    let values: Vec<f32> = (0..64 * 32)
+        .map(|i| (i as f32 * 0.37).sin() * 3.0)
+        .collect();
     let f32_bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
     let bf16: Vec<u16> = values.iter().map(|&v| bf16_bits(v)).collect();
     let bf16_bytes: Vec<u8> = bf16.iter().flat_map(|v| v.to_le_bytes()).collect();
-    let (a, b) = (tmp.path().join("f32.safetensors"), tmp.path().join("bf16.safetensors"));
+    let (a, b) = (
+        tmp.path().join("f32.safetensors"),
+        tmp.path().join("bf16.safetensors"),
+    );
     safetensors(&a, "F32", &[64, 32], &f32_bytes);
     safetensors(&b, "BF16", &[64, 32], &bf16_bytes);
     let (mut changed, mut max_abs, mut diff_sq, mut a_sq) = (0u64, 0f64, 0f64, 0f64);

@@ -12,9 +12,9 @@
 //! unless MODELFS_REQUIRE_FUSE=1. Every mount is undone by a Drop guard, even on failure.
 
 mod cli;
+mod clouds;
 mod directories;
 mod everyday;
-mod clouds;
 mod faults;
 mod firstlook;
 mod graphs;

@@ -528,7 +528,10 @@ mod tests {
             .err()
             .unwrap();
         assert!(matches!(e.kind, ErrorKind::Source), "{e}");
-        assert!(e.message.contains("not recognised") && e.message.contains("logs/"), "{e}");
+        assert!(
+            e.message.contains("not recognised") && e.message.contains("logs/"),
+            "{e}"
+        );
     }
 
     /// A table's error that names it already is not prefixed with its name again.

@@ -188,7 +188,10 @@ fn below(dir: &Path, opts: &ReaderOptions) -> String {
     subs.sort();
     match subs.len() {
         0 => "; no sub-directories".into(),
-        n if n <= SHOWN => format!("; no model {NESTING} levels down either, in {}", subs.join(", ")),
+        n if n <= SHOWN => format!(
+            "; no model {NESTING} levels down either, in {}",
+            subs.join(", ")
+        ),
         n => format!(
             "; no model {NESTING} levels down either, in {} and {} more",
             subs[..SHOWN].join(", "),
@@ -301,7 +304,10 @@ mod tests {
             .err()
             .unwrap()
             .to_string();
-        assert!(err.contains("not recognised") && err.contains("logs/"), "{err}");
+        assert!(
+            err.contains("not recognised") && err.contains("logs/"),
+            "{err}"
+        );
         // Every kind is named, in the order asked.
         let mut at = 0;
         for f in FORMATS {

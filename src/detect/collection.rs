@@ -48,9 +48,7 @@ impl FileKind {
             return Some(FileKind::Torch);
         }
         let magic = file.read_vec(0, 4.min(file.size()) as usize);
-        magic
-            .is_ok_and(|m| m == b"GGUF")
-            .then_some(FileKind::Gguf)
+        magic.is_ok_and(|m| m == b"GGUF").then_some(FileKind::Gguf)
     }
 
     fn open(self, file: &Path, opts: &ReaderOptions) -> Result<Arc<dyn Model>, OpenError> {
@@ -132,7 +130,10 @@ pub(super) fn open(
         let member = opts.members.get_or_make(&sub, stamp, open);
         files.push((text.as_bytes().to_vec(), member, what));
     }
-    let shards = !files.is_empty() && files.iter().all(|(n, ..)| n.windows(4).any(|w| w == b"-of-"));
+    let shards = !files.is_empty()
+        && files
+            .iter()
+            .all(|(n, ..)| n.windows(4).any(|w| w == b"-of-"));
     // One safetensors file is a model of its own (`safetensors::files_of`); one torch.save
     // file of a run is its first member, as the second will be.
     let lone_safetensors = matches!(files.as_slice(), [(_, _, FileKind::Safetensors)]);

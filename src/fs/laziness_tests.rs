@@ -276,4 +276,3 @@ fn files_of(tree: &Tree) -> Vec<String> {
     .unwrap();
     files
 }
-

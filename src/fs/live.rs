@@ -150,7 +150,6 @@ fn watch(path: &Path, tx: std::sync::mpsc::Sender<()>) -> Option<notify::Recomme
     Some(w)
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -444,7 +444,9 @@ mod tests {
     #[test]
     fn a_float32_tensor_and_its_bfloat16_copy_compare_by_value() {
         // Past one chunk of work, and past BLOCK, so every piece and block pairs up.
-        let a: Vec<f32> = (0..(CHUNK / 2 + 3000)).map(|i| 1.0 + i as f32 / 7.0).collect();
+        let a: Vec<f32> = (0..(CHUNK / 2 + 3000))
+            .map(|i| 1.0 + i as f32 / 7.0)
+            .collect();
         let b: Vec<u8> = a
             .iter()
             .flat_map(|&x| half::bf16::from_f32(x).to_le_bytes())
@@ -469,7 +471,10 @@ mod tests {
         assert!(changed > n / 2, "{changed}");
         assert_eq!(d.max_abs, max_abs);
         let rel = (diff_sq / a_sq).sqrt();
-        assert!((d.rel_l2().unwrap() - rel).abs() <= rel * 1e-9, "{d:?} {rel}");
+        assert!(
+            (d.rel_l2().unwrap() - rel).abs() <= rel * 1e-9,
+            "{d:?} {rel}"
+        );
         // Integers of two types are not compared.
         let ti: Arc<dyn Tensor> = Arc::new(MemTensor::i64(&[2], &[1, 2]));
         let tf: Arc<dyn Tensor> = Arc::new(MemTensor::f64(&[2], &[1.0, 2.0]));

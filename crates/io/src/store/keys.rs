@@ -462,7 +462,11 @@ mod tests {
         // In memory: the same index.
         let file = Scratch::Memory.file().unwrap();
         let b = KeyIndexBuilder::in_scratch(file, &Scratch::Memory, keys.len() as u64).unwrap();
-        let ix = b.push_all(keys.len() as u64, &mut read).unwrap().finish().unwrap();
+        let ix = b
+            .push_all(keys.len() as u64, &mut read)
+            .unwrap()
+            .finish()
+            .unwrap();
         assert_eq!(find(&ix, 7 * 4999 - 100), [4999]);
     }
 
