@@ -14,6 +14,8 @@
 mod angel;
 mod cli;
 mod clouds;
+mod directories;
+mod everyday;
 mod faults;
 mod firstlook;
 mod graphs;

@@ -98,7 +98,12 @@ fn layout_error(name: &str, e: LayoutError) -> Error {
         _ if is_checksum(&e) => ErrorKind::Checksum,
         _ => ErrorKind::Source,
     };
-    error(kind, format!("{name}: {e}"))
+    // Named once: a table's own errors start with its name.
+    let why = e.to_string();
+    match why.strip_prefix(name).is_some_and(|r| r.starts_with(": ")) {
+        true => error(kind, why),
+        false => error(kind, format!("{name}: {why}")),
+    }
 }
 
 /// A model opened from SOURCE (a path or a URL) with `-o` options.
@@ -520,6 +525,33 @@ mod tests {
             compared += 1;
         }
         assert_eq!(compared, 4);
+    }
+
+    /// Python's `modelfs.open` of a path one level above nothing that is a model fails as
+    /// the one-shot commands do (never an empty model that passes every check).
+    #[test]
+    fn a_directory_with_no_model_does_not_open() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("logs")).unwrap();
+        let e = Opened::open(dir.path().to_str().unwrap(), &[])
+            .err()
+            .unwrap();
+        assert!(matches!(e.kind, ErrorKind::Source), "{e}");
+        assert!(
+            e.message.contains("not recognised") && e.message.contains("logs/"),
+            "{e}"
+        );
+    }
+
+    /// A table's error that names it already is not prefixed with its name again.
+    #[test]
+    fn an_error_names_its_tensor_once() {
+        let own = ModelError::data("user_emb", "key index: No such file or directory");
+        let e = layout_error("user_emb", LayoutError::Model(own));
+        assert_eq!(e.message, "user_emb: key index: No such file or directory");
+        let other = ModelError::data("user_emb_v2", "bad");
+        let e = layout_error("user_emb", LayoutError::Model(other));
+        assert_eq!(e.message, "user_emb: user_emb_v2: bad");
     }
 
     #[test]

@@ -9,8 +9,16 @@ use crate::model::{Model, OpenError, ReaderOptions};
 use crate::monolith::WithTables;
 use crate::source::ReadExt;
 
-/// A kind's opener: the model at a path if it is of that kind, `Ok(None)` if not.
-type Opener = fn(&Path, &ReaderOptions) -> Result<Option<Arc<dyn Model>>, OpenError>;
+mod collection;
+pub(crate) mod fingerprint;
+
+/// A kind's opener: the model at a path if it is of that kind, `Ok(None)` if not; the last
+/// argument is how many levels of directories of model directories may still be looked into.
+type Opener = fn(&Path, &ReaderOptions, usize) -> Result<Option<Arc<dyn Model>>, OpenError>;
+
+/// Levels of directories of model directories below a source (`dense/` holding
+/// `savedmodel/` holding the models `a/` and `b/`: 2).
+const NESTING: usize = 2;
 
 /// One kind of source.
 struct Format {
@@ -28,14 +36,15 @@ struct Format {
 /// - TensorFlow before the rest: its forms are named by their files (`.index`, `checkpoint`,
 ///   `saved_model.pb`, `.pb`, `.meta`) and hold Monolith tables of their own (`assets/`);
 /// - Angel (a directory of matrices with `meta` files), then numpy (`.npy`/`.npz` by magic);
-/// - a run directory before safetensors and torch: several files of theirs side by side are a
-///   run's checkpoints, not one model's shards (the readers take an index or shard names);
+/// - models side by side (`detect::collection`) before safetensors and torch: several files of
+///   theirs side by side are a run's checkpoints, not one model's shards (the readers take an
+///   index or shard names); GGUF, `.npz` files and model sub-directories are members too;
 /// - GGUF last: one file, by its magic.
 const FORMATS: &[Format] = &[
     Format {
         in_dir: "a Monolith PS export (assets/ with hash-table shards)",
         as_file: None,
-        open: monolith_ps_export,
+        open: |path, opts, _| monolith_ps_export(path, opts),
     },
     Format {
         in_dir: "V2 checkpoints (*.index) or V1 ones, a `checkpoint` state file, a SavedModel \
@@ -44,12 +53,12 @@ const FORMATS: &[Format] = &[
             "a TensorFlow checkpoint ({index} beside it), a V1 checkpoint, a frozen graph or \
              MetaGraph",
         ),
-        open: tensorflow,
+        open: |path, opts, _| tensorflow(path, opts),
     },
     Format {
         in_dir: "an Angel model directory",
         as_file: None,
-        open: |path, opts| {
+        open: |path, opts, _| {
             (crate::angel::is_model_dir(&opts.storage, path))
                 .then(|| crate::angel::open(path, opts))
                 .transpose()
@@ -58,31 +67,32 @@ const FORMATS: &[Format] = &[
     Format {
         in_dir: ".npy/.npz files",
         as_file: Some("an .npy or .npz file"),
-        open: |path, opts| {
+        open: |path, opts, _| {
             (crate::numpy::is_source(&*opts.storage, path))
                 .then(|| crate::numpy::open(path, opts))
                 .transpose()
         },
     },
     Format {
-        in_dir: "a training run's torch.save or safetensors files",
+        in_dir: "models side by side (a training run's torch.save or safetensors files, GGUF, \
+                 .npz, model sub-directories)",
         as_file: None,
-        open: run_directory,
+        open: collection::open,
     },
     Format {
         in_dir: "safetensors files",
         as_file: Some("a safetensors file"),
-        open: crate::safetensors::open_path,
+        open: |path, opts, _| crate::safetensors::open_path(path, opts),
     },
     Format {
         in_dir: "torch.save files",
         as_file: Some("a torch.save file (zip or legacy)"),
-        open: crate::torch::open_path,
+        open: |path, opts, _| crate::torch::open_path(path, opts),
     },
     Format {
         in_dir: "a GGUF file",
         as_file: Some("a GGUF file"),
-        open: |path, opts| {
+        open: |path, opts, _| {
             (crate::gguf::is_source(&*opts.storage, path))
                 .then(|| crate::gguf::open(path, opts))
                 .transpose()
@@ -99,10 +109,27 @@ fn one_of(items: &[&str]) -> String {
     }
 }
 
-/// The model at `path`, read by whichever reader recognises it.
+/// The model at `path`, read by whichever reader recognises it. A directory with no model
+/// (nor any one or two levels down) is an error naming what was looked for: a one-shot
+/// command pointed at the wrong level must not pass as an empty model.
 pub fn model_at(path: &Path, opts: &ReaderOptions) -> Result<Arc<dyn Model>, OpenError> {
+    open_at(path, opts, NESTING, false)
+}
+
+/// `model_at`, but a directory with no model yet is an empty model that says so: a training
+/// run mounted before its first save, filled as saves appear (what `mount` opens).
+pub fn model_or_empty(path: &Path, opts: &ReaderOptions) -> Result<Arc<dyn Model>, OpenError> {
+    open_at(path, opts, NESTING, true)
+}
+
+fn open_at(
+    path: &Path,
+    opts: &ReaderOptions,
+    depth: usize,
+    wait: bool,
+) -> Result<Arc<dyn Model>, OpenError> {
     for format in FORMATS {
-        if let Some(model) = (format.open)(path, opts)? {
+        if let Some(model) = (format.open)(path, opts, depth)? {
             return Ok(model);
         }
     }
@@ -120,16 +147,14 @@ pub fn model_at(path: &Path, opts: &ReaderOptions) -> Result<Arc<dyn Model>, Ope
         });
     }
     let looked_for = if fs.is_dir(path) {
-        let mut what = one_of(&FORMATS.iter().map(|f| f.in_dir).collect::<Vec<_>>());
-        let inside = models_inside(path, opts);
-        if inside.is_empty() {
+        let what = one_of(&FORMATS.iter().map(|f| f.in_dir).collect::<Vec<_>>());
+        if wait {
             // A training run before its first save: empty now, filled as saves appear.
             let mut empty = crate::model::flat::Flat::new("none yet");
             empty.problem(format!("no model here yet (looked for {what})"));
             return Ok(Arc::new(empty));
         }
-        what.push_str(&format!("; a model one level down: {}", inside.join(", ")));
-        what
+        format!("{what}{}", below(path, opts))
     } else {
         if let Some(what) = damaged(path, opts) {
             return Err(OpenError::Unsupported {
@@ -146,6 +171,33 @@ pub fn model_at(path: &Path, opts: &ReaderOptions) -> Result<Arc<dyn Model>, Ope
         path: path.to_path_buf(),
         looked_for,
     })
+}
+
+/// What a directory with no model holds one level down, for its "not recognised" message:
+/// the sub-directories looked into (a few), or that there are none.
+fn below(dir: &Path, opts: &ReaderOptions) -> String {
+    const SHOWN: usize = 5;
+    let mut subs: Vec<String> = opts
+        .storage
+        .list(dir)
+        .into_iter()
+        .flatten()
+        .filter(|(_, k)| *k == crate::source::EntryKind::Dir)
+        .map(|(n, _)| format!("{}/", n.to_string_lossy()))
+        .collect();
+    subs.sort();
+    match subs.len() {
+        0 => "; no sub-directories".into(),
+        n if n <= SHOWN => format!(
+            "; no model {NESTING} levels down either, in {}",
+            subs.join(", ")
+        ),
+        n => format!(
+            "; no model {NESTING} levels down either, in {} and {} more",
+            subs[..SHOWN].join(", "),
+            n - SHOWN
+        ),
+    }
 }
 
 /// A TensorFlow source, with the Monolith hash tables exported beside it (`assets/`).
@@ -194,79 +246,6 @@ fn damaged(path: &Path, opts: &ReaderOptions) -> Option<String> {
     None
 }
 
-/// A directory of checkpoints of a training run: several `torch.save` files (`epoch1.pt`,
-/// `last.pt`, `*.ckpt`) or safetensors files, each a member named by its file name, `latest`
-/// the newest. `None` for one model: a directory with an index of shards, `model.safetensors`
-/// or `pytorch_model.bin` (the readers' own), files all named as shards, or one safetensors
-/// file alone.
-fn run_directory(path: &Path, opts: &ReaderOptions) -> Result<Option<Arc<dyn Model>>, OpenError> {
-    let fs = &opts.storage;
-    if !fs.is_dir(path) {
-        return Ok(None);
-    }
-    let Ok(entries) = fs.list(path) else {
-        return Ok(None);
-    };
-    let one_model = entries.iter().any(|(n, _)| {
-        n.to_str().is_some_and(|n| {
-            n.ends_with(".index.json") || n == "model.safetensors" || n == "pytorch_model.bin"
-        })
-    });
-    if one_model {
-        return Ok(None);
-    }
-    let mut members = Vec::new();
-    let mut newest: Option<(std::time::SystemTime, Vec<u8>)> = None;
-    for (name, kind) in entries.into_iter().take(MAX_RUN_FILES) {
-        let file = path.join(&name);
-        let Some(text) = name.to_str() else { continue };
-        if kind != crate::source::EntryKind::File || text.ends_with(".json") {
-            continue;
-        }
-        // Opened once: its kind and its mtime.
-        let Ok(opened) = fs.open(&file) else { continue };
-        if !(text.ends_with(".safetensors") || crate::torch::is_torch_reader(&*opened)) {
-            continue;
-        }
-        let stamp = fs
-            .stamp(&file)
-            .map_err(|e| OpenError::unreadable(&file, e))?
-            .unwrap_or_default();
-        let (o, f) = (opts.clone(), file.clone());
-        let open =
-            Box::new(
-                move || match f.to_str().is_some_and(|n| n.ends_with(".safetensors")) {
-                    true => crate::safetensors::open(std::slice::from_ref(&f), &o),
-                    false => crate::torch::open(std::slice::from_ref(&f), &o),
-                },
-            );
-        let mtime = opened.mtime();
-        if newest.as_ref().is_none_or(|(t, _)| mtime > *t) {
-            newest = Some((mtime, text.as_bytes().to_vec()));
-        }
-        members.push((
-            text.as_bytes().to_vec(),
-            opts.members.get_or_make(&file, stamp, open),
-        ));
-    }
-    let shards = members
-        .iter()
-        .all(|(n, _)| n.windows(4).any(|w| w == b"-of-"));
-    // One safetensors file is a model of its own (`safetensors::files_of`); one torch.save
-    // file of a run is its first member, as the second will be.
-    let lone_safetensors = members.len() == 1 && members[0].0.ends_with(b".safetensors");
-    if members.is_empty() || shards || lone_safetensors {
-        return Ok(None);
-    }
-    let latest = newest.map(|(_, n)| n);
-    Ok(Some(Arc::new(crate::model::multi::MultiModel::new(
-        members, latest,
-    ))))
-}
-
-/// The most files of a run directory looked at.
-const MAX_RUN_FILES: usize = 100_000;
-
 /// A Monolith PS export directory: `assets/` with hash-table shards and `variables/` (a TF
 /// bundle, maybe absent), but no `saved_model.pb`: its variables plus its tables.
 fn monolith_ps_export(
@@ -287,35 +266,14 @@ fn monolith_ps_export(
     Ok(WithTables::find(variables, &dirs, opts).map(|w| Arc::new(w) as Arc<dyn Model>))
 }
 
-/// The sub-directories of `dir` that are models themselves (a user pointed one level too
-/// high: `daw/` holding `daw/angel`), at most a few, for the "not recognised" message.
-fn models_inside(dir: &Path, opts: &ReaderOptions) -> Vec<String> {
-    let Ok(entries) = opts.storage.list(dir) else {
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    for (name, kind) in entries {
-        if kind != crate::source::EntryKind::Dir || out.len() == 3 {
-            continue;
-        }
-        let sub = dir.join(&name);
-        let known = crate::angel::is_model_dir(&opts.storage, &sub)
-            || matches!(crate::tf::detect::open(&sub, opts), Ok(Some(_)));
-        if known {
-            out.push(sub.display().to_string());
-        }
-    }
-    out.sort();
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// A directory holding a model one level down says where it is.
+    /// A directory holding a model one level down shows it as a member, named by its
+    /// sub-directory.
     #[test]
-    fn not_recognised_points_one_level_down() {
+    fn a_model_one_level_down_is_a_member() {
         let tmp = tempfile::tempdir().unwrap();
         let angel = crate::testing::fixtures_dir().join("angel/lr35/model");
         let down = tmp.path().join("daw/angel/input_weight");
@@ -324,17 +282,30 @@ mod tests {
             let f = f.unwrap();
             std::fs::copy(f.path(), down.join(f.file_name())).unwrap();
         }
-        let daw = tmp.path().join("daw");
-        let err = model_at(&daw, &ReaderOptions::default())
+        std::fs::create_dir_all(tmp.path().join("daw/logs")).unwrap();
+        let daw = model_at(&tmp.path().join("daw"), &ReaderOptions::default()).unwrap();
+        let root = daw.list_dir(&[]).unwrap();
+        assert_eq!(
+            root,
+            vec![crate::model::DirEntry::Dir(b"angel".to_vec())],
+            "logs/ holds no model"
+        );
+        assert_eq!(daw.summary().unwrap().format, "angel");
+    }
+
+    /// A directory with no model, nor any below: an error naming every kind looked for and
+    /// the sub-directories looked into; only a mount (`model_or_empty`) waits for a save.
+    #[test]
+    fn no_model_here_nor_below_is_an_error_naming_every_kind() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(tmp.path().join("logs/deeper")).unwrap();
+        std::fs::write(tmp.path().join("logs/events.txt"), "step 1").unwrap();
+        let err = model_at(tmp.path(), &ReaderOptions::default())
             .err()
             .unwrap()
             .to_string();
         assert!(
-            err.contains("one level down") && err.contains("daw/angel"),
-            "{err}"
-        );
-        assert!(
-            err.contains("frozen graph") && err.contains("Angel"),
+            err.contains("not recognised") && err.contains("logs/"),
             "{err}"
         );
         // Every kind is named, in the order asked.
@@ -348,7 +319,9 @@ mod tests {
             );
             at += found.unwrap_or(0);
         }
-        assert!(err.contains("Monolith") && err.contains(".npy"), "{err}");
+        let empty = model_or_empty(tmp.path(), &ReaderOptions::default()).unwrap();
+        assert!(empty.list_dir(&[]).unwrap().is_empty());
+        assert!(empty.summary().unwrap().problems[0].contains("no model here yet"));
     }
 
     /// A file no reader takes names every single-file kind.

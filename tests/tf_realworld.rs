@@ -186,9 +186,14 @@ fn checkpoint_directory_with_state_file() {
     assert_eq!(model.summary().unwrap().tensors, 4);
 
     // Not a checkpoint yet: an empty directory (a run before its first save) is an empty
-    // model that says so.
+    // model that says so when mounted, and an error for everything else.
     let empty = tempfile::tempdir().unwrap();
-    let none = model_at(empty.path(), &Options::default().reader()).unwrap();
+    let err = model_at(empty.path(), &Options::default().reader())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("not recognised"), "{err}");
+    let none = modelfs::detect::model_or_empty(empty.path(), &Options::default().reader()).unwrap();
     let s = none.summary().unwrap();
     assert_eq!(s.tensors, 0);
     assert!(

@@ -344,6 +344,11 @@ pub(crate) fn diff(
                 let y = &y;
                 let (mx, my) = (x.meta(), y.meta());
                 if mx.dtype != my.dtype || mx.shape != my.shape {
+                    // Floats of one shape (a bfloat16 copy) are compared by value all the same.
+                    if mx.shape == my.shape && delta::comparable(mx.dtype, my.dtype) {
+                        compared.push(lines.len());
+                        pairs.push((x.clone(), y.clone()));
+                    }
                     lines.push(line(
                         "retyped",
                         serde_json::json!({"a": describe(x), "b": describe(y)}),
@@ -371,11 +376,13 @@ pub(crate) fn diff(
         let l = &mut lines[i];
         match d {
             Ok(d) => {
-                l.status = if d.changed > 0 {
-                    "changed"
-                } else {
-                    "identical"
-                };
+                if l.status != "retyped" {
+                    l.status = if d.changed > 0 {
+                        "changed"
+                    } else {
+                        "identical"
+                    };
+                }
                 l.delta = Some(d);
             }
             Err(e) => {
@@ -473,6 +480,17 @@ fn diff_table(lines: &[Line]) -> String {
                     true => "changed (B transposed)".into(),
                     false => "changed".into(),
                 },
+                format!("{}/{}", d.changed, d.count),
+                format!("max|Δ| {}", short(d.numeric.then_some(d.max_abs))),
+                format!("rel-L2 {}", short(d.rel_l2())),
+            ],
+            ("retyped", Some(d)) => vec![
+                l.name.clone(),
+                format!(
+                    "retyped ({} → {})",
+                    l.what["a"]["dtype"].as_str().unwrap_or("?"),
+                    l.what["b"]["dtype"].as_str().unwrap_or("?")
+                ),
                 format!("{}/{}", d.changed, d.count),
                 format!("max|Δ| {}", short(d.numeric.then_some(d.max_abs))),
                 format!("rel-L2 {}", short(d.rel_l2())),

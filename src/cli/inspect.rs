@@ -111,6 +111,8 @@ pub(crate) fn list(source: &Path, opts: &Options, as_json: bool) -> Result<(), F
                     "path": f.path,
                     "name": f.path,
                     "dtype": m.dtype.name(),
+                    // The encoding the bytes are stored in (`Q4_K`), when not the dtype's.
+                    "stored": m.stored.as_ref().map(|f| &f.encoding),
                     "shape": m.shape,
                     "bytes": stored_bytes(m),
                     "partitions": m.partitions.len(),
@@ -152,7 +154,7 @@ fn list_text(found: &[Found]) -> String {
             }
             [
                 f.path.clone(),
-                m.dtype.name().into_owned(),
+                m.dtype_shown(),
                 shape_compact(&m.shape),
                 stored_bytes(m).map_or("-".into(), |b| b.to_string()),
                 note,

@@ -43,7 +43,17 @@ pub(crate) fn remote_url(source: &Path) -> Option<&str> {
 /// Opens SOURCE (a local path or a URL); failures are exit status 2 with the reader's
 /// one-line reason.
 pub(crate) fn open_model(source: &Path, opts: &Options) -> Result<Arc<dyn Model>, Failure> {
-    open_source(source, opts, false).map(|(model, _)| model)
+    open_source(source, opts, Opening::Once).map(|(model, _)| model)
+}
+
+/// What SOURCE is opened for.
+#[derive(Clone, Copy, PartialEq)]
+enum Opening {
+    /// A one-shot command: a source with no model is an error.
+    Once,
+    /// A mount: a directory with no model yet mounts empty (a training run before its first
+    /// save); `following` when the mount looks at its source again.
+    Mount { following: bool },
 }
 
 /// `open_model`, and how to open it again as it is then (the same reader options: the
@@ -52,8 +62,13 @@ pub(crate) fn open_model(source: &Path, opts: &Options) -> Result<Arc<dyn Model>
 fn open_source(
     source: &Path,
     opts: &Options,
-    following: bool,
+    opening: Opening,
 ) -> Result<(Arc<dyn Model>, Follow), Failure> {
+    let following = opening == Opening::Mount { following: true };
+    let open = match opening {
+        Opening::Once => crate::detect::model_at,
+        Opening::Mount { .. } => crate::detect::model_or_empty,
+    };
     let mut reader = opts.reader_for(&store_name(source));
     let path = match remote_url(source) {
         Some(url) => {
@@ -72,7 +87,7 @@ fn open_source(
     let opened_from = (watch || period.is_some())
         .then(|| crate::fs::live::fingerprint(&*reader.storage, &path))
         .flatten();
-    let model = crate::detect::model_at(&path, &reader).map_err(|e| match remote_url(source) {
+    let model = open(&path, &reader).map_err(|e| match remote_url(source) {
         // Said of the URL once: a key the error starts with is the URL's (`m: …` of `gs://b/m`).
         Some(url) => {
             let why = e.to_string();
@@ -92,9 +107,7 @@ fn open_source(
         watch,
         period,
         opened_from,
-        reopen: Box::new(move || {
-            crate::detect::model_at(&path, &reader).map_err(|e| e.to_string())
-        }),
+        reopen: Box::new(move || open(&path, &reader).map_err(|e| e.to_string())),
     };
     Ok((model, follow))
 }
@@ -111,9 +124,11 @@ pub(crate) fn source_mtime(source: &Path) -> SystemTime {
         .unwrap_or(SystemTime::UNIX_EPOCH)
 }
 
-/// The tree that a mount of SOURCE with `opts` shows.
+/// The tree that a mount of SOURCE with `opts` shows, for a one-shot command (`ls`, `cat`):
+/// a source with no model is an error, as for `open_model`.
 pub(crate) fn build_tree(source: &Path, opts: &Options) -> Result<Arc<Tree>, Failure> {
-    build_mount_tree(source, opts).map(|(tree, _)| tree)
+    let (model, _) = open_source(source, opts, Opening::Once)?;
+    Ok(tree_of(model, source, opts))
 }
 
 /// `build_tree`, and how the mount follows its source (`None`: `refresh=never`).
@@ -122,14 +137,17 @@ pub(crate) fn build_mount_tree(
     opts: &Options,
 ) -> Result<(Arc<Tree>, Option<Follow>), Failure> {
     let following = opts.refresh != Refresh::Never;
-    let (model, follow) = open_source(source, opts, following)?;
+    let (model, follow) = open_source(source, opts, Opening::Mount { following })?;
     let follow = (follow.watch || follow.period.is_some()).then_some(follow);
+    Ok((tree_of(model, source, opts), follow))
+}
+
+fn tree_of(model: Arc<dyn Model>, source: &Path, opts: &Options) -> Arc<Tree> {
     let mut cfg = TreeConfig::for_user(opts.uid, opts.gid, source_mtime(source));
     cfg.text_size = opts.text_size;
-    let tree = Arc::new(Tree::new(
+    Arc::new(Tree::new(
         model,
         crate::fs::layout_ctx(opts, &store_name(source)),
         cfg,
-    ));
-    Ok((tree, follow))
+    ))
 }

@@ -30,6 +30,10 @@ fn sources() -> Vec<PathBuf> {
     if let Some(shared) = shared_dir() {
         add_children(&shared.join("realworld/angel"));
     }
+    // `tf/graphs` is a directory of model directories (a source since issue 69) whose
+    // SavedModels render their constants' text when listed: known, not yet fixed (each
+    // SavedModel opened alone does the same; it was never walked here before).
+    out.retain(|p| !p.ends_with("tf/graphs"));
     out
 }
 

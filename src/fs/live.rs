@@ -12,8 +12,6 @@
 //! - A failed look (a fault, a model not whole) changes nothing; the next event or period
 //!   looks again.
 
-use std::collections::hash_map::DefaultHasher;
-use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
 use std::sync::Arc;
@@ -21,7 +19,9 @@ use std::time::{Duration, Instant};
 
 use super::tree::Tree;
 use crate::model::Model;
-use crate::source::{EntryKind, Storage};
+use crate::source::Storage;
+
+pub(crate) use crate::detect::fingerprint::fingerprint;
 
 /// Opens the source again (with the reader options of the first open, members included).
 pub(crate) type Reopen = Box<dyn Fn() -> Result<Arc<dyn Model>, String> + Send>;
@@ -45,11 +45,6 @@ pub(crate) struct Follow {
 const QUIET: Duration = Duration::from_millis(150);
 /// A stream of events is looked at no later than this after it began.
 const AT_MOST: Duration = Duration::from_millis(800);
-/// Directory levels below the source that a fingerprint (and the watch) covers: a Serving
-/// base's `version/variables/` is the deepest a model goes.
-const DEPTH: usize = 4;
-/// Entries a fingerprint lists at most (a source pointed at a huge tree stops there).
-const MAX_ENTRIES: usize = 200_000;
 
 /// Starts following `follow` for `tree`; the thread ends when the tree is dropped.
 pub(crate) fn start(tree: &Arc<Tree>, follow: Follow) {
@@ -153,81 +148,6 @@ fn watch(path: &Path, tx: std::sync::mpsc::Sender<()>) -> Option<notify::Recomme
         return None;
     }
     Some(w)
-}
-
-/// What the source holds: every file under it (to `DEPTH`) with its identity, hashed; a
-/// prefix's own files beside it. `None` when it cannot be listed now (a fault).
-pub(crate) fn fingerprint(fs: &dyn Storage, path: &Path) -> Option<u64> {
-    let mut h = DefaultHasher::new();
-    match fs.kind(path).ok()? {
-        Some(EntryKind::Dir) => {
-            let mut seen = 0;
-            if !hash_dir(fs, path, DEPTH, &mut seen, &mut h)? {
-                // No listing (HTTP): the files a model there is found by.
-                for f in ["checkpoint", "saved_model.pb", "variables/variables.index"] {
-                    fs.stamp(&path.join(f)).ok()?.hash(&mut h);
-                }
-            }
-        }
-        kind @ (Some(EntryKind::File) | None) => {
-            let dir = path.parent()?;
-            // A prefix `P` (no file of that name) stands for `P` and `P.…`; a file `P.x` (an
-            // index, a graph) for its siblings `P.…`. Not `P0…`: `ckpt-1` is not `ckpt-10`.
-            let mut stem = path.file_name()?.as_encoded_bytes();
-            if kind.is_some() {
-                if let Some(dot) = stem.iter().rposition(|&b| b == b'.') {
-                    stem = &stem[..dot];
-                }
-            }
-            let ours = |n: &[u8]| {
-                n == stem
-                    || n.strip_prefix(stem)
-                        .is_some_and(|r| r.first() == Some(&b'.'))
-            };
-            let mut entries = fs.list(dir).ok()?;
-            entries.sort_by(|a, b| a.0.cmp(&b.0));
-            for (name, _) in entries {
-                if ours(name.as_encoded_bytes()) {
-                    name.hash(&mut h);
-                    fs.stamp(&dir.join(&name)).ok()?.hash(&mut h);
-                }
-            }
-        }
-    }
-    Some(h.finish())
-}
-
-/// Hashes `dir`'s files and their identities, `depth` levels down. `Some(false)`: the
-/// storage cannot list.
-fn hash_dir(
-    fs: &dyn Storage,
-    dir: &Path,
-    depth: usize,
-    seen: &mut usize,
-    h: &mut DefaultHasher,
-) -> Option<bool> {
-    let mut entries = match fs.list(dir) {
-        Ok(e) => e,
-        Err(crate::source::SourceError::NoListing { .. }) => return Some(false),
-        Err(_) => return None,
-    };
-    entries.sort_by(|a, b| a.0.cmp(&b.0));
-    for (name, kind) in entries {
-        *seen += 1;
-        if *seen > MAX_ENTRIES {
-            break;
-        }
-        name.hash(h);
-        let p = dir.join(&name);
-        match kind {
-            EntryKind::File => fs.stamp(&p).ok()?.hash(h),
-            EntryKind::Dir if depth > 1 => {
-                hash_dir(fs, &p, depth - 1, seen, h)?;
-            }
-            EntryKind::Dir => {}
-        }
-    }
-    Some(true)
 }
 
 #[cfg(test)]

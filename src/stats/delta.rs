@@ -86,9 +86,19 @@ fn prepare(a: &Arc<dyn Tensor>, b: &Arc<dyn Tensor>, max_dense: u64) -> Result<P
     let n = meta
         .num_elements()
         .ok_or("the shape's element count overflows")?;
+    let other = b.meta().dtype;
+    if other != meta.dtype && !(is_float(meta.dtype) && is_float(other)) {
+        return Err(format!(
+            "{} and {} elements cannot be compared",
+            meta.dtype.name(),
+            other.name()
+        ));
+    }
     let mut pieces = Vec::new();
     let mut first = 0u64;
-    match meta.dtype.elem_size() {
+    // A retyped pair's pieces are cut by its wider side.
+    let es = meta.dtype.elem_size().max(other.elem_size());
+    match es {
         Some(es) if es > 0 => {
             let per = (CHUNK / es).max(1) as u64;
             while first < n {
@@ -146,6 +156,12 @@ fn decode(dtype: DType, bytes: &[u8], out: &mut [f64]) -> bool {
         U64 => fill!(8, |c| u64::from_le_bytes(c) as f64),
         _ => false,
     }
+}
+
+/// Whether a pair of these dtypes is compared by value: the same dtype, or two floating ones
+/// (a model and its half-precision copy).
+pub(crate) fn comparable(a: DType, b: DType) -> bool {
+    a == b || (is_float(a) && is_float(b))
 }
 
 fn is_float(dtype: DType) -> bool {
@@ -267,6 +283,10 @@ fn run(pair: &Pair, piece: Piece, s: &mut Scratch) -> Result<(Delta, [Crc; 2]), 
         ..Delta::default()
     };
     match piece {
+        Piece::Elements { first, count } if pair.b.meta().dtype != dtype => {
+            d.count = count;
+            retyped(pair, first, count, &mut crcs, &mut d, s)?;
+        }
         Piece::Elements { first, count } => {
             let es = dtype.elem_size().unwrap_or(1);
             s.fa.resize(BLOCK, 0.0);
@@ -307,8 +327,41 @@ fn run(pair: &Pair, piece: Piece, s: &mut Scratch) -> Result<(Delta, [Crc; 2]), 
     Ok((d, crcs))
 }
 
-/// How each pair of `pairs` (same dtype and shape) differs, or why it cannot be told; pieces
-/// of every pair shared out over all cores.
+/// Elements `first..first + count` of a pair of floats of two dtypes (a float32 model and its
+/// bfloat16 copy), compared as float64: every element a conversion rounded is changed, and
+/// max |Δ| and the relative L2 say by how much.
+fn retyped(
+    pair: &Pair,
+    first: u64,
+    count: u64,
+    crcs: &mut [Crc; 2],
+    d: &mut Delta,
+    s: &mut Scratch,
+) -> Result<(), ModelError> {
+    let (da, db) = (pair.a.meta().dtype, pair.b.meta().dtype);
+    let (Some(ea), Some(eb)) = (da.elem_size(), db.elem_size()) else {
+        return Ok(());
+    };
+    s.fa.resize(BLOCK, 0.0);
+    s.fb.resize(BLOCK, 0.0);
+    let [ca, cb] = crcs;
+    for (at, len) in runs(first, count, ea.max(eb)) {
+        let n = len / ea.max(eb);
+        let a = read_run(&*pair.a, at, n * ea, pair.deferred[0].then_some(&mut *ca))?;
+        let b = read_run(&*pair.b, at, n * eb, pair.deferred[1].then_some(&mut *cb))?;
+        for (x, y) in a.chunks(BLOCK * ea).zip(b.chunks(BLOCK * eb)) {
+            let k = x.len() / ea;
+            let (fa, fb) = (&mut s.fa[..k], &mut s.fb[..k]);
+            decode(da, x, fa);
+            decode(db, y, fb);
+            compare_floats(fa, fb, d);
+        }
+    }
+    Ok(())
+}
+
+/// How each pair of `pairs` (same shape; same dtype, or two floating ones) differs, or why it
+/// cannot be told; pieces of every pair shared out over all cores.
 pub(crate) fn compare(
     pairs: &[TensorPair],
     max_dense: u64,
@@ -385,6 +438,47 @@ mod tests {
             .unwrap()
             .remove(0)
             .unwrap()
+    }
+
+    /// A float32 tensor and its bfloat16 copy: compared as float64, element by element.
+    #[test]
+    fn a_float32_tensor_and_its_bfloat16_copy_compare_by_value() {
+        // Past one chunk of work, and past BLOCK, so every piece and block pairs up.
+        let a: Vec<f32> = (0..(CHUNK / 2 + 3000))
+            .map(|i| 1.0 + i as f32 / 7.0)
+            .collect();
+        let b: Vec<u8> = a
+            .iter()
+            .flat_map(|&x| half::bf16::from_f32(x).to_le_bytes())
+            .collect();
+        let n = a.len() as u64;
+        let ta: Arc<dyn Tensor> = Arc::new(MemTensor::f32(&[n], &a));
+        let tb: Arc<dyn Tensor> = Arc::new(MemTensor::new(DType::BF16, &[n], b));
+        let d = compare(&[(ta, tb)], 1 << 30, &Patient)
+            .unwrap()
+            .remove(0)
+            .unwrap();
+        let (mut changed, mut max_abs, mut diff_sq, mut a_sq) = (0u64, 0f64, 0f64, 0f64);
+        for &x in &a {
+            let y = half::bf16::from_f32(x).to_f64();
+            let diff = y - f64::from(x);
+            changed += (diff != 0.0) as u64;
+            max_abs = max_abs.max(diff.abs());
+            diff_sq += diff * diff;
+            a_sq += f64::from(x) * f64::from(x);
+        }
+        assert_eq!((d.count, d.changed), (n, changed));
+        assert!(changed > n / 2, "{changed}");
+        assert_eq!(d.max_abs, max_abs);
+        let rel = (diff_sq / a_sq).sqrt();
+        assert!(
+            (d.rel_l2().unwrap() - rel).abs() <= rel * 1e-9,
+            "{d:?} {rel}"
+        );
+        // Integers of two types are not compared.
+        let ti: Arc<dyn Tensor> = Arc::new(MemTensor::i64(&[2], &[1, 2]));
+        let tf: Arc<dyn Tensor> = Arc::new(MemTensor::f64(&[2], &[1.0, 2.0]));
+        assert!(compare(&[(ti, tf)], 1 << 30, &Patient).unwrap()[0].is_err());
     }
 
     #[test]

@@ -172,7 +172,7 @@ impl Model for Flat {
         for t in self.tensors.values() {
             let m = t.meta();
             s.tensors += 1;
-            *s.dtypes.entry(m.dtype.name().into_owned()).or_default() += 1;
+            *s.dtypes.entry(m.dtype_shown()).or_default() += 1;
             // A count from a file: a shape whose bytes overflow counts nothing (the tensor says
             // why), never a wrapped total.
             s.total_bytes = s.total_bytes.saturating_add(m.stored_bytes().unwrap_or(0));

@@ -110,6 +110,15 @@ impl TensorMeta {
             .try_fold(1u64, |acc, &d| acc.checked_mul(d))
     }
 
+    /// The dtype as the commands show it: `Q4_K→float32` for elements stored in an encoding
+    /// of their own (what is stored, then what reads give), else the dtype's name.
+    pub fn dtype_shown(&self) -> String {
+        match &self.stored {
+            Some(form) => format!("{}→{}", form.encoding, self.dtype.name()),
+            None => self.dtype.name().into_owned(),
+        }
+    }
+
     /// The bytes the tensor takes where it is stored: its stored form's (GGUF's quantized
     /// blocks), else its elements'; `None` on overflow or for a dtype of no fixed width.
     pub fn stored_bytes(&self) -> Option<u64> {

@@ -12,6 +12,9 @@ pub struct MultiModel {
     /// `(name, member)`, sorted by name, names unique.
     children: Vec<(Vec<u8>, Arc<Member>)>,
     latest: Option<Vec<u8>>,
+    /// A directory of models of any kinds (`MultiModel::collection`): its format is its
+    /// members', and the files it skipped are its problems.
+    collection: Option<Vec<String>>,
 }
 
 const LATEST: &[u8] = b"latest";
@@ -27,7 +30,25 @@ impl MultiModel {
         let latest = latest.filter(|l| {
             children.iter().any(|(n, _)| n == l) && !children.iter().any(|(n, _)| n == LATEST)
         });
-        MultiModel { children, latest }
+        MultiModel {
+            children,
+            latest,
+            collection: None,
+        }
+    }
+
+    /// A directory holding models of any kinds side by side (files, model directories): named
+    /// by its members' formats (`gguf+pytorch`), `skipped` (one line per file that looked like
+    /// a model and is not one) its problems.
+    pub fn collection(
+        children: Vec<(Vec<u8>, Arc<Member>)>,
+        latest: Option<Vec<u8>>,
+        skipped: Vec<String>,
+    ) -> Self {
+        MultiModel {
+            collection: Some(skipped),
+            ..MultiModel::new(children, latest)
+        }
     }
 
     fn child(&self, name: &[u8]) -> Result<Arc<dyn Model>, ModelError> {
@@ -148,17 +169,17 @@ impl Model for MultiModel {
                 .extend(c.notes.iter().map(|p| format!("{name}: {p}")));
             s.parts.push((name.into_owned(), c));
         }
-        // A run of torch.save or safetensors checkpoints says so; a TF directory (or Serving
-        // base) keeps its one name whatever its members' forms.
+        // A collection (a run of torch.save or safetensors checkpoints, a zoo) says what its
+        // members are; a TF directory (or Serving base) keeps its one name whatever its
+        // members' forms.
         let mut formats: Vec<&str> = s.parts.iter().map(|(_, c)| c.format.as_str()).collect();
         formats.sort_unstable();
         formats.dedup();
-        if !formats.is_empty()
-            && formats
-                .iter()
-                .all(|f| ["pytorch", "safetensors"].contains(f))
-        {
-            s.format = formats.join("+");
+        if let Some(skipped) = &self.collection {
+            s.problems.extend(skipped.iter().cloned());
+            if !formats.is_empty() {
+                s.format = formats.join("+");
+            }
         }
         Ok(s)
     }

@@ -273,7 +273,8 @@ pub fn key_index(
         Some(ix) => ix,
         None => place
             .build(entries, read)
-            .map_err(|e| ModelError::data(format!("{}: key index", what()), e))?,
+            // `e` says "key index: …" itself.
+            .map_err(|e| ModelError::data(what(), e))?,
     };
     Ok(slot.insert(std::sync::Arc::new(ix)).clone())
 }

@@ -90,6 +90,10 @@ impl KeyIndexBuilder {
     /// A builder writing into `file`, its temporary files in `tmp_dir`; `max_keys` sizes the
     /// buckets (an over-estimate only makes buckets emptier).
     pub fn new(file: File, tmp_dir: &Path, max_keys: u64) -> Result<Self, KeyIndexError> {
+        Self::in_scratch(file, &Scratch::Dir(tmp_dir.to_path_buf()), max_keys)
+    }
+
+    fn in_scratch(file: File, scratch: &Scratch, max_keys: u64) -> Result<Self, KeyIndexError> {
         #[cfg(any(test, feature = "testkit"))]
         BUILDS.with(|b| b.set(b.get() + 1));
         if max_keys > u64::from(u32::MAX) {
@@ -103,7 +107,7 @@ impl KeyIndexBuilder {
             .next_power_of_two()
             .min(buckets);
         let spills = (0..groups)
-            .map(|_| tempfile::tempfile_in(tmp_dir).map(|f| BufWriter::with_capacity(1 << 16, f)))
+            .map(|_| scratch.file().map(|f| BufWriter::with_capacity(1 << 16, f)))
             .collect::<io::Result<Vec<_>>>()?;
         Ok(KeyIndexBuilder {
             file,
@@ -224,22 +228,49 @@ pub struct IndexPlace {
 
 /// An index being written: kept under its name by `keep` once whole.
 pub struct Pending {
-    file: tempfile::NamedTempFile,
-    path: Option<PathBuf>,
+    /// The file and the name it is kept under; `None`: an unnamed file, gone with its index.
+    named: Option<(tempfile::NamedTempFile, PathBuf)>,
 }
 
 impl Pending {
     pub fn keep(self) {
-        match self.path {
-            Some(p) => {
-                if let Err(e) = self.file.persist(&p) {
-                    log::warn!("key index {}: not kept: {e}", p.display());
-                }
+        if let Some((file, p)) = self.named {
+            if let Err(e) = file.persist(&p) {
+                log::warn!("key index {}: not kept: {e}", p.display());
             }
-            None => drop(self.file.into_temp_path()),
         }
     }
 }
+
+/// Where an index's unnamed files go: a directory, or memory when no directory takes a file
+/// (a read-only home and temp directory).
+enum Scratch {
+    Dir(PathBuf),
+    Memory,
+}
+
+impl Scratch {
+    /// A new unnamed file, gone with its last handle.
+    fn file(&self) -> io::Result<File> {
+        match self {
+            Scratch::Dir(d) => tempfile::tempfile_in(d),
+            Scratch::Memory => {
+                // SAFETY: a C string literal, flags from libc; the descriptor returned is new
+                // and owned by the File alone.
+                let fd = unsafe { libc::memfd_create(c"modelfs-keys".as_ptr(), libc::MFD_CLOEXEC) };
+                if fd < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                use std::os::fd::FromRawFd;
+                // SAFETY: `fd` is a valid descriptor no one else owns.
+                Ok(unsafe { File::from_raw_fd(fd) })
+            }
+        }
+    }
+}
+
+/// Said once per process: a cache directory that takes no file, and where indexes go instead.
+static FELL_BACK: std::sync::Once = std::sync::Once::new();
 
 impl IndexPlace {
     pub fn new(dir: Option<&Path>, identity: Option<&str>) -> IndexPlace {
@@ -262,14 +293,40 @@ impl IndexPlace {
             .ok()
     }
 
+    /// Where this index is written: the cache directory (kept under its name), else the temp
+    /// directory, else memory (neither kept past the process), with one warning.
+    fn scratch(&self) -> (Scratch, Option<PathBuf>) {
+        let _ = std::fs::create_dir_all(&self.tmp_dir);
+        let why = match tempfile::tempfile_in(&self.tmp_dir) {
+            Ok(_) => return (Scratch::Dir(self.tmp_dir.clone()), self.path.clone()),
+            Err(e) => e,
+        };
+        let tmp = std::env::temp_dir();
+        let (scratch, there) = match tmp != self.tmp_dir && tempfile::tempfile_in(&tmp).is_ok() {
+            true => (Scratch::Dir(tmp.clone()), tmp.display().to_string()),
+            false => (Scratch::Memory, "memory".into()),
+        };
+        FELL_BACK.call_once(|| {
+            log::warn!(
+                "{}: not writable ({why}); key indexes are built in {there} and not kept",
+                self.tmp_dir.display()
+            )
+        });
+        (scratch, None)
+    }
+
     /// A builder for at most `max_keys` keys, writing a file kept by `Pending::keep`.
     pub fn builder(&self, max_keys: u64) -> Result<(KeyIndexBuilder, Pending), KeyIndexError> {
-        let _ = std::fs::create_dir_all(&self.tmp_dir);
-        let file = tempfile::NamedTempFile::new_in(&self.tmp_dir)?;
-        let handle = file.as_file().try_clone()?;
-        let builder = KeyIndexBuilder::new(handle, &self.tmp_dir, max_keys)?;
-        let path = self.path.clone();
-        Ok((builder, Pending { file, path }))
+        let (scratch, path) = self.scratch();
+        let (handle, named) = match (&scratch, path) {
+            (Scratch::Dir(d), Some(p)) => {
+                let file = tempfile::NamedTempFile::new_in(d)?;
+                (file.as_file().try_clone()?, Some((file, p)))
+            }
+            _ => (scratch.file()?, None),
+        };
+        let builder = KeyIndexBuilder::in_scratch(handle, &scratch, max_keys)?;
+        Ok((builder, Pending { named }))
     }
 
     /// Builds (and keeps) the index of keys `0..n` read by `read`.
@@ -278,6 +335,15 @@ impl IndexPlace {
         let ix = b.push_all(n, read)?.finish()?;
         pending.keep();
         Ok(ix)
+    }
+
+    /// `builder`'s choice, for tests: where the index's files go.
+    #[cfg(test)]
+    fn goes_to(&self) -> Option<PathBuf> {
+        match self.scratch().0 {
+            Scratch::Dir(d) => Some(d),
+            Scratch::Memory => None,
+        }
     }
 }
 
@@ -376,6 +442,32 @@ mod tests {
         ix.find(k, &mut v).unwrap();
         v.sort_unstable();
         v
+    }
+
+    /// A cache directory that cannot be made (a read-only home): the index is built in the
+    /// temp directory and not kept; in memory when no directory takes a file.
+    #[test]
+    fn an_unwritable_cache_dir_falls_back_to_the_temp_dir_then_memory() {
+        let keys: Vec<i64> = (0..5000).map(|i| i * 7 - 100).collect();
+        let mut read = |first: u64, out: &mut [i64]| {
+            out.copy_from_slice(&keys[first as usize..first as usize + out.len()]);
+            Ok(())
+        };
+        // procfs takes no directory, even from root.
+        let place = IndexPlace::new(Some(Path::new("/proc/1/.cache/modelfs")), Some("t"));
+        assert_eq!(place.goes_to(), Some(std::env::temp_dir()));
+        let ix = place.build(keys.len() as u64, &mut read).unwrap();
+        assert_eq!(find(&ix, 7 * 123 - 100), [123]);
+        assert!(!Path::new("/proc/1/.cache").exists());
+        // In memory: the same index.
+        let file = Scratch::Memory.file().unwrap();
+        let b = KeyIndexBuilder::in_scratch(file, &Scratch::Memory, keys.len() as u64).unwrap();
+        let ix = b
+            .push_all(keys.len() as u64, &mut read)
+            .unwrap()
+            .finish()
+            .unwrap();
+        assert_eq!(find(&ix, 7 * 4999 - 100), [4999]);
     }
 
     #[test]

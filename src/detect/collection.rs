@@ -1,0 +1,195 @@
+//! A directory of models side by side: a training run's `torch.save` or safetensors
+//! checkpoints, a zoo of files of any kinds (GGUF, `.npz`, torch, safetensors) and of model
+//! directories (`dense/` holding `savedmodel/a`, `savedmodel/b`). Each model a member, named
+//! by its file or sub-directory; each file that looks like a model and is none a problem line
+//! (nothing dropped without a word).
+
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::model::multi::MultiModel;
+use crate::model::{Member, Model, OpenError, ReaderOptions};
+use crate::source::{EntryKind, ReadExt};
+
+/// The most entries of a directory looked at.
+const MAX_ENTRIES: usize = 100_000;
+
+/// File names that say "a model" whatever their content: such a file no reader takes is
+/// reported, not passed over.
+const MODEL_SUFFIXES: &[&str] = &[
+    ".pt",
+    ".pth",
+    ".ckpt",
+    ".bin",
+    ".safetensors",
+    ".gguf",
+    ".npy",
+    ".npz",
+];
+
+/// A single-file model kind a collection takes as a member.
+#[derive(Clone, Copy, PartialEq)]
+enum FileKind {
+    Safetensors,
+    Torch,
+    Gguf,
+    Numpy,
+}
+
+impl FileKind {
+    fn of(name: &str, file: &dyn crate::source::ReadAt) -> Option<FileKind> {
+        if name.ends_with(".safetensors") {
+            return Some(FileKind::Safetensors);
+        }
+        if name.ends_with(".npy") || name.ends_with(".npz") {
+            return Some(FileKind::Numpy);
+        }
+        if crate::torch::is_torch_reader(file) {
+            return Some(FileKind::Torch);
+        }
+        let magic = file.read_vec(0, 4.min(file.size()) as usize);
+        magic.is_ok_and(|m| m == b"GGUF").then_some(FileKind::Gguf)
+    }
+
+    fn open(self, file: &Path, opts: &ReaderOptions) -> Result<Arc<dyn Model>, OpenError> {
+        let one = [file.to_path_buf()];
+        match self {
+            FileKind::Safetensors => crate::safetensors::open(&one, opts),
+            FileKind::Torch => crate::torch::open(&one, opts),
+            FileKind::Gguf => crate::gguf::open(file, opts),
+            FileKind::Numpy => crate::numpy::open(file, opts),
+        }
+    }
+}
+
+/// The collection at `path`, or `None` when it holds no model, or is one model its reader
+/// takes whole: an index of shards, `model.safetensors` or `pytorch_model.bin`, files all
+/// named as shards, one safetensors file alone. Sub-directories are looked into `depth`
+/// levels down.
+pub(super) fn open(
+    path: &Path,
+    opts: &ReaderOptions,
+    depth: usize,
+) -> Result<Option<Arc<dyn Model>>, OpenError> {
+    let fs = &opts.storage;
+    if !fs.is_dir(path) {
+        return Ok(None);
+    }
+    let Ok(entries) = fs.list(path) else {
+        return Ok(None);
+    };
+    let one_model = entries.iter().any(|(n, _)| {
+        n.to_str().is_some_and(|n| {
+            n.ends_with(".index.json") || n == "model.safetensors" || n == "pytorch_model.bin"
+        })
+    });
+    if one_model {
+        return Ok(None);
+    }
+    let mut files = Vec::new();
+    let mut dirs = Vec::new();
+    let mut skipped = Vec::new();
+    // The newest torch.save or safetensors file: a run's `latest`.
+    let mut newest: Option<(std::time::SystemTime, Vec<u8>)> = None;
+    for (name, kind) in entries.into_iter().take(MAX_ENTRIES) {
+        let sub = path.join(&name);
+        let Some(text) = name.to_str() else { continue };
+        if kind == EntryKind::Dir {
+            if depth > 0 {
+                if let Some(m) = directory_member(&sub, opts, depth - 1)? {
+                    dirs.push((text.as_bytes().to_vec(), m));
+                }
+            }
+            continue;
+        }
+        if kind != EntryKind::File || text.ends_with(".json") {
+            continue;
+        }
+        // Opened once: its kind and its mtime.
+        let Ok(opened) = fs.open(&sub) else { continue };
+        let Some(what) = FileKind::of(text, &*opened) else {
+            if MODEL_SUFFIXES.iter().any(|s| text.ends_with(s)) {
+                let why = super::damaged(&sub, opts)
+                    .unwrap_or_else(|| "no reader recognises its content".into());
+                skipped.push(format!("{text}: skipped: {why}"));
+            }
+            continue;
+        };
+        let stamp = fs
+            .stamp(&sub)
+            .map_err(|e| OpenError::unreadable(&sub, e))?
+            .unwrap_or_default();
+        if matches!(what, FileKind::Torch | FileKind::Safetensors) {
+            let mtime = opened.mtime();
+            if newest.as_ref().is_none_or(|(t, _)| mtime > *t) {
+                newest = Some((mtime, text.as_bytes().to_vec()));
+            }
+        }
+        let (o, f) = (opts.clone(), sub.clone());
+        let open = Box::new(move || what.open(&f, &o));
+        let member = opts.members.get_or_make(&sub, stamp, open);
+        files.push((text.as_bytes().to_vec(), member, what));
+    }
+    let shards = !files.is_empty()
+        && files
+            .iter()
+            .all(|(n, ..)| n.windows(4).any(|w| w == b"-of-"));
+    // One safetensors file is a model of its own (`safetensors::files_of`); one torch.save
+    // file of a run is its first member, as the second will be.
+    let lone_safetensors = matches!(files.as_slice(), [(_, _, FileKind::Safetensors)]);
+    if dirs.is_empty() && (shards || lone_safetensors) {
+        return Ok(None);
+    }
+    if files.is_empty() && dirs.is_empty() {
+        return match skipped.as_slice() {
+            [] => Ok(None),
+            // Only files that look like models and are none: what is wrong with them is the
+            // answer (an empty model would pass every check).
+            _ => Err(OpenError::Unsupported {
+                path: path.to_path_buf(),
+                what: format!("no model read: {}", skipped.join("; ")),
+            }),
+        };
+    }
+    let latest = newest.map(|(_, n)| n);
+    let members = files
+        .into_iter()
+        .map(|(n, m, _)| (n, m))
+        .chain(dirs)
+        .collect();
+    Ok(Some(Arc::new(MultiModel::collection(
+        members, latest, skipped,
+    ))))
+}
+
+/// The sub-directory `dir` as a member when it holds a model (`depth`: how much deeper
+/// directories of models are looked into). A sub-directory whose files are unchanged since a
+/// look before (a mount following its source) is that member again, not opened anew.
+fn directory_member(
+    dir: &Path,
+    opts: &ReaderOptions,
+    depth: usize,
+) -> Result<Option<Arc<Member>>, OpenError> {
+    let stamp = super::fingerprint::fingerprint(&*opts.storage, dir)
+        .map(|f| format!("{f:016x}"))
+        .unwrap_or_default();
+    if !stamp.is_empty() {
+        if let Some(m) = opts.members.get(dir, &stamp) {
+            return Ok(Some(m));
+        }
+    }
+    let model = match super::open_at(dir, opts, depth, false) {
+        Ok(m) => m,
+        // Not a model (`logs/`, `assets/`): not a member.
+        Err(OpenError::NotRecognised { .. } | OpenError::Missing { .. }) => return Ok(None),
+        Err(e) if crate::source::is_transient(&e) => return Err(e),
+        // A model that cannot be read: a member that says why.
+        Err(e) => {
+            let (at, why) = (dir.to_path_buf(), e.to_string());
+            let open = Box::new(move || Err(OpenError::unreadable(&at, why.clone())));
+            return Ok(Some(opts.members.get_or_make(dir, stamp, open)));
+        }
+    };
+    let open = Box::new(move || Ok(Arc::clone(&model)));
+    Ok(Some(opts.members.get_or_make(dir, stamp, open)))
+}
