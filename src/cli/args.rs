@@ -233,7 +233,8 @@ pub(super) enum Command {
         paths: Vec<OsString>,
     },
     /// What differs between two models, tensor by tensor (by path in the mount): only in A,
-    /// only in B, retyped (dtype or shape), changed (how many elements, max |Δ|, ‖B−A‖/‖A‖),
+    /// only in B, retyped (dtype or shape; floats of one shape measured as a change is),
+    /// changed (how many elements, max |Δ|, ‖B−A‖/‖A‖),
     /// identical. Both read lazily on all cores; equal stored checksums mean identical without
     /// a read. Exit 0 when identical, 1 when they differ, 2 on trouble.
     Diff {

