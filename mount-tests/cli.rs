@@ -1250,7 +1250,12 @@ fn a_json_keeps_what_it_showed_first() {
     let len = std::fs::read(m.path().join("grid_4x6.txt")).unwrap().len();
     let j: serde_json::Value =
         serde_json::from_slice(&std::fs::read(m.path().join("grid_4x6.json")).unwrap()).unwrap();
-    let txt = j["layouts"].as_array().unwrap().iter().find(|l| l["layout"] == "txt").unwrap();
+    let txt = j["layouts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["layout"] == "txt")
+        .unwrap();
     assert_eq!(txt["size"], len);
     m.unmount_and_check();
 }

@@ -352,7 +352,12 @@ fn is_text(rel: &str) -> bool {
 fn stat_all(mnt: &Path, order: &[&String]) -> Vec<(String, u64)> {
     order
         .iter()
-        .map(|rel| (rel.to_string(), std::fs::metadata(mnt.join(rel)).unwrap().len()))
+        .map(|rel| {
+            (
+                rel.to_string(),
+                std::fs::metadata(mnt.join(rel)).unwrap().len(),
+            )
+        })
         .collect()
 }
 
@@ -391,23 +396,36 @@ fn sizes_equal_reads_in_every_order() {
         if cli_ls(&case.source).is_none() {
             continue;
         }
-        for (n, opts) in ["layouts=all", "layouts=all,cache_dir=none"].iter().enumerate() {
+        for (n, opts) in ["layouts=all", "layouts=all,cache_dir=none"]
+            .iter()
+            .enumerate()
+        {
             let mount = fuse.mount(&case.source, opts);
             let mnt = mount.path();
-            let all: Vec<String> = walk(mnt).into_iter().filter(|p| !p.ends_with('/')).collect();
+            let all: Vec<String> = walk(mnt)
+                .into_iter()
+                .filter(|p| !p.ends_with('/'))
+                .collect();
             let files = sample_tensors(&all, 1200);
             let forward: Vec<&String> = files.iter().collect();
             let backward: Vec<&String> = files.iter().rev().collect();
             let mut bad = Vec::new();
             // 1: stat all, then read all (in the other order on the second mount).
-            let (first, second) = if n == 0 { (&forward, &backward) } else { (&backward, &forward) };
+            let (first, second) = if n == 0 {
+                (&forward, &backward)
+            } else {
+                (&backward, &forward)
+            };
             let stats = stat_all(mnt, first);
             let reads = read_all(mnt, second);
             bad.extend(size_mismatches(&stats, &reads));
             // 2: read all (done), then stat all.
             bad.extend(size_mismatches(&stat_all(mnt, first), &reads));
             // 3: the kernel forgets what it cached; every file asked for again.
-            if let Ok(mut f) = std::fs::OpenOptions::new().write(true).open("/proc/sys/vm/drop_caches") {
+            if let Ok(mut f) = std::fs::OpenOptions::new()
+                .write(true)
+                .open("/proc/sys/vm/drop_caches")
+            {
                 use std::io::Write;
                 let _ = f.write_all(b"2\n");
             }

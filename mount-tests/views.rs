@@ -168,7 +168,14 @@ fn safetensors_npz_and_stats_equal_every_npy() {
             .output()
             .is_ok_and(|o| o.status.success())
     };
-    sources.extend(angel.into_iter().filter(|p| opens(p)));
+    // A fixture holding its model in `model/` (with its `expected.json`) opens as a directory
+    // of one model, whose whole-model views are the member's: the model itself is compared
+    // where it is a case of its own.
+    sources.extend(
+        angel
+            .into_iter()
+            .filter(|p| !p.join("model").is_dir() && opens(p)),
+    );
     for s in [
         "fixtures/tf/hashtable/tf1",
         "fixtures/tf/hashtable/tf2",

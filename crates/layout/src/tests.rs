@@ -342,7 +342,10 @@ fn a_json_is_fixed_once_shown_but_for_its_last_error() {
     assert!(String::from_utf8_lossy(&first).contains(r#""size":null"#));
     // The text's size is learnt after the document was shown: the document stays as it was
     // (its size was given out), while a new one knows the size.
-    assert_eq!(open(Layout::Txt, t.clone(), &ctx).unwrap().size().unwrap(), 8);
+    assert_eq!(
+        open(Layout::Txt, t.clone(), &ctx).unwrap().size().unwrap(),
+        8
+    );
     assert_eq!(full(&*j), first);
     assert_eq!(j.size().unwrap(), first.len() as u64);
     let fresh = full(&*open(Layout::Json, t.clone(), &ctx).unwrap());

@@ -200,10 +200,7 @@ pub(crate) fn check<E>(
 }
 
 /// Names the sentinels of an array saved without its graph (module doc): three passes.
-pub(crate) fn infer<E>(
-    n: u64,
-    read: &mut ReadKeys<'_, E>,
-) -> Result<Verdict, E> {
+pub(crate) fn infer<E>(n: u64, read: &mut ReadKeys<'_, E>) -> Result<Verdict, E> {
     if !judgeable(n) {
         return Ok(Verdict::Unknown);
     }

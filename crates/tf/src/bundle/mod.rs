@@ -10,10 +10,10 @@ pub mod varlen;
 use std::collections::HashMap;
 
 use entry::DataLoc;
-use tensor::Verdict;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
+use tensor::Verdict;
 
 use prost::Message;
 

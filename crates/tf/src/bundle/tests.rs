@@ -386,7 +386,9 @@ fn readers_of_one_entry_share_one_checksum_pass() {
     b.add_f32(b"w", &[values.len() as u64], &values);
     let (index, files) = b.finish();
     let name = "m.data-00000-of-00001";
-    let data = files[name].read_vec(0, files[name].size() as usize).unwrap();
+    let data = files[name]
+        .read_vec(0, files[name].size() as usize)
+        .unwrap();
     let counting = CountingReadAt::new(name, data);
     let mut slow: HashMap<String, Arc<dyn ReadAt>> = HashMap::new();
     slow.insert(name.into(), Arc::new(Slow(counting.clone())));
