@@ -231,8 +231,17 @@ fn tensorflow_read_the_same_view() {
             got.insert(t.meta().name.clone(), t);
         }
         let keys = keys.as_object().unwrap();
+        // The record may hold a graph's save/restore plumbing (a TF1 Saver's `save/…`
+        // constants), which the tree no longer shows and so its view no longer holds; every
+        // other key TensorFlow read must be there.
+        let plumbing = |k: &str| k.starts_with("save/") || k.starts_with("__inference_");
+        let keys: serde_json::Map<String, serde_json::Value> = keys
+            .iter()
+            .filter(|(k, _)| !plumbing(k) || got.contains_key(k.as_bytes()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
         assert_eq!(got.len(), keys.len(), "{rel}: keys");
-        for (key, want) in keys {
+        for (key, want) in &keys {
             let t = got
                 .get(key.as_bytes())
                 .unwrap_or_else(|| panic!("{rel}: {key} missing"));
