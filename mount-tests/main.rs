@@ -439,6 +439,35 @@ fn sizes_equal_reads_in_every_order() {
     eprintln!("sizes equal reads: {checked} files");
 }
 
+/// A `.json` opened before any listing, then its directory listed (sizing its tensor's
+/// texts): the open file reads what `stat` says, before and after.
+#[test]
+fn a_json_opened_before_a_listing_reads_what_stat_says() {
+    use std::io::{Read, Seek};
+    let Some(fuse) = Fuse::check() else { return };
+    let source = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/tf/partitioned/ckpt");
+    let mount = fuse.mount(&source, "layouts=all,cache_dir=none");
+    let path = mount.path().join("rows_10x4.json");
+    let mut f = std::fs::File::open(&path).unwrap();
+    let mut first = Vec::new();
+    f.read_to_end(&mut first).unwrap();
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), first.len() as u64);
+    walk(mount.path());
+    for rel in ["rows_10x4.txt", "rows_10x4.csv", "rows_10x4.libsvm"] {
+        let _ = std::fs::read(mount.path().join(rel));
+    }
+    let size = std::fs::metadata(&path).unwrap().len();
+    f.rewind().unwrap();
+    let mut again = Vec::new();
+    f.read_to_end(&mut again).unwrap();
+    let fresh = std::fs::read(&path).unwrap();
+    assert_eq!(size, again.len() as u64, "stat vs the open file's read");
+    assert_eq!(size, fresh.len() as u64, "stat vs a new read");
+    assert_eq!(again, first, "the .json changed after it was shown");
+    drop(f);
+    mount.unmount_and_check();
+}
+
 #[test]
 fn checkpoint_directories_have_latest() {
     let Some(fuse) = Fuse::check() else { return };
