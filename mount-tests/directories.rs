@@ -175,3 +175,38 @@ fn a_mixed_directory_shows_every_model_and_names_what_it_skips() {
         "a skipped file is named: {info}"
     );
 }
+
+/// A sharded checkpoint (with its index, or shards by name alone) beside a GGUF and an `.npy`:
+/// the checkpoint is one member named by its index or its shards, the others members of their
+/// own — the GGUF is not dropped without a word, as it was when the index took the directory.
+#[test]
+fn a_sharded_checkpoint_beside_a_gguf_shows_both() {
+    for with_index in [true, false] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("hf");
+        std::fs::create_dir_all(&dir).unwrap();
+        for f in std::fs::read_dir(fixtures().join("torch/sharded")).unwrap() {
+            let f = f.unwrap().path();
+            if with_index || !f.to_str().unwrap().ends_with(".json") {
+                std::fs::copy(&f, dir.join(f.file_name().unwrap())).unwrap();
+            }
+        }
+        std::fs::copy(fixtures().join("gguf/plain.gguf"), dir.join("q4.gguf")).unwrap();
+        let d = dir.to_str().unwrap();
+        let o = run(&["list", d], &[]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let list = stdout(&o);
+        for want in ["pytorch_model.bin/lm_head.weight", "\nq4.gguf/"] {
+            assert!(list.contains(want), "{with_index}: {want} missing:\n{list}");
+        }
+        let o = run(&["info", d], &[]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert!(stdout(&o).contains("gguf+pytorch"), "{}", stdout(&o));
+        // Without the GGUF the directory is the one model, at the top as before.
+        std::fs::remove_file(dir.join("q4.gguf")).unwrap();
+        let o = run(&["list", d], &[]);
+        if with_index {
+            assert!(stdout(&o).starts_with("lm_head.weight"), "{}", stdout(&o));
+        }
+    }
+}

@@ -145,3 +145,51 @@ fn diff_of_a_model_and_its_bfloat16_copy_measures_the_rounding() {
     assert_eq!(w["a"]["dtype"], "float32");
     assert_eq!(w["b"]["dtype"], "bfloat16");
 }
+
+/// The header and the data of a safetensors file: (key → (dtype, shape, bytes)).
+fn safetensors_entries(
+    file: &[u8],
+) -> std::collections::BTreeMap<String, (String, String, Vec<u8>)> {
+    let n = u64::from_le_bytes(file[..8].try_into().unwrap()) as usize;
+    let header: serde_json::Value = serde_json::from_slice(&file[8..8 + n]).unwrap();
+    let data = &file[8 + n..];
+    header
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(k, _)| *k != "__metadata__")
+        .map(|(k, v)| {
+            let o = &v["data_offsets"];
+            let (a, b) = (
+                o[0].as_u64().unwrap() as usize,
+                o[1].as_u64().unwrap() as usize,
+            );
+            let entry = (
+                v["dtype"].to_string(),
+                v["shape"].to_string(),
+                data[a..b].to_vec(),
+            );
+            (k.clone(), entry)
+        })
+        .collect()
+}
+
+/// A safetensors file's whole-model `.safetensors` view holds every tensor of it, `F4` and
+/// `F8_E8M0` too (copied as stored, as the safetensors package reads them), each with the
+/// writer's dtype, shape and bytes; `info` names an undecoded dtype once (`F4`, not `F4→F4`).
+#[test]
+fn a_safetensors_files_view_keeps_its_f4_and_e8m0_tensors() {
+    let source = fixtures().join("safetensors/dtypes.safetensors");
+    let s = source.to_str().unwrap();
+    let o = run(&["cat", s, ".safetensors"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let got = safetensors_entries(&o.stdout);
+    let want = safetensors_entries(&std::fs::read(&source).unwrap());
+    assert!(
+        want.values().any(|(d, ..)| d == "\"F4\""),
+        "the fixture has an F4 tensor"
+    );
+    assert_eq!(got, want);
+    let info = stdout(&run(&["info", s]));
+    assert!(info.contains("F4 1") && !info.contains("F4→F4"), "{info}");
+}

@@ -84,7 +84,7 @@ pub(super) fn open(
         })
     });
     if one_model {
-        return Ok(None);
+        return whole_and_others(path, opts, &entries, None);
     }
     let mut files = Vec::new();
     let mut dirs = Vec::new();
@@ -130,15 +130,29 @@ pub(super) fn open(
         let member = opts.members.get_or_make(&sub, stamp, open);
         files.push((text.as_bytes().to_vec(), member, what));
     }
-    let shards = !files.is_empty()
-        && files
+    // The files the safetensors and torch readers take as one model: GGUF and numpy files
+    // beside them are models of their own.
+    let theirs: Vec<_> = files
+        .iter()
+        .filter(|(.., k)| matches!(k, FileKind::Safetensors | FileKind::Torch))
+        .collect();
+    let shards = !theirs.is_empty()
+        && theirs
             .iter()
             .all(|(n, ..)| n.windows(4).any(|w| w == b"-of-"));
     // One safetensors file is a model of its own (`safetensors::files_of`); one torch.save
     // file of a run is its first member, as the second will be.
-    let lone_safetensors = matches!(files.as_slice(), [(_, _, FileKind::Safetensors)]);
+    let lone_safetensors = matches!(theirs.as_slice(), [(_, _, FileKind::Safetensors)]);
     if dirs.is_empty() && (shards || lone_safetensors) {
-        return Ok(None);
+        // Torch shards without an index are no model its reader finds in the directory:
+        // the files are given.
+        let torch: Vec<_> = theirs
+            .iter()
+            .map(|(n, ..)| path.join(String::from_utf8_lossy(n).as_ref()))
+            .collect();
+        let all_torch = theirs.iter().all(|(.., k)| *k == FileKind::Torch);
+        let given = all_torch.then_some(torch);
+        return whole_and_others(path, opts, &fs.list(path).unwrap_or_default(), given);
     }
     if files.is_empty() && dirs.is_empty() {
         return match skipped.as_slice() {
@@ -160,6 +174,105 @@ pub(super) fn open(
     Ok(Some(Arc::new(MultiModel::collection(
         members, latest, skipped,
     ))))
+}
+
+/// A directory its safetensors or torch reader takes as one model (an index of shards,
+/// `model.safetensors`, shards by name): that model alone (`None`: the readers after this one
+/// open it), or, when GGUF or numpy files lie beside it, a collection of it (named by its
+/// index or file) and them — a GGUF beside a sharded checkpoint is not dropped without a word.
+fn whole_and_others(
+    path: &Path,
+    opts: &ReaderOptions,
+    entries: &[(std::ffi::OsString, EntryKind)],
+    torch_files: Option<Vec<std::path::PathBuf>>,
+) -> Result<Option<Arc<dyn Model>>, OpenError> {
+    let fs = &opts.storage;
+    let mut others = Vec::new();
+    let mut names: Vec<&str> = Vec::new();
+    for (name, kind) in entries.iter().take(MAX_ENTRIES) {
+        let Some(text) = name.to_str() else { continue };
+        if *kind != EntryKind::File {
+            continue;
+        }
+        names.push(text);
+        if ![".gguf", ".npy", ".npz"].iter().any(|s| text.ends_with(s)) {
+            continue;
+        }
+        let sub = path.join(text);
+        let Ok(opened) = fs.open(&sub) else { continue };
+        let Some(what @ (FileKind::Gguf | FileKind::Numpy)) = FileKind::of(text, &*opened) else {
+            continue;
+        };
+        let stamp = fs
+            .stamp(&sub)
+            .map_err(|e| OpenError::unreadable(&sub, e))?
+            .unwrap_or_default();
+        let (o, f) = (opts.clone(), sub.clone());
+        let open = Box::new(move || what.open(&f, &o));
+        others.push((
+            text.as_bytes().to_vec(),
+            opts.members.get_or_make(&sub, stamp, open),
+        ));
+    }
+    if others.is_empty() {
+        return Ok(None);
+    }
+    let name = whole_name(&names);
+    let stamp = super::fingerprint::fingerprint(&**fs, path)
+        .map(|f| format!("{f:016x}"))
+        .unwrap_or_default();
+    let (o, dir) = (opts.clone(), path.to_path_buf());
+    let open = Box::new(move || {
+        if let Some(files) = &torch_files {
+            return crate::torch::open(files, &o);
+        }
+        if let Some(m) = crate::safetensors::open_path(&dir, &o)? {
+            return Ok(m);
+        }
+        crate::torch::open_path(&dir, &o)?.ok_or_else(|| OpenError::NotRecognised {
+            path: dir.clone(),
+            looked_for: "safetensors or torch.save files".into(),
+        })
+    });
+    let whole = opts.members.get_or_make(&path.join(&name), stamp, open);
+    let mut members = vec![(name.into_bytes(), whole)];
+    members.extend(others);
+    Ok(Some(Arc::new(MultiModel::collection(
+        members,
+        None,
+        Vec::new(),
+    ))))
+}
+
+/// The name of the one model among `names` (a directory's files): its index's name without
+/// `.index.json` (`model.safetensors`), its single file's, or its shards' without the
+/// `-00001-of-00002` part.
+fn whole_name(names: &[&str]) -> String {
+    if let Some(index) = names.iter().find_map(|n| n.strip_suffix(".index.json")) {
+        return index.to_string();
+    }
+    for single in ["model.safetensors", "pytorch_model.bin"] {
+        if names.contains(&single) {
+            return single.to_string();
+        }
+    }
+    let shard = names
+        .iter()
+        .filter(|n| n.contains("-of-"))
+        .min()
+        .or(names.iter().find(|n| n.ends_with(".safetensors")));
+    let Some(shard) = shard else {
+        return "model".into();
+    };
+    match shard.rfind("-of-").and_then(|of| shard[..of].rfind('-')) {
+        Some(dash) => {
+            let tail = shard[dash..]
+                .find('.')
+                .map_or("", |dot| &shard[dash + dot..]);
+            format!("{}{tail}", &shard[..dash])
+        }
+        None => shard.to_string(),
+    }
 }
 
 /// The sub-directory `dir` as a member when it holds a model (`depth`: how much deeper

@@ -11,7 +11,8 @@
 //!
 //! Sizes are exact from metadata; a read fetches only the elements it covers. Sparse
 //! matrices are written dense within `max_dense`. Left out (named in `left_out` and logged):
-//! strings, complex128, quantized and 4-bit types, which safetensors has no dtype for,
+//! strings, complex128, quantized and 4-bit types, which safetensors has no dtype for (but
+//! its own `F4` and `F8_E8M0` from a safetensors file, copied as stored),
 //! tensors whose metadata names a problem, and sparse ones beyond `max_dense`.
 
 use std::collections::BTreeMap;
@@ -57,18 +58,71 @@ fn st_dtype(dtype: DType) -> Option<(&'static str, ElemMap)> {
     })
 }
 
-/// One tensor as written: its elements, or why it has no safetensors form.
-fn elements(t: &Arc<dyn Tensor>, ctx: &LayoutCtx) -> Result<(&'static str, RawElements), String> {
+/// safetensors dtypes modelfs does not decode but copies as stored (`F4`: two 4-bit floats a
+/// byte; `F8_E8M0`: scales), from a safetensors file whose bytes are exactly that.
+const AS_STORED: &[&str] = &["F4", "F8_E8M0"];
+
+/// One tensor's bytes in the file.
+enum Part {
+    Elements(RawElements),
+    /// A tensor of a safetensors dtype modelfs keeps as stored (`AS_STORED`): its bytes.
+    Stored(Arc<dyn Tensor>, u64),
+}
+
+impl Part {
+    fn width(&self) -> usize {
+        match self {
+            Part::Elements(raw) => raw.width(),
+            Part::Stored(..) => 1,
+        }
+    }
+    fn size(&self) -> Option<u64> {
+        match self {
+            Part::Elements(raw) => raw.size(),
+            Part::Stored(_, len) => Some(*len),
+        }
+    }
+    fn tensor(&self) -> &Arc<dyn Tensor> {
+        match self {
+            Part::Elements(raw) => &raw.tensor,
+            Part::Stored(t, _) => t,
+        }
+    }
+}
+
+/// A stored part's bytes (`Tensor::read_stored`).
+struct StoredBytes(Arc<dyn Tensor>, u64);
+
+impl FileContent for StoredBytes {
+    fn known_size(&self) -> Option<u64> {
+        Some(self.1)
+    }
+    fn read(&self, offset: u64, len: usize, req: &dyn Requester) -> Result<Bytes, LayoutError> {
+        let len = usize::try_from(self.1.saturating_sub(offset)).map_or(len, |l| l.min(len));
+        if len == 0 {
+            return Ok(Bytes::new());
+        }
+        Ok(self.0.read_stored(req.ctx(), offset, len)?)
+    }
+}
+
+/// One tensor as written: its elements (or stored bytes), or why it has no safetensors form.
+fn elements(t: &Arc<dyn Tensor>, ctx: &LayoutCtx) -> Result<(&'static str, Part), String> {
     let meta = t.meta();
     if let Some(p) = &meta.problem {
         return Err(format!("it has a problem: {p}"));
+    }
+    if let (Some(form), "safetensors") = (&meta.stored, meta.format) {
+        if let Some(name) = AS_STORED.iter().find(|n| **n == form.encoding) {
+            return Ok((name, Part::Stored(t.clone(), form.bytes)));
+        }
     }
     let (dtype, map) =
         st_dtype(meta.dtype).ok_or_else(|| format!("safetensors has no {}", meta.dtype.name()))?;
     let dense = dense_tensor(t, ctx.max_dense).map_err(|e| e.to_string())?;
     let raw = RawElements::new(dense, map).ok_or("its size overflows")?;
     raw.size().ok_or("its size overflows")?;
-    Ok((dtype, raw))
+    Ok((dtype, Part::Elements(raw)))
 }
 
 /// The safetensors file of `tensors` (sorted by key, unique), and what was left out.
@@ -115,7 +169,7 @@ fn file(tensors: &[Arc<dyn Tensor>], ctx: &LayoutCtx) -> Result<(Packed, Vec<Str
             key.to_string(),
             serde_json::json!({
                 "dtype": dtype,
-                "shape": raw.tensor.meta().shape,
+                "shape": raw.tensor().meta().shape,
                 "data_offsets": [offset, end],
             }),
         );
@@ -129,11 +183,20 @@ fn file(tensors: &[Arc<dyn Tensor>], ctx: &LayoutCtx) -> Result<(Packed, Vec<Str
         .map_err(overflow)?;
     out.bytes(json).map_err(overflow)?;
     let (mut runs, mut contents) = (Vec::new(), Vec::new());
-    for (_, _, raw) in kept {
-        debug_assert_eq!((out.offset() - 8) % raw.width() as u64, 0);
+    for (_, _, part) in kept {
+        debug_assert_eq!((out.offset() - 8) % part.width() as u64, 0);
         let start = out.offset();
-        let content = Arc::new(BinContent(raw));
-        out.push(content.clone()).map_err(overflow)?;
+        let content = match part {
+            Part::Elements(raw) => {
+                let content = Arc::new(BinContent(raw));
+                out.push(content.clone()).map_err(overflow)?;
+                Some(content)
+            }
+            Part::Stored(t, len) => {
+                out.push(Arc::new(StoredBytes(t, len))).map_err(overflow)?;
+                None
+            }
+        };
         runs.push((start, out.offset()));
         contents.push(content);
     }
@@ -159,8 +222,8 @@ pub(crate) struct Packed {
     data: Concat,
     /// Each tensor's bytes in the file.
     runs: super::Runs,
-    /// Each tensor's elements, in the order of `runs`.
-    contents: Vec<Arc<BinContent>>,
+    /// Each tensor's elements, in the order of `runs` (`None`: bytes as stored).
+    contents: Vec<Option<Arc<BinContent>>>,
 }
 
 impl FileContent for Packed {
@@ -176,8 +239,9 @@ impl FileContent for Packed {
             let (low, high) = super::own_pages(start, stop);
             let shared = (b <= low || a >= high) && low < high;
             let unchecked = shared
-                .then(|| self.contents[i].0.read_unchecked(req.ctx(), a - start, (b - a) as usize))
-                .flatten();
+                .then(|| self.contents[i].as_ref())
+                .flatten()
+                .and_then(|c| c.0.read_unchecked(req.ctx(), a - start, (b - a) as usize));
             match unchecked {
                 Some(got) => {
                     log::info!("{FILE}: bytes {a}..{b} of a failing tensor served unchecked (a page it shares): {e}");

@@ -114,8 +114,11 @@ impl TensorMeta {
     /// of their own (what is stored, then what reads give), else the dtype's name.
     pub fn dtype_shown(&self) -> String {
         match &self.stored {
-            Some(form) => format!("{}→{}", form.encoding, self.dtype.name()),
-            None => self.dtype.name().into_owned(),
+            // An undecoded dtype (safetensors' `F4`) is stored as itself: named once.
+            Some(form) if form.encoding != self.dtype.name() => {
+                format!("{}→{}", form.encoding, self.dtype.name())
+            }
+            Some(_) | None => self.dtype.name().into_owned(),
         }
     }
 
@@ -176,4 +179,26 @@ impl TensorMeta {
 /// The last component of a file's name (a path or a URL), as `.json` shows a source file.
 pub fn base_name(name: &str) -> &str {
     name.rsplit('/').next().unwrap_or(name)
+}
+
+#[cfg(test)]
+mod shown_tests {
+    use super::*;
+
+    #[test]
+    fn a_stored_form_is_named_once_when_it_is_the_dtype() {
+        let mut m = TensorMeta::new(b"w".to_vec(), DType::F32, vec![2], "gguf");
+        assert_eq!(m.dtype_shown(), "float32");
+        m.stored = Some(StoredForm {
+            encoding: "Q4_K".into(),
+            bytes: 144,
+        });
+        assert_eq!(m.dtype_shown(), "Q4_K→float32");
+        m.dtype = DType::Blocks("F4");
+        m.stored = Some(StoredForm {
+            encoding: "F4".into(),
+            bytes: 1,
+        });
+        assert_eq!(m.dtype_shown(), "F4");
+    }
 }

@@ -489,12 +489,13 @@ pub fn read_elements<T: Tensor + ?Sized>(
 
 /// Whether `len` bytes of elements from `first` are a request a tensor of `meta` can serve:
 /// a fixed-width dtype, whole elements, within the tensor. A tensor with a known problem and
-/// no width passes: its reader reports the problem, naming the file.
+/// no width passes, as does one of a dtype not decoded (its note): its reader reports the
+/// problem or the note, naming the file.
 pub(crate) fn check_request(meta: &TensorMeta, first: u64, len: usize) -> Result<(), ModelError> {
     let Some(elem) = meta.dtype.elem_size() else {
-        return match meta.problem {
-            Some(_) => Ok(()),
-            None => Err(RequestError::NoFixedSize(meta.dtype.name().into_owned()).into()),
+        return match (&meta.problem, &meta.note) {
+            (None, None) => Err(RequestError::NoFixedSize(meta.dtype.name().into_owned()).into()),
+            _ => Ok(()),
         };
     };
     if len % elem != 0 {

@@ -27,6 +27,9 @@ pub struct Entry {
     /// Non-empty ⇒ a partitioned full entry (§7).
     pub slices: Vec<TensorSliceProto>,
     pub problem: Option<String>,
+    /// A dtype modelfs does not decode (`resource`, a `_ref` or future code): a note of the
+    /// verdicts, not damage (`modelfs_model::verdict`).
+    pub note: Option<String>,
 }
 
 impl Entry {
@@ -45,6 +48,7 @@ pub fn parse_entry(value: &[u8], num_shards: u32) -> Entry {
         loc: None,
         slices: Vec::new(),
         problem: None,
+        note: None,
     };
     let proto = match BundleEntryProto::decode(value) {
         Ok(p) => p,
@@ -60,12 +64,20 @@ pub fn parse_entry(value: &[u8], num_shards: u32) -> Entry {
         entry.problem = Some(m);
         return entry;
     }
-    if let DType::Opaque(code) = entry.dtype {
-        entry.problem = Some(format!(
-            "dtype {} (code {code}) cannot be decoded",
-            entry.dtype.name()
-        ));
-        return entry;
+    match entry.dtype {
+        // Code 0 is no dtype at all: an index entry no writer makes.
+        DType::Opaque(0) => {
+            entry.problem = Some("dtype invalid (code 0)".into());
+            return entry;
+        }
+        DType::Opaque(code) => {
+            entry.note = Some(format!(
+                "dtype {} (code {code}) is not decoded here",
+                entry.dtype.name()
+            ));
+            return entry;
+        }
+        _ => {}
     }
     let Some(n) = entry.num_elements() else {
         entry.problem = Some("element count overflows".into());
@@ -157,10 +169,13 @@ mod tests {
                 .problem
                 .is_some()
         );
-        // Resource dtype: listed with a problem.
+        // Resource dtype: listed with a note (not decoded), not a problem (not damage).
         let r = parse_entry(&[0x08, 0x14, 0x12, 0x00], 1);
         assert_eq!(r.dtype, DType::Opaque(20));
-        assert!(r.problem.is_some());
+        assert!(r.problem.is_none() && r.note.is_some(), "{r:?}");
+        // Code 0 is no dtype: damage.
+        let z = parse_entry(&[0x08, 0x00, 0x12, 0x00], 1);
+        assert!(z.problem.is_some() && z.note.is_none(), "{z:?}");
         // Unknown rank.
         assert!(parse_entry(&[0x08, 0x01, 0x12, 0x02, 0x18, 0x01], 1)
             .problem

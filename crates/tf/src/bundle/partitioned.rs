@@ -127,6 +127,7 @@ impl PartitionedTensor {
             .collect();
         let meta = TensorMeta {
             problem: entry.problem.clone(),
+            note: entry.note.clone(),
             mtime: bundle.mtime,
             ..TensorMeta::new(name, entry.dtype, entry.shape.clone(), "tf-checkpoint")
         };

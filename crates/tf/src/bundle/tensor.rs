@@ -74,6 +74,7 @@ impl TfTensor {
         }
         let meta = TensorMeta {
             problem,
+            note: entry.note.clone(),
             mtime: bundle.mtime,
             ..TensorMeta::new(name, entry.dtype, entry.shape.clone(), "tf-checkpoint")
         };
@@ -128,7 +129,7 @@ impl TfTensor {
 
     /// The data file and location, or the tensor's known problem.
     fn data_file(&self) -> Result<(Arc<dyn ReadAt>, DataLoc), ModelError> {
-        if let Some(p) = &self.meta.problem {
+        if let Some(p) = self.meta.problem.as_ref().or(self.meta.note.as_ref()) {
             return Err(self.fail(TensorFault::Known(p.clone())));
         }
         let loc = self.loc.ok_or_else(|| self.fail(TensorFault::NoLocation))?;

@@ -115,7 +115,7 @@ impl GraphModel {
         scan.saver_scopes.extend(saver_scopes(&scan.consts));
         let listed = paths
             .iter()
-            .filter(|(_, i)| !is_plumbing(&scan.consts[*i].name, &scan.saver_scopes))
+            .filter(|(_, i)| !is_plumbing(&scan.consts[*i].name, &scan))
             .map(|(p, _)| p.clone())
             .collect();
         let signatures = signatures::names(&scan.metas)
@@ -229,11 +229,13 @@ fn saver_scopes(consts: &[scan::Const]) -> Vec<String> {
 }
 
 /// A constant (its name qualified by its function) of TF's save/restore plumbing: in one of
-/// `PLUMBING_FUNCTIONS`, or under a TF1 `Saver`'s name scope (`save/SaveV2/tensor_names`).
-fn is_plumbing(name: &str, saver_scopes: &[String]) -> bool {
+/// `PLUMBING_FUNCTIONS`, an input of a TF2 save call (`GraphScan::save_inputs`), or under a
+/// TF1 `Saver`'s name scope (`save/SaveV2/tensor_names`).
+fn is_plumbing(name: &str, scan: &GraphScan) -> bool {
     let first = name.split('/').next().unwrap_or(name);
     PLUMBING_FUNCTIONS.iter().any(|f| first.starts_with(f))
-        || saver_scopes.iter().any(|s| {
+        || scan.save_inputs.iter().any(|i| i == name)
+        || scan.saver_scopes.iter().any(|s| {
             name.strip_prefix(s.as_str())
                 .is_some_and(|r| r.starts_with('/'))
         })
@@ -586,7 +588,7 @@ impl Model for GraphModel {
                 let mut const_bytes = 0u64;
                 let mut plumbing = 0u64;
                 for c in &g.scan.consts {
-                    if is_plumbing(&c.name, &g.scan.saver_scopes) {
+                    if is_plumbing(&c.name, &g.scan) {
                         plumbing += 1;
                         continue;
                     }
@@ -607,6 +609,9 @@ impl Model for GraphModel {
                     const_bytes = const_bytes.saturating_add(bytes);
                     if let Some(p) = &c.value.problem {
                         s.problems.push(format!("constant {}: {p}", c.name));
+                    }
+                    if let Some(n) = &c.value.note {
+                        s.notes.push(format!("constant {}: {n}", c.name));
                     }
                 }
                 s.total_bytes = s.total_bytes.saturating_add(const_bytes);

@@ -91,7 +91,14 @@ pub(crate) struct GraphScan {
     /// The name scope of each meta graph's `Saver` (`save` of `save/Const:0`, its
     /// `SaverDef.filename_tensor_name`), when it has one.
     pub(crate) saver_scopes: Vec<String>,
+    /// The top-level nodes a TF2 SavedModel's save function is called with
+    /// (`StatefulPartitionedCall` of `__inference__traced_save_N`): its `saver_filename` and
+    /// the `Const` holding the object graph the save writes — plumbing, not the model's.
+    pub(crate) save_inputs: Vec<String>,
 }
+
+/// The function a TF2 SavedModel's save call runs.
+const TRACED_SAVE: &str = "__inference__traced_save_";
 
 /// Scans `buf` (the whole file) as `kind`.
 pub(crate) fn scan(buf: &[u8], kind: GraphKind) -> Result<GraphScan, WireError> {
@@ -224,6 +231,8 @@ fn node(
     let (mut name, mut op, mut value) = (String::new(), String::new(), None);
     // The first two inputs, made strings only for a DenseHashTable op.
     let mut inputs: [Option<Range<usize>>; 2] = [None, None];
+    let mut all_inputs = Vec::new();
+    let mut calls_save = false;
     for f in Fields::within(buf, range) {
         let f = f?;
         match (f.number, f.range()) {
@@ -231,8 +240,9 @@ fn node(
             (2, _) => op = text(buf, &f),
             (3, Some(r)) => {
                 if let Some(slot) = inputs.iter_mut().find(|i| i.is_none()) {
-                    *slot = Some(r);
+                    *slot = Some(r.clone());
                 }
+                all_inputs.push(r);
             }
             (5, Some(r)) => {
                 let (mut key, mut val) = (String::new(), None);
@@ -242,6 +252,19 @@ fn node(
                         (1, _) => key = text(buf, &e),
                         (2, Some(v)) => val = Some(v),
                         _ => {}
+                    }
+                }
+                // attr f: AttrValue {func 10: NameAttrList {name 1}}.
+                if let (true, Some(v)) = (key == "f" && function.is_empty(), val.clone()) {
+                    for a in Fields::within(buf, v) {
+                        let a = a?;
+                        let (10, Some(func)) = (a.number, a.range()) else {
+                            continue;
+                        };
+                        for n in Fields::within(buf, func) {
+                            let n = n?;
+                            calls_save |= n.number == 1 && text(buf, &n).starts_with(TRACED_SAVE);
+                        }
                     }
                 }
                 if let (true, Some(v)) = (key == "value", val) {
@@ -258,6 +281,14 @@ fn node(
     }
     out.nodes += 1;
     *out.ops.entry(op.clone()).or_default() += 1;
+    if calls_save {
+        // `Const:0`, `^dep`: the node's name.
+        out.save_inputs.extend(all_inputs.into_iter().map(|r| {
+            let input = String::from_utf8_lossy(&buf[r]).into_owned();
+            let input = input.trim_start_matches('^');
+            input.split(':').next().unwrap_or(input).to_string()
+        }));
+    }
     if dense::OPS.contains(&op.as_str()) {
         let inputs: Vec<String> = inputs
             .iter()

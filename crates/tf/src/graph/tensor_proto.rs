@@ -38,6 +38,8 @@ pub(crate) struct ProtoInfo {
     /// The whole proto (for decoding typed fields).
     pub(crate) proto: Range<u64>,
     pub(crate) problem: Option<String>,
+    /// Values of a dtype modelfs does not decode (variant, resource): a note, not damage.
+    pub(crate) note: Option<String>,
 }
 
 /// Scans the `TensorProto` in `buf[range]`; `base` is `buf[0]`'s offset in the file.
@@ -85,6 +87,7 @@ pub(crate) fn scan(buf: &[u8], range: Range<usize>, base: u64) -> Result<ProtoIn
         content,
         proto: abs(range),
         problem: None,
+        note: None,
     };
     let mut problem = None;
     if unknown_rank {
@@ -126,8 +129,14 @@ impl ProtoInfo {
             }
             _ => {}
         }
-        if matches!(dtype, DType::Variant | DType::Opaque(_) | DType::Blocks(_)) {
-            problem.get_or_insert_with(|| format!("{} values are not decoded", dtype.name()));
+        match dtype {
+            DType::Opaque(0) => {
+                problem.get_or_insert_with(|| "dtype invalid (code 0)".into());
+            }
+            DType::Variant | DType::Opaque(_) | DType::Blocks(_) => {
+                self.note = Some(format!("{} values are not decoded here", dtype.name()));
+            }
+            _ => {}
         }
     }
 }
@@ -154,6 +163,7 @@ impl ProtoTensor {
         if meta.problem.is_none() {
             meta.problem = info.problem.clone();
         }
+        meta.note = info.note.clone();
         ProtoTensor {
             file,
             info,
@@ -168,9 +178,11 @@ impl ProtoTensor {
         info.dtype = meta.dtype;
         info.shape = meta.shape.clone();
         info.problem = None;
+        info.note = None;
         info.validate();
         let meta = TensorMeta {
             stored: None,
+            note: info.note.clone(),
             problem: meta.problem.clone().or_else(|| info.problem.clone()),
             ..meta
         };
@@ -238,10 +250,10 @@ impl ProtoTensor {
 
     fn check_range(&self, first: u64, count: u64) -> Result<(), ModelError> {
         RequestError::within(first, count, self.count())?;
-        if let Some(p) = &self.meta.problem {
-            return Err(self.fail(crate::model::KnownProblem(p.clone())));
+        match (&self.meta.problem, &self.meta.note) {
+            (Some(p), _) | (None, Some(p)) => Err(self.fail(crate::model::KnownProblem(p.clone()))),
+            (None, None) => Ok(()),
         }
-        Ok(())
     }
 }
 
