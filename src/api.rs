@@ -33,8 +33,10 @@ pub enum ErrorKind {
     Unavailable,
     /// Stored bytes whose checksum does not match.
     Checksum,
-    /// The source could not be read (missing, unrecognised, a fault, changed).
+    /// The source could not be read (unrecognised, a fault, changed).
     Source,
+    /// The source is not there: no file, key or checkpoint prefix of that name.
+    Missing,
     /// The caller asked the read to stop.
     Interrupted,
 }
@@ -113,8 +115,8 @@ pub struct Opened {
     tree: Arc<Tree>,
     model: Arc<dyn Model>,
     ctx: Arc<LayoutCtx>,
-    /// Every tensor's path in the mount, found on first need (metadata only).
-    keys: OnceLock<Vec<String>>,
+    /// Every tensor's path in the mount and its dtype, found on first need (metadata only).
+    keys: OnceLock<Vec<(String, String)>>,
 }
 
 impl Opened {
@@ -127,8 +129,13 @@ impl Opened {
                 .map_err(|e| error(ErrorKind::Usage, e.to_string()))?;
         }
         let path = Path::new(source);
-        let model = crate::cli::open_model(path, &opts)
-            .map_err(|f| error(ErrorKind::Source, f.message.unwrap_or_default()))?;
+        let model = crate::cli::open_model(path, &opts).map_err(|f| {
+            let kind = match f.missing {
+                true => ErrorKind::Missing,
+                false => ErrorKind::Source,
+            };
+            error(kind, f.message.unwrap_or_default())
+        })?;
         let ctx = crate::fs::layout_ctx(&opts, &crate::cli::store_name(path));
         let cfg = TreeConfig::for_user(None, None, std::time::SystemTime::UNIX_EPOCH);
         let tree = Arc::new(Tree::new(Arc::clone(&model), Arc::clone(&ctx), cfg));
@@ -142,14 +149,26 @@ impl Opened {
 
     /// Every tensor's path in the mount (`modelfs list`'s first column), sorted.
     pub fn keys(&self) -> Result<Vec<String>, Error> {
+        Ok(self.typed_keys()?.iter().map(|(k, _)| k.clone()).collect())
+    }
+
+    /// Every tensor's path in the mount, sorted, with its dtype's name (`float32`, `string`,
+    /// `Q4_K` for elements stored in an encoding of their own: `list`'s dtype column).
+    pub fn typed_keys(&self) -> Result<&[(String, String)], Error> {
         if let Some(k) = self.keys.get() {
-            return Ok(k.clone());
+            return Ok(k);
         }
         let found =
             crate::cli::walk(&*self.model).map_err(|e| error(ErrorKind::Source, e.to_string()))?;
-        let mut keys: Vec<String> = found.into_iter().map(|f| f.path).collect();
+        let mut keys: Vec<(String, String)> = found
+            .into_iter()
+            .map(|f| {
+                let dtype = f.tensor.meta().dtype.name().into_owned();
+                (f.path, dtype)
+            })
+            .collect();
         keys.sort();
-        Ok(self.keys.get_or_init(|| keys).clone())
+        Ok(self.keys.get_or_init(|| keys))
     }
 
     /// `NAME: no such tensor`, with the key it likely meant: the one spelled the same with
@@ -190,7 +209,7 @@ impl Opened {
                     partition: None,
                     ..
                 } => tensor.clone(),
-                NodeKind::Rows { tensor } => tensor.clone(),
+                NodeKind::Rows { tensor } | NodeKind::Hidden { tensor, .. } => tensor.clone(),
                 _ => return Err(self.missing(name)),
             },
             Err(e) if e.kind != ErrorKind::NotFound => return Err(e),
@@ -240,6 +259,81 @@ impl Opened {
             }
             out.extend_from_slice(&got);
         }
+    }
+
+    /// The mount's file at `path` (`NAME.csr.ids.npy`, `__metadata__.json`, `.safetensors`,
+    /// any file a mount answers by name), to be read in any ranges.
+    pub fn file(&self, path: &str) -> Result<Npy, Error> {
+        let path = path.trim_matches('/');
+        let content = self.tree.content_at(path.as_bytes()).map_err(|e| match e {
+            FsError::NotFound | FsError::NotDir => error(
+                ErrorKind::NotFound,
+                format!("{path}: no such file in the mount"),
+            ),
+            e => error(ErrorKind::Source, format!("{path}: {e}")),
+        })?;
+        Ok(Npy {
+            name: path.to_string(),
+            content,
+        })
+    }
+
+    /// Whether the mount answers `path` by name (a file or a directory), metadata only.
+    pub fn exists(&self, path: &str) -> bool {
+        self.tree.resolve(path.trim_matches('/').as_bytes()).is_ok()
+    }
+
+    /// The tables the model holds that no tensor of `keys` is (a TF hash table, whose
+    /// buckets are its listed tensors): their mount paths.
+    pub fn tables(&self) -> Result<Vec<String>, Error> {
+        let found = self
+            .model
+            .unlisted_tables()
+            .map_err(|e| error(ErrorKind::Source, e.to_string()))?;
+        let mut out: Vec<String> = found
+            .iter()
+            .map(|p| crate::fs::names::mount_path(p))
+            .collect();
+        out.sort();
+        Ok(out)
+    }
+
+    /// The elements of string tensor `name` (a vocabulary, a SavedModel's string constant),
+    /// each as stored: its shape is the `.json`'s.
+    pub fn strings(&self, name: &str) -> Result<Vec<Vec<u8>>, Error> {
+        let name = name.trim_matches('/');
+        let t = self
+            .tensor_with(name, "json")?
+            .ok_or_else(|| self.missing(name))?;
+        let Some(s) = t.as_strings() else {
+            let dtype = t.meta().dtype.name();
+            let msg = format!("{name}: not a string tensor ({dtype})");
+            return Err(error(ErrorKind::Unavailable, msg));
+        };
+        let count = t.meta().num_elements().unwrap_or(0);
+        // Bounded by the tensor's stored bytes: each element is at least its length prefix.
+        let mut out = Vec::new();
+        s.for_each_string(crate::source::ReadCtx::none(), 0, count, &mut |b| {
+            out.push(b.to_vec())
+        })
+        .map_err(|e| layout_error(name, e.into()))?;
+        Ok(out)
+    }
+
+    /// The stored bytes of tensor `name` as its `NAME.bin` gives them (GGUF's quantized
+    /// blocks, an `F4` tensor's bytes, a dense tensor's elements).
+    pub fn raw(&self, name: &str) -> Result<Npy, Error> {
+        let name = name.trim_matches('/');
+        // Whatever `layouts=` shows: the stored bytes are asked for by name.
+        let t = self
+            .tensor_with(name, "json")?
+            .ok_or_else(|| self.missing(name))?;
+        let content =
+            layout::content(Layout::Bin, t, &self.ctx).map_err(|e| layout_error(name, e.into()))?;
+        Ok(Npy {
+            name: name.to_string(),
+            content,
+        })
     }
 
     /// `NAME.npy`, to be read in any ranges.

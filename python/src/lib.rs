@@ -4,8 +4,7 @@
 
 use modelfs::api::{self, ErrorKind};
 use pyo3::buffer::PyBuffer;
-use pyo3::create_exception;
-use pyo3::exceptions::{PyBufferError, PyException, PyKeyError, PyKeyboardInterrupt, PyValueError};
+use pyo3::exceptions::{PyBufferError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use std::os::raw::{c_int, c_void};
@@ -13,40 +12,26 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::Duration;
 
-create_exception!(_native, ModelfsError, PyException, "Any error of modelfs.");
-create_exception!(
-    _native,
-    SourceError,
-    ModelfsError,
-    "The source could not be read."
-);
-create_exception!(
-    _native,
-    ChecksumError,
-    SourceError,
-    "Stored bytes whose checksum does not match."
-);
-create_exception!(
-    _native,
-    UnavailableError,
-    ModelfsError,
-    "The tensor has no form asked for (strings as numbers, a dtype numpy lacks)."
-);
-create_exception!(
-    _native,
-    UsageError,
-    ModelfsError,
-    "An option or argument modelfs refuses."
-);
-
-fn py_err(e: api::Error) -> PyErr {
-    match e.kind {
-        ErrorKind::Usage => UsageError::new_err(e.message),
-        ErrorKind::NotFound => PyKeyError::new_err(e.message),
-        ErrorKind::Unavailable => UnavailableError::new_err(e.message),
-        ErrorKind::Checksum => ChecksumError::new_err(e.message),
-        ErrorKind::Source => SourceError::new_err(e.message),
-        ErrorKind::Interrupted => PyKeyboardInterrupt::new_err(e.message),
+/// The Python exception for `e`, met reading `name` (`None`: opening) of `source`: one of
+/// `modelfs`'s own classes (`pysrc/modelfs/_errors.py`, where they are defined so that they
+/// pickle), made there from the error's kind and message.
+fn py_err(py: Python<'_>, e: api::Error, name: Option<&str>, source: &str) -> PyErr {
+    let kind = match e.kind {
+        ErrorKind::Usage => "usage",
+        ErrorKind::NotFound => "not_found",
+        ErrorKind::Unavailable => "unavailable",
+        ErrorKind::Checksum => "checksum",
+        ErrorKind::Source => "source",
+        ErrorKind::Missing => "missing",
+        ErrorKind::Interrupted => "interrupted",
+    };
+    let made = py
+        .import("modelfs._errors")
+        .and_then(|m| m.getattr("_raise"))
+        .and_then(|f| f.call1((kind, e.message.as_str(), name, source)));
+    match made {
+        Ok(exc) => PyErr::from_value(exc),
+        Err(e) => e,
     }
 }
 
@@ -90,46 +75,23 @@ fn interruptible<T: Send>(
 #[pyclass(frozen, module = "modelfs._native")]
 struct Model {
     inner: api::Opened,
+    source: String,
 }
 
-#[pymethods]
 impl Model {
-    #[new]
-    fn new(py: Python<'_>, source: String, options: Vec<String>) -> PyResult<Model> {
-        let inner = py
-            .detach(|| api::Opened::open(&source, &options))
-            .map_err(py_err)?;
-        Ok(Model { inner })
+    fn err(&self, py: Python<'_>, e: api::Error, name: &str) -> PyErr {
+        py_err(py, e, Some(name), &self.source)
     }
 
-    fn keys(&self, py: Python<'_>) -> PyResult<Vec<String>> {
-        py.detach(|| self.inner.keys()).map_err(py_err)
-    }
-
-    /// The bytes of `NAME.json`.
-    fn json<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyBytes>> {
-        let bytes = py.detach(|| self.inner.json(name)).map_err(py_err)?;
-        Ok(PyBytes::new(py, &bytes))
-    }
-
-    /// The header of `NAME.npy` and the file's size.
-    fn npy_header<'py>(&self, py: Python<'py>, name: &str) -> PyResult<(Bound<'py, PyBytes>, u64)> {
-        let (header, size) = py
-            .detach(|| {
-                let npy = self.inner.npy(name)?;
-                Ok::<_, api::Error>((npy.header()?, npy.size()?))
-            })
-            .map_err(py_err)?;
-        Ok((PyBytes::new(py, &header), size))
-    }
-
-    /// Fills writable, contiguous `out` with the bytes of `NAME.npy` at `offset`.
-    fn read_npy_into(
+    /// Fills writable, contiguous `out` with the bytes of the file `open` gives, at `offset`
+    /// (`name` for errors).
+    fn fill(
         &self,
         py: Python<'_>,
         name: &str,
         offset: u64,
         out: &Bound<'_, PyAny>,
+        open: impl Fn() -> Result<api::Npy, api::Error> + Send + Sync,
     ) -> PyResult<()> {
         let buffer = PyBuffer::<u8>::get(out)?;
         if buffer.readonly() || !buffer.is_c_contiguous() {
@@ -151,17 +113,118 @@ impl Model {
             // thread meanwhile races with this read, as with any reader filling a buffer
             // (`readinto`).
             let out = unsafe { std::slice::from_raw_parts_mut(at as *mut u8, len) };
-            self.inner.npy(name)?.read_into_until(offset, out, &stop)
+            open()?.read_into_until(offset, out, &stop)
         };
-        interruptible(py, &stop, read)?.map_err(py_err)?;
+        interruptible(py, &stop, read)?.map_err(|e| self.err(py, e, name))?;
         drop(buffer);
         Ok(())
     }
+}
 
+#[pymethods]
+impl Model {
+    #[new]
+    fn new(py: Python<'_>, source: String, options: Vec<String>) -> PyResult<Model> {
+        let inner = py
+            .detach(|| api::Opened::open(&source, &options))
+            .map_err(|e| py_err(py, e, None, &source))?;
+        Ok(Model { inner, source })
+    }
+
+    /// Every tensor's mount path with its dtype's name, sorted.
+    fn keys(&self, py: Python<'_>) -> PyResult<Vec<(String, String)>> {
+        py.detach(|| self.inner.typed_keys().map(|k| k.to_vec()))
+            .map_err(|e| py_err(py, e, None, &self.source))
+    }
+
+    /// The bytes of `NAME.json`.
+    fn json<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyBytes>> {
+        let bytes = py
+            .detach(|| self.inner.json(name))
+            .map_err(|e| self.err(py, e, name))?;
+        Ok(PyBytes::new(py, &bytes))
+    }
+
+    /// The header of `NAME.npy` and the file's size.
+    fn npy_header<'py>(&self, py: Python<'py>, name: &str) -> PyResult<(Bound<'py, PyBytes>, u64)> {
+        let (header, size) = py
+            .detach(|| {
+                let npy = self.inner.npy(name)?;
+                Ok::<_, api::Error>((npy.header()?, npy.size()?))
+            })
+            .map_err(|e| self.err(py, e, name))?;
+        Ok((PyBytes::new(py, &header), size))
+    }
+
+    /// Fills writable, contiguous `out` with the bytes of `NAME.npy` at `offset`.
+    fn read_npy_into(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        offset: u64,
+        out: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        self.fill(py, name, offset, out, || self.inner.npy(name))
+    }
+
+    /// The size of the mount's file at `path` (any file the mount answers by name).
+    fn file_size(&self, py: Python<'_>, path: &str) -> PyResult<u64> {
+        py.detach(|| self.inner.file(path)?.size())
+            .map_err(|e| self.err(py, e, path))
+    }
+
+    /// Fills `out` with the bytes of the mount's file at `path`, from `offset`.
+    fn read_file_into(
+        &self,
+        py: Python<'_>,
+        path: &str,
+        offset: u64,
+        out: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        self.fill(py, path, offset, out, || self.inner.file(path))
+    }
+
+    /// The size of tensor `name`'s stored bytes (`NAME.bin`).
+    fn raw_size(&self, py: Python<'_>, name: &str) -> PyResult<u64> {
+        py.detach(|| self.inner.raw(name)?.size())
+            .map_err(|e| self.err(py, e, name))
+    }
+
+    /// Fills `out` with tensor `name`'s stored bytes from `offset`.
+    fn read_raw_into(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        offset: u64,
+        out: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        self.fill(py, name, offset, out, || self.inner.raw(name))
+    }
+
+    /// Whether the mount answers `path` by name (metadata only).
+    fn exists(&self, py: Python<'_>, path: &str) -> bool {
+        py.detach(|| self.inner.exists(path))
+    }
+
+    /// The hash tables that are no listed tensor (a TF table's buckets are).
+    fn tables(&self, py: Python<'_>) -> PyResult<Vec<String>> {
+        py.detach(|| self.inner.tables())
+            .map_err(|e| py_err(py, e, None, &self.source))
+    }
+
+    /// The elements of string tensor `name`, each its bytes.
+    fn strings<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Vec<Bound<'py, PyBytes>>> {
+        let got = py
+            .detach(|| self.inner.strings(name))
+            .map_err(|e| self.err(py, e, name))?;
+        Ok(got.iter().map(|b| PyBytes::new(py, b)).collect())
+    }
     /// The element bytes of `NAME.npy` lent from the mapped file (checked first), or `None`
     /// where they are not stored as the array holds them.
     fn lend(&self, py: Python<'_>, name: &str) -> PyResult<Option<Lent>> {
-        let got = py.detach(|| self.inner.lend(name)).map_err(py_err)?;
+        let got = py
+            .detach(|| self.inner.lend(name))
+            .map_err(|e| self.err(py, e, name))?;
         Ok(got.map(|bytes| Lent { bytes }))
     }
 
@@ -172,7 +235,9 @@ impl Model {
         name: &str,
         ids: Vec<i64>,
     ) -> PyResult<(Vec<i64>, String, u64, Bound<'py, PyBytes>)> {
-        let rows = py.detach(|| self.inner.rows(name, &ids)).map_err(py_err)?;
+        let rows = py
+            .detach(|| self.inner.rows(name, &ids))
+            .map_err(|e| self.err(py, e, name))?;
         Ok((
             rows.found,
             rows.descr,
@@ -250,13 +315,7 @@ impl Lent {
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    let py = m.py();
     m.add_class::<Model>()?;
     m.add_class::<Lent>()?;
-    m.add("ModelfsError", py.get_type::<ModelfsError>())?;
-    m.add("SourceError", py.get_type::<SourceError>())?;
-    m.add("ChecksumError", py.get_type::<ChecksumError>())?;
-    m.add("UnavailableError", py.get_type::<UnavailableError>())?;
-    m.add("UsageError", py.get_type::<UsageError>())?;
     Ok(())
 }

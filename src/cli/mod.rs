@@ -59,6 +59,9 @@ pub(crate) struct Failure {
     /// `None`: nothing (more) to print — it was reported elsewhere, or there is nothing wrong
     /// to tell (the reader of our output went away).
     pub(crate) message: Option<String>,
+    /// The source is not there (no file, key or prefix of that name): the API's
+    /// `ErrorKind::Missing`, Python's `FileNotFoundError`.
+    pub(crate) missing: bool,
 }
 
 impl Failure {
@@ -66,6 +69,7 @@ impl Failure {
         Failure {
             status,
             message: Some(message.into()),
+            missing: false,
         }
     }
 
@@ -74,6 +78,7 @@ impl Failure {
         Failure {
             status,
             message: None,
+            missing: false,
         }
     }
 }

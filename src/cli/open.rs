@@ -87,7 +87,26 @@ fn open_source(
     let opened_from = (watch || period.is_some())
         .then(|| crate::fs::live::fingerprint(&*reader.storage, &path))
         .flatten();
-    let model = open(&path, &reader).map_err(|e| match remote_url(source) {
+    let model = open(&path, &reader).map_err(|e| {
+        let missing = matches!(e, crate::model::OpenError::Missing { .. });
+        let mut f = opening_failure(source, &path, e);
+        f.missing = missing;
+        f
+    })?;
+    let follow = Follow {
+        path: path.clone(),
+        storage: Arc::clone(&reader.storage),
+        watch,
+        period,
+        opened_from,
+        reopen: Box::new(move || open(&path, &reader).map_err(|e| e.to_string())),
+    };
+    Ok((model, follow))
+}
+
+/// The failure to open `source` (read at `path`) with `e`.
+fn opening_failure(source: &Path, path: &Path, e: crate::model::OpenError) -> Failure {
+    match remote_url(source) {
         // Said of the URL once: a key the error starts with is the URL's (`m: …` of `gs://b/m`).
         Some(url) => {
             let why = e.to_string();
@@ -100,16 +119,7 @@ fn open_source(
             }
         }
         None => Failure::new(EXIT_SOURCE, e.to_string()),
-    })?;
-    let follow = Follow {
-        path: path.clone(),
-        storage: Arc::clone(&reader.storage),
-        watch,
-        period,
-        opened_from,
-        reopen: Box::new(move || open(&path, &reader).map_err(|e| e.to_string())),
-    };
-    Ok((model, follow))
+    }
 }
 
 /// The source's mtime (for directories): the path itself, else `<prefix>.index`; the time of

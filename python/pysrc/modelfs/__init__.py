@@ -25,27 +25,38 @@ wants paths.
 
 from __future__ import annotations
 
-import contextlib
-import io
-import json
-import os
-import shutil
-import subprocess
-import sysconfig
-import tempfile
-import time
+import collections.abc as _abc
+import contextlib as _contextlib
+import io as _io
+import json as _json
+import os as _os
+import shutil as _shutil
+import subprocess as _subprocess
+import sysconfig as _sysconfig
+import tempfile as _tempfile
+import time as _time
+import zipfile as _zipfile
 from typing import Any, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
-import numpy as np
+import numpy as _np
 
 from . import _native
-from ._native import (
+from ._errors import (
     ChecksumError,
     ModelfsError,
     SourceError,
+    SourceNotFoundError,
     UnavailableError,
     UsageError,
 )
+
+try:
+    from importlib.metadata import PackageNotFoundError as _NoPackage
+    from importlib.metadata import version as _version
+
+    __version__ = _version("modelfs")
+except _NoPackage:  # a source tree run without installing
+    __version__ = "0+unknown"
 
 __all__ = [
     "open",
@@ -59,35 +70,68 @@ __all__ = [
     "mount",
     "ModelfsError",
     "SourceError",
+    "SourceNotFoundError",
     "ChecksumError",
     "UnavailableError",
     "UsageError",
+    "__version__",
 ]
 
 # Bytes of rows one piece covers by default: large enough that a task's overhead is small,
 # small enough that a worker holds little.
 PIECE_BYTES = 64 << 20
 
+# What `False`/`None` means for an option that has an "off" value (the mount's `-o` forms:
+# `cache_dir=DIR|none`, `verify=crc|none`, `refresh=SECS|never`); the flags (`anonymous`,
+# `debug`, …) are off when left out. Any other option given `False` or `None` is refused:
+# dropping it silently would apply the default the caller meant to turn off.
+_OFF = {"cache_dir": "none", "verify": "none", "refresh": "never"}
+_FLAGS = {"allow_other", "allow_root", "auto_unmount", "debug", "anonymous"}
 
-def _option_args(options: Dict[str, Any]) -> List[str]:
-    """Keyword options as `-o` strings: `True` is a bare flag, `False`/`None` left out."""
-    out = []
+
+def _options(options: Dict[str, Any]) -> Dict[str, Any]:
+    """Keyword options as applied: `False`/`None` made the option's "off" value, lists and
+    tuples joined with `,`, paths made absolute; what `Model.options` shows."""
+    out: Dict[str, Any] = {}
     for key, value in options.items():
-        if value is True:
-            out.append(key)
-        elif value is False or value is None:
-            continue
+        if value is False or value is None:
+            if key in _OFF:
+                out[key] = _OFF[key]
+            elif key in _FLAGS:
+                continue
+            else:
+                raise UsageError(f"{key}={value!r}: {key} has no off value; leave it out for "
+                                 "its default")
+        elif value is True:
+            if key in _OFF and key != "refresh":
+                raise UsageError(f"{key}=True: give {key} a value (its default is on)")
+            out[key] = True
+        elif isinstance(value, (list, tuple, set, frozenset)):
+            out[key] = ",".join(str(v) for v in value)
+        elif isinstance(value, _os.PathLike):
+            out[key] = _os.fspath(value)
         else:
-            out.append(f"{key}={value}")
+            out[key] = value
+    if isinstance(out.get("cache_dir"), str) and out["cache_dir"] != "none":
+        # A pickled model is opened again by a worker whose working directory is not ours.
+        out["cache_dir"] = _os.path.abspath(out["cache_dir"])
     return out
 
 
-def _parse_npy_header(header: bytes) -> Tuple[Tuple[int, ...], bool, np.dtype]:
-    fp = io.BytesIO(header)
-    version = np.lib.format.read_magic(fp)
+def _option_args(options: Dict[str, Any]) -> List[str]:
+    """Options (as `_options` made them) as `-o` strings: `True` a bare flag."""
+    out = []
+    for key, value in _options(options).items():
+        out.append(key if value is True else f"{key}={value}")
+    return out
+
+
+def _parse_npy_header(header: bytes) -> Tuple[Tuple[int, ...], bool, _np.dtype]:
+    fp = _io.BytesIO(header)
+    version = _np.lib.format.read_magic(fp)
     if version == (1, 0):
-        return np.lib.format.read_array_header_1_0(fp)
-    return np.lib.format.read_array_header_2_0(fp)
+        return _np.lib.format.read_array_header_1_0(fp)
+    return _np.lib.format.read_array_header_2_0(fp)
 
 
 class Piece(NamedTuple):
@@ -100,50 +144,174 @@ class Piece(NamedTuple):
 
 def _absolute(source: str) -> str:
     """A local path made absolute; a URL (`s3://…`, `https://…`) as given."""
-    return source if "://" in source else os.path.abspath(source)
+    return source if "://" in source else _os.path.abspath(source)
 
 
 def _reopen(source: str, options: Dict[str, Any]) -> "Model":
     return Model(source, **options)
 
 
-class Model:
-    """A model opened from SOURCE (a path or a URL) with the mount's options."""
+class _MountFile(_io.RawIOBase):
+    """A file of the mount read through the model (`zipfile` reads `NAME.csr.npz` with it)."""
+
+    def __init__(self, native, path: str) -> None:
+        self._m, self._path = native, path
+        self._size = native.file_size(path)
+        self._at = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        base = {0: 0, 1: self._at, 2: self._size}[whence]
+        self._at = max(base + offset, 0)
+        return self._at
+
+    def tell(self) -> int:
+        return self._at
+
+    def readinto(self, b) -> int:
+        n = max(min(len(b), self._size - self._at), 0)
+        if n:
+            view = _np.frombuffer(b, dtype=_np.uint8, count=n)
+            self._m.read_file_into(self._path, self._at, view)
+            self._at += n
+        return n
+
+
+def _npy_of(native, path: str) -> _np.ndarray:
+    """The `.npy` file of the mount at `path` as an array."""
+    with _io.BufferedReader(_MountFile(native, path), buffer_size=1 << 20) as f:
+        return _np.lib.format.read_array(f, allow_pickle=False)
+
+
+class Model(_abc.Mapping):
+    """A model opened from SOURCE (a path or a URL) with the mount's options: a read-only
+    mapping of every tensor's mount path to its numpy array (`m[name]`, `m.get`, `m.items()`
+    read lazily), whose other names (a hash table's, a document's) answer too."""
 
     def __init__(self, source: "os.PathLike[str] | str", **options: Any) -> None:
         # Made absolute here, not only in the native open: a pickled model is opened again by
         # a worker whose working directory is not ours.
-        self.source = _absolute(os.fspath(source))
-        self.options = dict(options)
-        if isinstance(self.options.get("cache_dir"), (str, os.PathLike)):
-            if os.fspath(self.options["cache_dir"]) != "none":
-                self.options["cache_dir"] = os.path.abspath(os.fspath(self.options["cache_dir"]))
-        self._m = _native.Model(self.source, _option_args(self.options))
+        self.source = _absolute(_os.fspath(source))
+        self.options = _options(options)
+        self._typed: Optional[Dict[str, str]] = None
+        self._keys: Optional[List[str]] = None
+        self._named: Dict[str, bool] = {}
+        self._tables: Optional[List[str]] = None
+        self._native_model = _native.Model(self.source, _option_args(self.options))
+
+    # -- life ------------------------------------------------------------------------------
+
+    @property
+    def _m(self):
+        m = self._native_model
+        if m is None:
+            raise ModelfsError(f"{self.source}: the model is closed")
+        return m
+
+    def close(self) -> None:
+        """Lets go of the model's files (descriptors, mappings) now; any later call raises
+        `ModelfsError`. Arrays already returned stay valid (`map`'s keep their mapping)."""
+        self._native_model = None
+
+    @property
+    def closed(self) -> bool:
+        return self._native_model is None
+
+    def __enter__(self) -> "Model":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
 
     def __reduce__(self):
         return (_reopen, (self.source, self.options))
 
     def __repr__(self) -> str:
-        return f"modelfs.open({self.source!r})"
+        opts = "".join(f", {k}={v!r}" for k, v in self.options.items())
+        closed = " (closed)" if self.closed else ""
+        return f"modelfs.open({self.source!r}{opts}){closed}"
 
     # -- what is there ---------------------------------------------------------------------
 
-    def keys(self) -> List[str]:
-        """Every tensor's path in the mount, sorted (`modelfs list`'s first column)."""
-        return self._m.keys()
+    def _typed_keys(self) -> Dict[str, str]:
+        if self._native_model is None:
+            self._m  # raises: a closed model answers nothing, not its remembered keys
+        if self._typed is None:
+            self._typed = dict(self._m.keys())
+            self._keys = list(self._typed)
+        return self._typed
+
+    def keys(self, dtype: Any = None) -> List[str]:  # type: ignore[override]
+        """Every tensor's path in the mount, sorted (`modelfs list`'s first column); with
+        `dtype` (a numpy dtype, `"string"`, or a stored form such as `"Q4_K"`) only those of
+        that dtype."""
+        typed = self._typed_keys()
+        if dtype is None:
+            return list(self._keys or [])
+        want = dtype if isinstance(dtype, str) and not _is_numpy_dtype(dtype) else \
+            _np.dtype(dtype).name
+        if want == "bytes" or want == "object":
+            want = "string"
+        return [k for k, d in typed.items() if d == want]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self.keys())
+        self._typed_keys()
+        return iter(self._keys or [])
 
     def __len__(self) -> int:
-        return len(self.keys())
+        return len(self._typed_keys())
+
+    def _ipython_key_completions_(self) -> List[str]:
+        return self.keys()
 
     def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and name.strip("/") in set(self.keys())
+        """A listed tensor, or any name the mount answers by name: a hash table (`item_emb`,
+        whose buckets are the listed tensors), a member's `latest/W`."""
+        if not isinstance(name, str):
+            return False
+        name = name.strip("/")
+        if name in self._typed_keys():
+            return True
+        known = self._named.get(name)
+        if known is None:
+            known = self._named[name] = bool(name) and self._m.exists(f"{name}.json")
+        return known
+
+    def tables(self) -> List[str]:
+        """The hash tables whose buckets are listed as tensors of their own (a TF
+        `MutableHashTable` or `DenseHashTable`): their names, for `table`, `ids`, `rows`."""
+        if self._tables is None:
+            self._tables = self._m.tables()
+        return list(self._tables)
 
     def info(self, name: str) -> Dict[str, Any]:
         """The tensor's `NAME.json` (dtype, shape, partitions, problems, …), read no data."""
-        return json.loads(self._m.json(name))
+        return _json.loads(self._m.json(name))
+
+    @property
+    def metadata(self) -> Dict[str, Any]:
+        """The model's own key/values: a GGUF's (architecture, context length, tokenizer,
+        chat template…), a safetensors file's `__metadata__`, a torch file's plain values
+        (epoch, config): the mount's `__metadata__.json` and `__values__.json`, merged."""
+        out: Dict[str, Any] = {}
+        for doc in ("__metadata__.json", "__values__.json"):
+            if not self._m.exists(doc):
+                continue
+            size = self._m.file_size(doc)
+            buf = _np.empty(size, dtype=_np.uint8)
+            if size:
+                self._m.read_file_into(doc, 0, buf)
+            got = _json.loads(buf.tobytes())
+            if doc == "__values__.json" and isinstance(got, dict):
+                got = got.get("values", got)
+            if isinstance(got, dict):
+                out.update(got)
+        return out
 
     # -- values ----------------------------------------------------------------------------
 
@@ -152,16 +320,42 @@ class Model:
         shape, fortran, dtype = _parse_npy_header(header)
         return header, size, tuple(shape), fortran, dtype
 
-    def __getitem__(self, name: str) -> np.ndarray:
-        """The tensor as a numpy array: the bytes of the mount's `NAME.npy`."""
-        header, size, shape, fortran, dtype = self._layout(name)
+    def __getitem__(self, name: str) -> _np.ndarray:
+        """The tensor as a numpy array: the bytes of the mount's `NAME.npy`; a string tensor
+        as an array of `bytes` objects (dtype object: each element exactly as stored, NUL
+        bytes included), in the tensor's shape."""
+        try:
+            header, size, shape, fortran, dtype = self._layout(name)
+        except (UnavailableError, KeyError):
+            if self._is_table(name):
+                return self._table_rows(name.strip("/"), 0, None)
+            if self.info(name).get("dtype") != "string":
+                raise
+            return self._strings(name)
         data = size - len(header)
-        buf = np.empty(data, dtype=np.uint8)
+        buf = _np.empty(data, dtype=_np.uint8)
         if data:
             self._m.read_npy_into(name, len(header), buf)
         return buf.view(dtype).reshape(shape, order="F" if fortran else "C")
 
-    def map(self, name: str) -> np.ndarray:
+    def _strings(self, name: str) -> _np.ndarray:
+        shape = tuple(self.info(name).get("shape", []))
+        got = self._m.strings(name)
+        out = _np.empty(len(got), dtype=object)
+        out[:] = got
+        return out.reshape(shape)
+
+    def raw(self, name: str) -> bytes:
+        """The tensor's stored bytes as the mount's `NAME.bin` gives them: a GGUF tensor's
+        quantized blocks (IQ*, MXFP4 — to re-pack), an `F4` tensor's bytes, else its
+        elements."""
+        size = self._m.raw_size(name)
+        buf = _np.empty(size, dtype=_np.uint8)
+        if size:
+            self._m.read_raw_into(name, 0, buf)
+        return buf.tobytes()
+
+    def map(self, name: str) -> _np.ndarray:
         """The tensor as a read-only numpy array over the mapped file, with no copy, where
         the stored bytes are the array's (a local file, stored as numpy holds it: TF
         checkpoints, safetensors, .npy, torch's zip), checked against the tensor's checksum
@@ -173,37 +367,89 @@ class Model:
             a = self[name]
             a.flags.writeable = False
             return a
-        return np.frombuffer(lent, dtype=dtype).reshape(shape, order="F" if fortran else "C")
+        return _np.frombuffer(lent, dtype=dtype).reshape(shape, order="F" if fortran else "C")
 
     def slice(self, name: str) -> "_Slicer":
         """`m.slice(name)[a:b, ...]` reads only rows `a:b` (then indexes the rest; a step
         reads the rows between and keeps every n-th)."""
         return _Slicer(self, name)
 
-    def _rows_of(self, name: str, start: int, stop: int) -> np.ndarray:
+    def _rows_of(self, name: str, start: int, stop: int) -> _np.ndarray:
         header, size, shape, fortran, dtype = self._layout(name)
         if fortran or not shape:
             return self[name][start:stop]
         start, stop, _ = slice(start, stop).indices(shape[0])
         stop = max(stop, start)
-        row = int(np.prod(shape[1:], dtype=np.int64)) * dtype.itemsize
-        buf = np.empty((stop - start) * row, dtype=np.uint8)
+        row = int(_np.prod(shape[1:], dtype=_np.int64)) * dtype.itemsize
+        buf = _np.empty((stop - start) * row, dtype=_np.uint8)
         if buf.size:
             self._m.read_npy_into(name, len(header) + start * row, buf)
         return buf.view(dtype).reshape((stop - start,) + shape[1:])
 
-    def rows(self, name: str, ids: Iterable[int]) -> Tuple[np.ndarray, np.ndarray]:
+    def rows(self, name: str, ids: Iterable[int]) -> Tuple[_np.ndarray, _np.ndarray]:
         """The rows of keyed tensor `name` (an embedding, a hash table) with feature ids
-        `ids`, as `NAME.rows/ID.npy` gives each: `(found_ids, values)`, the ids found in the
-        order asked and one row of `values` per found id."""
+        `ids` (any iterable of ints, a numpy integer array too), as `NAME.rows/ID.npy` gives
+        each: `(found_ids, values)`, the ids found in the order asked and one row of
+        `values` per found id."""
         # Feature ids are 64-bit patterns: an unsigned one (a Monolith id of 2^63 or more) is
         # the signed id the table stores and the mount names.
-        asked = [int(i) - (1 << 64) if int(i) >= (1 << 63) else int(i) for i in ids]
+        if isinstance(ids, _np.ndarray) and ids.dtype.kind in "iu":
+            asked = ids.astype(_np.uint64).view(_np.int64).ravel().tolist()
+        else:
+            asked = [int(i) - (1 << 64) if int(i) >= (1 << 63) else int(i) for i in ids]
         found, descr, width, values = self._m.rows(name, asked)
-        found = np.array(found, dtype=np.int64)
-        dtype = np.dtype(descr) if descr else np.dtype(np.float32)
-        arr = np.frombuffer(bytearray(values), dtype=dtype)
+        found = _np.array(found, dtype=_np.int64)
+        dtype = _np.dtype(descr) if descr else _np.dtype(_np.float32)
+        arr = _np.frombuffer(bytearray(values), dtype=dtype)
         return found, arr.reshape(len(found), width)
+
+    def ids(self, name: str) -> _np.ndarray:
+        """Every id of hash table (or keyed tensor) `name`, ascending, sentinels never among
+        them: the mount's `NAME.csr.ids.npy`."""
+        return _npy_of(self._m, f"{name.strip('/')}.csr.ids.npy")
+
+    def table(self, name: str) -> Tuple[_np.ndarray, _np.ndarray]:
+        """Hash table (or keyed tensor) `name` whole: `(ids, values)`, ids ascending (as
+        `ids`) and one row of values per id — the mount's `NAME.csr.ids.npy` and the `data`
+        of its `NAME.csr.npz`. A big table is read by pieces: `pieces(name)` cuts its rows,
+        `read_piece` reads one (`m[name]` is all its values)."""
+        name = name.strip("/")
+        return self.ids(name), self._table_rows(name, 0, None)
+
+    def _is_table(self, name: str) -> bool:
+        name = name.strip("/")
+        return name not in self._typed_keys() and name in self.tables()
+
+    def _table_data(self, name: str):
+        """Where a table's values start in its `NAME.csr.npz` (its `data` member, stored):
+        (file, offset, dtype, rows, width)."""
+        path = f"{name}.csr.npz"
+        raw = _io.BufferedReader(_MountFile(self._m, path), buffer_size=1 << 16)
+        with _zipfile.ZipFile(raw) as z:
+            member = z.getinfo("data.npy")
+            if member.compress_type != _zipfile.ZIP_STORED:
+                raise ModelfsError(f"{path}: data.npy is not stored")
+            with z.open(member) as f:
+                version = _np.lib.format.read_magic(f)
+                shape, _, dtype = (_np.lib.format.read_array_header_1_0(f) if version == (1, 0)
+                                   else _np.lib.format.read_array_header_2_0(f))
+                in_member = f.tell()
+            raw.seek(member.header_offset)
+            local = raw.read(30)
+            start = (member.header_offset + 30 + int.from_bytes(local[26:28], "little")
+                     + int.from_bytes(local[28:30], "little"))
+        n = len(self.ids(name)) if shape and shape[0] else 0
+        width = (shape[0] // n) if n else 0
+        return path, start + in_member, dtype, n, width
+
+    def _table_rows(self, name: str, start: int, stop: Optional[int]) -> _np.ndarray:
+        path, at, dtype, n, width = self._table_data(name)
+        start, stop, _ = slice(start, stop).indices(n)
+        stop = max(stop, start)
+        buf = _np.empty((stop - start) * width * dtype.itemsize, dtype=_np.uint8)
+        if buf.size:
+            self._m.read_file_into(path, at + start * width * dtype.itemsize, buf)
+        return buf.view(dtype).reshape(stop - start, width)
 
     # -- beyond one machine ----------------------------------------------------------------
 
@@ -211,12 +457,18 @@ class Model:
         """Independent pieces of tensor `name`: runs of whole rows of at most `max_bytes` (one
         row at least), cut where the tensor's partitions start a new band of rows (an Angel
         matrix's, a partitioned variable's), so that a piece reads the files of one band.
-        Read one with `read_piece`, in any process."""
+        Read one with `read_piece`, in any process. A hash table's pieces are runs of its
+        rows in id order (`table`)."""
+        if self._is_table(name):
+            _, _, dtype, n, width = self._table_data(name.strip("/"))
+            per = max(max_bytes // max(width * dtype.itemsize, 1), 1)
+            return [Piece(name, a, min(a + per, n)) for a in range(0, n, per)] or \
+                [Piece(name, 0, 0)]
         header, size, shape, fortran, dtype = self._layout(name)
         if not shape:
             return [Piece(name, 0, 1)]
         rows = shape[0]
-        row = max(int(np.prod(shape[1:], dtype=np.int64)) * dtype.itemsize, 1)
+        row = max(int(_np.prod(shape[1:], dtype=_np.int64)) * dtype.itemsize, 1)
         per = max(max_bytes // row, 1)
         starts = {0, rows}
         for part in self.info(name).get("partitions", []):
@@ -228,25 +480,35 @@ class Model:
                for lo, hi in zip(bands, bands[1:]) for a in range(lo, hi, per)]
         return out or [Piece(name, 0, 0)]
 
-    def read_piece(self, piece: Piece) -> np.ndarray:
+    def read_piece(self, piece: Piece) -> _np.ndarray:
         """The rows of `piece` (a scalar tensor's one piece is the scalar)."""
+        if self._is_table(piece.name):
+            return self._table_rows(piece.name.strip("/"), piece.start, piece.stop)
         header, size, shape, fortran, dtype = self._layout(piece.name)
         if not shape:
             return self[piece.name]
         return self._rows_of(piece.name, piece.start, piece.stop)
 
 
+def _is_numpy_dtype(name: str) -> bool:
+    try:
+        _np.dtype(name)
+        return True
+    except TypeError:
+        return False
+
+
 class _Slicer:
     def __init__(self, model: Model, name: str) -> None:
         self._model, self._name = model, name
 
-    def __getitem__(self, key) -> np.ndarray:
+    def __getitem__(self, key) -> _np.ndarray:
         if isinstance(key, tuple) and not key:
             return self._model[self._name]
         first, rest = (key[0], key[1:]) if isinstance(key, tuple) else (key, ())
-        if isinstance(first, (bool, np.bool_)):
+        if isinstance(first, (bool, _np.bool_)):
             return self._model[self._name][key]
-        if isinstance(first, (int, np.integer)):
+        if isinstance(first, (int, _np.integer)):
             header, size, shape, _, _ = self._model._layout(self._name)
             i = int(first) + (shape[0] if shape and first < 0 else 0)
             if not shape or not 0 <= i < shape[0]:
@@ -276,13 +538,13 @@ def open(source: "os.PathLike[str] | str", **options: Any) -> Model:  # noqa: A0
 
 def _binary() -> str:
     """The `modelfs` command: $MODELFS_BIN, the one installed with this package, or PATH's."""
-    given = os.environ.get("MODELFS_BIN")
+    given = _os.environ.get("MODELFS_BIN")
     if given:
         return given
-    beside = os.path.join(sysconfig.get_path("scripts"), "modelfs")
-    if os.access(beside, os.X_OK):
+    beside = _os.path.join(_sysconfig.get_path("scripts"), "modelfs")
+    if _os.access(beside, _os.X_OK):
         return beside
-    found = shutil.which("modelfs")
+    found = _shutil.which("modelfs")
     if found:
         return found
     raise ModelfsError("the modelfs command is not installed (pip install modelfs installs it)")
@@ -304,21 +566,21 @@ def _run(args: List[str], options: Dict[str, Any], ok=(0,), lines: bool = False)
     answer printed before a failure is not returned as if it were whole)."""
     o = _option_args(options)
     cmd = [_binary(), *args, "--json"] + (["-o", ",".join(o)] if o else [])
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, encoding="utf-8")
+    p = _subprocess.run(cmd, stdout=_subprocess.PIPE, stderr=_subprocess.PIPE, encoding="utf-8")
     # A status in `ok` other than 0 is an answer ("they differ", "problems found") only when
     # the answer was printed: with nothing on stdout it is the source's failure.
     if p.returncode not in ok or (p.returncode != 0 and not p.stdout.strip()):
         _raise_for(p.returncode, p.stderr)
     try:
         if lines:
-            return [json.loads(line) for line in p.stdout.splitlines() if line.strip()]
-        return json.loads(p.stdout)
-    except json.JSONDecodeError as e:
+            return [_json.loads(line) for line in p.stdout.splitlines() if line.strip()]
+        return _json.loads(p.stdout)
+    except _json.JSONDecodeError as e:
         raise ModelfsError(f"modelfs {args[0]}: unreadable --json output ({e})") from None
 
 
 def _paths(source, paths: Sequence[str]) -> List[str]:
-    return [os.fspath(source), *[os.fspath(p) for p in paths]]
+    return [_os.fspath(source), *[_os.fspath(p) for p in paths]]
 
 
 def stats(source, *paths: str, **options: Any) -> List[Dict[str, Any]]:
@@ -331,7 +593,7 @@ def stats(source, *paths: str, **options: Any) -> List[Dict[str, Any]]:
 def diff(a, b, map: Sequence[str] = (), transpose: bool = False, **options: Any):  # noqa: A002
     """`modelfs diff --json A B`: one object per tensor (only in A, only in B, retyped,
     changed with max |Δ| and relative L2, identical). `map` are `REGEX=REPLACEMENT` rules."""
-    args = ["diff", os.fspath(a), os.fspath(b)]
+    args = ["diff", _os.fspath(a), _os.fspath(b)]
     for rule in [map] if isinstance(map, str) else map:
         args += ["--map", rule]
     if transpose:
@@ -342,7 +604,7 @@ def diff(a, b, map: Sequence[str] = (), transpose: bool = False, **options: Any)
 def diff_rows(a, b, *tables: str, **options: Any) -> List[Dict[str, Any]]:
     """`modelfs diff --rows --json A B [TABLES]`: one object per id that differs, then one
     summary object per table."""
-    return _run(["diff", "--rows", os.fspath(a), os.fspath(b), *tables], options, ok=(0, 1),
+    return _run(["diff", "--rows", _os.fspath(a), _os.fspath(b), *tables], options, ok=(0, 1),
                 lines=True)
 
 
@@ -360,35 +622,35 @@ def verify(source, **options: Any) -> Dict[str, Any]:
     extent checked. `problems` (damage, a pickle's dangerous import) are what would make the
     command exit 2; `notes` (a class not run, a dtype not decoded) are not problems. Each is
     `{"name": mount path or None, "detail": text}`."""
-    return _run(["verify", os.fspath(source)], options, ok=(0, 2))
+    return _run(["verify", _os.fspath(source)], options, ok=(0, 2))
 
 
-@contextlib.contextmanager
+@_contextlib.contextmanager
 def mount(source, path: Optional[str] = None, timeout: float = 30.0, **options: Any):
     """Mounts SOURCE (at `path`, else a temporary directory) for the `with` block and yields
     the mount point; unmounts on exit. Raises `ModelfsError` where FUSE is unavailable."""
-    if not os.path.exists("/dev/fuse"):
+    if not _os.path.exists("/dev/fuse"):
         raise ModelfsError("FUSE is not available here (no /dev/fuse): use modelfs.open")
     made = path is None
-    point = tempfile.mkdtemp(prefix="modelfs-") if made else os.path.abspath(os.fspath(path))
-    if os.path.ismount(point):
+    point = _tempfile.mkdtemp(prefix="modelfs-") if made else _os.path.abspath(_os.fspath(path))
+    if _os.path.ismount(point):
         raise ModelfsError(f"{point}: something is mounted there already")
     o = _option_args(options)
-    cmd = [_binary(), "mount", "-f", _absolute(os.fspath(source)), point] + (
+    cmd = [_binary(), "mount", "-f", _absolute(_os.fspath(source)), point] + (
         ["-o", ",".join(o)] if o else [])
     # The daemon's messages go to a file, read on failure: a pipe nobody reads would fill
     # and stop the daemon mid-request.
-    log = tempfile.TemporaryFile(mode="w+", encoding="utf-8")
-    daemon = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log)
+    log = _tempfile.TemporaryFile(mode="w+", encoding="utf-8")
+    daemon = _subprocess.Popen(cmd, stdout=_subprocess.DEVNULL, stderr=log)
     try:
-        deadline = time.monotonic() + timeout
-        while not os.path.ismount(point):
+        deadline = _time.monotonic() + timeout
+        while not _os.path.ismount(point):
             if daemon.poll() is not None:
                 log.seek(0)
                 _raise_for(daemon.returncode or 3, log.read(), mounting=True)
-            if time.monotonic() > deadline:
+            if _time.monotonic() > deadline:
                 raise ModelfsError(f"{point}: not mounted after {timeout} s")
-            time.sleep(0.02)
+            _time.sleep(0.02)
         yield point
     finally:
         # SIGTERM unmounts (the daemon's own way out). A mount a reader still holds stays
@@ -396,16 +658,21 @@ def mount(source, path: Optional[str] = None, timeout: float = 30.0, **options: 
         # daemon goes on serving the files still open and ends when the last one closes.
         if daemon.poll() is None:
             daemon.terminate()
-        with contextlib.suppress(subprocess.TimeoutExpired):
+        with _contextlib.suppress(_subprocess.TimeoutExpired):
             daemon.wait(timeout=min(timeout, 5.0))
-        if os.path.ismount(point):
+        if _os.path.ismount(point):
             for umount in (["fusermount3", "-uz", point], ["fusermount", "-uz", point],
                            ["umount", "-l", point]):
-                with contextlib.suppress(OSError):
-                    if subprocess.run(umount, stdout=subprocess.DEVNULL,
-                                      stderr=subprocess.DEVNULL).returncode == 0:
+                with _contextlib.suppress(OSError):
+                    if _subprocess.run(umount, stdout=_subprocess.DEVNULL,
+                                      stderr=_subprocess.DEVNULL).returncode == 0:
                         break
         log.close()
         if made:
-            with contextlib.suppress(OSError):
-                os.rmdir(point)
+            with _contextlib.suppress(OSError):
+                _os.rmdir(point)
+
+
+def __dir__() -> List[str]:
+    # What `dir(modelfs)` and completion show: the API, not the modules it uses.
+    return sorted(__all__ + ["PIECE_BYTES"])

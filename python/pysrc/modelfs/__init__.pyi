@@ -1,8 +1,23 @@
 import contextlib
 import os
-from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
+from collections.abc import Mapping
+from typing import (
+    Any,
+    Dict,
+    Iterable,
+    Iterator,
+    List,
+    NamedTuple,
+    Optional,
+    Sequence,
+    Tuple,
+    Union,
+)
 
 import numpy as np
+import numpy.typing as npt
+
+__version__: str
 
 _Source = Union[str, "os.PathLike[str]"]
 
@@ -11,16 +26,27 @@ PIECE_BYTES: int
 class ModelfsError(Exception):
     """Any error of modelfs; the message is the one the `modelfs` command prints."""
 
+    message: str
+    def __init__(self, message: str = ..., **fields: Any) -> None: ...
+
 class SourceError(ModelfsError):
-    """The source could not be read (missing, unrecognised, a fault, changed)."""
+    """The source could not be read (unrecognised, damaged, a fault, changed)."""
+
+class SourceNotFoundError(SourceError, FileNotFoundError):
+    """No file, key or checkpoint prefix of that name."""
 
 class ChecksumError(SourceError):
     """Stored bytes whose checksum does not match."""
 
-class UnavailableError(ModelfsError):
-    """The tensor has no form asked for (strings as numbers, a dtype numpy lacks)."""
+    tensor: Optional[str]
+    path: Optional[str]
+    expected: Optional[int]
+    actual: Optional[int]
 
-class UsageError(ModelfsError):
+class UnavailableError(ModelfsError):
+    """The tensor has no form asked for (a dtype numpy lacks, rows of an unkeyed tensor)."""
+
+class UsageError(ModelfsError, ValueError):
     """An option or argument modelfs refuses."""
 
 class Piece(NamedTuple):
@@ -33,19 +59,33 @@ class Piece(NamedTuple):
 class _Slicer:
     def __getitem__(self, key: Any) -> np.ndarray: ...
 
-class Model:
+class Model(Mapping[str, np.ndarray]):
     source: str
     options: Dict[str, Any]
     def __init__(self, source: _Source, **options: Any) -> None: ...
-    def keys(self) -> List[str]: ...
+    def close(self) -> None: ...
+    @property
+    def closed(self) -> bool: ...
+    def __enter__(self) -> "Model": ...
+    def __exit__(self, *exc: Any) -> None: ...
+    def keys(self, dtype: Any = ...) -> List[str]: ...  # type: ignore[override]
     def __iter__(self) -> Iterator[str]: ...
     def __len__(self) -> int: ...
     def __contains__(self, name: object) -> bool: ...
+    def _ipython_key_completions_(self) -> List[str]: ...
+    def tables(self) -> List[str]: ...
     def info(self, name: str) -> Dict[str, Any]: ...
+    @property
+    def metadata(self) -> Dict[str, Any]: ...
     def __getitem__(self, name: str) -> np.ndarray: ...
+    def raw(self, name: str) -> bytes: ...
     def map(self, name: str) -> np.ndarray: ...
     def slice(self, name: str) -> _Slicer: ...
-    def rows(self, name: str, ids: Sequence[int]) -> Tuple[np.ndarray, np.ndarray]: ...
+    def rows(
+        self, name: str, ids: Union[Iterable[int], npt.NDArray[np.integer[Any]]]
+    ) -> Tuple[np.ndarray, np.ndarray]: ...
+    def ids(self, name: str) -> np.ndarray: ...
+    def table(self, name: str) -> Tuple[np.ndarray, np.ndarray]: ...
     def pieces(self, name: str, max_bytes: int = ...) -> List[Piece]: ...
     def read_piece(self, piece: Piece) -> np.ndarray: ...
 

@@ -18,6 +18,19 @@ const CHEAP_SPARSE_BYTES: u64 = 8 << 20;
 const CHEAP_SPARSE_UNITS: u64 = 1 << 16;
 
 impl Tree {
+    /// The content of the file at mount path `path` (any file a mount answers by name: a
+    /// layout, a view, a document), for the API's reads.
+    pub(crate) fn content_at(
+        &self,
+        path: &[u8],
+    ) -> Result<Arc<dyn crate::layout::FileContent>, FsError> {
+        let node = self.node(self.resolve(path)?)?;
+        if node.kind().is_dir() {
+            return Err(FsError::IsDir);
+        }
+        Ok(self.opened(&node, &Patient)?.content.clone())
+    }
+
     /// The node's content object with its size if known, opening it on first use. A text
     /// file's size is learnt here only when cheap or in `TextSize::Exact` (for `req`).
     pub(super) fn opened(&self, node: &Node, req: &dyn Requester) -> Result<Arc<Opened>, FsError> {

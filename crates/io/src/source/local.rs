@@ -8,7 +8,6 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::sync::OnceLock;
 use std::time::{Duration, Instant, SystemTime};
 
 use memmap2::Mmap;
@@ -84,10 +83,19 @@ pub(crate) struct MmapFile {
     /// The drop (`DROPS`) this file's mapping was last put on the list of touched ones for.
     listed_for: AtomicU64,
     epoch: Instant,
-    /// A second open of the same inode, with the kernel's read-ahead off, for a reader's
-    /// small metadata reads (`read_vec`): opened on first use.
-    small: OnceLock<Option<File>>,
+    /// Which of the process's `SMALL` descriptions is this file's (unique per open).
+    small_id: u64,
 }
+
+/// Descriptions for small metadata reads kept open at once, over the whole process: a model
+/// of thousands of shards holds one descriptor per file, not two (a third open of a 163-shard
+/// model under `ulimit -n 1024` failed), and the files read for metadata now keep theirs.
+const SMALL_KEPT: usize = 16;
+
+/// The most recently used small-read descriptions, newest first, by `MmapFile::small_id`.
+/// Held only to look up or insert: opened, read and closed outside it.
+static SMALL: std::sync::Mutex<Vec<(u64, Arc<File>)>> = std::sync::Mutex::new(Vec::new());
+static NEXT_SMALL_ID: AtomicU64 = AtomicU64::new(0);
 
 /// After this many bytes read from mappings, in total over the process, the pages of every
 /// mapping read since the last time are unmapped from the process again (`MADV_DONTNEED`;
@@ -165,7 +173,7 @@ impl MmapFile {
             last_check_ns: AtomicU64::new(0),
             listed_for: AtomicU64::new(u64::MAX),
             epoch: Instant::now(),
-            small: OnceLock::new(),
+            small_id: NEXT_SMALL_ID.fetch_add(1, Ordering::Relaxed),
         })
     }
 }
@@ -377,17 +385,39 @@ impl MmapFile {
     /// the device's read-ahead (8 MiB of tensor data on some hosts). The same inode, by
     /// `/proc/self/fd`: a file renamed over meanwhile is not the one read.
     fn pread_small(&self, offset: u64, out: &mut [u8]) -> Result<(), SourceError> {
-        let small = self.small.get_or_init(|| {
-            use std::os::fd::AsRawFd;
-            let f = File::open(format!("/proc/self/fd/{}", self.file.as_raw_fd())).ok()?;
-            // SAFETY: an advisory call on a descriptor this function owns.
-            let r = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM) };
-            (r == 0).then_some(f)
-        });
-        match small {
+        match self.small() {
             Some(f) => f.read_exact_at(out, offset).map_err(|e| self.read_error(e)),
             None => self.pread(offset, out),
         }
+    }
+
+    /// This file's small-read description: the one `SMALL` keeps, or a new one put there
+    /// (the least recently used closed once no reader holds it); `None` where it cannot be
+    /// opened (the main description serves).
+    fn small(&self) -> Option<Arc<File>> {
+        let id = self.small_id;
+        {
+            let mut kept = SMALL.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(i) = kept.iter().position(|(k, _)| *k == id) {
+                let hit = kept.remove(i);
+                let f = Arc::clone(&hit.1);
+                kept.insert(0, hit);
+                return Some(f);
+            }
+        }
+        use std::os::fd::AsRawFd;
+        let f = File::open(format!("/proc/self/fd/{}", self.file.as_raw_fd())).ok()?;
+        // SAFETY: an advisory call on a descriptor this function owns.
+        let r = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM) };
+        if r != 0 {
+            return None;
+        }
+        let f = Arc::new(f);
+        let mut kept = SMALL.lock().unwrap_or_else(|e| e.into_inner());
+        kept.insert(0, (id, Arc::clone(&f)));
+        kept.truncate(SMALL_KEPT);
+        debug_assert!(kept.len() <= SMALL_KEPT);
+        Some(f)
     }
 
     fn read_error(&self, e: std::io::Error) -> SourceError {
@@ -631,10 +661,8 @@ mod tests {
         assert_eq!(f.read_vec(1000, 3000).unwrap(), &data[1000..4000]);
         assert_eq!(f.read_vec(49_990, 10).unwrap(), &data[49_990..]);
         assert!(f.read_vec(49_990, 11).is_err(), "past the end");
-        assert!(
-            matches!(f.small.get(), Some(Some(_))),
-            "its own description"
-        );
+        let kept = SMALL.lock().unwrap().iter().any(|(k, _)| *k == f.small_id);
+        assert!(kept, "its own description");
     }
 
     #[test]
@@ -674,5 +702,37 @@ mod tests {
         assert!(f.read_vec(0, 1).is_err());
         assert_eq!(f.with_bytes(ReadCtx::none(), 0, 0, |b| b.len()).unwrap(), 0);
         assert!(f.read(&ReadCtx::none().lending(), 0, 0).unwrap().is_empty());
+    }
+}
+
+#[cfg(test)]
+mod small_tests {
+    use super::*;
+    use crate::source::ReadExt;
+
+    /// Metadata reads of many files keep at most `SMALL_KEPT` descriptions open beside each
+    /// file's own: one descriptor per file, not two.
+    #[test]
+    fn small_reads_of_many_files_keep_few_descriptors() {
+        let fds = || std::fs::read_dir("/proc/self/fd").unwrap().count();
+        let dir = tempfile::tempdir().unwrap();
+        let before = fds();
+        let files: Vec<MmapFile> = (0..100)
+            .map(|k| {
+                let p = dir.path().join(format!("f{k}"));
+                std::fs::write(&p, vec![k as u8; 4096]).unwrap();
+                MmapFile::open(&p).unwrap()
+            })
+            .collect();
+        for (k, f) in files.iter().enumerate() {
+            assert_eq!(f.read_vec(10, 4).unwrap(), vec![k as u8; 4]);
+        }
+        // Other tests run beside this one and open files of their own: a margin.
+        let held = fds().saturating_sub(before);
+        assert!(
+            held <= 100 + SMALL_KEPT + 8,
+            "{held} descriptors for 100 files"
+        );
+        assert!(SMALL.lock().unwrap().len() <= SMALL_KEPT);
     }
 }

@@ -39,8 +39,15 @@ pub(crate) enum TensorFault {
     NoLocation,
     #[error("{0} bytes do not fit in memory")]
     TooLarge(u64),
-    #[error("checksum does not match (data file {0})")]
-    Checksum(String),
+    /// The masked CRC-32C the index stores and the one of the bytes read (TF's own form).
+    #[error(
+        "checksum does not match: stored {stored:#010x}, read {read:#010x} (data file {file})"
+    )]
+    Checksum {
+        file: String,
+        stored: u32,
+        read: u32,
+    },
     #[error("{source} (data file {file})")]
     VarLen {
         file: String,
@@ -251,9 +258,11 @@ impl TfTensor {
                 Some(acc) => crc32c::crc32c_combine(acc, c, piece.len()),
             });
         })?;
-        if mask_crc(crc.unwrap_or(0)) != loc.crc {
+        let read = mask_crc(crc.unwrap_or(0));
+        if read != loc.crc {
             let file = self.bundle.shard_name(loc.shard).to_string();
-            return Ok(Err(TensorFault::Checksum(file)));
+            let stored = loc.crc;
+            return Ok(Err(TensorFault::Checksum { file, stored, read }));
         }
         // A file rewritten during the read proves nothing about either version.
         if let Some((store, key)) = &remembered {
@@ -412,9 +421,11 @@ impl Checksummed for TfTensor {
         let (_, loc) = self.data_file()?;
         let verdict = match mask_crc(crc) == loc.crc {
             true => Ok(()),
-            false => Err(TensorFault::Checksum(
-                self.bundle.shard_name(loc.shard).to_string(),
-            )),
+            false => Err(TensorFault::Checksum {
+                file: self.bundle.shard_name(loc.shard).to_string(),
+                stored: loc.crc,
+                read: mask_crc(crc),
+            }),
         };
         // Bytes that changed while read prove nothing: nothing is kept then.
         let verdict = self.verdict.get_or_try(|| Ok::<_, ModelError>(verdict))?;
