@@ -363,7 +363,7 @@ impl Filesystem for ModelFs {
         };
         let fh = FileHandle(o.fh);
         if let Some(file) = o.backing.as_ref().and_then(|b| b.local_file()) {
-            match self.backing.open((ino.0, o.fh), file, &reply) {
+            match self.backing.open((ino.0, o.fh), &file, &reply) {
                 Ok(id) => return reply.opened_passthrough(fh, FopenFlags::empty(), &id),
                 // Served by reads as any other file (a source on a stacked file system).
                 Err(e) => log::debug!(

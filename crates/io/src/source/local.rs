@@ -16,8 +16,8 @@ use bytes::Bytes;
 
 use super::read::each_run;
 use super::{
-    checked_end, scratch, sigbus, About, EntryKind, FileIdentity, ReadAt, ReadCtx, SourceError,
-    Storage, To, Visit,
+    checked_end, fds, scratch, sigbus, About, EntryKind, FileIdentity, ReadAt, ReadCtx,
+    SourceError, Storage, To, Visit,
 };
 
 /// The local file system.
@@ -75,27 +75,19 @@ pub(crate) struct MmapFile {
     /// region unregistered) before the mapping is unmapped.
     guard: Option<sigbus::Guard>,
     map: Option<Arc<Mmap>>, // None for an empty file (an empty mapping is not allowed)
-    /// The opened file, for `fstat` in `check_consistent`.
-    file: File,
     identity: FileIdentity,
     /// Instant (as nanos since `epoch`) of the last identity check that passed.
     last_check_ns: AtomicU64,
     /// The drop (`DROPS`) this file's mapping was last put on the list of touched ones for.
     listed_for: AtomicU64,
     epoch: Instant,
-    /// Which of the process's `SMALL` descriptions is this file's (unique per open).
-    small_id: u64,
+    /// This file's key in the process's descriptor tables (`fds::MAIN`, `fds::SMALL`): its
+    /// descriptors are kept there while used, opened again by path when let go.
+    id: u64,
 }
 
-/// Descriptions for small metadata reads kept open at once, over the whole process: a model
-/// of thousands of shards holds one descriptor per file, not two (a third open of a 163-shard
-/// model under `ulimit -n 1024` failed), and the files read for metadata now keep theirs.
-const SMALL_KEPT: usize = 16;
-
-/// The most recently used small-read descriptions, newest first, by `MmapFile::small_id`.
-/// Held only to look up or insert: opened, read and closed outside it.
-static SMALL: std::sync::Mutex<Vec<(u64, Arc<File>)>> = std::sync::Mutex::new(Vec::new());
-static NEXT_SMALL_ID: AtomicU64 = AtomicU64::new(0);
+/// Ids of `MmapFile`s, unique per open: their keys in the descriptor tables (`fds`).
+static NEXT_ID: AtomicU64 = AtomicU64::new(0);
 
 /// After this many bytes read from mappings, in total over the process, the pages of every
 /// mapping read since the last time are unmapped from the process again (`MADV_DONTNEED`;
@@ -157,6 +149,8 @@ impl MmapFile {
             Some(Arc::new(map))
         };
         let guard = map.as_ref().map(|m| sigbus::register(m.as_ptr(), m.len()));
+        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+        fds::MAIN.put(id, Arc::new(file));
         Ok(MmapFile {
             about: About {
                 name: path.display().to_string(),
@@ -168,13 +162,19 @@ impl MmapFile {
             path: path.to_path_buf(),
             guard,
             map,
-            file,
             identity: FileIdentity::of(&meta),
             last_check_ns: AtomicU64::new(0),
             listed_for: AtomicU64::new(u64::MAX),
             epoch: Instant::now(),
-            small_id: NEXT_SMALL_ID.fetch_add(1, Ordering::Relaxed),
+            id,
         })
+    }
+}
+
+impl Drop for MmapFile {
+    fn drop(&mut self) {
+        fds::MAIN.forget(self.id);
+        fds::SMALL.forget(self.id);
     }
 }
 
@@ -266,8 +266,8 @@ impl ReadAt for MmapFile {
     fn about(&self) -> &About {
         &self.about
     }
-    fn local_file(&self) -> Option<&File> {
-        Some(&self.file)
+    fn local_file(&self) -> Option<Arc<File>> {
+        self.fd()
     }
     /// Copies by `pread`; lends views of the mapping to a context that lends (`Bytes`) and to
     /// visitors (`Whole`, `Pieces`) of at least `BORROW_MIN` bytes. Checked after.
@@ -375,9 +375,39 @@ impl MmapFile {
     /// or TLB misses on 4 KiB pages of ours (copying out of the mapping took ~2x as long per
     /// byte), and a file truncated meanwhile gives a short read rather than SIGBUS.
     fn pread(&self, offset: u64, out: &mut [u8]) -> Result<(), SourceError> {
-        self.file
-            .read_exact_at(out, offset)
-            .map_err(|e| self.read_error(e))
+        match self.fd() {
+            Some(f) => f.read_exact_at(out, offset).map_err(|e| self.read_error(e)),
+            None => self.copy_mapped(offset, out),
+        }
+    }
+
+    /// `out` copied from the mapping: the inode mapped is no longer at the path (renamed over,
+    /// unlinked), so no descriptor of it can be opened again; the mapping still holds it.
+    fn copy_mapped(&self, offset: u64, out: &mut [u8]) -> Result<(), SourceError> {
+        if out.is_empty() {
+            return Ok(());
+        }
+        // Inside the file: checked by every caller (`checked_end`).
+        let start = offset as usize;
+        out.copy_from_slice(&self.mapping()[start..start + out.len()]);
+        self.dropping_pages(out.len());
+        match self.guard.as_ref().is_some_and(sigbus::Guard::faulted) {
+            true => Err(self.changed()),
+            false => Ok(()),
+        }
+    }
+
+    /// This file's descriptor: kept in `fds::MAIN`, or opened again by path when it is still
+    /// the inode mapped (`None` when the path names another file now, or none).
+    fn fd(&self) -> Option<Arc<File>> {
+        fds::MAIN.get(self.id, || self.reopen())
+    }
+
+    /// The path opened again, if it still names the inode mapped.
+    fn reopen(&self) -> Option<File> {
+        let f = File::open(&self.path).ok()?;
+        let now = FileIdentity::of(&f.metadata().ok()?);
+        (now.dev == self.identity.dev && now.ino == self.identity.ino).then_some(f)
     }
 
     /// Metadata reads (a header, a pickle) through a file description of their own whose
@@ -395,29 +425,14 @@ impl MmapFile {
     /// (the least recently used closed once no reader holds it); `None` where it cannot be
     /// opened (the main description serves).
     fn small(&self) -> Option<Arc<File>> {
-        let id = self.small_id;
-        {
-            let mut kept = SMALL.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(i) = kept.iter().position(|(k, _)| *k == id) {
-                let hit = kept.remove(i);
-                let f = Arc::clone(&hit.1);
-                kept.insert(0, hit);
-                return Some(f);
-            }
-        }
-        use std::os::fd::AsRawFd;
-        let f = File::open(format!("/proc/self/fd/{}", self.file.as_raw_fd())).ok()?;
-        // SAFETY: an advisory call on a descriptor this function owns.
-        let r = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM) };
-        if r != 0 {
-            return None;
-        }
-        let f = Arc::new(f);
-        let mut kept = SMALL.lock().unwrap_or_else(|e| e.into_inner());
-        kept.insert(0, (id, Arc::clone(&f)));
-        kept.truncate(SMALL_KEPT);
-        debug_assert!(kept.len() <= SMALL_KEPT);
-        Some(f)
+        fds::SMALL.get(self.id, || {
+            use std::os::fd::AsRawFd;
+            let main = self.fd()?;
+            let f = File::open(format!("/proc/self/fd/{}", main.as_raw_fd())).ok()?;
+            // SAFETY: an advisory call on a descriptor this function owns.
+            let r = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM) };
+            (r == 0).then_some(f)
+        })
     }
 
     fn read_error(&self, e: std::io::Error) -> SourceError {
@@ -440,7 +455,12 @@ impl MmapFile {
         // The mapped inode itself, not the path: a file renamed over or unlinked (a new
         // checkpoint written beside, an old one deleted) leaves this one, and the mapping,
         // intact; only a rewrite of this inode in place makes its bytes other than opened.
-        match self.file.metadata() {
+        // No descriptor: the path names another inode now, and this one, unlinked or renamed
+        // away, can no longer be rewritten through it.
+        let Some(file) = self.fd() else {
+            return Ok(());
+        };
+        match file.metadata() {
             Ok(meta) if same_content(&FileIdentity::of(&meta), &self.identity) => {
                 self.last_check_ns.store(now, Ordering::Relaxed);
                 Ok(())
@@ -452,7 +472,10 @@ impl MmapFile {
         if self.guard.as_ref().is_some_and(sigbus::Guard::faulted) {
             return Err(self.changed());
         }
-        match self.file.metadata() {
+        let Some(file) = self.fd() else {
+            return Ok(());
+        };
+        match file.metadata() {
             Ok(m) if same_content(&FileIdentity::of(&m), &self.identity) => Ok(()),
             Ok(_) => Err(self.changed()),
             Err(e) => Err(SourceError::io(&self.path, e)),
@@ -661,8 +684,7 @@ mod tests {
         assert_eq!(f.read_vec(1000, 3000).unwrap(), &data[1000..4000]);
         assert_eq!(f.read_vec(49_990, 10).unwrap(), &data[49_990..]);
         assert!(f.read_vec(49_990, 11).is_err(), "past the end");
-        let kept = SMALL.lock().unwrap().iter().any(|(k, _)| *k == f.small_id);
-        assert!(kept, "its own description");
+        assert!(fds::SMALL.holds(f.id), "its own description");
     }
 
     #[test]
@@ -714,9 +736,9 @@ mod small_tests {
     /// file's own: one descriptor per file, not two.
     #[test]
     fn small_reads_of_many_files_keep_few_descriptors() {
-        let fds = || std::fs::read_dir("/proc/self/fd").unwrap().count();
+        let open_fds = || std::fs::read_dir("/proc/self/fd").unwrap().count();
         let dir = tempfile::tempdir().unwrap();
-        let before = fds();
+        let before = open_fds();
         let files: Vec<MmapFile> = (0..100)
             .map(|k| {
                 let p = dir.path().join(format!("f{k}"));
@@ -728,11 +750,69 @@ mod small_tests {
             assert_eq!(f.read_vec(10, 4).unwrap(), vec![k as u8; 4]);
         }
         // Other tests run beside this one and open files of their own: a margin.
-        let held = fds().saturating_sub(before);
+        let held = open_fds().saturating_sub(before);
+        let most = fds::MAIN.cap() + fds::SMALL.cap() + 8;
         assert!(
-            held <= 100 + SMALL_KEPT + 8,
-            "{held} descriptors for 100 files"
+            held <= most,
+            "{held} descriptors for 100 files (at most {most})"
         );
-        assert!(SMALL.lock().unwrap().len() <= SMALL_KEPT);
+        assert!(fds::SMALL.len() <= fds::SMALL.cap());
+        // Every file still reads, its descriptor opened again where it was let go.
+        for (k, f) in files.iter().enumerate() {
+            let mut b = [0u8; 3];
+            f.read_into(ReadCtx::none(), 100, &mut b).unwrap();
+            assert_eq!(b, [k as u8; 3]);
+        }
+        drop(files);
+        let left = open_fds().saturating_sub(before);
+        assert!(
+            left <= fds::SMALL.cap() + 8,
+            "{left} left: dropped files close"
+        );
+    }
+}
+
+#[cfg(test)]
+mod evicted_tests {
+    use super::*;
+    use crate::source::ReadExt;
+
+    /// A file whose descriptor was let go reads the inode it mapped: opened again by path
+    /// while the path names it (a rewrite in place still found), from the mapping once the
+    /// path names another file (renamed over), never the other file's bytes.
+    #[test]
+    fn a_let_go_descriptor_reads_the_inode_mapped() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        let data: Vec<u8> = (0..20_000u32).map(|i| (i % 253) as u8).collect();
+        std::fs::write(&p, &data).unwrap();
+        let f = MmapFile::open(&p).unwrap();
+        fds::MAIN.forget(f.id);
+        fds::SMALL.forget(f.id);
+        assert_eq!(f.read_vec(100, 50).unwrap(), &data[100..150]);
+        assert!(fds::MAIN.holds(f.id), "opened again by path");
+        // Renamed over: the path is another file now.
+        let other = dir.path().join("g");
+        std::fs::write(&other, vec![7u8; 20_000]).unwrap();
+        std::fs::rename(&other, &p).unwrap();
+        fds::MAIN.forget(f.id);
+        fds::SMALL.forget(f.id);
+        let mut out = vec![0u8; 1000];
+        f.read_into(ReadCtx::none(), 5000, &mut out).unwrap();
+        assert_eq!(out, &data[5000..6000], "the mapped inode's bytes");
+        assert!(!fds::MAIN.holds(f.id), "no descriptor of another inode");
+        // Rewritten in place while let go: found changed.
+        let q = dir.path().join("h");
+        std::fs::write(&q, &data).unwrap();
+        let h = MmapFile::open(&q).unwrap();
+        fds::MAIN.forget(h.id);
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&q)
+            .unwrap()
+            .set_len(10_000)
+            .unwrap();
+        let mut out = vec![0u8; 100];
+        assert!(h.read_into(ReadCtx::none(), 0, &mut out).is_err(), "a rewrite is a change");
     }
 }

@@ -15,6 +15,7 @@ use std::sync::Arc;
 pub(crate) mod aligned;
 pub mod byte_lru;
 pub mod cursor;
+mod fds;
 mod local;
 pub mod lru;
 mod memo;
@@ -114,7 +115,7 @@ pub trait ReadAt: Send + Sync + fmt::Debug {
     }
     /// The local file these bytes are, whole and from its start: what the kernel may read
     /// itself instead of asking (FUSE passthrough). `None` for anything else.
-    fn local_file(&self) -> Option<&std::fs::File> {
+    fn local_file(&self) -> Option<Arc<std::fs::File>> {
         None
     }
 }
