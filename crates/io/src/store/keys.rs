@@ -255,13 +255,23 @@ impl Scratch {
         match self {
             Scratch::Dir(d) => tempfile::tempfile_in(d),
             Scratch::Memory => {
+                // The raw syscall, not glibc's memfd_create(): that wrapper is glibc 2.27's, and
+                // the wheel runs on glibc 2.17 (manylinux2014).
                 // SAFETY: a C string literal, flags from libc; the descriptor returned is new
                 // and owned by the File alone.
-                let fd = unsafe { libc::memfd_create(c"modelfs-keys".as_ptr(), libc::MFD_CLOEXEC) };
+                let fd = unsafe {
+                    libc::syscall(
+                        libc::SYS_memfd_create,
+                        c"modelfs-keys".as_ptr(),
+                        libc::MFD_CLOEXEC,
+                    )
+                };
                 if fd < 0 {
                     return Err(io::Error::last_os_error());
                 }
                 use std::os::fd::FromRawFd;
+                let fd = i32::try_from(fd)
+                    .map_err(|_| io::Error::other("memfd_create: no descriptor"))?;
                 // SAFETY: `fd` is a valid descriptor no one else owns.
                 Ok(unsafe { File::from_raw_fd(fd) })
             }

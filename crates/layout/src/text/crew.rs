@@ -377,7 +377,13 @@ impl Crew {
         if background {
             // SAFETY: a plain syscall on the calling thread; failure leaves the default priority.
             unsafe {
-                libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 19);
+                // The raw syscall, not glibc's gettid(): that wrapper is glibc 2.30's, and the wheel
+                // runs on glibc 2.17 (manylinux2014).
+                libc::setpriority(
+                    libc::PRIO_PROCESS,
+                    libc::syscall(libc::SYS_gettid) as libc::id_t,
+                    19,
+                );
             }
         }
         loop {
