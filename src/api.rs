@@ -699,6 +699,11 @@ mod tests {
         let bad = Opened::open(&fixture("tf/multi_shard/ckpt"), &["nosuchoption=1".into()]);
         assert_eq!(bad.err().unwrap().kind, ErrorKind::Usage);
         let missing = Opened::open(&fixture("no/such/model"), &[]);
-        assert_eq!(missing.err().unwrap().kind, ErrorKind::Source);
+        assert_eq!(missing.err().unwrap().kind, ErrorKind::Missing);
+        let dir = tempfile::tempdir().unwrap();
+        let junk = dir.path().join("notes.txt");
+        std::fs::write(&junk, b"no model").unwrap();
+        let unrecognised = Opened::open(junk.to_str().unwrap(), &[]);
+        assert_eq!(unrecognised.err().unwrap().kind, ErrorKind::Source);
     }
 }
