@@ -1,0 +1,395 @@
+package modelfs;
+
+import java.io.BufferedReader;
+import java.io.File;
+import java.io.FileDescriptor;
+import java.io.FileOutputStream;
+import java.io.InputStreamReader;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.atomic.AtomicBoolean;
+
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.BlockLocation;
+import org.apache.hadoop.fs.FSDataOutputStream;
+import org.apache.hadoop.fs.FileStatus;
+import org.apache.hadoop.fs.LocatedFileStatus;
+import org.apache.hadoop.fs.Path;
+import org.apache.hadoop.fs.RemoteIterator;
+import org.apache.hadoop.fs.permission.FsPermission;
+import org.apache.hadoop.hdfs.DistributedFileSystem;
+import org.apache.hadoop.hdfs.HdfsConfiguration;
+import org.apache.hadoop.hdfs.MiniDFSCluster;
+import org.apache.hadoop.hdfs.protocol.HdfsConstants;
+import org.apache.hadoop.hdfs.server.datanode.DataNode;
+
+/**
+ * A MiniDFSCluster for modelfs's tests, driven over stdin/stdout.
+ *
+ * <p>Usage: {@code java -Xmx512m -jar minihdfs.jar BASE_DIR [--datanodes N] [--block-size BYTES]
+ * [--log FILE]}. The cluster's directories go under BASE_DIR/dfs (wiped on start). When the cluster is up, one JSON line goes to stdout; then each command line on
+ * stdin gets one answer line, {@code ok} or {@code error: ...}. EOF on stdin is {@code quit}, so a
+ * test that dies leaves no JVM behind. Everything else goes to the log file (BASE_DIR/minihdfs.log
+ * unless --log says otherwise). Paths in commands cannot contain whitespace.
+ */
+public final class MiniHdfs {
+  private static final String LOOPBACK = "127.0.0.1";
+
+  private final MiniDFSCluster cluster;
+  /** DataNode UUIDs by the index tests know them by: MiniDFSCluster's own indexes shift. */
+  private final List<String> uuids = new ArrayList<>();
+
+  private final Map<Integer, MiniDFSCluster.DataNodeProperties> stopped = new HashMap<>();
+  private final short replication;
+
+  private MiniHdfs(MiniDFSCluster cluster, short replication) {
+    this.cluster = cluster;
+    this.replication = replication;
+    for (DataNode dn : cluster.getDataNodes()) {
+      uuids.add(dn.getDatanodeUuid());
+    }
+  }
+
+  public static void main(String[] args) throws Exception {
+    if (args.length < 1 || args[0].startsWith("-")) {
+      System.err.println(
+          "usage: minihdfs BASE_DIR [--datanodes N] [--block-size BYTES] [--log FILE]");
+      System.exit(2);
+    }
+    File base = new File(args[0]).getAbsoluteFile();
+    int datanodes = 2;
+    long blockSize = 1L << 20;
+    File log = new File(base, "minihdfs.log");
+    for (int i = 1; i < args.length; i += 2) {
+      if (i + 1 >= args.length) {
+        die("missing value for " + args[i]);
+      }
+      switch (args[i]) {
+        case "--datanodes":
+          datanodes = Integer.parseInt(args[i + 1]);
+          break;
+        case "--block-size":
+          blockSize = Long.parseLong(args[i + 1]);
+          break;
+        case "--log":
+          log = new File(args[i + 1]).getAbsoluteFile();
+          break;
+        default:
+          die("unknown option " + args[i]);
+      }
+    }
+    Files.createDirectories(base.toPath());
+
+    // stdout is the protocol channel: keep it, and send everything any library prints (and
+    // log4j, configured by log4j.properties from this property) to the log file. This must
+    // happen before the first Hadoop class loads.
+    PrintStream proto =
+        new PrintStream(new FileOutputStream(FileDescriptor.out), true, StandardCharsets.UTF_8);
+    PrintStream origErr = System.err;
+    System.setProperty("minihdfs.log", log.getPath());
+    PrintStream logStream = new PrintStream(new FileOutputStream(log, true), true);
+    System.setOut(logStream);
+    System.setErr(logStream);
+
+    MiniHdfs hdfs;
+    long started = System.nanoTime();
+    try {
+      hdfs = start(base, datanodes, blockSize);
+    } catch (Throwable e) {
+      e.printStackTrace(logStream);
+      origErr.println("minihdfs: cluster did not start: " + e + " (log: " + log + ")");
+      System.exit(1);
+      return;
+    }
+    logStream.printf("minihdfs: cluster up in %d ms%n", (System.nanoTime() - started) / 1000000);
+
+    AtomicBoolean down = new AtomicBoolean();
+    Runtime.getRuntime().addShutdownHook(new Thread(() -> hdfs.shutdown(down)));
+
+    proto.println(
+        "{\"namenode\": \"hdfs://" + LOOPBACK + ":" + hdfs.cluster.getNameNodePort()
+            + "\", \"webhdfs\": \"http://" + LOOPBACK + ":"
+            + hdfs.cluster.getNameNode().getHttpAddress().getPort()
+            + "\", \"datanodes\": " + hdfs.cluster.getDataNodes().size()
+            + ", \"datanode_ports\": " + hdfs.datanodePorts()
+            + ", \"pid\": " + ProcessHandle.current().pid()
+            + ", \"log\": " + jsonString(log.getPath()) + "}");
+
+    BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+    String line;
+    while ((line = in.readLine()) != null) {
+      line = line.trim();
+      if (line.isEmpty()) {
+        continue;
+      }
+      if (line.equals("quit")) {
+        break;
+      }
+      logStream.println("minihdfs: command: " + line);
+      String answer;
+      try {
+        hdfs.run(line.split("\\s+"));
+        answer = "ok";
+      } catch (Throwable e) {
+        e.printStackTrace(logStream);
+        answer = "error: " + oneLine(e);
+      }
+      logStream.println("minihdfs: answer: " + answer);
+      proto.println(answer);
+    }
+    hdfs.shutdown(down);
+    proto.println("ok");
+    // Hadoop leaves non-daemon threads behind; the cluster is down, so end here.
+    System.exit(0);
+  }
+
+  private static MiniHdfs start(File base, int datanodes, long blockSize) throws Exception {
+    Configuration conf = new HdfsConfiguration();
+    short replication = (short) Math.min(2, datanodes);
+    conf.setInt("dfs.replication", replication);
+    conf.setLong("dfs.blocksize", blockSize);
+    // Small blocks let small fixtures span several blocks.
+    conf.setLong("dfs.namenode.fs-limits.min-block-size", 0);
+    conf.setBoolean("dfs.webhdfs.enabled", true);
+    conf.set("hadoop.tmp.dir", new File(base, "tmp").getPath());
+    // Loopback only, by address: DataNodes register (and WebHDFS redirects to them) under this
+    // name rather than the machine's hostname; MiniDFSCluster already binds every NameNode and
+    // DataNode port to 127.0.0.1 on a free port.
+    conf.set("dfs.datanode.hostname", LOOPBACK);
+    conf.setBoolean("dfs.client.use.datanode.hostname", false);
+    conf.setBoolean("dfs.datanode.use.datanode.hostname", false);
+    // A stopped DataNode turns stale within 3 s and the NameNode then lists it last (what busy
+    // clusters configure), so a read that starts after a stop goes to the live replica first.
+    conf.setInt("dfs.heartbeat.interval", 1);
+    conf.setLong("dfs.namenode.stale.datanode.interval", 3000);
+    conf.setBoolean("dfs.namenode.avoid.read.stale.datanode", true);
+    conf.setInt("dfs.namenode.safemode.extension", 0);
+    // Hadoop clients inside this JVM (the DataNodes' WebHDFS handlers, the launcher's own) keep
+    // idle NameNode connections 10 s by default; one kept across restart-namenode fails its next
+    // call (EOFException, a 403 to a WebHDFS read). At 500 ms they are gone before the restarted
+    // NameNode is up (which takes seconds).
+    conf.setInt("ipc.client.connection.maxidletime", 500);
+    // The launcher's own writes with one DataNode down: two-node clusters cannot replace one.
+    conf.setBoolean("dfs.client.block.write.replace-datanode-on-failure.enable", false);
+
+    MiniDFSCluster cluster =
+        // Its own subdirectory: formatting wipes it, and BASE_DIR holds the log.
+        new MiniDFSCluster.Builder(conf, new File(base, "dfs"))
+            .numDataNodes(datanodes)
+            .nameNodePort(0)
+            .nameNodeHttpPort(0)
+            .format(true)
+            .build();
+    cluster.waitActive();
+    return new MiniHdfs(cluster, replication);
+  }
+
+  private void run(String[] cmd) throws Exception {
+    DistributedFileSystem fs = cluster.getFileSystem();
+    switch (cmd[0]) {
+      case "ping":
+        arity(cmd, 0);
+        break;
+      case "put": {
+        arity(cmd, 2);
+        Path dst = new Path(cmd[2]);
+        fs.copyFromLocalFile(false, true, localPath(cmd[1]), dst);
+        waitReplicated(fs, dst);
+        break;
+      }
+      case "append": {
+        arity(cmd, 2);
+        Path dst = new Path(cmd[2]);
+        try (FSDataOutputStream out = fs.append(dst)) {
+          Files.copy(new File(cmd[1]).toPath(), out);
+        }
+        waitReplicated(fs, dst);
+        break;
+      }
+      case "rm":
+        arity(cmd, 1);
+        if (!fs.delete(new Path(cmd[1]), true)) {
+          throw new IllegalArgumentException("no such path: " + cmd[1]);
+        }
+        break;
+      case "chmod":
+        arity(cmd, 2);
+        fs.setPermission(new Path(cmd[2]), new FsPermission(cmd[1]));
+        break;
+      case "safemode":
+        arity(cmd, 1);
+        if (cmd[1].equals("enter")) {
+          fs.setSafeMode(HdfsConstants.SafeModeAction.SAFEMODE_ENTER);
+        } else if (cmd[1].equals("leave")) {
+          fs.setSafeMode(HdfsConstants.SafeModeAction.SAFEMODE_LEAVE);
+        } else {
+          throw new IllegalArgumentException("safemode takes enter or leave");
+        }
+        break;
+      case "stop-datanode": {
+        arity(cmd, 1);
+        int i = datanode(cmd[1]);
+        if (stopped.containsKey(i)) {
+          throw new IllegalStateException("datanode " + i + " is already stopped");
+        }
+        stopped.put(i, cluster.stopDataNode(currentIndex(i)));
+        break;
+      }
+      case "restart-datanode": {
+        arity(cmd, 1);
+        int i = datanode(cmd[1]);
+        // Same ports as before, so the NameNode's view and any client's cached address hold.
+        MiniDFSCluster.DataNodeProperties props = stopped.remove(i);
+        boolean up =
+            props != null
+                ? cluster.restartDataNode(props, true)
+                : cluster.restartDataNode(currentIndex(i), true);
+        if (!up) {
+          throw new IllegalStateException("datanode " + i + " did not restart");
+        }
+        cluster.waitActive();
+        break;
+      }
+      case "restart-namenode":
+        arity(cmd, 0);
+        // Same RPC and HTTP ports; answer once it serves reads again (out of safe mode).
+        cluster.restartNameNode(true);
+        waitSafeModeOff();
+        break;
+      default:
+        throw new IllegalArgumentException("unknown command " + cmd[0]);
+    }
+  }
+
+  /**
+   * Each DataNode's ports, by the index commands take: data transfer (what WebHDFS's
+   * excludedatanodes names), HTTP (where WebHDFS redirects) and IPC. Restarts keep them.
+   */
+  private String datanodePorts() {
+    StringBuilder b = new StringBuilder("[");
+    for (DataNode dn : cluster.getDataNodes()) {
+      b.append(b.length() > 1 ? ", " : "")
+          .append(String.format(
+              "{\"xfer\": %d, \"http\": %d, \"ipc\": %d}",
+              dn.getXferPort(), dn.getInfoPort(), dn.getIpcPort()));
+    }
+    return b.append(']').toString();
+  }
+
+  private void shutdown(AtomicBoolean down) {
+    if (down.compareAndSet(false, true)) {
+      // Keep BASE_DIR (it holds the log): it is the caller's to remove.
+      cluster.shutdown(false);
+    }
+  }
+
+  private int datanode(String arg) {
+    int i = Integer.parseInt(arg);
+    if (i < 0 || i >= uuids.size()) {
+      throw new IllegalArgumentException("no datanode " + i + " (0.." + (uuids.size() - 1) + ")");
+    }
+    return i;
+  }
+
+  private int currentIndex(int i) {
+    List<DataNode> dns = cluster.getDataNodes();
+    for (int j = 0; j < dns.size(); j++) {
+      if (dns.get(j).getDatanodeUuid().equals(uuids.get(i))) {
+        return j;
+      }
+    }
+    throw new IllegalStateException("datanode " + i + " is not running");
+  }
+
+  /**
+   * Waits until the NameNode lists every block of every file under {@code p} on as many DataNodes
+   * as are running (up to the replication), so a DataNode stopped right after a put leaves a
+   * replica the NameNode knows of.
+   */
+  private void waitReplicated(DistributedFileSystem fs, Path p) throws Exception {
+    int want = Math.min(replication, cluster.getDataNodes().size());
+    long deadline = System.nanoTime() + 60_000_000_000L;
+    while (true) {
+      String missing = underReplicated(fs, p, want);
+      if (missing == null) {
+        return;
+      }
+      if (System.nanoTime() > deadline) {
+        throw new IllegalStateException(missing + " has fewer than " + want + " replicas after 60 s");
+      }
+      Thread.sleep(100);
+    }
+  }
+
+  private static String underReplicated(DistributedFileSystem fs, Path p, int want)
+      throws Exception {
+    FileStatus st = fs.getFileStatus(p);
+    List<LocatedFileStatus> files = new ArrayList<>();
+    if (st.isDirectory()) {
+      RemoteIterator<LocatedFileStatus> it = fs.listFiles(p, true);
+      while (it.hasNext()) {
+        files.add(it.next());
+      }
+    } else {
+      files.add((LocatedFileStatus) fs.listLocatedStatus(p).next());
+    }
+    for (LocatedFileStatus f : files) {
+      for (BlockLocation b : fs.getFileBlockLocations(f.getPath(), 0, f.getLen())) {
+        if (b.getHosts().length < want) {
+          return f.getPath().toUri().getPath();
+        }
+      }
+    }
+    return null;
+  }
+
+  private void waitSafeModeOff() throws Exception {
+    long deadline = System.nanoTime() + 60_000_000_000L;
+    while (cluster.getNameNode().isInSafeMode()) {
+      if (System.nanoTime() > deadline) {
+        throw new IllegalStateException("namenode still in safe mode after 60 s");
+      }
+      Thread.sleep(100);
+    }
+  }
+
+  private static Path localPath(String p) {
+    return new Path(new File(p).getAbsoluteFile().toURI());
+  }
+
+  private static void arity(String[] cmd, int n) {
+    if (cmd.length != n + 1) {
+      throw new IllegalArgumentException(cmd[0] + " takes " + n + " argument(s)");
+    }
+  }
+
+  private static String oneLine(Throwable e) {
+    String msg = e.getMessage() == null ? e.toString() : e.getClass().getSimpleName() + ": " + e.getMessage();
+    int nl = msg.indexOf('\n');
+    return nl < 0 ? msg : msg.substring(0, nl);
+  }
+
+  private static String jsonString(String s) {
+    StringBuilder b = new StringBuilder("\"");
+    for (char c : s.toCharArray()) {
+      if (c == '"' || c == '\\') {
+        b.append('\\').append(c);
+      } else if (c < 0x20) {
+        b.append(String.format("\\u%04x", (int) c));
+      } else {
+        b.append(c);
+      }
+    }
+    return b.append('"').toString();
+  }
+
+  private static void die(String msg) {
+    System.err.println("minihdfs: " + msg);
+    System.exit(2);
+  }
+}
