@@ -29,12 +29,14 @@ import org.apache.hadoop.hdfs.protocol.HdfsConstants;
 import org.apache.hadoop.hdfs.server.datanode.DataNode;
 
 /**
- * A MiniDFSCluster for modelfs's tests, driven over stdin/stdout.
+ * A MiniDFSCluster for modelfs's tests, driven over stdin/stdout; README.md beside pom.xml has
+ * the protocol.
  *
  * <p>Usage: {@code java -Xmx512m -jar minihdfs.jar BASE_DIR [--datanodes N] [--block-size BYTES]
- * [--log FILE]}. The cluster's directories go under BASE_DIR/dfs (wiped on start). When the cluster is up, one JSON line goes to stdout; then each command line on
- * stdin gets one answer line, {@code ok} or {@code error: ...}. EOF on stdin is {@code quit}, so a
- * test that dies leaves no JVM behind. Everything else goes to the log file (BASE_DIR/minihdfs.log
+ * [--start-timeout SECS] [--log FILE]}. The cluster's directories go under BASE_DIR/dfs (wiped on
+ * start). When the cluster is up, one JSON line goes to stdout; then each command line on stdin
+ * gets one answer line, {@code ok} or {@code error: ...}. EOF on stdin is {@code quit}, so a test
+ * that dies leaves no JVM behind. Everything else goes to the log file (BASE_DIR/minihdfs.log
  * unless --log says otherwise). Paths in commands cannot contain whitespace.
  */
 public final class MiniHdfs {
@@ -58,11 +60,13 @@ public final class MiniHdfs {
   public static void main(String[] args) throws Exception {
     if (args.length < 1 || args[0].startsWith("-")) {
       System.err.println(
-          "usage: minihdfs BASE_DIR [--datanodes N] [--block-size BYTES] [--log FILE]");
+          "usage: minihdfs BASE_DIR [--datanodes N] [--block-size BYTES]"
+              + " [--start-timeout SECS] [--log FILE]");
       System.exit(2);
     }
     File base = new File(args[0]).getAbsoluteFile();
     int datanodes = 2;
+    int startTimeout = 120;
     long blockSize = 1L << 20;
     File log = new File(base, "minihdfs.log");
     for (int i = 1; i < args.length; i += 2) {
@@ -75,6 +79,9 @@ public final class MiniHdfs {
           break;
         case "--block-size":
           blockSize = Long.parseLong(args[i + 1]);
+          break;
+        case "--start-timeout":
+          startTimeout = Integer.parseInt(args[i + 1]);
           break;
         case "--log":
           log = new File(args[i + 1]).getAbsoluteFile();
@@ -96,6 +103,9 @@ public final class MiniHdfs {
     System.setOut(logStream);
     System.setErr(logStream);
 
+    // A start that hangs (a DataNode that never registers) must not hang the test waiting for
+    // the JSON line: give up after --start-timeout (120 s; a start takes ~7 s).
+    Thread watchdog = startWatchdog(startTimeout, origErr, log);
     MiniHdfs hdfs;
     long started = System.nanoTime();
     try {
@@ -106,6 +116,7 @@ public final class MiniHdfs {
       System.exit(1);
       return;
     }
+    watchdog.interrupt();
     logStream.printf("minihdfs: cluster up in %d ms%n", (System.nanoTime() - started) / 1000000);
 
     AtomicBoolean down = new AtomicBoolean();
@@ -120,7 +131,8 @@ public final class MiniHdfs {
             + ", \"pid\": " + ProcessHandle.current().pid()
             + ", \"log\": " + jsonString(log.getPath()) + "}");
 
-    BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+    BufferedReader in =
+        new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
     String line;
     while ((line = in.readLine()) != null) {
       line = line.trim();
@@ -146,6 +158,24 @@ public final class MiniHdfs {
     proto.println("ok");
     // Hadoop leaves non-daemon threads behind; the cluster is down, so end here.
     System.exit(0);
+  }
+
+  private static Thread startWatchdog(int seconds, PrintStream err, File log) {
+    Thread t =
+        new Thread(
+            () -> {
+              try {
+                Thread.sleep(seconds * 1000L);
+              } catch (InterruptedException e) {
+                return;
+              }
+              err.println("minihdfs: cluster not up after " + seconds + " s (log: " + log + ")");
+              Runtime.getRuntime().halt(1);
+            },
+            "minihdfs-start-watchdog");
+    t.setDaemon(true);
+    t.start();
+    return t;
   }
 
   private static MiniHdfs start(File base, int datanodes, long blockSize) throws Exception {
@@ -320,7 +350,8 @@ public final class MiniHdfs {
         return;
       }
       if (System.nanoTime() > deadline) {
-        throw new IllegalStateException(missing + " has fewer than " + want + " replicas after 60 s");
+        throw new IllegalStateException(
+            missing + " has fewer than " + want + " replicas after 60 s");
       }
       Thread.sleep(100);
     }
@@ -369,7 +400,10 @@ public final class MiniHdfs {
   }
 
   private static String oneLine(Throwable e) {
-    String msg = e.getMessage() == null ? e.toString() : e.getClass().getSimpleName() + ": " + e.getMessage();
+    String msg =
+        e.getMessage() == null
+            ? e.toString()
+            : e.getClass().getSimpleName() + ": " + e.getMessage();
     int nl = msg.indexOf('\n');
     return nl < 0 ? msg : msg.substring(0, nl);
   }
