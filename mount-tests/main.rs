@@ -19,6 +19,7 @@ mod everyday;
 mod faults;
 mod firstlook;
 mod graphs;
+mod hdfs;
 mod live;
 mod proxy;
 mod push;

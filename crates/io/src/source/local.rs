@@ -813,6 +813,9 @@ mod evicted_tests {
             .set_len(10_000)
             .unwrap();
         let mut out = vec![0u8; 100];
-        assert!(h.read_into(ReadCtx::none(), 0, &mut out).is_err(), "a rewrite is a change");
+        assert!(
+            h.read_into(ReadCtx::none(), 0, &mut out).is_err(),
+            "a rewrite is a change"
+        );
     }
 }

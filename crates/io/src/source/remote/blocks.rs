@@ -277,8 +277,10 @@ impl Blocks {
             .get_opts(&obj.path, options)
             .await
             .map_err(|e| remote_error(obj, e))?;
+        // Compared quoted whatever the store's form (`obj`'s is HDFS's bare one there).
         let got = r.meta.e_tag.as_deref().map(quoted_etag);
-        if got.is_some() && obj.etag.is_some() && got != obj.etag {
+        let opened = obj.etag.as_deref().map(quoted_etag);
+        if got.is_some() && opened.is_some() && got != opened {
             return Err(changed(obj));
         }
         Ok(r)

@@ -39,12 +39,24 @@ pub(super) enum Named<'a> {
         container: &'a str,
     },
     Http,
+    /// `hdfs://NAMENODE[:PORT]` or `hdfs://NAMESERVICE` (HA, from `HADOOP_CONF_DIR`), and
+    /// `viewfs://CLUSTER`: HDFS's own RPC, by the pure-Rust `hdfs-native` client.
+    Hdfs,
 }
 
 /// Whether `source` is a URL of a store this module opens.
 pub(super) fn is_url(source: &str) -> bool {
     [
-        "s3://", "gs://", "az://", "azure://", "abfs://", "abfss://", "http://", "https://",
+        "s3://",
+        "gs://",
+        "az://",
+        "azure://",
+        "abfs://",
+        "abfss://",
+        "http://",
+        "https://",
+        "hdfs://",
+        "viewfs://",
     ]
     .iter()
     .any(|s| source.starts_with(s))
@@ -96,6 +108,7 @@ pub(super) fn parse(url: &str) -> Result<(Named<'_>, &str, &str), String> {
             }
             None => Named::Http,
         },
+        "hdfs" | "viewfs" => Named::Hdfs,
         _ => return Err(format!("{scheme}:// is not a store modelfs reads")),
     };
     check(named, base, key)
@@ -109,7 +122,9 @@ fn check<'a>(
     let empty = match &named {
         Named::S3 { bucket } | Named::Gcs { bucket } => bucket.is_empty(),
         Named::Azure { container, .. } => container.is_empty(),
+        // `hdfs:///path`: the default cluster (`fs.defaultFS`).
         Named::Http => base.ends_with("://"),
+        Named::Hdfs => false,
     };
     if empty {
         let what = match named {
@@ -285,6 +300,17 @@ pub(super) fn client(
                 Arc::new(first.build().map_err(|e| azure_error(&e))?),
             )
         }
+        Named::Hdfs => {
+            // Users, Kerberos tickets and delegation tokens as Hadoop's own clients find them
+            // (`HADOOP_USER_NAME`, `KRB5CCNAME`, `HADOOP_TOKEN_FILE_LOCATION`), the cluster's
+            // settings from `HADOOP_CONF_DIR`; the client retries and fails over itself.
+            let store = hdfs_native_object_store::HdfsObjectStoreBuilder::new()
+                .with_url(base)
+                .build()
+                .map_err(|e| plain(&e))?;
+            let store: Arc<dyn ObjectStore> = Arc::new(store);
+            clients(Arc::clone(&store), store)
+        }
         Named::Http => {
             let b = object_store::http::HttpBuilder::new()
                 .with_url(base)
@@ -429,6 +455,17 @@ pub(super) fn credential_source(named: &Named<'_>, settings: &RemoteSettings) ->
             )
         }
         Named::Http => "none",
+        Named::Hdfs => first(
+            &[
+                ("a Kerberos ticket (KRB5CCNAME)", set("KRB5CCNAME")),
+                (
+                    "delegation tokens (HADOOP_TOKEN_FILE_LOCATION)",
+                    set("HADOOP_TOKEN_FILE_LOCATION"),
+                ),
+                ("HADOOP_USER_NAME", set("HADOOP_USER_NAME")),
+            ],
+            "the login user (simple authentication)",
+        ),
     };
     source.to_string()
 }
@@ -479,6 +516,10 @@ mod tests {
             ),
             ("gs://b/runs/", Named::Gcs { bucket: "b" }, "gs://b", "runs"),
             ("gs://b", Named::Gcs { bucket: "b" }, "gs://b", ""),
+            ("hdfs://nn:8020/a/m", Named::Hdfs, "hdfs://nn:8020", "a/m"),
+            ("hdfs://ns1/a", Named::Hdfs, "hdfs://ns1", "a"),
+            ("hdfs:///a/m", Named::Hdfs, "hdfs://", "a/m"),
+            ("viewfs://c/a", Named::Hdfs, "viewfs://c", "a"),
             ("az://c/m", azure(None, "c"), "az://c", "m"),
             ("abfs://c/m", azure(None, "c"), "abfs://c", "m"),
             (

@@ -132,6 +132,7 @@ pub fn open(
         credentials,
         can_list,
         markers_in_metadata: matches!(named, clouds::Named::Azure { .. }),
+        bare_etags: named == clouds::Named::Hdfs,
         list_404,
         folders: Mutex::new(HashSet::new()),
         heads: Mutex::new(HashMap::new()),
@@ -182,6 +183,8 @@ struct RemoteStorage {
     /// Where its credentials come from (`clouds::credential_source`), for refusals.
     credentials: String,
     can_list: bool,
+    /// The store's entity tags are not HTTP's (HDFS: `MTIME-SIZE`, compared as given).
+    bare_etags: bool,
     /// Whether a zero-byte object may be a folder marker told by its metadata (Azure's
     /// `hdi_isfolder=true`, as WASB and ADLS Gen2 show directories): such an object is HEADed.
     markers_in_metadata: bool,
@@ -418,7 +421,11 @@ impl Storage for RemoteStorage {
             url: self.url(path),
             path: meta.location.clone(),
             size: meta.size,
-            etag: meta.e_tag.as_deref().map(blocks::quoted_etag),
+            // HTTP stores want `If-Match` quoted; HDFS's store compares its own bare tag.
+            etag: meta.e_tag.as_deref().map(|t| match self.bare_etags {
+                true => t.to_string(),
+                false => blocks::quoted_etag(t),
+            }),
             last_modified: Some(meta.last_modified),
         };
         Ok(Arc::new(file::RemoteFile::new(
@@ -504,6 +511,7 @@ mod tests {
             base: "mem://b".into(),
             credentials: "none".into(),
             can_list: true,
+            bare_etags: false,
             markers_in_metadata,
             list_404: None,
             folders: Mutex::new(HashSet::new()),
