@@ -188,6 +188,15 @@ def _npy_of(native, path: str) -> _np.ndarray:
         return _np.lib.format.read_array(f, allow_pickle=False)
 
 
+def _npy_rows(native, path: str) -> int:
+    """The first dimension of the mount's `.npy` at `path`, from its header only."""
+    with _io.BufferedReader(_MountFile(native, path), buffer_size=1 << 12) as f:
+        version = _np.lib.format.read_magic(f)
+        shape, _, _ = (_np.lib.format.read_array_header_1_0(f) if version == (1, 0)
+                       else _np.lib.format.read_array_header_2_0(f))
+    return int(shape[0]) if shape else 0
+
+
 class Model(_abc.Mapping):
     """A model opened from SOURCE (a path or a URL) with the mount's options: a read-only
     mapping of every tensor's mount path to its numpy array (`m[name]`, `m.get`, `m.items()`
@@ -438,7 +447,9 @@ class Model(_abc.Mapping):
             local = raw.read(30)
             start = (member.header_offset + 30 + int.from_bytes(local[26:28], "little")
                      + int.from_bytes(local[28:30], "little"))
-        n = len(self.ids(name)) if shape and shape[0] else 0
+        # The row count from the ids file's header alone: a piece of a table of 10^9 ids
+        # must not read its 8 GB of ids.
+        n = _npy_rows(self._m, f"{name}.csr.ids.npy") if shape and shape[0] else 0
         width = (shape[0] // n) if n else 0
         return path, start + in_member, dtype, n, width
 
