@@ -26,6 +26,8 @@ struct MiniHdfs {
     input: ChildStdin,
     output: BufReader<ChildStdout>,
     namenode: String,
+    /// `webhdfs://127.0.0.1:PORT`.
+    webhdfs: String,
     _dir: tempfile::TempDir,
 }
 
@@ -62,11 +64,16 @@ impl MiniHdfs {
             )
         });
         let namenode = v["namenode"].as_str().unwrap().to_string();
+        let webhdfs = v["webhdfs"]
+            .as_str()
+            .unwrap()
+            .replace("http://", "webhdfs://");
         Some(MiniHdfs {
             child,
             input,
             output,
             namenode,
+            webhdfs,
             _dir: dir,
         })
     }
@@ -103,7 +110,7 @@ impl Drop for MiniHdfs {
 }
 
 /// Committed fixtures and shared real models (every other one), put on HDFS by Hadoop's client (each root
-/// whole) and mounted by `hdfs://NAMENODE/PATH` with every layout, equals its local mount file
+/// whole) and mounted by `hdfs://NAMENODE/PATH` and by `webhdfs://NAMENODE/PATH` with every layout, equals its local mount file
 /// for file and byte for byte (a source refused locally is refused the same way by URL);
 /// `modelfs ls` by URL lists what the local one does.
 #[test]
@@ -126,35 +133,34 @@ fn hdfs_sources_read_like_local() {
     for (root, source) in &sources {
         let i = roots.iter().position(|r| r == &root).unwrap();
         let key = source.strip_prefix(root).unwrap().display().to_string();
-        let base = format!("{}/models{i}", hdfs.namenode);
-        let url = PathBuf::from(format!("{base}/{key}"));
         let refused = ls_with(source, OPTS).status.code();
-        if refused != Some(0) {
-            assert_eq!(
-                ls_with(&url, OPTS).status.code(),
-                refused,
-                "{}",
-                url.display()
-            );
-            continue;
+        let local = (refused == Some(0)).then(|| fuse.mount(source, OPTS));
+        for cluster in [&hdfs.namenode, &hdfs.webhdfs] {
+            let base = format!("{cluster}/models{i}");
+            let url = PathBuf::from(format!("{base}/{key}"));
+            let what = url.display().to_string();
+            let Some(local) = &local else {
+                assert_eq!(ls_with(&url, OPTS).status.code(), refused, "{what}");
+                continue;
+            };
+            let remote = fuse.mount(&url, OPTS);
+            checked += assert_same_mounts(local.path(), remote.path(), &what, (root, &base));
+            remote.unmount_and_check();
+            if models < 2 {
+                assert_eq!(
+                    ls_with(&url, OPTS).stdout,
+                    ls_with(source, OPTS).stdout,
+                    "{what}"
+                );
+            }
+            models += 1;
         }
-        let local = fuse.mount(source, OPTS);
-        let remote = fuse.mount(&url, OPTS);
-        let what = url.display().to_string();
-        checked += assert_same_mounts(local.path(), remote.path(), &what, (root, &base));
-        remote.unmount_and_check();
-        local.unmount_and_check();
-        if models == 0 {
-            assert_eq!(
-                ls_with(&url, OPTS).stdout,
-                ls_with(source, OPTS).stdout,
-                "{what}"
-            );
+        if let Some(local) = local {
+            local.unmount_and_check();
         }
-        models += 1;
     }
     assert!(
-        models > 10 && checked > 500,
+        models > 20 && checked > 1000,
         "{models} models, {checked} files compared"
     );
 }
@@ -165,12 +171,216 @@ fn a_missing_hdfs_path_says_so() {
     let Some(hdfs) = MiniHdfs::start() else {
         return;
     };
-    let url = format!("{}/no/such/model", hdfs.namenode);
-    let o = Command::new(modelfs())
-        .args(["info", &url])
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains(&url) && err.lines().count() == 1, "{err}");
+    for cluster in both(&hdfs) {
+        let url = format!("{cluster}/no/such/model");
+        let o = Command::new(modelfs())
+            .args(["info", &url])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(&url) && err.lines().count() == 1, "{err}");
+    }
+}
+
+/// A checkpoint whose `big` tensor spans three of our 8 MiB blocks and twenty of the cluster's
+/// 1 MiB ones, written into `dir`; `big.bin` as a local mount reads it.
+fn fault_model(fuse: &Fuse, dir: &Path) -> Vec<u8> {
+    let mut b = modelfs::tf::writer::BundleBuilder::new("model");
+    let big: Vec<f32> = (0..5_000_000).map(|i| (i as f32 * 0.37).sin()).collect();
+    b.add_f32(b"big", &[5_000, 1_000], &big);
+    b.add_f32(b"small", &[4], &[1.0, 2.0, 3.0, 4.0]);
+    b.write_to_dir(dir).unwrap();
+    let local = fuse.mount(&dir.join("model"), FAULT_OPTS);
+    let want = std::fs::read(local.path().join("big.bin")).unwrap();
+    local.unmount_and_check();
+    want
+}
+
+/// Without checksums, so that only the pinning to the opened version can refuse bytes; no disk
+/// cache, so that every read not in memory goes to the cluster.
+const FAULT_OPTS: &str = "layouts=bin,cache_dir=none,verify=none";
+
+/// Both ways to a cluster: HDFS's RPC and WebHDFS.
+fn both(hdfs: &MiniHdfs) -> [String; 2] {
+    [hdfs.namenode.clone(), hdfs.webhdfs.clone()]
+}
+
+/// A data file appended to, or replaced by another of the same size, while mounted is ESTALE by
+/// `hdfs://` and by `webhdfs://`, never a mix of the two versions.
+#[test]
+fn an_hdfs_file_changed_while_mounted_is_estale() {
+    let Some(fuse) = Fuse::check() else { return };
+    let Some(mut hdfs) = MiniHdfs::start() else {
+        return;
+    };
+    let src = tempfile::tempdir().unwrap();
+    fault_model(&fuse, src.path());
+    let data = src.path().join("model.data-00000-of-00001");
+    let mut other = std::fs::read(&data).unwrap();
+    other.iter_mut().for_each(|b| *b = b.wrapping_add(1));
+    let other_file = src.path().join("other");
+    std::fs::write(&other_file, &other).unwrap();
+    let tail = src.path().join("tail");
+    std::fs::write(&tail, b"appended").unwrap();
+    let mut cases = 0;
+    for cluster in both(&hdfs) {
+        for how in ["append", "replace"] {
+            let dir = format!("/c{cases}");
+            hdfs.put(src.path(), &dir);
+            let url = PathBuf::from(format!("{cluster}{dir}/model"));
+            let mount = fuse.mount(&url, FAULT_OPTS);
+            // The data file is opened (its version taken) by a first read of its last block.
+            assert_eq!(
+                std::fs::read(mount.path().join("small.bin")).unwrap().len(),
+                16
+            );
+            let remote = format!("{dir}/model.data-00000-of-00001");
+            match how {
+                "append" => hdfs.command(&format!("append {} {remote}", tail.display())),
+                _ => hdfs.put(&other_file, &remote),
+            }
+            let err =
+                std::fs::read(mount.path().join("big.bin")).expect_err("a changed file was read");
+            assert_eq!(
+                err.raw_os_error(),
+                Some(libc::ESTALE),
+                "{cluster} {how}: {err}"
+            );
+            mount.unmount_and_check();
+            cases += 1;
+        }
+    }
+    assert_eq!(cases, 4);
+}
+
+/// The cluster misbehaving under a mount: a DataNode stopped between two reads of a file (the
+/// rest is read, exact, from the other replica), the NameNode restarted (reads go on), safe mode
+/// (reads go on), by `hdfs://` and by `webhdfs://`.
+#[test]
+fn hdfs_reads_survive_a_datanode_and_the_namenode() {
+    let Some(fuse) = Fuse::check() else { return };
+    let Some(mut hdfs) = MiniHdfs::start() else {
+        return;
+    };
+    let src = tempfile::tempdir().unwrap();
+    let want = fault_model(&fuse, src.path());
+    hdfs.put(src.path(), "/f");
+    for (i, cluster) in both(&hdfs).into_iter().enumerate() {
+        let url = PathBuf::from(format!("{cluster}/f/model"));
+        let mount = fuse.mount(&url, FAULT_OPTS);
+        let big = mount.path().join("big.bin");
+        let mut f = std::fs::File::open(&big).unwrap();
+        let mut first = vec![0u8; 1 << 20];
+        std::io::Read::read_exact(&mut f, &mut first).unwrap();
+        // Each cluster loses a different DataNode, so that both keep one replica of every block.
+        hdfs.command(&format!("stop-datanode {i}"));
+        let mut rest = Vec::new();
+        std::io::Read::read_to_end(&mut f, &mut rest).unwrap();
+        first.extend(rest);
+        assert!(
+            first == want,
+            "{cluster}: other bytes after a DataNode stopped"
+        );
+        hdfs.command(&format!("restart-datanode {i}"));
+        drop(f);
+        mount.unmount_and_check();
+
+        let mount = fuse.mount(&url, FAULT_OPTS);
+        let mut f = std::fs::File::open(mount.path().join("big.bin")).unwrap();
+        let mut first = vec![0u8; 1 << 20];
+        std::io::Read::read_exact(&mut f, &mut first).unwrap();
+        hdfs.command("restart-namenode");
+        let mut rest = Vec::new();
+        std::io::Read::read_to_end(&mut f, &mut rest).unwrap();
+        first.extend(rest);
+        assert!(
+            first == want,
+            "{cluster}: other bytes after the NameNode restarted"
+        );
+        drop(f);
+        mount.unmount_and_check();
+
+        hdfs.command("safemode enter");
+        let mount = fuse.mount(&url, FAULT_OPTS);
+        let got = std::fs::read(mount.path().join("big.bin"));
+        hdfs.command("safemode leave");
+        assert!(got.unwrap() == want, "{cluster}: other bytes in safe mode");
+        mount.unmount_and_check();
+    }
+}
+
+/// A path the user may not read is refused in one line naming the URL and the user; a cluster
+/// that does not answer is refused in bounded time.
+#[test]
+fn hdfs_refusals_say_why_in_one_line() {
+    let Some(mut hdfs) = MiniHdfs::start() else {
+        return;
+    };
+    let src = tempfile::tempdir().unwrap();
+    std::fs::write(src.path().join("a.npy"), npy_f32(&[1.0, 2.0])).unwrap();
+    hdfs.put(src.path(), "/private");
+    hdfs.command("chmod 700 /private");
+    for cluster in both(&hdfs) {
+        let url = format!("{cluster}/private/a.npy");
+        let o = Command::new(modelfs())
+            .args(["info", &url])
+            .env("HADOOP_USER_NAME", "someone")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_ne!(o.status.code(), Some(0), "{url}");
+        assert!(
+            err.contains("ermission denied") && err.contains("someone") && err.lines().count() == 1,
+            "{url}: {err}"
+        );
+        // The owner reads it.
+        let o = Command::new(modelfs()).args(["ls", &url]).output().unwrap();
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{url}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    // A port nobody listens on (bound, then let go).
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    for scheme in ["hdfs", "webhdfs"] {
+        let url = format!("{scheme}://127.0.0.1:{port}/m");
+        let started = std::time::Instant::now();
+        let o = Command::new(modelfs())
+            .args(["info", &url])
+            .output()
+            .unwrap();
+        let took = started.elapsed();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_ne!(o.status.code(), Some(0), "{url}");
+        assert!(
+            err.contains(&url) && err.lines().count() == 1,
+            "{url}: {err}"
+        );
+        assert!(took < std::time::Duration::from_secs(30), "{url}: {took:?}");
+    }
+}
+
+/// A little-endian float32 `.npy` of `values`.
+fn npy_f32(values: &[f32]) -> Vec<u8> {
+    let dict = format!(
+        "{{'descr': '<f4', 'fortran_order': False, 'shape': ({},), }}",
+        values.len()
+    );
+    let mut header = dict.into_bytes();
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(b' ');
+    }
+    header.push(b'\n');
+    let mut out = b"\x93NUMPY\x01\x00".to_vec();
+    out.extend((header.len() as u16).to_le_bytes());
+    out.extend(header);
+    values.iter().for_each(|v| out.extend(v.to_le_bytes()));
+    out
 }

@@ -25,6 +25,11 @@ pub(super) fn log_builder(debug: bool) -> env_logger::Builder {
         b.filter_module("fuser::session", log::LevelFilter::Error);
         b.filter_module("fuser::mnt", log::LevelFilter::Error);
     }
+    // hdfs-native warns of each retry and failover it makes; the error that ends them is ours
+    // to say, once, naming the URL.
+    if !std::env::var("RUST_LOG").is_ok_and(|v| v.contains("hdfs_native")) {
+        b.filter_module("hdfs_native", log::LevelFilter::Error);
+    }
     b.format(|buf, record| {
         use std::io::Write;
         if SYSLOG.load(std::sync::atomic::Ordering::Relaxed) {

@@ -42,6 +42,8 @@ pub(super) enum Named<'a> {
     /// `hdfs://NAMENODE[:PORT]` or `hdfs://NAMESERVICE` (HA, from `HADOOP_CONF_DIR`), and
     /// `viewfs://CLUSTER`: HDFS's own RPC, by the pure-Rust `hdfs-native` client.
     Hdfs,
+    /// `webhdfs://HOST[:PORT]` and `swebhdfs://…`: HDFS over the NameNode's REST API.
+    WebHdfs,
 }
 
 /// Whether `source` is a URL of a store this module opens.
@@ -57,6 +59,8 @@ pub(super) fn is_url(source: &str) -> bool {
         "https://",
         "hdfs://",
         "viewfs://",
+        "webhdfs://",
+        "swebhdfs://",
     ]
     .iter()
     .any(|s| source.starts_with(s))
@@ -109,6 +113,7 @@ pub(super) fn parse(url: &str) -> Result<(Named<'_>, &str, &str), String> {
             None => Named::Http,
         },
         "hdfs" | "viewfs" => Named::Hdfs,
+        "webhdfs" | "swebhdfs" => Named::WebHdfs,
         _ => return Err(format!("{scheme}:// is not a store modelfs reads")),
     };
     check(named, base, key)
@@ -124,7 +129,7 @@ fn check<'a>(
         Named::Azure { container, .. } => container.is_empty(),
         // `hdfs:///path`: the default cluster (`fs.defaultFS`).
         Named::Http => base.ends_with("://"),
-        Named::Hdfs => false,
+        Named::Hdfs | Named::WebHdfs => false,
     };
     if empty {
         let what = match named {
@@ -303,13 +308,21 @@ pub(super) fn client(
         Named::Hdfs => {
             // Users, Kerberos tickets and delegation tokens as Hadoop's own clients find them
             // (`HADOOP_USER_NAME`, `KRB5CCNAME`, `HADOOP_TOKEN_FILE_LOCATION`), the cluster's
-            // settings from `HADOOP_CONF_DIR`; the client retries and fails over itself.
-            let store = hdfs_native_object_store::HdfsObjectStoreBuilder::new()
-                .with_url(base)
-                .build()
-                .map_err(|e| plain(&e))?;
-            let store: Arc<dyn ObjectStore> = Arc::new(store);
-            clients(Arc::clone(&store), store)
+            // settings from `HADOOP_CONF_DIR`; the client retries and fails over itself, within
+            // our budgets unless the cluster's settings say otherwise.
+            let build = |retry: &RetryConfig| {
+                hdfs_native_object_store::HdfsObjectStoreBuilder::new()
+                    .with_url(base)
+                    .with_config(hdfs_retries(retry))
+                    .build()
+                    .map_err(|e| plain(&e))
+            };
+            clients(Arc::new(build(&retry)?), Arc::new(build(&quick)?))
+        }
+        Named::WebHdfs => {
+            let store = super::webhdfs::WebHdfs::new(base, retry, client.clone())?;
+            let first = super::webhdfs::WebHdfs::new(base, quick, client)?;
+            clients(Arc::new(store), Arc::new(first))
         }
         Named::Http => {
             let b = object_store::http::HttpBuilder::new()
@@ -320,6 +333,24 @@ pub(super) fn client(
             clients(Arc::new(store), Arc::new(first))
         }
     })
+}
+
+/// hdfs-native's failover and retry settings for a retry budget: its defaults (15 attempts,
+/// sleeps growing to 15 s) take three minutes to give up on a NameNode that does not answer.
+/// The cluster's own `HADOOP_CONF_DIR` settings are kept.
+fn hdfs_retries(retry: &RetryConfig) -> std::collections::HashMap<String, String> {
+    let conf = super::hadoop_conf::HadoopConf::from_env();
+    // Sleeps of 0.5, 1, 2, 2, … s: as many as the budget holds.
+    let attempts = 1 + (retry.retry_timeout.as_millis() / 2000).max(2);
+    [
+        ("dfs.client.failover.max.attempts", attempts.to_string()),
+        ("dfs.client.failover.sleep.base.millis", "500".into()),
+        ("dfs.client.failover.sleep.max.millis", "2000".into()),
+    ]
+    .into_iter()
+    .filter(|(k, _)| conf.get(k).is_none())
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
 }
 
 /// Whether `v`, a flag of a builder, is on (object_store's spellings).
@@ -466,6 +497,10 @@ pub(super) fn credential_source(named: &Named<'_>, settings: &RemoteSettings) ->
             ],
             "the login user (simple authentication)",
         ),
+        Named::WebHdfs => first(
+            &[("HADOOP_USER_NAME", set("HADOOP_USER_NAME"))],
+            "the login user (simple authentication)",
+        ),
     };
     source.to_string()
 }
@@ -520,6 +555,14 @@ mod tests {
             ("hdfs://ns1/a", Named::Hdfs, "hdfs://ns1", "a"),
             ("hdfs:///a/m", Named::Hdfs, "hdfs://", "a/m"),
             ("viewfs://c/a", Named::Hdfs, "viewfs://c", "a"),
+            (
+                "webhdfs://nn:9870/a/m",
+                Named::WebHdfs,
+                "webhdfs://nn:9870",
+                "a/m",
+            ),
+            ("swebhdfs://ns1/a", Named::WebHdfs, "swebhdfs://ns1", "a"),
+            ("webhdfs:///a", Named::WebHdfs, "webhdfs://", "a"),
             ("az://c/m", azure(None, "c"), "az://c", "m"),
             ("abfs://c/m", azure(None, "c"), "abfs://c", "m"),
             (

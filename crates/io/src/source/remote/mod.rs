@@ -20,9 +20,11 @@ mod endpoints;
 #[cfg(test)]
 mod faults_tests;
 mod file;
+mod hadoop_conf;
 mod metadata;
 mod pool;
 mod stream;
+mod webhdfs;
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
@@ -132,7 +134,7 @@ pub fn open(
         credentials,
         can_list,
         markers_in_metadata: matches!(named, clouds::Named::Azure { .. }),
-        bare_etags: named == clouds::Named::Hdfs,
+        bare_etags: matches!(named, clouds::Named::Hdfs | clouds::Named::WebHdfs),
         list_404,
         folders: Mutex::new(HashSet::new()),
         heads: Mutex::new(HashMap::new()),
@@ -316,6 +318,7 @@ impl RemoteStorage {
             }
             Ok(r) => Some(r.meta),
             Err(object_store::Error::NotFound { .. }) => None,
+            Err(e) if beneath_a_file(&e) => None,
             // A directory over HTTP: nginx and most servers refuse it (403) after redirecting.
             Err(object_store::Error::PermissionDenied { .. }) if !self.can_list => None,
             Err(e) => {
@@ -349,6 +352,14 @@ impl RemoteStorage {
             let prefix = (!prefix.as_ref().is_empty()).then_some(prefix);
             store.list_with_delimiter(prefix.as_ref()).await
         });
+        let listed = match listed {
+            Err(e) if beneath_a_file(&e) => Ok(object_store::ListResult {
+                common_prefixes: Vec::new(),
+                objects: Vec::new(),
+                extensions: Default::default(),
+            }),
+            other => other,
+        };
         let listed = listed.map_err(|e| {
             let not_found = blocks::status_of(&e.to_string()).is_some_and(|s| s.starts_with("404"));
             let cause = match (&self.list_404, not_found) {
@@ -404,6 +415,14 @@ impl RemoteStorage {
             .insert(dir.to_path_buf(), out.clone());
         Ok(out)
     }
+}
+
+/// HDFS refuses a path beneath a file (`a.npy/saved_model.pb`, which detection asks about) as
+/// a traversal its permission checker denies, "… (is not a directory)", or as
+/// `ParentNotDirectoryException`: there is nothing there.
+fn beneath_a_file(e: &object_store::Error) -> bool {
+    let m = e.to_string();
+    m.contains("(is not a directory)") || m.contains("ParentNotDirectoryException")
 }
 
 /// Files a directory served over HTTP may be recognised by (there is no listing).

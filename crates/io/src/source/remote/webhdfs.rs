@@ -1,0 +1,666 @@
+//! WebHDFS (`webhdfs://HOST[:PORT]/PATH`, `swebhdfs://` over TLS): HDFS through the NameNode's
+//! REST API, for clusters reached only over HTTP, as an `ObjectStore` so it goes through the
+//! same `RemoteStorage` (block cache, read-ahead, single-flight) as every other store.
+//!
+//! Why our own and not a general client: a read must be pinned to the version opened (a file
+//! replaced or appended while mounted is ESTALE, never a mix), a DataNode that fails is left for
+//! another replica, and a standby NameNode for the active one — which the REST clients we found
+//! do not do. The protocol is small: `GETFILESTATUS`, `LISTSTATUS_BATCH` and `OPEN` with
+//! `noredirect=true` (the NameNode names the DataNode, which serves the bytes).
+//!
+//! A version is `FILEID-MTIME-LENGTH` (hex), the entity tag of every meta: the NameNode's inode
+//! id changes when a file is replaced, its length and modification time when it is appended.
+//! Each read asks the NameNode for the file's status first and refuses another version
+//! (`Precondition`, ESTALE above); what remains is the moment between that answer and the
+//! DataNode opening the file, as with Hadoop's own clients.
+
+use std::ops::Range;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::stream::{self, BoxStream, StreamExt};
+use object_store::client::{HttpClient, HttpConnector, HttpRequest, ReqwestConnector};
+use object_store::path::Path;
+use object_store::{
+    ClientOptions, CopyOptions, GetOptions, GetResult, GetResultPayload, ListResult,
+    MultipartUpload, ObjectMeta, ObjectStore, PutMultipartOptions, PutOptions, PutPayload,
+    PutResult, RetryConfig,
+};
+use percent_encoding::{percent_decode_str, utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
+use serde::Deserialize;
+
+use super::hadoop_conf::HadoopConf;
+
+const STORE: &str = "WebHDFS";
+
+/// What a path segment keeps unescaped in a URL (RFC 3986's unreserved characters).
+const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+/// Entries per `LISTSTATUS_BATCH` answer are the NameNode's (`dfs.ls.limit`, 1000): a directory
+/// of 10^5 files is listed in bounded answers, never one of tens of megabytes.
+#[derive(Debug)]
+pub(super) struct WebHdfs {
+    client: HttpClient,
+    /// `http://HOST:PORT/webhdfs/v1`, one per NameNode (HA: the nameservice's, in its order).
+    namenodes: Vec<String>,
+    /// The NameNode that answered last: asked first.
+    active: AtomicUsize,
+    /// `user.name=…` (simple authentication), URL-encoded.
+    auth: String,
+    retry: RetryConfig,
+    /// `webhdfs://HOST:PORT`, for `Display`.
+    shown: String,
+}
+
+impl std::fmt::Display for WebHdfs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "WebHdfs({})", self.shown)
+    }
+}
+
+impl WebHdfs {
+    /// The store of `base` (`webhdfs://HOST[:PORT]` or `swebhdfs://…`). A host without a port
+    /// that `HADOOP_CONF_DIR` names as a nameservice is its NameNodes' HTTP addresses; an empty
+    /// one is `fs.defaultFS`'s cluster.
+    pub(super) fn new(
+        base: &str,
+        retry: RetryConfig,
+        options: ClientOptions,
+    ) -> Result<WebHdfs, String> {
+        let (scheme, host) = base.split_once("://").ok_or("not a URL")?;
+        let tls = scheme == "swebhdfs";
+        let conf = HadoopConf::from_env();
+        let namenodes = namenodes(host, tls, &conf)?;
+        let http = if tls { "https" } else { "http" };
+        let namenodes: Vec<String> = namenodes
+            .into_iter()
+            .map(|a| format!("{http}://{a}/webhdfs/v1"))
+            .collect();
+        for n in &namenodes {
+            super::endpoints::check("the NameNode", n)?;
+        }
+        let client = ReqwestConnector::default()
+            .connect(&options.with_allow_http(!tls))
+            .map_err(|e| e.to_string())?;
+        let user = hadoop_user()?;
+        Ok(WebHdfs {
+            client,
+            namenodes,
+            active: AtomicUsize::new(0),
+            auth: format!("user.name={}", utf8_percent_encode(&user, SEGMENT)),
+            retry,
+            shown: base.to_string(),
+        })
+    }
+
+    /// The URL of `op` on `path` at NameNode `nn`.
+    fn url(&self, nn: usize, path: &Path, op: &str, extra: &str) -> String {
+        let mut url = self.namenodes[nn].clone();
+        for part in path.parts() {
+            url.push('/');
+            // A part keeps object_store's escapes (`#` is `%23`): the name itself, escaped once.
+            let name = percent_decode_str(part.as_ref()).decode_utf8_lossy();
+            url.extend(utf8_percent_encode(&name, SEGMENT));
+        }
+        if path.as_ref().is_empty() {
+            url.push('/');
+        }
+        url.push_str(&format!("?op={op}&{}{extra}", self.auth));
+        url
+    }
+
+    /// `op` on `path` at the NameNodes, the active one first: a standby's refusal or one that
+    /// does not answer passes to the next; a transient fault is asked again within the retry
+    /// budget. The answer's body, parsed.
+    async fn call<T: for<'de> Deserialize<'de>>(
+        &self,
+        path: &Path,
+        op: &str,
+        extra: &str,
+    ) -> object_store::Result<T> {
+        let body = self
+            .retrying(path, |nn| self.get(self.url(nn, path, op, extra)), true)
+            .await?;
+        serde_json::from_slice(&body).map_err(|e| generic(path, format!("{op}: {e}")))
+    }
+
+    /// Runs `attempt` (given a NameNode's index) until it succeeds, fails for good, or the retry
+    /// budget is spent. `fail_over`: a NameNode that is standby or unreachable passes to the
+    /// next one.
+    async fn retrying<F, Fut>(
+        &self,
+        path: &Path,
+        attempt: F,
+        fail_over: bool,
+    ) -> object_store::Result<Bytes>
+    where
+        F: Fn(usize) -> Fut,
+        Fut: std::future::Future<Output = Result<Bytes, Fault>>,
+    {
+        let started = Instant::now();
+        let mut nn = self.active.load(Ordering::Relaxed) % self.namenodes.len();
+        let mut tries = 0usize;
+        let mut wait = Duration::from_millis(100);
+        loop {
+            let fault = match attempt(nn).await {
+                Ok(b) => {
+                    self.active.store(nn, Ordering::Relaxed);
+                    return Ok(b);
+                }
+                Err(f) => f,
+            };
+            let (next, transient) = match &fault {
+                Fault::Remote(r) if r.exception == "StandbyException" => (true, true),
+                Fault::Remote(r) => (false, r.exception == "RetriableException"),
+                Fault::Unreachable(_) => (true, true),
+                Fault::Status(s, _) => (false, *s >= 500 || *s == 429),
+                Fault::Body(_) => (false, true),
+            };
+            if next && fail_over && self.namenodes.len() > 1 {
+                nn = (nn + 1) % self.namenodes.len();
+                // Every NameNode tried once before waiting.
+                if nn != self.active.load(Ordering::Relaxed) % self.namenodes.len() {
+                    continue;
+                }
+            }
+            tries += 1;
+            if !transient
+                || tries > self.retry.max_retries
+                || started.elapsed() + wait > self.retry.retry_timeout
+            {
+                return Err(fault.into_error(path));
+            }
+            tokio::time::sleep(wait).await;
+            wait = (wait * 2).min(Duration::from_secs(2));
+        }
+    }
+
+    /// One GET of `url`: its body when 200, else what went wrong.
+    async fn get(&self, url: String) -> Result<Bytes, Fault> {
+        let request: HttpRequest = http::Request::get(&url)
+            .body(object_store::client::HttpRequestBody::empty())
+            .map_err(|e| Fault::Unreachable(e.to_string()))?;
+        let response = self
+            .client
+            .execute(request)
+            .await
+            .map_err(|e| Fault::Unreachable(plain_http_error(&e)))?;
+        let status = response.status().as_u16();
+        let body = response
+            .into_body()
+            .bytes()
+            .await
+            .map_err(|e| Fault::Body(plain_http_error(&e)))?;
+        if status == 200 {
+            return Ok(body);
+        }
+        #[derive(Deserialize)]
+        #[serde(rename_all = "PascalCase")]
+        struct Wrapper {
+            remote_exception: RemoteException,
+        }
+        Err(match serde_json::from_slice::<Wrapper>(&body) {
+            Ok(w) => Fault::Remote(w.remote_exception),
+            Err(_) => Fault::Status(
+                status,
+                String::from_utf8_lossy(&body).chars().take(200).collect(),
+            ),
+        })
+    }
+
+    async fn status(&self, path: &Path) -> object_store::Result<FileStatus> {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "PascalCase")]
+        struct Wrapper {
+            file_status: FileStatus,
+        }
+        let w: Wrapper = self.call(path, "GETFILESTATUS", "").await?;
+        Ok(w.file_status)
+    }
+
+    /// Bytes `range` of `path`: the NameNode names a DataNode holding them, which serves them.
+    /// A DataNode that fails is asked about again (the NameNode orders a stale one last).
+    async fn read(&self, path: &Path, range: Range<u64>) -> object_store::Result<Bytes> {
+        if range.is_empty() {
+            return Ok(Bytes::new());
+        }
+        let extra = format!(
+            "&offset={}&length={}&noredirect=true",
+            range.start,
+            range.end - range.start
+        );
+        let bytes = self
+            .retrying(
+                path,
+                |nn| {
+                    let url = self.url(nn, path, "OPEN", &extra);
+                    async move {
+                        #[derive(Deserialize)]
+                        struct Redirect {
+                            #[serde(rename = "Location")]
+                            location: String,
+                        }
+                        let at = self.get(url).await?;
+                        let to: Redirect = serde_json::from_slice(&at)
+                            .map_err(|e| Fault::Body(format!("OPEN's answer: {e}")))?;
+                        // Whatever the DataNode answers is transient: another may be chosen.
+                        self.get(to.location).await.map_err(|f| match f {
+                            Fault::Remote(r) => {
+                                Fault::Body(format!("{}: {}", r.exception, r.message))
+                            }
+                            Fault::Status(s, m) => Fault::Body(format!("{s} {m}")),
+                            other => other,
+                        })
+                    }
+                },
+                true,
+            )
+            .await?;
+        if bytes.len() as u64 != range.end - range.start {
+            return Err(generic(
+                path,
+                format!(
+                    "asked for bytes {}..{}, got {} bytes",
+                    range.start,
+                    range.end,
+                    bytes.len()
+                ),
+            ));
+        }
+        Ok(bytes)
+    }
+}
+
+/// The NameNodes' HTTP addresses `host` names.
+fn namenodes(host: &str, tls: bool, conf: &HadoopConf) -> Result<Vec<String>, String> {
+    let default_port = if tls { 9871 } else { 9870 };
+    if host.is_empty() {
+        let default = conf
+            .get("fs.defaultFS")
+            .ok_or("webhdfs:/// names the default cluster, and HADOOP_CONF_DIR's core-site.xml sets no fs.defaultFS")?;
+        let (_, h) = default.split_once("://").unwrap_or(("", default));
+        let h = h.split('/').next().unwrap_or_default();
+        let name = h.split(':').next().unwrap_or_default();
+        if let Some(nns) = conf.nameservice_http(name, tls) {
+            return Ok(nns);
+        }
+        return Ok(vec![format!("{name}:{default_port}")]);
+    }
+    if !host.contains(':') {
+        if let Some(nns) = conf.nameservice_http(host, tls) {
+            return Ok(nns);
+        }
+        return Ok(vec![format!("{host}:{default_port}")]);
+    }
+    Ok(vec![host.to_string()])
+}
+
+/// The user simple authentication names: `HADOOP_USER_NAME`, else the login user, as Hadoop's
+/// clients take it.
+fn hadoop_user() -> Result<String, String> {
+    match std::env::var("HADOOP_USER_NAME") {
+        Ok(u) if !u.is_empty() => Ok(u),
+        _ => whoami::username().map_err(|e| format!("no login user ({e}); set HADOOP_USER_NAME")),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct FileStatus {
+    #[serde(default)]
+    file_id: u64,
+    length: u64,
+    modification_time: i64,
+    #[serde(default)]
+    path_suffix: String,
+    #[serde(rename = "type")]
+    kind: String,
+}
+
+impl FileStatus {
+    fn meta(&self, location: Path) -> ObjectMeta {
+        ObjectMeta {
+            location,
+            last_modified: chrono::DateTime::from_timestamp_millis(self.modification_time)
+                .unwrap_or_default(),
+            size: self.length,
+            e_tag: Some(format!(
+                "{:x}-{:x}-{:x}",
+                self.file_id, self.modification_time, self.length
+            )),
+            version: None,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct RemoteException {
+    exception: String,
+    #[serde(default)]
+    message: String,
+}
+
+/// What went wrong with one request.
+#[derive(Debug)]
+enum Fault {
+    /// The server's own refusal (`FileNotFoundException`, `AccessControlException`, …).
+    Remote(RemoteException),
+    /// No answer (refused, reset, timed out).
+    Unreachable(String),
+    /// An answer other than 200 without Hadoop's error body.
+    Status(u16, String),
+    /// The answer broke off, or could not be read.
+    Body(String),
+}
+
+impl Fault {
+    fn into_error(self, path: &Path) -> object_store::Error {
+        let path = path.to_string();
+        match self {
+            Fault::Remote(r) => {
+                let source = format!("{}: {}", r.exception, first_line(&r.message)).into();
+                match r.exception.as_str() {
+                    "FileNotFoundException" => object_store::Error::NotFound { path, source },
+                    "AccessControlException" | "SecurityException" => {
+                        object_store::Error::PermissionDenied { path, source }
+                    }
+                    _ => object_store::Error::Generic {
+                        store: STORE,
+                        source,
+                    },
+                }
+            }
+            Fault::Unreachable(m) | Fault::Body(m) => object_store::Error::Generic {
+                store: STORE,
+                source: m.into(),
+            },
+            Fault::Status(404, _) => object_store::Error::NotFound {
+                path,
+                source: "404 Not Found".into(),
+            },
+            Fault::Status(s, m) => object_store::Error::Generic {
+                store: STORE,
+                source: format!("{s} {}", first_line(&m)).into(),
+            },
+        }
+    }
+}
+
+fn first_line(m: &str) -> &str {
+    m.lines().next().unwrap_or_default()
+}
+
+/// An HTTP client's error with its causes, in one line (reqwest's own says only "error sending
+/// request").
+fn plain_http_error(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let s = s.to_string();
+        if !out.contains(&s) {
+            out.push_str(": ");
+            out.push_str(&s);
+        }
+        source = std::error::Error::source(source.unwrap());
+    }
+    out
+}
+
+fn generic(path: &Path, m: String) -> object_store::Error {
+    object_store::Error::Generic {
+        store: STORE,
+        source: format!("{path}: {m}").into(),
+    }
+}
+
+fn read_only() -> object_store::Error {
+    object_store::Error::NotSupported {
+        source: "modelfs reads WebHDFS, never writes it".into(),
+    }
+}
+
+#[async_trait]
+impl ObjectStore for WebHdfs {
+    async fn put_opts(
+        &self,
+        _: &Path,
+        _: PutPayload,
+        _: PutOptions,
+    ) -> object_store::Result<PutResult> {
+        Err(read_only())
+    }
+
+    async fn put_multipart_opts(
+        &self,
+        _: &Path,
+        _: PutMultipartOptions,
+    ) -> object_store::Result<Box<dyn MultipartUpload>> {
+        Err(read_only())
+    }
+
+    async fn get_opts(
+        &self,
+        location: &Path,
+        options: GetOptions,
+    ) -> object_store::Result<GetResult> {
+        let status = self.status(location).await?;
+        if status.kind != "FILE" {
+            return Err(object_store::Error::NotFound {
+                path: location.to_string(),
+                source: "a directory".into(),
+            });
+        }
+        let meta = status.meta(location.clone());
+        options.check_preconditions(&meta)?;
+        let range = match &options.range {
+            Some(r) => r
+                .as_range(meta.size)
+                .map_err(|e| generic(location, e.to_string()))?,
+            None => 0..meta.size,
+        };
+        let body = match options.head {
+            true => Bytes::new(),
+            false => self.read(location, range.clone()).await?,
+        };
+        Ok(GetResult {
+            payload: GetResultPayload::Stream(stream::iter([Ok(body)]).boxed()),
+            meta,
+            range: if options.head { 0..0 } else { range },
+            attributes: Default::default(),
+            extensions: Default::default(),
+        })
+    }
+
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, object_store::Result<Path>>,
+    ) -> BoxStream<'static, object_store::Result<Path>> {
+        locations.map(|_| Err(read_only())).boxed()
+    }
+
+    fn list(&self, _: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        // RemoteStorage walks by `list_with_delimiter`, one directory at a time.
+        stream::iter([Err(object_store::Error::NotImplemented {
+            operation: "a recursive listing".into(),
+            implementer: STORE.into(),
+        })])
+        .boxed()
+    }
+
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "PascalCase")]
+        struct Wrapper {
+            directory_listing: Listing,
+        }
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Listing {
+            partial_listing: Partial,
+            remaining_entries: u64,
+        }
+        #[derive(Deserialize)]
+        #[serde(rename_all = "PascalCase")]
+        struct Partial {
+            file_statuses: Statuses,
+        }
+        #[derive(Deserialize)]
+        #[serde(rename_all = "PascalCase")]
+        struct Statuses {
+            file_status: Vec<FileStatus>,
+        }
+        let dir = prefix.cloned().unwrap_or_default();
+        let mut out = ListResult {
+            common_prefixes: Vec::new(),
+            objects: Vec::new(),
+            extensions: Default::default(),
+        };
+        let mut after = String::new();
+        loop {
+            let extra = match after.is_empty() {
+                true => String::new(),
+                false => format!("&startAfter={}", utf8_percent_encode(&after, SEGMENT)),
+            };
+            let w: Wrapper = match self.call(&dir, "LISTSTATUS_BATCH", &extra).await {
+                Ok(w) => w,
+                // A file, or nothing: an empty listing, as object stores answer.
+                Err(object_store::Error::NotFound { .. }) => return Ok(out),
+                Err(e) => return Err(e),
+            };
+            let batch = w
+                .directory_listing
+                .partial_listing
+                .file_statuses
+                .file_status;
+            let Some(last) = batch.last() else { break };
+            after = last.path_suffix.clone();
+            for s in batch {
+                if s.path_suffix.is_empty() {
+                    // The listed path is a file.
+                    return Ok(ListResult {
+                        common_prefixes: Vec::new(),
+                        objects: Vec::new(),
+                        extensions: Default::default(),
+                    });
+                }
+                let location = dir.clone().join(s.path_suffix.as_str());
+                match s.kind.as_str() {
+                    "DIRECTORY" => out.common_prefixes.push(location),
+                    _ => out.objects.push(s.meta(location)),
+                }
+            }
+            if w.directory_listing.remaining_entries == 0 {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    async fn copy_opts(&self, _: &Path, _: &Path, _: CopyOptions) -> object_store::Result<()> {
+        Err(read_only())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_version_changes_with_the_inode_the_length_and_the_time() {
+        let s = |id, m, l| FileStatus {
+            file_id: id,
+            length: l,
+            modification_time: m,
+            path_suffix: String::new(),
+            kind: "FILE".into(),
+        };
+        let tag = |f: FileStatus| f.meta(Path::from("a")).e_tag.unwrap();
+        let base = tag(s(16386, 1700000000000, 10));
+        assert_eq!(base, "4002-18bcfe56800-a");
+        assert_ne!(base, tag(s(16387, 1700000000000, 10)));
+        assert_ne!(base, tag(s(16386, 1700000000001, 10)));
+        assert_ne!(base, tag(s(16386, 1700000000000, 11)));
+    }
+
+    #[test]
+    fn refusals_become_what_they_mean() {
+        let remote = |e: &str| {
+            Fault::Remote(RemoteException {
+                exception: e.into(),
+                message: "Permission denied: user=bob, access=READ\nmore".into(),
+            })
+        };
+        let p = Path::from("a/b");
+        assert!(matches!(
+            remote("FileNotFoundException").into_error(&p),
+            object_store::Error::NotFound { .. }
+        ));
+        let denied = remote("AccessControlException").into_error(&p);
+        assert!(matches!(
+            denied,
+            object_store::Error::PermissionDenied { .. }
+        ));
+        assert!(denied.to_string().contains("user=bob"), "{denied}");
+        assert!(!denied.to_string().contains("more"), "{denied}");
+        assert!(matches!(
+            Fault::Status(404, String::new()).into_error(&p),
+            object_store::Error::NotFound { .. }
+        ));
+    }
+
+    #[test]
+    fn paths_are_escaped_segment_by_segment() {
+        let w = WebHdfs {
+            client: ReqwestConnector::default()
+                .connect(&ClientOptions::new().with_allow_http(true))
+                .unwrap(),
+            namenodes: vec!["http://nn:9870/webhdfs/v1".into()],
+            active: AtomicUsize::new(0),
+            auth: "user.name=a%20b".into(),
+            retry: RetryConfig::default(),
+            shown: "webhdfs://nn:9870".into(),
+        };
+        assert_eq!(
+            w.url(0, &Path::from("m/a b/c#d"), "OPEN", "&offset=1"),
+            "http://nn:9870/webhdfs/v1/m/a%20b/c%23d?op=OPEN&user.name=a%20b&offset=1"
+        );
+        assert_eq!(
+            w.url(0, &Path::default(), "LISTSTATUS_BATCH", ""),
+            "http://nn:9870/webhdfs/v1/?op=LISTSTATUS_BATCH&user.name=a%20b"
+        );
+    }
+
+    #[test]
+    fn a_nameservice_is_its_namenodes() {
+        let conf = HadoopConf::from_pairs(&[
+            ("fs.defaultFS", "hdfs://ns1"),
+            ("dfs.nameservices", "ns1"),
+            ("dfs.ha.namenodes.ns1", "nn1, nn2"),
+            ("dfs.namenode.http-address.ns1.nn1", "a:50070"),
+            ("dfs.namenode.http-address.ns1.nn2", "b:50070"),
+            ("dfs.namenode.https-address.ns1.nn1", "a:50470"),
+            ("dfs.namenode.https-address.ns1.nn2", "b:50470"),
+        ]);
+        assert_eq!(
+            namenodes("ns1", false, &conf).unwrap(),
+            ["a:50070", "b:50070"]
+        );
+        assert_eq!(
+            namenodes("ns1", true, &conf).unwrap(),
+            ["a:50470", "b:50470"]
+        );
+        assert_eq!(namenodes("", false, &conf).unwrap(), ["a:50070", "b:50070"]);
+        assert_eq!(namenodes("nn", false, &conf).unwrap(), ["nn:9870"]);
+        assert_eq!(namenodes("nn:1", false, &conf).unwrap(), ["nn:1"]);
+        let none = HadoopConf::from_pairs(&[]);
+        assert!(namenodes("", false, &none)
+            .unwrap_err()
+            .contains("fs.defaultFS"));
+    }
+}
