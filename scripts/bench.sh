@@ -29,6 +29,9 @@
 #                                  Monolith, Angel embedding: exactness, time vs verify of both, peak RSS
 #                                  16 the Python package (wheel in a venv): m[name] vs TensorFlow and safetensors, rows p99, RSS
 #                                  17 four readers of a fresh 1 GiB tensor's quarters vs one reader of the whole (one checksum pass)
+#                                  18 HDFS (a MiniDFSCluster, scripts/hdfs, needs java): first cat of a 256 MiB tensor by
+#                                  hdfs:// and webhdfs:// vs Hadoop's FsShell -cat, verify=crc vs none, ls -lR of the 100k
+#                                  checkpoint vs local with the NameNode's RPCs counted
 #   TORCH_PYTHON=python3           target 14's python for torch (a scratch venv: pip install torch)
 #   TF_PYTHON=python3              target 13's python: numpy, safetensors and tensorflow-cpu
 #   SAVETXT_VALUES=2000000         values numpy.savetxt formats for its rate
@@ -66,6 +69,11 @@ if [[ -z "${ONLY:-}" || ",$ONLY," == *,7,* ]] && ! command -v s3s-fs > /dev/null
     echo "bench: building s3s-fs (cargo install s3s-fs, a few minutes, once)" >&2
     cargo install --quiet --locked s3s-fs --version 0.14.1 --features binary > /dev/null 2>&1 \
         || echo "bench: could not install s3s-fs; its row is skipped" >&2
+fi
+# Target 18's cluster: Hadoop's jars from Maven Central, built once.
+if [[ -z "${ONLY:-}" || ",$ONLY," == *,18,* ]] && [[ ! -e scripts/hdfs/target/minihdfs.jar ]] \
+    && command -v mvn > /dev/null; then
+    scripts/hdfs/build.sh > /dev/null || echo "bench: could not build scripts/hdfs" >&2
 fi
 if [[ "${QUIET:-}" == 1 ]]; then
     paused=()

@@ -685,6 +685,16 @@ def main():
                                     mountpoint=mountpoint, mount=mount, umount=umount,
                                     timed=timed, median=median, add=add, log=log)
         bench_remote(w1g, w256, ctx)
+    if want(18):
+        import types
+        from hdfs import bench_hdfs
+        w256 = fixture("w256m", 1, 8192, 8192)
+        many = fixture("many", 100000, 8, 8)
+        e = Env("hdfs")
+        ctx = types.SimpleNamespace(WORK=WORK, RUNS=RUNS, env=e.env, reset=e.reset,
+                                    mountpoint=mountpoint, mount=mount, umount=umount,
+                                    timed=timed, median=median, add=add, log=log)
+        bench_hdfs(w256, many, ctx)
     cores = os.cpu_count()
     print(f"\nmodelfs benchmark — {cores} cores, median of {RUNS} runs "
           f"(ls: {LS_RUNS}), {time.perf_counter() - started:.0f} s total")
