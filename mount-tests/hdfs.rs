@@ -384,3 +384,84 @@ fn npy_f32(values: &[f32]) -> Vec<u8> {
     values.iter().for_each(|v| out.extend(v.to_le_bytes()));
     out
 }
+
+/// `hdfs:///PATH`, `webhdfs:///PATH` and `-o hdfs PATH` (absolute, and relative to the user's
+/// home) name the default cluster, `fs.defaultFS` of `HADOOP_CONF_DIR`, for a command and for
+/// a mount; without `-o hdfs` a path stays local.
+#[test]
+fn the_default_cluster_by_path() {
+    let Some(fuse) = Fuse::check() else { return };
+    let Some(mut hdfs) = MiniHdfs::start() else {
+        return;
+    };
+    let src = tempfile::tempdir().unwrap();
+    std::fs::write(src.path().join("a.npy"), npy_f32(&[1.5, 2.5])).unwrap();
+    hdfs.put(src.path(), "/user/alice/m");
+    let conf = tempfile::tempdir().unwrap();
+    let http = hdfs.webhdfs.trim_start_matches("webhdfs://").to_string();
+    std::fs::write(
+        conf.path().join("core-site.xml"),
+        format!(
+            "<configuration><property><name>fs.defaultFS</name><value>{}</value></property>\
+             </configuration>",
+            hdfs.namenode
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        conf.path().join("hdfs-site.xml"),
+        format!(
+            "<configuration><property><name>dfs.namenode.http-address</name><value>{http}</value>\
+             </property></configuration>"
+        ),
+    )
+    .unwrap();
+    let env = [
+        ("HADOOP_CONF_DIR", conf.path().to_str().unwrap()),
+        ("HADOOP_USER_NAME", "alice"),
+    ];
+    let want = ls_with(&src.path().join("a.npy"), OPTS).stdout;
+    let ls = |args: &[&str]| {
+        let o = Command::new(modelfs())
+            .arg("ls")
+            .args(args)
+            .envs(env)
+            .output()
+            .unwrap();
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        o.stdout
+    };
+    assert_eq!(ls(&["-o", OPTS, "hdfs:///user/alice/m/a.npy"]), want);
+    assert_eq!(ls(&["-o", OPTS, "webhdfs:///user/alice/m/a.npy"]), want);
+    assert_eq!(
+        ls(&["-o", &format!("{OPTS},hdfs"), "/user/alice/m/a.npy"]),
+        want
+    );
+    assert_eq!(ls(&["-o", &format!("{OPTS},hdfs"), "m/a.npy"]), want);
+    // Not a local path: without `-o hdfs` there is nothing there.
+    let o = Command::new(modelfs())
+        .args(["ls", "/user/alice/m/a.npy"])
+        .envs(env)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let mount = fuse.mount_env(
+        Path::new("/user/alice/m/a.npy"),
+        &format!("{OPTS},hdfs"),
+        &env,
+    );
+    let local = fuse.mount(&src.path().join("a.npy"), OPTS);
+    assert_same_mounts(
+        local.path(),
+        mount.path(),
+        "-o hdfs",
+        (src.path(), "hdfs:///user/alice/m"),
+    );
+    mount.unmount_and_check();
+    local.unmount_and_check();
+}

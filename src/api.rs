@@ -128,7 +128,7 @@ impl Opened {
             opts.apply(o)
                 .map_err(|e| error(ErrorKind::Usage, e.to_string()))?;
         }
-        let path = Path::new(source);
+        let path = &opts.source(Path::new(source));
         let model = crate::cli::open_model(path, &opts).map_err(|f| {
             let kind = match f.missing {
                 true => ErrorKind::Missing,

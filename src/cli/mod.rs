@@ -97,6 +97,50 @@ fn tune_malloc() {
     }
 }
 
+/// The command with its SOURCEs as opened (`Options::source`: `-o hdfs /path` is
+/// `hdfs:///path`); options that do not parse are left for the command to refuse.
+fn hdfs_sources(mut c: Command) -> Command {
+    let (options, sources): (&args::OptArgs, Vec<&mut std::path::PathBuf>) = match &mut c {
+        Command::Mount {
+            options, source, ..
+        }
+        | Command::Ls {
+            options, source, ..
+        }
+        | Command::Cat {
+            options, source, ..
+        }
+        | Command::Row {
+            options, source, ..
+        }
+        | Command::Info { options, source }
+        | Command::List {
+            options, source, ..
+        }
+        | Command::Stats {
+            options, source, ..
+        }
+        | Command::Check {
+            options, source, ..
+        }
+        | Command::Verify {
+            options, source, ..
+        }
+        | Command::Index { options, source } => (options, vec![source]),
+        Command::Diff { options, a, b, .. } => (options, vec![a, b]),
+        Command::Umount { .. }
+        | Command::Man
+        | Command::Cache { .. }
+        | Command::Completions { .. } => return c,
+    };
+    if let Ok(opts) = parse_options(&options.list) {
+        for s in sources {
+            *s = opts.source(s);
+        }
+    }
+    c
+}
+
 /// Runs the CLI, returning the process exit status (SPEC §4).
 pub fn main() -> i32 {
     tune_malloc();
@@ -111,7 +155,7 @@ pub fn main() -> i32 {
             return if e.use_stderr() { EXIT_USAGE } else { EXIT_OK };
         }
     };
-    let result = match cli.command {
+    let result = match hdfs_sources(cli.command) {
         Command::Mount {
             foreground,
             debug,

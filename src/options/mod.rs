@@ -152,6 +152,24 @@ impl Options {
         Some(DiskStore::shared(dir, source, self.cache_max))
     }
 
+    /// SOURCE as opened: with `hdfs`, a path (not a URL) is the default cluster's
+    /// (`hdfs:///PATH`), a relative one under the user's home there (`/user/NAME`), as
+    /// `hdfs dfs` takes it.
+    pub fn source(&self, source: &std::path::Path) -> std::path::PathBuf {
+        let text = source.to_string_lossy();
+        if !self.hdfs || crate::source::remote::is_remote(&text) {
+            return source.to_path_buf();
+        }
+        let path = match text.starts_with('/') {
+            true => text.into_owned(),
+            false => {
+                let user = crate::source::remote::hadoop_user().unwrap_or_default();
+                format!("/user/{user}/{text}")
+            }
+        };
+        std::path::PathBuf::from(format!("hdfs://{path}"))
+    }
+
     /// Settings of a remote source: fetched blocks get their share of `cache=`.
     pub fn remote(&self) -> crate::source::remote::RemoteSettings {
         crate::source::remote::RemoteSettings {
@@ -254,6 +272,22 @@ fn unescape_sep(v: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn o_hdfs_makes_a_path_the_default_clusters() {
+        let mut o = Options::default();
+        let p = |o: &Options, s: &str| o.source(std::path::Path::new(s)).display().to_string();
+        assert_eq!(p(&o, "/user/a/m"), "/user/a/m");
+        o.apply("hdfs").unwrap();
+        assert_eq!(p(&o, "/user/a/m"), "hdfs:///user/a/m");
+        assert_eq!(p(&o, "s3://b/m"), "s3://b/m");
+        assert_eq!(p(&o, "hdfs://nn/m"), "hdfs://nn/m");
+        let home = format!(
+            "hdfs:///user/{}/m",
+            crate::source::remote::hadoop_user().unwrap()
+        );
+        assert_eq!(p(&o, "m"), home);
+    }
 
     /// Every option completion offers is one `apply` takes (with a sample value).
     #[test]

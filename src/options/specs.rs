@@ -294,6 +294,15 @@ options! {
             o.anonymous = true;
             Ok(())
         };
+    /// `hdfs`: SOURCE paths are on the default HDFS cluster (`Options::source`).
+    hdfs: bool = false,
+        option "hdfs",
+        "a SOURCE path names a path of the default HDFS cluster (fs.defaultFS of\n\
+               HADOOP_CONF_DIR): -o hdfs /user/me/model is hdfs:///user/me/model",
+        |o, _| {
+            o.hdfs = true;
+            Ok(())
+        };
     /// `log=FILE`: where the daemon's log goes (else `$MODELFS_LOG`, else nowhere).
     log_file: Option<std::path::PathBuf> = None,
         option "log" = "FILE",

@@ -86,7 +86,7 @@ PIECE_BYTES = 64 << 20
 # `debug`, …) are off when left out. Any other option given `False` or `None` is refused:
 # dropping it silently would apply the default the caller meant to turn off.
 _OFF = {"cache_dir": "none", "verify": "none", "refresh": "never"}
-_FLAGS = {"allow_other", "allow_root", "auto_unmount", "debug", "anonymous"}
+_FLAGS = {"allow_other", "allow_root", "auto_unmount", "debug", "anonymous", "hdfs"}
 
 
 def _options(options: Dict[str, Any]) -> Dict[str, Any]:

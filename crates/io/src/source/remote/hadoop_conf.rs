@@ -86,6 +86,15 @@ impl HadoopConf {
     }
 }
 
+/// The user simple authentication names: `HADOOP_USER_NAME`, else the login user, as Hadoop's
+/// clients take it.
+pub fn hadoop_user() -> Result<String, String> {
+    match std::env::var("HADOOP_USER_NAME") {
+        Ok(u) if !u.is_empty() => Ok(u),
+        _ => whoami::username().map_err(|e| format!("no login user ({e}); set HADOOP_USER_NAME")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

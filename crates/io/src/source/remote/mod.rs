@@ -54,6 +54,7 @@ const RETRY_BUDGET: Duration = Duration::from_secs(60);
 const FIRST_RETRY_BUDGET: Duration = Duration::from_secs(3);
 
 pub use endpoints::check as check_endpoint;
+pub use hadoop_conf::hadoop_user;
 
 /// Settings of remote sources (`-o endpoint=,region=,profile=,anonymous`; the rest from the
 /// environment).

@@ -31,7 +31,7 @@ use object_store::{
 use percent_encoding::{percent_decode_str, utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use serde::Deserialize;
 
-use super::hadoop_conf::HadoopConf;
+use super::hadoop_conf::{hadoop_user, HadoopConf};
 
 const STORE: &str = "WebHDFS";
 
@@ -290,6 +290,14 @@ fn namenodes(host: &str, tls: bool, conf: &HadoopConf) -> Result<Vec<String>, St
         if let Some(nns) = conf.nameservice_http(name, tls) {
             return Ok(nns);
         }
+        let key = if tls {
+            "dfs.namenode.https-address"
+        } else {
+            "dfs.namenode.http-address"
+        };
+        if let Some(a) = conf.get(key) {
+            return Ok(vec![a.to_string()]);
+        }
         return Ok(vec![format!("{name}:{default_port}")]);
     }
     if !host.contains(':') {
@@ -299,15 +307,6 @@ fn namenodes(host: &str, tls: bool, conf: &HadoopConf) -> Result<Vec<String>, St
         return Ok(vec![format!("{host}:{default_port}")]);
     }
     Ok(vec![host.to_string()])
-}
-
-/// The user simple authentication names: `HADOOP_USER_NAME`, else the login user, as Hadoop's
-/// clients take it.
-fn hadoop_user() -> Result<String, String> {
-    match std::env::var("HADOOP_USER_NAME") {
-        Ok(u) if !u.is_empty() => Ok(u),
-        _ => whoami::username().map_err(|e| format!("no login user ({e}); set HADOOP_USER_NAME")),
-    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -658,6 +657,12 @@ mod tests {
         assert_eq!(namenodes("", false, &conf).unwrap(), ["a:50070", "b:50070"]);
         assert_eq!(namenodes("nn", false, &conf).unwrap(), ["nn:9870"]);
         assert_eq!(namenodes("nn:1", false, &conf).unwrap(), ["nn:1"]);
+        let one = HadoopConf::from_pairs(&[
+            ("fs.defaultFS", "hdfs://nn:8020"),
+            ("dfs.namenode.http-address", "nn:50070"),
+        ]);
+        assert_eq!(namenodes("", false, &one).unwrap(), ["nn:50070"]);
+        assert_eq!(namenodes("", true, &one).unwrap(), ["nn:9871"]);
         let none = HadoopConf::from_pairs(&[]);
         assert!(namenodes("", false, &none)
             .unwrap_err()
