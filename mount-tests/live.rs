@@ -14,14 +14,14 @@ fn live_fixtures() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/live")
 }
 
-fn names(dir: &Path) -> BTreeSet<String> {
+pub(crate) fn names(dir: &Path) -> BTreeSet<String> {
     let rd = std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
     rd.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect()
 }
 
 /// Polls `f` until it holds; panics after `limit` with `what`. Returns the time it took.
-fn within(limit: Duration, what: &str, mut f: impl FnMut() -> bool) -> Duration {
+pub(crate) fn within(limit: Duration, what: &str, mut f: impl FnMut() -> bool) -> Duration {
     let start = Instant::now();
     loop {
         if f() {
@@ -165,7 +165,7 @@ fn a_saver_directory_is_followed() {
     mount.unmount_and_check();
 }
 
-fn copy_tree(from: &Path, to: &Path) {
+pub(crate) fn copy_tree(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for e in std::fs::read_dir(from).unwrap() {
         let e = e.unwrap();

@@ -424,6 +424,7 @@ impl Tree {
         self.row_tables.clear();
         self.file_tensors.clear();
         self.views.retain(|root| in_kept(root));
+        self.ctx.faults.clear();
         log::info!(
             "the source changed: {} of its entries changed or left, {} kept",
             let_go.len(),

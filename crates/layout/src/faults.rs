@@ -27,6 +27,12 @@ impl Faults {
         new
     }
 
+    /// Forgets every error: the source changed, and what its old version met says nothing of
+    /// the new one (a table whose missing shard has arrived, a file rewritten whole).
+    pub fn clear(&self) {
+        self.last.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    }
+
     /// The last error noted for the tensor named `tensor`.
     pub(crate) fn last(&self, tensor: &[u8]) -> Option<String> {
         let m = self.last.lock().unwrap_or_else(|e| e.into_inner());

@@ -78,6 +78,37 @@ pub fn tables_in(fs: &dyn Storage, dir: &Path) -> BTreeMap<String, Vec<PathBuf>>
         .collect()
 }
 
+/// Why `shards` (one table's, in order) are not a whole table: a shard missing (an export
+/// still being copied, or one lost) or two counts. Half a table is never shown as the table.
+fn incomplete(shards: &[PathBuf]) -> Option<String> {
+    let named: Vec<(u32, u32)> = shards
+        .iter()
+        .filter_map(|p| shard_name(p.file_name()?.to_str()?))
+        .map(|(_, i, n)| (i, n))
+        .collect();
+    let count = named.first().map_or(0, |&(_, n)| n);
+    if named.iter().any(|&(_, n)| n != count) {
+        return Some("its shards give different counts (-of-N)".into());
+    }
+    let missing: Vec<String> = (0..count)
+        .filter(|i| !named.iter().any(|&(j, _)| j == *i))
+        .take(4)
+        .map(|i| format!("{i:05}"))
+        .collect();
+    (!missing.is_empty()).then(|| {
+        format!(
+            "{} of its {count} shards are here; missing shard {}{}",
+            named.len(),
+            missing.join(", "),
+            if named.len() as u64 + (missing.len() as u64) < u64::from(count) {
+                ", …"
+            } else {
+                ""
+            }
+        )
+    })
+}
+
 /// Where the tables of the model at `path` would be: a SavedModel's or PS export's `assets/`,
 /// a checkpoint prefix's `<prefix>.assets/`.
 pub fn asset_dirs(path: &Path) -> Vec<PathBuf> {
@@ -126,6 +157,9 @@ impl WithTables {
             .ok_or_else(|| ModelError::NotFound(format!("no hash table {key}")))?;
         let got = slot.get_or_try(|| {
             let opened = (|| {
+                if let Some(why) = incomplete(paths) {
+                    return Err((false, why));
+                }
                 let shards = paths
                     .iter()
                     .map(|p| {

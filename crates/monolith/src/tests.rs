@@ -192,3 +192,47 @@ fn the_fuzz_entry_survives_cut_and_flipped_shards() {
         fuzz_shard(&b);
     }
 }
+
+/// A table with a shard missing (an export still being copied, or one lost) is listed with
+/// why, and never read as the table: its rows in the other shards are not served as all of it.
+#[test]
+fn a_table_missing_a_shard_is_never_read_as_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = write_table(dir.path(), "t", 300, 2, 4);
+    let whole = write_table(dir.path(), "u", 50, 2, 2);
+    std::fs::remove_file(dir.path().join("t-00002-of-00004")).unwrap();
+    let m = open(dir.path());
+    let table = m
+        .tensor(&[own_component(HASH_TABLES), b"t".to_vec()])
+        .unwrap();
+    let problem = table
+        .meta()
+        .problem
+        .clone()
+        .expect("a table without its shard opened");
+    assert!(
+        problem.contains("3 of its 4 shards") && problem.contains("00002"),
+        "{problem}"
+    );
+    for id in &t.ids[..20] {
+        assert!(row(&*table, *id).is_err());
+    }
+    assert!(table
+        .read_elements(ReadCtx::none(), 0, &mut [0u8; 4])
+        .is_err());
+    // The whole table beside it reads.
+    let u = m
+        .tensor(&[own_component(HASH_TABLES), b"u".to_vec()])
+        .unwrap();
+    assert_eq!(
+        row(&*u, whole.ids[3]).unwrap().as_ref(),
+        Some(&whole.values[3])
+    );
+    // Counts that disagree.
+    std::fs::write(dir.path().join("t-00002-of-00005"), b"").unwrap();
+    let m = open(dir.path());
+    let table = m
+        .tensor(&[own_component(HASH_TABLES), b"t".to_vec()])
+        .unwrap();
+    assert!(table.meta().problem.as_ref().unwrap().contains("counts"));
+}
