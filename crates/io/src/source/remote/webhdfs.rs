@@ -249,13 +249,14 @@ impl WebHdfs {
                         let at = self.get(url).await?;
                         let to: Redirect = serde_json::from_slice(&at)
                             .map_err(|e| Fault::Body(format!("OPEN's answer: {e}")))?;
-                        // Whatever the DataNode answers is transient: another may be chosen.
-                        self.get(to.location).await.map_err(|f| match f {
-                            Fault::Remote(r) => {
-                                Fault::Body(format!("{}: {}", r.exception, r.message))
-                            }
-                            Fault::Status(s, m) => Fault::Body(format!("{s} {m}")),
-                            other => other,
+                        // Whatever the DataNode answers is transient (another may be chosen)
+                        // and none of the NameNode's doing: never a reason to fail over.
+                        self.get(to.location).await.map_err(|f| {
+                            Fault::Body(match f {
+                                Fault::Remote(r) => format!("{}: {}", r.exception, r.message),
+                                Fault::Status(s, m) => format!("{s} {m}"),
+                                Fault::Unreachable(m) | Fault::Body(m) => m,
+                            })
                         })
                     }
                 },
@@ -569,6 +570,238 @@ impl ObjectStore for WebHdfs {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use object_store::GetRange;
+    use std::io::{BufRead, BufReader, Write};
+    use std::sync::{Arc, Mutex};
+
+    type Handler = dyn Fn(&str, usize) -> (u16, Vec<u8>) + Send + Sync;
+
+    /// An HTTP server on loopback answering each request by `handler(path and query, n)` (`n`:
+    /// requests before it), one request per connection; what it was asked, kept.
+    struct Server {
+        port: u16,
+        asked: Arc<Mutex<Vec<String>>>,
+    }
+
+    impl Server {
+        fn start(handler: Arc<Handler>) -> Server {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let port = listener.local_addr().unwrap().port();
+            let asked = Arc::new(Mutex::new(Vec::new()));
+            let log = Arc::clone(&asked);
+            std::thread::spawn(move || {
+                for conn in listener.incoming() {
+                    let Ok(mut conn) = conn else { return };
+                    let mut reader = BufReader::new(conn.try_clone().unwrap());
+                    let mut first = String::new();
+                    let _ = reader.read_line(&mut first);
+                    loop {
+                        let mut line = String::new();
+                        if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                            break;
+                        }
+                    }
+                    let target = first.split(' ').nth(1).unwrap_or_default().to_string();
+                    let n = {
+                        let mut l = log.lock().unwrap();
+                        l.push(target.clone());
+                        l.len() - 1
+                    };
+                    let (status, body) = handler(&target, n);
+                    let head = format!(
+                        "HTTP/1.1 {status} X\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                        body.len()
+                    );
+                    let _ = conn.write_all(head.as_bytes());
+                    let _ = conn.write_all(&body);
+                }
+            });
+            Server { port, asked }
+        }
+
+        fn asked(&self) -> Vec<String> {
+            self.asked.lock().unwrap().clone()
+        }
+    }
+
+    const DATA: &[u8] = b"0123456789abcdefghij";
+
+    fn status_json(file_id: u64) -> Vec<u8> {
+        format!(
+            r#"{{"FileStatus":{{"fileId":{file_id},"length":{},"modificationTime":1700000000000,"pathSuffix":"","type":"FILE"}}}}"#,
+            DATA.len()
+        )
+        .into_bytes()
+    }
+
+    fn remote(exception: &str) -> Vec<u8> {
+        format!(r#"{{"RemoteException":{{"exception":"{exception}","message":"m"}}}}"#).into_bytes()
+    }
+
+    /// A NameNode for `DATA` (file id `file_id(n)`), whose OPEN names DataNode `dn(n)`, after
+    /// `fault(target, n)` has had its say.
+    fn namenode(
+        dn: impl Fn(usize) -> u16 + Send + Sync + 'static,
+        fault: impl Fn(&str, usize) -> Option<(u16, Vec<u8>)> + Send + Sync + 'static,
+    ) -> Server {
+        Server::start(Arc::new(move |target: &str, n| {
+            if let Some(f) = fault(target, n) {
+                return f;
+            }
+            if target.contains("op=GETFILESTATUS") {
+                return (200, status_json(7));
+            }
+            let location = format!("http://127.0.0.1:{}{target}", dn(n));
+            (200, format!(r#"{{"Location":"{location}"}}"#).into_bytes())
+        }))
+    }
+
+    /// A DataNode serving `DATA`'s bytes `offset..offset+length`.
+    fn datanode() -> Server {
+        Server::start(Arc::new(|target: &str, _| {
+            let arg = |k: &str| -> usize {
+                target
+                    .split(['?', '&'])
+                    .find_map(|kv| kv.strip_prefix(k))
+                    .and_then(|v| v.parse().ok())
+                    .unwrap()
+            };
+            let (off, len) = (arg("offset="), arg("length="));
+            (200, DATA[off..off + len].to_vec())
+        }))
+    }
+
+    fn store(namenodes: &[&Server]) -> WebHdfs {
+        WebHdfs {
+            client: ReqwestConnector::default()
+                .connect(&ClientOptions::new().with_allow_http(true))
+                .unwrap(),
+            namenodes: namenodes
+                .iter()
+                .map(|s| format!("http://127.0.0.1:{}/webhdfs/v1", s.port))
+                .collect(),
+            active: AtomicUsize::new(0),
+            auth: "user.name=u".into(),
+            retry: RetryConfig {
+                max_retries: 4,
+                retry_timeout: Duration::from_secs(10),
+                ..Default::default()
+            },
+            shown: "webhdfs://test".into(),
+        }
+    }
+
+    fn get(
+        s: &WebHdfs,
+        range: Range<u64>,
+        if_match: Option<String>,
+    ) -> object_store::Result<Bytes> {
+        super::super::runtime().block_on(async {
+            let o = GetOptions {
+                range: Some(GetRange::Bounded(range)),
+                if_match,
+                ..Default::default()
+            };
+            let r = s.get_opts(&Path::from("m/data"), o).await?;
+            let GetResultPayload::Stream(body) = r.payload else {
+                unreachable!()
+            };
+            let parts: Vec<Bytes> = body
+                .collect::<Vec<_>>()
+                .await
+                .into_iter()
+                .collect::<Result<_, _>>()?;
+            Ok(parts.concat().into())
+        })
+    }
+
+    #[test]
+    fn faults_of_the_namenode_and_datanodes_are_passed_over_and_never_give_other_bytes() {
+        let dn = datanode();
+        let dn_port = dn.port;
+        // A DataNode that is gone: bound, then let go.
+        let gone = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        // A standby NameNode, then an active one whose first OPEN answers 503, whose next names
+        // the gone DataNode, then the live one.
+        let standby = namenode(
+            move |_| dn_port,
+            |_, _| Some((403, remote("StandbyException"))),
+        );
+        let active = namenode(
+            move |n| if n == 2 { gone } else { dn_port },
+            |t, n| (t.contains("op=OPEN") && n == 1).then(|| (503, b"busy".to_vec())),
+        );
+        let s = store(&[&standby, &active]);
+        assert_eq!(&get(&s, 3..11, None).unwrap()[..], &DATA[3..11]);
+        assert_eq!(
+            s.active.load(Ordering::Relaxed),
+            1,
+            "the active NameNode is asked first"
+        );
+        assert_eq!(standby.asked().len(), 1, "{:?}", standby.asked());
+        let asked = active.asked();
+        assert!(
+            asked.len() == 4 && asked[0].contains("GETFILESTATUS"),
+            "{asked:?}"
+        );
+        assert!(
+            asked[1..]
+                .iter()
+                .all(|a| a.contains("op=OPEN&user.name=u&offset=3&length=8&noredirect=true")),
+            "{asked:?}"
+        );
+        // The next read goes to the active one only.
+        assert_eq!(&get(&s, 0..20, None).unwrap()[..], DATA);
+        assert_eq!(standby.asked().len(), 1);
+    }
+
+    #[test]
+    fn another_version_a_refusal_and_a_short_body_are_errors() {
+        let dn = datanode();
+        let dn_port = dn.port;
+        // The file replaced (another inode) after the first status.
+        let nn = namenode(
+            move |_| dn_port,
+            |t, n| (t.contains("GETFILESTATUS") && n > 0).then(|| (200, status_json(8))),
+        );
+        let s = store(&[&nn]);
+        let tag = FileStatus {
+            file_id: 7,
+            length: DATA.len() as u64,
+            modification_time: 1700000000000,
+            path_suffix: String::new(),
+            kind: "FILE".into(),
+        }
+        .meta(Path::from("m/data"))
+        .e_tag;
+        assert_eq!(&get(&s, 0..4, tag.clone()).unwrap()[..], &DATA[..4]);
+        let e = get(&s, 4..8, tag).unwrap_err();
+        assert!(matches!(e, object_store::Error::Precondition { .. }), "{e}");
+        assert!(
+            !nn.asked().last().unwrap().contains("OPEN"),
+            "read after the change"
+        );
+
+        // Refused: said at once, not retried.
+        let nn = namenode(|_| 1, |_, _| Some((403, remote("AccessControlException"))));
+        let e = get(&store(&[&nn]), 0..4, None).unwrap_err();
+        assert!(
+            matches!(e, object_store::Error::PermissionDenied { .. }),
+            "{e}"
+        );
+        assert_eq!(nn.asked().len(), 1);
+
+        // A DataNode that sends fewer bytes than asked for, every time.
+        let short = Server::start(Arc::new(|_: &str, _| (200, b"01".to_vec())));
+        let short_port = short.port;
+        let nn = namenode(move |_| short_port, |_, _| None);
+        let e = get(&store(&[&nn]), 0..4, None).unwrap_err();
+        assert!(e.to_string().contains("got 2 bytes"), "{e}");
+    }
 
     #[test]
     fn a_version_changes_with_the_inode_the_length_and_the_time() {
