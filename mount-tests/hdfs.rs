@@ -28,11 +28,18 @@ struct MiniHdfs {
     namenode: String,
     /// `webhdfs://127.0.0.1:PORT`.
     webhdfs: String,
+    /// The launcher's ready line (`conf_dir`, `nameservice`, `krb5_conf`, …).
+    ready: serde_json::Value,
     _dir: tempfile::TempDir,
 }
 
 impl MiniHdfs {
     fn start() -> Option<MiniHdfs> {
+        MiniHdfs::start_with(&[])
+    }
+
+    /// A cluster started with the launcher's `options` (`--ha`, `--kerberos`).
+    fn start_with(options: &[&str]) -> Option<MiniHdfs> {
         if !jar().exists() {
             assert!(
                 !modelfs::testing::must_be_complete(),
@@ -47,6 +54,7 @@ impl MiniHdfs {
             .args(["-Xmx512m", "-jar"])
             .arg(jar())
             .arg(dir.path())
+            .args(options)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -74,6 +82,7 @@ impl MiniHdfs {
             output,
             namenode,
             webhdfs,
+            ready: v,
             _dir: dir,
         })
     }
@@ -85,6 +94,14 @@ impl MiniHdfs {
         let mut answer = String::new();
         self.output.read_line(&mut answer).unwrap();
         assert_eq!(answer.trim(), "ok", "{line}");
+    }
+
+    /// A string of the ready line.
+    fn get(&self, key: &str) -> String {
+        self.ready[key]
+            .as_str()
+            .unwrap_or_else(|| panic!("no {key} in the ready line: {}", self.ready))
+            .to_string()
     }
 
     /// Puts local `from` (a file or a directory) at HDFS path `to` with Hadoop's client.
@@ -464,6 +481,43 @@ fn the_default_cluster_by_path() {
     );
     mount.unmount_and_check();
     local.unmount_and_check();
+}
+
+/// An HA pair (nameservice `ns1`, `HADOOP_CONF_DIR` from the launcher): a model mounted by
+/// `hdfs://ns1/…`, by `webhdfs://ns1/…` and by `hdfs:///…` (`fs.defaultFS`) reads on across a
+/// failover between two reads of a file, exact, and a mount made after it reads from the newly
+/// active NameNode; each failover makes the other NameNode active.
+#[test]
+fn hdfs_reads_survive_a_failover() {
+    let Some(fuse) = Fuse::check() else { return };
+    let Some(mut hdfs) = MiniHdfs::start_with(&["--ha"]) else {
+        return;
+    };
+    assert_eq!(hdfs.get("nameservice"), "ns1");
+    let conf_dir = hdfs.get("conf_dir");
+    let env = [("HADOOP_CONF_DIR", conf_dir.as_str())];
+    let src = tempfile::tempdir().unwrap();
+    let want = fault_model(&fuse, src.path());
+    hdfs.put(src.path(), "/f");
+    for url in ["hdfs://ns1/f/model", "webhdfs://ns1/f/model", "hdfs:///f/model"] {
+        let mount = fuse.mount_env(Path::new(url), FAULT_OPTS, &env);
+        let mut f = std::fs::File::open(mount.path().join("big.bin")).unwrap();
+        let mut first = vec![0u8; 1 << 20];
+        std::io::Read::read_exact(&mut f, &mut first).unwrap();
+        hdfs.command("failover");
+        let mut rest = Vec::new();
+        std::io::Read::read_to_end(&mut f, &mut rest).unwrap();
+        first.extend(rest);
+        assert!(first == want, "{url}: other bytes after a failover");
+        drop(f);
+        mount.unmount_and_check();
+        // The rest may have been streamed from a DataNode already: a new mount must find the
+        // newly active NameNode (its client asks nn0, now the standby, first).
+        let mount = fuse.mount_env(Path::new(url), FAULT_OPTS, &env);
+        let got = std::fs::read(mount.path().join("big.bin")).unwrap();
+        assert!(got == want, "{url}: other bytes from the new active NameNode");
+        mount.unmount_and_check();
+    }
 }
 
 /// An Angel job saving its model to HDFS, as its PS servers do: partitions written under
