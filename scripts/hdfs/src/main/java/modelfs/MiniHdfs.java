@@ -355,9 +355,14 @@ public final class MiniHdfs {
     conf.set("dfs.namenode.keytab.file", serviceKeytab.getPath());
     conf.set("dfs.datanode.keytab.file", serviceKeytab.getPath());
     conf.setBoolean("dfs.block.access.token.enable", true);
-    // WebHDFS behind SPNEGO.
+    // WebHDFS (and every HTTP server) behind SPNEGO: since Hadoop 3.3 the NameNode's HTTP
+    // filter is hadoop.http.authentication's, simple (user.name=) unless it says kerberos.
     conf.set("dfs.web.authentication.kerberos.principal", http);
     conf.set("dfs.web.authentication.kerberos.keytab", serviceKeytab.getPath());
+    conf.set("hadoop.http.authentication.type", "kerberos");
+    conf.set("hadoop.http.authentication.kerberos.principal", http);
+    conf.set("hadoop.http.authentication.kerberos.keytab", serviceKeytab.getPath());
+    conf.setBoolean("hadoop.http.authentication.simple.anonymous.allowed", false);
     conf.setBoolean("ignore.secure.ports.for.testing", true);
 
     UserGroupInformation.setConfiguration(conf);
