@@ -2,7 +2,8 @@
 //! replication 2) run by `scripts/hdfs` (Hadoop's own jars from Maven Central, built by
 //! `scripts/hdfs/build.sh`), started and stopped here. Files are put there by Hadoop's own
 //! client; each is mounted by `hdfs://` and compared, file by file and byte for byte, with the
-//! mount of its local copy.
+//! mount of its local copy. Two more clusters: an HA pair (`--ha`, a failover mid-read) and a
+//! Kerberized one (`--kerberos`, a KDC of its own; `kinit` from Debian's krb5-user).
 //!
 //! Without java and the built launcher the tests fail under CI (`.ci/run` builds it) and are
 //! skipped with a message elsewhere.
