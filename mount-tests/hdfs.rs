@@ -2,7 +2,8 @@
 //! replication 2) run by `scripts/hdfs` (Hadoop's own jars from Maven Central, built by
 //! `scripts/hdfs/build.sh`), started and stopped here. Files are put there by Hadoop's own
 //! client; each is mounted by `hdfs://` and compared, file by file and byte for byte, with the
-//! mount of its local copy.
+//! mount of its local copy. Two more clusters: an HA pair (`--ha`, a failover mid-read) and a
+//! Kerberized one (`--kerberos`, a KDC of its own; `kinit` from Debian's krb5-user).
 //!
 //! Without java and the built launcher the tests fail under CI (`.ci/run` builds it) and are
 //! skipped with a message elsewhere.
@@ -28,11 +29,18 @@ struct MiniHdfs {
     namenode: String,
     /// `webhdfs://127.0.0.1:PORT`.
     webhdfs: String,
+    /// The launcher's ready line (`conf_dir`, `nameservice`, `krb5_conf`, …).
+    ready: serde_json::Value,
     _dir: tempfile::TempDir,
 }
 
 impl MiniHdfs {
     fn start() -> Option<MiniHdfs> {
+        MiniHdfs::start_with(&[])
+    }
+
+    /// A cluster started with the launcher's `options` (`--ha`, `--kerberos`).
+    fn start_with(options: &[&str]) -> Option<MiniHdfs> {
         if !jar().exists() {
             assert!(
                 !modelfs::testing::must_be_complete(),
@@ -47,6 +55,7 @@ impl MiniHdfs {
             .args(["-Xmx512m", "-jar"])
             .arg(jar())
             .arg(dir.path())
+            .args(options)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -74,6 +83,7 @@ impl MiniHdfs {
             output,
             namenode,
             webhdfs,
+            ready: v,
             _dir: dir,
         })
     }
@@ -85,6 +95,14 @@ impl MiniHdfs {
         let mut answer = String::new();
         self.output.read_line(&mut answer).unwrap();
         assert_eq!(answer.trim(), "ok", "{line}");
+    }
+
+    /// A string of the ready line.
+    fn get(&self, key: &str) -> String {
+        self.ready[key]
+            .as_str()
+            .unwrap_or_else(|| panic!("no {key} in the ready line: {}", self.ready))
+            .to_string()
     }
 
     /// Puts local `from` (a file or a directory) at HDFS path `to` with Hadoop's client.
@@ -466,106 +484,126 @@ fn the_default_cluster_by_path() {
     local.unmount_and_check();
 }
 
-/// An Angel job saving its model to HDFS, as its PS servers do: partitions written under
-/// `_temporary/`, then a matrix's partitions in its folder, its meta last. A mount following
-/// the directory (`refresh=1`) never shows a matrix before its meta, never shows
-/// `_temporary`, and ends equal to a local mount of the saved model.
+/// An HA pair (nameservice `ns1`, `HADOOP_CONF_DIR` from the launcher): a model mounted by
+/// `hdfs://ns1/…`, by `webhdfs://ns1/…` and by `hdfs:///…` (`fs.defaultFS`) reads on across a
+/// failover between two reads of a file, exact, and a mount made after it reads from the newly
+/// active NameNode; each failover makes the other NameNode active.
 #[test]
-fn an_angel_model_saved_to_hdfs_is_followed() {
-    use crate::live::{copy_tree, names, within};
-    use std::time::Duration;
+fn hdfs_reads_survive_a_failover() {
     let Some(fuse) = Fuse::check() else { return };
-    let Some(mut hdfs) = MiniHdfs::start() else {
+    let Some(mut hdfs) = MiniHdfs::start_with(&["--ha"]) else {
         return;
     };
-    let saved = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/angel/nolf/model");
-    let stage = tempfile::tempdir().unwrap();
-    let first = stage.path().join("first");
-    copy_tree(&saved, &first);
-    std::fs::remove_dir_all(first.join("lr")).unwrap();
-    copy_tree(&saved.join("lr"), &first.join("_temporary/0/task_0/lr"));
-    hdfs.put(&first, "/angel");
-    let local_first = fuse.mount(&first, OPTS);
-    let shown_first = names(local_first.path());
-    local_first.unmount_and_check();
-    assert!(!shown_first
-        .iter()
-        .any(|n| n.starts_with("lr.") || n.starts_with('_')));
-
-    for cluster in both(&hdfs) {
-        let mount = fuse.mount(
-            &PathBuf::from(format!("{cluster}/angel")),
-            &format!("{OPTS},refresh=1"),
+    assert_eq!(hdfs.get("nameservice"), "ns1");
+    let conf_dir = hdfs.get("conf_dir");
+    let env = [("HADOOP_CONF_DIR", conf_dir.as_str())];
+    let src = tempfile::tempdir().unwrap();
+    let want = fault_model(&fuse, src.path());
+    hdfs.put(src.path(), "/f");
+    for url in [
+        "hdfs://ns1/f/model",
+        "webhdfs://ns1/f/model",
+        "hdfs:///f/model",
+    ] {
+        let mount = fuse.mount_env(Path::new(url), FAULT_OPTS, &env);
+        let mut f = std::fs::File::open(mount.path().join("big.bin")).unwrap();
+        let mut first = vec![0u8; 1 << 20];
+        std::io::Read::read_exact(&mut f, &mut first).unwrap();
+        hdfs.command("failover");
+        let mut rest = Vec::new();
+        std::io::Read::read_to_end(&mut f, &mut rest).unwrap();
+        first.extend(rest);
+        assert!(first == want, "{url}: other bytes after a failover");
+        drop(f);
+        mount.unmount_and_check();
+        // The rest may have been streamed from a DataNode already: a new mount must find the
+        // newly active NameNode (its client asks nn0, now the standby, first).
+        let mount = fuse.mount_env(Path::new(url), FAULT_OPTS, &env);
+        let got = std::fs::read(mount.path().join("big.bin")).unwrap();
+        assert!(
+            got == want,
+            "{url}: other bytes from the new active NameNode"
         );
-        let m = mount.path().to_path_buf();
-        assert_eq!(names(&m), shown_first, "{cluster}");
         mount.unmount_and_check();
     }
-    let mount = fuse.mount(
-        &PathBuf::from(format!("{}/angel", hdfs.namenode)),
-        &format!("{OPTS},refresh=1"),
-    );
-    let m = mount.path().to_path_buf();
-    // The partition, without its meta: still not a matrix.
-    hdfs.put(&saved.join("lr/0"), "/angel/lr/0");
-    std::thread::sleep(Duration::from_secs(3));
-    assert_eq!(names(&m), shown_first);
-    hdfs.put(&saved.join("lr/_meta"), "/angel/lr/_meta");
-    hdfs.command("rm /angel/_temporary");
-    within(Duration::from_secs(10), "the saved matrix", || {
-        names(&m).contains("lr.json")
-    });
-    let local = fuse.mount(&saved, OPTS);
-    assert_same_mounts(
-        local.path(),
-        &m,
-        "an Angel model saved to HDFS",
-        (&saved, &format!("{}/angel", hdfs.namenode)),
-    );
-    local.unmount_and_check();
-    mount.unmount_and_check();
 }
 
-/// A Monolith PS export copied to HDFS shard by shard: while a table's shards are missing its
-/// files refuse to read (never half the table's rows); once all are there a mount following the
-/// directory shows the export as a local mount of it does.
+/// A Kerberized cluster (the launcher's MiniKdc; SASL on RPC and on data transfer, SPNEGO on
+/// HTTP). Without a ticket, `hdfs://` is refused in one line saying Kerberos and kinit; with one
+/// from `kinit -kt` (Debian's krb5-user, which CI installs) a model mounted by `hdfs://` equals
+/// its local mount; `webhdfs://` is refused in one line saying SPNEGO is not supported there.
 #[test]
-fn a_monolith_export_copied_to_hdfs_is_followed() {
-    use crate::live::{copy_tree, within};
-    use std::time::Duration;
+fn hdfs_with_kerberos_reads_with_a_ticket_only() {
     let Some(fuse) = Fuse::check() else { return };
-    let Some(mut hdfs) = MiniHdfs::start() else {
+    if Command::new("kinit").arg("-V").output().is_err() {
+        assert!(
+            !modelfs::testing::must_be_complete(),
+            "kinit is missing (CI installs krb5-user)"
+        );
+        eprintln!("skipping: no kinit (krb5-user)");
+        return;
+    }
+    let Some(mut hdfs) = MiniHdfs::start_with(&["--kerberos"]) else {
         return;
     };
-    let export = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/monolith/ps_export");
-    let stage = tempfile::tempdir().unwrap();
-    let first = stage.path().join("export");
-    copy_tree(&export, &first);
-    let late = "MonolithHashTable_0a1b_0-00002-of-00004";
-    std::fs::remove_file(first.join("assets").join(late)).unwrap();
-    hdfs.put(&first, "/export");
-    let mount = fuse.mount(
-        &PathBuf::from(format!("{}/export", hdfs.namenode)),
-        &format!("{OPTS},refresh=1"),
+    let src = tempfile::tempdir().unwrap();
+    fault_model(&fuse, src.path());
+    hdfs.put(src.path(), "/k");
+    let cache = tempfile::tempdir().unwrap();
+    let ccache = format!("FILE:{}", cache.path().join("cc").display());
+    let (krb5, conf) = (hdfs.get("krb5_conf"), hdfs.get("conf_dir"));
+    let env = [
+        ("KRB5_CONFIG", krb5.as_str()),
+        ("KRB5CCNAME", ccache.as_str()),
+        ("HADOOP_CONF_DIR", conf.as_str()),
+    ];
+    let info = |url: &str| {
+        let o = Command::new(modelfs())
+            .args(["info", url])
+            .envs(env)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr).to_string();
+        assert_ne!(o.status.code(), Some(0), "{url}");
+        assert!(
+            err.contains(url) && err.lines().count() == 1,
+            "{url}: {err}"
+        );
+        err
+    };
+    let url = format!("{}/k/model", hdfs.namenode);
+    // No ticket yet (an absent cache).
+    let err = info(&url);
+    assert!(
+        err.contains("Kerberos") && err.contains("kinit") && !err.contains("GssMajorCodes"),
+        "{err}"
     );
-    let m = mount.path().to_path_buf();
-    let table = m.join("hash_tables/MonolithHashTable_0a1b_0.bin");
-    let err = std::fs::read(&table).expect_err("half a table was read");
-    assert_eq!(err.raw_os_error(), Some(libc::EIO), "{err}");
-    hdfs.put(
-        &export.join("assets").join(late),
-        &format!("/export/assets/{late}"),
+
+    let kinit = Command::new("kinit")
+        .args(["-kt", &hdfs.get("keytab"), &hdfs.get("principal")])
+        .envs(env)
+        .output()
+        .unwrap();
+    assert!(
+        kinit.status.success(),
+        "kinit: {}",
+        String::from_utf8_lossy(&kinit.stderr)
     );
-    within(Duration::from_secs(10), "the whole table", || {
-        std::fs::read(&table).is_ok()
-    });
-    let local = fuse.mount(&export, OPTS);
-    assert_same_mounts(
+    let local = fuse.mount(&src.path().join("model"), OPTS);
+    let remote = fuse.mount_env(Path::new(&url), OPTS, &env);
+    let files = assert_same_mounts(
         local.path(),
-        &m,
-        "a Monolith export copied to HDFS",
-        (&export, &format!("{}/export", hdfs.namenode)),
+        remote.path(),
+        &url,
+        (&src.path().join("model"), &url),
     );
+    assert!(files > 3, "{files} files compared");
+    remote.unmount_and_check();
     local.unmount_and_check();
-    mount.unmount_and_check();
+
+    let err = info(&format!("{}/k/model", hdfs.webhdfs));
+    assert!(
+        err.contains("SPNEGO") && err.contains("not supported") && err.contains("hdfs://"),
+        "{err}"
+    );
 }

@@ -346,6 +346,9 @@ pub(crate) fn cause(e: &object_store::Error) -> String {
         let first = text[from..from + len].trim().lines().next().unwrap_or("");
         Some(first.trim().to_string())
     };
+    if let Some(k) = kerberos_refusal(e) {
+        return k;
+    }
     if let object_store::Error::Generic { store, .. } = e {
         // A token from a credential service, or the instance metadata service's.
         if text.contains("token request") || text.contains("169.254.169.254") {
@@ -393,6 +396,31 @@ pub(crate) fn cause(e: &object_store::Error) -> String {
 pub(super) fn status_of(text: &str) -> Option<String> {
     let (_, s) = text.split_once("status code: ")?;
     Some(s.split(':').next().unwrap_or(s).trim().to_string())
+}
+
+/// hdfs-native's Kerberos failure (no ticket, an expired one, no KDC answering) in words: its
+/// own text leads with the GSS status codes' `Debug` form and a numeric minor code, across what
+/// the GSSAPI library says (which names the ticket cache it looked in).
+pub(super) fn kerberos_refusal(e: &object_store::Error) -> Option<String> {
+    let object_store::Error::Generic { source, .. } = e else {
+        return None;
+    };
+    match source.downcast_ref::<hdfs_native::HdfsError>()? {
+        hdfs_native::HdfsError::GSSAPIError(_, minor, said) => {
+            // "MAJOR'S TEXT: MINOR'S TEXT" when there is a minor code: the mechanism's text says
+            // what was missing (a ticket, and which cache was looked in) or refused.
+            let said = said.lines().next().unwrap_or_default();
+            let said = match *minor {
+                0 => said,
+                _ => said.split_once(": ").map_or(said, |(_, m)| m),
+            };
+            Some(format!(
+                "Kerberos refused (kinit first, or set KRB5CCNAME): {}",
+                said.trim()
+            ))
+        }
+        _ => None,
+    }
 }
 
 /// What was looked for when no credentials of `store` (object_store's name of it) could be had.

@@ -486,17 +486,24 @@ pub(super) fn credential_source(named: &Named<'_>, settings: &RemoteSettings) ->
             )
         }
         Named::Http => "none",
-        Named::Hdfs => first(
-            &[
-                ("a Kerberos ticket (KRB5CCNAME)", set("KRB5CCNAME")),
-                (
-                    "delegation tokens (HADOOP_TOKEN_FILE_LOCATION)",
-                    set("HADOOP_TOKEN_FILE_LOCATION"),
-                ),
-                ("HADOOP_USER_NAME", set("HADOOP_USER_NAME")),
-            ],
-            "the login user (simple authentication)",
-        ),
+        Named::Hdfs => {
+            let kerberos = super::hadoop_conf::HadoopConf::from_env()
+                .get("hadoop.security.authentication")
+                .is_some_and(|a| a.eq_ignore_ascii_case("kerberos"));
+            first(
+                &[
+                    ("a Kerberos ticket (KRB5CCNAME)", set("KRB5CCNAME")),
+                    (
+                        "delegation tokens (HADOOP_TOKEN_FILE_LOCATION)",
+                        set("HADOOP_TOKEN_FILE_LOCATION"),
+                    ),
+                    // HADOOP_CONF_DIR says Kerberos: the GSSAPI library's default cache.
+                    ("a Kerberos ticket (the default cache)", kerberos),
+                    ("HADOOP_USER_NAME", set("HADOOP_USER_NAME")),
+                ],
+                "the login user (simple authentication)",
+            )
+        }
         Named::WebHdfs => first(
             &[("HADOOP_USER_NAME", set("HADOOP_USER_NAME"))],
             "the login user (simple authentication)",

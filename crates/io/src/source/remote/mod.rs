@@ -279,7 +279,8 @@ impl RemoteStorage {
             e,
             object_store::Error::PermissionDenied { .. }
                 | object_store::Error::Unauthenticated { .. }
-        ) || status.is_some_and(|s| s.starts_with("401") || s.starts_with("403"));
+        ) || status.is_some_and(|s| s.starts_with("401") || s.starts_with("403"))
+            || blocks::kerberos_refusal(e).is_some();
         match refused {
             true => format!("{}; credentials: {}", blocks::cause(e), self.credentials),
             false => blocks::cause(e),

@@ -161,6 +161,7 @@ impl WebHdfs {
                 Fault::Unreachable(_) => (true, true),
                 Fault::Status(s, _) => (false, *s >= 500 || *s == 429),
                 Fault::Body(_) => (false, true),
+                Fault::Negotiate => (false, false),
             };
             if next && fail_over && self.namenodes.len() > 1 {
                 nn = (nn + 1) % self.namenodes.len();
@@ -192,6 +193,11 @@ impl WebHdfs {
             .await
             .map_err(|e| Fault::Unreachable(plain_http_error(&e)))?;
         let status = response.status().as_u16();
+        let negotiate = response
+            .headers()
+            .get_all(http::header::WWW_AUTHENTICATE)
+            .iter()
+            .any(|v| v.as_bytes().starts_with(b"Negotiate"));
         let body = response
             .into_body()
             .bytes()
@@ -200,18 +206,7 @@ impl WebHdfs {
         if status == 200 {
             return Ok(body);
         }
-        #[derive(Deserialize)]
-        #[serde(rename_all = "PascalCase")]
-        struct Wrapper {
-            remote_exception: RemoteException,
-        }
-        Err(match serde_json::from_slice::<Wrapper>(&body) {
-            Ok(w) => Fault::Remote(w.remote_exception),
-            Err(_) => Fault::Status(
-                status,
-                String::from_utf8_lossy(&body).chars().take(200).collect(),
-            ),
-        })
+        Err(fault_of(status, negotiate, &body))
     }
 
     async fn status(&self, path: &Path) -> object_store::Result<FileStatus> {
@@ -256,6 +251,7 @@ impl WebHdfs {
                                 Fault::Remote(r) => format!("{}: {}", r.exception, r.message),
                                 Fault::Status(s, m) => format!("{s} {m}"),
                                 Fault::Unreachable(m) | Fault::Body(m) => m,
+                                Fault::Negotiate => "401 Negotiate (Kerberos)".into(),
                             })
                         })
                     }
@@ -276,6 +272,25 @@ impl WebHdfs {
         }
         Ok(bytes)
     }
+}
+
+/// What an answer other than 200 means: Hadoop's error body, a demand for Kerberos, or its status.
+fn fault_of(status: u16, negotiate: bool, body: &[u8]) -> Fault {
+    #[derive(Deserialize)]
+    #[serde(rename_all = "PascalCase")]
+    struct Wrapper {
+        remote_exception: RemoteException,
+    }
+    if let Ok(w) = serde_json::from_slice::<Wrapper>(body) {
+        return Fault::Remote(w.remote_exception);
+    }
+    if status == 401 && negotiate {
+        return Fault::Negotiate;
+    }
+    Fault::Status(
+        status,
+        String::from_utf8_lossy(body).chars().take(200).collect(),
+    )
 }
 
 /// The NameNodes' HTTP addresses `host` names.
@@ -357,6 +372,9 @@ enum Fault {
     Status(u16, String),
     /// The answer broke off, or could not be read.
     Body(String),
+    /// 401 with `WWW-Authenticate: Negotiate`: the cluster wants Kerberos over SPNEGO, which this
+    /// client does not speak (`hdfs://` does, from the ticket cache).
+    Negotiate,
 }
 
 impl Fault {
@@ -379,6 +397,14 @@ impl Fault {
             Fault::Unreachable(m) | Fault::Body(m) => object_store::Error::Generic {
                 store: STORE,
                 source: m.into(),
+            },
+            // Not `Unauthenticated`: no credential of ours would be taken, so none is named.
+            Fault::Negotiate => object_store::Error::Generic {
+                store: STORE,
+                source: "the cluster asks for Kerberos (401, WWW-Authenticate: Negotiate), and \
+                         Kerberos (SPNEGO) is not supported over WebHDFS: use hdfs://, which \
+                         takes the Kerberos ticket from the ticket cache"
+                    .into(),
             },
             Fault::Status(404, _) => object_store::Error::NotFound {
                 path,
@@ -844,6 +870,23 @@ mod tests {
             Fault::Status(404, String::new()).into_error(&p),
             object_store::Error::NotFound { .. }
         ));
+    }
+
+    /// A Kerberized NameNode's 401 says what is missing and what to use instead, in one line;
+    /// Hadoop's error body and other statuses keep their meaning.
+    #[test]
+    fn a_demand_for_kerberos_is_said_as_such() {
+        let p = Path::from("a");
+        let html = b"<html><body><h2>HTTP ERROR 401 Authentication required</h2></body></html>";
+        let e = fault_of(401, true, html).into_error(&p).to_string();
+        assert!(
+            e.contains("SPNEGO") && e.contains("not supported") && e.contains("hdfs://"),
+            "{e}"
+        );
+        assert_eq!(e.lines().count(), 1, "{e}");
+        assert!(matches!(fault_of(401, false, html), Fault::Status(401, _)));
+        let body = br#"{"RemoteException":{"exception":"StandbyException","message":"x"}}"#;
+        assert!(matches!(fault_of(403, false, body), Fault::Remote(_)));
     }
 
     #[test]

@@ -6,10 +6,14 @@ import java.io.FileDescriptor;
 import java.io.FileOutputStream;
 import java.io.InputStreamReader;
 import java.io.PrintStream;
+import java.net.InetSocketAddress;
+import java.net.ServerSocket;
+import java.net.URI;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -18,6 +22,7 @@ import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.BlockLocation;
 import org.apache.hadoop.fs.FSDataOutputStream;
 import org.apache.hadoop.fs.FileStatus;
+import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.LocatedFileStatus;
 import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.fs.RemoteIterator;
@@ -25,15 +30,19 @@ import org.apache.hadoop.fs.permission.FsPermission;
 import org.apache.hadoop.hdfs.DistributedFileSystem;
 import org.apache.hadoop.hdfs.HdfsConfiguration;
 import org.apache.hadoop.hdfs.MiniDFSCluster;
+import org.apache.hadoop.hdfs.MiniDFSNNTopology;
 import org.apache.hadoop.hdfs.protocol.HdfsConstants;
 import org.apache.hadoop.hdfs.server.datanode.DataNode;
+import org.apache.hadoop.hdfs.server.namenode.NameNode;
+import org.apache.hadoop.minikdc.MiniKdc;
+import org.apache.hadoop.security.UserGroupInformation;
 
 /**
  * A MiniDFSCluster for modelfs's tests, driven over stdin/stdout; README.md beside pom.xml has
  * the protocol.
  *
  * <p>Usage: {@code java -Xmx512m -jar minihdfs.jar BASE_DIR [--datanodes N] [--block-size BYTES]
- * [--start-timeout SECS] [--log FILE]}. The cluster's directories go under BASE_DIR/dfs (wiped on
+ * [--start-timeout SECS] [--log FILE] [--ha] [--kerberos]}. The cluster's directories go under BASE_DIR/dfs (wiped on
  * start). When the cluster is up, one JSON line goes to stdout; then each command line on stdin
  * gets one answer line, {@code ok} or {@code error: ...}. EOF on stdin is {@code quit}, so a test
  * that dies leaves no JVM behind. Everything else goes to the log file (BASE_DIR/minihdfs.log
@@ -41,17 +50,34 @@ import org.apache.hadoop.hdfs.server.datanode.DataNode;
  */
 public final class MiniHdfs {
   private static final String LOOPBACK = "127.0.0.1";
+  /** The nameservice of {@code --ha}. */
+  private static final String NAMESERVICE = "ns1";
+  /**
+   * The Kerberos principals' host: servers are {@code hdfs/localhost} and {@code HTTP/localhost}
+   * (what a client's GSSAPI asks a ticket for when it reaches 127.0.0.1).
+   */
+  private static final String KRB_HOST = "localhost";
+  /** The principal (and short user name) of {@code --kerberos}'s client keytab. */
+  private static final String USER = "modelfs";
 
   private final MiniDFSCluster cluster;
+  /** The launcher's own client: the HA-aware one of the nameservice with {@code --ha}. */
+  private final DistributedFileSystem fs;
+  /** What the ready line says beyond the cluster's ports (conf_dir, nameservice, Kerberos). */
+  private final Map<String, String> extra;
   /** DataNode UUIDs by the index tests know them by: MiniDFSCluster's own indexes shift. */
   private final List<String> uuids = new ArrayList<>();
 
   private final Map<Integer, MiniDFSCluster.DataNodeProperties> stopped = new HashMap<>();
   private final short replication;
 
-  private MiniHdfs(MiniDFSCluster cluster, short replication) {
+  private MiniHdfs(
+      MiniDFSCluster cluster, DistributedFileSystem fs, short replication,
+      Map<String, String> extra) {
     this.cluster = cluster;
+    this.fs = fs;
     this.replication = replication;
+    this.extra = extra;
     for (DataNode dn : cluster.getDataNodes()) {
       uuids.add(dn.getDatanodeUuid());
     }
@@ -61,7 +87,7 @@ public final class MiniHdfs {
     if (args.length < 1 || args[0].startsWith("-")) {
       System.err.println(
           "usage: minihdfs BASE_DIR [--datanodes N] [--block-size BYTES]"
-              + " [--start-timeout SECS] [--log FILE]");
+              + " [--start-timeout SECS] [--log FILE] [--ha] [--kerberos]");
       System.exit(2);
     }
     File base = new File(args[0]).getAbsoluteFile();
@@ -69,7 +95,15 @@ public final class MiniHdfs {
     int startTimeout = 120;
     long blockSize = 1L << 20;
     File log = new File(base, "minihdfs.log");
+    boolean ha = false;
+    boolean kerberos = false;
     for (int i = 1; i < args.length; i += 2) {
+      if (args[i].equals("--ha") || args[i].equals("--kerberos")) {
+        ha |= args[i].equals("--ha");
+        kerberos |= args[i].equals("--kerberos");
+        i--;
+        continue;
+      }
       if (i + 1 >= args.length) {
         die("missing value for " + args[i]);
       }
@@ -109,7 +143,7 @@ public final class MiniHdfs {
     MiniHdfs hdfs;
     long started = System.nanoTime();
     try {
-      hdfs = start(base, datanodes, blockSize);
+      hdfs = start(base, datanodes, blockSize, ha, kerberos);
     } catch (Throwable e) {
       e.printStackTrace(logStream);
       origErr.println("minihdfs: cluster did not start: " + e + " (log: " + log + ")");
@@ -123,11 +157,12 @@ public final class MiniHdfs {
     Runtime.getRuntime().addShutdownHook(new Thread(() -> hdfs.shutdown(down)));
 
     proto.println(
-        "{\"namenode\": \"hdfs://" + LOOPBACK + ":" + hdfs.cluster.getNameNodePort()
+        "{\"namenode\": \"hdfs://" + LOOPBACK + ":" + hdfs.cluster.getNameNodePort(0)
             + "\", \"webhdfs\": \"http://" + LOOPBACK + ":"
-            + hdfs.cluster.getNameNode().getHttpAddress().getPort()
+            + hdfs.cluster.getNameNode(0).getHttpAddress().getPort()
             + "\", \"datanodes\": " + hdfs.cluster.getDataNodes().size()
             + ", \"datanode_ports\": " + hdfs.datanodePorts()
+            + hdfs.extraJson()
             + ", \"pid\": " + ProcessHandle.current().pid()
             + ", \"log\": " + jsonString(log.getPath()) + "}");
 
@@ -178,7 +213,8 @@ public final class MiniHdfs {
     return t;
   }
 
-  private static MiniHdfs start(File base, int datanodes, long blockSize) throws Exception {
+  private static MiniHdfs start(
+      File base, int datanodes, long blockSize, boolean ha, boolean kerberos) throws Exception {
     Configuration conf = new HdfsConfiguration();
     short replication = (short) Math.min(2, datanodes);
     conf.setInt("dfs.replication", replication);
@@ -207,20 +243,161 @@ public final class MiniHdfs {
     // The launcher's own writes with one DataNode down: two-node clusters cannot replace one.
     conf.setBoolean("dfs.client.block.write.replace-datanode-on-failure.enable", false);
 
-    MiniDFSCluster cluster =
+    // What a client needs to reach the cluster, written to BASE_DIR/conf as core-site.xml and
+    // hdfs-site.xml (HADOOP_CONF_DIR for hdfs-native, modelfs's WebHDFS, Hadoop's own clients).
+    Configuration core = new Configuration(false);
+    Configuration site = new Configuration(false);
+    Map<String, String> extra = new LinkedHashMap<>();
+    if (kerberos) {
+      secure(base, conf, core, site, extra);
+    }
+
+    MiniDFSCluster.Builder builder =
         // Its own subdirectory: formatting wipes it, and BASE_DIR holds the log.
         new MiniDFSCluster.Builder(conf, new File(base, "dfs"))
             .numDataNodes(datanodes)
-            .nameNodePort(0)
-            .nameNodeHttpPort(0)
-            .format(true)
-            .build();
+            .format(true);
+    if (ha) {
+      // The standby reads the shared edits every second, so a failover has little to replay.
+      conf.set("dfs.ha.tail-edits.period", "1s");
+      // Fixed ports, chosen free here: each NameNode, the clients' conf_dir and a restarted
+      // NameNode must agree on them.
+      MiniDFSNNTopology.NSConf ns = new MiniDFSNNTopology.NSConf(NAMESERVICE);
+      for (int i = 0; i < 2; i++) {
+        ns.addNN(
+            new MiniDFSNNTopology.NNConf("nn" + i).setIpcPort(freePort()).setHttpPort(freePort()));
+      }
+      builder.nnTopology(new MiniDFSNNTopology().addNameservice(ns));
+    } else {
+      builder.nameNodePort(0).nameNodeHttpPort(0);
+    }
+    MiniDFSCluster cluster = builder.build();
+    if (ha) {
+      cluster.transitionToActive(0);
+    }
     cluster.waitActive();
-    return new MiniHdfs(cluster, replication);
+
+    URI uri;
+    if (ha) {
+      uri = URI.create("hdfs://" + NAMESERVICE);
+      site.set("dfs.nameservices", NAMESERVICE);
+      site.set("dfs.ha.namenodes." + NAMESERVICE, "nn0,nn1");
+      StringBuilder nns = new StringBuilder("[");
+      for (int i = 0; i < 2; i++) {
+        NameNode nn = cluster.getNameNode(i);
+        String rpc = hostPort(nn.getNameNodeAddress());
+        String http = hostPort(nn.getHttpAddress());
+        site.set("dfs.namenode.rpc-address." + NAMESERVICE + ".nn" + i, rpc);
+        site.set("dfs.namenode.http-address." + NAMESERVICE + ".nn" + i, http);
+        nns.append(i > 0 ? ", " : "")
+            .append(String.format("{\"id\": \"nn%d\", \"rpc\": \"%s\", \"http\": \"%s\"}",
+                i, rpc, http));
+      }
+      site.set(
+          "dfs.client.failover.proxy.provider." + NAMESERVICE,
+          "org.apache.hadoop.hdfs.server.namenode.ha.ConfiguredFailoverProxyProvider");
+      extra.put("nameservice", jsonString(NAMESERVICE));
+      extra.put("namenodes", nns.append(']').toString());
+    } else {
+      uri = URI.create("hdfs://" + LOOPBACK + ":" + cluster.getNameNodePort(0));
+    }
+    core.set("fs.defaultFS", uri.toString());
+    File confDir = new File(base, "conf");
+    Files.createDirectories(confDir.toPath());
+    writeXml(core, new File(confDir, "core-site.xml"));
+    writeXml(site, new File(confDir, "hdfs-site.xml"));
+    extra.put("conf_dir", jsonString(confDir.getPath()));
+
+    // The launcher's own client reads the cluster as any client would, from conf_dir's files
+    // (with --ha, through the failover proxy: put keeps working after a failover).
+    Configuration client = new HdfsConfiguration(conf);
+    client.addResource(new Path(new File(confDir, "core-site.xml").toURI()));
+    client.addResource(new Path(new File(confDir, "hdfs-site.xml").toURI()));
+    DistributedFileSystem fs = (DistributedFileSystem) FileSystem.newInstance(uri, client);
+    return new MiniHdfs(cluster, fs, replication, extra);
+  }
+
+  /**
+   * {@code --kerberos}: a KDC (Hadoop's MiniKdc) on a free loopback port, the principals and
+   * keytabs, and the settings of a secure cluster in {@code conf} (the servers'), {@code core}
+   * and {@code site} (the clients'); the launcher logs in as the superuser {@code hdfs}.
+   */
+  private static void secure(
+      File base, Configuration conf, Configuration core, Configuration site,
+      Map<String, String> extra) throws Exception {
+    File kdcDir = new File(base, "kdc");
+    Files.createDirectories(kdcDir.toPath());
+    java.util.Properties kdcConf = MiniKdc.createConf();
+    kdcConf.setProperty(MiniKdc.KDC_BIND_ADDRESS, KRB_HOST);
+    MiniKdc kdc = new MiniKdc(kdcConf, kdcDir);
+    kdc.start();
+    Runtime.getRuntime().addShutdownHook(new Thread(kdc::stop));
+    String realm = kdc.getRealm();
+    File serviceKeytab = new File(base, "hdfs.keytab");
+    kdc.createPrincipal(serviceKeytab, "hdfs/" + KRB_HOST, "HTTP/" + KRB_HOST);
+    File userKeytab = new File(base, USER + ".keytab");
+    kdc.createPrincipal(userKeytab, USER);
+    String hdfs = "hdfs/" + KRB_HOST + "@" + realm;
+    String http = "HTTP/" + KRB_HOST + "@" + realm;
+
+    for (Configuration c : new Configuration[] {conf, core}) {
+      c.set("hadoop.security.authentication", "kerberos");
+      c.set("hadoop.rpc.protection", "authentication");
+    }
+    conf.setBoolean("hadoop.security.authorization", true);
+    for (Configuration c : new Configuration[] {conf, site}) {
+      c.set("dfs.namenode.kerberos.principal", hdfs);
+      c.set("dfs.datanode.kerberos.principal", hdfs);
+      // SASL on the DataNodes' data transfer: what lets a secure DataNode run on unprivileged
+      // ports (with ignore.secure.ports.for.testing for its plain-HTTP server).
+      c.set("dfs.data.transfer.protection", "authentication");
+    }
+    conf.set("dfs.namenode.keytab.file", serviceKeytab.getPath());
+    conf.set("dfs.datanode.keytab.file", serviceKeytab.getPath());
+    conf.setBoolean("dfs.block.access.token.enable", true);
+    // WebHDFS (and every HTTP server) behind SPNEGO: since Hadoop 3.3 the NameNode's HTTP
+    // filter is hadoop.http.authentication's, simple (user.name=) unless it says kerberos.
+    conf.set("dfs.web.authentication.kerberos.principal", http);
+    conf.set("dfs.web.authentication.kerberos.keytab", serviceKeytab.getPath());
+    conf.set("hadoop.http.authentication.type", "kerberos");
+    conf.set("hadoop.http.authentication.kerberos.principal", http);
+    conf.set("hadoop.http.authentication.kerberos.keytab", serviceKeytab.getPath());
+    conf.setBoolean("hadoop.http.authentication.simple.anonymous.allowed", false);
+    conf.setBoolean("ignore.secure.ports.for.testing", true);
+
+    UserGroupInformation.setConfiguration(conf);
+    UserGroupInformation.loginUserFromKeytab(hdfs, serviceKeytab.getPath());
+
+    extra.put("krb5_conf", jsonString(kdc.getKrb5conf().getPath()));
+    extra.put("realm", jsonString(realm));
+    extra.put("principal", jsonString(USER + "@" + realm));
+    extra.put("keytab", jsonString(userKeytab.getPath()));
+  }
+
+  private static int freePort() throws Exception {
+    try (ServerSocket s = new ServerSocket(0, 1, java.net.InetAddress.getByName(LOOPBACK))) {
+      return s.getLocalPort();
+    }
+  }
+
+  private static String hostPort(InetSocketAddress a) {
+    return LOOPBACK + ":" + a.getPort();
+  }
+
+  private static void writeXml(Configuration c, File f) throws Exception {
+    try (FileOutputStream out = new FileOutputStream(f)) {
+      c.writeXml(out);
+    }
+  }
+
+  /** {@code , "key": value} for each extra field of the ready line. */
+  private String extraJson() {
+    StringBuilder b = new StringBuilder();
+    extra.forEach((k, v) -> b.append(", ").append(jsonString(k)).append(": ").append(v));
+    return b.toString();
   }
 
   private void run(String[] cmd) throws Exception {
-    DistributedFileSystem fs = cluster.getFileSystem();
     switch (cmd[0]) {
       case "ping":
         arity(cmd, 0);
@@ -285,10 +462,20 @@ public final class MiniHdfs {
         cluster.waitActive();
         break;
       }
+      case "failover": {
+        arity(cmd, 0);
+        if (cluster.getNumNameNodes() < 2) {
+          throw new IllegalStateException("failover needs --ha");
+        }
+        int active = cluster.getNameNode(0).isActiveState() ? 0 : 1;
+        cluster.transitionToStandby(active);
+        cluster.transitionToActive(1 - active);
+        break;
+      }
       case "restart-namenode":
         arity(cmd, 0);
         // Same RPC and HTTP ports; answer once it serves reads again (out of safe mode).
-        cluster.restartNameNode(true);
+        cluster.restartNameNode(0, true);
         waitSafeModeOff();
         break;
       default:
@@ -314,6 +501,11 @@ public final class MiniHdfs {
   private void shutdown(AtomicBoolean down) {
     if (down.compareAndSet(false, true)) {
       // Keep BASE_DIR (it holds the log): it is the caller's to remove.
+      try {
+        fs.close();
+      } catch (Exception e) {
+        // Shutting down regardless.
+      }
       cluster.shutdown(false);
     }
   }
@@ -381,7 +573,7 @@ public final class MiniHdfs {
 
   private void waitSafeModeOff() throws Exception {
     long deadline = System.nanoTime() + 60_000_000_000L;
-    while (cluster.getNameNode().isInSafeMode()) {
+    while (cluster.getNameNode(0).isInSafeMode()) {
       if (System.nanoTime() > deadline) {
         throw new IllegalStateException("namenode still in safe mode after 60 s");
       }
