@@ -531,9 +531,11 @@ fn hdfs_reads_survive_a_failover() {
 /// A Kerberized cluster (the launcher's MiniKdc; SASL on RPC and on data transfer, SPNEGO on
 /// HTTP). Without a ticket, `hdfs://` is refused in one line saying Kerberos and kinit; with one
 /// from `kinit -kt` (Debian's krb5-user, which CI installs) a model mounted by `hdfs://` equals
-/// its local mount; `webhdfs://` is refused in one line saying SPNEGO is not supported there.
+/// its local mount; `webhdfs://` is refused in one line saying SPNEGO is not supported there;
+/// with the ticket destroyed, a container's delegation tokens (`HADOOP_TOKEN_FILE_LOCATION`,
+/// written by Hadoop's client) read again, and nothing else does.
 #[test]
-fn hdfs_with_kerberos_reads_with_a_ticket_only() {
+fn hdfs_with_kerberos_reads_with_a_ticket_or_tokens() {
     let Some(fuse) = Fuse::check() else { return };
     if Command::new("kinit").arg("-V").output().is_err() {
         assert!(
@@ -606,4 +608,35 @@ fn hdfs_with_kerberos_reads_with_a_ticket_only() {
         err.contains("SPNEGO") && err.contains("not supported") && err.contains("hdfs://"),
         "{err}"
     );
+
+    // A container's delegation tokens, without a ticket (the cache emptied).
+    let tokens = cache.path().join("tokens");
+    hdfs.command(&format!("token {}", tokens.display()));
+    let _ = Command::new("kdestroy").envs(env).output();
+    // The ticket is gone: without the tokens, refused.
+    info(&url);
+    let tokens = tokens.to_str().unwrap();
+    let env = [
+        ("KRB5_CONFIG", krb5.as_str()),
+        ("KRB5CCNAME", ccache.as_str()),
+        ("HADOOP_CONF_DIR", conf.as_str()),
+        ("HADOOP_TOKEN_FILE_LOCATION", tokens),
+    ];
+    let o = Command::new(modelfs())
+        .args(["ls", "-o", OPTS, &url])
+        .envs(env)
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "with delegation tokens: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let local = Command::new(modelfs())
+        .args(["ls", "-o", OPTS])
+        .arg(src.path().join("model"))
+        .output()
+        .unwrap();
+    assert_eq!(o.stdout, local.stdout);
 }

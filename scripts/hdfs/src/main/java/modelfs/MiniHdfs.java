@@ -424,6 +424,17 @@ public final class MiniHdfs {
           throw new IllegalArgumentException("no such path: " + cmd[1]);
         }
         break;
+      case "token": {
+        // What YARN and Spark hand a container: the client's delegation tokens, in Hadoop's
+        // token storage file (HADOOP_TOKEN_FILE_LOCATION).
+        arity(cmd, 1);
+        org.apache.hadoop.security.Credentials creds = new org.apache.hadoop.security.Credentials();
+        if (fs.addDelegationTokens(UserGroupInformation.getCurrentUser().getShortUserName(), creds).length == 0) {
+          throw new IllegalStateException("no delegation token issued (is the cluster --kerberos?)");
+        }
+        creds.writeTokenStorageFile(new Path(new File(cmd[1]).getAbsoluteFile().toURI()), fs.getConf());
+        break;
+      }
       case "chmod":
         arity(cmd, 2);
         fs.setPermission(new Path(cmd[2]), new FsPermission(cmd[1]));
