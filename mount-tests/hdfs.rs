@@ -405,7 +405,8 @@ fn npy_f32(values: &[f32]) -> Vec<u8> {
 
 /// `hdfs:///PATH`, `webhdfs:///PATH` and `-o hdfs PATH` (absolute, and relative to the user's
 /// home) name the default cluster, `fs.defaultFS` of `HADOOP_CONF_DIR`, for a command and for
-/// a mount; without `-o hdfs` a path stays local.
+/// a mount; without `-o hdfs` a path stays local. `viewfs://` through a mount table, and `ls`,
+/// `cat`, `diff` by both URLs, give what the local model gives.
 #[test]
 fn the_default_cluster_by_path() {
     let Some(fuse) = Fuse::check() else { return };
@@ -468,6 +469,66 @@ fn the_default_cluster_by_path() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
+    // viewfs://: a mount table linking /data to the cluster's /user/alice (hdfs-native wants
+    // a fallback link too).
+    let view = tempfile::tempdir().unwrap();
+    let nn = &hdfs.namenode;
+    std::fs::write(
+        view.path().join("core-site.xml"),
+        format!(
+            "<configuration><property><name>fs.viewfs.mounttable.c.link./data</name>\
+             <value>{nn}/user/alice</value></property><property>\
+             <name>fs.viewfs.mounttable.c.linkFallback</name><value>{nn}/</value></property>\
+             </configuration>"
+        ),
+    )
+    .unwrap();
+    let o = Command::new(modelfs())
+        .args(["ls", "-o", OPTS, "viewfs://c/data/m/a.npy"])
+        .env("HADOOP_CONF_DIR", view.path())
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "viewfs: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(o.stdout, want, "viewfs");
+
+    // `cat` and `diff` by URL, both ways to the cluster, give what the local model gives.
+    let ckpt = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/tf/multi_shard");
+    hdfs.put(&ckpt, "/tf");
+    for cluster in both(&hdfs) {
+        let url = format!("{cluster}/tf/ckpt");
+        let names = ls_with(Path::new(&url), OPTS);
+        assert_eq!(
+            names.stdout,
+            ls_with(&ckpt.join("ckpt"), OPTS).stdout,
+            "{url}"
+        );
+        let names = String::from_utf8(names.stdout).unwrap();
+        for name in names.lines().filter(|n| !n.ends_with('/')).take(8) {
+            let cat = |src: &Path| {
+                let mut c = Command::new(modelfs());
+                c.args(["cat", "-o", OPTS]).arg(src).arg(name);
+                c.output().unwrap()
+            };
+            let (a, b) = (cat(&ckpt.join("ckpt")), cat(Path::new(&url)));
+            assert!(a.status.success() && b.status.success(), "cat {url} {name}");
+            assert!(a.stdout == b.stdout, "cat {url} {name} differs");
+        }
+        let diff = Command::new(modelfs())
+            .args(["diff", "--json", "-o", OPTS])
+            .arg(ckpt.join("ckpt"))
+            .arg(&url)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&diff.stdout).into_owned();
+        assert_eq!(diff.status.code(), Some(0), "{url}: {text}");
+        assert!(text.contains("\"identical\""), "{text}");
+    }
+
     let mount = fuse.mount_env(
         Path::new("/user/alice/m/a.npy"),
         &format!("{OPTS},hdfs"),
