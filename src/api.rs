@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use crate::fs::listing::NodeKind;
-use crate::fs::{FsError, Tree, TreeConfig};
+use crate::fs::{FileKind, FsError, Tree, TreeConfig};
 use crate::layout::{self, FileContent, Layout, LayoutCtx, LayoutError, Patient, Requester};
 use crate::model::{Model, ModelError, Tensor};
 use crate::options::Options;
@@ -89,6 +89,18 @@ fn is_checksum(e: &(dyn std::error::Error + 'static)) -> bool {
         cause = c.source();
     }
     false
+}
+
+/// A path of the mount that could not be looked at: `NotFound` as a missing file is.
+fn fs_error(path: &str, e: FsError) -> Error {
+    match e {
+        FsError::NotFound => error(
+            ErrorKind::NotFound,
+            format!("{path}: no such file or directory in the mount"),
+        ),
+        FsError::NotDir => error(ErrorKind::NotFound, format!("{path}: not a directory")),
+        e => error(ErrorKind::Source, format!("{path}: {e}")),
+    }
 }
 
 fn layout_error(name: &str, e: LayoutError) -> Error {
@@ -276,6 +288,55 @@ impl Opened {
             name: path.to_string(),
             content,
         })
+    }
+
+    /// The entries of the mount's directory `path` (`""`: the root) in listing order, each
+    /// with whether it is a directory (a symlink as what it points at: `latest`). Metadata
+    /// only: what `ls` of the mount shows.
+    pub fn list(&self, path: &str) -> Result<Vec<(String, bool)>, Error> {
+        let path = path.trim_matches('/');
+        let ino = self
+            .tree
+            .resolve(path.as_bytes())
+            .map_err(|e| fs_error(path, e))?;
+        let mut items = Vec::new();
+        self.tree
+            .readdir(ino, 0, |item| {
+                items.push(item.owned());
+                true
+            })
+            .map_err(|e| fs_error(path, e))?;
+        items
+            .into_iter()
+            .map(|item| {
+                let dir = match item.kind {
+                    FileKind::Dir => true,
+                    FileKind::Symlink => {
+                        let full = match path.is_empty() {
+                            true => item.name.clone(),
+                            false => format!("{path}/{}", item.name),
+                        };
+                        // A link to nothing (a checkpoint deleted since) is a file to read
+                        // and fail, as `ls` shows it.
+                        self.is_dir(&full).unwrap_or(false)
+                    }
+                    _ => false,
+                };
+                Ok((item.name, dir))
+            })
+            .collect()
+    }
+
+    /// Whether `path` is a directory of the mount (symlinks followed); a missing path is
+    /// `NotFound`.
+    pub fn is_dir(&self, path: &str) -> Result<bool, Error> {
+        let path = path.trim_matches('/');
+        let ino = self
+            .tree
+            .resolve(path.as_bytes())
+            .map_err(|e| fs_error(path, e))?;
+        let node = self.tree.node(ino).map_err(|e| fs_error(path, e))?;
+        Ok(node.file_kind() == FileKind::Dir)
     }
 
     /// Whether the mount answers `path` by name (a file or a directory), metadata only.

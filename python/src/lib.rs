@@ -201,6 +201,18 @@ impl Model {
         self.fill(py, name, offset, out, || self.inner.raw(name))
     }
 
+    /// The entries of the mount's directory `path`: (name, is a directory), in listing order.
+    fn list_dir(&self, py: Python<'_>, path: &str) -> PyResult<Vec<(String, bool)>> {
+        py.detach(|| self.inner.list(path))
+            .map_err(|e| self.err(py, e, path))
+    }
+
+    /// Whether the mount's `path` is a directory (symlinks followed).
+    fn is_dir(&self, py: Python<'_>, path: &str) -> PyResult<bool> {
+        py.detach(|| self.inner.is_dir(path))
+            .map_err(|e| self.err(py, e, path))
+    }
+
     /// Whether the mount answers `path` by name (metadata only).
     fn exists(&self, py: Python<'_>, path: &str) -> bool {
         py.detach(|| self.inner.exists(path))

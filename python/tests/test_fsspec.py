@@ -1,0 +1,107 @@
+"""The fsspec filesystem `modelfs`: every file of a mount, by URL, without FUSE — the same
+names, sizes and bytes as a real mount of the model (and ranges of them); the chained and the
+explicit URL forms; pandas and numpy reading through it; S3 (moto) as the source; refusals."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+import modelfs
+from conftest import fixture, needs, needs_fuse
+
+SOURCES = ["tf/multi_shard/ckpt", "angel/nolf/model", "monolith/ps_export",
+           "safetensors/sharded", "numpy/arrays.npz"]
+# Most files compared per source (each read whole and in a range).
+MOST = 60
+
+
+def unsized(doc):
+    v = json.loads(doc)
+    for layout in v.get("layouts") or []:
+        layout["size"] = None
+    return v
+
+
+def mount_files(point):
+    out = {}
+    for d, _, files in os.walk(point):
+        for f in files:
+            p = os.path.join(d, f)
+            out[os.path.relpath(p, point)] = p
+    return out
+
+
+@pytest.mark.parametrize("rel", SOURCES)
+def test_every_file_equals_the_mounts(rel):
+    fsspec = needs("fsspec")
+    needs_fuse()
+    src = fixture(rel)
+    fs = fsspec.filesystem("modelfs", fo=src, cache_dir="none", skip_instance_cache=True)
+    with modelfs.mount(src, cache_dir="none") as point:
+        want = mount_files(point)
+        got = sorted(fs.find("", withdirs=False))
+        assert got == sorted(want), rel
+        dirs = {os.path.relpath(d, point) for d, _, _ in os.walk(point)} - {"."}
+        assert sorted(fs.find("", withdirs=True)) == sorted(set(want) | dirs)
+        for name in sorted(want)[:MOST]:
+            with open(want[name], "rb") as f:
+                data = f.read()
+            if name.endswith(".json"):
+                # A document names its tensor's other files' sizes where known: the mount may
+                # have learnt a text size this process has not. The same but for those, and
+                # its own size is its bytes'.
+                got = fs.cat_file(name)
+                assert fs.size(name) == len(got), name
+                assert unsized(got) == unsized(data), name
+                continue
+            assert fs.size(name) == len(data) == os.path.getsize(want[name]), name
+            assert fs.cat_file(name) == data, name
+            a, b = len(data) // 3, 2 * len(data) // 3 + 1
+            assert fs.cat_file(name, a, b) == data[a:b], name
+            assert fs.cat_file(name, -7) == data[-7:], name
+            with fs.open(name, block_size=1 << 12) as f:
+                f.seek(a)
+                assert f.read(b - a) == data[a:b], name
+
+
+def test_url_forms_numpy_and_pandas():
+    fsspec = needs("fsspec")
+    pandas = needs("pandas")
+    base = fixture("tf/multi_shard")
+    local = modelfs.open(os.path.join(base, "ckpt"))
+    name = local.keys()[0]
+    want = local[name]
+    # The model, then the file in its mount; and the same split explicitly.
+    for url in (f"modelfs::{base}/ckpt/{name}.npy", f"modelfs://{name}.npy::{base}/ckpt"):
+        with fsspec.open(url, modelfs={"cache_dir": "none"}) as f:
+            got = np.load(f)
+        assert got.dtype == want.dtype and np.array_equal(got, want), url
+    # A text layout read by pandas: the values the mount's csv gives.
+    fs = fsspec.filesystem("modelfs", fo=os.path.join(base, "ckpt"), layouts="csv")
+    with fs.open(f"{name}.csv") as f:
+        table = pandas.read_csv(f, header=None)
+    assert np.allclose(table.to_numpy().ravel(), want.ravel())
+    # What is not there, and what cannot be done.
+    with pytest.raises(FileNotFoundError):
+        fs.info("no/such.npy")
+    with pytest.raises(FileNotFoundError):
+        fs.cat_file("no/such.npy")
+    with pytest.raises(PermissionError):
+        fs.open(f"{name}.npy", "wb")
+    with pytest.raises(modelfs.SourceNotFoundError):
+        fsspec.filesystem("modelfs", fo="/no/such/model", skip_instance_cache=True)
+
+
+def test_an_s3_model_through_fsspec(moto):
+    fsspec = needs("fsspec")
+    moto.upload("models", fixture("monolith/ps_export"), "fs_monolith")
+    url = "s3://models/fs_monolith"
+    local = fsspec.filesystem("modelfs", fo=fixture("monolith/ps_export"))
+    remote_opts = {"endpoint": moto.url, "cache_dir": "none"}
+    fs = fsspec.filesystem("modelfs", fo=url, skip_instance_cache=True, **remote_opts)
+    names = sorted(local.find("", withdirs=False))
+    assert sorted(fs.find("", withdirs=False)) == names
+    for n in names[:20]:
+        assert fs.cat_file(n) == local.cat_file(n), n
