@@ -701,3 +701,107 @@ fn hdfs_with_kerberos_reads_with_a_ticket_or_tokens() {
         .unwrap();
     assert_eq!(o.stdout, local.stdout);
 }
+
+/// An Angel job saving its model to HDFS, as its PS servers do: partitions written under
+/// `_temporary/`, then a matrix's partitions in its folder, its meta last. A mount following
+/// the directory (`refresh=1`) never shows a matrix before its meta, never shows
+/// `_temporary`, and ends equal to a local mount of the saved model.
+#[test]
+fn an_angel_model_saved_to_hdfs_is_followed() {
+    use crate::live::{copy_tree, names, within};
+    use std::time::Duration;
+    let Some(fuse) = Fuse::check() else { return };
+    let Some(mut hdfs) = MiniHdfs::start() else {
+        return;
+    };
+    let saved = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/angel/nolf/model");
+    let stage = tempfile::tempdir().unwrap();
+    let first = stage.path().join("first");
+    copy_tree(&saved, &first);
+    std::fs::remove_dir_all(first.join("lr")).unwrap();
+    copy_tree(&saved.join("lr"), &first.join("_temporary/0/task_0/lr"));
+    hdfs.put(&first, "/angel");
+    let local_first = fuse.mount(&first, OPTS);
+    let shown_first = names(local_first.path());
+    local_first.unmount_and_check();
+    assert!(!shown_first
+        .iter()
+        .any(|n| n.starts_with("lr.") || n.starts_with('_')));
+
+    for cluster in both(&hdfs) {
+        let mount = fuse.mount(
+            &PathBuf::from(format!("{cluster}/angel")),
+            &format!("{OPTS},refresh=1"),
+        );
+        let m = mount.path().to_path_buf();
+        assert_eq!(names(&m), shown_first, "{cluster}");
+        mount.unmount_and_check();
+    }
+    let mount = fuse.mount(
+        &PathBuf::from(format!("{}/angel", hdfs.namenode)),
+        &format!("{OPTS},refresh=1"),
+    );
+    let m = mount.path().to_path_buf();
+    // The partition, without its meta: still not a matrix.
+    hdfs.put(&saved.join("lr/0"), "/angel/lr/0");
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(names(&m), shown_first);
+    hdfs.put(&saved.join("lr/_meta"), "/angel/lr/_meta");
+    hdfs.command("rm /angel/_temporary");
+    within(Duration::from_secs(10), "the saved matrix", || {
+        names(&m).contains("lr.json")
+    });
+    let local = fuse.mount(&saved, OPTS);
+    assert_same_mounts(
+        local.path(),
+        &m,
+        "an Angel model saved to HDFS",
+        (&saved, &format!("{}/angel", hdfs.namenode)),
+    );
+    local.unmount_and_check();
+    mount.unmount_and_check();
+}
+
+/// A Monolith PS export copied to HDFS shard by shard: while a table's shards are missing its
+/// files refuse to read (never half the table's rows); once all are there a mount following the
+/// directory shows the export as a local mount of it does.
+#[test]
+fn a_monolith_export_copied_to_hdfs_is_followed() {
+    use crate::live::{copy_tree, within};
+    use std::time::Duration;
+    let Some(fuse) = Fuse::check() else { return };
+    let Some(mut hdfs) = MiniHdfs::start() else {
+        return;
+    };
+    let export = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/monolith/ps_export");
+    let stage = tempfile::tempdir().unwrap();
+    let first = stage.path().join("export");
+    copy_tree(&export, &first);
+    let late = "MonolithHashTable_0a1b_0-00002-of-00004";
+    std::fs::remove_file(first.join("assets").join(late)).unwrap();
+    hdfs.put(&first, "/export");
+    let mount = fuse.mount(
+        &PathBuf::from(format!("{}/export", hdfs.namenode)),
+        &format!("{OPTS},refresh=1"),
+    );
+    let m = mount.path().to_path_buf();
+    let table = m.join("hash_tables/MonolithHashTable_0a1b_0.bin");
+    let err = std::fs::read(&table).expect_err("half a table was read");
+    assert_eq!(err.raw_os_error(), Some(libc::EIO), "{err}");
+    hdfs.put(
+        &export.join("assets").join(late),
+        &format!("/export/assets/{late}"),
+    );
+    within(Duration::from_secs(10), "the whole table", || {
+        std::fs::read(&table).is_ok()
+    });
+    let local = fuse.mount(&export, OPTS);
+    assert_same_mounts(
+        local.path(),
+        &m,
+        "a Monolith export copied to HDFS",
+        (&export, &format!("{}/export", hdfs.namenode)),
+    );
+    local.unmount_and_check();
+    mount.unmount_and_check();
+}

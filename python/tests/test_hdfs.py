@@ -37,7 +37,7 @@ def cluster():
 
     for i, s in enumerate(SOURCES):
         command(f"put {os.path.join(FIXTURES, s)} /m{i}")
-    conf = os.path.join(base, "conf")
+    conf = os.path.join(base, "client-conf")
     os.makedirs(conf)
     with open(os.path.join(conf, "core-site.xml"), "w") as f:
         f.write("<configuration><property><name>fs.defaultFS</name>"

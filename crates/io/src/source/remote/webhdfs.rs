@@ -133,15 +133,15 @@ impl WebHdfs {
     /// Runs `attempt` (given a NameNode's index) until it succeeds, fails for good, or the retry
     /// budget is spent. `fail_over`: a NameNode that is standby or unreachable passes to the
     /// next one.
-    async fn retrying<F, Fut>(
+    async fn retrying<T, F, Fut>(
         &self,
         path: &Path,
         attempt: F,
         fail_over: bool,
-    ) -> object_store::Result<Bytes>
+    ) -> object_store::Result<T>
     where
         F: Fn(usize) -> Fut,
-        Fut: std::future::Future<Output = Result<Bytes, Fault>>,
+        Fut: std::future::Future<Output = Result<T, Fault>>,
     {
         let started = Instant::now();
         let mut nn = self.active.load(Ordering::Relaxed) % self.namenodes.len();
@@ -184,6 +184,17 @@ impl WebHdfs {
 
     /// One GET of `url`: its body when 200, else what went wrong.
     async fn get(&self, url: String) -> Result<Bytes, Fault> {
+        self.answer(url)
+            .await?
+            .into_body()
+            .bytes()
+            .await
+            .map_err(|e| Fault::Body(plain_http_error(&e)))
+    }
+
+    /// One GET of `url` answered 200: the response, its body still to be read; else what went
+    /// wrong.
+    async fn answer(&self, url: String) -> Result<object_store::client::HttpResponse, Fault> {
         let request: HttpRequest = http::Request::get(&url)
             .body(object_store::client::HttpRequestBody::empty())
             .map_err(|e| Fault::Unreachable(e.to_string()))?;
@@ -193,6 +204,9 @@ impl WebHdfs {
             .await
             .map_err(|e| Fault::Unreachable(plain_http_error(&e)))?;
         let status = response.status().as_u16();
+        if status == 200 {
+            return Ok(response);
+        }
         let negotiate = response
             .headers()
             .get_all(http::header::WWW_AUTHENTICATE)
@@ -203,9 +217,6 @@ impl WebHdfs {
             .bytes()
             .await
             .map_err(|e| Fault::Body(plain_http_error(&e)))?;
-        if status == 200 {
-            return Ok(body);
-        }
         Err(fault_of(status, negotiate, &body))
     }
 
@@ -219,18 +230,18 @@ impl WebHdfs {
         Ok(w.file_status)
     }
 
-    /// Bytes `range` of `path`: the NameNode names a DataNode holding them, which serves them.
-    /// A DataNode that fails is asked about again (the NameNode orders a stale one last).
-    async fn read(&self, path: &Path, range: Range<u64>) -> object_store::Result<Bytes> {
-        if range.is_empty() {
-            return Ok(Bytes::new());
+    /// Bytes `range` of `path`: the NameNode names a DataNode holding them, which streams them
+    /// (a read-ahead asks for many blocks at once: never held whole here). A DataNode that
+    /// fails before its answer is asked about again (the NameNode orders a stale one last);
+    /// one that fails mid-body ends the stream with an error, which the reader's retry resumes.
+    /// A body of another length than asked ends with an error too.
+    async fn read(&self, path: &Path, range: Range<u64>) -> object_store::Result<Body> {
+        let want = range.end - range.start;
+        if want == 0 {
+            return Ok(stream::empty().boxed());
         }
-        let extra = format!(
-            "&offset={}&length={}&noredirect=true",
-            range.start,
-            range.end - range.start
-        );
-        let bytes = self
+        let extra = format!("&offset={}&length={want}&noredirect=true", range.start);
+        let response = self
             .retrying(
                 path,
                 |nn| {
@@ -246,7 +257,7 @@ impl WebHdfs {
                             .map_err(|e| Fault::Body(format!("OPEN's answer: {e}")))?;
                         // Whatever the DataNode answers is transient (another may be chosen)
                         // and none of the NameNode's doing: never a reason to fail over.
-                        self.get(to.location).await.map_err(|f| {
+                        self.answer(to.location).await.map_err(|f| {
                             Fault::Body(match f {
                                 Fault::Remote(r) => format!("{}: {}", r.exception, r.message),
                                 Fault::Status(s, m) => format!("{s} {m}"),
@@ -259,20 +270,31 @@ impl WebHdfs {
                 true,
             )
             .await?;
-        if bytes.len() as u64 != range.end - range.start {
-            return Err(generic(
-                path,
-                format!(
-                    "asked for bytes {}..{}, got {} bytes",
-                    range.start,
-                    range.end,
-                    bytes.len()
-                ),
-            ));
-        }
-        Ok(bytes)
+        let (p, start) = (path.clone(), range.start);
+        let seen = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let counted = std::sync::Arc::clone(&seen);
+        let body = response.into_body().bytes_stream().map(move |r| {
+            let b = r.map_err(|e| generic(&p, plain_http_error(&e)))?;
+            counted.fetch_add(b.len() as u64, Ordering::Relaxed);
+            Ok(b)
+        });
+        let p = path.clone();
+        let end = stream::once(async move {
+            let got = seen.load(Ordering::Relaxed);
+            (got != want).then(|| {
+                Err(generic(
+                    &p,
+                    format!("asked for bytes {start}..{}, got {got} bytes", start + want),
+                ))
+            })
+        })
+        .filter_map(|x| async move { x });
+        Ok(body.chain(end).boxed())
     }
 }
+
+/// A body as object_store streams it.
+type Body = BoxStream<'static, object_store::Result<Bytes>>;
 
 /// What an answer other than 200 means: Hadoop's error body, a demand for Kerberos, or its status.
 fn fault_of(status: u16, negotiate: bool, body: &[u8]) -> Fault {
@@ -491,11 +513,11 @@ impl ObjectStore for WebHdfs {
             None => 0..meta.size,
         };
         let body = match options.head {
-            true => Bytes::new(),
+            true => stream::empty().boxed(),
             false => self.read(location, range.clone()).await?,
         };
         Ok(GetResult {
-            payload: GetResultPayload::Stream(stream::iter([Ok(body)]).boxed()),
+            payload: GetResultPayload::Stream(body),
             meta,
             range: if options.head { 0..0 } else { range },
             attributes: Default::default(),
