@@ -277,23 +277,20 @@ impl Opened {
     /// any file a mount answers by name), to be read in any ranges.
     pub fn file(&self, path: &str) -> Result<Npy, Error> {
         let path = path.trim_matches('/');
-        let content = self.tree.content_at(path.as_bytes()).map_err(|e| match e {
-            FsError::NotFound | FsError::NotDir => error(
-                ErrorKind::NotFound,
-                format!("{path}: no such file in the mount"),
-            ),
-            e => error(ErrorKind::Source, format!("{path}: {e}")),
-        })?;
+        let content = self
+            .tree
+            .content_at(path.as_bytes())
+            .map_err(|e| fs_error(path, e))?;
         Ok(Npy {
             name: path.to_string(),
             content,
         })
     }
 
-    /// The entries of the mount's directory `path` (`""`: the root) in listing order, each
-    /// with whether it is a directory (a symlink as what it points at: `latest`). Metadata
-    /// only: what `ls` of the mount shows.
-    pub fn list(&self, path: &str) -> Result<Vec<(String, bool)>, Error> {
+    /// The entries of the mount's directory `path` (`""`: the root) in listing order, as
+    /// `ls -l` of the mount shows them (a symlink as what it points at: `latest`). Metadata
+    /// only: a size that needs rendering is `None`, as the mount shows a placeholder.
+    pub fn list(&self, path: &str) -> Result<Vec<Entry>, Error> {
         let path = path.trim_matches('/');
         let ino = self
             .tree
@@ -306,37 +303,55 @@ impl Opened {
                 true
             })
             .map_err(|e| fs_error(path, e))?;
-        items
+        Ok(items
             .into_iter()
             .map(|item| {
-                let dir = match item.kind {
-                    FileKind::Dir => true,
-                    FileKind::Symlink => {
-                        let full = match path.is_empty() {
-                            true => item.name.clone(),
-                            false => format!("{path}/{}", item.name),
-                        };
-                        // A link to nothing (a checkpoint deleted since) is a file to read
-                        // and fail, as `ls` shows it.
-                        self.is_dir(&full).unwrap_or(false)
-                    }
-                    _ => false,
+                let full = match path.is_empty() {
+                    true => item.name.clone(),
+                    false => format!("{path}/{}", item.name),
                 };
-                Ok((item.name, dir))
+                let stat = match item.kind {
+                    FileKind::Dir => Stat::DIR,
+                    // A link to nothing (a checkpoint deleted since) is a file to read
+                    // and fail, as `ls` shows it; a file that fails to stat likewise.
+                    FileKind::Symlink => self.stat(&full).unwrap_or(Stat::UNKNOWN),
+                    _ => self.stat_ino(item.ino).unwrap_or(Stat::UNKNOWN),
+                };
+                Entry {
+                    name: item.name,
+                    dir: stat.dir,
+                    size: stat.size,
+                }
             })
-            .collect()
+            .collect())
     }
 
     /// Whether `path` is a directory of the mount (symlinks followed); a missing path is
     /// `NotFound`.
     pub fn is_dir(&self, path: &str) -> Result<bool, Error> {
+        Ok(self.stat(path)?.dir)
+    }
+
+    /// What `stat` of the mount's `path` says (symlinks followed), metadata only; a missing
+    /// path is `NotFound`.
+    pub fn stat(&self, path: &str) -> Result<Stat, Error> {
         let path = path.trim_matches('/');
         let ino = self
             .tree
             .resolve(path.as_bytes())
             .map_err(|e| fs_error(path, e))?;
-        let node = self.tree.node(ino).map_err(|e| fs_error(path, e))?;
-        Ok(node.file_kind() == FileKind::Dir)
+        self.stat_ino(ino).map_err(|e| fs_error(path, e))
+    }
+
+    fn stat_ino(&self, ino: crate::fs::Ino) -> Result<Stat, FsError> {
+        let attr = self.tree.getattr_for(ino, &Patient)?;
+        Ok(match attr.kind {
+            FileKind::Dir => Stat::DIR,
+            _ => Stat {
+                dir: false,
+                size: attr.exact.then_some(attr.size),
+            },
+        })
     }
 
     /// Whether the mount answers `path` by name (a file or a directory), metadata only.
@@ -442,6 +457,34 @@ impl Opened {
         Ok(Some(got))
     }
 
+    /// The rows of keyed tensor or hash table `name` as independent pieces (`Scan`); a
+    /// tensor whose rows have no ids is `Unavailable`.
+    pub fn scan(&self, name: &str) -> Result<Scan, Error> {
+        let name = name.trim_matches('/');
+        let unkeyed = || {
+            let msg = format!("{name}: no rows by id (not a keyed tensor)");
+            error(ErrorKind::Unavailable, msg)
+        };
+        let t = self.tensor_with(name, "rows")?.ok_or_else(unkeyed)?;
+        let descr = layout::binary::npy_descr(t.meta().dtype)
+            .map(|(d, _)| d.to_string())
+            .ok_or_else(|| {
+                let dtype = t.meta().dtype.name();
+                error(
+                    ErrorKind::Unavailable,
+                    format!("{name}: numpy has no type for {dtype}"),
+                )
+            })?;
+        let scan = crate::model::scan::TableScan::new(t)
+            .map_err(|e| layout_error(name, e.into()))?
+            .ok_or_else(unkeyed)?;
+        Ok(Scan {
+            name: name.to_string(),
+            scan,
+            descr,
+        })
+    }
+
     /// The rows of keyed tensor `name` with ids `ids`, as `NAME.rows/ID.npy` gives each: the
     /// ids found (in the order asked), the numpy `descr` of the values, the row width in
     /// elements, and the found rows' values one after another.
@@ -489,6 +532,81 @@ impl Opened {
             }
             out.found.push(id);
             out.values.extend_from_slice(&npy[start..]);
+        }
+        Ok(out)
+    }
+}
+
+/// A keyed tensor's rows as independent pieces of (id, row) pairs in stored order
+/// (`Opened::scan`): what an engine's tasks read, each piece on its own, in any process.
+pub struct Scan {
+    name: String,
+    scan: crate::model::scan::TableScan,
+    descr: String,
+}
+
+/// The rows of one piece of a `Scan`: `ids.len()` rows of `width` elements each.
+#[derive(Debug, Default)]
+pub struct ScanPiece {
+    pub ids: Vec<i64>,
+    pub values: Vec<u8>,
+}
+
+impl Scan {
+    /// Pieces, each read by `read` on its own.
+    pub fn pieces(&self) -> usize {
+        self.scan.pieces()
+    }
+
+    /// Rows the pieces hold together (sentinels among them), when known before reading.
+    pub fn rows(&self) -> Option<u64> {
+        self.scan.rows()
+    }
+
+    /// Elements per row.
+    pub fn width(&self) -> u64 {
+        self.scan.width()
+    }
+
+    /// The values' numpy type (`<f4`…).
+    pub fn descr(&self) -> &str {
+        &self.descr
+    }
+
+    /// Bytes of a piece's values, about (its rows times a row's bytes).
+    pub fn piece_bytes(&self) -> u64 {
+        self.scan.rows_per_piece() * self.scan.row_bytes() as u64
+    }
+
+    /// The rows of piece `k` in stored order, sentinel ids (empty buckets) left out. Reading
+    /// a piece again gives the same rows: an engine may retry it.
+    pub fn read(&self, k: usize) -> Result<ScanPiece, Error> {
+        if k >= self.pieces() {
+            let msg = format!("{}: piece {k} of {}", self.name, self.pieces());
+            return Err(error(ErrorKind::Usage, msg));
+        }
+        let mut batch = crate::model::scan::Batch::default();
+        self.scan
+            .read_piece(k, &mut batch)
+            .map_err(|e| layout_error(&self.name, e.into()))?;
+        let row = self.scan.row_bytes();
+        let sentinels = self.scan.sentinels();
+        let mut out = ScanPiece::default();
+        let Some(values) = batch.values().get(..batch.ids.len() * row) else {
+            let msg = format!("{}: piece {k} is short of its rows' values", self.name);
+            return Err(error(ErrorKind::Source, msg));
+        };
+        if sentinels.is_empty() {
+            out.values = values.to_vec();
+            out.ids = batch.ids;
+            return Ok(out);
+        }
+        for (i, &id) in batch.ids.iter().enumerate() {
+            if !sentinels.contains(&id) {
+                out.ids.push(id);
+                out.values
+                    .extend_from_slice(&values[i * row..(i + 1) * row]);
+            }
         }
         Ok(out)
     }
@@ -552,6 +670,36 @@ impl Requester for Until<'_> {
     fn gone(&self) -> bool {
         self.0.load(Ordering::Relaxed)
     }
+}
+
+/// One entry of a mount's directory (`Opened::list`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Entry {
+    pub name: String,
+    pub dir: bool,
+    /// The file's size as `ls -l` of the mount shows it; `None` until known without
+    /// rendering (a big text file's) and for a directory.
+    pub size: Option<u64>,
+}
+
+/// What `stat` of a mount's path says (`Opened::stat`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stat {
+    pub dir: bool,
+    /// As `Entry::size`.
+    pub size: Option<u64>,
+}
+
+impl Stat {
+    const DIR: Stat = Stat {
+        dir: true,
+        size: None,
+    };
+    /// A file nothing could be said of (it fails to stat): read it to learn why.
+    const UNKNOWN: Stat = Stat {
+        dir: false,
+        size: None,
+    };
 }
 
 /// A tensor's `.npy` file: its header, then its elements in any ranges.

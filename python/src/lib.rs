@@ -76,11 +76,25 @@ fn interruptible<T: Send>(
 struct Model {
     inner: api::Opened,
     source: String,
+    /// Scans made (`scan_info`): a piece read after another needs not find its bounds again.
+    scans: std::sync::Mutex<std::collections::HashMap<String, std::sync::Arc<api::Scan>>>,
 }
 
 impl Model {
     fn err(&self, py: Python<'_>, e: api::Error, name: &str) -> PyErr {
         py_err(py, e, Some(name), &self.source)
+    }
+
+    fn scan(&self, name: &str) -> Result<std::sync::Arc<api::Scan>, api::Error> {
+        let key = name.trim_matches('/').to_string();
+        let lock = || self.scans.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(s) = lock().get(&key) {
+            return Ok(s.clone());
+        }
+        // Made outside the lock (a column-keyed table's bounds read its rows); two threads
+        // racing make it twice, and both are the same.
+        let made = std::sync::Arc::new(self.inner.scan(&key)?);
+        Ok(lock().entry(key).or_insert(made).clone())
     }
 
     /// Fills writable, contiguous `out` with the bytes of the file `open` gives, at `offset`
@@ -128,7 +142,11 @@ impl Model {
         let inner = py
             .detach(|| api::Opened::open(&source, &options))
             .map_err(|e| py_err(py, e, None, &source))?;
-        Ok(Model { inner, source })
+        Ok(Model {
+            inner,
+            source,
+            scans: Default::default(),
+        })
     }
 
     /// Every tensor's mount path with its dtype's name, sorted.
@@ -201,16 +219,59 @@ impl Model {
         self.fill(py, name, offset, out, || self.inner.raw(name))
     }
 
-    /// The entries of the mount's directory `path`: (name, is a directory), in listing order.
-    fn list_dir(&self, py: Python<'_>, path: &str) -> PyResult<Vec<(String, bool)>> {
-        py.detach(|| self.inner.list(path))
-            .map_err(|e| self.err(py, e, path))
+    /// The entries of the mount's directory `path` in listing order: (name, is a directory,
+    /// size as `ls -l` shows it or None until known without rendering).
+    fn list_dir(&self, py: Python<'_>, path: &str) -> PyResult<Vec<(String, bool, Option<u64>)>> {
+        let entries = py
+            .detach(|| self.inner.list(path))
+            .map_err(|e| self.err(py, e, path))?;
+        Ok(entries
+            .into_iter()
+            .map(|e| (e.name, e.dir, e.size))
+            .collect())
     }
 
-    /// Whether the mount's `path` is a directory (symlinks followed).
-    fn is_dir(&self, py: Python<'_>, path: &str) -> PyResult<bool> {
-        py.detach(|| self.inner.is_dir(path))
-            .map_err(|e| self.err(py, e, path))
+    /// What `stat` of the mount's `path` says (symlinks followed): (is a directory, size as
+    /// in `list_dir`).
+    fn stat(&self, py: Python<'_>, path: &str) -> PyResult<(bool, Option<u64>)> {
+        let s = py
+            .detach(|| self.inner.stat(path))
+            .map_err(|e| self.err(py, e, path))?;
+        Ok((s.dir, s.size))
+    }
+
+    /// The pieces of keyed tensor or hash table `name`'s rows in stored order: (pieces, rows
+    /// or None, elements per row, numpy descr, bytes of a piece about).
+    fn scan_info(
+        &self,
+        py: Python<'_>,
+        name: &str,
+    ) -> PyResult<(usize, Option<u64>, u64, String, u64)> {
+        let s = py
+            .detach(|| self.scan(name))
+            .map_err(|e| self.err(py, e, name))?;
+        Ok((
+            s.pieces(),
+            s.rows(),
+            s.width(),
+            s.descr().to_string(),
+            s.piece_bytes(),
+        ))
+    }
+
+    /// Piece `k` of `scan_info(name)`: (ids as int64 bytes, values' bytes), sentinels left
+    /// out.
+    fn scan_read<'py>(
+        &self,
+        py: Python<'py>,
+        name: &str,
+        k: usize,
+    ) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
+        let got = py
+            .detach(|| self.scan(name)?.read(k))
+            .map_err(|e| self.err(py, e, name))?;
+        let ids: Vec<u8> = got.ids.iter().flat_map(|i| i.to_le_bytes()).collect();
+        Ok((PyBytes::new(py, &ids), PyBytes::new(py, &got.values)))
     }
 
     /// Whether the mount answers `path` by name (metadata only).

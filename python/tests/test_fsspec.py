@@ -105,3 +105,26 @@ def test_an_s3_model_through_fsspec(moto):
     assert sorted(fs.find("", withdirs=False)) == names
     for n in names[:20]:
         assert fs.cat_file(n) == local.cat_file(n), n
+
+
+def test_a_listing_renders_nothing(tmp_path):
+    """`ls -l` of a mount shows a big text file's size as a placeholder rather than render
+    it; so does a listing through fsspec (size None), and `info` learns the exact size."""
+    fsspec = needs("fsspec")
+    big = np.arange(1_500_000, dtype=np.float32).reshape(1500, 1000) / 7
+    np.save(tmp_path / "big.npy", big)
+    fs = fsspec.filesystem("modelfs", fo=str(tmp_path / "big.npy"), layouts="txt,npy",
+                           cache_dir="none", skip_instance_cache=True)
+    listed = {e["name"]: e for e in fs.ls("", detail=True)}
+    txt = [n for n in listed if n.endswith(".txt")]
+    assert txt and all(listed[n]["size"] is None for n in txt), listed
+    npy = [n for n in listed if n.endswith(".npy")]
+    assert npy and all(listed[n]["size"] == 128 + big.nbytes for n in npy), listed
+    found = fs.find("", detail=True)
+    assert all(found[n]["size"] is None for n in txt)
+    # A reader's size is exact: the text rendered once, then known to listings too.
+    size = fs.info(txt[0])["size"]
+    assert size == len(fs.cat_file(txt[0])) > big.size
+    assert fs.ls("", detail=True)[[e["name"] for e in fs.ls("", detail=True)].index(txt[0])][
+        "size"] == size
+    assert fs.du("") == sum(fs.size(n) for n in fs.find(""))

@@ -62,6 +62,7 @@ __all__ = [
     "open",
     "Model",
     "Piece",
+    "TablePiece",
     "stats",
     "diff",
     "diff_rows",
@@ -142,13 +143,39 @@ class Piece(NamedTuple):
     stop: int
 
 
+class TablePiece(NamedTuple):
+    """Pieces `first:stop` of the stored rows of keyed tensor or hash table `name`
+    (`Model.table_pieces`): a unit of work another process can read alone."""
+
+    name: str
+    first: int
+    stop: int
+
+
 def _absolute(source: str) -> str:
     """A local path made absolute; a URL (`s3://…`, `https://…`) as given."""
     return source if "://" in source else _os.path.abspath(source)
 
 
+# Models unpickled in this process, by source and options: an engine's worker reading many
+# pieces of one model (each task's closure unpickled anew) opens it once.
+_REOPENED: "collections.OrderedDict[Tuple[str, str], Model]" = None  # type: ignore[assignment]
+
+
 def _reopen(source: str, options: Dict[str, Any]) -> "Model":
-    return Model(source, **options)
+    global _REOPENED
+    import collections
+    if _REOPENED is None:
+        _REOPENED = collections.OrderedDict()
+    key = (source, _json.dumps(options, sort_keys=True, default=str))
+    m = _REOPENED.get(key)
+    if m is None or m.closed:
+        m = Model(source, **options)
+        _REOPENED[key] = m
+        while len(_REOPENED) > 8:
+            _REOPENED.popitem(last=False)
+    _REOPENED.move_to_end(key)
+    return m
 
 
 class _MountFile(_io.RawIOBase):
@@ -490,6 +517,38 @@ class Model(_abc.Mapping):
         out = [Piece(name, a, min(a + per, hi))
                for lo, hi in zip(bands, bands[1:]) for a in range(lo, hi, per)]
         return out or [Piece(name, 0, 0)]
+
+    def table_pieces(self, name: str, max_bytes: int = PIECE_BYTES) -> List[TablePiece]:
+        """Independent pieces of the rows of keyed tensor or hash table `name` (a TF hash
+        table, TFRA, Monolith, a DeepRec EV, an Angel matrix with row ids) in stored order, of
+        about `max_bytes` of values each: what an engine's tasks read, with
+        `read_table_piece`, in any process. Nothing sorted, nothing gathered: a piece reads
+        only its own rows' bytes (of one shard, one partition, one range of a table)."""
+        name = name.strip("/")
+        pieces, _, _, _, piece_bytes = self._m.scan_info(name)
+        per = max(max_bytes // max(piece_bytes, 1), 1)
+        return [TablePiece(name, a, min(a + per, pieces)) for a in range(0, pieces, per)] or \
+            [TablePiece(name, 0, 0)]
+
+    def table_layout(self, name: str) -> Tuple[_np.dtype, int, Optional[int]]:
+        """(values' dtype, elements per row, rows stored or None) of `table_pieces(name)`;
+        the rows stored count empty buckets a table leaves out."""
+        _, rows, width, descr, _ = self._m.scan_info(name.strip("/"))
+        return _np.dtype(descr), int(width), rows
+
+    def read_table_piece(self, piece: TablePiece) -> Tuple[_np.ndarray, _np.ndarray]:
+        """The rows of `piece`: `(ids, values)`, one row of values per id, in stored order,
+        empty buckets left out. Reading it again gives the same rows (an engine may retry)."""
+        dtype, width, _ = self.table_layout(piece.name)
+        ids, values = [], []
+        for k in range(piece.first, piece.stop):
+            i, v = self._m.scan_read(piece.name, k)
+            ids.append(_np.frombuffer(i, dtype="<i8"))
+            values.append(_np.frombuffer(v, dtype=dtype))
+        if not ids:
+            return _np.empty(0, dtype=_np.int64), _np.empty((0, width), dtype=dtype)
+        flat = values[0] if len(values) == 1 else _np.concatenate(values)
+        return (ids[0] if len(ids) == 1 else _np.concatenate(ids)), flat.reshape(-1, width)
 
     def read_piece(self, piece: Piece) -> _np.ndarray:
         """The rows of `piece` (a scalar tensor's one piece is the scalar)."""

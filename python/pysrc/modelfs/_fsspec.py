@@ -96,37 +96,47 @@ class ModelFileSystem(_Base):
         # URL's path, which repeats the model's, is taken too (`_rel`).
         return rel
 
-    def _file_info(self, rel: str) -> Dict[str, Any]:
-        return {"name": self._name(rel), "size": self._native.file_size(rel), "type": "file"}
+    def _entry(self, rel: str, is_dir: bool, size: Optional[int]) -> Dict[str, Any]:
+        if is_dir:
+            return {"name": self._name(rel), "size": 0, "type": "directory"}
+        return {"name": self._name(rel), "size": size, "type": "file"}
 
     def info(self, path: str, **kwargs: Any) -> Dict[str, Any]:
+        """The exact size, as a reader needs it (a big text file is sized: rendered once)."""
         rel = self._rel(path)
         try:
-            if self._native.is_dir(rel):
-                return {"name": self._name(rel), "size": 0, "type": "directory"}
-            return self._file_info(rel)
+            is_dir, size = self._native.stat(rel)
+            if not is_dir and size is None:
+                size = self._native.file_size(rel)
         except KeyError as e:  # a name not in the mount
             raise FileNotFoundError(path) from e
+        return self._entry(rel, is_dir, size)
 
     def ls(self, path: str = "", detail: bool = True, **kwargs: Any) -> List[Any]:
+        """Metadata only, as `ls -l` of the mount: a size that needs rendering (a big text
+        file's) is None; `info` or `size` learns it."""
         rel = self._rel(path)
         try:
-            if not self._native.is_dir(rel):
-                entry = self._file_info(rel)
+            is_dir, size = self._native.stat(rel)
+            if not is_dir:
+                entry = self._entry(rel, False, size)
                 return [entry] if detail else [entry["name"]]
             listed = self._native.list_dir(rel)
         except KeyError as e:
             raise FileNotFoundError(path) from e
         out = []
-        for name, is_dir in listed:
+        for name, child_dir, size in listed:
             child = f"{rel}/{name}" if rel else name
-            if not detail:
-                out.append(self._name(child))
-            elif is_dir:
-                out.append({"name": self._name(child), "size": 0, "type": "directory"})
-            else:
-                out.append(self._file_info(child))
+            out.append(self._entry(child, child_dir, size) if detail else self._name(child))
         return out
+
+    def du(self, path: str, total: bool = True, maxdepth: Optional[int] = None,
+           withdirs: bool = False, **kwargs: Any) -> Any:
+        """Exact sizes: those a listing leaves unknown are learnt."""
+        found = self.find(path, maxdepth=maxdepth, withdirs=withdirs, detail=True, **kwargs)
+        sizes = {name: (e["size"] if e["size"] is not None else self.size(name))
+                 for name, e in found.items()}
+        return sum(sizes.values()) if total else sizes
 
     def cat_file(self, path: str, start: Optional[int] = None, end: Optional[int] = None,
                  **kwargs: Any) -> bytes:

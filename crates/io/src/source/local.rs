@@ -299,17 +299,12 @@ impl ReadAt for MmapFile {
             }
             To::Whole(len, visit) => self.visit(offset, len, visit)?,
             To::Runs(..) => unreachable!("read run by run above"),
-            // Pieces of `DROP_MAPPED_EVERY` bytes, each unmapped from the process once
-            // visited: a checksum pass over a 1 GiB tensor leaves no gigabyte resident.
-            To::Pieces(_, visit) => {
-                let mut at = offset;
-                while at < end {
-                    let n = (end - at).min(DROP_MAPPED_EVERY);
-                    self.visit(at, n as usize, visit)?;
-                    self.done_with(at, n);
-                    at += n;
-                }
-            }
+            To::Pieces(_, visit) => self.pass(offset, end, visit)?,
+            To::Parts(_, visit) => self.pass(
+                offset,
+                end,
+                &mut super::read::pieces_in_order(offset, visit),
+            )?,
         }
         self.check_consistent()
     }
@@ -356,6 +351,20 @@ impl MmapFile {
         let start = range.start / 4096 * 4096;
         let _ = map.advise_range(memmap2::Advice::PopulateRead, start, range.end - start);
         Bytes::from_owner(Lent { map, range })
+    }
+
+    /// Bytes `offset..end` (inside the file, checked) to `visit` in pieces of
+    /// `DROP_MAPPED_EVERY` bytes, each unmapped from the process once visited: a checksum
+    /// pass over a 1 GiB tensor leaves no gigabyte resident.
+    fn pass(&self, offset: u64, end: u64, visit: Visit<'_>) -> Result<(), SourceError> {
+        let mut at = offset;
+        while at < end {
+            let n = (end - at).min(DROP_MAPPED_EVERY);
+            self.visit(at, n as usize, visit)?;
+            self.done_with(at, n);
+            at += n;
+        }
+        Ok(())
     }
 
     /// `visit` of bytes `offset..offset + len` (inside the file, checked): borrowed from the

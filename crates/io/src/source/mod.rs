@@ -24,6 +24,7 @@ pub mod remote;
 pub mod scratch;
 pub mod seekable;
 
+pub use read::pieces_in_order;
 pub use read::{serve_slice, About, ReadCtx, ReadExt, To};
 
 pub use memo::{is_transient, Flight, Memo};
@@ -95,6 +96,10 @@ impl FileIdentity {
 
 /// What a pass over bytes hands each piece to, in order (`ReadAt::for_each_piece`).
 pub type Visit<'a> = &'a mut dyn FnMut(&[u8]);
+
+/// What a pass whose result does not depend on order hands each piece to, with its offset:
+/// in any order, possibly from several threads at once (`To::Parts`).
+pub type PartVisit<'a> = &'a (dyn Fn(u64, &[u8]) + Sync);
 
 /// Random read access to an immutable byte source, in LevelDB's shape: what it is, one read
 /// verb, and two hints. Callers use the verbs of `ReadExt`, each one `read_with`.

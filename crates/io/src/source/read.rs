@@ -8,7 +8,7 @@
 //! caller can forget to, and a wrapper that forwards `read_with` forwards the check too.
 //!
 //! Invariants: `read_with` hands over exactly the bytes asked for or fails (never short);
-//! a visitor sees the bytes in order, each once; a `ReadCtx` only changes how bytes are
+//! a visitor sees the bytes in order, each once (`To::Parts`: each once, in any order); a `ReadCtx` only changes how bytes are
 //! fetched (read-ahead, lending), never which.
 
 use std::sync::{Arc, OnceLock};
@@ -17,7 +17,7 @@ use std::time::SystemTime;
 use bytes::Bytes;
 
 use super::cursor::Cursor;
-use super::{scratch, FileIdentity, ReadAt, SourceError, Visit};
+use super::{scratch, FileIdentity, PartVisit, ReadAt, SourceError, Visit};
 
 /// What a source is: fixed for the life of the open file.
 #[derive(Clone, Debug)]
@@ -118,6 +118,10 @@ pub enum To<'a> {
     /// Handed to the visitor in order, `len` bytes in pieces that need not all be in memory at
     /// once: a pass over a whole tensor (its checksum).
     Pieces(u64, Visit<'a>),
+    /// Handed to the visitor in pieces, each with its offset, in any order and possibly from
+    /// several threads at once: a pass whose result does not depend on order (a checksum
+    /// combined from its parts'), which a remote source fetches on several connections.
+    Parts(u64, PartVisit<'a>),
     /// `len` bytes as `Bytes`: a view of a buffer the source holds anyway (a cached block; a
     /// mapping when the context lends), else copied into a recycled buffer (`scratch`).
     Bytes(usize, &'a mut Bytes),
@@ -132,7 +136,7 @@ impl To<'_> {
         match self {
             To::Fill(out) | To::Runs(_, out) => out.len() as u64,
             To::Whole(len, _) | To::Bytes(len, _) => *len as u64,
-            To::Pieces(len, _) => *len,
+            To::Pieces(len, _) | To::Parts(len, _) => *len,
         }
     }
 
@@ -197,6 +201,70 @@ pub trait ReadExt: ReadAt {
     ) -> Result<(), SourceError> {
         self.read_with(ctx, offset, To::Pieces(len, visit))
     }
+    /// The CRC32C of the bytes `offset..offset + len` (a checksum pass): parts checksummed
+    /// as the source hands them, on several threads where it fetches them so, and combined.
+    fn crc32c(&self, ctx: &ReadCtx, offset: u64, len: u64) -> Result<u32, SourceError> {
+        use crate::codec::{crc32c_parallel, PARALLEL_CRC_MIN};
+        let cores = super::cores();
+        let parts = std::sync::Mutex::new(Vec::new());
+        self.read_with(
+            ctx,
+            offset,
+            To::Parts(len, &|at, piece| {
+                let threads = if piece.len() >= 2 * PARALLEL_CRC_MIN {
+                    cores
+                } else {
+                    1
+                };
+                let crc = crc32c_parallel(piece, threads);
+                let mut p = parts.lock().unwrap_or_else(|e| e.into_inner());
+                p.push((at, piece.len() as u64, crc));
+            }),
+        )?;
+        let mut parts = parts.into_inner().unwrap_or_else(|e| e.into_inner());
+        parts.sort_unstable_by_key(|&(at, ..)| at);
+        // Every byte once: a source that handed over a gap or an overlap would make a verdict
+        // on bytes nobody read.
+        let mut at = offset;
+        let mut crc = 0u32;
+        for (from, n, c) in parts {
+            if from != at {
+                let why = format!("a checksum pass was handed bytes {from}.. where {at}.. was due");
+                return Err(uncovered(self.about(), why));
+            }
+            crc = if at == offset {
+                c
+            } else {
+                crc32c::crc32c_combine(crc, c, n as usize)
+            };
+            at += n;
+        }
+        if at != offset + len {
+            let why = format!("a checksum pass ended at {at}, not {}", offset + len);
+            return Err(uncovered(self.about(), why));
+        }
+        Ok(crc)
+    }
+}
+
+/// A source that broke `To::Parts`' promise (every byte once): a defect, never a verdict.
+fn uncovered(about: &About, why: String) -> SourceError {
+    debug_assert!(false, "{}: {why}", about.name);
+    let source = std::io::Error::new(std::io::ErrorKind::InvalidData, why);
+    SourceError::Io {
+        path: about.name.clone(),
+        source,
+    }
+}
+
+/// `To::Parts` answered as `To::Pieces` (in order, on the caller's thread): for a source that
+/// gains nothing from several at once.
+pub fn pieces_in_order(offset: u64, visit: PartVisit<'_>) -> impl FnMut(&[u8]) + '_ {
+    let mut at = offset;
+    move |piece| {
+        visit(at, piece);
+        at += piece.len() as u64;
+    }
 }
 
 impl<T: ReadAt + ?Sized> ReadExt for T {}
@@ -214,6 +282,7 @@ pub fn serve_slice(name: &str, data: &[u8], offset: u64, to: To<'_>) -> Result<(
     match to {
         To::Fill(out) => out.copy_from_slice(bytes),
         To::Whole(_, visit) | To::Pieces(_, visit) => visit(bytes),
+        To::Parts(_, visit) => visit(offset, bytes),
         To::Bytes(len, got) => {
             *got = scratch::filled(len, |out| {
                 out.copy_from_slice(bytes);

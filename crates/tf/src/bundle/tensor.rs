@@ -9,7 +9,7 @@ use bytes::Bytes;
 use super::entry::{DataLoc, Entry};
 use super::varlen::{VarError, VarIndex};
 use super::Bundle;
-use crate::codec::{crc32c_parallel, mask_crc, PARALLEL_CRC_MIN};
+use crate::codec::mask_crc;
 use crate::dtype::{swap_in_place, swap_width};
 use crate::model::{
     debug_check, Checksummed, DType, EachString, ModelError, ModelResult, RequestError, Strings,
@@ -241,24 +241,11 @@ impl TfTensor {
         if usize::try_from(loc.size).is_err() {
             return Ok(Err(TensorFault::TooLarge(loc.size)));
         }
-        // Piece by piece as the source hands them (a mapped file: one piece; a remote object:
-        // its blocks as they stream in, kept for the reads that follow); large pieces on
-        // every core.
-        let cores = crate::source::cores();
-        let mut crc = None;
-        file.for_each_piece(ReadCtx::none(), loc.offset, loc.size, &mut |piece| {
-            let threads = if piece.len() >= 2 * PARALLEL_CRC_MIN {
-                cores
-            } else {
-                1
-            };
-            let c = crc32c_parallel(piece, threads);
-            crc = Some(match crc {
-                None => c,
-                Some(acc) => crc32c::crc32c_combine(acc, c, piece.len()),
-            });
-        })?;
-        let read = mask_crc(crc.unwrap_or(0));
+        // As the source hands the bytes over (a mapped file: in large pieces, each on every
+        // core; a remote object: its blocks on several connections at once, kept for the
+        // reads that follow), the parts' checksums combined.
+        let crc = file.crc32c(ReadCtx::none(), loc.offset, loc.size)?;
+        let read = mask_crc(crc);
         if read != loc.crc {
             let file = self.bundle.shard_name(loc.shard).to_string();
             let stored = loc.crc;

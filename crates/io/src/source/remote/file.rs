@@ -1,7 +1,9 @@
 //! A remote object as a `ReadAt`: reads are served from aligned blocks (`blocks.rs`); a reader
 //! that keeps reading where it stopped gets the following blocks streamed ahead of it by one
 //! long request (`stream.rs`), up to `MAX_AHEAD` blocks ahead (bounded by half the block
-//! cache); a seek stops the stream.
+//! cache); a seek stops the stream. A pass that does not need its bytes in order (a checksum)
+//! reads in up to `PASS_READERS` parts at once, each a sequential reader with its own stream:
+//! one connection gets what a store or a DataNode gives one reader, several get more.
 
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
@@ -13,7 +15,9 @@ use super::runtime;
 use super::stream::Stream;
 use crate::source::cursor::Cursor;
 use crate::source::read::each_run;
-use crate::source::{checked_end, scratch, About, ReadAt, ReadCtx, SourceError, To, Visit};
+use crate::source::{
+    checked_end, scratch, About, PartVisit, ReadAt, ReadCtx, SourceError, To, Visit,
+};
 
 /// Most blocks fetched ahead of a sequential reader.
 const MAX_AHEAD: u64 = 8;
@@ -21,6 +25,10 @@ const MAX_AHEAD: u64 = 8;
 const SEQUENTIAL_SLACK: u64 = 4 << 20;
 /// Most blocks of one large read requested at once.
 const PARALLEL: usize = 8;
+/// Most parts of an unordered pass read at once.
+const PASS_READERS: u64 = 4;
+/// Fewest blocks worth a part (and its two requests) of their own.
+const PASS_PART_MIN: u64 = 4;
 
 pub(crate) struct RemoteFile {
     about: About,
@@ -180,6 +188,7 @@ impl ReadAt for RemoteFile {
                 Ok(())
             }
             To::Pieces(_, visit) => self.pieces(ctx, offset, end, visit),
+            To::Parts(_, visit) => self.parts(ctx, offset, end, visit),
             To::Runs(..) => unreachable!("read run by run above"),
         }
     }
@@ -218,6 +227,67 @@ impl RemoteFile {
             at = piece_end;
         }
         Ok(())
+    }
+
+    /// Bytes `offset..end` in up to `PASS_READERS` block-aligned parts read at once, each by a
+    /// reader of its own (a cursor, so each keeps its own stream ahead). Each stream holds at
+    /// most its window of blocks ahead of its reader, so all of them together stay within the
+    /// memory cache: no block fetched ahead is evicted before its reader gets to it.
+    fn parts(
+        &self,
+        ctx: &ReadCtx,
+        offset: u64,
+        end: u64,
+        visit: PartVisit<'_>,
+    ) -> Result<(), SourceError> {
+        let bs = self.blocks.block_size;
+        let (first, last) = (offset / bs, end.saturating_sub(1) / bs);
+        let count = (last + 1).saturating_sub(first);
+        let window = MAX_AHEAD.min(self.blocks.cap() / bs / 2).max(1);
+        let readers = (self.blocks.cap() / bs / window)
+            .min(count / PASS_PART_MIN)
+            .clamp(1, PASS_READERS);
+        if readers == 1 || end <= offset {
+            let mut in_order = crate::source::pieces_in_order(offset, visit);
+            return self.pieces(ctx, offset, end, &mut in_order);
+        }
+        let per = count.div_ceil(readers);
+        let bounds: Vec<(u64, u64)> = (0..readers)
+            .map(|i| {
+                let from = offset.max((first + i * per) * bs);
+                let to = end.min((first + (i + 1) * per) * bs);
+                (from, to)
+            })
+            .filter(|(from, to)| from < to)
+            .collect();
+        debug_assert_eq!(bounds.first().map(|b| b.0), Some(offset));
+        debug_assert_eq!(bounds.last().map(|b| b.1), Some(end));
+        debug_assert!(bounds.windows(2).all(|w| w[0].1 == w[1].0));
+        let results: Vec<Result<(), SourceError>> = std::thread::scope(|s| {
+            let handles: Vec<_> = bounds
+                .iter()
+                .map(|&(from, to)| {
+                    s.spawn(move || {
+                        let cursor = Arc::new(Cursor::default());
+                        let own = ReadCtx::of(&cursor);
+                        let mut in_order = crate::source::pieces_in_order(from, visit);
+                        self.pieces(&own, from, to, &mut in_order)
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join().unwrap_or_else(|_| {
+                        Err(SourceError::Remote {
+                            url: self.obj.url.clone(),
+                            cause: "a reader of a checksum pass panicked".into(),
+                        })
+                    })
+                })
+                .collect()
+        });
+        results.into_iter().collect()
     }
 
     fn fill(&self, ctx: &ReadCtx, offset: u64, out: &mut [u8]) -> Result<(), SourceError> {
@@ -375,6 +445,52 @@ mod tests {
             );
         }
         let past = f.for_each_piece(ReadCtx::none(), 299_000, 2000, &mut |_| {});
+        assert!(past.is_err());
+    }
+
+    #[test]
+    fn a_checksum_pass_reads_parts_at_once() {
+        let data: Vec<u8> = (0..(4u32 << 20)).map(|i| (i * 31 % 253) as u8).collect();
+        let bs = 64 << 10;
+        for (off, len) in [(0usize, 4usize << 20), (1000, 3 << 20), (bs - 1, 2), (5, 0)] {
+            // A cache of the whole object: room for four readers' windows.
+            let f = test_file(Arc::new(InMemory::new()), &data, 5 << 20);
+            let want = crc32c::crc32c(&data[off..off + len]);
+            assert_eq!(
+                f.crc32c(ReadCtx::none(), off as u64, len as u64).unwrap(),
+                want
+            );
+            let seen = Mutex::new(Vec::new());
+            f.read_with(
+                ReadCtx::none(),
+                off as u64,
+                To::Parts(len as u64, &|at, p| {
+                    let at = at as usize;
+                    assert_eq!(p, &data[at..at + p.len()]);
+                    seen.lock().unwrap().push((at, std::thread::current().id()));
+                }),
+            )
+            .unwrap();
+            let seen = seen.into_inner().unwrap();
+            let threads: std::collections::HashSet<_> = seen.iter().map(|s| s.1).collect();
+            // A pass of 48 blocks or more is read by four readers; a short one by its caller.
+            let blocks = (off + len).div_ceil(bs) - off / bs;
+            let readers = if blocks >= 16 { 4 } else { 1 };
+            assert_eq!(threads.len(), readers.min(seen.len()), "{off}+{len}");
+        }
+        // In a small cache, fewer readers: their windows would not fit.
+        let f = test_file(Arc::new(InMemory::new()), &data, 20 * bs as u64);
+        let ids = Mutex::new(std::collections::HashSet::new());
+        f.read_with(
+            ReadCtx::none(),
+            0,
+            To::Parts(data.len() as u64, &|_, _| {
+                ids.lock().unwrap().insert(std::thread::current().id());
+            }),
+        )
+        .unwrap();
+        assert_eq!(ids.into_inner().unwrap().len(), 2);
+        let past = f.crc32c(ReadCtx::none(), 4 << 20, 1);
         assert!(past.is_err());
     }
 }
