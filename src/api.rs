@@ -568,6 +568,12 @@ impl Scan {
         self.scan.width()
     }
 
+    /// Whether rows are found by ids the table stores (a hash table's keys, a matrix's row or
+    /// column ids), not by their index (a dense tensor's rows).
+    pub fn by_id(&self) -> bool {
+        self.scan.kind() != crate::model::KeyKind::RowIndex
+    }
+
     /// The values' numpy type (`<f4`…).
     pub fn descr(&self) -> &str {
         &self.descr

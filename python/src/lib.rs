@@ -241,12 +241,12 @@ impl Model {
     }
 
     /// The pieces of keyed tensor or hash table `name`'s rows in stored order: (pieces, rows
-    /// or None, elements per row, numpy descr, bytes of a piece about).
+    /// or None, elements per row, numpy descr, bytes of a piece about, found by stored ids).
     fn scan_info(
         &self,
         py: Python<'_>,
         name: &str,
-    ) -> PyResult<(usize, Option<u64>, u64, String, u64)> {
+    ) -> PyResult<(usize, Option<u64>, u64, String, u64, bool)> {
         let s = py
             .detach(|| self.scan(name))
             .map_err(|e| self.err(py, e, name))?;
@@ -256,6 +256,7 @@ impl Model {
             s.width(),
             s.descr().to_string(),
             s.piece_bytes(),
+            s.by_id(),
         ))
     }
 

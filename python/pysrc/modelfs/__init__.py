@@ -450,6 +450,23 @@ class Model(_abc.Mapping):
         of its `NAME.csr.npz`. A big table is read by pieces: `pieces(name)` cuts its rows,
         `read_piece` reads one (`m[name]` is all its values)."""
         name = name.strip("/")
+        if self._by_id(name):
+            # Its stored rows read in pieces on every core and sorted here: the mount's CSR
+            # view gathers them row by row in id order (and checksums its zip member first).
+            pieces = self.table_pieces(name)
+            if len(pieces) == 1:
+                got = [self.read_table_piece(pieces[0])]
+            else:
+                import concurrent.futures as _futures
+                with _futures.ThreadPoolExecutor(min(len(pieces), _os.cpu_count() or 1)) as ex:
+                    got = list(ex.map(self.read_table_piece, pieces))
+            ids = _np.concatenate([g[0] for g in got])
+            order = _np.argsort(ids, kind="stable")
+            ids = ids[order]
+            # Ids are unique in any table modelfs reads whole; else the CSR view says how.
+            if ids.size < 2 or bool(_np.all(ids[1:] != ids[:-1])):
+                values = _np.concatenate([g[1] for g in got])
+                return ids, values[order]
         return self.ids(name), self._table_rows(name, 0, None)
 
     def _is_table(self, name: str) -> bool:
@@ -525,7 +542,7 @@ class Model(_abc.Mapping):
         `read_table_piece`, in any process. Nothing sorted, nothing gathered: a piece reads
         only its own rows' bytes (of one shard, one partition, one range of a table)."""
         name = name.strip("/")
-        pieces, _, _, _, piece_bytes = self._m.scan_info(name)
+        pieces, _, _, _, piece_bytes, _ = self._m.scan_info(name)
         per = max(max_bytes // max(piece_bytes, 1), 1)
         return [TablePiece(name, a, min(a + per, pieces)) for a in range(0, pieces, per)] or \
             [TablePiece(name, 0, 0)]
@@ -533,8 +550,15 @@ class Model(_abc.Mapping):
     def table_layout(self, name: str) -> Tuple[_np.dtype, int, Optional[int]]:
         """(values' dtype, elements per row, rows stored or None) of `table_pieces(name)`;
         the rows stored count empty buckets a table leaves out."""
-        _, rows, width, descr, _ = self._m.scan_info(name.strip("/"))
+        _, rows, width, descr, _, _ = self._m.scan_info(name.strip("/"))
         return _np.dtype(descr), int(width), rows
+
+    def _by_id(self, name: str) -> bool:
+        """Whether `name`'s rows are found by ids it stores (a table), not by index."""
+        try:
+            return bool(self._m.scan_info(name.strip("/"))[5])
+        except (UnavailableError, KeyError):
+            return False
 
     def read_table_piece(self, piece: TablePiece) -> Tuple[_np.ndarray, _np.ndarray]:
         """The rows of `piece`: `(ids, values)`, one row of values per id, in stored order,

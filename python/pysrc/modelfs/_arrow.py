@@ -66,11 +66,9 @@ class Shape(NamedTuple):
 
 
 def shape_of(m: Model, name: str) -> Shape:
-    try:
+    if m._by_id(name):
         dtype, width, _ = m.table_layout(name)
         return Shape(True, width, dtype)
-    except (UnavailableError, KeyError):
-        pass
     _, _, shape, _, dtype = m._layout(name)
     if dtype.kind in "OSUV" and dtype.name != "bfloat16":
         raise UnavailableError(f"{name}: {dtype} elements are not rows of numbers")
@@ -105,8 +103,27 @@ def pieces(m: Model, name: str, max_bytes: int = PIECE_BYTES) -> List[AnyPiece]:
     return list(m.pieces(name, max_bytes))
 
 
+def describe(piece: AnyPiece) -> str:
+    if isinstance(piece, TablePiece):
+        return f"{piece.name}, pieces {piece.first}..{piece.stop} of its stored rows"
+    return f"{piece.name}, rows {piece.start}..{piece.stop}"
+
+
 def batch(m: Model, piece: AnyPiece, columns: str = "vec") -> pa.RecordBatch:
-    """The rows of `piece` as one record batch of `schema(m, piece.name, columns)`."""
+    """The rows of `piece` as one record batch of `schema(m, piece.name, columns)`. An error
+    says the model, the tensor, the piece and the cause, as the same class (`ChecksumError`
+    stays one across processes)."""
+    try:
+        return _batch(m, piece, columns)
+    except ModelfsError as e:
+        e.message = f"{m.source}: {describe(piece)}: {e.message}"
+        e.args = (e.message,)
+        e._fields["piece"] = tuple(piece)
+        e.piece = tuple(piece)  # type: ignore[attr-defined]
+        raise
+
+
+def _batch(m: Model, piece: AnyPiece, columns: str) -> pa.RecordBatch:
     want = schema(m, piece.name, columns)
     if isinstance(piece, TablePiece):
         keys, values = m.read_table_piece(piece)
