@@ -103,6 +103,12 @@ fn fs_error(path: &str, e: FsError) -> Error {
     }
 }
 
+/// A tensor whose rows have no ids.
+fn unkeyed(name: &str) -> Error {
+    let msg = format!("{name}: no rows by id (not a keyed tensor)");
+    error(ErrorKind::Unavailable, msg)
+}
+
 fn layout_error(name: &str, e: LayoutError) -> Error {
     let kind = match &e {
         LayoutError::Unavailable(_) => ErrorKind::Unavailable,
@@ -213,6 +219,19 @@ impl Opened {
     /// The tensor whose file `NAME.<suffix>` the mount has (`None`: the tensor exists, the
     /// file does not).
     fn tensor_with(&self, name: &str, suffix: &str) -> Result<Option<Arc<dyn Tensor>>, Error> {
+        let Some(path) = self.tensor_path_with(name, suffix)? else {
+            return Ok(None);
+        };
+        let t = self
+            .model
+            .tensor(&path)
+            .map_err(|e| layout_error(name.trim_matches('/'), e.into()))?;
+        Ok(Some(t))
+    }
+
+    /// The model path of the tensor whose file `NAME.<suffix>` the mount has (as
+    /// `tensor_with`), without opening the tensor.
+    fn tensor_path_with(&self, name: &str, suffix: &str) -> Result<Option<Arc<[Vec<u8>]>>, Error> {
         let name = name.trim_matches('/');
         let path = match self.node(name, &format!("{name}.{suffix}")) {
             Ok(node) => match node.kind() {
@@ -233,11 +252,7 @@ impl Opened {
                 };
             }
         };
-        let t = self
-            .model
-            .tensor(&path)
-            .map_err(|e| layout_error(name, e.into()))?;
-        Ok(Some(t))
+        Ok(Some(path))
     }
 
     /// The content of the mount's file `NAME.<l>`; a layout the mount does not show for the
@@ -457,15 +472,36 @@ impl Opened {
         Ok(Some(got))
     }
 
-    /// The rows of keyed tensor or hash table `name` as independent pieces (`Scan`); a
-    /// tensor whose rows have no ids is `Unavailable`.
-    pub fn scan(&self, name: &str) -> Result<Scan, Error> {
+    /// How many parts the rows of keyed tensor or hash table `name` are read in, each on its
+    /// own (`scan`): a Monolith table's shards, each read without looking at the others; 1
+    /// for a table read whole. Metadata only.
+    pub fn scan_parts(&self, name: &str) -> Result<usize, Error> {
         let name = name.trim_matches('/');
-        let unkeyed = || {
-            let msg = format!("{name}: no rows by id (not a keyed tensor)");
-            error(ErrorKind::Unavailable, msg)
-        };
-        let t = self.tensor_with(name, "rows")?.ok_or_else(unkeyed)?;
+        let path = self
+            .tensor_path_with(name, "rows")?
+            .ok_or_else(|| unkeyed(name))?;
+        Ok(self.model.table_parts(&path).unwrap_or(1))
+    }
+
+    /// The rows of part `part` (`scan_parts`) of keyed tensor or hash table `name` as
+    /// independent pieces (`Scan`); a tensor whose rows have no ids is `Unavailable`.
+    pub fn scan(&self, name: &str, part: usize) -> Result<Scan, Error> {
+        let name = name.trim_matches('/');
+        let path = self
+            .tensor_path_with(name, "rows")?
+            .ok_or_else(|| unkeyed(name))?;
+        let t = match self.model.table_parts(&path) {
+            Some(_) => self.model.table_part(&path, part),
+            None if part == 0 => self.model.tensor(&path),
+            None => {
+                let msg = format!("{name}: part {part} of 1");
+                return Err(error(ErrorKind::Usage, msg));
+            }
+        }
+        .map_err(|e| layout_error(name, e.into()))?;
+        if t.key_kind().is_none() {
+            return Err(unkeyed(name));
+        }
         let descr = layout::binary::npy_descr(t.meta().dtype)
             .map(|(d, _)| d.to_string())
             .ok_or_else(|| {
@@ -477,7 +513,7 @@ impl Opened {
             })?;
         let scan = crate::model::scan::TableScan::new(t)
             .map_err(|e| layout_error(name, e.into()))?
-            .ok_or_else(unkeyed)?;
+            .ok_or_else(|| unkeyed(name))?;
         Ok(Scan {
             name: name.to_string(),
             scan,

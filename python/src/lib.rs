@@ -77,7 +77,7 @@ struct Model {
     inner: api::Opened,
     source: String,
     /// Scans made (`scan_info`): a piece read after another needs not find its bounds again.
-    scans: std::sync::Mutex<std::collections::HashMap<String, std::sync::Arc<api::Scan>>>,
+    scans: std::sync::Mutex<std::collections::HashMap<(String, usize), std::sync::Arc<api::Scan>>>,
 }
 
 impl Model {
@@ -85,15 +85,15 @@ impl Model {
         py_err(py, e, Some(name), &self.source)
     }
 
-    fn scan(&self, name: &str) -> Result<std::sync::Arc<api::Scan>, api::Error> {
-        let key = name.trim_matches('/').to_string();
+    fn scan(&self, name: &str, part: usize) -> Result<std::sync::Arc<api::Scan>, api::Error> {
+        let key = (name.trim_matches('/').to_string(), part);
         let lock = || self.scans.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(s) = lock().get(&key) {
             return Ok(s.clone());
         }
         // Made outside the lock (a column-keyed table's bounds read its rows); two threads
         // racing make it twice, and both are the same.
-        let made = std::sync::Arc::new(self.inner.scan(&key)?);
+        let made = std::sync::Arc::new(self.inner.scan(&key.0, part)?);
         Ok(lock().entry(key).or_insert(made).clone())
     }
 
@@ -240,15 +240,24 @@ impl Model {
         Ok((s.dir, s.size))
     }
 
-    /// The pieces of keyed tensor or hash table `name`'s rows in stored order: (pieces, rows
-    /// or None, elements per row, numpy descr, bytes of a piece about, found by stored ids).
+    /// How many parts keyed tensor or hash table `name`'s rows are read in, each alone (a
+    /// Monolith table's shards; 1 for a table read whole). Metadata only.
+    fn scan_parts(&self, py: Python<'_>, name: &str) -> PyResult<usize> {
+        py.detach(|| self.inner.scan_parts(name))
+            .map_err(|e| self.err(py, e, name))
+    }
+
+    /// The pieces of part `part` of keyed tensor or hash table `name`'s rows in stored order:
+    /// (pieces, rows or None, elements per row, numpy descr, bytes of a piece about, found by
+    /// stored ids).
     fn scan_info(
         &self,
         py: Python<'_>,
         name: &str,
+        part: usize,
     ) -> PyResult<(usize, Option<u64>, u64, String, u64, bool)> {
         let s = py
-            .detach(|| self.scan(name))
+            .detach(|| self.scan(name, part))
             .map_err(|e| self.err(py, e, name))?;
         Ok((
             s.pieces(),
@@ -260,16 +269,17 @@ impl Model {
         ))
     }
 
-    /// Piece `k` of `scan_info(name)`: (ids as int64 bytes, values' bytes), sentinels left
-    /// out.
+    /// Piece `k` of `scan_info(name, part)`: (ids as int64 bytes, values' bytes), sentinels
+    /// left out.
     fn scan_read<'py>(
         &self,
         py: Python<'py>,
         name: &str,
+        part: usize,
         k: usize,
     ) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
         let got = py
-            .detach(|| self.scan(name)?.read(k))
+            .detach(|| self.scan(name, part)?.read(k))
             .map_err(|e| self.err(py, e, name))?;
         let ids: Vec<u8> = got.ids.iter().flat_map(|i| i.to_le_bytes()).collect();
         Ok((PyBytes::new(py, &ids), PyBytes::new(py, &got.values)))

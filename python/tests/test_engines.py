@@ -274,3 +274,41 @@ def test_dask_dataframe_reads_the_same_rows(saves):
         assert list(found) == list(got["id"]), name
         assert np.array_equal(np.stack([np.asarray(v) for v in got["vec"]]).astype(vals.dtype)
                               if len(got) else vals, vals), name
+
+
+def test_a_monolith_shard_is_planned_and_read_alone(tmp_path):
+    """Planning a Monolith table's pieces reads no shard, and a task reads only its own: a
+    damaged shard fails its piece alone (the whole table, which looks at every shard, fails);
+    a table missing a shard is not read in parts either."""
+    import shutil
+    src = tmp_path / "ps"
+    shutil.copytree(fixture("monolith/ps_export"), src)
+    name = "hash_tables/MonolithHashTable_0a1b_0"
+    good = modelfs.open(fixture("monolith/ps_export"), cache_dir="none")
+    all_ids = set(good.table(name)[0].tolist())
+    shard = src / "assets" / "MonolithHashTable_0a1b_0-00002-of-00004"
+    raw = bytearray(shard.read_bytes())
+    raw[len(raw) // 2] ^= 0x10
+    shard.write_bytes(bytes(raw))
+    m = modelfs.open(str(src), cache_dir="none")
+    pieces = m.table_pieces(name)
+    assert [p.part for p in pieces] == [0, 1, 2, 3]
+    seen = set()
+    for p in pieces:
+        if p.part == 2:
+            with pytest.raises(modelfs.SourceError, match="00002-of-00004"):
+                m.read_table_piece(p)
+            continue
+        ids, values = m.read_table_piece(p)
+        assert values.shape == (len(ids), 8)
+        found, want = good.rows(name, ids)
+        assert list(found) == list(ids) and np.array_equal(values, want)
+        seen |= set(ids.tolist())
+    assert seen < all_ids and len(seen) > len(all_ids) // 2
+    with pytest.raises(modelfs.ModelfsError):
+        m.rows(name, [next(iter(seen))])
+    (src / "assets" / "MonolithHashTable_0a1b_0-00001-of-00004").unlink()
+    m = modelfs.open(str(src), cache_dir="none")
+    for p in m.table_pieces(name):
+        with pytest.raises(modelfs.ModelfsError, match="missing shard 00001"):
+            m.read_table_piece(p)

@@ -565,6 +565,39 @@ def bench_python():
         f"{r['rss_over_array_mib']:.0f} MiB", "<= 64 MiB", r["rss_over_array_mib"] <= 64)
 
 
+# 19. Spark (issue 72): a 10 M-id Monolith table read by modelfs.spark on 1 and 2 cores.
+def bench_engines():
+    import json
+    py = os.environ.get("ENGINES_PYTHON", sys.executable)
+    probe = subprocess.run([py, "-c", "import pyspark, modelfs.spark"], capture_output=True)
+    if probe.returncode != 0:
+        add(19, "Spark (ENGINES_PYTHON needs pyspark and modelfs)", "not run", "", None)
+        return
+    root = os.path.join(WORK, "monolith", "ps")
+    table, n = "MonolithHashTable_bench_0", 10_000_000
+    if not os.path.exists(os.path.join(root, f"{table}.samples.json")):
+        log("generating a 10 M-id Monolith table (gen_monolith)")
+        subprocess.run([os.environ["GEN_MONOLITH"], os.path.join(root, "assets"), table, str(n),
+                        "16", "16"], check=True)
+    here = os.path.dirname(os.path.abspath(__file__))
+    p = subprocess.run([py, os.path.join(here, "engines.py"), root, table, str(n)],
+                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                       env=dict(os.environ, RUNS=str(RUNS), MODELFS_BIN=MODELFS))
+    if p.returncode != 0:
+        add(19, "Spark", "failed", "", None)
+        return
+    r = json.loads(p.stdout.strip().splitlines()[-1])
+    log(f"engines: {r}")
+    ratio = r["rows_per_s_2"] / r["rows_per_s_1"]
+    add(19, f"10 M-id Monolith table into Spark ({r['partitions']} partitions), rows/s: "
+        "local[2] vs local[1]",
+        f"{r['rows_per_s_2'] / 1e6:.2f} M vs {r['rows_per_s_1'] / 1e6:.2f} M = {ratio:.2f}x",
+        ">= 1.7x, count and sum exact", ratio >= 1.7 and r["count_ok"] and r["sum_ok"])
+    add(19, "  vs `modelfs row` of 20,000 of its ids (first look included); `cat` of the shards",
+        f"{r['row_rows_per_s'] / 1e3:.0f} k rows/s; {r['cat_rows_per_s'] / 1e6:.1f} M rows/s",
+        "", None)
+
+
 # 17. One checksum pass however many readers start at once: four readers of a fresh 1 GiB
 # tensor's quarters vs one reader of the whole (verify=crc, nothing remembered).
 def bench_quarters(w, env):
@@ -695,6 +728,8 @@ def main():
                                     mountpoint=mountpoint, mount=mount, umount=umount,
                                     timed=timed, median=median, add=add, log=log)
         bench_hdfs(w256, many, ctx)
+    if want(19):
+        bench_engines()
     cores = os.cpu_count()
     print(f"\nmodelfs benchmark — {cores} cores, median of {RUNS} runs "
           f"(ls: {LS_RUNS}), {time.perf_counter() - started:.0f} s total")

@@ -228,6 +228,21 @@ pub trait Model: Send + Sync {
         Ok(Vec::new())
     }
 
+    /// How many parts the table at `path` is stored in that each read alone, without the
+    /// others (a Monolith table's shards), where reading it whole would first look at every
+    /// part: an engine's task reads one (`table_part`), and nothing looks at them all. `None`:
+    /// the table is read as one tensor (`tensor`), whose pieces are cheap to find.
+    fn table_parts(&self, path: &[Vec<u8>]) -> Option<usize> {
+        let _ = path;
+        None
+    }
+
+    /// Part `i` of the table at `path` (`table_parts`), as a keyed tensor of its own.
+    fn table_part(&self, path: &[Vec<u8>], i: usize) -> Result<Arc<dyn Tensor>, ModelError> {
+        let _ = (path, i);
+        Err(ModelError::NotFound("a table stored in parts".into()))
+    }
+
     /// The directories that are whole models of their own, each with its own views (SPEC §7):
     /// the root, or each checkpoint of a directory of several.
     fn model_roots(&self) -> Vec<Vec<Vec<u8>>> {

@@ -98,6 +98,16 @@ impl Model for MultiModel {
         model.tensor(rest)
     }
 
+    fn table_parts(&self, path: &[Vec<u8>]) -> Option<usize> {
+        let (model, rest) = self.route(path).ok()?;
+        model.table_parts(rest)
+    }
+
+    fn table_part(&self, path: &[Vec<u8>], i: usize) -> Result<Arc<dyn Tensor>, ModelError> {
+        let (model, rest) = self.route(path)?;
+        model.table_part(rest, i)
+    }
+
     fn hidden_tensors(&self, root: &[Vec<u8>]) -> Vec<Arc<dyn Tensor>> {
         match self.route(root) {
             Ok((model, rest)) => model.hidden_tensors(rest),

@@ -195,6 +195,32 @@ impl WithTables {
         }
     }
 
+    /// Shard `i` of table `name` opened alone (`Model::table_part`).
+    fn part(&self, name: &[u8], i: usize) -> Result<Arc<dyn Tensor>, ModelError> {
+        let key = String::from_utf8_lossy(name);
+        let (paths, _) = self
+            .tables
+            .get(key.as_ref())
+            .ok_or_else(|| ModelError::NotFound(format!("no hash table {key}")))?;
+        // A table missing a shard is not read in parts either: its parts are not all of it.
+        if let Some(why) = incomplete(paths) {
+            return Err(ModelError::data(format!("hash table {key}"), why));
+        }
+        let path = paths
+            .get(i)
+            .ok_or_else(|| ModelError::NotFound(format!("shard {i} of hash table {key}")))?;
+        let shard = Shard {
+            name: path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            file: self.opts.storage.open(path)?,
+        };
+        let t = MonolithTable::open_part(&key, shard, self.opts.indexes.as_ref())
+            .map_err(|e| ModelError::data(format!("hash table {key}"), e.to_string()))?;
+        Ok(Arc::new(t))
+    }
+
     fn is_tables_dir(c: &[u8]) -> bool {
         c == own_component(HASH_TABLES)
     }
@@ -290,6 +316,26 @@ impl Model for WithTables {
         match &self.inner {
             Some(m) => m.document(path),
             None => Err(ModelError::NotFound("no such document".into())),
+        }
+    }
+
+    fn table_parts(&self, path: &[Vec<u8>]) -> Option<usize> {
+        match path {
+            [t, name] if Self::is_tables_dir(t) => {
+                let (paths, _) = self.tables.get(String::from_utf8_lossy(name).as_ref())?;
+                Some(paths.len())
+            }
+            _ => self.inner.as_ref()?.table_parts(path),
+        }
+    }
+
+    fn table_part(&self, path: &[Vec<u8>], i: usize) -> Result<Arc<dyn Tensor>, ModelError> {
+        match path {
+            [t, name] if Self::is_tables_dir(t) => self.part(name, i),
+            _ => match &self.inner {
+                Some(m) => m.table_part(path, i),
+                None => Err(ModelError::NotFound("no such table".into())),
+            },
         }
     }
 

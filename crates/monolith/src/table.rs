@@ -181,12 +181,34 @@ impl<'a> Cursor<'a> {
 }
 
 impl MonolithTable {
-    /// The table `name` of `shards` (in shard order), summarised from `store` or by a pass.
+    /// The table `name` of `shards` (in shard order), summarised from `store` or by a pass
+    /// that builds its key index too.
     pub(crate) fn open(
         name: &str,
         shards: Vec<Shard>,
         store: Option<&Arc<dyn Store>>,
         index_dir: Option<PathBuf>,
+    ) -> Result<MonolithTable, TableError> {
+        Self::open_with(name, shards, store, index_dir, true)
+    }
+
+    /// One shard of table `name` read alone (an engine's task: its rows in stored order),
+    /// summarised by a pass over it only; no key index is built by the pass (a lookup by id
+    /// builds one).
+    pub(crate) fn open_part(
+        name: &str,
+        shard: Shard,
+        store: Option<&Arc<dyn Store>>,
+    ) -> Result<MonolithTable, TableError> {
+        Self::open_with(name, vec![shard], store, None, false)
+    }
+
+    fn open_with(
+        name: &str,
+        shards: Vec<Shard>,
+        store: Option<&Arc<dyn Store>>,
+        index_dir: Option<PathBuf>,
+        key_index: bool,
     ) -> Result<MonolithTable, TableError> {
         let mut bases = Vec::with_capacity(shards.len());
         let mut end = 0u64;
@@ -230,10 +252,14 @@ impl MonolithTable {
             None => {
                 // The key index is built in the same pass (it is what the table is for); an
                 // index that cannot be made now is made on the first lookup.
-                let mut keys = table
-                    .builder()
-                    .map_err(|e| log::warn!("key index: {e}"))
-                    .ok();
+                let mut keys = key_index
+                    .then(|| {
+                        table
+                            .builder()
+                            .map_err(|e| log::warn!("key index: {e}"))
+                            .ok()
+                    })
+                    .flatten();
                 let s = table.pass(keys.as_mut().map(|(b, _)| b))?;
                 if let (Some(st), Some(id)) = (store, &table.identity) {
                     st.put(id, &s);

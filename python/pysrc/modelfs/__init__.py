@@ -144,10 +144,12 @@ class Piece(NamedTuple):
 
 
 class TablePiece(NamedTuple):
-    """Pieces `first:stop` of the stored rows of keyed tensor or hash table `name`
-    (`Model.table_pieces`): a unit of work another process can read alone."""
+    """Scan pieces `first:stop` (`stop` -1: to the end) of part `part` of the stored rows of
+    keyed tensor or hash table `name` (`Model.table_pieces`): a unit of work another process
+    can read alone."""
 
     name: str
+    part: int
     first: int
     stop: int
 
@@ -460,6 +462,7 @@ class Model(_abc.Mapping):
                 import concurrent.futures as _futures
                 with _futures.ThreadPoolExecutor(min(len(pieces), _os.cpu_count() or 1)) as ex:
                     got = list(ex.map(self.read_table_piece, pieces))
+            got = [g for g in got if len(g[0])] or got[:1]
             ids = _np.concatenate([g[0] for g in got])
             order = _np.argsort(ids, kind="stable")
             ids = ids[order]
@@ -540,33 +543,49 @@ class Model(_abc.Mapping):
         table, TFRA, Monolith, a DeepRec EV, an Angel matrix with row ids) in stored order, of
         about `max_bytes` of values each: what an engine's tasks read, with
         `read_table_piece`, in any process. Nothing sorted, nothing gathered: a piece reads
-        only its own rows' bytes (of one shard, one partition, one range of a table)."""
+        only its own rows' bytes. A Monolith table's piece is one shard, read without looking
+        at the others (its entry count is in its data only: planning reads none of them)."""
         name = name.strip("/")
-        pieces, _, _, _, piece_bytes, _ = self._m.scan_info(name)
+        parts = self._m.scan_parts(name)
+        if parts > 1:
+            return [TablePiece(name, p, 0, -1) for p in range(parts)]
+        pieces, _, _, _, piece_bytes, _ = self._m.scan_info(name, 0)
         per = max(max_bytes // max(piece_bytes, 1), 1)
-        return [TablePiece(name, a, min(a + per, pieces)) for a in range(0, pieces, per)] or \
-            [TablePiece(name, 0, 0)]
+        return [TablePiece(name, 0, a, min(a + per, pieces)) for a in range(0, pieces, per)] \
+            or [TablePiece(name, 0, 0, 0)]
 
     def table_layout(self, name: str) -> Tuple[_np.dtype, int, Optional[int]]:
-        """(values' dtype, elements per row, rows stored or None) of `table_pieces(name)`;
-        the rows stored count empty buckets a table leaves out."""
-        _, rows, width, descr, _, _ = self._m.scan_info(name.strip("/"))
-        return _np.dtype(descr), int(width), rows
+        """(values' dtype, elements per row, rows stored or None) of `table_pieces(name)`,
+        from its metadata or its first part with rows (a Monolith shard: one is read); the
+        rows stored count empty buckets a table leaves out (None for a table in parts)."""
+        name = name.strip("/")
+        parts = self._m.scan_parts(name)
+        for part in range(parts):
+            _, rows, width, descr, _, _ = self._m.scan_info(name, part)
+            if parts == 1:
+                return _np.dtype(descr), int(width), rows
+            if rows:
+                return _np.dtype(descr), int(width), None
+        return _np.dtype(descr), int(width), None
 
     def _by_id(self, name: str) -> bool:
         """Whether `name`'s rows are found by ids it stores (a table), not by index."""
         try:
-            return bool(self._m.scan_info(name.strip("/"))[5])
+            name = name.strip("/")
+            parts = self._m.scan_parts(name)
+            return parts > 1 or bool(self._m.scan_info(name, 0)[5])
         except (UnavailableError, KeyError):
             return False
 
     def read_table_piece(self, piece: TablePiece) -> Tuple[_np.ndarray, _np.ndarray]:
         """The rows of `piece`: `(ids, values)`, one row of values per id, in stored order,
         empty buckets left out. Reading it again gives the same rows (an engine may retry)."""
-        dtype, width, _ = self.table_layout(piece.name)
+        pieces, _, width, descr, _, _ = self._m.scan_info(piece.name, piece.part)
+        dtype = _np.dtype(descr)
+        stop = pieces if piece.stop < 0 else piece.stop
         ids, values = [], []
-        for k in range(piece.first, piece.stop):
-            i, v = self._m.scan_read(piece.name, k)
+        for k in range(piece.first, stop):
+            i, v = self._m.scan_read(piece.name, piece.part, k)
             ids.append(_np.frombuffer(i, dtype="<i8"))
             values.append(_np.frombuffer(v, dtype=dtype))
         if not ids:

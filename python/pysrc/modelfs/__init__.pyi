@@ -57,9 +57,10 @@ class Piece(NamedTuple):
     stop: int
 
 class TablePiece(NamedTuple):
-    """Pieces `first:stop` of the stored rows of table `name`."""
+    """Scan pieces `first:stop` of part `part` of the stored rows of table `name`."""
 
     name: str
+    part: int
     first: int
     stop: int
 

@@ -105,7 +105,9 @@ def pieces(m: Model, name: str, max_bytes: int = PIECE_BYTES) -> List[AnyPiece]:
 
 def describe(piece: AnyPiece) -> str:
     if isinstance(piece, TablePiece):
-        return f"{piece.name}, pieces {piece.first}..{piece.stop} of its stored rows"
+        stop = "" if piece.stop < 0 else piece.stop
+        return (f"{piece.name}, part {piece.part}, pieces {piece.first}..{stop} of its stored "
+                "rows")
     return f"{piece.name}, rows {piece.start}..{piece.stop}"
 
 
@@ -132,6 +134,8 @@ def _batch(m: Model, piece: AnyPiece, columns: str) -> pa.RecordBatch:
         values = np.asarray(values).reshape(1, -1) if values.ndim == 0 else values
         keys = np.arange(piece.start, piece.start + len(values), dtype=np.int64)
     n = len(keys)
+    if n == 0:
+        return pa.RecordBatch.from_pylist([], schema=want)
     values, _ = _arrow_values(np.ascontiguousarray(values).reshape(n, -1))
     cols: List[pa.Array] = [pa.array(keys, type=pa.int64())]
     if want.names[1] == "value":
