@@ -634,15 +634,18 @@ impl Scan {
         let row = self.scan.row_bytes();
         let sentinels = self.scan.sentinels();
         let mut out = ScanPiece::default();
-        let Some(values) = batch.values().get(..batch.ids.len() * row) else {
+        let want = batch.ids.len() * row;
+        if batch.values().len() < want {
             let msg = format!("{}: piece {k} is short of its rows' values", self.name);
             return Err(error(ErrorKind::Source, msg));
-        };
+        }
         if sentinels.is_empty() {
-            out.values = values.to_vec();
+            out.values = batch.take_values();
+            out.values.truncate(want);
             out.ids = batch.ids;
             return Ok(out);
         }
+        let values = batch.values();
         for (i, &id) in batch.ids.iter().enumerate() {
             if !sentinels.contains(&id) {
                 out.ids.push(id);

@@ -269,8 +269,8 @@ impl Model {
         ))
     }
 
-    /// Piece `k` of `scan_info(name, part)`: (ids as int64 bytes, values' bytes), sentinels
-    /// left out.
+    /// Piece `k` of `scan_info(name, part)`: (ids as native int64 bytes, values' bytes),
+    /// sentinels left out.
     fn scan_read<'py>(
         &self,
         py: Python<'py>,
@@ -281,8 +281,8 @@ impl Model {
         let got = py
             .detach(|| self.scan(name, part)?.read(k))
             .map_err(|e| self.err(py, e, name))?;
-        let ids: Vec<u8> = got.ids.iter().flat_map(|i| i.to_le_bytes()).collect();
-        Ok((PyBytes::new(py, &ids), PyBytes::new(py, &got.values)))
+        let ids: &[u8] = bytemuck::cast_slice(&got.ids);
+        Ok((PyBytes::new(py, ids), PyBytes::new(py, &got.values)))
     }
 
     /// Whether the mount answers `path` by name (metadata only).

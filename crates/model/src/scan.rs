@@ -62,6 +62,11 @@ impl Batch {
     pub fn values(&self) -> &[u8] {
         &self.values
     }
+
+    /// The values, taken out of the batch (one that is not read into again).
+    pub fn take_values(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.values)
+    }
 }
 
 /// Entries of its longest stored row a `ColumnId` piece takes, of a table of `width` stored

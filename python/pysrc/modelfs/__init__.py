@@ -580,18 +580,24 @@ class Model(_abc.Mapping):
     def read_table_piece(self, piece: TablePiece) -> Tuple[_np.ndarray, _np.ndarray]:
         """The rows of `piece`: `(ids, values)`, one row of values per id, in stored order,
         empty buckets left out. Reading it again gives the same rows (an engine may retry)."""
+        got = list(self.iter_table_piece(piece))
+        if len(got) == 1:
+            return got[0]
+        if not got:
+            _, _, width, descr, _, _ = self._m.scan_info(piece.name, piece.part)
+            return _np.empty(0, dtype=_np.int64), _np.empty((0, width), dtype=_np.dtype(descr))
+        return _np.concatenate([g[0] for g in got]), _np.concatenate([g[1] for g in got])
+
+    def iter_table_piece(self, piece: TablePiece) -> Iterator[Tuple[_np.ndarray, _np.ndarray]]:
+        """The rows of `piece` as `read_table_piece` gives them, a few MiB at a time: a task
+        holds one step of its piece (a Monolith shard of 10^7 rows is streamed)."""
         pieces, _, width, descr, _, _ = self._m.scan_info(piece.name, piece.part)
         dtype = _np.dtype(descr)
         stop = pieces if piece.stop < 0 else piece.stop
-        ids, values = [], []
         for k in range(piece.first, stop):
             i, v = self._m.scan_read(piece.name, piece.part, k)
-            ids.append(_np.frombuffer(i, dtype="<i8"))
-            values.append(_np.frombuffer(v, dtype=dtype))
-        if not ids:
-            return _np.empty(0, dtype=_np.int64), _np.empty((0, width), dtype=dtype)
-        flat = values[0] if len(values) == 1 else _np.concatenate(values)
-        return (ids[0] if len(ids) == 1 else _np.concatenate(ids)), flat.reshape(-1, width)
+            yield _np.frombuffer(i, dtype=_np.int64), \
+                _np.frombuffer(v, dtype=dtype).reshape(-1, width)
 
     def read_piece(self, piece: Piece) -> _np.ndarray:
         """The rows of `piece` (a scalar tensor's one piece is the scalar)."""

@@ -17,7 +17,7 @@ unsigned integers to the next signed width (uint64 to decimal(20, 0)).
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, List, NamedTuple, Optional, Tuple, Union
+from typing import Any, Dict, Iterator, List, NamedTuple, Tuple, Union
 
 import numpy as np
 import pyarrow as pa
@@ -111,12 +111,20 @@ def describe(piece: AnyPiece) -> str:
     return f"{piece.name}, rows {piece.start}..{piece.stop}"
 
 
-def batch(m: Model, piece: AnyPiece, columns: str = "vec") -> pa.RecordBatch:
-    """The rows of `piece` as one record batch of `schema(m, piece.name, columns)`. An error
-    says the model, the tensor, the piece and the cause, as the same class (`ChecksumError`
-    stays one across processes)."""
+def batches(m: Model, piece: AnyPiece, columns: str = "vec") -> Iterator[pa.RecordBatch]:
+    """The rows of `piece` as record batches of `schema(m, piece.name, columns)`, a few MiB
+    each (a task holds one at a time). An error says the model, the tensor, the piece and
+    the cause, as the same class (`ChecksumError` stays one across processes)."""
+    want = schema(m, piece.name, columns)
     try:
-        return _batch(m, piece, columns)
+        if isinstance(piece, TablePiece):
+            for keys, values in m.iter_table_piece(piece):
+                yield _to_batch(want, keys, values)
+        else:
+            values = m.read_piece(piece)
+            values = np.asarray(values).reshape(1, -1) if values.ndim == 0 else values
+            keys = np.arange(piece.start, piece.start + len(values), dtype=np.int64)
+            yield _to_batch(want, keys, values)
     except ModelfsError as e:
         e.message = f"{m.source}: {describe(piece)}: {e.message}"
         e.args = (e.message,)
@@ -125,14 +133,18 @@ def batch(m: Model, piece: AnyPiece, columns: str = "vec") -> pa.RecordBatch:
         raise
 
 
-def _batch(m: Model, piece: AnyPiece, columns: str) -> pa.RecordBatch:
+def batch(m: Model, piece: AnyPiece, columns: str = "vec") -> pa.RecordBatch:
+    """The rows of `piece` as one record batch (`batches`, joined)."""
+    got = list(batches(m, piece, columns))
+    if len(got) == 1:
+        return got[0]
     want = schema(m, piece.name, columns)
-    if isinstance(piece, TablePiece):
-        keys, values = m.read_table_piece(piece)
-    else:
-        values = m.read_piece(piece)
-        values = np.asarray(values).reshape(1, -1) if values.ndim == 0 else values
-        keys = np.arange(piece.start, piece.start + len(values), dtype=np.int64)
+    if not got:
+        return pa.RecordBatch.from_pylist([], schema=want)
+    return pa.Table.from_batches(got, schema=want).combine_chunks().to_batches()[0]
+
+
+def _to_batch(want: pa.Schema, keys: np.ndarray, values: np.ndarray) -> pa.RecordBatch:
     n = len(keys)
     if n == 0:
         return pa.RecordBatch.from_pylist([], schema=want)
@@ -141,10 +153,11 @@ def _batch(m: Model, piece: AnyPiece, columns: str) -> pa.RecordBatch:
     if want.names[1] == "value":
         cols.append(pa.array(values.reshape(n), type=want.field(1).type))
     elif want.names[1] == "vec":
-        width = values.shape[1] if values.ndim == 2 else 0
-        offsets = pa.array(np.arange(0, (n + 1) * width, width, dtype=np.int64)[: n + 1]
-                           if width else np.zeros(n + 1, dtype=np.int64), type=pa.int64())
+        width = values.shape[1]
+        offsets = pa.array(np.arange(0, (n + 1) * width, width, dtype=np.int64)
+                           if width else np.zeros(n + 1, dtype=np.int64))
         flat = pa.array(values.reshape(-1), type=want.field(1).type.value_type)
+        # int64 offsets (a batch may hold 2^31 elements), cast to Spark's list type.
         cols.append(pa.LargeListArray.from_arrays(offsets, flat).cast(want.field(1).type))
     else:
         for j in range(len(want.names) - 1):

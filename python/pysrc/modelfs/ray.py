@@ -71,9 +71,11 @@ class ModelfsDatasource(Datasource):
             def read_fn():
                 import pyarrow as pa
                 model = _reopen(source, options)
-                got = _arrow.catalog(model) if piece is None else \
-                    _arrow.batch(model, piece, columns)
-                return [pa.Table.from_batches([got])]
+                if piece is None:
+                    yield pa.Table.from_batches([_arrow.catalog(model)])
+                    return
+                for got in _arrow.batches(model, piece, columns):
+                    yield pa.Table.from_batches([got])
             rows = None if piece is None else getattr(piece, "stop", 0) - \
                 getattr(piece, "start", getattr(piece, "first", 0))
             meta = BlockMetadata(**_keywords(

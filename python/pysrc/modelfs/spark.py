@@ -97,4 +97,4 @@ class _Reader(DataSourceReader):
         if piece is None:
             yield _arrow.catalog(m)
         else:
-            yield _arrow.batch(m, piece, self.columns)
+            yield from _arrow.batches(m, piece, self.columns)
