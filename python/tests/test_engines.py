@@ -22,8 +22,10 @@ N, DIM, SHARDS = 2_000_000, 8, 4
 TABLE = "MonolithHashTable_big_0"
 NAME = f"hash_tables/{TABLE}"
 PIECE = 16 << 20
-CATALOGS = ["tf/multi_shard/ckpt", "tf/hashtable/tf1", "monolith/ps_export", "angel/formats/model",
-            "safetensors/sharded", "numpy/arrays.npz", "tf/dtypes"]
+CATALOGS = ["tf/multi_shard/ckpt", "tf/partitioned/ckpt", "tf/hashtable/tf1", "tf/savedmodel",
+            "tf/dtypes", "angel/nolf/model", "angel/formats/model", "monolith/ps_export",
+            "deeprec/clean/model.ckpt", "safetensors/sharded", "safetensors/dtypes.safetensors",
+            "torch/checkpoint.pt", "torch/dtypes.pt", "numpy/arrays.npz", "gguf/kquants.gguf"]
 
 
 def _gen_monolith():

@@ -11,8 +11,13 @@ import pytest
 import modelfs
 from conftest import fixture, needs, needs_fuse
 
-SOURCES = ["tf/multi_shard/ckpt", "angel/nolf/model", "monolith/ps_export",
-           "safetensors/sharded", "numpy/arrays.npz"]
+# A model of each kind a mount shows (a TF checkpoint, partitioned variables, hash tables, a
+# SavedModel, Angel's formats, Monolith, DeepRec, safetensors, torch, numpy, GGUF).
+SOURCES = ["tf/multi_shard/ckpt", "tf/partitioned/ckpt", "tf/hashtable/tf1", "tf/savedmodel",
+           "angel/nolf/model", "angel/formats/model", "monolith/ps_export",
+           "deeprec/clean/model.ckpt", "safetensors/sharded", "safetensors/dtypes.safetensors",
+           "torch/checkpoint.pt", "torch/dtypes.pt", "numpy/arrays.npz", "numpy/fortran_i4.npy",
+           "gguf/kquants.gguf"]
 # Most files compared per source (each read whole and in a range).
 MOST = 60
 
@@ -25,8 +30,10 @@ def unsized(doc):
 
 
 def mount_files(point):
+    # Symlinks followed, as fsspec's `find` follows them (its local file system's too): a
+    # directory of checkpoints' `latest` is walked as the checkpoint it names.
     out = {}
-    for d, _, files in os.walk(point):
+    for d, _, files in os.walk(point, followlinks=True):
         for f in files:
             p = os.path.join(d, f)
             out[os.path.relpath(p, point)] = p
@@ -43,7 +50,7 @@ def test_every_file_equals_the_mounts(rel):
         want = mount_files(point)
         got = sorted(fs.find("", withdirs=False))
         assert got == sorted(want), rel
-        dirs = {os.path.relpath(d, point) for d, _, _ in os.walk(point)} - {"."}
+        dirs = {os.path.relpath(d, point) for d, _, _ in os.walk(point, followlinks=True)} - {"."}
         assert sorted(fs.find("", withdirs=True)) == sorted(set(want) | dirs)
         for name in sorted(want)[:MOST]:
             with open(want[name], "rb") as f:
@@ -128,3 +135,24 @@ def test_a_listing_renders_nothing(tmp_path):
     assert fs.ls("", detail=True)[[e["name"] for e in fs.ls("", detail=True)].index(txt[0])][
         "size"] == size
     assert fs.du("") == sum(fs.size(n) for n in fs.find(""))
+
+
+def test_pyarrow_reads_through_fsspec():
+    """pyarrow's file system over fsspec's (`FSSpecHandler`): the same bytes and a csv table."""
+    fsspec = needs("fsspec")
+    pafs = needs("pyarrow.fs")
+    pacsv = needs("pyarrow.csv")
+    src = fixture("tf/multi_shard/ckpt")
+    fs = fsspec.filesystem("modelfs", fo=src, layouts="csv,npy", skip_instance_cache=True)
+    arrow = pafs.PyFileSystem(pafs.FSSpecHandler(fs))
+    local = modelfs.open(src)
+    name = [k for k in local.keys() if local[k].ndim == 2][0]
+    with arrow.open_input_file(f"{name}.npy") as f:
+        assert f.size() == fs.size(f"{name}.npy")
+        got = np.load(__import__("io").BytesIO(f.read()))
+    assert np.array_equal(got, local[name])
+    info = arrow.get_file_info(pafs.FileSelector("", recursive=True))
+    assert {i.path for i in info if i.type == pafs.FileType.File} == set(fs.find(""))
+    with arrow.open_input_stream(f"{name}.csv") as f:
+        table = pacsv.read_csv(f, read_options=pacsv.ReadOptions(autogenerate_column_names=True))
+    assert np.allclose(np.stack([c.to_numpy() for c in table.columns], axis=1), local[name])

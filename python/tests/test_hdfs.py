@@ -96,3 +96,26 @@ def test_missing_and_refused_are_typed(cluster, monkeypatch):
     np.testing.assert_array_equal(
         modelfs.open(f"{cluster['namenode']}/m0/ckpt").keys(),
         modelfs.open(os.path.join(FIXTURES, "tf/multi_shard/ckpt")).keys())
+
+
+def test_engines_read_a_table_on_hdfs(cluster):
+    """Dask reads a Monolith table on HDFS, a partition per shard: the same rows as the local
+    table, by `hdfs://` from every task; a piece read twice gives the same rows."""
+    pytest.importorskip("dask.dataframe") if not required() else __import__("dask.dataframe")
+    import modelfs.dask
+    i = SOURCES.index("monolith/ps_export")
+    url = f"{cluster['namenode']}/m{i}"
+    name = "hash_tables/MonolithHashTable_0a1b_0"
+    ids, values = modelfs.open(os.path.join(FIXTURES, "monolith/ps_export")).table(name)
+    df = modelfs.dask.dataframe(url, name, cache_dir="none")
+    assert df.npartitions == 4, "a partition per shard"
+    got = df.compute()
+    order = np.argsort(got["id"].to_numpy())
+    assert np.array_equal(got["id"].to_numpy()[order], ids)
+    vec = np.stack([np.asarray(v, dtype=np.float32) for v in got["vec"]])[order]
+    assert np.array_equal(vec, values)
+    # A piece read again gives the same rows (an engine's retry).
+    m = modelfs.open(url, cache_dir="none")
+    p = m.table_pieces(name)[1]
+    a, b = m.read_table_piece(p), m.read_table_piece(p)
+    assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1]) and len(a[0])
