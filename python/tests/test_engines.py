@@ -314,3 +314,16 @@ def test_a_monolith_shard_is_planned_and_read_alone(tmp_path):
     for p in m.table_pieces(name):
         with pytest.raises(modelfs.ModelfsError, match="missing shard 00001"):
             m.read_table_piece(p)
+
+
+def test_a_dask_join_of_two_saves_is_the_writers_record(saves):
+    dd = needs("dask.dataframe")
+    import modelfs.dask
+    a = modelfs.dask.dataframe(saves["a"], NAME, columns="wide")
+    b = modelfs.dask.dataframe(saves["b"], NAME, columns="wide")
+    j = dd.merge(a, b, on="id", how="outer", indicator=True, suffixes=("_a", "_b"))
+    changed = sum((j[f"v{k}_a"] != j[f"v{k}_b"]).astype(int) for k in range(DIM)) > 0
+    j = j.assign(changed=changed)
+    got = j[(j["_merge"] != "both") | j["changed"]][["id", "_merge"]].compute()
+    what = {"left_only": "removed", "right_only": "added", "both": "changed"}
+    assert {int(i): what[m] for i, m in zip(got["id"], got["_merge"])} == saves["truth"]

@@ -19,7 +19,7 @@ SOURCES = ["tf/multi_shard/ckpt", "tf/partitioned/ckpt", "tf/hashtable/tf1", "tf
            "torch/checkpoint.pt", "torch/dtypes.pt", "numpy/arrays.npz", "numpy/fortran_i4.npy",
            "gguf/kquants.gguf"]
 # Most files compared per source (each read whole and in a range).
-MOST = 60
+MOST = 1000
 
 
 def unsized(doc):

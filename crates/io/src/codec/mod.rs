@@ -13,6 +13,8 @@ pub mod table;
 pub mod wire;
 pub mod zip;
 
+use crate::source::{ReadAt, ReadCtx, SourceError, To};
+
 /// Added to the rotated CRC by `mask` (LevelDB's `kMaskDelta`).
 const MASK_DELTA: u32 = 0xa282_ead8;
 
@@ -57,6 +59,65 @@ pub fn crc32c_parallel(data: &[u8], threads: usize) -> u32 {
             crc32c::crc32c_combine(acc, c, len)
         }
     })
+}
+
+/// The CRC32C of the bytes `offset..offset + len` (a checksum pass): parts checksummed
+/// as the source hands them, on several threads where it fetches them so, and combined.
+pub fn crc32c_of<R: ReadAt + ?Sized>(
+    file: &R,
+    ctx: &ReadCtx,
+    offset: u64,
+    len: u64,
+) -> Result<u32, SourceError> {
+    let cores = crate::source::cores();
+    let parts = std::sync::Mutex::new(Vec::new());
+    file.read_with(
+        ctx,
+        offset,
+        To::Parts(len, &|at, piece| {
+            let threads = if piece.len() >= 2 * PARALLEL_CRC_MIN {
+                cores
+            } else {
+                1
+            };
+            let crc = crc32c_parallel(piece, threads);
+            let mut p = parts.lock().unwrap_or_else(|e| e.into_inner());
+            p.push((at, piece.len() as u64, crc));
+        }),
+    )?;
+    let mut parts = parts.into_inner().unwrap_or_else(|e| e.into_inner());
+    parts.sort_unstable_by_key(|&(at, ..)| at);
+    // Every byte once: a source that handed over a gap or an overlap would make a verdict
+    // on bytes nobody read.
+    let mut at = offset;
+    let mut crc = 0u32;
+    for (from, n, c) in parts {
+        if from != at {
+            let why = format!("a checksum pass was handed bytes {from}.. where {at}.. was due");
+            return Err(uncovered(file.about(), why));
+        }
+        crc = if at == offset {
+            c
+        } else {
+            crc32c::crc32c_combine(crc, c, n as usize)
+        };
+        at += n;
+    }
+    if at != offset + len {
+        let why = format!("a checksum pass ended at {at}, not {}", offset + len);
+        return Err(uncovered(file.about(), why));
+    }
+    Ok(crc)
+}
+
+/// A source that broke `To::Parts`' promise (every byte once): a defect, never a verdict.
+fn uncovered(about: &crate::source::About, why: String) -> SourceError {
+    debug_assert!(false, "{}: {why}", about.name);
+    let source = std::io::Error::new(std::io::ErrorKind::InvalidData, why);
+    SourceError::Io {
+        path: about.name.clone(),
+        source,
+    }
 }
 
 /// Smallest part worth a thread of its own in `crc32c_parallel`.
@@ -113,6 +174,34 @@ pub(crate) fn fixed32_at(buf: &[u8], at: usize) -> Option<u32> {
 
 #[cfg(test)]
 mod tests {
+
+    /// A checksum pass over a remote object, read in parallel parts, and over a local one:
+    /// the CRC32C of the bytes asked for, whatever the parts.
+    #[test]
+    fn a_checksum_pass_is_the_crc_of_its_bytes() {
+        use crate::source::remote::test_file;
+        use crate::source::{MemSource, ReadCtx};
+        let data: Vec<u8> = (0..(4u32 << 20)).map(|i| (i * 31 % 253) as u8).collect();
+        let bs = 64 << 10;
+        let mem = MemSource::new("m", data.clone());
+        for (off, len) in [(0usize, 4usize << 20), (1000, 3 << 20), (bs - 1, 2), (5, 0)] {
+            let remote = test_file(
+                std::sync::Arc::new(object_store::memory::InMemory::new()),
+                &data,
+                5 << 20,
+            );
+            let want = crc32c::crc32c(&data[off..off + len]);
+            let (o, l) = (off as u64, len as u64);
+            assert_eq!(crc32c_of(&remote, ReadCtx::none(), o, l).unwrap(), want);
+            assert_eq!(crc32c_of(&mem, ReadCtx::none(), o, l).unwrap(), want);
+        }
+        let remote = test_file(
+            std::sync::Arc::new(object_store::memory::InMemory::new()),
+            &data,
+            5 << 20,
+        );
+        assert!(crc32c_of(&remote, ReadCtx::none(), 4 << 20, 1).is_err());
+    }
     use super::*;
 
     #[test]

@@ -201,60 +201,6 @@ pub trait ReadExt: ReadAt {
     ) -> Result<(), SourceError> {
         self.read_with(ctx, offset, To::Pieces(len, visit))
     }
-    /// The CRC32C of the bytes `offset..offset + len` (a checksum pass): parts checksummed
-    /// as the source hands them, on several threads where it fetches them so, and combined.
-    fn crc32c(&self, ctx: &ReadCtx, offset: u64, len: u64) -> Result<u32, SourceError> {
-        use crate::codec::{crc32c_parallel, PARALLEL_CRC_MIN};
-        let cores = super::cores();
-        let parts = std::sync::Mutex::new(Vec::new());
-        self.read_with(
-            ctx,
-            offset,
-            To::Parts(len, &|at, piece| {
-                let threads = if piece.len() >= 2 * PARALLEL_CRC_MIN {
-                    cores
-                } else {
-                    1
-                };
-                let crc = crc32c_parallel(piece, threads);
-                let mut p = parts.lock().unwrap_or_else(|e| e.into_inner());
-                p.push((at, piece.len() as u64, crc));
-            }),
-        )?;
-        let mut parts = parts.into_inner().unwrap_or_else(|e| e.into_inner());
-        parts.sort_unstable_by_key(|&(at, ..)| at);
-        // Every byte once: a source that handed over a gap or an overlap would make a verdict
-        // on bytes nobody read.
-        let mut at = offset;
-        let mut crc = 0u32;
-        for (from, n, c) in parts {
-            if from != at {
-                let why = format!("a checksum pass was handed bytes {from}.. where {at}.. was due");
-                return Err(uncovered(self.about(), why));
-            }
-            crc = if at == offset {
-                c
-            } else {
-                crc32c::crc32c_combine(crc, c, n as usize)
-            };
-            at += n;
-        }
-        if at != offset + len {
-            let why = format!("a checksum pass ended at {at}, not {}", offset + len);
-            return Err(uncovered(self.about(), why));
-        }
-        Ok(crc)
-    }
-}
-
-/// A source that broke `To::Parts`' promise (every byte once): a defect, never a verdict.
-fn uncovered(about: &About, why: String) -> SourceError {
-    debug_assert!(false, "{}: {why}", about.name);
-    let source = std::io::Error::new(std::io::ErrorKind::InvalidData, why);
-    SourceError::Io {
-        path: about.name.clone(),
-        source,
-    }
 }
 
 /// `To::Parts` answered as `To::Pieces` (in order, on the caller's thread): for a source that

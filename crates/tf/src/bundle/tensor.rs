@@ -244,7 +244,7 @@ impl TfTensor {
         // As the source hands the bytes over (a mapped file: in large pieces, each on every
         // core; a remote object: its blocks on several connections at once, kept for the
         // reads that follow), the parts' checksums combined.
-        let crc = file.crc32c(ReadCtx::none(), loc.offset, loc.size)?;
+        let crc = crate::codec::crc32c_of(file, ReadCtx::none(), loc.offset, loc.size)?;
         let read = mask_crc(crc);
         if read != loc.crc {
             let file = self.bundle.shard_name(loc.shard).to_string();

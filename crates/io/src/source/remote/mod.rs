@@ -20,6 +20,8 @@ mod endpoints;
 #[cfg(test)]
 mod faults_tests;
 mod file;
+#[cfg(test)]
+pub(crate) use file::test_file;
 mod hadoop_conf;
 mod metadata;
 mod pool;
