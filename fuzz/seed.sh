@@ -179,6 +179,8 @@ for p in files():
         put("object_graph", data[-2048:])
     elif re.search(r"-\d{5}-of-\d{5}$", name):
         put("monolith", data[:MAX])  # a Monolith hash-table shard
+    elif name.endswith(".onnx"):
+        put("onnx", data[:MAX])
     elif name.endswith(".safetensors"):
         put("safetensors", data[:MAX])  # whole, or its first 64 KiB (header and first tensors)
     elif name.endswith((".npy", ".npz")):

@@ -39,7 +39,7 @@ struct Format {
 /// - models side by side (`detect::collection`) before safetensors and torch: several files of
 ///   theirs side by side are a run's checkpoints, not one model's shards (the readers take an
 ///   index or shard names); GGUF, `.npz` files and model sub-directories are members too;
-/// - GGUF last: one file, by its magic.
+/// - ONNX (a `.onnx` file, or a directory's one), then GGUF last: one file, by its magic.
 const FORMATS: &[Format] = &[
     Format {
         in_dir: "a Monolith PS export (assets/ with hash-table shards)",
@@ -88,6 +88,15 @@ const FORMATS: &[Format] = &[
         in_dir: "torch.save files",
         as_file: Some("a torch.save file (zip or legacy)"),
         open: |path, opts, _| crate::torch::open_path(path, opts),
+    },
+    Format {
+        in_dir: "an .onnx file",
+        as_file: Some("an .onnx file"),
+        open: |path, opts, _| {
+            crate::onnx::model_file(&*opts.storage, path)
+                .map(|f| crate::onnx::open(&f, opts))
+                .transpose()
+        },
     },
     Format {
         in_dir: "a GGUF file",

@@ -6,7 +6,7 @@
 //!
 //! Layers, bottom up; each module uses only those before it (`layers_tests` checks it):
 //! `source` (byte access) → `codec` (encodings; the LevelDB table) → `store` (persistent caches) → `model` (the
-//! format-neutral tree) → `tf`, `angel`, `monolith`, `safetensors`, `numpy`, `torch`, `gguf`
+//! format-neutral tree) → `tf`, `angel`, `monolith`, `safetensors`, `numpy`, `torch`, `gguf`, `onnx`
 //! (the readers, which never use each other) → `detect` (which reader a source is for: its
 //! `FORMATS` table) → `layout` (file renderers, on the content contract of `layout::content`)
 //! → `views` (whole-model views), `stats` (statistics and diffs), `options` → `fs` (tree of
@@ -57,6 +57,7 @@ pub use modelfs_model as model;
 pub use modelfs_model::testing;
 pub use modelfs_monolith as monolith;
 pub use modelfs_numpy as numpy;
+pub use modelfs_onnx as onnx;
 pub use modelfs_safetensors as safetensors;
 pub use modelfs_tf as tf;
 pub use modelfs_torch as torch;

@@ -1,0 +1,278 @@
+//! The parts of an ONNX `ModelProto` (onnx/onnx.proto3) modelfs reads, walked in place with
+//! `codec::wire`: the graph's initializers, its `Constant` nodes' tensors, its inputs and
+//! outputs, and the model's producer and opsets. A tensor's data stays a byte range of the
+//! file (`raw_data`, a packed typed field) or a place in another file (external data).
+//!
+//! Invariant: every range handed out lies inside the buffer walked (`wire`'s own invariant).
+
+use std::ops::Range;
+
+use crate::codec::wire::{packed_varints, text, Field, Fields, Value, WireError};
+
+// ModelProto
+const MODEL_IR_VERSION: u32 = 1;
+const MODEL_PRODUCER_NAME: u32 = 2;
+const MODEL_PRODUCER_VERSION: u32 = 3;
+const MODEL_GRAPH: u32 = 7;
+const MODEL_OPSET_IMPORT: u32 = 8;
+// OperatorSetIdProto
+const OPSET_DOMAIN: u32 = 1;
+const OPSET_VERSION: u32 = 2;
+// GraphProto
+const GRAPH_NODE: u32 = 1;
+const GRAPH_NAME: u32 = 2;
+const GRAPH_INITIALIZER: u32 = 5;
+const GRAPH_INPUT: u32 = 11;
+const GRAPH_OUTPUT: u32 = 12;
+const GRAPH_SPARSE_INITIALIZER: u32 = 15;
+// NodeProto
+const NODE_OUTPUT: u32 = 2;
+const NODE_OP_TYPE: u32 = 4;
+const NODE_ATTRIBUTE: u32 = 5;
+const NODE_DOMAIN: u32 = 7;
+// AttributeProto
+const ATTR_NAME: u32 = 1;
+const ATTR_T: u32 = 5;
+// ValueInfoProto
+const VALUE_NAME: u32 = 1;
+// TensorProto
+const T_DIMS: u32 = 1;
+const T_DATA_TYPE: u32 = 2;
+const T_SEGMENT: u32 = 3;
+const T_FLOAT_DATA: u32 = 4;
+const T_INT32_DATA: u32 = 5;
+const T_STRING_DATA: u32 = 6;
+const T_INT64_DATA: u32 = 7;
+const T_NAME: u32 = 8;
+const T_RAW_DATA: u32 = 9;
+const T_DOUBLE_DATA: u32 = 10;
+const T_UINT64_DATA: u32 = 11;
+const T_EXTERNAL_DATA: u32 = 13;
+const T_DATA_LOCATION: u32 = 14;
+// StringStringEntryProto
+const KV_KEY: u32 = 1;
+const KV_VALUE: u32 = 2;
+
+/// Where a tensor's elements are.
+#[derive(Clone, Debug)]
+pub(crate) enum Data {
+    /// `raw_data`: little-endian elements, packed as the type packs them.
+    Raw(Range<usize>),
+    /// A typed field (`float_data` …): its wire number and its occurrences (packed runs, or
+    /// one value each).
+    Typed { field: u32, values: Vec<Field> },
+    /// External data: `location` beside the model, `offset` and `length` in it.
+    External {
+        location: String,
+        offset: u64,
+        length: Option<u64>,
+    },
+    /// No data at all (an empty tensor, or strings: `string_data`).
+    None,
+}
+
+/// One tensor of the graph.
+#[derive(Clone, Debug)]
+pub(crate) struct TensorProto {
+    pub(crate) name: String,
+    pub(crate) dims: Vec<i64>,
+    pub(crate) data_type: i32,
+    pub(crate) data: Data,
+    /// Why the tensor cannot be read as stored, if it cannot (a segment, strings).
+    pub(crate) problem: Option<String>,
+}
+
+/// What the model says of itself.
+#[derive(Debug, Default)]
+pub(crate) struct ModelInfo {
+    pub(crate) ir_version: u64,
+    pub(crate) producer: String,
+    pub(crate) producer_version: String,
+    pub(crate) graph: String,
+    pub(crate) opsets: Vec<(String, u64)>,
+    pub(crate) inputs: Vec<String>,
+    pub(crate) outputs: Vec<String>,
+    pub(crate) tensors: Vec<TensorProto>,
+    /// Things shown as notes: sparse initializers, nodes' tensors of other ops.
+    pub(crate) notes: Vec<String>,
+}
+
+/// Walks the `ModelProto` in `buf`.
+pub(crate) fn parse(buf: &[u8]) -> Result<ModelInfo, WireError> {
+    let mut m = ModelInfo::default();
+    let mut graph = None;
+    for f in Fields::new(buf) {
+        let f = f?;
+        match (f.number, f.value) {
+            (MODEL_IR_VERSION, Value::Varint(v)) => m.ir_version = v,
+            (MODEL_PRODUCER_NAME, Value::Bytes { .. }) => m.producer = text(buf, &f),
+            (MODEL_PRODUCER_VERSION, Value::Bytes { .. }) => m.producer_version = text(buf, &f),
+            (MODEL_GRAPH, Value::Bytes { start, end }) => graph = Some(start..end),
+            (MODEL_OPSET_IMPORT, Value::Bytes { start, end }) => {
+                let (mut domain, mut version) = (String::new(), 0);
+                for g in Fields::within(buf, start..end) {
+                    let g = g?;
+                    match (g.number, g.value) {
+                        (OPSET_DOMAIN, Value::Bytes { .. }) => domain = text(buf, &g),
+                        (OPSET_VERSION, Value::Varint(v)) => version = v,
+                        _ => {}
+                    }
+                }
+                m.opsets.push((domain, version));
+            }
+            _ => {}
+        }
+    }
+    if let Some(g) = graph {
+        parse_graph(buf, g, &mut m)?;
+    }
+    Ok(m)
+}
+
+fn parse_graph(buf: &[u8], range: Range<usize>, m: &mut ModelInfo) -> Result<(), WireError> {
+    for f in Fields::within(buf, range) {
+        let f = f?;
+        let Value::Bytes { start, end } = f.value else {
+            continue;
+        };
+        match f.number {
+            GRAPH_NAME => m.graph = text(buf, &f),
+            GRAPH_INITIALIZER => m.tensors.push(parse_tensor(buf, start..end, None)?),
+            GRAPH_NODE => parse_node(buf, start..end, m)?,
+            GRAPH_INPUT | GRAPH_OUTPUT => {
+                let mut name = String::new();
+                for g in Fields::within(buf, start..end) {
+                    let g = g?;
+                    if g.number == VALUE_NAME {
+                        name = text(buf, &g);
+                    }
+                }
+                match f.number {
+                    GRAPH_INPUT => m.inputs.push(name),
+                    _ => m.outputs.push(name),
+                }
+            }
+            GRAPH_SPARSE_INITIALIZER => m
+                .notes
+                .push("a sparse initializer is not shown (not read yet)".into()),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// A `Constant` node's tensor (its `value` attribute), named by the node's output.
+fn parse_node(buf: &[u8], range: Range<usize>, m: &mut ModelInfo) -> Result<(), WireError> {
+    let (mut op, mut domain, mut output, mut value) = (String::new(), String::new(), None, None);
+    for f in Fields::within(buf, range) {
+        let f = f?;
+        match (f.number, f.value) {
+            (NODE_OP_TYPE, Value::Bytes { .. }) => op = text(buf, &f),
+            (NODE_DOMAIN, Value::Bytes { .. }) => domain = text(buf, &f),
+            (NODE_OUTPUT, Value::Bytes { .. }) if output.is_none() => output = Some(text(buf, &f)),
+            (NODE_ATTRIBUTE, Value::Bytes { start, end }) => {
+                let (mut name, mut t) = (String::new(), None);
+                for g in Fields::within(buf, start..end) {
+                    let g = g?;
+                    match (g.number, g.value) {
+                        (ATTR_NAME, Value::Bytes { .. }) => name = text(buf, &g),
+                        (ATTR_T, Value::Bytes { start, end }) => t = Some(start..end),
+                        _ => {}
+                    }
+                }
+                if name == "value" {
+                    value = t;
+                }
+            }
+            _ => {}
+        }
+    }
+    if op == "Constant" && (domain.is_empty() || domain == "ai.onnx") {
+        if let (Some(out), Some(t)) = (output, value) {
+            m.tensors.push(parse_tensor(buf, t, Some(out))?);
+        }
+    }
+    Ok(())
+}
+
+fn parse_tensor(
+    buf: &[u8],
+    range: Range<usize>,
+    name: Option<String>,
+) -> Result<TensorProto, WireError> {
+    let mut t = TensorProto {
+        name: String::new(),
+        dims: Vec::new(),
+        data_type: 0,
+        data: Data::None,
+        problem: None,
+    };
+    let (mut external, mut location, mut offset, mut length) = (false, None, 0u64, None);
+    let mut typed: Vec<Field> = Vec::new();
+    for f in Fields::within(buf, range) {
+        let f = f?;
+        match (f.number, f.value) {
+            (T_DIMS, Value::Varint(v)) => t.dims.push(v as i64),
+            (T_DIMS, Value::Bytes { start, end }) => {
+                for v in packed_varints(&buf[start..end]) {
+                    t.dims.push(v? as i64);
+                }
+            }
+            (T_DATA_TYPE, Value::Varint(v)) => t.data_type = v as i32,
+            (T_NAME, Value::Bytes { .. }) => t.name = text(buf, &f),
+            (T_RAW_DATA, Value::Bytes { start, end }) => t.data = Data::Raw(start..end),
+            (T_FLOAT_DATA | T_INT32_DATA | T_INT64_DATA | T_DOUBLE_DATA | T_UINT64_DATA, _) => {
+                typed.push(f)
+            }
+            (T_STRING_DATA, _) => t.problem = Some("string tensors are not read yet".into()),
+            (T_SEGMENT, _) => t.problem = Some("a tensor in segments is not read".into()),
+            (T_DATA_LOCATION, Value::Varint(v)) => external = v == 1,
+            (T_EXTERNAL_DATA, Value::Bytes { start, end }) => {
+                let (mut key, mut value) = (String::new(), String::new());
+                for g in Fields::within(buf, start..end) {
+                    let g = g?;
+                    match g.number {
+                        KV_KEY => key = text(buf, &g),
+                        KV_VALUE => value = text(buf, &g),
+                        _ => {}
+                    }
+                }
+                match key.as_str() {
+                    "location" => location = Some(value),
+                    "offset" => match value.parse() {
+                        Ok(v) => offset = v,
+                        Err(_) => t.problem = Some(format!("external data offset {value:?}")),
+                    },
+                    "length" => match value.parse() {
+                        Ok(v) => length = Some(v),
+                        Err(_) => t.problem = Some(format!("external data length {value:?}")),
+                    },
+                    _ => {}
+                }
+            }
+            _ => {}
+        }
+    }
+    if let Some(n) = name {
+        t.name = n;
+    }
+    if external {
+        t.data = match location {
+            Some(location) => Data::External {
+                location,
+                offset,
+                length,
+            },
+            None => {
+                t.problem = Some("external data without a location".into());
+                Data::None
+            }
+        };
+    } else if !typed.is_empty() && matches!(t.data, Data::None) {
+        t.data = Data::Typed {
+            field: typed[0].number,
+            values: typed,
+        };
+    }
+    Ok(t)
+}
