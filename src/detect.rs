@@ -35,11 +35,12 @@ struct Format {
 ///   show without the export's tables;
 /// - TensorFlow before the rest: its forms are named by their files (`.index`, `checkpoint`,
 ///   `saved_model.pb`, `.pb`, `.meta`) and hold Monolith tables of their own (`assets/`);
-/// - Angel (a directory of matrices with `meta` files), then numpy (`.npy`/`.npz` by magic);
+/// - Angel (a directory of matrices with `meta` files), then numpy (`.npy`/`.npz` by magic),
+///   then ONNX (a `.onnx` file, or a directory's only one: a model with its external data);
 /// - models side by side (`detect::collection`) before safetensors and torch: several files of
 ///   theirs side by side are a run's checkpoints, not one model's shards (the readers take an
 ///   index or shard names); GGUF, `.npz` files and model sub-directories are members too;
-/// - ONNX (a `.onnx` file, or a directory's one), then GGUF last: one file, by its magic.
+/// - GGUF last: one file, by its magic.
 const FORMATS: &[Format] = &[
     Format {
         in_dir: "a Monolith PS export (assets/ with hash-table shards)",
@@ -74,6 +75,15 @@ const FORMATS: &[Format] = &[
         },
     },
     Format {
+        in_dir: "an .onnx file",
+        as_file: Some("an .onnx file"),
+        open: |path, opts, _| {
+            crate::onnx::model_file(&*opts.storage, path)
+                .map(|f| crate::onnx::open(&f, opts))
+                .transpose()
+        },
+    },
+    Format {
         in_dir: "models side by side (a training run's torch.save or safetensors files, GGUF, \
                  .npz, model sub-directories)",
         as_file: None,
@@ -88,15 +98,6 @@ const FORMATS: &[Format] = &[
         in_dir: "torch.save files",
         as_file: Some("a torch.save file (zip or legacy)"),
         open: |path, opts, _| crate::torch::open_path(path, opts),
-    },
-    Format {
-        in_dir: "an .onnx file",
-        as_file: Some("an .onnx file"),
-        open: |path, opts, _| {
-            crate::onnx::model_file(&*opts.storage, path)
-                .map(|f| crate::onnx::open(&f, opts))
-                .transpose()
-        },
     },
     Format {
         in_dir: "a GGUF file",

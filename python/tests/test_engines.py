@@ -322,8 +322,16 @@ def test_a_dask_join_of_two_saves_is_the_writers_record(saves):
     a = modelfs.dask.dataframe(saves["a"], NAME, columns="wide")
     b = modelfs.dask.dataframe(saves["b"], NAME, columns="wide")
     j = dd.merge(a, b, on="id", how="outer", indicator=True, suffixes=("_a", "_b"))
-    changed = sum((j[f"v{k}_a"] != j[f"v{k}_b"]).astype(int) for k in range(DIM)) > 0
-    j = j.assign(changed=changed)
-    got = j[(j["_merge"] != "both") | j["changed"]][["id", "_merge"]].compute()
-    what = {"left_only": "removed", "right_only": "added", "both": "changed"}
-    assert {int(i): what[m] for i, m in zip(got["id"], got["_merge"])} == saves["truth"]
+    only = j[j["_merge"] != "both"][["id", "_merge"]].compute()
+    both = j[j["_merge"] == "both"]
+
+    def differing(part):
+        a = np.stack([part[f"v{k}_a"].to_numpy(dtype=np.float32) for k in range(DIM)], axis=1)
+        b = np.stack([part[f"v{k}_b"].to_numpy(dtype=np.float32) for k in range(DIM)], axis=1)
+        return part["id"][np.any(a != b, axis=1)]
+
+    changed = both.map_partitions(differing, meta=both["id"]._meta).compute()
+    what = {"left_only": "removed", "right_only": "added"}
+    got = {int(i): what[str(m)] for i, m in zip(only["id"], only["_merge"])}
+    got.update({int(i): "changed" for i in changed})
+    assert got == saves["truth"]

@@ -608,6 +608,34 @@ def bench_engines():
         "", None)
 
 
+# 20. ONNX (issue 73): a 1 GiB initializer in external data, first read by modelfs vs onnx's own.
+def bench_onnx():
+    py = os.environ.get("ENGINES_PYTHON", sys.executable)
+    if subprocess.run([py, "-c", "import onnx"], capture_output=True).returncode != 0:
+        add(20, "ONNX (ENGINES_PYTHON needs onnx)", "not run", "", None)
+        return
+    here = os.path.dirname(os.path.abspath(__file__))
+    d = os.path.join(WORK, "onnx1g")
+    if not os.path.exists(os.path.join(d, "weights.data")):
+        log("generating a 1 GiB ONNX initializer (onnx)")
+        subprocess.run([py, os.path.join(here, "onnx_load.py"), "gen", d], check=True)
+    env = Env("onnx").env
+    subprocess.run(["cat", os.path.join(d, "weights.data")], stdout=subprocess.DEVNULL)
+    ours, theirs = [], []
+    for _ in range(RUNS):
+        mnt = mountpoint()
+        mount(os.path.join(d, "model.onnx"), mnt, env, "cache_dir=none")
+        ours.append(timed(["cat", os.path.join(mnt, "W.npy")]))
+        umount(mnt)
+        out = subprocess.run([py, os.path.join(here, "onnx_load.py"), "load", d],
+                             capture_output=True, text=True, check=True).stdout
+        theirs.append(float(out.strip().splitlines()[-1]))
+    o, t = median(ours), median(theirs)
+    add(20, "ONNX: first `cat` of a 1 GiB initializer's `.npy` (external data, fresh mount) vs "
+        "`onnx.load` + `numpy_helper.to_array` (fresh process; page cache warm)",
+        f"{o:.2f} vs {t:.2f} s = {t / o:.2f}x", ">= 2x", t / o >= 2)
+
+
 # 17. One checksum pass however many readers start at once: four readers of a fresh 1 GiB
 # tensor's quarters vs one reader of the whole (verify=crc, nothing remembered).
 def bench_quarters(w, env):
@@ -740,6 +768,8 @@ def main():
         bench_hdfs(w256, many, ctx)
     if want(19):
         bench_engines()
+    if want(20):
+        bench_onnx()
     cores = os.cpu_count()
     print(f"\nmodelfs benchmark — {cores} cores, median of {RUNS} runs "
           f"(ls: {LS_RUNS}), {time.perf_counter() - started:.0f} s total")

@@ -25,6 +25,7 @@ const MODEL_SUFFIXES: &[&str] = &[
     ".gguf",
     ".npy",
     ".npz",
+    ".onnx",
 ];
 
 /// A single-file model kind a collection takes as a member.
@@ -34,6 +35,7 @@ enum FileKind {
     Torch,
     Gguf,
     Numpy,
+    Onnx,
 }
 
 impl FileKind {
@@ -43,6 +45,9 @@ impl FileKind {
         }
         if name.ends_with(".npy") || name.ends_with(".npz") {
             return Some(FileKind::Numpy);
+        }
+        if name.ends_with(".onnx") {
+            return Some(FileKind::Onnx);
         }
         if crate::torch::is_torch_reader(file) {
             return Some(FileKind::Torch);
@@ -58,6 +63,7 @@ impl FileKind {
             FileKind::Torch => crate::torch::open(&one, opts),
             FileKind::Gguf => crate::gguf::open(file, opts),
             FileKind::Numpy => crate::numpy::open(file, opts),
+            FileKind::Onnx => crate::onnx::open(file, opts),
         }
     }
 }

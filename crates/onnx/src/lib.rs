@@ -415,4 +415,6 @@ pub fn fuzz_file(data: &[u8]) {
 }
 
 #[cfg(test)]
+mod real_tests;
+#[cfg(test)]
 mod tests;

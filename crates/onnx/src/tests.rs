@@ -178,3 +178,55 @@ fn damaged_models_never_panic() {
     });
     assert!(failed > 0, "some damage is seen");
 }
+
+/// Protobuf bytes of field `n` holding `payload` (length-delimited).
+fn ld(n: u32, payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    crate::codec::put_varint64(&mut out, u64::from(n << 3 | 2));
+    crate::codec::put_varint64(&mut out, payload.len() as u64);
+    out.extend_from_slice(payload);
+    out
+}
+
+fn varint_field(n: u32, v: u64) -> Vec<u8> {
+    let mut out = Vec::new();
+    crate::codec::put_varint64(&mut out, u64::from(n << 3));
+    crate::codec::put_varint64(&mut out, v);
+    out
+}
+
+/// A model over 2 GB as ONNX saves one: its weights external, one of them 3 GiB into a
+/// (sparse) data file, read in place there.
+#[test]
+fn external_data_past_4_gib_reads_in_place() {
+    let tmp = tempfile::tempdir().unwrap();
+    let at: u64 = 3 << 30 | 12345;
+    let data = tmp.path().join("big.bin");
+    let f = std::fs::File::create(&data).unwrap();
+    f.set_len(at + 16).unwrap();
+    use std::os::unix::fs::FileExt;
+    let want = [1.5f32, -2.0, 3.25, 4.0];
+    let bytes: Vec<u8> = want.iter().flat_map(|v| v.to_le_bytes()).collect();
+    f.write_all_at(&bytes, at).unwrap();
+    let kv = |k: &str, v: &str| ld(13, &[ld(1, k.as_bytes()), ld(2, v.as_bytes())].concat());
+    let tensor = [
+        varint_field(1, 4),
+        varint_field(2, 1),
+        ld(8, b"far"),
+        kv("location", "big.bin"),
+        kv("offset", &at.to_string()),
+        kv("length", "16"),
+        varint_field(14, 1),
+    ]
+    .concat();
+    let model = [varint_field(1, 9), ld(7, &ld(5, &tensor))].concat();
+    std::fs::write(tmp.path().join("m.onnx"), model).unwrap();
+    let m = open(&tmp.path().join("m.onnx"), &ReaderOptions::default()).unwrap();
+    let t = m.tensor(&[b"far".to_vec()]).unwrap();
+    assert_eq!(t.meta().problem, None);
+    assert_eq!(
+        values(&*t),
+        want.iter().map(|&v| v as f64).collect::<Vec<_>>()
+    );
+    assert_eq!(t.stored_run().unwrap().offset, at);
+}

@@ -120,7 +120,8 @@ pub enum To<'a> {
     Pieces(u64, Visit<'a>),
     /// Handed to the visitor in pieces, each with its offset, in any order and possibly from
     /// several threads at once: a pass whose result does not depend on order (a checksum
-    /// combined from its parts'), which a remote source fetches on several connections.
+    /// combined from its parts'), which a remote source fetches on several connections. An
+    /// empty piece may carry any offset.
     Parts(u64, PartVisit<'a>),
     /// `len` bytes as `Bytes`: a view of a buffer the source holds anyway (a cached block; a
     /// mapping when the context lends), else copied into a recycled buffer (`scratch`).
