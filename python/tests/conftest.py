@@ -33,7 +33,9 @@ def needs_fuse():
 
 def needs(module):
     if required():
-        return __import__(module)
+        # The module itself (`dask.dataframe`), as importorskip gives, not its package.
+        import importlib
+        return importlib.import_module(module)
     return pytest.importorskip(module)
 
 
