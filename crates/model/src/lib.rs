@@ -48,6 +48,7 @@ pub use verdict::{Finding, Severity};
 
 pub use crc::Crc;
 pub use rows::default_key_kind;
+pub mod blocks;
 pub mod flat;
 pub mod member;
 pub mod multi;

@@ -31,7 +31,7 @@ pub(crate) use modelfs_model as model;
 mod proto;
 mod tensor;
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::codec::wire::{packed_varints, Field, Value};
@@ -277,26 +277,10 @@ fn external(
     length: Option<u64>,
     opts: &ReaderOptions,
 ) -> Result<(Arc<dyn ReadAt>, u64, u64), String> {
-    let rel = Path::new(location);
-    if location.is_empty() || !rel.components().all(|c| matches!(c, Component::Normal(_))) {
-        return Err(format!(
-            "external data location {location:?} leaves the model's directory: refused"
-        ));
-    }
-    let path: PathBuf = dir.join(rel);
-    let file = opts.storage.open(&path).map_err(|e| e.to_string())?;
-    // A symlink out of the directory (a local file only: object stores have none).
-    if file.local_file().is_some() {
-        let (d, p) = (std::fs::canonicalize(dir), std::fs::canonicalize(&path));
-        match (d, p) {
-            (Ok(d), Ok(p)) if p.starts_with(&d) => {}
-            _ => {
-                return Err(format!(
-                    "external data location {location:?} resolves out of the model's directory: refused"
-                ))
-            }
-        }
-    }
+    let file = crate::source::open_inside(&*opts.storage, dir, location).map_err(|e| match e {
+        crate::source::Outside::Source(e) => e.to_string(),
+        e => format!("external data location {location:?} {e}"),
+    })?;
     let len = match length {
         Some(l) => l,
         None => file.size().saturating_sub(offset),

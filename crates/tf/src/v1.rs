@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::bundle::partitioned::{PartitionedTensor, SlicePart};
+use super::bundle::partitioned::{self, SlicePart};
 use super::dtype::from_tf;
 use super::graph::tensor_proto::{self, ProtoTensor};
 use super::ordered_code::slice_key;
@@ -347,7 +347,7 @@ impl Model for V1Model {
             .first()
             .map(|s| s.0.clone())
             .unwrap_or_default();
-        Ok(Arc::new(PartitionedTensor::assemble(meta, file, parts)))
+        Ok(Arc::new(partitioned::assemble(meta, file, parts)))
     }
 
     fn summary(&self) -> Result<ModelSummary, ModelError> {

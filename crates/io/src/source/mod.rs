@@ -23,6 +23,7 @@ pub(crate) mod read;
 pub mod remote;
 pub mod scratch;
 pub mod seekable;
+mod window;
 
 pub use read::pieces_in_order;
 pub use read::{serve_slice, About, ReadCtx, ReadExt, To};
@@ -31,6 +32,7 @@ pub use memo::{is_transient, Flight, Memo};
 mod sigbus;
 
 pub use local::LocalStorage;
+pub use window::Window;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
@@ -248,6 +250,43 @@ pub fn checked_end(name: &str, offset: u64, len: u64, size: u64) -> Result<u64, 
         .checked_add(len)
         .filter(|&e| e <= size)
         .ok_or_else(out)
+}
+
+/// Why a file a model names by a path relative to its directory (ONNX's external data, a DCP
+/// chunk's `relative_path`) is not opened.
+#[derive(Debug, thiserror::Error)]
+pub enum Outside {
+    /// Empty, absolute, or climbing with `..`.
+    #[error("leaves the model's directory: refused")]
+    Leaves,
+    /// A symlink (of a local tree) to a file outside the directory.
+    #[error("resolves out of the model's directory: refused")]
+    ResolvesOut,
+    #[error(transparent)]
+    Source(#[from] SourceError),
+}
+
+/// The file `rel` of the directory `dir` of `fs`, opened only when it stays inside `dir`:
+/// formats that name files by path have been used to read other files (ONNX's `location:
+/// ../../etc/passwd`, Orbax's absolute paths).
+pub fn open_inside(fs: &dyn Storage, dir: &Path, rel: &str) -> Result<Arc<dyn ReadAt>, Outside> {
+    let r = Path::new(rel);
+    let plain = r
+        .components()
+        .all(|c| matches!(c, std::path::Component::Normal(_)));
+    if rel.is_empty() || rel.contains('\0') || !plain {
+        return Err(Outside::Leaves);
+    }
+    let path = dir.join(r);
+    let file = fs.open(&path)?;
+    // A symlink out of the directory (a local file only: object stores have none).
+    if file.local_file().is_some() {
+        match (std::fs::canonicalize(dir), std::fs::canonicalize(&path)) {
+            (Ok(d), Ok(p)) if p.starts_with(&d) => {}
+            _ => return Err(Outside::ResolvesOut),
+        }
+    }
+    Ok(file)
 }
 
 /// FNV-1a 64: a file-name hash stable across runs and builds (unlike std's hasher).

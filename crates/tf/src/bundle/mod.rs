@@ -242,7 +242,7 @@ pub fn tensor_from_value(
             &entry,
         ))
     } else {
-        Arc::new(partitioned::PartitionedTensor::new(
+        Arc::new(partitioned::new(
             Arc::clone(bundle),
             key.to_vec(),
             &entry,
