@@ -36,7 +36,9 @@ struct Format {
 /// - TensorFlow before the rest: its forms are named by their files (`.index`, `checkpoint`,
 ///   `saved_model.pb`, `.pb`, `.meta`) and hold Monolith tables of their own (`assets/`);
 /// - Angel (a directory of matrices with `meta` files), then numpy (`.npy`/`.npz` by magic),
-///   then ONNX (a `.onnx` file, or a directory's only one: a model with its external data);
+///   then ONNX (a `.onnx` file, or a directory's only one: a model with its external data),
+///   then a PyTorch DCP checkpoint (its `.distcp` files hold `torch.save` archives, which the
+///   torch reader must not take for one);
 /// - models side by side (`detect::collection`) before safetensors and torch: several files of
 ///   theirs side by side are a run's checkpoints, not one model's shards (the readers take an
 ///   index or shard names); GGUF, `.npz` files and model sub-directories are members too;
@@ -82,6 +84,11 @@ const FORMATS: &[Format] = &[
                 .map(|f| crate::onnx::open(&f, opts))
                 .transpose()
         },
+    },
+    Format {
+        in_dir: "a PyTorch distributed checkpoint (.metadata and .distcp files)",
+        as_file: None,
+        open: |path, opts, _| crate::torch::dcp::open_path(path, opts),
     },
     Format {
         in_dir: "models side by side (a training run's torch.save or safetensors files, GGUF, \

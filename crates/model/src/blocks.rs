@@ -86,7 +86,9 @@ impl Blocks {
                     .zip(&shape)
                     .all(|(&(s, l), &d)| s.checked_add(l).is_some_and(|e| e <= d));
             if !fits && problems.is_empty() {
-                problems.push(format!("slice {i}: extent {extent:?} is not inside {shape:?}"));
+                problems.push(format!(
+                    "slice {i}: extent {extent:?} is not inside {shape:?}"
+                ));
             }
             let tensor = match p.tensor {
                 Ok(t) => Some(t),

@@ -39,6 +39,7 @@ pub(crate) use modelfs_model as model;
 #[cfg(test)]
 pub(crate) use modelfs_model::testing;
 
+pub mod dcp;
 mod legacy;
 mod pickle;
 mod tensor;
@@ -310,6 +311,35 @@ fn add_tensors(
     found.values
 }
 
+/// The pickle (`data.pkl`) of the `torch.save` archive `file`, at most `max` bytes: a plain
+/// object saved on its own (a DCP checkpoint's values).
+fn object_pickle(file: &Arc<dyn ReadAt>, max: u64) -> Result<Vec<u8>, ModelError> {
+    let entries = zipdir::entries(file.size(), |at, buf| read_meta(&**file, at, buf))
+        .map_err(|e| ModelError::data(file.name(), e))?;
+    let pkl = pickle_member(&entries).ok_or_else(|| {
+        ModelError::data(file.name(), "no <name>/data.pkl: not a torch.save archive")
+    })?;
+    member(file, pkl, max)
+}
+
+/// The one tensor a `torch.save` archive `file` holds (a DCP checkpoint's chunk), read in
+/// place; an archive of anything else, or one with a dangerous import, is an error.
+fn one_tensor(
+    file: &Arc<dyn ReadAt>,
+    verify: bool,
+    verdicts: Option<Arc<dyn crate::store::Store>>,
+) -> Result<Arc<dyn crate::model::Tensor>, ModelError> {
+    const STEM: &str = "tensor";
+    let mut flat = Flat::new("pytorch");
+    archive(file, STEM, verify, verdicts, &mut flat)?;
+    let summary = flat.summary()?;
+    if let Some(p) = summary.problems.first() {
+        return Err(ModelError::data(file.name(), p.clone()));
+    }
+    flat.tensor(&[STEM.as_bytes().to_vec()])
+        .map_err(|_| ModelError::data(file.name(), "holds no tensor"))
+}
+
 /// The bytes of a (small) member: stored or deflated, at most `max`.
 fn member(file: &Arc<dyn ReadAt>, e: &zipdir::Entry, max: u64) -> Result<Vec<u8>, ModelError> {
     let bad = |why: String| ModelError::data(file.name(), format!("{}: {why}", e.name));
@@ -401,6 +431,8 @@ pub fn fuzz_walk(data: &[u8]) {
     }
 }
 
+#[cfg(test)]
+mod dcp_tests;
 #[cfg(test)]
 mod real_tests;
 #[cfg(test)]

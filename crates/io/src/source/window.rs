@@ -63,7 +63,8 @@ impl ReadAt for Window {
 
     fn done_with(&self, offset: u64, len: u64) {
         let len = len.min(self.about.size.saturating_sub(offset));
-        self.parent.done_with(self.offset.saturating_add(offset), len);
+        self.parent
+            .done_with(self.offset.saturating_add(offset), len);
     }
 }
 
@@ -105,10 +106,17 @@ mod tests {
     fn nothing_outside_the_window_is_read() {
         let (_, p) = parent();
         let w = Window::new(Arc::clone(&p), 1000, 3000).unwrap();
-        assert!(w.read_vec(2995, 10).is_err(), "past its end, inside the parent");
+        assert!(
+            w.read_vec(2995, 10).is_err(),
+            "past its end, inside the parent"
+        );
         assert!(w.read_vec(u64::MAX - 2, 5).is_err());
         assert!(Window::new(Arc::clone(&p), 9000, 1001).is_err());
         assert!(Window::new(Arc::clone(&p), u64::MAX, 2).is_err());
-        assert!(Window::new(p, 10_000, 0).unwrap().read_vec(0, 0).unwrap().is_empty());
+        assert!(Window::new(p, 10_000, 0)
+            .unwrap()
+            .read_vec(0, 0)
+            .unwrap()
+            .is_empty());
     }
 }

@@ -242,11 +242,7 @@ pub fn tensor_from_value(
             &entry,
         ))
     } else {
-        Arc::new(partitioned::new(
-            Arc::clone(bundle),
-            key.to_vec(),
-            &entry,
-        ))
+        Arc::new(partitioned::new(Arc::clone(bundle), key.to_vec(), &entry))
     }
 }
 
