@@ -181,6 +181,8 @@ for p in files():
         put("monolith", data[:MAX])  # a Monolith hash-table shard
     elif name.endswith(".onnx"):
         put("onnx", data[:MAX])
+    elif name == ".metadata" or re.fullmatch(r"__\d+\.metadata", name):
+        put("dcp", data[:MAX])  # a PyTorch DCP checkpoint's metadata pickle
     elif name.endswith(".safetensors"):
         put("safetensors", data[:MAX])  # whole, or its first 64 KiB (header and first tensors)
     elif name.endswith((".npy", ".npz")):

@@ -36,10 +36,14 @@ SOURCES = [
     "numpy/arrays.npz",
     "gguf/model.gguf",
     "gguf/kquants.gguf",
+    "dcp/single",
+    "dcp/multi",
+    "dcp/zstd",
+    "onnx/dtypes.onnx",
 ]
 REAL = sorted(
     os.path.relpath(p, FIXTURES)
-    for kind in ("torch", "safetensors", "numpy", "gguf")
+    for kind in ("torch", "safetensors", "numpy", "gguf", "onnx")
     for p in glob.glob(os.path.join(FIXTURES, "real", kind, "*"))
     if not p.endswith((".json", ".md"))
 )

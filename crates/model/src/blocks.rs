@@ -212,7 +212,11 @@ fn check_coverage(slices: &[Slice], shape: &[u64]) -> Result<(), CoverageProblem
     order.sort_by_key(|&i| start0(i));
     let mut covered: u64 = 0;
     for (a_pos, &a) in order.iter().enumerate() {
-        let vol = slices[a].extent.iter().map(|e| e.1).product::<u64>();
+        let vol = slices[a]
+            .extent
+            .iter()
+            .try_fold(1u64, |v, e| v.checked_mul(e.1))
+            .unwrap_or(u64::MAX);
         covered = covered.saturating_add(vol);
         for &b in &order[a_pos + 1..] {
             if start0(b) >= end0(a) {

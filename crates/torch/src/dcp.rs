@@ -155,6 +155,16 @@ pub fn open(
     let meta = meta.ok_or_else(|| OpenError::Missing {
         path: dir.join(METADATA),
     })?;
+    build(dir, &meta, mtime, opts)
+}
+
+/// The model `meta` describes, its files in `dir`.
+fn build(
+    dir: &Path,
+    meta: &Metadata,
+    mtime: SystemTime,
+    opts: &ReaderOptions,
+) -> Result<Arc<dyn Model>, OpenError> {
     let mut model = Flat::new("pytorch-dcp");
     for d in &meta.dangerous {
         model.finding(Finding::dangerous(format!("{METADATA}: {d}")));
@@ -231,7 +241,7 @@ pub fn open(
                 let (dir, rest) = path.split_at(k);
                 let into = values.entry(dir.to_vec()).or_default();
                 let at = path.join("/");
-                match plain_value(&files, &meta, fqn, &rest[0]) {
+                match plain_value(&files, meta, fqn, &rest[0]) {
                     Ok(found) => {
                         for d in &found.dangerous {
                             model.finding(Finding::dangerous(format!("{at}: {d}")));
@@ -872,5 +882,23 @@ impl<'a> Reader<'a> {
             length,
             transforms,
         })
+    }
+}
+
+/// The fuzz target's entry (`fuzz/fuzz_targets/dcp.rs`): `data` as a `.metadata` pickle,
+/// read, its tensors built (chunks' extents checked against hostile shapes) and every tensor
+/// read from a directory that does not exist. Any `Err` is fine; a panic, a hang or a huge
+/// allocation is a bug.
+#[cfg(any(test, feature = "testkit"))]
+pub fn fuzz_metadata(data: &[u8]) {
+    let Ok(p) = crate::pickle::load(data) else {
+        return;
+    };
+    let Ok(meta) = metadata(&p) else {
+        return;
+    };
+    let dir = Path::new("/nonexistent/modelfs-fuzz-dcp");
+    if let Ok(model) = build(dir, &meta, SystemTime::UNIX_EPOCH, &ReaderOptions::default()) {
+        crate::model::testing::fuzz_walk(&*model);
     }
 }

@@ -274,3 +274,14 @@ fn a_safetensors_serialized_save_is_an_error_never_other_bytes() {
     }
     assert!(tried >= 2, "{tried}");
 }
+
+/// The fuzz entry over every metadata file of the fixtures, cut short and with bytes
+/// flipped: errors, never a panic.
+#[test]
+fn damaged_metadata_is_an_error_never_a_panic() {
+    for rel in ["single/.metadata", "multi/.metadata", "rank_local/__1.metadata"] {
+        let good = std::fs::read(fixtures_dir().join("dcp").join(rel)).unwrap();
+        dcp::fuzz_metadata(&good);
+        crate::testing::for_each_damaged(&good, 97, 13, dcp::fuzz_metadata);
+    }
+}
