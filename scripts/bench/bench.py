@@ -636,6 +636,45 @@ def bench_onnx():
         f"{o:.2f} vs {t:.2f} s = {t / o:.2f}x", ">= 2x", t / o >= 2)
 
 
+# 21. PyTorch DCP (issue 73): a 1 GiB tensor, first read by modelfs vs torch's own path to it
+# (`dcp_to_torch_save` + `torch.load`); mount of a checkpoint in 100 `.distcp` files.
+def bench_dcp():
+    py = os.environ.get("DCP_PYTHON", os.environ.get("ENGINES_PYTHON", sys.executable))
+    if subprocess.run([py, "-c", "import torch"], capture_output=True).returncode != 0:
+        add(21, "PyTorch DCP (DCP_PYTHON or ENGINES_PYTHON needs torch)", "not run", "", None)
+        return
+    here = os.path.dirname(os.path.abspath(__file__))
+    d = os.path.join(WORK, "dcp1g")
+    if not os.path.exists(os.path.join(d, "many", ".metadata")):
+        log("generating a DCP checkpoint with a 1 GiB tensor and one of 100 files (torch)")
+        subprocess.run([py, os.path.join(here, "dcp_load.py"), "gen", d], check=True)
+    env = Env("dcp").env
+    for f in os.listdir(d):
+        if f.endswith(".distcp"):
+            subprocess.run(["cat", os.path.join(d, f)], stdout=subprocess.DEVNULL)
+    ours, theirs, mounts = [], [], []
+    for _ in range(RUNS):
+        mnt = mountpoint()
+        mount(d, mnt, env, "cache_dir=none")
+        ours.append(timed(["cat", os.path.join(mnt, "W.npy")]))
+        umount(mnt)
+        out = subprocess.run([py, os.path.join(here, "dcp_load.py"), "load", d],
+                             capture_output=True, text=True, check=True).stdout
+        theirs.append(float(out.strip().splitlines()[-1]))
+        mnt = mountpoint()
+        t0 = time.perf_counter()
+        mount(os.path.join(d, "many"), mnt, env, "cache_dir=none")
+        subprocess.run(["ls", "-lR", mnt], stdout=subprocess.DEVNULL, check=True)
+        mounts.append(time.perf_counter() - t0)
+        umount(mnt)
+    o, t, m = median(ours), median(theirs), median(mounts)
+    add(21, "PyTorch DCP: first `cat` of a 1 GiB tensor's `.npy` (fresh mount) vs "
+        "`dcp_to_torch_save` + `torch.load` (fresh process; page cache warm)",
+        f"{o:.2f} vs {t:.2f} s = {t / o:.2f}x", ">= 2x", t / o >= 2)
+    add(21, "  mount + `ls -lR` of a DCP checkpoint in 100 `.distcp` files (200 tensors)",
+        f"{m:.2f} s", "< 1 s", m < 1)
+
+
 # 17. One checksum pass however many readers start at once: four readers of a fresh 1 GiB
 # tensor's quarters vs one reader of the whole (verify=crc, nothing remembered).
 def bench_quarters(w, env):
@@ -770,6 +809,8 @@ def main():
         bench_engines()
     if want(20):
         bench_onnx()
+    if want(21):
+        bench_dcp()
     cores = os.cpu_count()
     print(f"\nmodelfs benchmark — {cores} cores, median of {RUNS} runs "
           f"(ls: {LS_RUNS}), {time.perf_counter() - started:.0f} s total")

@@ -27,12 +27,17 @@ const GRAPH_OUTPUT: u32 = 12;
 const GRAPH_SPARSE_INITIALIZER: u32 = 15;
 // NodeProto
 const NODE_OUTPUT: u32 = 2;
+const NODE_NAME: u32 = 3;
 const NODE_OP_TYPE: u32 = 4;
 const NODE_ATTRIBUTE: u32 = 5;
 const NODE_DOMAIN: u32 = 7;
 // AttributeProto
 const ATTR_NAME: u32 = 1;
 const ATTR_T: u32 = 5;
+const ATTR_G: u32 = 6;
+const ATTR_GRAPHS: u32 = 11;
+/// Subgraphs (an `If`'s branches, a `Loop`'s body) nested deeper than this are a note.
+const MAX_NESTING: usize = 16;
 // ValueInfoProto
 const VALUE_NAME: u32 = 1;
 // TensorProto
@@ -124,22 +129,34 @@ pub(crate) fn parse(buf: &[u8]) -> Result<ModelInfo, WireError> {
         }
     }
     if let Some(g) = graph {
-        parse_graph(buf, g, &mut m)?;
+        parse_graph(buf, g, &mut m, "", 0)?;
     }
     Ok(m)
 }
 
-fn parse_graph(buf: &[u8], range: Range<usize>, m: &mut ModelInfo) -> Result<(), WireError> {
+/// The graph at `range`: the model's (`depth` 0), or a node's subgraph, whose tensors are
+/// named `prefix` + their name (`If_25/else_branch/1097`, as the node and attribute hold it).
+fn parse_graph(
+    buf: &[u8],
+    range: Range<usize>,
+    m: &mut ModelInfo,
+    prefix: &str,
+    depth: usize,
+) -> Result<(), WireError> {
     for f in Fields::within(buf, range) {
         let f = f?;
         let Value::Bytes { start, end } = f.value else {
             continue;
         };
         match f.number {
-            GRAPH_NAME => m.graph = text(buf, &f),
-            GRAPH_INITIALIZER => m.tensors.push(parse_tensor(buf, start..end, None)?),
-            GRAPH_NODE => parse_node(buf, start..end, m)?,
-            GRAPH_INPUT | GRAPH_OUTPUT => {
+            GRAPH_NAME if depth == 0 => m.graph = text(buf, &f),
+            GRAPH_INITIALIZER => {
+                let mut t = parse_tensor(buf, start..end, None)?;
+                t.name.insert_str(0, prefix);
+                m.tensors.push(t);
+            }
+            GRAPH_NODE => parse_node(buf, start..end, m, prefix, depth)?,
+            GRAPH_INPUT | GRAPH_OUTPUT if depth == 0 => {
                 let mut name = String::new();
                 for g in Fields::within(buf, start..end) {
                     let g = g?;
@@ -161,27 +178,48 @@ fn parse_graph(buf: &[u8], range: Range<usize>, m: &mut ModelInfo) -> Result<(),
     Ok(())
 }
 
-/// A `Constant` node's tensor (its `value` attribute), named by the node's output.
-fn parse_node(buf: &[u8], range: Range<usize>, m: &mut ModelInfo) -> Result<(), WireError> {
+/// A `Constant` node's tensor (its `value` attribute), named by the node's output; the
+/// tensors of the node's subgraphs (attributes holding graphs), named below the node.
+fn parse_node(
+    buf: &[u8],
+    range: Range<usize>,
+    m: &mut ModelInfo,
+    prefix: &str,
+    depth: usize,
+) -> Result<(), WireError> {
     let (mut op, mut domain, mut output, mut value) = (String::new(), String::new(), None, None);
+    let mut node = String::new();
+    let mut subgraphs: Vec<(String, Range<usize>)> = Vec::new();
     for f in Fields::within(buf, range) {
         let f = f?;
         match (f.number, f.value) {
+            (NODE_NAME, Value::Bytes { .. }) => node = text(buf, &f),
             (NODE_OP_TYPE, Value::Bytes { .. }) => op = text(buf, &f),
             (NODE_DOMAIN, Value::Bytes { .. }) => domain = text(buf, &f),
             (NODE_OUTPUT, Value::Bytes { .. }) if output.is_none() => output = Some(text(buf, &f)),
             (NODE_ATTRIBUTE, Value::Bytes { start, end }) => {
-                let (mut name, mut t) = (String::new(), None);
+                let (mut name, mut t, mut graphs) = (String::new(), None, Vec::new());
                 for g in Fields::within(buf, start..end) {
                     let g = g?;
                     match (g.number, g.value) {
                         (ATTR_NAME, Value::Bytes { .. }) => name = text(buf, &g),
                         (ATTR_T, Value::Bytes { start, end }) => t = Some(start..end),
+                        (ATTR_G | ATTR_GRAPHS, Value::Bytes { start, end }) => {
+                            graphs.push(start..end)
+                        }
                         _ => {}
                     }
                 }
                 if name == "value" {
                     value = t;
+                }
+                let many = graphs.len() > 1;
+                for (i, g) in graphs.into_iter().enumerate() {
+                    let at = match many {
+                        true => format!("{name}/{i}"),
+                        false => name.clone(),
+                    };
+                    subgraphs.push((at, g));
                 }
             }
             _ => {}
@@ -189,8 +227,19 @@ fn parse_node(buf: &[u8], range: Range<usize>, m: &mut ModelInfo) -> Result<(), 
     }
     if op == "Constant" && (domain.is_empty() || domain == "ai.onnx") {
         if let (Some(out), Some(t)) = (output, value) {
-            m.tensors.push(parse_tensor(buf, t, Some(out))?);
+            m.tensors
+                .push(parse_tensor(buf, t, Some(format!("{prefix}{out}")))?);
         }
+    }
+    for (attr, g) in subgraphs {
+        if depth >= MAX_NESTING {
+            m.notes.push(format!(
+                "subgraphs nested more than {MAX_NESTING} deep are not shown ({prefix}{node})"
+            ));
+            break;
+        }
+        let below = format!("{prefix}{node}/{attr}/");
+        parse_graph(buf, g, m, &below, depth + 1)?;
     }
     Ok(())
 }

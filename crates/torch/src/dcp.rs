@@ -219,7 +219,7 @@ fn build(
                 let key = path.join("/");
                 let t = tensor(
                     &files,
-                    &meta,
+                    meta,
                     fqn,
                     &key,
                     dtype,
@@ -898,7 +898,12 @@ pub fn fuzz_metadata(data: &[u8]) {
         return;
     };
     let dir = Path::new("/nonexistent/modelfs-fuzz-dcp");
-    if let Ok(model) = build(dir, &meta, SystemTime::UNIX_EPOCH, &ReaderOptions::default()) {
+    if let Ok(model) = build(
+        dir,
+        &meta,
+        SystemTime::UNIX_EPOCH,
+        &ReaderOptions::default(),
+    ) {
         crate::model::testing::fuzz_walk(&*model);
     }
 }

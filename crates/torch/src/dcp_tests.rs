@@ -279,7 +279,11 @@ fn a_safetensors_serialized_save_is_an_error_never_other_bytes() {
 /// flipped: errors, never a panic.
 #[test]
 fn damaged_metadata_is_an_error_never_a_panic() {
-    for rel in ["single/.metadata", "multi/.metadata", "rank_local/__1.metadata"] {
+    for rel in [
+        "single/.metadata",
+        "multi/.metadata",
+        "rank_local/__1.metadata",
+    ] {
         let good = std::fs::read(fixtures_dir().join("dcp").join(rel)).unwrap();
         dcp::fuzz_metadata(&good);
         crate::testing::for_each_damaged(&good, 97, 13, dcp::fuzz_metadata);
