@@ -27,7 +27,7 @@ use std::time::SystemTime;
 use bytes::Bytes;
 
 use crate::model::blocks::{Block, Blocks};
-use crate::model::flat::{Flat, JsonDocument};
+use crate::model::flat::Flat;
 use crate::model::{
     DType, Finding, Model, ModelError, OpenError, PartitionMeta, ReaderOptions, Tensor, TensorMeta,
 };
@@ -278,20 +278,7 @@ fn build(
                 model.finding(Finding::dangerous(format!("{at}: {why}")));
             }
         }
-        let mut doc = serde_json::Map::new();
-        doc.insert("values".into(), v.values.into());
-        if !v.problems.is_empty() {
-            doc.insert("problems".into(), v.problems.into());
-        }
-        if !v.notes.is_empty() {
-            doc.insert("notes".into(), v.notes.into());
-        }
-        let dir: Vec<Vec<u8>> = dir.into_iter().map(String::into_bytes).collect();
-        model.add_document_in(
-            &dir,
-            crate::VALUES,
-            Arc::new(JsonDocument::new(doc.into(), mtime)),
-        );
+        crate::add_values(&mut model, dir, v, mtime);
     }
     Ok(Arc::new(model))
 }

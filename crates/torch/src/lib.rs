@@ -189,20 +189,25 @@ pub fn open(files: &[PathBuf], opts: &ReaderOptions) -> Result<Arc<dyn Model>, O
             let why = why.as_str().unwrap_or_default();
             model.finding(Finding::note(format!("{}: {why}", at(k))));
         }
-        let dir: Vec<Vec<u8>> = dir.into_iter().map(String::into_bytes).collect();
-        // `{"values": {…}, "problems": {…}, "notes": {…}}` (each only when there are some).
-        let mut doc = serde_json::Map::new();
-        doc.insert("values".into(), v.values.into());
-        if !v.problems.is_empty() {
-            doc.insert("problems".into(), v.problems.into());
-        }
-        if !v.notes.is_empty() {
-            doc.insert("notes".into(), v.notes.into());
-        }
-        let doc = JsonDocument::new(doc.into(), mtime);
-        model.add_document_in(&dir, VALUES, Arc::new(doc));
+        add_values(&mut model, dir, v, mtime);
     }
     Ok(Arc::new(model))
+}
+
+/// The directory `dir`'s `__values__.json`: `{"values": {…}, "problems": {…}, "notes": {…}}`
+/// (problems and notes only when there are some).
+fn add_values(model: &mut Flat, dir: Vec<String>, v: Values, mtime: SystemTime) {
+    let dir: Vec<Vec<u8>> = dir.into_iter().map(String::into_bytes).collect();
+    let mut doc = serde_json::Map::new();
+    doc.insert("values".into(), v.values.into());
+    if !v.problems.is_empty() {
+        doc.insert("problems".into(), v.problems.into());
+    }
+    if !v.notes.is_empty() {
+        doc.insert("notes".into(), v.notes.into());
+    }
+    let doc = JsonDocument::new(doc.into(), mtime);
+    model.add_document_in(&dir, VALUES, Arc::new(doc));
 }
 
 /// Adds the tensors of one `torch.save` file to `model` (a zip archive, or the legacy
