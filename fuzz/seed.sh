@@ -181,6 +181,8 @@ for p in files():
         put("monolith", data[:MAX])  # a Monolith hash-table shard
     elif name.endswith(".onnx"):
         put("onnx", data[:MAX])
+    elif name.endswith((".keras", ".h5", ".hdf5")):
+        put("keras", data[:MAX])  # a Keras zip or an HDF5 file
     elif name == ".metadata" or re.fullmatch(r"__\d+\.metadata", name):
         put("dcp", data[:MAX])  # a PyTorch DCP checkpoint's metadata pickle
     elif name.endswith(".safetensors"):

@@ -38,7 +38,7 @@ struct Format {
 /// - Angel (a directory of matrices with `meta` files), then numpy (`.npy`/`.npz` by magic),
 ///   then ONNX (a `.onnx` file, or a directory's only one: a model with its external data),
 ///   then a PyTorch DCP checkpoint (its `.distcp` files hold `torch.save` archives, which the
-///   torch reader must not take for one);
+///   torch reader must not take for one), then a Keras file (a `.keras` zip, an HDF5 file);
 /// - models side by side (`detect::collection`) before safetensors and torch: several files of
 ///   theirs side by side are a run's checkpoints, not one model's shards (the readers take an
 ///   index or shard names); GGUF, `.npz` files and model sub-directories are members too;
@@ -89,6 +89,11 @@ const FORMATS: &[Format] = &[
         in_dir: "a PyTorch distributed checkpoint (.metadata and .distcp files)",
         as_file: None,
         open: |path, opts, _| crate::torch::dcp::open_path(path, opts),
+    },
+    Format {
+        in_dir: "a Keras file (.keras, .weights.h5, .h5)",
+        as_file: Some("a Keras file (.keras zip or HDF5)"),
+        open: |path, opts, _| crate::keras::open_path(path, opts),
     },
     Format {
         in_dir: "models side by side (a training run's torch.save or safetensors files, GGUF, \

@@ -40,10 +40,12 @@ SOURCES = [
     "dcp/multi",
     "dcp/zstd",
     "onnx/dtypes.onnx",
+    "keras/keras-3.15.1_tensorflow.keras",
+    "keras/tf-keras-2.21.0_model.h5",
 ]
 REAL = sorted(
     os.path.relpath(p, FIXTURES)
-    for kind in ("torch", "safetensors", "numpy", "gguf", "onnx")
+    for kind in ("torch", "safetensors", "numpy", "gguf", "onnx", "keras")
     for p in glob.glob(os.path.join(FIXTURES, "real", kind, "*"))
     if not p.endswith((".json", ".md"))
 )

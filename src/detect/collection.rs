@@ -26,6 +26,9 @@ const MODEL_SUFFIXES: &[&str] = &[
     ".npy",
     ".npz",
     ".onnx",
+    ".keras",
+    ".h5",
+    ".hdf5",
 ];
 
 /// A single-file model kind a collection takes as a member.
@@ -36,6 +39,7 @@ enum FileKind {
     Gguf,
     Numpy,
     Onnx,
+    Keras,
 }
 
 impl FileKind {
@@ -52,6 +56,9 @@ impl FileKind {
         if crate::torch::is_torch_reader(file) {
             return Some(FileKind::Torch);
         }
+        if crate::keras::is_keras_reader(file) {
+            return Some(FileKind::Keras);
+        }
         let magic = file.read_vec(0, 4.min(file.size()) as usize);
         magic.is_ok_and(|m| m == b"GGUF").then_some(FileKind::Gguf)
     }
@@ -64,6 +71,7 @@ impl FileKind {
             FileKind::Gguf => crate::gguf::open(file, opts),
             FileKind::Numpy => crate::numpy::open(file, opts),
             FileKind::Onnx => crate::onnx::open(file, opts),
+            FileKind::Keras => crate::keras::open(&one, opts),
         }
     }
 }
