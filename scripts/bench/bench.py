@@ -675,6 +675,35 @@ def bench_dcp():
         f"{m:.2f} s", "< 1 s", m < 1)
 
 
+# 22. Keras (issue 73): a 1 GiB dataset of a `.weights.h5`, first read by modelfs vs h5py's.
+def bench_keras():
+    py = os.environ.get("KERAS_PYTHON", os.environ.get("ENGINES_PYTHON", sys.executable))
+    if subprocess.run([py, "-c", "import h5py"], capture_output=True).returncode != 0:
+        add(22, "Keras (KERAS_PYTHON or ENGINES_PYTHON needs h5py)", "not run", "", None)
+        return
+    here = os.path.dirname(os.path.abspath(__file__))
+    d = os.path.join(WORK, "keras1g")
+    src = os.path.join(d, "model.weights.h5")
+    if not os.path.exists(src):
+        log("generating a 1 GiB Keras weights file (h5py)")
+        subprocess.run([py, os.path.join(here, "keras_load.py"), "gen", d], check=True)
+    env = Env("keras").env
+    subprocess.run(["cat", src], stdout=subprocess.DEVNULL)
+    ours, theirs = [], []
+    for _ in range(RUNS):
+        mnt = mountpoint()
+        mount(src, mnt, env, "cache_dir=none")
+        ours.append(timed(["cat", os.path.join(mnt, "layers/dense/vars/0.npy")]))
+        umount(mnt)
+        out = subprocess.run([py, os.path.join(here, "keras_load.py"), "load", d],
+                             capture_output=True, text=True, check=True).stdout
+        theirs.append(float(out.strip().splitlines()[-1]))
+    o, t = median(ours), median(theirs)
+    add(22, "Keras: first `cat` of a 1 GiB dataset's `.npy` in a `.weights.h5` (fresh mount) vs "
+        "h5py's read of it (fresh process; page cache warm)",
+        f"{o:.2f} vs {t:.2f} s = {t / o:.2f}x", ">= 2x", t / o >= 2)
+
+
 # 17. One checksum pass however many readers start at once: four readers of a fresh 1 GiB
 # tensor's quarters vs one reader of the whole (verify=crc, nothing remembered).
 def bench_quarters(w, env):
@@ -811,6 +840,8 @@ def main():
         bench_onnx()
     if want(21):
         bench_dcp()
+    if want(22):
+        bench_keras()
     cores = os.cpu_count()
     print(f"\nmodelfs benchmark — {cores} cores, median of {RUNS} runs "
           f"(ls: {LS_RUNS}), {time.perf_counter() - started:.0f} s total")

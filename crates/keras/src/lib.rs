@@ -18,7 +18,21 @@
 //! `__metadata__.json`.
 //!
 //! This is the crate `modelfs-keras`, one of modelfs's readers: it knows only `modelfs-io`
-//! and `modelfs-model`.
+//! and `modelfs-model`. `files_of` says whether a path is one, `open` gives its files as one
+//! `model::Model`.
+//!
+//! ```
+//! use modelfs_model::DirEntry;
+//! let path = std::path::Path::new(concat!(
+//!     env!("CARGO_MANIFEST_DIR"),
+//!     "/../../fixtures/keras/keras-3.15.1_tensorflow.keras"
+//! ));
+//! let model = modelfs_keras::open_path(path, &Default::default())
+//!     .unwrap()
+//!     .expect("a Keras file");
+//! let layers = model.list_dir(&[b"layers".to_vec()]).unwrap();
+//! assert!(layers.contains(&DirEntry::Dir(b"head".to_vec())));
+//! ```
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 pub(crate) use modelfs_io::{codec, source};
