@@ -40,7 +40,7 @@ pub(crate) use modelfs_model as model;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use hdf5_pure::{AttrValue, Datatype, DatatypeByteOrder, Layout};
 
@@ -48,7 +48,7 @@ use crate::codec::zip::{self as zipdir, Method};
 use crate::model::flat::{Flat, JsonDocument};
 use crate::model::in_place::InPlace;
 use crate::model::{DType, Model, ModelError, OpenError, ReaderOptions, TensorMeta};
-use crate::source::{MemSource, ReadAt, ReadCtx, ReadExt, Storage as Files, Window};
+use crate::source::{MemSource, ReadAt, ReadCtx, ReadExt, SourceError, Storage as Files, Window};
 
 /// The HDF5 file signature, at the start of every file Keras writes.
 const SIGNATURE: &[u8; 8] = b"\x89HDF\r\n\x1a\n";
@@ -139,13 +139,24 @@ fn read_file(file: &Arc<dyn ReadAt>, model: &mut Flat) -> Result<(), ModelError>
     } else {
         Arc::clone(file)
     };
-    let h5file = hdf5_pure::File::from_source(H5Source(Arc::clone(&h5)))
-        .map_err(|e| ModelError::data(h5.name(), format!("HDF5: {e}")))?;
+    let fault = Arc::new(Mutex::new(None));
+    let source = H5Source {
+        file: Arc::clone(&h5),
+        fault: Arc::clone(&fault),
+    };
+    let h5file = match hdf5_pure::File::from_source(source) {
+        Ok(f) => f,
+        Err(e) => {
+            transient(&fault)?;
+            return Err(ModelError::data(h5.name(), format!("HDF5: {e}")));
+        }
+    };
     let mut walk = Walk {
         h5: &h5,
         model,
         groups: BTreeMap::new(),
         objects: 0,
+        decoded: 0,
         mtime,
     };
     let root = h5file.root();
@@ -155,6 +166,7 @@ fn read_file(file: &Arc<dyn ReadAt>, model: &mut Flat) -> Result<(), ModelError>
     let root_attrs = attrs_json(&attrs);
     walk.group(&root, &[], &[], 0);
     let groups = std::mem::take(&mut walk.groups);
+    transient(&fault)?;
     doc.insert("attrs".into(), root_attrs.into());
     doc.insert(
         "groups".into(),
@@ -204,18 +216,37 @@ fn member(file: &Arc<dyn ReadAt>, e: &zipdir::Entry, max: u64) -> Result<Vec<u8>
     Ok(b)
 }
 
-/// `hdf5-pure`'s view of a source: bytes at offsets, as metadata reads.
-struct H5Source(Arc<dyn ReadAt>);
+/// `hdf5-pure`'s view of a source: bytes at offsets, as metadata reads. `hdf5-pure` keeps a
+/// fault only as text, so the first one is kept here whole: a transient one (a remote
+/// store's) is then the open's error, never a verdict on the file.
+struct H5Source {
+    file: Arc<dyn ReadAt>,
+    fault: Arc<Mutex<Option<SourceError>>>,
+}
 
 impl hdf5_pure::Source for H5Source {
     fn len(&self) -> u64 {
-        self.0.size()
+        self.file.size()
     }
 
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), hdf5_pure::FormatError> {
-        self.0
+        self.file
             .read_into(ReadCtx::metadata(), offset, buf)
-            .map_err(|e| hdf5_pure::FormatError::Source(e.to_string()))
+            .map_err(|e| {
+                let text = e.to_string();
+                if let Ok(mut f) = self.fault.lock() {
+                    f.get_or_insert(e);
+                }
+                hdf5_pure::FormatError::Source(text)
+            })
+    }
+}
+
+/// The fault `fault` kept, when it is transient: the whole open fails with it.
+fn transient(fault: &Mutex<Option<SourceError>>) -> Result<(), ModelError> {
+    match fault.lock().ok().and_then(|mut f| f.take()) {
+        Some(e) if e.is_transient() => Err(ModelError::Source(e)),
+        _ => Ok(()),
     }
 }
 
@@ -226,6 +257,8 @@ struct Walk<'a> {
     /// Each group's attributes, by HDF5 path.
     groups: BTreeMap<String, serde_json::Value>,
     objects: usize,
+    /// Bytes of chunked and compact datasets decoded so far (at most `MAX_DECODED` in all).
+    decoded: u64,
     mtime: std::time::SystemTime,
 }
 
@@ -287,12 +320,18 @@ impl Walk<'_> {
                     .unwrap_or_else(|| name.clone())
             })
             .collect();
+        let mut shown_count: std::collections::HashMap<&str, usize> = Default::default();
+        for n in &names {
+            *shown_count.entry(n.as_str()).or_default() += 1;
+        }
+        let stored: std::collections::HashSet<&str> =
+            subs.iter().map(|(n, _, _)| n.as_str()).collect();
         for (i, (name, sub, attrs)) in subs.iter().enumerate() {
             if !self.count(&at) {
                 return;
             }
-            let taken = names.iter().filter(|n| **n == names[i]).count() > 1
-                || (names[i] != *name && subs.iter().any(|(n, _, _)| *n == names[i]));
+            let taken = shown_count[names[i].as_str()] > 1
+                || (names[i] != *name && stored.contains(names[i].as_str()));
             let as_shown = if taken {
                 name.clone()
             } else {
@@ -371,7 +410,10 @@ impl Walk<'_> {
                 Ok(Layout::Contiguous { address: None, .. }) => {
                     Err("no data was written (h5py reads its fill value)".into())
                 }
-                Ok(Layout::Compact { .. } | Layout::Chunked { .. }) if bytes <= MAX_DECODED => {
+                Ok(Layout::Compact { .. } | Layout::Chunked { .. })
+                    if self.decoded.saturating_add(bytes) <= MAX_DECODED =>
+                {
+                    self.decoded += bytes;
                     meta.extra
                         .insert("layout".into(), "chunked or compact: read whole".into());
                     match ds.read_raw() {
@@ -386,9 +428,10 @@ impl Walk<'_> {
                         Err(e) => Err(format!("HDF5: {e}")),
                     }
                 }
-                Ok(Layout::Compact { .. } | Layout::Chunked { .. }) => {
-                    Err(format!("a chunked dataset of {bytes} bytes: not read"))
-                }
+                Ok(Layout::Compact { .. } | Layout::Chunked { .. }) => Err(format!(
+                    "a chunked dataset of {bytes} bytes: not read (more than {MAX_DECODED} \
+                     bytes of the file's chunked datasets decoded)"
+                )),
                 Ok(_) => Err("a virtual dataset: not read".into()),
                 Err(e) => Err(format!("HDF5: {e}")),
             },
@@ -429,12 +472,20 @@ fn dtype_of(
     let little = |o: &DatatypeByteOrder| matches!(o, DatatypeByteOrder::LittleEndian);
     Ok(match t {
         Datatype::FloatingPoint {
-            size, byte_order, ..
-        } if little(byte_order) => match size {
-            2 => (F16, String::new()),
-            4 => (F32, String::new()),
-            8 => (F64, String::new()),
-            s => return Err(format!("a {s}-byte float is not decoded")),
+            size,
+            byte_order,
+            layout,
+        } if little(byte_order) => match (size, layout.exponent_size) {
+            // An 8-bit exponent in 2 bytes is bfloat16 (h5py and PyTables write it so).
+            (2, 8) => (BF16, "float16-sized bfloat16".into()),
+            (2, 5) => (F16, String::new()),
+            (4, 8) => (F32, String::new()),
+            (8, 11) => (F64, String::new()),
+            (s, e) => {
+                return Err(format!(
+                    "a {s}-byte float with a {e}-bit exponent is not decoded"
+                ))
+            }
         },
         Datatype::FixedPoint {
             size,

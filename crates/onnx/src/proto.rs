@@ -38,6 +38,8 @@ const ATTR_G: u32 = 6;
 const ATTR_GRAPHS: u32 = 11;
 /// Subgraphs (an `If`'s branches, a `Loop`'s body) nested deeper than this are a note.
 const MAX_NESTING: usize = 16;
+/// The longest name prefix of a subgraph's tensors (node and attribute names, nested).
+const MAX_PREFIX: usize = 4096;
 // ValueInfoProto
 const VALUE_NAME: u32 = 1;
 // TensorProto
@@ -225,6 +227,11 @@ fn parse_node(
             _ => {}
         }
     }
+    // Node names are optional: an unnamed node's subgraphs are named by its first output
+    // (unique in the graph), else its op.
+    if node.is_empty() {
+        node = output.clone().unwrap_or_else(|| op.clone());
+    }
     if op == "Constant" && (domain.is_empty() || domain == "ai.onnx") {
         if let (Some(out), Some(t)) = (output, value) {
             m.tensors
@@ -239,6 +246,13 @@ fn parse_node(
             break;
         }
         let below = format!("{prefix}{node}/{attr}/");
+        if below.len() > MAX_PREFIX {
+            // Every tensor below would carry a copy of it.
+            m.notes.push(format!(
+                "subgraphs named by more than {MAX_PREFIX} bytes are not shown"
+            ));
+            break;
+        }
         parse_graph(buf, g, m, &below, depth + 1)?;
     }
     Ok(())

@@ -43,6 +43,8 @@ pub const METADATA: &str = ".metadata";
 const MAX_METADATA: u64 = 256 << 20;
 /// The largest plain value read at mount (an optimizer's `step`, a config).
 const MAX_VALUE: u64 = 16 << 20;
+/// The most components of a state-dict path (`planner_data`) shown as directories.
+const MAX_PATH: usize = 64;
 /// The largest chunk decompressed into memory (a stream transform cannot be read in place).
 const MAX_TRANSFORMED: u64 = 1 << 30;
 
@@ -258,7 +260,7 @@ fn build(
                         }
                     }
                     Err(e) if crate::source::is_transient(&e) => {
-                        return Err(OpenError::unreadable(&dir_path(dir), e))
+                        return Err(OpenError::unreadable(&files.dir, e))
                     }
                     Err(e) => {
                         // Damage, said here; the walk's problems (dangerous calls) below.
@@ -360,10 +362,6 @@ fn nest(
             }
         }
     }
-}
-
-fn dir_path(dir: &[String]) -> PathBuf {
-    dir.iter().collect()
 }
 
 /// The tensor `fqn` (shown as `key`): its one chunk, or its chunks assembled.
@@ -479,7 +477,12 @@ fn check_path(rel: &str) -> Result<(), String> {
 }
 
 /// The bytes of a stored item: in place, or decompressed when a stream transform wrote them.
-fn item_source(files: &DataFiles, info: &StorageInfo) -> Result<Arc<dyn ReadAt>, ModelError> {
+/// At most `max` bytes decompressed.
+fn item_source(
+    files: &DataFiles,
+    info: &StorageInfo,
+    max: u64,
+) -> Result<Arc<dyn ReadAt>, ModelError> {
     let file = files.open(&info.path)?;
     let window = Window::new(file, info.offset, info.length)?;
     match info.transforms.as_slice() {
@@ -487,7 +490,7 @@ fn item_source(files: &DataFiles, info: &StorageInfo) -> Result<Arc<dyn ReadAt>,
         [t] if t == "stream.zstd" || t.starts_with("stream.zstd/") => {
             let name = window.name().to_string();
             let bad = |why: String| ModelError::data(&name, why);
-            if info.length > MAX_TRANSFORMED {
+            if info.length > max {
                 return Err(bad(format!(
                     "a compressed chunk of {} bytes: not read",
                     info.length
@@ -497,11 +500,13 @@ fn item_source(files: &DataFiles, info: &StorageInfo) -> Result<Arc<dyn ReadAt>,
             let mut out = Vec::new();
             ruzstd::decoding::StreamingDecoder::new(&raw[..])
                 .map_err(|e| bad(format!("zstd: {e}")))?
-                .take(MAX_TRANSFORMED + 1)
+                .take(max + 1)
                 .read_to_end(&mut out)
                 .map_err(|e| bad(format!("zstd: {e}")))?;
-            if out.len() as u64 > MAX_TRANSFORMED {
-                return Err(bad("decompresses to more than 1 GiB: not read".into()));
+            if out.len() as u64 > max {
+                return Err(bad(format!(
+                    "decompresses to more than {max} bytes: not read"
+                )));
             }
             Ok(Arc::new(MemSource::new(name, out)))
         }
@@ -531,7 +536,7 @@ fn plain_value(
             format!("{} bytes: not read", info.length),
         ));
     }
-    let src = item_source(files, info)?;
+    let src = item_source(files, info, MAX_VALUE)?;
     let bytes = crate::object_pickle(&src, MAX_VALUE)?;
     let p = crate::pickle::load(&bytes).map_err(|e| ModelError::data(src.name(), e))?;
     Ok(walk::walk(&p, name))
@@ -564,7 +569,7 @@ impl Chunk {
     }
 
     fn open(&self) -> Result<Arc<dyn Tensor>, ModelError> {
-        let src = item_source(&self.files, &self.info)?;
+        let src = item_source(&self.files, &self.info, MAX_TRANSFORMED)?;
         let t = crate::one_tensor(&src, self.verify, self.verdicts.clone())?;
         let m = t.meta();
         if m.dtype != self.meta.dtype || m.shape != self.meta.shape {
@@ -684,9 +689,12 @@ fn metadata(p: &Pickle) -> Result<Metadata, String> {
                     _ => None,
                 })
                 .collect();
-            if let Some(path) =
-                path.filter(|p| p.iter().all(|c| !c.is_empty() && c != "." && c != ".."))
-            {
+            // A path of plain components, not too deep (a memoised string repeated makes a
+            // long one cheaply); else the flattened name is shown.
+            let plain =
+                |c: &String| !c.is_empty() && c != "." && c != ".." && !c.contains(['/', '\0']);
+            let usable = |p: &Vec<String>| p.len() <= MAX_PATH && p.iter().all(plain);
+            if let Some(path) = path.filter(usable) {
                 m.paths.insert(fqn.to_string(), path);
             }
         }

@@ -262,7 +262,8 @@ pub enum Outside {
     /// A symlink (of a local tree) to a file outside the directory.
     #[error("resolves out of the model's directory: refused")]
     ResolvesOut,
-    #[error(transparent)]
+    // Not `transparent`: the fault stays a link of the chain (`source::is_transient`).
+    #[error("{0}")]
     Source(#[from] SourceError),
 }
 

@@ -45,6 +45,12 @@ impl ReadAt for Window {
     }
 
     fn read_with(&self, ctx: &ReadCtx, offset: u64, to: To<'_>) -> Result<(), SourceError> {
+        if let To::Runs(starts, out) = to {
+            // Each run checked against the window on its own (its start may lie anywhere).
+            return super::read::each_run(&self.about.name, offset, starts, out, |at, run| {
+                self.read_with(ctx, at, To::Fill(run))
+            });
+        }
         super::checked_end(&self.about.name, offset, to.len(), self.about.size)?;
         // Inside the window, hence inside the parent (`new`): no overflow.
         let at = self.offset + offset;
@@ -54,7 +60,10 @@ impl ReadAt for Window {
                 self.parent.read_with(
                     ctx,
                     at,
-                    To::Parts(len, &|off: u64, b: &[u8]| visit(off - base, b)),
+                    // An empty piece may come with any offset.
+                    To::Parts(len, &|off: u64, b: &[u8]| {
+                        visit(off.saturating_sub(base), b)
+                    }),
                 )
             }
             to => self.parent.read_with(ctx, at, to),
@@ -118,5 +127,22 @@ mod tests {
             .read_vec(0, 0)
             .unwrap()
             .is_empty());
+    }
+}
+
+#[cfg(test)]
+mod outside_tests {
+    use crate::source::{is_transient, Outside, SourceError};
+
+    /// A remote fault opening a named file stays a link of the chain: a reader asking
+    /// `is_transient` sees it and keeps no verdict.
+    #[test]
+    fn a_remote_fault_behind_open_inside_is_transient() {
+        let e = Outside::from(SourceError::Remote {
+            url: "s3://b/k".into(),
+            cause: "503".into(),
+        });
+        assert!(is_transient(&e));
+        assert!(!is_transient(&Outside::Leaves));
     }
 }
