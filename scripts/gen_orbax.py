@@ -278,6 +278,7 @@ def write_npy(dirpath, restored, names):
 def write_keys(ckpt_dir, out_dir=None):
     """Every key of the OCDBT kvstore, as tensorstore lists it, with the size of its value."""
     kv = ts.KvStore.open({"driver": "ocdbt", "base": "file://" + os.path.abspath(ckpt_dir) + "/"}).result()
+    # ckpt_dir may be damaged on purpose (fixtures/real/orbax): errors propagate to the caller
     lines = []
     for key in sorted(kv.list().result()):
         r = kv.read(key).result()
