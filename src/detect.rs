@@ -33,6 +33,9 @@ struct Format {
 /// The kinds, asked in this order (the first that takes a path opens it):
 /// - a Monolith PS export before TensorFlow: its `variables/` is a TF bundle, which TF would
 ///   show without the export's tables;
+/// - an Orbax checkpoint before TensorFlow: older Flax saves keep a `checkpoint` file, which
+///   is not TensorFlow's (Orbax is known by `_METADATA`, `manifest.ocdbt`,
+///   `_CHECKPOINT_METADATA`);
 /// - TensorFlow before the rest: its forms are named by their files (`.index`, `checkpoint`,
 ///   `saved_model.pb`, `.pb`, `.meta`) and hold Monolith tables of their own (`assets/`);
 /// - Angel (a directory of matrices with `meta` files), then numpy (`.npy`/`.npz` by magic),
@@ -48,6 +51,11 @@ const FORMATS: &[Format] = &[
         in_dir: "a Monolith PS export (assets/ with hash-table shards)",
         as_file: None,
         open: |path, opts, _| monolith_ps_export(path, opts),
+    },
+    Format {
+        in_dir: "an Orbax checkpoint (_METADATA, manifest.ocdbt) or a step of one",
+        as_file: None,
+        open: |path, opts, _| crate::orbax::open_path(path, opts),
     },
     Format {
         in_dir: "V2 checkpoints (*.index) or V1 ones, a `checkpoint` state file, a SavedModel \

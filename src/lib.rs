@@ -6,7 +6,7 @@
 //!
 //! Layers, bottom up; each module uses only those before it (`layers_tests` checks it):
 //! `source` (byte access) → `codec` (encodings; the LevelDB table) → `store` (persistent caches) → `model` (the
-//! format-neutral tree) → `tf`, `angel`, `monolith`, `safetensors`, `numpy`, `torch`, `gguf`, `onnx`, `keras`
+//! format-neutral tree) → `tf`, `angel`, `monolith`, `safetensors`, `numpy`, `torch`, `gguf`, `onnx`, `keras`, `orbax`
 //! (the readers, which never use each other) → `detect` (which reader a source is for: its
 //! `FORMATS` table) → `layout` (file renderers, on the content contract of `layout::content`)
 //! → `views` (whole-model views), `stats` (statistics and diffs), `options` → `fs` (tree of
@@ -52,6 +52,7 @@ pub use modelfs_angel as angel;
 pub use modelfs_gguf as gguf;
 pub use modelfs_io::{codec, source, store};
 pub use modelfs_keras as keras;
+pub use modelfs_orbax as orbax;
 pub use modelfs_layout as layout;
 pub use modelfs_model as model;
 #[cfg(any(test, feature = "testkit"))]

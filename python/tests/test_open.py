@@ -42,6 +42,10 @@ SOURCES = [
     "onnx/dtypes.onnx",
     "keras/keras-3.15.1_tensorflow.keras",
     "keras/tf-keras-2.21.0_model.h5",
+    "orbax/ocdbt",
+    "orbax/sharded_zarr3",
+    "orbax/zarr2_plain",
+    "orbax/manager/2",
 ]
 REAL = sorted(
     os.path.relpath(p, FIXTURES)

@@ -50,6 +50,7 @@ pub use crc::Crc;
 pub use rows::default_key_kind;
 pub mod blocks;
 pub mod flat;
+pub mod grid;
 pub mod in_place;
 pub mod member;
 pub mod multi;
