@@ -704,6 +704,37 @@ def bench_keras():
         f"{o:.2f} vs {t:.2f} s = {t / o:.2f}x", ">= 2x", t / o >= 2)
 
 
+# 23. Orbax (issue 73): a 1 GiB array of an Orbax checkpoint (OCDBT, zstd), first read by
+# modelfs vs Orbax's restore of the item.
+def bench_orbax():
+    py = os.environ.get("ORBAX_PYTHON", os.environ.get("ENGINES_PYTHON", sys.executable))
+    if subprocess.run([py, "-c", "import orbax.checkpoint"], capture_output=True).returncode != 0:
+        add(23, "Orbax (ORBAX_PYTHON or ENGINES_PYTHON needs orbax-checkpoint)", "not run", "", None)
+        return
+    here = os.path.dirname(os.path.abspath(__file__))
+    d = os.path.join(WORK, "orbax1g")
+    src = os.path.join(d, "ck")
+    if not os.path.exists(os.path.join(src, "_METADATA")):
+        log("generating an Orbax checkpoint with a 1 GiB array (orbax-checkpoint)")
+        subprocess.run([py, os.path.join(here, "orbax_load.py"), "gen", d], check=True)
+    env = Env("orbax").env
+    subprocess.run(["cat"] + [os.path.join(r, f) for r, _, fs in os.walk(src) for f in fs],
+                   stdout=subprocess.DEVNULL)
+    ours, theirs = [], []
+    for _ in range(RUNS):
+        mnt = mountpoint()
+        mount(src, mnt, env, "cache_dir=none")
+        ours.append(timed(["cat", os.path.join(mnt, "w.npy")]))
+        umount(mnt)
+        out = subprocess.run([py, os.path.join(here, "orbax_load.py"), "load", d],
+                             capture_output=True, text=True, check=True).stdout
+        theirs.append(float(out.strip().splitlines()[-1]))
+    o, t = median(ours), median(theirs)
+    add(23, "Orbax: first `cat` of a 1 GiB array's `.npy` (OCDBT, zstd; fresh mount) vs "
+        "Orbax's restore of the item (fresh process; page cache warm)",
+        f"{o:.2f} vs {t:.2f} s = {t / o:.2f}x", ">= 2x", t / o >= 2)
+
+
 # 17. One checksum pass however many readers start at once: four readers of a fresh 1 GiB
 # tensor's quarters vs one reader of the whole (verify=crc, nothing remembered).
 def bench_quarters(w, env):
@@ -842,6 +873,8 @@ def main():
         bench_dcp()
     if want(22):
         bench_keras()
+    if want(23):
+        bench_orbax()
     cores = os.cpu_count()
     print(f"\nmodelfs benchmark — {cores} cores, median of {RUNS} runs "
           f"(ls: {LS_RUNS}), {time.perf_counter() - started:.0f} s total")

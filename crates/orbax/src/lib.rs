@@ -135,12 +135,23 @@ pub fn open_path(path: &Path, opts: &ReaderOptions) -> Result<Option<Arc<dyn Mod
             v.unwrap_or_else(|e| format!("not read: {e}").into()),
         );
     }
-    let mtime = fs
-        .open(path)
-        .ok()
-        .map_or(std::time::SystemTime::UNIX_EPOCH, |f| f.mtime());
+    let mtime = mtime_of(fs, path);
     model.add_document(DOCUMENT, Arc::new(JsonDocument::new(doc.into(), mtime)));
     Ok(Some(Arc::new(model)))
+}
+
+/// When the checkpoint at `dir` was written: its metadata files' time (a directory has none
+/// a `ReadAt` gives); a step's from its first item's when it has none of its own.
+fn mtime_of(fs: &dyn Storage, dir: &Path) -> std::time::SystemTime {
+    [CHECKPOINT_METADATA, METADATA, ocdbt::MANIFEST]
+        .iter()
+        .find_map(|f| fs.open(&dir.join(f)).ok())
+        .map(|f| f.mtime())
+        .or_else(|| {
+            let items = items_of(fs, dir)?;
+            Some(mtime_of(fs, &dir.join(items.first()?)))
+        })
+        .unwrap_or(std::time::SystemTime::UNIX_EPOCH)
 }
 
 /// The JSON file at `path`, if there is one.
@@ -232,10 +243,7 @@ fn item(
             "more than 2^20 arrays",
         ));
     }
-    let mtime = fs
-        .open(&dir.join(METADATA))
-        .or_else(|_| fs.open(&dir.join(ocdbt::MANIFEST)))
-        .map_or(std::time::SystemTime::UNIX_EPOCH, |f| f.mtime());
+    let mtime = mtime_of(fs, dir);
     let store = Arc::new(store);
     let mut values = serde_json::Map::new();
     for leaf in leaves {

@@ -4,6 +4,14 @@
 //! read ended, so a sequential reader never starts over — else from a new decoder at the
 //! start. Decoders are kept in one small pool for the process (`POOL_MAX`); while one is at
 //! work on a chunk, another read of that chunk waits for it rather than starting over.
+//!
+//! A reader going forward is decoded ahead of: after a read, a thread decodes the next
+//! `AHEAD` bytes into the decoder's buffer while the caller hands the bytes on (the kernel's
+//! copy and the decoding overlap on two cores). A fault there is not kept: the decoder is
+//! dropped and the next read decodes again, meeting the fault (or not) itself.
+//!
+//! Invariant: a decoder's `buf` holds the decoded bytes `[base, base + buf.len())`, and its
+//! stream has given exactly `base + buf.len()` bytes.
 
 use std::io::Read;
 use std::sync::{Arc, Condvar, Mutex};
@@ -13,6 +21,13 @@ use crate::source::{ReadAt, ReadCtx, ReadExt, SourceError};
 use crate::zarr::Compression;
 
 const POOL_MAX: usize = 4;
+/// Bytes decoded ahead of a reader going forward.
+const AHEAD: usize = 4 << 20;
+/// Decoded bytes kept behind a read: the kernel's read-ahead (4 MiB) and the mount's threads
+/// bring reads a little out of order, and a read behind every decoder starts over.
+const BEHIND: u64 = 8 << 20;
+/// Bytes decoded at a time.
+const STEP: u64 = 1 << 20;
 /// Compressed bytes read from the source at a time.
 const BUFFER: usize = 1 << 20;
 
@@ -21,8 +36,16 @@ type Key = (u64, u64);
 
 struct Decoder {
     key: Key,
-    pos: u64,
+    base: u64,
+    buf: Vec<u8>,
     inner: Box<dyn Read + Send>,
+}
+
+impl Decoder {
+    /// How far its stream has got.
+    fn end(&self) -> u64 {
+        self.base + self.buf.len() as u64
+    }
 }
 
 struct Pool {
@@ -90,7 +113,8 @@ impl Stream<'_> {
         };
         Ok(Decoder {
             key: self.key,
-            pos: 0,
+            base: 0,
+            buf: Vec::new(),
             inner,
         })
     }
@@ -117,8 +141,8 @@ impl Stream<'_> {
                 .idle
                 .iter()
                 .enumerate()
-                .filter(|(_, d)| d.key == self.key && d.pos <= at)
-                .max_by_key(|(_, d)| d.pos)
+                .filter(|(_, d)| d.key == self.key && d.base <= at)
+                .max_by_key(|(_, d)| d.end())
                 .map(|(i, _)| i);
             pool.busy.push(self.key);
             best.map(|i| pool.idle.remove(i))
@@ -128,24 +152,26 @@ impl Stream<'_> {
                 Some(d) => d,
                 None => self.fresh()?,
             };
-            let skip = at - d.pos;
-            let skipped = std::io::copy(&mut (&mut d.inner).take(skip), &mut std::io::sink())
-                .map_err(|e| self.fault(e))?;
-            if skipped != skip {
-                return Err(ModelError::data(
-                    self.name,
-                    "the chunk decodes to fewer bytes than its shape",
-                ));
+            let end = at + out.len() as u64;
+            // Decoded forward into the buffer (never discarded: a read a little behind this
+            // one may come next), in steps, letting go of what is far behind.
+            while d.end() < end {
+                trim(&mut d, at);
+                let step = (end - d.end()).min(STEP) as usize;
+                let have = d.buf.len();
+                d.buf.resize(have + step, 0);
+                d.inner
+                    .read_exact(&mut d.buf[have..])
+                    .map_err(|e| match e.kind() {
+                        std::io::ErrorKind::UnexpectedEof => self.short(),
+                        _ => self.fault(e),
+                    })?;
             }
-            d.inner.read_exact(out).map_err(|e| match e.kind() {
-                std::io::ErrorKind::UnexpectedEof => {
-                    ModelError::data(self.name, "the chunk decodes to fewer bytes than its shape")
-                }
-                _ => self.fault(e),
-            })?;
-            d.pos = at + out.len() as u64;
+            let i = (at - d.base) as usize;
+            out.copy_from_slice(&d.buf[i..i + out.len()]);
             // At its end, a stream with more to give is not the chunk its shape says.
-            if d.pos == self.decoded && d.inner.read(&mut [0u8; 1]).map_err(|e| self.fault(e))? != 0
+            if d.end() == self.decoded
+                && d.inner.read(&mut [0u8; 1]).map_err(|e| self.fault(e))? != 0
             {
                 return Err(ModelError::data(
                     self.name,
@@ -154,16 +180,64 @@ impl Stream<'_> {
             }
             Ok(d)
         })();
-        let mut pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
-        pool.busy.retain(|k| *k != self.key);
-        let result = got.map(|d| {
-            pool.idle.push(d);
-            if pool.idle.len() > POOL_MAX {
-                pool.idle.remove(0);
+        let next = at + out.len() as u64;
+        match got {
+            Ok(d) if d.end() < self.decoded && d.end() - next < AHEAD as u64 / 2 => {
+                // Going forward with little left decoded: decode ahead, the key still busy.
+                let decoded = self.decoded;
+                std::thread::spawn(move || ahead(d, next, decoded));
+                Ok(())
             }
-        });
-        drop(pool);
-        RETURNED.notify_all();
-        result
+            got => {
+                let mut pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
+                pool.busy.retain(|k| *k != self.key);
+                let result = got.map(|d| give_back(&mut pool, d));
+                drop(pool);
+                RETURNED.notify_all();
+                result
+            }
+        }
     }
+
+    fn short(&self) -> ModelError {
+        ModelError::data(self.name, "the chunk decodes to fewer bytes than its shape")
+    }
+}
+
+fn give_back(pool: &mut Pool, d: Decoder) {
+    pool.idle.push(d);
+    if pool.idle.len() > POOL_MAX {
+        pool.idle.remove(0);
+    }
+}
+
+/// Lets go of `d`'s decoded bytes more than `BEHIND` before `at`, once they are twice that
+/// (moving the rest down costs then at most one copy of each byte).
+fn trim(d: &mut Decoder, at: u64) {
+    // Never past what the stream has given (a read far ahead lets all of it go).
+    let keep = at.saturating_sub(BEHIND).min(d.end());
+    if keep > d.base + BEHIND {
+        let gone = keep - d.base;
+        d.buf.drain(..gone as usize);
+        d.base = keep;
+    }
+}
+
+/// Decodes up to `AHEAD` more bytes into `d`'s buffer (letting go of what is more than
+/// `BEHIND` before `from`), then gives `d` back; on a fault, drops it.
+fn ahead(mut d: Decoder, from: u64, decoded: u64) {
+    debug_assert!(d.base <= from && from <= d.end());
+    trim(&mut d, from);
+    let want = (AHEAD as u64).min(decoded - d.end()) as usize;
+    let have = d.buf.len();
+    d.buf.resize(have + want, 0);
+    let ok = d.inner.read_exact(&mut d.buf[have..]).is_ok();
+    let key = d.key;
+    let mut pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
+    pool.busy.retain(|k| *k != key);
+    if ok {
+        give_back(&mut pool, d);
+    }
+    drop(pool);
+    RETURNED.notify_all();
 }

@@ -378,6 +378,10 @@ fn a_big_compressed_chunk_reads_by_range_as_a_stream() {
     .unwrap();
     let m = open(dir);
     let t = tensor(&*m, "w");
+    // First a read far ahead (the decoder goes through the chunk letting go as it goes).
+    let mut out = vec![0u8; 4000];
+    t.fill_elements(ReadCtx::none(), rows * cols - 1000, &mut out).unwrap();
+    assert_eq!(out, data[data.len() - 4000..]);
     // Pieces in order, then one behind (a decoder starts over), then the whole.
     let mut at = 0u64;
     while at < rows * cols {
@@ -387,6 +391,25 @@ fn a_big_compressed_chunk_reads_by_range_as_a_stream() {
         assert_eq!(out, data[at as usize * 4..(at + n) as usize * 4]);
         at += n;
     }
+    // Out of order as the kernel's read-ahead brings them: each pair swapped, on 4 threads.
+    let piece = 32768u64;
+    let pieces = rows * cols / piece;
+    std::thread::scope(|s| {
+        for k in 0..4u64 {
+            let (t, data) = (&t, &data);
+            s.spawn(move || {
+                for p in (k..pieces).step_by(4) {
+                    let p = p ^ 1;
+                    if p >= pieces {
+                        continue;
+                    }
+                    let mut out = vec![0u8; piece as usize * 4];
+                    t.fill_elements(ReadCtx::none(), p * piece, &mut out).unwrap();
+                    assert!(out == data[(p * piece * 4) as usize..((p + 1) * piece * 4) as usize]);
+                }
+            });
+        }
+    });
     let mut out = vec![0u8; 400];
     t.fill_elements(ReadCtx::none(), 5, &mut out).unwrap();
     assert_eq!(out, data[20..420]);
@@ -415,4 +438,15 @@ fn the_fuzz_entry_takes_fixtures_and_their_damaged_copies() {
         crate::fuzz_file(&data[..i]);
     }
     crate::fuzz_file(&std::fs::read(fixtures().join("orbax/zarr2_plain/big/.zarray")).unwrap());
+}
+
+#[test]
+fn the_document_has_the_checkpoints_time() {
+    for dir in ["orbax/ocdbt", "orbax/manager/1"] {
+        let m = open(&fixtures().join(dir));
+        let d = m
+            .document(&[crate::model::own_component(b"__metadata__.json")])
+            .unwrap();
+        assert!(d.mtime() > std::time::SystemTime::UNIX_EPOCH, "{dir}");
+    }
 }
