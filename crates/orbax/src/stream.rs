@@ -1,18 +1,20 @@
 //! A large compressed chunk read by range: a single-device array of a gigabyte is one zarr
-//! chunk, one zstd (or deflate) stream with no random access. A read decompresses from the
-//! decoder of that chunk that has got furthest without passing it — left where an earlier
-//! read ended, so a sequential reader never starts over — else from a new decoder at the
-//! start. Decoders are kept in one small pool for the process (`POOL_MAX`); while one is at
-//! work on a chunk, another read of that chunk waits for it rather than starting over.
+//! chunk, one zstd (or deflate) stream with no random access. Its reads are served by a
+//! producer: a thread of its own decodes the stream forward in blocks (`BLOCK`), up to
+//! `AHEAD` past the furthest byte asked for, while readers copy out the blocks already there
+//! — the decoding and the kernel's copies overlap on two cores, and a sequential reader never
+//! starts over. Blocks more than `BEHIND` before the furthest read are let go: the kernel's
+//! read-ahead and the mount's threads bring reads a little out of order, and those are served
+//! from them; a read behind every producer of its chunk starts a new one from the start.
 //!
-//! A reader going forward is decoded ahead of: after a read, a thread decodes the next
-//! `AHEAD` bytes into the decoder's buffer while the caller hands the bytes on (the kernel's
-//! copy and the decoding overlap on two cores). A fault there is not kept: the decoder is
-//! dropped and the next read decodes again, meeting the fault (or not) itself.
+//! At most `STREAMS` producers live in the process (the oldest is stopped), each holding at
+//! most `AHEAD + BEHIND` plus a block: memory is bounded whatever is read. A producer's fault
+//! (damage, or the source's) is given to the reads waiting and the producer is dropped: a
+//! transient fault is not remembered, the next read starts over and meets it or not.
 //!
-//! Invariant: a decoder's `buf` holds the decoded bytes `[base, base + buf.len())`, and its
-//! stream has given exactly `base + buf.len()` bytes.
+//! Invariant: `Shared::blocks` hold the decoded bytes `[base, produced)`, back to back.
 
+use std::collections::VecDeque;
 use std::io::Read;
 use std::sync::{Arc, Condvar, Mutex};
 
@@ -20,44 +22,39 @@ use crate::model::ModelError;
 use crate::source::{ReadAt, ReadCtx, ReadExt, SourceError};
 use crate::zarr::Compression;
 
-const POOL_MAX: usize = 4;
-/// Bytes decoded ahead of a reader going forward.
-const AHEAD: usize = 4 << 20;
-/// Decoded bytes kept behind a read: the kernel's read-ahead (4 MiB) and the mount's threads
-/// bring reads a little out of order, and a read behind every decoder starts over.
+const BLOCK: u64 = 1 << 20;
+const AHEAD: u64 = 8 << 20;
 const BEHIND: u64 = 8 << 20;
-/// Bytes decoded at a time.
-const STEP: u64 = 1 << 20;
+const STREAMS: usize = 4;
 /// Compressed bytes read from the source at a time.
 const BUFFER: usize = 1 << 20;
 
 /// A chunk: its array and index (`chunks::Key`).
 type Key = (u64, u64);
 
-struct Decoder {
-    key: Key,
+/// A producer's decoded blocks and what its readers ask of it.
+struct Shared {
+    blocks: VecDeque<Arc<Vec<u8>>>,
     base: u64,
-    buf: Vec<u8>,
-    inner: Box<dyn Read + Send>,
+    produced: u64,
+    /// The furthest end a read has asked for.
+    wanted: u64,
+    /// Where each read in progress has got to (by a number of its own): nothing at or after
+    /// the lowest is let go, and the producer gets no further than `AHEAD + BEHIND` past it.
+    readers: Vec<(u64, u64)>,
+    /// Why it stopped early: the message, and whether the source's fault may pass.
+    fault: Option<(String, bool)>,
+    /// Evicted, or faulted: it decodes no more.
+    stopped: bool,
 }
 
-impl Decoder {
-    /// How far its stream has got.
-    fn end(&self) -> u64 {
-        self.base + self.buf.len() as u64
-    }
+struct Producer {
+    key: Key,
+    shared: Mutex<Shared>,
+    changed: Condvar,
 }
 
-struct Pool {
-    idle: Vec<Decoder>,
-    busy: Vec<Key>,
-}
-
-static POOL: Mutex<Pool> = Mutex::new(Pool {
-    idle: Vec::new(),
-    busy: Vec::new(),
-});
-static RETURNED: Condvar = Condvar::new();
+static PRODUCERS: Mutex<Vec<Arc<Producer>>> = Mutex::new(Vec::new());
 
 /// The compressed bytes `[at, end)` of a file, as a reader.
 struct Compressed {
@@ -93,7 +90,7 @@ pub(crate) struct Stream<'a> {
 }
 
 impl Stream<'_> {
-    fn fresh(&self) -> Result<Decoder, ModelError> {
+    fn decoder(&self) -> Result<Box<dyn Read + Send>, ModelError> {
         let raw = std::io::BufReader::with_capacity(
             BUFFER,
             Compressed {
@@ -102,7 +99,7 @@ impl Stream<'_> {
                 end: self.offset + self.len,
             },
         );
-        let inner: Box<dyn Read + Send> = match self.compression {
+        Ok(match self.compression {
             Compression::Zstd => Box::new(
                 zstd::stream::read::Decoder::with_buffer(raw)
                     .map_err(|e| ModelError::data(self.name, format!("zstd: {e}")))?,
@@ -110,134 +107,212 @@ impl Stream<'_> {
             Compression::Gzip => Box::new(flate2::read::GzDecoder::new(raw)),
             Compression::Zlib => Box::new(flate2::read::ZlibDecoder::new(raw)),
             Compression::None => Box::new(raw),
-        };
-        Ok(Decoder {
-            key: self.key,
-            base: 0,
-            buf: Vec::new(),
-            inner,
         })
     }
 
-    /// A fault of a decoder: the source's own (kept as it is: it may be transient) or damage.
-    fn fault(&self, e: std::io::Error) -> ModelError {
-        match e.get_ref().and_then(|i| i.downcast_ref::<SourceError>()) {
-            Some(_) => match e.into_inner().map(|i| i.downcast::<SourceError>()) {
-                Some(Ok(s)) => ModelError::Source(*s),
-                _ => ModelError::data(self.name, "a source fault"),
-            },
-            None => ModelError::data(self.name, format!("decoding: {e}")),
+    /// A producer of this chunk that has not let `at` go, or a new one from the start.
+    fn producer(&self, at: u64) -> Result<Arc<Producer>, ModelError> {
+        let mut all = PRODUCERS.lock().unwrap_or_else(|e| e.into_inner());
+        let found = all.iter().position(|p| {
+            let s = p.shared.lock().unwrap_or_else(|e| e.into_inner());
+            p.key == self.key && s.base <= at && !s.stopped
+        });
+        if let Some(i) = found {
+            let p = all.remove(i);
+            all.push(Arc::clone(&p));
+            return Ok(p);
         }
+        let decoder = self.decoder()?;
+        let p = Arc::new(Producer {
+            key: self.key,
+            shared: Mutex::new(Shared {
+                blocks: VecDeque::new(),
+                base: 0,
+                produced: 0,
+                wanted: 0,
+                readers: Vec::new(),
+                fault: None,
+                stopped: false,
+            }),
+            changed: Condvar::new(),
+        });
+        let (q, decoded) = (Arc::clone(&p), self.decoded);
+        std::thread::spawn(move || produce(&q, decoder, decoded));
+        all.push(Arc::clone(&p));
+        if all.len() > STREAMS {
+            let old = all.remove(0);
+            old.shared.lock().unwrap_or_else(|e| e.into_inner()).stopped = true;
+            old.changed.notify_all();
+        }
+        Ok(p)
     }
 
-    /// Exactly `out.len()` decoded bytes from `at`.
+    /// Exactly `out.len()` decoded bytes from `at` (inside the chunk: the caller's check).
     pub(crate) fn read(&self, at: u64, out: &mut [u8]) -> Result<(), ModelError> {
-        let kept = {
-            let mut pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
-            while pool.busy.contains(&self.key) {
-                pool = RETURNED.wait(pool).unwrap_or_else(|e| e.into_inner());
+        let end = at + out.len() as u64;
+        debug_assert!(end <= self.decoded);
+        static NEXT_READ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let me = NEXT_READ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        // A producer may let `at` go before this read is registered (another read far
+        // ahead): then the read goes to a new one.
+        for _ in 0..3 {
+            let p = self.producer(at)?;
+            let mut s = p.shared.lock().unwrap_or_else(|e| e.into_inner());
+            if s.base > at {
+                continue;
             }
-            let best = pool
-                .idle
-                .iter()
-                .enumerate()
-                .filter(|(_, d)| d.key == self.key && d.base <= at)
-                .max_by_key(|(_, d)| d.end())
-                .map(|(i, _)| i);
-            pool.busy.push(self.key);
-            best.map(|i| pool.idle.remove(i))
-        };
-        let got = (|| {
-            let mut d = match kept {
-                Some(d) => d,
-                None => self.fresh()?,
+            s.readers.push((me, at));
+            s.wanted = s.wanted.max(end);
+            p.changed.notify_all();
+            // Copied block by block as they come (a read larger than what is kept ahead).
+            let mut pos = at;
+            let outcome = loop {
+                while s.produced <= pos && !s.stopped {
+                    s = p.changed.wait(s).unwrap_or_else(|e| e.into_inner());
+                }
+                if let Some((why, transient)) = &s.fault {
+                    break Err(Some((why.clone(), *transient)));
+                }
+                // Evicted (the oldest of too many): the read goes to a new producer.
+                if s.produced <= pos {
+                    break Err(None);
+                }
+                let upto = end.min(s.produced);
+                let mut blocks = Vec::new();
+                let mut from = s.base;
+                for b in &s.blocks {
+                    let to = from + b.len() as u64;
+                    if to > pos && from < upto {
+                        blocks.push((from, Arc::clone(b)));
+                    }
+                    from = to;
+                }
+                drop(s);
+                for (from, b) in blocks {
+                    let lo = pos.max(from);
+                    let hi = upto.min(from + b.len() as u64);
+                    out[(lo - at) as usize..(hi - at) as usize]
+                        .copy_from_slice(&b[(lo - from) as usize..(hi - from) as usize]);
+                }
+                pos = upto;
+                s = p.shared.lock().unwrap_or_else(|e| e.into_inner());
+                if let Some(r) = s.readers.iter_mut().find(|r| r.0 == me) {
+                    r.1 = pos;
+                }
+                p.changed.notify_all();
+                if pos == end {
+                    break Ok(());
+                }
             };
-            let end = at + out.len() as u64;
-            // Decoded forward into the buffer (never discarded: a read a little behind this
-            // one may come next), in steps, letting go of what is far behind.
-            while d.end() < end {
-                trim(&mut d, at);
-                let step = (end - d.end()).min(STEP) as usize;
-                let have = d.buf.len();
-                d.buf.resize(have + step, 0);
-                d.inner
-                    .read_exact(&mut d.buf[have..])
-                    .map_err(|e| match e.kind() {
-                        std::io::ErrorKind::UnexpectedEof => self.short(),
-                        _ => self.fault(e),
-                    })?;
+            s.readers.retain(|r| r.0 != me);
+            drop(s);
+            p.changed.notify_all();
+            let Err(Some((why, transient))) = outcome else {
+                match outcome {
+                    Ok(()) => return Ok(()),
+                    _ => continue,
+                }
+            };
+            return Err({
+                PRODUCERS
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .retain(|q| !Arc::ptr_eq(q, &p));
+                match transient {
+                    true => ModelError::Source(SourceError::Remote {
+                        url: self.name.to_string(),
+                        cause: why,
+                    }),
+                    false => ModelError::data(self.name, why),
+                }
+            });
+        }
+        Err(ModelError::data(
+            self.name,
+            "a read overtaken three times (try again)",
+        ))
+    }
+}
+
+/// Where the lowest read in progress has got to (`wanted` when none is).
+fn floor(s: &Shared) -> u64 {
+    s.readers.iter().map(|r| r.1).min().unwrap_or(s.wanted)
+}
+
+/// How far the producer may decode now.
+fn limit(s: &Shared, decoded: u64) -> u64 {
+    let ahead = s.wanted.saturating_add(AHEAD);
+    let held = floor(s).saturating_add(AHEAD + BEHIND);
+    ahead.min(held).min(decoded)
+}
+
+/// The producer's thread: decodes `decoder` (of `decoded` bytes) into `p`'s blocks, ahead of
+/// its readers, until the end, a fault, or eviction.
+fn produce(p: &Producer, mut decoder: Box<dyn Read + Send>, decoded: u64) {
+    let mut spare: Option<Vec<u8>> = None;
+    loop {
+        let at = {
+            let mut s = p.shared.lock().unwrap_or_else(|e| e.into_inner());
+            while !s.stopped && s.produced >= limit(&s, decoded) {
+                if s.produced == decoded {
+                    return;
+                }
+                s = p.changed.wait(s).unwrap_or_else(|e| e.into_inner());
             }
-            let i = (at - d.base) as usize;
-            out.copy_from_slice(&d.buf[i..i + out.len()]);
-            // At its end, a stream with more to give is not the chunk its shape says.
-            if d.end() == self.decoded
-                && d.inner.read(&mut [0u8; 1]).map_err(|e| self.fault(e))? != 0
+            if s.stopped {
+                return;
+            }
+            // Let go of what is far behind the furthest read (reusing a block's memory).
+            let keep = s.wanted.saturating_sub(BEHIND).min(floor(&s));
+            while s
+                .blocks
+                .front()
+                .is_some_and(|b| s.base + b.len() as u64 <= keep)
             {
-                return Err(ModelError::data(
-                    self.name,
+                let b = s.blocks.pop_front().expect("a front block");
+                s.base += b.len() as u64;
+                spare = Arc::try_unwrap(b).ok().or(spare);
+            }
+            s.produced
+        };
+        let n = BLOCK.min(decoded - at) as usize;
+        let mut block = spare.take().unwrap_or_default();
+        block.resize(n, 0);
+        let got = decoder.read_exact(&mut block).and_then(|()| {
+            // At its end, a stream with more to give is not the chunk its shape says.
+            match at + n as u64 == decoded && decoder.read(&mut [0u8; 1])? != 0 {
+                true => Err(std::io::Error::other(
                     "the chunk decodes to more bytes than its shape",
-                ));
+                )),
+                false => Ok(()),
             }
-            Ok(d)
-        })();
-        let next = at + out.len() as u64;
+        });
+        let mut s = p.shared.lock().unwrap_or_else(|e| e.into_inner());
         match got {
-            Ok(d) if d.end() < self.decoded && d.end() - next < AHEAD as u64 / 2 => {
-                // Going forward with little left decoded: decode ahead, the key still busy.
-                let decoded = self.decoded;
-                std::thread::spawn(move || ahead(d, next, decoded));
-                Ok(())
+            Ok(()) => {
+                s.blocks.push_back(Arc::new(block));
+                s.produced += n as u64;
             }
-            got => {
-                let mut pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
-                pool.busy.retain(|k| *k != self.key);
-                let result = got.map(|d| give_back(&mut pool, d));
-                drop(pool);
-                RETURNED.notify_all();
-                result
+            Err(e) => {
+                let transient = e
+                    .get_ref()
+                    .and_then(|i| i.downcast_ref::<SourceError>())
+                    .is_some_and(SourceError::is_transient);
+                let why = match e.kind() {
+                    std::io::ErrorKind::UnexpectedEof => {
+                        "the chunk decodes to fewer bytes than its shape".to_string()
+                    }
+                    _ => format!("decoding: {e}"),
+                };
+                s.fault = Some((why, transient));
+                s.stopped = true;
             }
         }
+        let stop = s.stopped || s.produced == decoded;
+        drop(s);
+        p.changed.notify_all();
+        if stop {
+            return;
+        }
     }
-
-    fn short(&self) -> ModelError {
-        ModelError::data(self.name, "the chunk decodes to fewer bytes than its shape")
-    }
-}
-
-fn give_back(pool: &mut Pool, d: Decoder) {
-    pool.idle.push(d);
-    if pool.idle.len() > POOL_MAX {
-        pool.idle.remove(0);
-    }
-}
-
-/// Lets go of `d`'s decoded bytes more than `BEHIND` before `at`, once they are twice that
-/// (moving the rest down costs then at most one copy of each byte).
-fn trim(d: &mut Decoder, at: u64) {
-    // Never past what the stream has given (a read far ahead lets all of it go).
-    let keep = at.saturating_sub(BEHIND).min(d.end());
-    if keep > d.base + BEHIND {
-        let gone = keep - d.base;
-        d.buf.drain(..gone as usize);
-        d.base = keep;
-    }
-}
-
-/// Decodes up to `AHEAD` more bytes into `d`'s buffer (letting go of what is more than
-/// `BEHIND` before `from`), then gives `d` back; on a fault, drops it.
-fn ahead(mut d: Decoder, from: u64, decoded: u64) {
-    debug_assert!(d.base <= from && from <= d.end());
-    trim(&mut d, from);
-    let want = (AHEAD as u64).min(decoded - d.end()) as usize;
-    let have = d.buf.len();
-    d.buf.resize(have + want, 0);
-    let ok = d.inner.read_exact(&mut d.buf[have..]).is_ok();
-    let key = d.key;
-    let mut pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
-    pool.busy.retain(|k| *k != key);
-    if ok {
-        give_back(&mut pool, d);
-    }
-    drop(pool);
-    RETURNED.notify_all();
 }

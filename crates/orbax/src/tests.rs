@@ -380,7 +380,8 @@ fn a_big_compressed_chunk_reads_by_range_as_a_stream() {
     let t = tensor(&*m, "w");
     // First a read far ahead (the decoder goes through the chunk letting go as it goes).
     let mut out = vec![0u8; 4000];
-    t.fill_elements(ReadCtx::none(), rows * cols - 1000, &mut out).unwrap();
+    t.fill_elements(ReadCtx::none(), rows * cols - 1000, &mut out)
+        .unwrap();
     assert_eq!(out, data[data.len() - 4000..]);
     // Pieces in order, then one behind (a decoder starts over), then the whole.
     let mut at = 0u64;
@@ -404,7 +405,8 @@ fn a_big_compressed_chunk_reads_by_range_as_a_stream() {
                         continue;
                     }
                     let mut out = vec![0u8; piece as usize * 4];
-                    t.fill_elements(ReadCtx::none(), p * piece, &mut out).unwrap();
+                    t.fill_elements(ReadCtx::none(), p * piece, &mut out)
+                        .unwrap();
                     assert!(out == data[(p * piece * 4) as usize..((p + 1) * piece * 4) as usize]);
                 }
             });
