@@ -805,3 +805,54 @@ fn a_broken_tensor_never_breaks_a_listing() {
     }
     assert!(lines.len() <= 8, "{lines:#?}");
 }
+
+/// An Orbax `CheckpointManager` directory mounted while training saves: each step (written
+/// beside, then renamed in, as Orbax finalises a step) appears with its item, and its arrays
+/// read as Orbax wrote them (`w` = step + arange(6)).
+#[test]
+fn an_orbax_run_shows_its_steps_as_they_are_saved() {
+    let Some(fuse) = Fuse::check() else { return };
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let tmp = tempfile::tempdir().unwrap();
+    let run = tmp.path().join("run");
+    std::fs::create_dir(&run).unwrap();
+    fn copy(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).unwrap();
+        for e in std::fs::read_dir(from).unwrap() {
+            let e = e.unwrap();
+            if e.file_type().unwrap().is_dir() {
+                copy(&e.path(), &to.join(e.file_name()));
+            } else {
+                std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+            }
+        }
+    }
+    let save = |step: &str| {
+        let part = run.join(format!("{step}.orbax-checkpoint-tmp"));
+        copy(&here.join("fixtures/orbax/manager").join(step), &part);
+        std::fs::rename(&part, run.join(step)).unwrap();
+    };
+    save("0");
+    let m = fuse.mount(&run, "");
+    let shows = |step: &str| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let w = m.path().join(step).join("default/w.txt");
+        while !w.exists() {
+            assert!(std::time::Instant::now() < deadline, "{step} never appeared");
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        let got: Vec<f32> = std::fs::read_to_string(&w)
+            .unwrap()
+            .lines()
+            .map(|l| l.parse().unwrap())
+            .collect();
+        let s: f32 = step.parse().unwrap();
+        assert_eq!(got, (0..6).map(|i| s + i as f32).collect::<Vec<_>>(), "{step}");
+    };
+    shows("0");
+    save("1");
+    shows("1");
+    save("2");
+    shows("2");
+    m.unmount_and_check();
+}
