@@ -9,6 +9,11 @@
 //! header's `__metadata__` is the root's `__metadata__.json` (the format reserves the key, so
 //! no tensor has that name).
 //!
+//! torch's distributed HuggingFace writer (`HuggingFaceStorageWriter(save_distributed=True)`)
+//! writes each rank's shards of a tensor under the tensor's own name, with where each starts
+//! in its `__metadata__`'s `DCP_SHARDING_INFO`: those are assembled into the whole tensor
+//! (`model::blocks`; its shards are its partitions), a shard replicated on ranks kept once.
+//!
 //! This is the crate `modelfs-safetensors`, one of modelfs's readers: it knows only
 //! `modelfs-io` and `modelfs-model`. `files_of` says which files a path is (a file, a sharded
 //! directory), `open` gives them as one `model::Model`.
@@ -39,8 +44,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::SystemTime;
 
+use crate::model::blocks::{Block, Blocks};
 use crate::model::flat::{Flat, JsonDocument};
-use crate::model::{Model, ModelError, OpenError, ReaderOptions};
+use crate::model::{
+    base_name, Model, ModelError, OpenError, PartitionMeta, ReaderOptions, TensorMeta,
+};
 use crate::source::{EntryKind, ReadAt, ReadExt, Storage};
 pub use header::HeaderError;
 use tensor::StTensor;
@@ -120,14 +128,48 @@ pub fn open(files: &[PathBuf], opts: &ReaderOptions) -> Result<Arc<dyn Model>, O
     let mut model = Flat::new("safetensors");
     let mut metadata = BTreeMap::new();
     let mut mtime = SystemTime::UNIX_EPOCH;
+    let mut shards: BTreeMap<String, Vec<Shard>> = BTreeMap::new();
+    let mut sharding = serde_json::Map::new();
     for path in files {
         let file = opts.open_file(path)?;
         mtime = mtime.max(file.mtime());
-        let h = read_header(&*file).map_err(|e| OpenError::unreadable(path, e))?;
+        let mut h = read_header(&*file).map_err(|e| OpenError::unreadable(path, e))?;
+        // torch's HuggingFace writer with `save_distributed`: each rank's file holds its
+        // shards of the tensors, where each starts in the whole (`saved_offsets`).
+        let info = h.metadata.remove(SHARDING).map(|s| {
+            let v = serde_json::from_str::<serde_json::Value>(&s).unwrap_or(s.into());
+            sharding.insert(base_name(file.name()).into(), v.clone());
+            v
+        });
         metadata.extend(h.metadata);
         for e in &h.entries {
-            model.add(&e.name, Arc::new(StTensor::new(e, &file)), file.name());
+            let t = StTensor::new(e, &file);
+            match info.as_ref().and_then(|i| i.get(&e.name)) {
+                Some(at) => shards.entry(e.name.clone()).or_default().push(Shard {
+                    offsets: at
+                        .get("saved_offsets")
+                        .and_then(|o| o.as_array())
+                        .and_then(|o| o.iter().map(|d| d.as_u64()).collect()),
+                    tensor: t,
+                    entry: e.clone(),
+                    file: base_name(file.name()).into(),
+                }),
+                None => model.add(&e.name, Arc::new(t), file.name()),
+            }
         }
+    }
+    let source = files
+        .first()
+        .and_then(|f| f.parent())
+        .map_or_else(String::new, |d| d.display().to_string());
+    for (name, parts) in shards {
+        model.add(&name, Arc::new(assemble(&name, parts, &source)), &source);
+    }
+    if !sharding.is_empty() {
+        metadata.insert(
+            SHARDING.into(),
+            serde_json::Value::Object(sharding).to_string(),
+        );
     }
     for (k, v) in &metadata {
         model.detail(format!("metadata {k}: {v}"));
@@ -135,6 +177,76 @@ pub fn open(files: &[PathBuf], opts: &ReaderOptions) -> Result<Arc<dyn Model>, O
     let value = serde_json::to_value(&metadata).unwrap_or_default();
     model.add_document(METADATA, Arc::new(JsonDocument::new(value, mtime)));
     Ok(Arc::new(model))
+}
+
+/// The `__metadata__` key of torch's distributed HuggingFace writer.
+const SHARDING: &str = "DCP_SHARDING_INFO";
+
+/// One rank's shard of a tensor.
+struct Shard {
+    /// Where it starts in the whole (`None`: not a list of offsets).
+    offsets: Option<Vec<u64>>,
+    tensor: StTensor,
+    entry: header::Entry,
+    file: String,
+}
+
+/// The tensor `name` its shards make: the whole's shape is where the shards end; a shard
+/// replicated on several ranks is kept once; gaps, overlaps and mismatched dtypes are its
+/// problem (`Blocks`).
+fn assemble(name: &str, mut parts: Vec<Shard>, source: &str) -> Blocks {
+    let mut seen = std::collections::BTreeSet::new();
+    parts.retain(|p| seen.insert((p.offsets.clone(), p.entry.shape.clone())));
+    let first = &parts[0].entry;
+    let rank = first.shape.len();
+    let mut problems = Vec::new();
+    let mut shape = vec![0u64; rank];
+    for p in &parts {
+        match &p.offsets {
+            Some(o) if o.len() == rank && p.entry.shape.len() == rank => {
+                for d in 0..rank {
+                    match o[d].checked_add(p.entry.shape[d]) {
+                        Some(e) => shape[d] = shape[d].max(e),
+                        None => problems.push(format!("{}: offsets overflow", p.file)),
+                    }
+                }
+            }
+            _ => problems.push(format!("{}: saved_offsets do not fit its shape", p.file)),
+        }
+        if p.entry.dtype != first.dtype {
+            problems.push(format!("{}: a shard of another dtype", p.file));
+        }
+    }
+    let mut meta = TensorMeta::new(name.as_bytes().to_vec(), first.dtype, shape, "safetensors");
+    meta.problem = (!problems.is_empty()).then(|| problems.join("; "));
+    meta.extra
+        .insert("assembled_from".into(), "DCP_SHARDING_INFO".into());
+    let blocks = parts
+        .into_iter()
+        .map(|p| {
+            let extent = match &p.offsets {
+                Some(o) if o.len() == p.entry.shape.len() => Ok(o
+                    .iter()
+                    .copied()
+                    .zip(p.entry.shape.iter().copied())
+                    .collect()),
+                _ => Err("no saved_offsets".to_string()),
+            };
+            Block {
+                extent,
+                part: PartitionMeta {
+                    extent: Vec::new(),
+                    file: p.file,
+                    offset: p.entry.begin,
+                    length: p.entry.end - p.entry.begin,
+                    part_id: None,
+                    extra: serde_json::Map::new(),
+                },
+                tensor: Ok(Arc::new(p.tensor) as Arc<dyn crate::model::Tensor>),
+            }
+        })
+        .collect();
+    Blocks::assemble(meta, source.to_string(), blocks)
 }
 
 fn read_header(file: &dyn ReadAt) -> Result<header::Header, ModelError> {
