@@ -7,7 +7,8 @@
 //! offsets (`H5Source`): nothing is read whole. A dataset stored contiguously, as every Keras
 //! writer stores them, is served in place (`model::in_place::InPlace`), inside the `.keras`
 //! zip too (its `model.weights.h5` is stored, so it is a `Window` of the zip); a chunked or
-//! compact one is read whole by `hdf5-pure` (filters undone) into memory, up to `MAX_DECODED`.
+//! compact one (h5py's gzip, shuffle) is decoded when read, the rows a read touches, by
+//! `hdf5-pure` (filters undone): never at open. h5py's bools (an enum) are bools.
 //!
 //! Names are the HDF5 paths (`model_weights/dense/dense/kernel:0`), except that Keras 3 names
 //! its layers' groups by class (`layers/dense_1/vars/0`) and keeps the user's name as the
@@ -48,7 +49,7 @@ use crate::codec::zip::{self as zipdir, Method};
 use crate::model::flat::{Flat, JsonDocument};
 use crate::model::in_place::InPlace;
 use crate::model::{DType, Model, ModelError, OpenError, ReaderOptions, TensorMeta};
-use crate::source::{MemSource, ReadAt, ReadCtx, ReadExt, SourceError, Storage as Files, Window};
+use crate::source::{ReadAt, ReadCtx, ReadExt, SourceError, Storage as Files, Window};
 
 /// The HDF5 file signature, at the start of every file Keras writes.
 const SIGNATURE: &[u8; 8] = b"\x89HDF\r\n\x1a\n";
@@ -58,8 +59,9 @@ const WEIGHTS: &str = "model.weights.h5";
 const METADATA: &[u8] = b"__metadata__.json";
 /// The largest JSON member of a `.keras` read (`config.json`).
 const MAX_JSON: u64 = 64 << 20;
-/// The largest chunked or compact dataset decoded into memory.
-const MAX_DECODED: u64 = 1 << 30;
+/// The most bytes of a chunked dataset one read decodes beyond what it asked for (whole rows
+/// are decoded: a read of a few bytes of a row of more than this is refused).
+const MAX_ROWS: u64 = 1 << 30;
 /// Groups nested deeper than this, or more objects than this in all, are not walked (a
 /// damaged file's links may loop).
 const MAX_DEPTH: usize = 64;
@@ -156,7 +158,7 @@ fn read_file(file: &Arc<dyn ReadAt>, model: &mut Flat) -> Result<(), ModelError>
         model,
         groups: BTreeMap::new(),
         objects: 0,
-        decoded: 0,
+        fault: Arc::clone(&fault),
         mtime,
     };
     let root = h5file.root();
@@ -257,8 +259,8 @@ struct Walk<'a> {
     /// Each group's attributes, by HDF5 path.
     groups: BTreeMap<String, serde_json::Value>,
     objects: usize,
-    /// Bytes of chunked and compact datasets decoded so far (at most `MAX_DECODED` in all).
-    decoded: u64,
+    /// The file's source fault, kept by `H5Source` (for the lazy reads of `Rows`).
+    fault: Arc<Mutex<Option<SourceError>>>,
     mtime: std::time::SystemTime,
 }
 
@@ -410,28 +412,21 @@ impl Walk<'_> {
                 Ok(Layout::Contiguous { address: None, .. }) => {
                     Err("no data was written (h5py reads its fill value)".into())
                 }
-                Ok(Layout::Compact { .. } | Layout::Chunked { .. })
-                    if self.decoded.saturating_add(bytes) <= MAX_DECODED =>
-                {
-                    self.decoded += bytes;
-                    meta.extra
-                        .insert("layout".into(), "chunked or compact: read whole".into());
-                    match ds.read_raw() {
-                        Ok(b) if b.len() as u64 == bytes => {
-                            let mem = MemSource::new(format!("{}:{h5_path}", h5.name()), b);
-                            Ok((Arc::new(mem) as Arc<dyn ReadAt>, 0, false))
-                        }
-                        Ok(b) => Err(format!(
-                            "decoded {} bytes, its shape holds {bytes}",
-                            b.len()
-                        )),
-                        Err(e) => Err(format!("HDF5: {e}")),
-                    }
+                Ok(Layout::Compact { .. } | Layout::Chunked { .. }) => {
+                    // Decoded when read, rows at a time (`Rows`): never at open.
+                    meta.extra.insert(
+                        "layout".into(),
+                        "chunked or compact: decoded rows at a time when read".into(),
+                    );
+                    let t = Rows {
+                        meta,
+                        ds: Mutex::new(ds.clone()),
+                        name: format!("{}: {h5_path}", h5.name()),
+                        fault: Arc::clone(&self.fault),
+                    };
+                    self.model.add(key, Arc::new(t), h5.name());
+                    return;
                 }
-                Ok(Layout::Compact { .. } | Layout::Chunked { .. }) => Err(format!(
-                    "a chunked dataset of {bytes} bytes: not read (more than {MAX_DECODED} \
-                     bytes of the file's chunked datasets decoded)"
-                )),
                 Ok(_) => Err("a virtual dataset: not read".into()),
                 Err(e) => Err(format!("HDF5: {e}")),
             },
@@ -454,6 +449,71 @@ impl Walk<'_> {
             identity,
         };
         self.model.add(key, Arc::new(t), h5.name());
+    }
+}
+
+/// A chunked (or compact) dataset, decoded when read: the rows (first dimension) a read
+/// touches, by `hdf5-pure` (its filters undone; its own cache of chunks kept per dataset).
+struct Rows {
+    meta: TensorMeta,
+    ds: Mutex<hdf5_pure::Dataset>,
+    /// The file and HDF5 path, for errors.
+    name: String,
+    fault: Arc<Mutex<Option<SourceError>>>,
+}
+
+impl Rows {
+    fn fail(&self, why: impl std::fmt::Display) -> ModelError {
+        // A fault of the source under it may pass: given as it is, never as damage.
+        match self.fault.lock().ok().and_then(|mut f| f.take()) {
+            Some(e) if e.is_transient() => ModelError::Source(e),
+            _ => ModelError::data(&self.name, format!("HDF5: {why}")),
+        }
+    }
+}
+
+impl crate::model::Tensor for Rows {
+    fn meta(&self) -> &TensorMeta {
+        &self.meta
+    }
+
+    fn fill_elements(&self, _: &ReadCtx, first: u64, out: &mut [u8]) -> Result<(), ModelError> {
+        self.meta.begin_read(first, out.len(), &self.name)?;
+        let w = self.meta.dtype.elem_size().unwrap_or(1) as u64;
+        let n = out.len() as u64 / w;
+        let ds = self.ds.lock().unwrap_or_else(|e| e.into_inner());
+        let (bytes, skip) = match self.meta.shape.split_first() {
+            Some((_, inner)) if n > 0 => {
+                let row: u64 = inner.iter().product::<u64>().max(1);
+                let (r0, r1) = (first / row, (first + n).div_ceil(row));
+                if (r1 - r0).saturating_mul(row).saturating_mul(w) > MAX_ROWS.max(out.len() as u64)
+                {
+                    return Err(ModelError::data(
+                        &self.name,
+                        "rows of more than 1 GiB: not decoded",
+                    ));
+                }
+                let b = ds.read_raw_rows(r0, r1 - r0).map_err(|e| self.fail(e))?;
+                (b, (first - r0 * row) * w)
+            }
+            _ => (ds.read_raw().map_err(|e| self.fail(e))?, first * w),
+        };
+        let src = usize::try_from(skip)
+            .ok()
+            .and_then(|s| bytes.get(s..s + out.len()))
+            .ok_or_else(|| {
+                ModelError::data(
+                    &self.name,
+                    format!("decoded {} bytes, fewer than its shape", bytes.len()),
+                )
+            })?;
+        out.copy_from_slice(src);
+        if self.meta.dtype == DType::Bool {
+            for b in out.iter_mut() {
+                *b = u8::from(*b != 0);
+            }
+        }
+        Ok(())
     }
 }
 
@@ -507,6 +567,19 @@ fn dtype_of(
                 || attrs.get("dtype").and_then(|v| v.as_str()) == Some("bfloat16") =>
         {
             (BF16, "opaque[2]".into())
+        }
+        // h5py's bool: an enum of 1-byte integers, FALSE = 0 and TRUE = 1.
+        Datatype::Enumeration {
+            size: 1, members, ..
+        } if members.len() == 2
+            && members
+                .iter()
+                .any(|m| m.name == "FALSE" && m.value.first() == Some(&0))
+            && members
+                .iter()
+                .any(|m| m.name == "TRUE" && m.value.first() == Some(&1)) =>
+        {
+            (Bool, "h5py bool (enum)".into())
         }
         Datatype::FixedPoint { .. } | Datatype::FloatingPoint { .. } => {
             return Err("big-endian elements are not decoded".into())
@@ -598,7 +671,7 @@ fn attr_json(v: &AttrValue) -> serde_json::Value {
 /// allocation is a bug.
 #[cfg(any(test, feature = "testkit"))]
 pub fn fuzz_file(data: &[u8]) {
-    let file: Arc<dyn ReadAt> = Arc::new(MemSource::new("f.h5", data.to_vec()));
+    let file: Arc<dyn ReadAt> = Arc::new(crate::source::MemSource::new("f.h5", data.to_vec()));
     let mut model = Flat::new("keras");
     if read_file(&file, &mut model).is_ok() {
         crate::model::testing::fuzz_walk(&model);

@@ -141,3 +141,41 @@ fn damaged_files_are_errors_never_panics() {
         crate::model::testing::for_each_damaged(good, 4093, 509, fuzz_file);
     }
 }
+
+/// A chunked, compressed dataset (h5py's gzip and shuffle) is decoded when read, rows at a
+/// time: any piece equals the same bytes of the whole.
+#[test]
+fn chunked_datasets_read_by_pieces_as_whole() {
+    let path = fixtures_dir().join("keras/h5py-chunked.h5");
+    let model = open_path(&path, &ReaderOptions::default())
+        .unwrap()
+        .unwrap();
+    let got = by_h5_path(&*model);
+    for name in ["model_weights/dense/kernel", "cube", "ids", "mask"] {
+        let t = &got[name];
+        let m = t.meta();
+        assert!(
+            m.extra["layout"].as_str().unwrap().contains("when read"),
+            "{name}"
+        );
+        let w = m.dtype.elem_size().unwrap();
+        let n = m.num_elements().unwrap() as usize;
+        let mut whole = vec![0u8; n * w];
+        t.read_elements(ReadCtx::none(), 0, &mut whole).unwrap();
+        for step in [1usize, 7, 53] {
+            let mut first = 0;
+            while first < n {
+                let k = step.min(n - first);
+                let mut piece = vec![0u8; k * w];
+                t.read_elements(ReadCtx::none(), first as u64, &mut piece)
+                    .unwrap();
+                assert_eq!(
+                    piece,
+                    whole[first * w..(first + k) * w],
+                    "{name} {first}+{k}"
+                );
+                first += k;
+            }
+        }
+    }
+}
