@@ -100,7 +100,7 @@ const FORMATS: &[Format] = &[
     },
     Format {
         in_dir: "a Keras file (.keras, .weights.h5, .h5)",
-        as_file: Some("a Keras file (.keras zip or HDF5)"),
+        as_file: Some("a Keras file (.keras zip, HDF5, or the .weights.json of sharded weights)"),
         open: |path, opts, _| crate::keras::open_path(path, opts),
     },
     Format {

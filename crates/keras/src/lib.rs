@@ -68,13 +68,53 @@ const MAX_DEPTH: usize = 64;
 const MAX_OBJECTS: usize = 1 << 20;
 
 /// The files of the Keras (or HDF5) source at `path`, if it is one: a `.keras` zip holding
-/// `model.weights.h5`, or an HDF5 file.
+/// `model.weights.h5`, an HDF5 file, or the index of sharded weights (`save_weights(…,
+/// max_shard_size=…)`: `NAME.weights.json`, its `weight_map` naming the shards beside it).
 pub fn files_of(fs: &dyn Files, path: &Path) -> Option<Vec<PathBuf>> {
     if !fs.is_file(path) {
         return None;
     }
+    if path.to_str().is_some_and(|p| p.ends_with(SHARDED)) {
+        return shards_of(fs, path).ok();
+    }
     let file = fs.open(path).ok()?;
     is_keras_reader(&*file).then(|| vec![path.to_path_buf()])
+}
+
+/// The index of sharded weights.
+const SHARDED: &str = ".weights.json";
+
+/// The shards a `.weights.json` names, in order, each a plain name beside it (a name that
+/// leaves its directory is refused).
+fn shards_of(fs: &dyn Files, path: &Path) -> Result<Vec<PathBuf>, String> {
+    let bytes = fs.read_small(path, MAX_JSON).map_err(|e| e.to_string())?;
+    let index: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| e.to_string())?;
+    let map = index
+        .get("weight_map")
+        .and_then(|m| m.as_object())
+        .ok_or("no weight_map")?;
+    let mut names = Vec::new();
+    for v in map.values() {
+        let list = match v {
+            serde_json::Value::Array(a) => a.iter().collect(),
+            one => vec![one],
+        };
+        for n in list {
+            let n = n.as_str().ok_or("a shard name that is not a string")?;
+            if !is_name(n) {
+                return Err(format!("shard {n:?} leaves the index's directory: refused"));
+            }
+            if !names.iter().any(|m: &String| m == n) {
+                names.push(n.to_string());
+            }
+        }
+    }
+    names.sort();
+    if names.is_empty() {
+        return Err("names no shards".into());
+    }
+    let dir = path.parent().unwrap_or(Path::new(""));
+    Ok(names.into_iter().map(|n| dir.join(n)).collect())
 }
 
 /// Whether `file` is a `.keras` zip (its directory holds `model.weights.h5`) or an HDF5 file
@@ -94,24 +134,51 @@ pub fn is_keras_reader(file: &dyn ReadAt) -> bool {
 
 /// The model at `path`, if it is a Keras (or HDF5) file.
 pub fn open_path(path: &Path, opts: &ReaderOptions) -> Result<Option<Arc<dyn Model>>, OpenError> {
+    // An index that cannot be followed says why (a shard name out of its directory).
+    if opts.storage.is_file(path) && path.to_str().is_some_and(|p| p.ends_with(SHARDED)) {
+        return match shards_of(&*opts.storage, path) {
+            Ok(files) => open(&files, opts).map(Some),
+            Err(why) => Err(OpenError::unreadable(
+                path,
+                ModelError::data(path.display().to_string(), why),
+            )),
+        };
+    }
     match files_of(&*opts.storage, path) {
         Some(files) => open(&files, opts).map(Some),
         None => Ok(None),
     }
 }
 
-/// The model of the Keras files `files` (`files_of`).
+/// The model of the Keras files `files` (`files_of`): one file, or the shards of one model
+/// (their documents in one `__metadata__.json`, by shard).
 pub fn open(files: &[PathBuf], opts: &ReaderOptions) -> Result<Arc<dyn Model>, OpenError> {
     let mut model = Flat::new("keras");
+    let mut docs = serde_json::Map::new();
+    let mut mtime = std::time::SystemTime::UNIX_EPOCH;
     for path in files {
         let file = opts.open_file(path)?;
-        read_file(&file, &mut model).map_err(|e| OpenError::unreadable(path, e))?;
+        mtime = mtime.max(file.mtime());
+        let doc = read_file(&file, &mut model).map_err(|e| OpenError::unreadable(path, e))?;
+        let name = path
+            .file_name()
+            .map_or_else(String::new, |n| n.to_string_lossy().into());
+        docs.insert(name, doc.into());
     }
+    let doc = match docs.len() {
+        1 => docs.into_iter().next().map(|(_, d)| d).unwrap_or_default(),
+        _ => docs.into(),
+    };
+    model.add_document(METADATA, Arc::new(JsonDocument::new(doc, mtime)));
     Ok(Arc::new(model))
 }
 
-/// Adds the datasets of `file` (a `.keras` zip or an HDF5 file) to `model`.
-fn read_file(file: &Arc<dyn ReadAt>, model: &mut Flat) -> Result<(), ModelError> {
+/// Adds the datasets of `file` (a `.keras` zip or an HDF5 file) to `model`; returns its
+/// document.
+fn read_file(
+    file: &Arc<dyn ReadAt>,
+    model: &mut Flat,
+) -> Result<serde_json::Map<String, serde_json::Value>, ModelError> {
     let mtime = file.mtime();
     let mut doc = serde_json::Map::new();
     let head = file.read_vec(0, 8.min(file.size()) as usize)?;
@@ -174,8 +241,7 @@ fn read_file(file: &Arc<dyn ReadAt>, model: &mut Flat) -> Result<(), ModelError>
         "groups".into(),
         serde_json::Value::Object(groups.into_iter().collect()),
     );
-    model.add_document(METADATA, Arc::new(JsonDocument::new(doc.into(), mtime)));
-    Ok(())
+    Ok(doc)
 }
 
 /// Where the stored (uncompressed) member `e` of the zip `file` lies: its data's start and

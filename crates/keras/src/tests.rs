@@ -179,3 +179,52 @@ fn chunked_datasets_read_by_pieces_as_whole() {
         }
     }
 }
+
+/// Sharded weights (`save_weights(…, max_shard_size=…)`): the `.weights.json` mounts as the
+/// whole model, every dataset of every shard as h5py reads it; a shard name leaving the
+/// directory is refused.
+#[test]
+fn a_sharded_weights_index_is_the_whole_model() {
+    let dir = fixtures_dir().join("keras");
+    let exp: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("expected.json")).unwrap()).unwrap();
+    for backend in ["jax", "tensorflow"] {
+        let index = dir.join(format!("keras-3.15.1_{backend}_sharded.weights.json"));
+        let model = open_path(&index, &ReaderOptions::default())
+            .unwrap()
+            .unwrap();
+        let got = by_h5_path(&*model);
+        let mut n = 0;
+        for (file, want) in exp["files"].as_object().unwrap() {
+            if !file.starts_with(&format!("keras-3.15.1_{backend}_sharded_")) {
+                continue;
+            }
+            for (path, w) in want["datasets"].as_object().unwrap() {
+                let t = &got[path.trim_start_matches('/')];
+                let m = t.meta();
+                let mut b =
+                    vec![0u8; m.num_elements().unwrap() as usize * m.dtype.elem_size().unwrap()];
+                t.read_elements(ReadCtx::none(), 0, &mut b).unwrap();
+                assert_eq!(
+                    format!("{:x}", sha2::Sha256::digest(&b)),
+                    w["sha256"].as_str().unwrap(),
+                    "{path}"
+                );
+                n += 1;
+            }
+        }
+        assert_eq!(got.len(), n, "{backend}: every dataset of the shards, once");
+        assert!(n > 10, "{backend}: {n}");
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let index = tmp.path().join("m.weights.json");
+    std::fs::write(
+        &index,
+        r#"{"weight_map": {"/layers/a/vars": "../../etc/passwd"}}"#,
+    )
+    .unwrap();
+    let err = open_path(&index, &ReaderOptions::default())
+        .err()
+        .expect("refused");
+    assert!(err.to_string().contains("refused"), "{err}");
+}
