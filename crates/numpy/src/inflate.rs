@@ -5,14 +5,14 @@
 //! grow with the number of members or readers. The zip CRC-32 of the whole member is checked
 //! by a pass of its own before the first byte is served (`verify=crc`), and the verdict kept.
 
-use std::io::{Read, Seek, SeekFrom};
+use std::io::Read;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use flate2::read::DeflateDecoder;
 
 use crate::model::ModelError;
-use crate::source::{ReadAt, ReadCtx, ReadExt};
+use crate::source::{ReadAt, ReadExt};
 
 /// Decoders kept, over all members (each holds its 32 KiB window and buffers).
 const POOL_MAX: usize = 4;
@@ -37,34 +37,8 @@ pub(crate) struct Inflated {
 
 /// A decoder and how many uncompressed bytes it has given.
 struct Decoder {
-    inner: DeflateDecoder<std::io::BufReader<Compressed>>,
+    inner: DeflateDecoder<std::io::BufReader<crate::source::Span>>,
     pos: u64,
-}
-
-/// The compressed bytes as a reader.
-struct Compressed {
-    file: Arc<dyn ReadAt>,
-    at: u64,
-    end: u64,
-}
-
-impl Read for Compressed {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = (buf.len() as u64).min(self.end - self.at) as usize;
-        if n > 0 {
-            self.file
-                .read_into(ReadCtx::none(), self.at, &mut buf[..n])
-                .map_err(std::io::Error::other)?;
-            self.at += n as u64;
-        }
-        Ok(n)
-    }
-}
-
-impl Seek for Compressed {
-    fn seek(&mut self, _: SeekFrom) -> std::io::Result<u64> {
-        Err(std::io::Error::other("a deflate stream is not seekable"))
-    }
 }
 
 impl Inflated {
@@ -95,11 +69,7 @@ impl Inflated {
     }
 
     fn fresh(&self) -> Decoder {
-        let c = Compressed {
-            file: Arc::clone(&self.file),
-            at: self.start,
-            end: self.end,
-        };
+        let c = crate::source::Span::new(Arc::clone(&self.file), self.start, self.end);
         Decoder {
             inner: DeflateDecoder::new(std::io::BufReader::with_capacity(64 << 10, c)),
             pos: 0,

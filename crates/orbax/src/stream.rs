@@ -19,7 +19,7 @@ use std::io::Read;
 use std::sync::{Arc, Condvar, Mutex};
 
 use crate::model::ModelError;
-use crate::source::{ReadAt, ReadCtx, ReadExt, SourceError};
+use crate::source::{ReadAt, SourceError, Span};
 use crate::zarr::Compression;
 
 const BLOCK: u64 = 1 << 20;
@@ -56,26 +56,6 @@ struct Producer {
 
 static PRODUCERS: Mutex<Vec<Arc<Producer>>> = Mutex::new(Vec::new());
 
-/// The compressed bytes `[at, end)` of a file, as a reader.
-struct Compressed {
-    file: Arc<dyn ReadAt>,
-    at: u64,
-    end: u64,
-}
-
-impl Read for Compressed {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = (buf.len() as u64).min(self.end - self.at) as usize;
-        if n > 0 {
-            self.file
-                .read_into(ReadCtx::none(), self.at, &mut buf[..n])
-                .map_err(std::io::Error::other)?;
-            self.at += n as u64;
-        }
-        Ok(n)
-    }
-}
-
 /// A stored chunk: `len` bytes at `offset` of `file`, compressed by `compression`.
 pub(crate) struct Stream<'a> {
     pub key: Key,
@@ -93,11 +73,7 @@ impl Stream<'_> {
     fn decoder(&self) -> Result<Box<dyn Read + Send>, ModelError> {
         let raw = std::io::BufReader::with_capacity(
             BUFFER,
-            Compressed {
-                file: Arc::clone(self.file),
-                at: self.offset,
-                end: self.offset + self.len,
-            },
+            Span::new(Arc::clone(self.file), self.offset, self.offset + self.len),
         );
         Ok(match self.compression {
             Compression::Zstd => Box::new(

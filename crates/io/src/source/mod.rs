@@ -23,6 +23,7 @@ pub(crate) mod read;
 pub mod remote;
 pub mod scratch;
 pub mod seekable;
+mod span;
 mod window;
 
 pub use read::pieces_in_order;
@@ -32,6 +33,7 @@ pub use memo::{is_transient, Flight, Memo};
 mod sigbus;
 
 pub use local::LocalStorage;
+pub use span::Span;
 pub use window::Window;
 
 #[derive(Debug, thiserror::Error)]
