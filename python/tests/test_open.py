@@ -46,6 +46,9 @@ SOURCES = [
     "orbax/sharded_zarr3",
     "orbax/zarr2_plain",
     "orbax/manager/2",
+    "keras/h5py-chunked.h5",
+    "keras/keras-3.15.1_jax_sharded.weights.json",
+    "dcp/safetensors_multi",
 ]
 REAL = sorted(
     os.path.relpath(p, FIXTURES)
