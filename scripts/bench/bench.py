@@ -675,6 +675,23 @@ def bench_dcp():
         f"{m:.2f} s", "< 1 s", m < 1)
 
 
+def first_cat_vs_load(name, src, inside, py, script, d):
+    """Median seconds of the first `cat` of `inside` on a fresh mount of `src`, and of the
+    framework's own load (`python script load d`, its last line), RUNS times each."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = Env(name).env
+    ours, theirs = [], []
+    for _ in range(RUNS):
+        mnt = mountpoint()
+        mount(src, mnt, env, "cache_dir=none")
+        ours.append(timed(["cat", os.path.join(mnt, inside)]))
+        umount(mnt)
+        out = subprocess.run([py, os.path.join(here, script), "load", d],
+                             capture_output=True, text=True, check=True).stdout
+        theirs.append(float(out.strip().splitlines()[-1]))
+    return median(ours), median(theirs)
+
+
 # 22. Keras (issue 73): a 1 GiB dataset of a `.weights.h5`, first read by modelfs vs h5py's.
 def bench_keras():
     py = os.environ.get("KERAS_PYTHON", os.environ.get("ENGINES_PYTHON", sys.executable))
@@ -687,18 +704,8 @@ def bench_keras():
     if not os.path.exists(src):
         log("generating a 1 GiB Keras weights file (h5py)")
         subprocess.run([py, os.path.join(here, "keras_load.py"), "gen", d], check=True)
-    env = Env("keras").env
     subprocess.run(["cat", src], stdout=subprocess.DEVNULL)
-    ours, theirs = [], []
-    for _ in range(RUNS):
-        mnt = mountpoint()
-        mount(src, mnt, env, "cache_dir=none")
-        ours.append(timed(["cat", os.path.join(mnt, "layers/dense/vars/0.npy")]))
-        umount(mnt)
-        out = subprocess.run([py, os.path.join(here, "keras_load.py"), "load", d],
-                             capture_output=True, text=True, check=True).stdout
-        theirs.append(float(out.strip().splitlines()[-1]))
-    o, t = median(ours), median(theirs)
+    o, t = first_cat_vs_load("keras", src, "layers/dense/vars/0.npy", py, "keras_load.py", d)
     add(22, "Keras: first `cat` of a 1 GiB dataset's `.npy` in a `.weights.h5` (fresh mount) vs "
         "h5py's read of it (fresh process; page cache warm)",
         f"{o:.2f} vs {t:.2f} s = {t / o:.2f}x", ">= 2x", t / o >= 2)
@@ -717,19 +724,9 @@ def bench_orbax():
     if not os.path.exists(os.path.join(src, "_METADATA")):
         log("generating an Orbax checkpoint with a 1 GiB array (orbax-checkpoint)")
         subprocess.run([py, os.path.join(here, "orbax_load.py"), "gen", d], check=True)
-    env = Env("orbax").env
     subprocess.run(["cat"] + [os.path.join(r, f) for r, _, fs in os.walk(src) for f in fs],
                    stdout=subprocess.DEVNULL)
-    ours, theirs = [], []
-    for _ in range(RUNS):
-        mnt = mountpoint()
-        mount(src, mnt, env, "cache_dir=none")
-        ours.append(timed(["cat", os.path.join(mnt, "w.npy")]))
-        umount(mnt)
-        out = subprocess.run([py, os.path.join(here, "orbax_load.py"), "load", d],
-                             capture_output=True, text=True, check=True).stdout
-        theirs.append(float(out.strip().splitlines()[-1]))
-    o, t = median(ours), median(theirs)
+    o, t = first_cat_vs_load("orbax", src, "w.npy", py, "orbax_load.py", d)
     add(23, "Orbax: first `cat` of a 1 GiB array's `.npy` (OCDBT, zstd; fresh mount) vs "
         "Orbax's restore of the item (fresh process; page cache warm)",
         f"{o:.2f} vs {t:.2f} s = {t / o:.2f}x", ">= 2x", t / o >= 2)
