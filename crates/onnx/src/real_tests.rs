@@ -25,6 +25,13 @@ fn every_tensor_of_every_real_file_is_what_onnx_reads() {
             let t = m.tensor(&crate::model::key_path(key)).unwrap();
             let meta = t.meta();
             assert_eq!(meta.problem, None, "{rel}: {name}");
+            // The sha256 alone cannot tell int8 from uint8 (quantized weights, zero points) nor
+            // float16 from int16; numpy's dtype names are modelfs's for every dtype here.
+            assert_eq!(
+                meta.dtype.name(),
+                w["dtype"].as_str().unwrap(),
+                "{rel}: {name}"
+            );
             let shape: Vec<u64> = w["shape"]
                 .as_array()
                 .unwrap()
