@@ -838,7 +838,10 @@ fn an_orbax_run_shows_its_steps_as_they_are_saved() {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
         let w = m.path().join(step).join("default/w.txt");
         while !w.exists() {
-            assert!(std::time::Instant::now() < deadline, "{step} never appeared");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{step} never appeared"
+            );
             std::thread::sleep(std::time::Duration::from_millis(100));
         }
         let got: Vec<f32> = std::fs::read_to_string(&w)
@@ -847,7 +850,11 @@ fn an_orbax_run_shows_its_steps_as_they_are_saved() {
             .map(|l| l.parse().unwrap())
             .collect();
         let s: f32 = step.parse().unwrap();
-        assert_eq!(got, (0..6).map(|i| s + i as f32).collect::<Vec<_>>(), "{step}");
+        assert_eq!(
+            got,
+            (0..6).map(|i| s + i as f32).collect::<Vec<_>>(),
+            "{step}"
+        );
     };
     shows("0");
     save("1");

@@ -52,7 +52,6 @@ pub use modelfs_angel as angel;
 pub use modelfs_gguf as gguf;
 pub use modelfs_io::{codec, source, store};
 pub use modelfs_keras as keras;
-pub use modelfs_orbax as orbax;
 pub use modelfs_layout as layout;
 pub use modelfs_model as model;
 #[cfg(any(test, feature = "testkit"))]
@@ -60,6 +59,7 @@ pub use modelfs_model::testing;
 pub use modelfs_monolith as monolith;
 pub use modelfs_numpy as numpy;
 pub use modelfs_onnx as onnx;
+pub use modelfs_orbax as orbax;
 pub use modelfs_safetensors as safetensors;
 pub use modelfs_tf as tf;
 pub use modelfs_torch as torch;
