@@ -1,4 +1,6 @@
-//! Decoded chunks of every zarr array of the process, kept in one byte-bounded LRU (`CAP`):
+//! Decoded chunks of every zarr array of the process, kept in one byte-bounded LRU (the
+//! decoded-blocks share of `cache=`, `ReaderOptions::block_cache_bytes`, as the first open
+//! gives it):
 //! a compressed chunk must be decoded whole to serve any byte of it, and a reader going
 //! through a tensor in small pieces (the kernel's 128 KiB reads) must not decode it again for
 //! each. Readers racing on one chunk wait for the one decoding it (work done once); no lock
@@ -7,13 +9,22 @@
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, LazyLock, Mutex};
+use std::sync::{Arc, Condvar, LazyLock, Mutex, OnceLock};
 
 use crate::model::ModelError;
 use crate::source::byte_lru::ByteLru;
 
 /// Bytes of decoded chunks kept; a chunk larger than this is decoded for its read only.
-const CAP: u64 = 256 << 20;
+static CAP: OnceLock<u64> = OnceLock::new();
+
+/// Sets the bytes kept (the first call only: one cache serves the process).
+pub(crate) fn budget(bytes: u64) {
+    let _ = CAP.set(bytes);
+}
+
+fn cap() -> u64 {
+    *CAP.get_or_init(|| 64 << 20)
+}
 
 /// A chunk: its array (`new_array`) and its index in the array's grid.
 pub(crate) type Key = (u64, u64);
@@ -25,7 +36,7 @@ struct State {
 
 static CACHE: LazyLock<(Mutex<State>, Condvar)> = LazyLock::new(|| {
     let state = State {
-        lru: ByteLru::new(CAP),
+        lru: ByteLru::new(cap()),
         busy: HashSet::new(),
     };
     (Mutex::new(state), Condvar::new())
@@ -61,7 +72,7 @@ pub(crate) fn get(
     let mut s = lock.lock().unwrap_or_else(|e| e.into_inner());
     s.busy.remove(&key);
     if let Ok(c) = &got {
-        if c.len() as u64 <= CAP {
+        if c.len() as u64 <= cap() {
             s.lru.insert(key, Arc::clone(c), drop);
         }
     }

@@ -14,7 +14,7 @@
 //! are its top directories. An array sharded over devices is one tensor (its shards are the
 //! chunks of its grid). Each chunk is decoded when a read first needs it (zstd, gzip, zlib,
 //! a CRC-32C checked), and the decoded chunks of the process are kept within a fixed budget
-//! (`chunks`); an uncompressed chunk is read in place. `__metadata__.json` holds
+//! (`chunks`: the decoded-blocks share of `cache=`); an uncompressed chunk is read in place. `__metadata__.json` holds
 //! `_METADATA`, `_CHECKPOINT_METADATA` and `_sharding` as stored; a tensor's `.json` gives
 //! its zarr metadata and sharding. Paths in the metadata never leave the checkpoint.
 //!
@@ -101,6 +101,7 @@ pub fn open_path(path: &Path, opts: &ReaderOptions) -> Result<Option<Arc<dyn Mod
     if !fs.is_dir(path) {
         return Ok(None);
     }
+    chunks::budget(opts.block_cache_bytes);
     let mut model = Flat::new("orbax");
     let mut doc = serde_json::Map::new();
     if is_item(fs, path) {

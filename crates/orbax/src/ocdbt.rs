@@ -32,6 +32,8 @@ const MAX_NODE: u64 = 64 << 20;
 /// Keys over all nodes, and the B+tree's height: a damaged tree cannot make the walk unbounded.
 const MAX_KEYS: usize = 1 << 24;
 const MAX_HEIGHT: u8 = 32;
+/// Entries of one node (tensorstore's `kMaxNodeArity`), files of one data file table.
+const MAX_ARITY: u64 = 1 << 20;
 /// tensorstore's own limits on a key's and a data file path's length.
 const MAX_KEY_LEN: u64 = 65535;
 const MAX_PATH_LEN: usize = 65535;
@@ -325,11 +327,16 @@ impl<'a> Bytes<'a> {
         Err(bad(self.what, "varint overflows 64 bits"))
     }
 
-    /// A count of items each taking at least one byte: bounded by the bytes left.
+    /// A count of items each taking at least one byte: bounded by the bytes left, and by
+    /// tensorstore's own limit on a node's entries (`MAX_ARITY`), so that the columns read
+    /// for them (8 bytes an item) stay small whatever the count says.
     fn count(&mut self) -> Result<usize, OcdbtFault> {
         let n = self.varint()?;
         if n > self.left() as u64 {
             return Err(OcdbtFault::Truncated(self.what));
+        }
+        if n > MAX_ARITY {
+            return Err(bad(self.what, format!("{n} entries (at most {MAX_ARITY})")));
         }
         Ok(n as usize)
     }
