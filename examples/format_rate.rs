@@ -6,9 +6,9 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use modelfs::layout::num::write_f32_py;
-use modelfs::model::{DType, ReaderOptions};
-use modelfs::source::ReadCtx;
+use modelfs_layout::num::write_f32_py;
+use modelfs_model::{DType, ReaderOptions};
+use modelfs_io::source::ReadCtx;
 
 /// Values formatted per batch (one read, one buffer).
 const BATCH: usize = 1 << 16;
@@ -23,7 +23,7 @@ fn main() {
         verify: false,
         ..ReaderOptions::default()
     };
-    let model = modelfs::detect::model_at(&PathBuf::from(source), &opts).unwrap_or_else(|e| {
+    let model = modelfs_detect::model_at(&PathBuf::from(source), &opts).unwrap_or_else(|e| {
         eprintln!("{e}");
         std::process::exit(2)
     });

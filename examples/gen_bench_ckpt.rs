@@ -16,8 +16,8 @@
 use std::fs::File;
 use std::io::{BufWriter, Write};
 
-use modelfs::codec::{crc32c_extend, mask_crc, put_varint64};
-use modelfs::tf::proto::{BundleEntryProto, BundleHeaderProto, Dim, TensorShapeProto, VersionDef};
+use modelfs_io::codec::{crc32c_extend, mask_crc, put_varint64};
+use modelfs_tf::proto::{BundleEntryProto, BundleHeaderProto, Dim, TensorShapeProto, VersionDef};
 use prost::Message;
 
 const BLOCK_SIZE: usize = 256 * 1024;

@@ -16,7 +16,7 @@
 use std::fs::File;
 use std::io::{BufWriter, Write};
 
-use modelfs::monolith::{write_entry, write_record};
+use modelfs_monolith::{write_entry, write_record};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();

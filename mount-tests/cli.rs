@@ -93,7 +93,7 @@ fn verify_finds_a_flipped_data_byte_that_info_cannot() {
 fn a_sparse_model_too_big_for_dense_layouts_shows_libsvm() {
     let Some(shared) = shared_dir() else {
         assert!(
-            !modelfs::testing::must_be_complete(),
+            !modelfs_model::testing::must_be_complete(),
             "../shared is missing"
         );
         return;
@@ -249,7 +249,7 @@ fn mount_t_fuse_modelfs_and_fstab() {
     // SAFETY: geteuid cannot fail.
     if unsafe { libc::geteuid() } != 0 {
         assert!(
-            !modelfs::testing::must_be_complete(),
+            !modelfs_model::testing::must_be_complete(),
             "mount -t / fstab checks need root (mount(8) helpers)"
         );
         eprintln!("skipping mount -t / fstab checks: they need root (mount(8) helpers)");
@@ -512,7 +512,7 @@ fn the_cache_stays_under_its_cap_and_cleans() {
     std::thread::sleep(std::time::Duration::from_millis(20));
     let dtypes_store = dir.join(format!(
         "{:016x}.store",
-        modelfs::store::fnv1a64(fixture("dtypes/ckpt").to_string_lossy().as_bytes())
+        modelfs_io::store::fnv1a64(fixture("dtypes/ckpt").to_string_lossy().as_bytes())
     ));
     assert!(dtypes_store.exists());
     let o = index("odd_keys/ckpt");

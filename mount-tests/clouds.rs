@@ -107,7 +107,7 @@ impl Gcs {
             .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
         let Some(bin) = bin else {
             assert!(
-                !modelfs::testing::must_be_complete(),
+                !modelfs_model::testing::must_be_complete(),
                 "fake-gcs-server is not installed (CI installs it: .ci/run)"
             );
             eprintln!("skipping: fake-gcs-server is not installed");

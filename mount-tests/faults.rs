@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use modelfs::tf::writer::BundleBuilder;
+use modelfs_tf::writer::BundleBuilder;
 
 use crate::clouds::Emulated;
 use crate::proxy::{Plan, Proxy};

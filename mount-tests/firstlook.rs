@@ -218,7 +218,7 @@ fn an_interrupted_size_pass_stops() {
         .status()
         .map_or(true, |s| !s.success())
     {
-        assert!(!modelfs::testing::must_be_complete(), "python3 is needed");
+        assert!(!modelfs_model::testing::must_be_complete(), "python3 is needed");
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -271,7 +271,7 @@ fn a_second_read_never_reaches_the_daemon() {
     let m = fuse.mount_env(
         &src,
         &format!("layouts=bin,npy,log={}", log.display()),
-        &[("RUST_LOG", "modelfs::fs::fuse=trace")],
+        &[("RUST_LOG", "modelfs_core::fs::fuse=trace")],
     );
     let reads = || reads_logged(&log);
     for f in ["W.bin", "W.npy"] {

@@ -43,7 +43,7 @@ impl MiniHdfs {
     fn start_with(options: &[&str]) -> Option<MiniHdfs> {
         if !jar().exists() {
             assert!(
-                !modelfs::testing::must_be_complete(),
+                !modelfs_model::testing::must_be_complete(),
                 "{} is not built (CI builds it: scripts/hdfs/build.sh)",
                 jar().display()
             );
@@ -204,7 +204,7 @@ fn a_missing_hdfs_path_says_so() {
 /// A checkpoint whose `big` tensor spans three of our 8 MiB blocks and twenty of the cluster's
 /// 1 MiB ones, written into `dir`; `big.bin` as a local mount reads it.
 fn fault_model(fuse: &Fuse, dir: &Path) -> Vec<u8> {
-    let mut b = modelfs::tf::writer::BundleBuilder::new("model");
+    let mut b = modelfs_tf::writer::BundleBuilder::new("model");
     let big: Vec<f32> = (0..5_000_000).map(|i| (i as f32 * 0.37).sin()).collect();
     b.add_f32(b"big", &[5_000, 1_000], &big);
     b.add_f32(b"small", &[4], &[1.0, 2.0, 3.0, 4.0]);
@@ -600,7 +600,7 @@ fn hdfs_with_kerberos_reads_with_a_ticket_or_tokens() {
     let Some(fuse) = Fuse::check() else { return };
     if Command::new("kinit").arg("-V").output().is_err() {
         assert!(
-            !modelfs::testing::must_be_complete(),
+            !modelfs_model::testing::must_be_complete(),
             "kinit is missing (CI installs krb5-user)"
         );
         eprintln!("skipping: no kinit (krb5-user)");

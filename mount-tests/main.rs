@@ -199,7 +199,7 @@ fn check_numpy(mnt: &Path, case: &Case) {
     }
     if !python_numpy() {
         assert!(
-            !modelfs::testing::must_be_complete(),
+            !modelfs_model::testing::must_be_complete(),
             "python3 with numpy is required here"
         );
         eprintln!("note: python3 with numpy not available; skipping numpy.load checks");

@@ -66,7 +66,7 @@ pub(crate) fn required(cmd: &str) -> bool {
         return true;
     }
     assert!(
-        !modelfs::testing::must_be_complete(),
+        !modelfs_model::testing::must_be_complete(),
         "{cmd} is not installed (CI installs it: .ci/run)"
     );
     eprintln!("skipping: {cmd} is not installed");

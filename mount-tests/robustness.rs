@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
-use modelfs::tf::writer::BundleBuilder;
+use modelfs_tf::writer::BundleBuilder;
 
 use crate::support::*;
 

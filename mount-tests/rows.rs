@@ -224,7 +224,7 @@ fn rows_looked_up_for_ever_do_not_pile_up() {
     let dir = tempfile::tempdir().unwrap();
     let (rows, width) = (20_000usize, 8usize);
     let values: Vec<f32> = (0..rows * width).map(|i| i as f32 * 0.25 - 7.0).collect();
-    let mut b = modelfs::tf::writer::BundleBuilder::new("emb");
+    let mut b = modelfs_tf::writer::BundleBuilder::new("emb");
     b.add_f32(b"emb", &[rows as u64, width as u64], &values);
     let prefix = b.write_to_dir(dir.path()).unwrap();
     let mount = fuse.mount(&prefix, "cache_dir=none");

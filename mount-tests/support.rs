@@ -11,7 +11,7 @@ pub fn modelfs() -> &'static str {
     env!("CARGO_BIN_EXE_modelfs")
 }
 
-pub use modelfs::testing::shared_dir;
+pub use modelfs_model::testing::shared_dir;
 
 /// A checkpoint with TensorFlow's read-back values (`expected_dir` holds index.json and
 /// expected.npz).
@@ -195,7 +195,7 @@ pub struct Fuse;
 impl Fuse {
     /// `None` (after a message) when FUSE is unusable here, unless MODELFS_REQUIRE_FUSE=1.
     pub fn check() -> Option<Fuse> {
-        let require = modelfs::testing::must_be_complete();
+        let require = modelfs_model::testing::must_be_complete();
         let usable = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -530,7 +530,7 @@ pub fn resident_share(p: &Path, from: u64, to: u64) -> f64 {
 }
 
 /// READ requests a daemon logged so far in `log` (mounted with
-/// `RUST_LOG=modelfs::fs::fuse=trace` and `log=`): one line each.
+/// `RUST_LOG=modelfs_core::fs::fuse=trace` and `log=`): one line each.
 pub fn reads_logged(log: &Path) -> usize {
     std::fs::read_to_string(log)
         .unwrap_or_default()

@@ -298,7 +298,7 @@ fn the_tf_views_data_file_is_read_by_the_kernel_from_the_source() {
     let m = fuse.mount_env(
         &src,
         &format!("cache_dir=none,log={}", log.display()),
-        &[("RUST_LOG", "modelfs::fs::fuse=trace")],
+        &[("RUST_LOG", "modelfs_core::fs::fuse=trace")],
     );
     let reads = || reads_logged(&log);
     let data = m.path().join(".tf/model.data-00000-of-00001");

@@ -1,8 +1,9 @@
 //! The layers hold inside each crate of the workspace: every `crate::X` a module names is below
 //! it (or itself). Between crates the compiler keeps them (a crate names only its
-//! dependencies); inside one crate this test does, reading the source text, tests included. A
-//! crate names the layers below it as `crate::source`, `crate::model`, … (its root re-exports
-//! them), so one table of ranks serves every crate.
+//! dependencies), and `crates_depend_only_on_lower_ones` keeps the dependencies themselves in
+//! order; inside one crate this test does, reading the source text, tests included. One table
+//! of ranks serves both: a crate that is one layer is ranked by its folder's name, and the
+//! modules of the core crate (`crates/core`) and of this one by their own names.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -22,10 +23,17 @@ const RANKS: &[(&str, u32)] = &[
     ("stats", 8),
     ("options", 8),
     ("fs", 9),
-    ("cli", 10),
-    // The front door for programs (the Python package): opens as the commands open.
+    // SOURCE opened as every face opens it, and its tensors walked (`crates/core`).
+    ("open", 10),
+    ("walk", 10),
+    // The two faces over the core: programs (the Python package) and the commands. Neither
+    // names the other (`the_two_faces_stand_apart`); `cli` is this crate, `api` is the core's.
     ("api", 11),
+    ("cli", 11),
 ];
+
+/// The folders of `crates/` holding several layers (named by their modules, as `src` is).
+const MANY_LAYERS: &[&str] = &["io", "core"];
 
 /// The rank of every reader: a crate of `crates/` other than bytes, the model and the
 /// renderers. A new reader's crate needs no line in this file.
@@ -41,7 +49,7 @@ fn crates() -> Vec<(String, Option<String>)> {
         .flatten()
     {
         let name = e.file_name().to_string_lossy().into_owned();
-        let whole = (name != "io").then(|| name.clone());
+        let whole = (!MANY_LAYERS.contains(&name.as_str())).then(|| name.clone());
         out.push((format!("crates/{name}/src"), whole));
     }
     out.sort();
@@ -62,7 +70,8 @@ fn layer_of(whole: Option<&str>, rel: &str) -> String {
 }
 
 fn rank(module: &str) -> Option<u32> {
-    let reader = !matches!(module, "io" | "model" | "layout")
+    let reader = !matches!(module, "io" | "model" | "layout" | "core")
+        && RANKS.iter().all(|(m, _)| *m != module)
         && workspace()
             .join("crates")
             .join(module)
@@ -84,6 +93,12 @@ fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
             out.push(p);
         }
     }
+}
+
+/// Whether a one-layer crate's root defines a function `name` (`crate::open(…)` of a reader).
+fn own_fn(src: &Path, name: &str) -> bool {
+    let lib = std::fs::read_to_string(src.join("lib.rs")).unwrap_or_default();
+    lib.contains(&format!("fn {name}("))
 }
 
 #[test]
@@ -109,7 +124,9 @@ fn no_module_names_a_higher_one() {
                     .collect();
                 // In a one-layer crate `crate::x` may be its own module `x` (`tf::detect`).
                 let own = whole.is_some()
-                    && (src.join(format!("{used}.rs")).exists() || src.join(&used).is_dir());
+                    && (src.join(format!("{used}.rs")).exists()
+                        || src.join(&used).is_dir()
+                        || own_fn(&src, &used));
                 if used != top && !own && rank(&used).is_some() {
                     edges
                         .entry((top.clone(), used))
@@ -357,12 +374,45 @@ fn every_crate_opens_with_a_narrative_and_an_example() {
     }
 }
 
-/// The seams the compiler keeps are the crates' dependencies, so they are checked here: bytes
-/// (`modelfs-io`) depend on no other crate of ours, the model tree on bytes, and every other
-/// crate of `crates/` — each reader, the renderers — on those two alone (dev-dependencies
-/// aside: tests may check one side against another). A new reader's crate needs no line here.
+/// The rank of each crate of `crates/` among the crates (`None`: a reader). A crate depends
+/// only on crates of a lower rank: bytes (`io`) on none of ours, the model tree on bytes, each
+/// reader and the renderers on those two alone; `detect` (which reader a source is for) on the
+/// readers; the whole-model views and the statistics on the renderers (the `.tf/` view writes
+/// with `tf`'s writer); the core under both faces on all of them. A new reader's crate needs
+/// no line here.
+fn crate_rank(folder: &str) -> u32 {
+    match folder {
+        "io" => 0,
+        "model" => 1,
+        "layout" => 2,
+        "detect" => 3,
+        "views" | "stats" => 4,
+        "core" => 5,
+        _ => 2,
+    }
+}
+
+/// The `modelfs-*` crates a manifest's `[dependencies]` name (dev-dependencies aside: tests
+/// may check one side against another), and every other dependency's name.
+fn dependencies(toml: &str) -> Vec<String> {
+    let mut section = "";
+    let mut out = Vec::new();
+    for line in toml.lines().map(str::trim) {
+        if line.starts_with('[') {
+            section = line;
+            continue;
+        }
+        let dep = line.split(['=', '.', ' ']).next().unwrap_or("");
+        if section == "[dependencies]" && !dep.is_empty() && !dep.starts_with('#') {
+            out.push(dep.to_string());
+        }
+    }
+    out
+}
+
+/// The seams the compiler keeps are the crates' dependencies, so they are checked here.
 #[test]
-fn crates_depend_only_on_bytes_and_the_model() {
+fn crates_depend_only_on_lower_ones() {
     let mut seen = 0;
     for e in std::fs::read_dir(workspace().join("crates"))
         .unwrap()
@@ -370,28 +420,66 @@ fn crates_depend_only_on_bytes_and_the_model() {
     {
         let name = e.file_name().to_string_lossy().into_owned();
         let toml = std::fs::read_to_string(e.path().join("Cargo.toml")).unwrap();
-        let allowed: &[&str] = match name.as_str() {
-            "io" => &[],
-            "model" => &["modelfs-io"],
-            _ => &["modelfs-io", "modelfs-model"],
-        };
-        let mut section = "";
-        for line in toml.lines().map(str::trim) {
-            if line.starts_with('[') {
-                section = line;
+        for dep in dependencies(&toml) {
+            let Some(folder) = dep.strip_prefix("modelfs-") else {
                 continue;
-            }
-            let dep = line.split(['=', '.', ' ']).next().unwrap_or("");
-            if section == "[dependencies]" && dep.starts_with("modelfs") {
-                assert!(
-                    allowed.contains(&dep),
-                    "crates/{name} depends on {dep}: only {allowed:?} are below it"
-                );
-            }
+            };
+            let (mine, theirs) = (crate_rank(&name), crate_rank(folder));
+            // Two readers never depend on each other: both rank 2, as the renderers do.
+            assert!(
+                theirs < mine,
+                "crates/{name} depends on {dep}, which is not below it"
+            );
         }
         seen += 1;
     }
-    assert!(seen >= 10, "only {seen} crates found");
+    assert!(seen >= 14, "only {seen} crates found");
+}
+
+/// `cli` and `api` are two faces over one core (issue 74): no file outside `src/cli/` (and
+/// the binary's `main.rs`) names `cli`; the core, where `api` lives, cannot name the commands
+/// (the root crate is none of its dependencies); and the Python crate stands on the core, with
+/// neither clap nor the commands among everything it depends on.
+#[test]
+fn the_two_faces_stand_apart() {
+    let mut files = Vec::new();
+    for (dir, _) in crates() {
+        rust_files(&workspace().join(dir), &mut files);
+    }
+    rust_files(&workspace().join("python/src"), &mut files);
+    let mut checked = 0;
+    for f in &files {
+        let rel = f.strip_prefix(workspace()).unwrap().to_string_lossy();
+        if rel.starts_with("src/cli/") || matches!(&*rel, "src/main.rs" | "src/lib.rs" | "src/layers_tests.rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(f).unwrap();
+        let named = ["cli::", "mod cli", "modelfs::"]
+            .iter()
+            .find(|p| text.contains(*p));
+        assert!(named.is_none(), "{rel} names the commands ({named:?})");
+        checked += 1;
+    }
+    assert!(checked > 100, "only {checked} files checked");
+    // Everything the Python crate depends on, through the workspace's manifests.
+    let manifest = |dep: &str| match dep.strip_prefix("modelfs-") {
+        Some(folder) => workspace().join("crates").join(folder).join("Cargo.toml"),
+        None => workspace().join("Cargo.toml"),
+    };
+    let python = std::fs::read_to_string(workspace().join("python/Cargo.toml")).unwrap();
+    let mut todo = dependencies(&python);
+    assert!(todo.iter().any(|d| d == "modelfs-core"), "python/ is not on the core");
+    let mut closure = std::collections::BTreeSet::new();
+    while let Some(dep) = todo.pop() {
+        if !closure.insert(dep.clone()) || !dep.starts_with("modelfs-") {
+            continue;
+        }
+        todo.extend(dependencies(&std::fs::read_to_string(manifest(&dep)).unwrap()));
+    }
+    for face in ["modelfs", "clap", "clap_mangen", "clap_complete", "env_logger"] {
+        assert!(!closure.contains(face), "the Python crate depends on {face}");
+    }
+    assert!(closure.contains("fuser") && closure.contains("modelfs-tf"), "{closure:?}");
 }
 
 /// The read path's shape (issue 57): `ReadAt` is what a source is, one read verb and two

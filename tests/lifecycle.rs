@@ -11,11 +11,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use modelfs::detect::model_at;
-use modelfs::model::{Model, Tensor};
-use modelfs::options::Options;
-use modelfs::source::ReadCtx;
-use modelfs::tf::writer::BundleBuilder;
+use modelfs_detect::model_at;
+use modelfs_model::{Model, Tensor};
+use modelfs_core::options::Options;
+use modelfs_io::source::ReadCtx;
+use modelfs_tf::writer::BundleBuilder;
 
 /// Longer than the source's identity re-check interval.
 const SETTLE: Duration = Duration::from_millis(450);

@@ -13,10 +13,10 @@ use std::sync::Arc;
 
 use common::npz::{read_npz, Npy};
 use common::tf::*;
-use modelfs::detect::model_at;
-use modelfs::model::{own_component, DType, DirEntry};
-use modelfs::options::Options;
-use modelfs::source::ReadCtx;
+use modelfs_detect::model_at;
+use modelfs_model::{own_component, DType, DirEntry};
+use modelfs_core::options::Options;
+use modelfs_io::source::ReadCtx;
 
 /// Every `Const` of every graph fixture (a `.meta` beside a Saver checkpoint, a SavedModel, a
 /// frozen graph, Consts using every typed TensorProto field) equals `tf.make_ndarray` of it.
@@ -332,48 +332,48 @@ fn info_names_the_hash_tables() {
 #[derive(Debug)]
 struct Counting(
     Arc<std::sync::atomic::AtomicU64>,
-    Arc<dyn modelfs::source::Storage>,
+    Arc<dyn modelfs_io::source::Storage>,
 );
 
 #[derive(Debug)]
 struct CountingFile(
     Arc<std::sync::atomic::AtomicU64>,
-    Arc<dyn modelfs::source::ReadAt>,
+    Arc<dyn modelfs_io::source::ReadAt>,
 );
 
-impl modelfs::source::ReadAt for CountingFile {
-    fn about(&self) -> &modelfs::source::About {
+impl modelfs_io::source::ReadAt for CountingFile {
+    fn about(&self) -> &modelfs_io::source::About {
         self.1.about()
     }
     fn read_with(
         &self,
-        ctx: &modelfs::source::ReadCtx,
+        ctx: &modelfs_io::source::ReadCtx,
         offset: u64,
-        to: modelfs::source::To<'_>,
-    ) -> Result<(), modelfs::source::SourceError> {
+        to: modelfs_io::source::To<'_>,
+    ) -> Result<(), modelfs_io::source::SourceError> {
         self.0
             .fetch_add(to.len(), std::sync::atomic::Ordering::Relaxed);
         self.1.read_with(ctx, offset, to)
     }
 }
 
-impl modelfs::source::Storage for Counting {
+impl modelfs_io::source::Storage for Counting {
     fn open(
         &self,
         path: &Path,
-    ) -> Result<Arc<dyn modelfs::source::ReadAt>, modelfs::source::SourceError> {
+    ) -> Result<Arc<dyn modelfs_io::source::ReadAt>, modelfs_io::source::SourceError> {
         Ok(Arc::new(CountingFile(self.0.clone(), self.1.open(path)?)))
     }
     fn kind(
         &self,
         path: &Path,
-    ) -> Result<Option<modelfs::source::EntryKind>, modelfs::source::SourceError> {
+    ) -> Result<Option<modelfs_io::source::EntryKind>, modelfs_io::source::SourceError> {
         self.1.kind(path)
     }
     fn list(
         &self,
         dir: &Path,
-    ) -> Result<Vec<(std::ffi::OsString, modelfs::source::EntryKind)>, modelfs::source::SourceError>
+    ) -> Result<Vec<(std::ffi::OsString, modelfs_io::source::EntryKind)>, modelfs_io::source::SourceError>
     {
         self.1.list(dir)
     }

@@ -10,11 +10,11 @@ mod common {
 use std::path::{Path, PathBuf};
 
 use common::tf::*;
-use modelfs::detect::model_at;
-use modelfs::model::{own_component, DType, DirEntry};
-use modelfs::options::Options;
-use modelfs::source::ReadCtx;
-use modelfs::testing::shared_dir;
+use modelfs_detect::model_at;
+use modelfs_model::{own_component, DType, DirEntry};
+use modelfs_core::options::Options;
+use modelfs_io::source::ReadCtx;
+use modelfs_model::testing::shared_dir;
 
 fn find_expected(root: &Path, out: &mut Vec<PathBuf>) {
     let Ok(rd) = std::fs::read_dir(root) else {
@@ -193,7 +193,7 @@ fn checkpoint_directory_with_state_file() {
         .unwrap()
         .to_string();
     assert!(err.contains("not recognised"), "{err}");
-    let none = modelfs::detect::model_or_empty(empty.path(), &Options::default().reader()).unwrap();
+    let none = modelfs_detect::model_or_empty(empty.path(), &Options::default().reader()).unwrap();
     let s = none.summary().unwrap();
     assert_eq!(s.tensors, 0);
     assert!(
@@ -219,7 +219,7 @@ fn checkpoint_directory_with_state_file() {
 
 #[test]
 fn snappy_index_blocks_are_read() {
-    use modelfs::codec::table::footer::{BlockHandle, Footer};
+    use modelfs_io::codec::table::footer::{BlockHandle, Footer};
     let Some(shared) = shared_dir() else { return };
     for case in [
         "saved_model_half_plus_two_cpu",

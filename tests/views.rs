@@ -8,10 +8,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use modelfs::detect::model_at;
-use modelfs::model::{own_component, DType, DirEntry, Model, Tensor};
-use modelfs::options::Options;
-use modelfs::source::ReadCtx;
+use modelfs_detect::model_at;
+use modelfs_model::{own_component, DType, DirEntry, Model, Tensor};
+use modelfs_core::options::Options;
+use modelfs_io::source::ReadCtx;
 
 /// What the views hold of the tensors under `root` of `model`, by original key: a model's
 /// variables alone, a graph's constants only when it has nothing else.
@@ -98,7 +98,7 @@ fn bytes_of(t: &dyn Tensor) -> Option<Vec<u8>> {
 /// The sources: every directory of fixtures/ and ../shared/realworld that opens as a model
 /// (not descending into it).
 fn sources() -> Vec<PathBuf> {
-    modelfs::testing::model_dirs(|p| model_at(p, &Options::default().reader()).is_ok())
+    modelfs_model::testing::model_dirs(|p| model_at(p, &Options::default().reader()).is_ok())
 }
 
 /// Each model root of `source` (`""`, or `ckpt-3/` in a directory of several checkpoints).
@@ -189,7 +189,7 @@ fn the_tf_view_reads_back_as_the_source() {
     }
     assert!(
         opened
-            >= if modelfs::testing::shared_dir().is_some() {
+            >= if modelfs_model::testing::shared_dir().is_some() {
                 45
             } else {
                 30
@@ -213,7 +213,7 @@ fn tensorflow_read_the_same_view() {
     let sources = rec["sources"].as_object().unwrap();
     assert!(sources.len() >= 30, "{} sources recorded", sources.len());
     let mut checked = 0;
-    let shared = modelfs::testing::shared_dir();
+    let shared = modelfs_model::testing::shared_dir();
     for (rel, keys) in sources {
         let tmp = tempfile::tempdir().unwrap();
         let (src, sub) = rel.split_once("::").unwrap_or((rel, ""));
@@ -259,7 +259,7 @@ fn tensorflow_read_the_same_view() {
                 .collect();
             assert_eq!(meta.shape, shape, "{rel}: {key}");
             let bytes = bytes_of(&**t).unwrap();
-            let fnv = format!("{:016x}", modelfs::source::fnv1a64(&bytes));
+            let fnv = format!("{:016x}", modelfs_io::source::fnv1a64(&bytes));
             assert_eq!(
                 fnv,
                 want["fnv1a64"].as_str().unwrap(),

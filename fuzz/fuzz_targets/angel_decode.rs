@@ -8,11 +8,11 @@
 //! decode succeeds.
 
 use libfuzzer_sys::fuzz_target;
-use modelfs::angel::decode::{decode_partition, expected_records, PartInput};
-use modelfs::angel::merge::merge;
-use modelfs::angel::{decode_by_range, parse_meta};
-use modelfs::codec::angel::AngelFormat;
-use modelfs::source::MemSource;
+use modelfs_angel::decode::{decode_partition, expected_records, PartInput};
+use modelfs_angel::merge::merge;
+use modelfs_angel::{decode_by_range, parse_meta};
+use modelfs_io::codec::angel::AngelFormat;
+use modelfs_io::source::MemSource;
 
 fuzz_target!(|input: &[u8]| {
     if input.len() < 5 {

@@ -4,8 +4,8 @@
 //! `parse_meta`, so the JSON decoder is reached without the length header.
 
 use libfuzzer_sys::fuzz_target;
-use modelfs::angel::{parse_meta, read_envelope};
-use modelfs::source::MemSource;
+use modelfs_angel::{parse_meta, read_envelope};
+use modelfs_io::source::MemSource;
 
 fuzz_target!(|data: &[u8]| {
     if data.first() == Some(&b'{') {

@@ -8,11 +8,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use libfuzzer_sys::fuzz_target;
-use modelfs::model::{DirEntry, Model, Tensor};
-use modelfs::source::{MemSource, ReadAt, ReadCtx};
-use modelfs::tf::bundle::{shard_file_name, MemShards};
-use modelfs::tf::checkpoint::TfModel;
-use modelfs::codec::table::{BlockCache, Table};
+use modelfs_model::{DirEntry, Model, Tensor};
+use modelfs_io::source::{MemSource, ReadAt, ReadCtx};
+use modelfs_tf::bundle::{shard_file_name, MemShards};
+use modelfs_tf::checkpoint::TfModel;
+use modelfs_io::codec::table::{BlockCache, Table};
 
 const PREFIX: &str = "fuzz";
 

@@ -2,7 +2,7 @@
 //! One `BundleEntryProto`: decode and validate (first byte = number of shards).
 
 use libfuzzer_sys::fuzz_target;
-use modelfs::tf::bundle::entry::parse_entry;
+use modelfs_tf::bundle::entry::parse_entry;
 
 fuzz_target!(|data: &[u8]| {
     let Some((&shards, value)) = data.split_first() else {

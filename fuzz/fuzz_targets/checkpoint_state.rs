@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use libfuzzer_sys::fuzz_target;
-use modelfs::tf::checkpoint_state::{resolve_prefix, CheckpointState};
+use modelfs_tf::checkpoint_state::{resolve_prefix, CheckpointState};
 
 fuzz_target!(|data: &[u8]| {
     let st = CheckpointState::parse(data);

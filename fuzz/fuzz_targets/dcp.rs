@@ -3,10 +3,10 @@
 //! nothing, then DCP's dataclasses read off its values: sizes, chunks, storage entries,
 //! planner paths), the tensors built (hostile chunk extents against hostile shapes, assembled
 //! by `model::blocks`) and read from a directory that is not there
-//! (`modelfs::torch::dcp::fuzz_metadata`). Seeds: `seed.sh` copies the fixtures' metadata.
+//! (`modelfs_torch::dcp::fuzz_metadata`). Seeds: `seed.sh` copies the fixtures' metadata.
 
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    modelfs::torch::dcp::fuzz_metadata(data);
+    modelfs_torch::dcp::fuzz_metadata(data);
 });

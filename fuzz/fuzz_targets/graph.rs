@@ -1,6 +1,6 @@
 #![no_main]
-//! See `modelfs::tf::fuzz::graph`.
+//! See `modelfs_tf::fuzz::graph`.
 
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| modelfs::tf::fuzz::graph(data));
+fuzz_target!(|data: &[u8]| modelfs_tf::fuzz::graph(data));

@@ -1,6 +1,6 @@
 #![no_main]
-//! See `modelfs::tf::fuzz::graph_text`.
+//! See `modelfs_tf::fuzz::graph_text`.
 
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| modelfs::tf::fuzz::graph_text(data));
+fuzz_target!(|data: &[u8]| modelfs_tf::fuzz::graph_text(data));

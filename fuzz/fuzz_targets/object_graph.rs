@@ -1,6 +1,6 @@
 #![no_main]
-//! See `modelfs::tf::fuzz::object_graph`.
+//! See `modelfs_tf::fuzz::object_graph`.
 
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| modelfs::tf::fuzz::object_graph(data));
+fuzz_target!(|data: &[u8]| modelfs_tf::fuzz::object_graph(data));

@@ -5,8 +5,8 @@
 use std::sync::Arc;
 
 use libfuzzer_sys::fuzz_target;
-use modelfs::source::MemSource;
-use modelfs::codec::table::{BlockCache, Table};
+use modelfs_io::source::MemSource;
+use modelfs_io::codec::table::{BlockCache, Table};
 
 fuzz_target!(|data: &[u8]| {
     let file = Arc::new(MemSource::new("fuzz.index", data.to_vec()));

@@ -1,6 +1,6 @@
 #![no_main]
-//! See `modelfs::tf::fuzz::tensor_proto`.
+//! See `modelfs_tf::fuzz::tensor_proto`.
 
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| modelfs::tf::fuzz::tensor_proto(data));
+fuzz_target!(|data: &[u8]| modelfs_tf::fuzz::tensor_proto(data));

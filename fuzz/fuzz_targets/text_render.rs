@@ -9,10 +9,10 @@
 use std::sync::Arc;
 
 use libfuzzer_sys::fuzz_target;
-use modelfs::layout::cache::ChunkCache;
-use modelfs::testing::MemTensor;
-use modelfs::layout::{self, Layout, LayoutCtx};
-use modelfs::model::{DType, SparseRows, Tensor};
+use modelfs_layout::cache::ChunkCache;
+use modelfs_model::testing::MemTensor;
+use modelfs_layout::{Layout, LayoutCtx};
+use modelfs_model::{DType, SparseRows, Tensor};
 
 const DTYPES: [DType; 22] = [
     DType::F16,
@@ -133,7 +133,7 @@ fuzz_target!(|input: &[u8]| {
     });
     let mut piece = 1 + usize::from(flags % 13) * 37;
     for &l in &ctx.layouts {
-        let Ok(file) = layout::content(l, Arc::clone(&tensor), &ctx) else {
+        let Ok(file) = modelfs_layout::content(l, Arc::clone(&tensor), &ctx) else {
             continue;
         };
         let Ok(size) = file.size() else {

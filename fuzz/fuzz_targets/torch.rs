@@ -3,11 +3,11 @@
 //! marks, calls recorded and never made, then the walk over shared and cyclic values) and as
 //! a `torch.save` zip (the directory, `data.pkl`, `byteorder`, storages bounded by their
 //! members, strided views), opened and each tensor's first and last elements read
-//! (`modelfs::torch::fuzz_file`). Seeds: `seed.sh` copies the committed fixtures and their
+//! (`modelfs_torch::fuzz_file`). Seeds: `seed.sh` copies the committed fixtures and their
 //! pickles.
 
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    modelfs::torch::fuzz_file(data);
+    modelfs_torch::fuzz_file(data);
 });

@@ -1,6 +1,6 @@
 #![no_main]
-//! See `modelfs::tf::fuzz::v1`.
+//! See `modelfs_tf::fuzz::v1`.
 
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| modelfs::tf::fuzz::v1(data));
+fuzz_target!(|data: &[u8]| modelfs_tf::fuzz::v1(data));

@@ -1,8 +1,8 @@
 //! `modelfs._native`: the Rust half of the `modelfs` Python package (`pysrc/modelfs`), a thin
-//! layer over `modelfs::api`. Python shapes the answers (numpy arrays, dicts); this half reads
+//! layer over `modelfs_core::api`. Python shapes the answers (numpy arrays, dicts); this half reads
 //! bytes, with the GIL released, into buffers Python allocated.
 
-use modelfs::api::{self, ErrorKind};
+use modelfs_core::api::{self, ErrorKind};
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::{PyBufferError, PyValueError};
 use pyo3::prelude::*;

@@ -21,7 +21,7 @@ https://ACCOUNT.blob.core.windows.net/CONTAINER/KEY, http(s)://HOST/PATH.
 
 OPTIONS (-o, comma-separated; also in /etc/fstab):
 {}",
-        crate::options::options_help()
+        modelfs_core::options::options_help()
     )
 }
 
@@ -36,7 +36,7 @@ pub(super) fn command() -> clap::Command {
     Cli::command()
         .after_help(format!(
             "{opening}\n\n{}{AFTER_HELP}",
-            textwrap_types(&crate::gguf::types_help())
+            textwrap_types(&modelfs_gguf::types_help())
         ))
         .mut_subcommands(|s| match OPENING_SOURCES.contains(&s.get_name()) {
             true => s.after_help(opening.clone()),
@@ -103,7 +103,7 @@ impl clap::builder::TypedValueParser for OptionList {
         // Made once for the process: clap takes the names as `&'static str`.
         static KEYS: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
         let keys = KEYS.get_or_init(|| {
-            crate::options::keys()
+            modelfs_core::options::keys()
                 .map(|k| &*Box::leak(k.into_boxed_str()))
                 .collect()
         });

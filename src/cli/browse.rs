@@ -6,9 +6,9 @@ use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use crate::fs::{FileKind, FsError, Opening, Tree};
-use crate::layout::Patient;
-use crate::options::Options;
+use modelfs_core::fs::{FileKind, FsError, Opening, Tree};
+use modelfs_layout::Patient;
+use modelfs_core::options::Options;
 
 use super::{build_tree, Failure, EXIT_OK, EXIT_SOURCE, EXIT_UNKNOWN_NAME};
 
@@ -197,10 +197,10 @@ mod tests {
     use std::time::SystemTime;
 
     use super::*;
-    use crate::fs::testing::ctx;
-    use crate::fs::TreeConfig;
-    use crate::layout::Layout;
-    use crate::testing::{key, MemModel, MemTensor};
+    use modelfs_core::fs::testing::ctx;
+    use modelfs_core::fs::TreeConfig;
+    use modelfs_layout::Layout;
+    use modelfs_model::testing::{key, MemModel, MemTensor};
 
     fn tree() -> Tree {
         let mut m = MemModel::default();
@@ -212,7 +212,7 @@ mod tests {
             uid: 0,
             gid: 0,
             mtime: SystemTime::UNIX_EPOCH,
-            text_size: crate::options::TextSize::Exact,
+            text_size: modelfs_core::options::TextSize::Exact,
         };
         Tree::new(Arc::new(m), ctx(&[Layout::Json, Layout::Txt]), cfg)
     }
@@ -260,4 +260,31 @@ mod tests {
             EXIT_UNKNOWN_NAME
         );
     }
+
+    /// The program API's bytes are the mount's: a tensor's `npy` is its `NAME.npy` file.
+    #[test]
+    fn the_api_reads_a_tensor_as_its_npy_file() {
+        let src = format!("{}/fixtures/tf/multi_shard/ckpt", env!("CARGO_MANIFEST_DIR"));
+        let m = modelfs_core::api::Opened::open(&src, &[]).unwrap();
+        let tree = modelfs_core::open::build_tree(std::path::Path::new(&src), &Default::default()).unwrap();
+        let mut compared = 0;
+        for name in m.keys().unwrap() {
+            let mut expected = Vec::new();
+            let in_mount =
+                cat_into(&tree, format!("{name}.npy").as_bytes(), &mut expected);
+            let Ok(npy) = m.npy(&name) else {
+                // No `.npy` here: none in the mount either (the string tensor `s`).
+                assert!(in_mount.is_err(), "{name}");
+                continue;
+            };
+            let mut whole = vec![0u8; npy.size().unwrap() as usize];
+            npy.read_into(0, &mut whole).unwrap();
+            assert_eq!(whole, expected, "{name}");
+            let header = npy.header().unwrap();
+            assert_eq!(&whole[..header.len()], &header[..], "{name}");
+            compared += 1;
+        }
+        assert_eq!(compared, 4);
+    }
+
 }

@@ -3,8 +3,8 @@
 
 use std::io::Write;
 
-use crate::options::Options;
-use crate::store::lru;
+use modelfs_core::options::Options;
+use modelfs_io::store::lru;
 
 use super::{Failure, EXIT_SOURCE, EXIT_USAGE};
 

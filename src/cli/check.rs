@@ -18,12 +18,12 @@ use super::compare::at_or_below;
 use super::inspect::{source_failure, walk, write_out, Verdict};
 use super::rowdiff::tables;
 use super::{open_model, store_name, Failure, EXIT_SOURCE};
-use crate::layout::Patient;
-use crate::model::scan::TableScan;
-use crate::model::{DType, KeyKind, Tensor};
-use crate::options::Options;
-use crate::stats::rowdelta::key_sets;
-use crate::store::Store;
+use modelfs_layout::Patient;
+use modelfs_model::scan::TableScan;
+use modelfs_model::{DType, KeyKind, Tensor};
+use modelfs_core::options::Options;
+use modelfs_stats::rowdelta::key_sets;
+use modelfs_io::store::Store;
 
 /// What `check` found wrong, one item per problem.
 struct Problem {
@@ -67,7 +67,7 @@ pub(crate) fn check(
 ) -> Result<(), Failure> {
     super::rowdiff::raise_open_files();
     let model = open_model(source, opts)?;
-    let ctx = crate::fs::layout_ctx(opts, &store_name(source));
+    let ctx = modelfs_core::fs::layout_ctx(opts, &store_name(source));
     let wanted = super::compare::mount_paths(paths);
     let within = |p: &str| wanted.is_empty() || wanted.iter().any(|w| at_or_below(p, w));
     let mut problems = Vec::new();
@@ -180,7 +180,7 @@ pub(crate) fn check(
     let tensors: Vec<Arc<dyn Tensor>> = found.iter().map(|f| f.tensor.clone()).collect();
     let store = ctx.cache.offset_store().map(|s| &**s as &dyn Store);
     let outcomes =
-        crate::stats::compute(&tensors, store, &Patient).map_err(|e| source_failure(source, e))?;
+        modelfs_stats::compute(&tensors, store, &Patient).map_err(|e| source_failure(source, e))?;
     for (f, o) in found.iter().zip(&outcomes) {
         let p = match o {
             Ok(p) => p,

@@ -11,12 +11,12 @@ use std::sync::Arc;
 use super::inspect::{shape_compact, source_failure, walk, write_out, Found};
 use super::keymap::{KeyMap, Transposed};
 use super::{open_model, store_name, Failure, EXIT_SOURCE};
-use crate::layout::Patient;
-use crate::model::Tensor;
-use crate::options::Options;
-use crate::stats::{self, delta, Outcome};
-use crate::store::Store;
-use crate::views::tf::known_crc;
+use modelfs_layout::Patient;
+use modelfs_model::Tensor;
+use modelfs_core::options::Options;
+use modelfs_stats::{delta, Outcome};
+use modelfs_io::store::Store;
+use modelfs_views::tf::known_crc;
 
 /// Exit status of `stats --check-finite` when a value is NaN or infinite, and of `diff` when
 /// the models differ (as `diff(1)` and `cmp(1)` do).
@@ -130,12 +130,12 @@ pub(crate) fn stats(
     opts: &Options,
 ) -> Result<(), Failure> {
     let model = open_model(source, opts)?;
-    let ctx = crate::fs::layout_ctx(opts, &store_name(source));
+    let ctx = modelfs_core::fs::layout_ctx(opts, &store_name(source));
     let found = select(walk(&*model).map_err(|e| source_failure(source, e))?, paths)?;
     let tensors: Vec<Arc<dyn Tensor>> = found.iter().map(|f| f.tensor.clone()).collect();
     let store = ctx.cache.offset_store().map(|s| &**s as &dyn Store);
     let outcomes =
-        stats::compute(&tensors, store, &Patient).map_err(|e| source_failure(source, e))?;
+        modelfs_stats::compute(&tensors, store, &Patient).map_err(|e| source_failure(source, e))?;
     let text = if as_json {
         stats_json(&found, &outcomes)
     } else {
@@ -149,7 +149,7 @@ pub(crate) fn stats(
         .zip(&outcomes)
         .filter(|(f, o)| {
             let meta = f.tensor.meta();
-            o.is_err() && (meta.problem.is_some() || stats::check(meta).is_ok())
+            o.is_err() && (meta.problem.is_some() || modelfs_stats::check(meta).is_ok())
         })
         .map(|(f, o)| {
             format!(
@@ -184,7 +184,7 @@ fn stats_json(found: &[Found], outcomes: &[Outcome]) -> String {
         .map(|(f, o)| {
             let meta = f.tensor.meta();
             match o {
-                Ok(p) => stats::json(&f.path, &meta.name, &meta.dtype.name(), p),
+                Ok(p) => modelfs_stats::json(&f.path, &meta.name, &meta.dtype.name(), p),
                 Err(why) => serde_json::json!({
                     "name": f.path,
                     "key": key(&*f.tensor),
@@ -274,11 +274,11 @@ pub(crate) fn diff(
     let keys = KeyMap::parse(&how.map).map_err(|e| Failure::new(EXIT_SOURCE, e))?;
     let open = |s: &Path| -> Result<_, Failure> {
         let model = open_model(s, opts)?;
-        let ctx = crate::fs::layout_ctx(opts, &store_name(s));
+        let ctx = modelfs_core::fs::layout_ctx(opts, &store_name(s));
         let mut found = walk(&*model).map_err(|e| source_failure(s, e))?;
         // A model's variables, as the views take them: a graph's constants (a `.meta` beside
         // the checkpoint) only when there is nothing else.
-        let graph = |f: &Found| f.tensor.meta().role == crate::model::Role::Constant;
+        let graph = |f: &Found| f.tensor.meta().role == modelfs_model::Role::Constant;
         if !found.iter().all(graph) {
             found.retain(|f| !graph(f));
         }

@@ -14,10 +14,10 @@ use std::time::{Duration, Instant};
 
 use std::io::IsTerminal;
 
-use crate::fs::{FileKind, Ino, Tree, TreeConfig, ROOT_INO};
-use crate::layout::cache::ChunkCache;
-use crate::model::Tensor;
-use crate::options::Options;
+use modelfs_core::fs::{FileKind, Ino, Tree, TreeConfig, ROOT_INO};
+use modelfs_layout::cache::ChunkCache;
+use modelfs_model::Tensor;
+use modelfs_core::options::Options;
 
 use super::{open_model, source_mtime, Failure, EXIT_SOURCE, EXIT_USAGE};
 
@@ -46,8 +46,8 @@ pub(crate) fn index(source: &Path, opts: &Options) -> Result<(), Failure> {
     }
     let model = open_model(source, opts)?;
     let mut cfg = TreeConfig::for_user(opts.uid, opts.gid, source_mtime(source));
-    cfg.text_size = crate::options::TextSize::Exact;
-    let ctx = crate::fs::layout_ctx(opts, &super::store_name(source));
+    cfg.text_size = modelfs_core::options::TextSize::Exact;
+    let ctx = modelfs_core::fs::layout_ctx(opts, &super::store_name(source));
     let tree = Tree::new(model.clone(), ctx.clone(), cfg);
     let started = Instant::now();
     let progress = std::io::stderr().is_terminal().then_some(&*ctx.cache);
@@ -85,8 +85,8 @@ pub(crate) fn index(source: &Path, opts: &Options) -> Result<(), Failure> {
 /// Builds the key index of every listed hash table under `dir` (one pass over its keys, kept under
 /// `cache_dir`), so a later mount's first lookup by id finds it built. Failures are logged by
 /// the readers and left for the lookups to meet.
-fn index_keys(model: &dyn crate::model::Model, dir: &mut Vec<Vec<u8>>, built: &mut u64) {
-    use crate::model::{own_component, DirEntry, KeyKind};
+fn index_keys(model: &dyn modelfs_model::Model, dir: &mut Vec<Vec<u8>>, built: &mut u64) {
+    use modelfs_model::{own_component, DirEntry, KeyKind};
     let Ok(entries) = model.list_dir(dir) else {
         return;
     };
@@ -213,7 +213,7 @@ fn human_rate(rate: f64) -> String {
 }
 
 /// Every file under `dir`, depth-first (symlinks are not followed: they lead into the tree).
-fn collect(tree: &Tree, dir: Ino, jobs: &mut Vec<Job>) -> Result<(), crate::fs::FsError> {
+fn collect(tree: &Tree, dir: Ino, jobs: &mut Vec<Job>) -> Result<(), modelfs_core::fs::FsError> {
     let mut items = Vec::new();
     tree.readdir(dir, 0, |item| {
         items.push(item.owned());
@@ -251,10 +251,10 @@ fn values_of(t: &dyn Tensor) -> u64 {
 }
 
 /// About how many tensor values the rendered chunks covered (for the progress display).
-fn rendered_values(cache: &crate::layout::cache::ChunkCache) -> u64 {
+fn rendered_values(cache: &modelfs_layout::cache::ChunkCache) -> u64 {
     cache
         .rendered_chunks()
-        .saturating_mul(crate::layout::text::CHUNK_ELEMENTS)
+        .saturating_mul(modelfs_layout::text::CHUNK_ELEMENTS)
 }
 
 #[cfg(test)]
@@ -275,7 +275,7 @@ mod tests {
 
     #[test]
     fn text_layouts() {
-        use crate::layout::{AngelFormat, Layout};
+        use modelfs_layout::{AngelFormat, Layout};
         assert!(Layout::Txt.is_text() && Layout::Libsvm.is_text());
         assert!(!Layout::Npy.is_text() && !Layout::Json.is_text());
         assert!(Layout::Angel(AngelFormat::TextColumn).is_text());

@@ -7,11 +7,11 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use super::index::index_tree;
-use crate::fs::{layout_ctx, Tree, TreeConfig};
-use crate::layout::LayoutCtx;
-use crate::options::Options;
-use crate::source::ReadCtx;
-use crate::tf::bundle::testutil::BundleBuilder;
+use modelfs_core::fs::{layout_ctx, Tree, TreeConfig};
+use modelfs_layout::LayoutCtx;
+use modelfs_core::options::Options;
+use modelfs_io::source::ReadCtx;
+use modelfs_tf::bundle::testutil::BundleBuilder;
 
 fn opts(cache: &Path, layouts: &str) -> Options {
     let mut o = Options::default();
@@ -24,7 +24,7 @@ fn opts(cache: &Path, layouts: &str) -> Options {
 /// A fresh mount of `source`: its tree and rendering context.
 fn mount(source: &Path, o: &Options) -> (Tree, Arc<LayoutCtx>) {
     let name = source.to_string_lossy();
-    let model = crate::detect::model_at(source, &o.reader_for(&name)).unwrap();
+    let model = modelfs_detect::model_at(source, &o.reader_for(&name)).unwrap();
     let ctx = layout_ctx(o, &name);
     let cfg = TreeConfig::for_user(None, None, SystemTime::UNIX_EPOCH);
     (Tree::new(model, ctx.clone(), cfg), ctx)
@@ -212,10 +212,10 @@ fn angel_second_mount_renders_nothing_and_rewrite_invalidates() {
 /// same bytes does not re-verify, a rewritten data file is verified again (and fails here).
 #[test]
 fn large_tensor_checksum_verdict_persists_until_the_file_changes() {
-    use crate::store::{Store, Verified};
+    use modelfs_io::store::{Store, Verified};
     let dir = tempfile::tempdir().unwrap();
     let cache = dir.path().join("cache");
-    let n = (crate::tf::bundle::tensor::PERSIST_VERDICT_MIN / 4) as usize;
+    let n = (modelfs_tf::bundle::tensor::PERSIST_VERDICT_MIN / 4) as usize;
     let mut b = BundleBuilder::new("ckpt");
     let vals: Vec<f32> = (0..n).map(|i| (i % 1000) as f32).collect();
     b.add_f32(b"big", &[n as u64], &vals);
@@ -223,7 +223,7 @@ fn large_tensor_checksum_verdict_persists_until_the_file_changes() {
     let data = dir.path().join("ckpt.data-00000-of-00001");
     let o = opts(&cache, "json,bin");
     let name = prefix.to_string_lossy();
-    let model = crate::detect::model_at(&prefix, &o.reader_for(&name)).unwrap();
+    let model = modelfs_detect::model_at(&prefix, &o.reader_for(&name)).unwrap();
     let t = model.tensor(&[b"big".to_vec()]).unwrap();
     let key = format!("crc32c {}", t.cache_identity().unwrap());
     let store: Arc<dyn Store> = o.store(&name).unwrap();
@@ -238,7 +238,7 @@ fn large_tensor_checksum_verdict_persists_until_the_file_changes() {
     bytes[4] ^= 0x40;
     std::fs::write(&data, &bytes).unwrap();
     bump_mtime(&data);
-    let model = crate::detect::model_at(&prefix, &o.reader_for(&name)).unwrap();
+    let model = modelfs_detect::model_at(&prefix, &o.reader_for(&name)).unwrap();
     let t = model.tensor(&[b"big".to_vec()]).unwrap();
     assert!(t.read_elements(ReadCtx::none(), 1, &mut four).is_err());
 }
@@ -248,7 +248,7 @@ fn large_tensor_checksum_verdict_persists_until_the_file_changes() {
 #[test]
 fn index_builds_the_key_index_of_every_hash_table() {
     // The listed tables: a Monolith export's three (TF's own are found by name, not listed).
-    let source = crate::testing::fixtures_dir().join("monolith/ps_export");
+    let source = modelfs_model::testing::fixtures_dir().join("monolith/ps_export");
     let cache = tempfile::tempdir().unwrap();
     let o = opts(cache.path(), "json");
     let keys = || {

@@ -3,60 +3,20 @@
 
 use std::io::{self, IsTerminal, Write};
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Instant;
 
 use serde_json::json;
 
-use crate::model::{DirEntry, Model, ModelError, ModelSummary, Tensor, TensorMeta};
-use crate::options::{Options, Verify};
+use modelfs_model::{Model, ModelError, ModelSummary, Tensor, TensorMeta};
+use modelfs_core::options::{Options, Verify};
 
 use super::{open_model, Failure, EXIT_OK, EXIT_SOURCE};
-use crate::source::ReadCtx;
+use modelfs_io::source::ReadCtx;
 
 /// Bytes per read while verifying (bounded memory whatever the tensor size).
 const VERIFY_CHUNK: usize = 8 << 20;
 
-/// One tensor of the model, found by walking its directories (metadata only).
-pub(crate) struct Found {
-    pub(crate) path: String,
-    pub(crate) tensor: Arc<dyn Tensor>,
-}
-
-/// Every tensor of `model` in listing order, with its path in the mount.
-pub(crate) fn walk(model: &dyn Model) -> Result<Vec<Found>, ModelError> {
-    let mut out = Vec::new();
-    let mut stack: Vec<Vec<Vec<u8>>> = vec![Vec::new()];
-    while let Some(dir) = stack.pop() {
-        let mut subdirs = Vec::new();
-        for e in model.list_dir(&dir)? {
-            match e {
-                DirEntry::Dir(name) => {
-                    let mut p = dir.clone();
-                    p.push(name);
-                    subdirs.push(p);
-                }
-                DirEntry::Reserved(name) => {
-                    let mut p = dir.clone();
-                    p.push(crate::model::own_component(&name));
-                    subdirs.push(p);
-                }
-                DirEntry::Tensor(name) => {
-                    let mut p = dir.clone();
-                    p.push(name);
-                    let tensor = model.tensor(&p)?;
-                    let path = mount_path(&p);
-                    out.push(Found { path, tensor });
-                }
-                DirEntry::Symlink { .. } | DirEntry::Document(_) | DirEntry::Alias { .. } => {}
-            }
-        }
-        stack.extend(subdirs.into_iter().rev());
-    }
-    Ok(out)
-}
-
-pub(super) use crate::fs::names::mount_path;
+pub use modelfs_core::walk::{mount_path, walk, Found};
 
 /// Bytes of the tensor's data as stored: dense bytes, or the stored bytes of its partitions
 /// (sparse, strings); `None` when unknown.
@@ -459,7 +419,7 @@ fn read_everything(t: &dyn Tensor, buf: &mut Vec<u8>) -> Result<(), String> {
         // By range, a bounded run at a time: every record decoded and checked, the lines of
         // every text partition counted to its end, nothing kept.
         let nnz = t.sparse_shape().map_err(err)?.nnz();
-        let mut got = crate::model::Entries::default();
+        let mut got = modelfs_model::Entries::default();
         let mut first = 0u64;
         while first < nnz {
             let count = (1u64 << 20).min(nnz - first);

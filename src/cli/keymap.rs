@@ -7,8 +7,8 @@ use std::sync::{Arc, OnceLock};
 
 use regex::Regex;
 
-use crate::model::{ModelError, Tensor, TensorMeta};
-use crate::source::ReadCtx;
+use modelfs_model::{ModelError, Tensor, TensorMeta};
+use modelfs_io::source::ReadCtx;
 
 /// `REGEX=REPLACEMENT` rules, each applied in turn to a key (the replacement as the `regex`
 /// crate takes it: `$1`, `${name}`).
@@ -138,7 +138,7 @@ impl Tensor for Transposed {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::MemTensor;
+    use modelfs_model::testing::MemTensor;
 
     #[test]
     fn rules_apply_in_turn() {
@@ -156,7 +156,7 @@ mod tests {
         assert_eq!(x.meta().shape, [3, 2]);
         let mut out = vec![0u8; 6 * 4];
         x.read_elements(ReadCtx::none(), 0, &mut out).unwrap();
-        let v: Vec<f32> = crate::testing::f32s(&out);
+        let v: Vec<f32> = modelfs_model::testing::f32s(&out);
         assert_eq!(v, [0., 3., 1., 4., 2., 5.]);
         let mut part = vec![0u8; 2 * 4];
         x.read_elements(ReadCtx::none(), 3, &mut part).unwrap();
@@ -169,7 +169,7 @@ mod tests {
         let x: Arc<dyn Tensor> = Arc::new(x);
         let mut banded = vec![0u8; 12 * 4];
         x.read_elements(ReadCtx::none(), 0, &mut banded).unwrap();
-        let v: Vec<f32> = crate::testing::f32s(&banded);
+        let v: Vec<f32> = modelfs_model::testing::f32s(&banded);
         assert_eq!(v, [0., 3., 6., 9., 1., 4., 7., 10., 2., 5., 8., 11.]);
     }
 }

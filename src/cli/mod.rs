@@ -5,16 +5,13 @@
 //! exist in the tree); 2 source not recognised or unreadable (including data that fails to
 //! read in `cat`); 3 mount or unmount failed.
 //!
-//! Its parts: `args` (the commands' shape and help), `open` (SOURCE opened as every command
-//! opens it), `logging`; then one file per command or family of commands.
+//! Its parts: `args` (the commands' shape and help), `modelfs_core::open` (SOURCE opened as every command
+//! opens it, below both faces), `logging`; then one file per command or family of commands.
 
 use self::args::{command, helper_args, Cli, Command};
-#[cfg(test)]
-pub(crate) use self::browse::cat_into;
-pub(crate) use self::inspect::walk;
 pub(crate) use self::logging::{MOUNT_TAG, SYSLOG};
-pub(crate) use self::open::{
-    absolute_source, build_mount_tree, build_tree, open_model, parse_options, remote_url,
+pub(crate) use modelfs_core::open::{
+    absolute_source, build_mount_tree, build_tree, open_model, remote_url,
     source_mtime, store_name,
 };
 
@@ -32,7 +29,6 @@ mod keymap;
 mod logging;
 mod mount;
 pub(crate) mod mounts;
-mod open;
 mod rowdiff;
 #[cfg(test)]
 mod rowdiff_tests;
@@ -59,9 +55,23 @@ pub(crate) struct Failure {
     /// `None`: nothing (more) to print — it was reported elsewhere, or there is nothing wrong
     /// to tell (the reader of our output went away).
     pub(crate) message: Option<String>,
-    /// The source is not there (no file, key or prefix of that name): the API's
-    /// `ErrorKind::Missing`, Python's `FileNotFoundError`.
-    pub(crate) missing: bool,
+}
+
+/// Applies every `-o` argument in order; unknown options are usage errors.
+pub(crate) fn parse_options(args: &[String]) -> Result<modelfs_core::options::Options, Failure> {
+    Ok(modelfs_core::open::parse_options(args)?)
+}
+
+impl From<modelfs_core::open::SourceError> for Failure {
+    fn from(e: modelfs_core::open::SourceError) -> Failure {
+        Failure::new(EXIT_SOURCE, e.message)
+    }
+}
+
+impl From<modelfs_core::options::OptionError> for Failure {
+    fn from(e: modelfs_core::options::OptionError) -> Failure {
+        Failure::new(EXIT_USAGE, e.to_string())
+    }
 }
 
 impl Failure {
@@ -69,7 +79,6 @@ impl Failure {
         Failure {
             status,
             message: Some(message.into()),
-            missing: false,
         }
     }
 
@@ -78,7 +87,6 @@ impl Failure {
         Failure {
             status,
             message: None,
-            missing: false,
         }
     }
 }

@@ -12,15 +12,15 @@ use std::sync::Arc;
 
 use fuser::{Session, SessionUnmounter};
 
-use crate::fs::fuse::{fsname_for, mount_config, ModelFs};
-use crate::fs::notices::start_notices;
-use crate::fs::Tree;
-use crate::options::Options;
+use modelfs_core::fs::fuse::{fsname_for, mount_config, ModelFs};
+use modelfs_core::fs::notices::start_notices;
+use modelfs_core::fs::Tree;
+use modelfs_core::options::Options;
 
 use super::daemon::{self, Forked, Notifier};
 use super::serving_lock::ServingLock;
 use super::{build_mount_tree, mounts, umount, Failure, EXIT_MOUNT};
-use crate::fs::live::Follow;
+use modelfs_core::fs::live::Follow;
 
 pub(crate) fn mount(
     source: &Path,
@@ -38,7 +38,7 @@ pub(crate) fn mount(
     // A mount point modelfs created is removed again when the mount ends (or fails).
     let _created = Created(created.then(|| mountpoint.clone()));
     let fsname = fsname_for(&super::absolute_source(source));
-    let remote = crate::source::remote::is_remote(&source.to_string_lossy());
+    let remote = modelfs_io::source::remote::is_remote(&source.to_string_lossy());
     // A remote source is opened once, by the process that serves it: a runtime's threads
     // would not survive the fork, and opening it twice would cost its requests twice. The
     // child reports a failure to open it (exit 2 and the reason) as the parent would.
@@ -98,7 +98,7 @@ pub(crate) fn mount(
         Forked::Child(mut notifier) => {
             let tree = match tree {
                 Some(t) => Ok(t),
-                None => build_mount_tree(source, &opts).map_err(|f| notifier.failed(f)),
+                None => build_mount_tree(source, &opts).map_err(|f| notifier.failed(f.into())),
             };
             let status = match tree
                 .and_then(|t| serve(t, &mountpoint, &opts, (&fsname, remote), notifier))
@@ -278,7 +278,7 @@ fn serve(
     let sizes = start_notices(&tree, session.notifier(), opts, remote);
     // After the fork (a daemon's threads start in the daemon) and once changes can be told.
     if let Some(f) = follow {
-        crate::fs::live::start(&tree, f);
+        modelfs_core::fs::live::start(&tree, f);
     }
     log::info!("mounted on {}", mountpoint.display());
     let daemon = notifier.is_daemon();

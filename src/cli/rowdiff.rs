@@ -13,11 +13,11 @@ use serde_json::json;
 
 use super::inspect::{mount_path, source_failure, walk};
 use super::{open_model, Failure, EXIT_SOURCE};
-use crate::layout::Patient;
-use crate::model::scan::TableScan;
-use crate::model::{Model, Tensor};
-use crate::options::Options;
-use crate::stats::rowdelta::{diff_rows, Change, RowSummary};
+use modelfs_layout::Patient;
+use modelfs_model::scan::TableScan;
+use modelfs_model::{Model, Tensor};
+use modelfs_core::options::Options;
+use modelfs_stats::rowdelta::{diff_rows, Change, RowSummary};
 
 const EXIT_DIFFER: i32 = super::EXIT_NO;
 
@@ -41,7 +41,7 @@ pub(super) fn tables(model: &dyn Model) -> Result<BTreeMap<String, Arc<dyn Tenso
     for f in walk(model).map_err(|e| e.to_string())? {
         let name = String::from_utf8_lossy(&f.tensor.meta().name).into_owned();
         // A graph's constants are never tables (a `.meta` beside the variables).
-        let constant = f.tensor.meta().role == crate::model::Role::Constant;
+        let constant = f.tensor.meta().role == modelfs_model::Role::Constant;
         if f.tensor.key_kind().is_some() && !made_of.contains(&name) && !constant {
             out.insert(f.path, f.tensor);
         }
@@ -156,10 +156,10 @@ pub(crate) fn diff_rows_cmd(
                 differ |= s.added + s.removed + s.changed > 0;
                 summary_line(&mut out, name, as_json, Ok(&s)).map_err(output)?;
             }
-            Err(crate::stats::rowdelta::RowDiffError::Emit(e)) => return Err(output(e)),
+            Err(modelfs_stats::rowdelta::RowDiffError::Emit(e)) => return Err(output(e)),
             Err(
-                e @ (crate::stats::rowdelta::RowDiffError::Widths { .. }
-                | crate::stats::rowdelta::RowDiffError::Dtypes { .. }),
+                e @ (modelfs_stats::rowdelta::RowDiffError::Widths { .. }
+                | modelfs_stats::rowdelta::RowDiffError::Dtypes { .. }),
             ) => {
                 differ = true;
                 summary_line(&mut out, name, as_json, Err("retyped")).map_err(output)?;

@@ -8,20 +8,20 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::rowdiff::tables;
-use crate::layout::Patient;
-use crate::model::scan::{Batch, TableScan};
-use crate::model::{KeyKind, Model, Tensor};
-use crate::source::ReadCtx;
-use crate::stats::rowdelta::{diff_rows, diff_rows_by, key_sets, Change, RowSummary, Way};
-use crate::testing::{fixtures_dir, MemTensor};
+use modelfs_layout::Patient;
+use modelfs_model::scan::{Batch, TableScan};
+use modelfs_model::{KeyKind, Model, Tensor};
+use modelfs_io::source::ReadCtx;
+use modelfs_stats::rowdelta::{diff_rows, diff_rows_by, key_sets, Change, RowSummary, Way};
+use modelfs_model::testing::{fixtures_dir, MemTensor};
 
 fn open(rel: &str) -> Arc<dyn Model> {
-    crate::detect::model_at(&fixtures_dir().join(rel), &Default::default())
+    modelfs_detect::model_at(&fixtures_dir().join(rel), &Default::default())
         .unwrap_or_else(|e| panic!("{rel}: {e}"))
 }
 
 /// Every (id, row) a scan gives, in scan order.
-fn scan_all(t: &Arc<dyn Tensor>) -> Result<Vec<(i64, Vec<u8>)>, crate::model::ModelError> {
+fn scan_all(t: &Arc<dyn Tensor>) -> Result<Vec<(i64, Vec<u8>)>, modelfs_model::ModelError> {
     let scan = TableScan::new(t.clone())?.unwrap();
     let mut b = Batch::default();
     let mut out = Vec::new();
@@ -106,7 +106,7 @@ fn every_keyed_table_scans_as_it_is_looked_up() {
     assert!(rows > 1000, "{rows}");
 }
 
-use crate::testing::f32s;
+use modelfs_model::testing::f32s;
 
 /// DeepRec EVs: listed as TensorFlow lists the checkpoint; each EV (a partitioned one whole,
 /// its parts by name too, and the Adagrad slots) gives the saved row, freq and version for
@@ -115,10 +115,10 @@ use crate::testing::f32s;
 fn deeprec_evs_are_keyed_tables() {
     for case in ["clean", "bad"] {
         let dir = fixtures_dir().join("deeprec").join(case);
-        let want = crate::model::expect::expected_at(&dir);
+        let want = modelfs_model::expect::expected_at(&dir);
         let listing: Vec<String> =
             serde_json::from_slice(&std::fs::read(dir.join("listing.json")).unwrap()).unwrap();
-        let model = crate::detect::model_at(&dir.join("model.ckpt"), &Default::default()).unwrap();
+        let model = modelfs_detect::model_at(&dir.join("model.ckpt"), &Default::default()).unwrap();
         let listed: BTreeSet<String> = super::inspect::walk(&*model)
             .unwrap()
             .into_iter()
@@ -146,7 +146,7 @@ fn deeprec_evs_are_keyed_tables() {
         );
         let mut checked = 0;
         for (name, ev) in want.as_object().unwrap() {
-            let path = crate::model::key_path(name);
+            let path = modelfs_model::key_path(name);
             let t = model.tensor(&path).unwrap();
             assert_eq!(t.key_kind(), Some(KeyKind::HashKey), "{name}");
             let facts = &t.meta().extra["embedding_variable"];
@@ -165,8 +165,8 @@ fn deeprec_evs_are_keyed_tables() {
             );
             for (id, values) in rows {
                 let id: i64 = id.parse().unwrap();
-                let found = crate::layout::rows::find(&*t, id).unwrap().unwrap();
-                let v = crate::model::expect::f32_list(values);
+                let found = modelfs_layout::rows::find(&*t, id).unwrap().unwrap();
+                let v = modelfs_model::expect::f32_list(values);
                 assert_eq!(f32s(&found.values), v, "{name} {id}");
                 let j = found.json(&*t);
                 assert_eq!(j["freq"], ev["freqs"][id.to_string()], "{name} {id}");
@@ -197,7 +197,7 @@ fn table(keys: &[i64], values: &[f32], dim: u64) -> Arc<dyn Tensor> {
     let n = keys.len() as u64;
     let k = MemTensor::i64(&[n], keys).named(b"t-keys").arc();
     let v = MemTensor::f32(&[n, dim], values).named(b"t-values").arc();
-    Arc::new(crate::tf::hashtable::HashTable::pair(b"t".to_vec(), k, v, None).unwrap())
+    Arc::new(modelfs_tf::hashtable::HashTable::pair(b"t".to_vec(), k, v, None).unwrap())
 }
 
 /// Two saves of a table a step of training apart, as `diff --rows` must see them (`table`:
@@ -296,7 +296,7 @@ fn diff_rows_finds_every_change_and_no_other() {
     // The key sets of A and B: what was added and removed, named.
     let k = key_sets(&sa, &sb, &Patient).unwrap();
     assert_eq!((k.only_table, k.only_slot), (s.removed, s.added));
-    assert_eq!(k.sample_table.len(), crate::stats::rowdelta::SAMPLE);
+    assert_eq!(k.sample_table.len(), modelfs_stats::rowdelta::SAMPLE);
     for id in &k.sample_table {
         assert_eq!(want[id], Change::Removed);
     }
@@ -342,7 +342,7 @@ fn a_scan_read_once_still_fails_on_a_bad_checksum() {
         std::fs::copy(src.join(f), dir.path().join(f)).unwrap();
     }
     let at = |d: &std::path::Path| {
-        let model = crate::detect::model_at(&d.join("ckpt"), &Default::default())
+        let model = modelfs_detect::model_at(&d.join("ckpt"), &Default::default())
             .unwrap_or_else(|e| panic!("{}: {e}", d.display()));
         tables(&*model).unwrap()
     };
@@ -396,7 +396,7 @@ fn checksummed_table(keys: &[i64], values: &[f32], dim: u64) -> Arc<dyn Tensor> 
         .named(b"t-values")
         .checksummed()
         .arc();
-    Arc::new(crate::tf::hashtable::HashTable::pair(b"t".to_vec(), k, v, None).unwrap())
+    Arc::new(modelfs_tf::hashtable::HashTable::pair(b"t".to_vec(), k, v, None).unwrap())
 }
 
 /// Every line in order, and the summary, by `way` (and the way taken).
@@ -506,7 +506,7 @@ fn the_differences_are_estimated_from_a_sample_of_ids() {
             _ => 1,
         })
         .sum::<u64>();
-    let est = |sample| crate::stats::sketch::estimate([&sa, &sb], sample, &Patient).unwrap();
+    let est = |sample| modelfs_stats::sketch::estimate([&sa, &sb], sample, &Patient).unwrap();
     assert_eq!(est(1 << 20), (exact, 1));
     let (e, rate) = est(n as u64 / 16);
     assert_eq!(rate, 16);
@@ -515,7 +515,7 @@ fn the_differences_are_estimated_from_a_sample_of_ids() {
         "{e} estimated, {exact} exact"
     );
     assert_eq!(
-        crate::stats::sketch::estimate([&sa, &sa], 1 << 20, &Patient)
+        modelfs_stats::sketch::estimate([&sa, &sa], 1 << 20, &Patient)
             .unwrap()
             .0,
         0
@@ -541,7 +541,7 @@ fn a_step_saved_by_tensorflow_is_sketched_to_its_truth() {
         .collect();
     assert_eq!(want.len(), 36, "the fixture's truth");
     let table = |side: &str| {
-        let model = crate::detect::model_at(&dir.join(side).join("ckpt"), &Default::default())
+        let model = modelfs_detect::model_at(&dir.join(side).join("ckpt"), &Default::default())
             .unwrap_or_else(|e| panic!("{side}: {e}"));
         tables(&*model).unwrap()["m/emb"].clone()
     };

@@ -6,8 +6,8 @@
 
 use std::path::{Path, PathBuf};
 
-use modelfs::detect::model_at;
-use modelfs::layout::Layout;
+use modelfs_detect::model_at;
+use modelfs_layout::Layout;
 use serde_json::Value;
 
 use super::harness::*;

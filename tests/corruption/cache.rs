@@ -5,14 +5,14 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use modelfs::layout::cache::ChunkCache;
-use modelfs::layout::{self, AngelFormat, Layout, LayoutCtx};
-use modelfs::model::{ModelError, Sparse, Strings, Tensor, TensorMeta};
-use modelfs::store::DiskStore;
-use modelfs::testing::MemTensor;
+use modelfs_layout::cache::ChunkCache;
+use modelfs_layout::{AngelFormat, Layout, LayoutCtx};
+use modelfs_model::{ModelError, Sparse, Strings, Tensor, TensorMeta};
+use modelfs_io::store::DiskStore;
+use modelfs_model::testing::MemTensor;
 
 use super::harness::*;
-use modelfs::source::ReadCtx;
+use modelfs_io::source::ReadCtx;
 
 /// A tensor with a stable cache identity, so its text indexes go to the store.
 struct Stable(Arc<dyn Tensor>, String);
@@ -69,7 +69,7 @@ fn render_all(store: &Path) -> Vec<Result<Vec<u8>, String>> {
     let mut out = Vec::new();
     for t in tensors() {
         for l in LAYOUTS {
-            let Ok(f) = layout::content(l, Arc::clone(&t), &c) else {
+            let Ok(f) = modelfs_layout::content(l, Arc::clone(&t), &c) else {
                 continue;
             };
             out.push((|| {

@@ -5,8 +5,8 @@
 
 use std::path::Path;
 
-use modelfs::detect::model_at;
-use modelfs::layout::Layout;
+use modelfs_detect::model_at;
+use modelfs_layout::Layout;
 
 use super::harness::*;
 use super::tf::options;

@@ -10,10 +10,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use modelfs::layout::cache::ChunkCache;
-use modelfs::layout::{self, Layout, LayoutCtx};
-use modelfs::model::{DType, DirEntry, Model, Tensor};
-use modelfs::source::ReadCtx;
+use modelfs_layout::cache::ChunkCache;
+use modelfs_layout::{Layout, LayoutCtx};
+use modelfs_model::{DType, DirEntry, Model, Tensor};
+use modelfs_io::source::ReadCtx;
 
 // ---- allocation accounting ----
 
@@ -116,7 +116,7 @@ pub fn run_case<R: Send + 'static>(
 // ---- locations ----
 
 /// `$MODELFS_SHARED`, `CARGO_MANIFEST_DIR/../shared` or `/work/shared`, if present.
-pub use modelfs::testing::shared_dir;
+pub use modelfs_model::testing::shared_dir;
 
 pub fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures")
@@ -254,7 +254,7 @@ pub fn layout_bytes(t: &Arc<dyn Tensor>, ctx: &Arc<LayoutCtx>) -> Outcome {
     let mut out = Vec::new();
     for &l in &ctx.layouts {
         out.extend_from_slice(l.suffix().as_bytes());
-        let Ok(file) = layout::content(l, Arc::clone(t), ctx) else {
+        let Ok(file) = modelfs_layout::content(l, Arc::clone(t), ctx) else {
             out.extend_from_slice(b" none\n");
             continue;
         };
@@ -317,12 +317,12 @@ fn walk(
                 dir.pop();
             }
             DirEntry::Reserved(name) => {
-                dir.push(modelfs::model::own_component(&name));
+                dir.push(modelfs_model::own_component(&name));
                 walk(model, ctx, dir, snap, depth + 1);
                 dir.pop();
             }
             DirEntry::Document(name) => {
-                dir.push(modelfs::model::own_component(&name));
+                dir.push(modelfs_model::own_component(&name));
                 let outcome = document_bytes(model, dir);
                 snap.tensors.insert(
                     dir.clone(),

@@ -5,13 +5,13 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use modelfs::detect::model_at;
-use modelfs::layout::Layout;
-use modelfs::options::Options;
-use modelfs::tf::bundle::entry::{parse_entry, DataLoc};
-use modelfs::tf::bundle::tensor_from_value;
-use modelfs::tf::checkpoint::{block_cache_for, TfModel};
-use modelfs::tf::writer::BundleBuilder;
+use modelfs_detect::model_at;
+use modelfs_layout::Layout;
+use modelfs_core::options::Options;
+use modelfs_tf::bundle::entry::{parse_entry, DataLoc};
+use modelfs_tf::bundle::tensor_from_value;
+use modelfs_tf::checkpoint::{block_cache_for, TfModel};
+use modelfs_tf::writer::BundleBuilder;
 
 use super::harness::*;
 
@@ -519,7 +519,7 @@ fn deleted_shards() {
 
 #[test]
 fn hand_built_overflowing_entries() {
-    use modelfs::tf::writer::{encode_strings, entry_proto, partitioned_entry_proto};
+    use modelfs_tf::writer::{encode_strings, entry_proto, partitioned_entry_proto};
     let _g = serial();
     let tmp = tempfile::tempdir().unwrap();
     let mut b = BundleBuilder::new("ovf");
@@ -588,7 +588,7 @@ fn hand_built_overflowing_entries() {
     }
     // A string entry whose first length varint claims 2^60 bytes.
     let mut lying = Vec::new();
-    modelfs::codec::put_varint64(&mut lying, 1 << 60);
+    modelfs_io::codec::put_varint64(&mut lying, 1 << 60);
     lying.extend_from_slice(&[1, 0, 0, 0, 0, b'a']);
     b.add_raw(b"bad/string_length_2e60", 7, &[2], 0, &lying, 0);
     let prefix = b.write_to_dir(tmp.path()).unwrap();

@@ -129,7 +129,7 @@ pub(crate) fn dangerous(module: &str, name: &str) -> bool {
 }
 
 /// Reads the tensors and values of `p`; a bare tensor at the root is named `stem`.
-pub(crate) fn walk(p: &Pickle, stem: &str) -> Found {
+pub fn walk(p: &Pickle, stem: &str) -> Found {
     let mut w = Walker {
         p,
         budget: p.len().saturating_mul(4).saturating_add(1024),
