@@ -6,9 +6,9 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
+use modelfs_io::source::ReadCtx;
 use modelfs_layout::num::write_f32_py;
 use modelfs_model::{DType, ReaderOptions};
-use modelfs_io::source::ReadCtx;
 
 /// Values formatted per batch (one read, one buffer).
 const BATCH: usize = 1 << 16;

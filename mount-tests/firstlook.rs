@@ -218,7 +218,10 @@ fn an_interrupted_size_pass_stops() {
         .status()
         .map_or(true, |s| !s.success())
     {
-        assert!(!modelfs_model::testing::must_be_complete(), "python3 is needed");
+        assert!(
+            !modelfs_model::testing::must_be_complete(),
+            "python3 is needed"
+        );
         return;
     }
     let tmp = tempfile::tempdir().unwrap();

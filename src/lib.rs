@@ -13,6 +13,13 @@
 //! (options, the tree of files and FUSE, model opening, the program API) → `cli` here, and the
 //! Python package beside it. `cli` and `api` are two faces over `modelfs-core`; neither names
 //! the other.
+//!
+//! The binary is one line over `main` (its exit status is the command's: 0 yes, 1 usage or
+//! "no", 2 a source's trouble, 3 a mount's, 64 a name not in the model):
+//!
+//! ```no_run
+//! std::process::exit(modelfs::main());
+//! ```
 
 #![deny(clippy::undocumented_unsafe_blocks)]
 

@@ -11,10 +11,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use modelfs_detect::model_at;
-use modelfs_model::{Model, Tensor};
 use modelfs_core::options::Options;
+use modelfs_detect::model_at;
 use modelfs_io::source::ReadCtx;
+use modelfs_model::{Model, Tensor};
 use modelfs_tf::writer::BundleBuilder;
 
 /// Longer than the source's identity re-check interval.

@@ -13,10 +13,10 @@ use std::sync::Arc;
 
 use common::npz::{read_npz, Npy};
 use common::tf::*;
-use modelfs_detect::model_at;
-use modelfs_model::{own_component, DType, DirEntry};
 use modelfs_core::options::Options;
+use modelfs_detect::model_at;
 use modelfs_io::source::ReadCtx;
+use modelfs_model::{own_component, DType, DirEntry};
 
 /// Every `Const` of every graph fixture (a `.meta` beside a Saver checkpoint, a SavedModel, a
 /// frozen graph, Consts using every typed TensorProto field) equals `tf.make_ndarray` of it.
@@ -373,8 +373,10 @@ impl modelfs_io::source::Storage for Counting {
     fn list(
         &self,
         dir: &Path,
-    ) -> Result<Vec<(std::ffi::OsString, modelfs_io::source::EntryKind)>, modelfs_io::source::SourceError>
-    {
+    ) -> Result<
+        Vec<(std::ffi::OsString, modelfs_io::source::EntryKind)>,
+        modelfs_io::source::SourceError,
+    > {
         self.1.list(dir)
     }
 }

@@ -10,11 +10,11 @@ mod common {
 use std::path::{Path, PathBuf};
 
 use common::tf::*;
-use modelfs_detect::model_at;
-use modelfs_model::{own_component, DType, DirEntry};
 use modelfs_core::options::Options;
+use modelfs_detect::model_at;
 use modelfs_io::source::ReadCtx;
 use modelfs_model::testing::shared_dir;
+use modelfs_model::{own_component, DType, DirEntry};
 
 fn find_expected(root: &Path, out: &mut Vec<PathBuf>) {
     let Ok(rd) = std::fs::read_dir(root) else {

@@ -8,10 +8,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use modelfs_detect::model_at;
-use modelfs_model::{own_component, DType, DirEntry, Model, Tensor};
 use modelfs_core::options::Options;
+use modelfs_detect::model_at;
 use modelfs_io::source::ReadCtx;
+use modelfs_model::{own_component, DType, DirEntry, Model, Tensor};
 
 /// What the views hold of the tensors under `root` of `model`, by original key: a model's
 /// variables alone, a graph's constants only when it has nothing else.

@@ -401,5 +401,7 @@ impl Lent {
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Model>()?;
     m.add_class::<Lent>()?;
+    // The crate version and the commit the extension is built from (`0.1.0+g1a2b3c4d5e6f`).
+    m.add("__version__", modelfs_core::PEP440_VERSION)?;
     Ok(())
 }

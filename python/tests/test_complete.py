@@ -225,3 +225,18 @@ def test_the_stubs_take_numpy_ids_under_mypy_strict(tmp_path):
         "print(m.get('a'), m.metadata, modelfs.__version__)\n")
     out, err, status = mypy.run(["--strict", "--no-incremental", str(user)])
     assert status == 0, out + err
+
+
+def test_the_version_names_the_commit_the_package_and_the_binary_are_built_from():
+    """`modelfs.__version__` is the crate version plus the commit (PEP 440's local form), and
+    the binary the package runs says the same commit (`modelfs 0.1.0 (1a2b3c4d5e6f 2026-12-07)`)."""
+    import re
+    v = modelfs.__version__
+    m = re.fullmatch(r"(\d+\.\d+\.\d+)(?:\+g([0-9a-f]{12}))?", v)
+    assert m, v
+    shown = cli("--version").stdout.decode().strip()
+    if m.group(2):
+        dated = rf"modelfs {re.escape(m.group(1))} \({m.group(2)} \d{{4}}-\d{{2}}-\d{{2}}\)"
+        assert re.fullmatch(dated, shown), (v, shown)
+    else:
+        assert shown == f"modelfs {v} (commit unknown)", (v, shown)

@@ -124,7 +124,7 @@ pub(super) struct OptArgs {
 #[derive(Parser, Debug)]
 #[command(
     name = "modelfs",
-    version,
+    version = modelfs_core::VERSION,
     about = "Mount model files (TensorFlow, Angel, hash tables, safetensors, numpy, PyTorch, GGUF) read-only as files in the layouts you pick"
 )]
 pub(super) struct Cli {

@@ -7,8 +7,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use modelfs_core::fs::{FileKind, FsError, Opening, Tree};
-use modelfs_layout::Patient;
 use modelfs_core::options::Options;
+use modelfs_layout::Patient;
 
 use super::{build_tree, Failure, EXIT_OK, EXIT_SOURCE, EXIT_UNKNOWN_NAME};
 
@@ -264,14 +264,17 @@ mod tests {
     /// The program API's bytes are the mount's: a tensor's `npy` is its `NAME.npy` file.
     #[test]
     fn the_api_reads_a_tensor_as_its_npy_file() {
-        let src = format!("{}/fixtures/tf/multi_shard/ckpt", env!("CARGO_MANIFEST_DIR"));
+        let src = format!(
+            "{}/fixtures/tf/multi_shard/ckpt",
+            env!("CARGO_MANIFEST_DIR")
+        );
         let m = modelfs_core::api::Opened::open(&src, &[]).unwrap();
-        let tree = modelfs_core::open::build_tree(std::path::Path::new(&src), &Default::default()).unwrap();
+        let tree = modelfs_core::open::build_tree(std::path::Path::new(&src), &Default::default())
+            .unwrap();
         let mut compared = 0;
         for name in m.keys().unwrap() {
             let mut expected = Vec::new();
-            let in_mount =
-                cat_into(&tree, format!("{name}.npy").as_bytes(), &mut expected);
+            let in_mount = cat_into(&tree, format!("{name}.npy").as_bytes(), &mut expected);
             let Ok(npy) = m.npy(&name) else {
                 // No `.npy` here: none in the mount either (the string tensor `s`).
                 assert!(in_mount.is_err(), "{name}");
@@ -286,5 +289,4 @@ mod tests {
         }
         assert_eq!(compared, 4);
     }
-
 }

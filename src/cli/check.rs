@@ -18,12 +18,12 @@ use super::compare::at_or_below;
 use super::inspect::{source_failure, walk, write_out, Verdict};
 use super::rowdiff::tables;
 use super::{open_model, store_name, Failure, EXIT_SOURCE};
+use modelfs_core::options::Options;
+use modelfs_io::store::Store;
 use modelfs_layout::Patient;
 use modelfs_model::scan::TableScan;
 use modelfs_model::{DType, KeyKind, Tensor};
-use modelfs_core::options::Options;
 use modelfs_stats::rowdelta::key_sets;
-use modelfs_io::store::Store;
 
 /// What `check` found wrong, one item per problem.
 struct Problem {

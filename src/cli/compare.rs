@@ -11,11 +11,11 @@ use std::sync::Arc;
 use super::inspect::{shape_compact, source_failure, walk, write_out, Found};
 use super::keymap::{KeyMap, Transposed};
 use super::{open_model, store_name, Failure, EXIT_SOURCE};
+use modelfs_core::options::Options;
+use modelfs_io::store::Store;
 use modelfs_layout::Patient;
 use modelfs_model::Tensor;
-use modelfs_core::options::Options;
 use modelfs_stats::{delta, Outcome};
-use modelfs_io::store::Store;
 use modelfs_views::tf::known_crc;
 
 /// Exit status of `stats --check-finite` when a value is NaN or infinite, and of `diff` when

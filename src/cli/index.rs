@@ -15,9 +15,9 @@ use std::time::{Duration, Instant};
 use std::io::IsTerminal;
 
 use modelfs_core::fs::{FileKind, Ino, Tree, TreeConfig, ROOT_INO};
+use modelfs_core::options::Options;
 use modelfs_layout::cache::ChunkCache;
 use modelfs_model::Tensor;
-use modelfs_core::options::Options;
 
 use super::{open_model, source_mtime, Failure, EXIT_SOURCE, EXIT_USAGE};
 

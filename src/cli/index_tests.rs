@@ -8,9 +8,9 @@ use std::time::{Duration, SystemTime};
 
 use super::index::index_tree;
 use modelfs_core::fs::{layout_ctx, Tree, TreeConfig};
-use modelfs_layout::LayoutCtx;
 use modelfs_core::options::Options;
 use modelfs_io::source::ReadCtx;
+use modelfs_layout::LayoutCtx;
 use modelfs_tf::bundle::testutil::BundleBuilder;
 
 fn opts(cache: &Path, layouts: &str) -> Options {

@@ -7,8 +7,8 @@ use std::time::Instant;
 
 use serde_json::json;
 
-use modelfs_model::{Model, ModelError, ModelSummary, Tensor, TensorMeta};
 use modelfs_core::options::{Options, Verify};
+use modelfs_model::{Model, ModelError, ModelSummary, Tensor, TensorMeta};
 
 use super::{open_model, Failure, EXIT_OK, EXIT_SOURCE};
 use modelfs_io::source::ReadCtx;

@@ -7,8 +7,8 @@ use std::sync::{Arc, OnceLock};
 
 use regex::Regex;
 
-use modelfs_model::{ModelError, Tensor, TensorMeta};
 use modelfs_io::source::ReadCtx;
+use modelfs_model::{ModelError, Tensor, TensorMeta};
 
 /// `REGEX=REPLACEMENT` rules, each applied in turn to a key (the replacement as the `regex`
 /// crate takes it: `$1`, `${name}`).

@@ -11,8 +11,7 @@
 use self::args::{command, helper_args, Cli, Command};
 pub(crate) use self::logging::{MOUNT_TAG, SYSLOG};
 pub(crate) use modelfs_core::open::{
-    absolute_source, build_mount_tree, build_tree, open_model, remote_url,
-    source_mtime, store_name,
+    absolute_source, build_mount_tree, build_tree, open_model, remote_url, source_mtime, store_name,
 };
 
 mod args;
@@ -35,7 +34,7 @@ mod rowdiff_tests;
 mod serving_lock;
 mod umount;
 
-// The exit codes, one table for every command (README "Exit status"): 0 yes (success,
+// The exit codes, one table for every command (the guide's `docs/commands.md#exit-status`): 0 yes (success,
 // identical, all found); 1 usage (bad arguments, an unknown option: SPEC §4), and for diff
 // and row "no" (the models or rows differ, an id not found: diff(1)'s convention); 2 trouble
 // (a source not recognised or unreadable, problems found by verify, check or stats); 3 a

@@ -13,10 +13,10 @@ use serde_json::json;
 
 use super::inspect::{mount_path, source_failure, walk};
 use super::{open_model, Failure, EXIT_SOURCE};
+use modelfs_core::options::Options;
 use modelfs_layout::Patient;
 use modelfs_model::scan::TableScan;
 use modelfs_model::{Model, Tensor};
-use modelfs_core::options::Options;
 use modelfs_stats::rowdelta::{diff_rows, Change, RowSummary};
 
 const EXIT_DIFFER: i32 = super::EXIT_NO;

@@ -8,12 +8,12 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::rowdiff::tables;
+use modelfs_io::source::ReadCtx;
 use modelfs_layout::Patient;
 use modelfs_model::scan::{Batch, TableScan};
-use modelfs_model::{KeyKind, Model, Tensor};
-use modelfs_io::source::ReadCtx;
-use modelfs_stats::rowdelta::{diff_rows, diff_rows_by, key_sets, Change, RowSummary, Way};
 use modelfs_model::testing::{fixtures_dir, MemTensor};
+use modelfs_model::{KeyKind, Model, Tensor};
+use modelfs_stats::rowdelta::{diff_rows, diff_rows_by, key_sets, Change, RowSummary, Way};
 
 fn open(rel: &str) -> Arc<dyn Model> {
     modelfs_detect::model_at(&fixtures_dir().join(rel), &Default::default())

@@ -8,10 +8,10 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::npz::{read_npz, Npy};
-use modelfs_detect::model_at;
-use modelfs_model::{own_component, DType, DirEntry, Model, Tensor};
 use modelfs_core::options::Options;
+use modelfs_detect::model_at;
 use modelfs_io::source::ReadCtx;
+use modelfs_model::{own_component, DType, DirEntry, Model, Tensor};
 
 /// Every tensor of `format` under `dir`, by name.
 pub fn walk(

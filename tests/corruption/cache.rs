@@ -5,11 +5,11 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use modelfs_io::store::DiskStore;
 use modelfs_layout::cache::ChunkCache;
 use modelfs_layout::{AngelFormat, Layout, LayoutCtx};
-use modelfs_model::{ModelError, Sparse, Strings, Tensor, TensorMeta};
-use modelfs_io::store::DiskStore;
 use modelfs_model::testing::MemTensor;
+use modelfs_model::{ModelError, Sparse, Strings, Tensor, TensorMeta};
 
 use super::harness::*;
 use modelfs_io::source::ReadCtx;

@@ -10,10 +10,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use modelfs_io::source::ReadCtx;
 use modelfs_layout::cache::ChunkCache;
 use modelfs_layout::{Layout, LayoutCtx};
 use modelfs_model::{DType, DirEntry, Model, Tensor};
-use modelfs_io::source::ReadCtx;
 
 // ---- allocation accounting ----
 

@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use modelfs_core::options::Options;
 use modelfs_detect::model_at;
 use modelfs_layout::Layout;
-use modelfs_core::options::Options;
 use modelfs_tf::bundle::entry::{parse_entry, DataLoc};
 use modelfs_tf::bundle::tensor_from_value;
 use modelfs_tf::checkpoint::{block_cache_for, TfModel};

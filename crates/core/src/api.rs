@@ -18,9 +18,9 @@ use std::sync::{Arc, OnceLock};
 
 use crate::fs::listing::NodeKind;
 use crate::fs::{FileKind, FsError, Tree, TreeConfig};
+use crate::options::Options;
 use modelfs_layout::{FileContent, Layout, LayoutCtx, LayoutError, Patient, Requester};
 use modelfs_model::{Model, ModelError, Tensor};
-use crate::options::Options;
 
 /// What went wrong, sorted the way a caller reacts to it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -419,8 +419,8 @@ impl Opened {
         let t = self
             .tensor_with(name, "json")?
             .ok_or_else(|| self.missing(name))?;
-        let content =
-            modelfs_layout::content(Layout::Bin, t, &self.ctx).map_err(|e| layout_error(name, e.into()))?;
+        let content = modelfs_layout::content(Layout::Bin, t, &self.ctx)
+            .map_err(|e| layout_error(name, e.into()))?;
         Ok(Npy {
             name: name.to_string(),
             content,
@@ -543,16 +543,20 @@ impl Opened {
             ..Rows::default()
         };
         for &id in ids {
-            let Some(row) = modelfs_layout::rows::find(&*t, id).map_err(|e| layout_error(name, e))? else {
+            let Some(row) =
+                modelfs_layout::rows::find(&*t, id).map_err(|e| layout_error(name, e))?
+            else {
                 continue;
             };
-            let npy = row.render(&*t, modelfs_layout::rows::RowFile::Npy).ok_or_else(|| {
-                let dtype = t.meta().dtype.name();
-                error(
-                    ErrorKind::Unavailable,
-                    format!("{name}: numpy has no type for {dtype}"),
-                )
-            })?;
+            let npy = row
+                .render(&*t, modelfs_layout::rows::RowFile::Npy)
+                .ok_or_else(|| {
+                    let dtype = t.meta().dtype.name();
+                    error(
+                        ErrorKind::Unavailable,
+                        format!("{name}: numpy has no type for {dtype}"),
+                    )
+                })?;
             let (descr, width, start) = npy_row_shape(&npy)
                 .ok_or_else(|| error(ErrorKind::Source, format!("{name}: a row's header")))?;
             // The first row found says what the rows are; every other must agree (one 2-D

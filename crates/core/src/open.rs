@@ -7,9 +7,9 @@ use std::time::SystemTime;
 
 use crate::fs::live::Follow;
 use crate::fs::{Tree, TreeConfig};
-use modelfs_model::Model;
 use crate::options::{OptionError, Options, Refresh};
 use modelfs_io::source::remote;
+use modelfs_model::Model;
 
 /// Applies every `-o` argument in order; unknown options are usage errors.
 pub fn parse_options(args: &[String]) -> Result<Options, OptionError> {
@@ -90,8 +90,8 @@ fn open_source(
     let mut reader = opts.reader_for(&store_name(source));
     let path = match remote_url(source) {
         Some(url) => {
-            let (storage, key) = remote::open(url, &opts.remote())
-                .map_err(|e| SourceError::new(e.to_string()))?;
+            let (storage, key) =
+                remote::open(url, &opts.remote()).map_err(|e| SourceError::new(e.to_string()))?;
             reader.storage = storage;
             key
         }

@@ -44,4 +44,3 @@ pub fn walk(model: &dyn Model) -> Result<Vec<Found>, ModelError> {
     }
     Ok(out)
 }
-

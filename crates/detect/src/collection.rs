@@ -7,9 +7,9 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use modelfs_io::source::{EntryKind, ReadExt};
 use modelfs_model::multi::MultiModel;
 use modelfs_model::{Member, Model, OpenError, ReaderOptions};
-use modelfs_io::source::{EntryKind, ReadExt};
 
 /// The most entries of a directory looked at.
 const MAX_ENTRIES: usize = 100_000;

@@ -19,9 +19,9 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use modelfs_io::source::ReadExt;
 use modelfs_model::{Model, OpenError, ReaderOptions};
 use modelfs_monolith::WithTables;
-use modelfs_io::source::ReadExt;
 
 mod collection;
 pub mod fingerprint;
@@ -392,7 +392,9 @@ mod tests {
     #[test]
     fn a_truncated_index_says_truncated_once() {
         let tmp = tempfile::tempdir().unwrap();
-        for f in std::fs::read_dir(modelfs_model::testing::fixtures_dir().join("tf/multi_shard")).unwrap() {
+        for f in std::fs::read_dir(modelfs_model::testing::fixtures_dir().join("tf/multi_shard"))
+            .unwrap()
+        {
             let f = f.unwrap();
             if f.path().is_file() {
                 std::fs::copy(f.path(), tmp.path().join(f.file_name())).unwrap();

@@ -7,11 +7,11 @@
 use std::sync::Arc;
 
 use super::{read_run, runs, Crc};
+use modelfs_io::source::ReadCtx;
 use modelfs_layout::dense::dense_tensor;
 use modelfs_layout::pool;
 use modelfs_layout::{LayoutError, Requester};
 use modelfs_model::{DType, ModelError, Tensor};
-use modelfs_io::source::ReadCtx;
 
 /// Bytes of elements per chunk of work (of each side).
 const CHUNK: usize = 4 << 20;

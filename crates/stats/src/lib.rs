@@ -29,11 +29,11 @@ use bytes::Bytes;
 
 pub(crate) use partial::{has_stats, Partial};
 
+use modelfs_io::source::{scratch, ReadCtx};
+use modelfs_io::store::{put_words, words, Record, Store};
 use modelfs_layout::held::{Made, Make};
 use modelfs_layout::{FileContent, LayoutError, Requester};
 use modelfs_model::{Entries, ModelError, Tensor};
-use modelfs_io::source::{scratch, ReadCtx};
-use modelfs_io::store::{put_words, words, Record, Store};
 
 /// The per-tensor file's suffix (`NAME.stats.json`).
 pub const SUFFIX: &str = "stats.json";
@@ -448,9 +448,9 @@ mod tests {
     /// and gives the same numbers; another source's store knows nothing of them.
     #[test]
     fn stats_are_remembered_across_mounts() {
-        use modelfs_model::DirEntry;
         use modelfs_io::store::DiskStore;
         use modelfs_model::testing::CountingModel;
+        use modelfs_model::DirEntry;
         let source = modelfs_model::testing::fixtures_dir().join("angel/formats/model");
         let inner: Arc<dyn Model> = model_at(&source, &ReaderOptions::default()).unwrap();
         let model = CountingModel::new(inner);

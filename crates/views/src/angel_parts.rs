@@ -6,8 +6,8 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use modelfs_model::{ModelError, SparseRows, Tensor, TensorMeta};
 use modelfs_io::source::ReadCtx;
+use modelfs_model::{ModelError, SparseRows, Tensor, TensorMeta};
 
 /// Angel's partition grid over rows `0..rows` and columns `lo..lo + width`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -6,13 +6,13 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::*;
+use crate::{build, NAMES};
 use modelfs_detect::model_at;
+use modelfs_io::source::ReadCtx;
 use modelfs_layout::cache::ChunkCache;
 use modelfs_layout::elements::for_each_value;
-use modelfs_model::{DType, Model, ReaderOptions};
-use modelfs_io::source::ReadCtx;
 use modelfs_model::testing::{key, MemModel, MemTensor};
-use crate::{build, NAMES};
+use modelfs_model::{DType, Model, ReaderOptions};
 
 fn ctx(format: Option<AngelFormat>) -> Arc<LayoutCtx> {
     Arc::new(LayoutCtx {

@@ -16,6 +16,8 @@
 use std::sync::{Arc, Mutex};
 
 use super::npz::{archive, NpzMember};
+use modelfs_io::source::ReadCtx;
+use modelfs_io::store::KeyOrder;
 use modelfs_layout::binary::{npy_content, npy_header};
 use modelfs_layout::held::Whole;
 use modelfs_layout::lazy::Lazy;
@@ -23,8 +25,6 @@ use modelfs_layout::{FileContent, LayoutCtx, LayoutError};
 use modelfs_model::{
     debug_check, DType, Entries, KeyKind, ModelError, SparseShape, Tensor, TensorMeta,
 };
-use modelfs_io::source::ReadCtx;
-use modelfs_io::store::KeyOrder;
 
 pub const SUFFIX: &str = "csr.npz";
 pub const IDS_SUFFIX: &str = "csr.ids.npy";
@@ -373,10 +373,7 @@ fn sized(
 
 /// `NAME.csr.npz` of `tensor`, or why it has none (metadata only: a table whose rows need
 /// counting is sized by its first size or read).
-pub fn file(
-    tensor: Arc<dyn Tensor>,
-    ctx: &Arc<LayoutCtx>,
-) -> Result<Arc<dyn FileContent>, String> {
+pub fn file(tensor: Arc<dyn Tensor>, ctx: &Arc<LayoutCtx>) -> Result<Arc<dyn FileContent>, String> {
     let ctx = ctx.clone();
     sized(Csr::new(tensor)?, move |csr| archive_of(&csr, &ctx))
 }

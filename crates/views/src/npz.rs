@@ -17,11 +17,11 @@
 use std::sync::{Arc, OnceLock};
 
 use super::View;
+use modelfs_io::store::{Crc, Store};
 use modelfs_layout::concat::ConcatBuilder;
 use modelfs_layout::held::{Made, Make};
 use modelfs_layout::{generic, pool, FileContent, LayoutCtx, LayoutError, Reading, Requester};
 use modelfs_model::{ModelError, Tensor};
-use modelfs_io::store::{Crc, Store};
 
 pub(crate) const FILE: &str = ".npz";
 /// Bytes per read while computing a checksum.
@@ -441,9 +441,9 @@ mod tests {
     use std::io::{Read, Seek, SeekFrom};
 
     use super::*;
+    use modelfs_io::source::ReadCtx;
     use modelfs_layout::cache::ChunkCache;
     use modelfs_model::{DType, TensorMeta};
-    use modelfs_io::source::ReadCtx;
 
     /// 5 × 10^9 zero bytes (a member past every 32-bit field), read without memory.
     struct Zeros(TensorMeta);
@@ -569,8 +569,9 @@ mod tests {
                 "tf-checkpoint",
             )
         }));
-        let small: Arc<dyn Tensor> =
-            Arc::new(modelfs_model::testing::MemTensor::f32(&[3], &[1.5, -2.0, 0.25]).named(b"small"));
+        let small: Arc<dyn Tensor> = Arc::new(
+            modelfs_model::testing::MemTensor::f32(&[3], &[1.5, -2.0, 0.25]).named(b"small"),
+        );
         let store: Arc<dyn Store> = Arc::new(modelfs_io::store::MemStore::default());
         store.put("zeros\0npz-crc:v1", &Crc(0x1234_5678));
         let cache = ChunkCache::new(1 << 20);

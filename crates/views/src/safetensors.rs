@@ -19,12 +19,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::View;
+use bytes::Bytes;
 use modelfs_layout::binary::{BinContent, ElemMap, RawElements};
 use modelfs_layout::concat::{Concat, ConcatBuilder};
 use modelfs_layout::dense::dense_tensor;
 use modelfs_layout::{FileContent, LayoutCtx, LayoutError, Requester};
 use modelfs_model::{DType, ModelError, Tensor};
-use bytes::Bytes;
 
 /// The whole-model file at a model root.
 pub(crate) const FILE: &str = ".safetensors";
@@ -262,10 +262,7 @@ pub(crate) fn view(
 }
 
 /// `NAME.safetensors` of one tensor, or why it has none.
-pub fn single(
-    tensor: Arc<dyn Tensor>,
-    ctx: &LayoutCtx,
-) -> Result<Arc<dyn FileContent>, String> {
+pub fn single(tensor: Arc<dyn Tensor>, ctx: &LayoutCtx) -> Result<Arc<dyn FileContent>, String> {
     match file(&[tensor], ctx) {
         Ok((f, left_out)) if left_out.is_empty() => Ok(Arc::new(f)),
         Ok((_, left_out)) => Err(left_out.join("; ")),

@@ -16,19 +16,19 @@
 
 use std::sync::Arc;
 
+use bytes::Bytes;
 use modelfs_layout::concat::ConcatBuilder;
 use modelfs_layout::held::{slice_at, Made, Make, Whole};
-use bytes::Bytes;
 
 use super::{FixedDir, View, ViewEntry};
 use modelfs_io::codec::table::TableBuilder;
 use modelfs_io::codec::{crc32c_extend, mask_crc};
+use modelfs_io::source::{ReadAt, ReadCtx, ReadExt};
+use modelfs_io::store::{Crc, Store};
 use modelfs_layout::binary::{ElemMap, RawElements};
 use modelfs_layout::dense::dense_tensor;
 use modelfs_layout::{pool, FileContent, LayoutCtx, LayoutError, Requester};
 use modelfs_model::{DType, ModelError, StoredRun};
-use modelfs_io::source::{ReadAt, ReadCtx, ReadExt};
-use modelfs_io::store::{Crc, Store};
 use modelfs_tf::dtype::to_tf;
 use modelfs_tf::writer::{encode_strings, entry_proto};
 
@@ -411,10 +411,7 @@ fn crc_key(r: &RawElements) -> Option<String> {
 /// The checksum (masked CRC32C, as a bundle entry holds it) of `t`'s raw little-endian
 /// elements when it is known without reading them: stored by a TF source, or remembered in
 /// `store` from an earlier `.tf/` index. Bool is left out (the view normalises its bytes).
-pub fn known_crc(
-    t: &Arc<dyn modelfs_model::Tensor>,
-    store: Option<&dyn Store>,
-) -> Option<u32> {
+pub fn known_crc(t: &Arc<dyn modelfs_model::Tensor>, store: Option<&dyn Store>) -> Option<u32> {
     let meta = t.meta();
     if meta.sparse || meta.dtype == DType::Bool || meta.dtype.elem_size().is_none() {
         return None;
@@ -493,11 +490,11 @@ impl Make for Index {
 mod tests {
     use super::*;
     use modelfs_detect::model_at;
+    use modelfs_io::store::DiskStore;
     use modelfs_layout::cache::ChunkCache;
     use modelfs_layout::Patient;
-    use modelfs_model::{Model, ReaderOptions};
-    use modelfs_io::store::DiskStore;
     use modelfs_model::testing::CountingModel;
+    use modelfs_model::{Model, ReaderOptions};
 
     /// The index of a mount whose tensors store no checksum (an Angel model), read with a
     /// fresh context over one persistent store: `(data reads, index bytes)`.

@@ -50,13 +50,9 @@ from ._errors import (
     UsageError,
 )
 
-try:
-    from importlib.metadata import PackageNotFoundError as _NoPackage
-    from importlib.metadata import version as _version
-
-    __version__ = _version("modelfs")
-except _NoPackage:  # a source tree run without installing
-    __version__ = "0+unknown"
+#: The crate version and the git commit the extension is built from (``0.1.0+g1a2b3c4d5e6f``,
+#: PEP 440's local form), as ``modelfs --version`` says it.
+__version__: str = _native.__version__
 
 __all__ = [
     "open",

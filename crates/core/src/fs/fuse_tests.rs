@@ -11,8 +11,8 @@ use std::time::SystemTime;
 use super::fuse::{mount_config, ModelFs};
 use super::testing::ctx;
 use super::{Tree, TreeConfig};
-use modelfs_layout::Layout;
 use crate::options::Options;
+use modelfs_layout::Layout;
 use modelfs_model::testing::{key, MemModel, MemTensor};
 
 fn getxattr(path: &Path, name: &str) -> Result<Vec<u8>, i32> {

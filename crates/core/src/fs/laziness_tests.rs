@@ -7,10 +7,10 @@ use std::sync::Arc;
 
 use super::testing::ctx;
 use super::{FileKind, Tree, TreeConfig, ROOT_INO};
-use modelfs_layout::Layout;
-use modelfs_model::Model;
 use crate::options::Options;
+use modelfs_layout::Layout;
 use modelfs_model::testing::{fixtures_dir, shared_dir, CountingModel};
+use modelfs_model::Model;
 
 /// Every source among the fixtures (and the real-world models when present).
 fn sources() -> Vec<PathBuf> {
@@ -117,8 +117,8 @@ fn listing_and_json_do_no_work() {
 /// text's size unknown: stating it renders nothing (it would render every column).
 #[test]
 fn a_wide_sparse_matrix_is_not_rendered_to_be_stated() {
-    use modelfs_model::{DType, SparseRows};
     use modelfs_model::testing::{key, MemModel, MemTensor};
+    use modelfs_model::{DType, SparseRows};
     let rows = SparseRows {
         rows: vec![0],
         row_ptr: vec![0, 2],

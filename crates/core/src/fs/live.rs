@@ -18,8 +18,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::tree::Tree;
-use modelfs_model::Model;
 use modelfs_io::source::Storage;
+use modelfs_model::Model;
 
 pub(crate) use modelfs_detect::fingerprint::fingerprint;
 

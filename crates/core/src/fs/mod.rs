@@ -8,8 +8,8 @@
 
 use std::sync::Arc;
 
-use modelfs_layout::{cache::ChunkCache, LayoutCtx};
 use crate::options::Options;
+use modelfs_layout::{cache::ChunkCache, LayoutCtx};
 
 mod backing;
 mod caller;

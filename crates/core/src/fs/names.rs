@@ -15,8 +15,8 @@
 //! from input is `%25`, and every other `%` starts an escape or is the lone `%` of the empty
 //! component. Cut names carry a 64-bit hash of the whole key.
 
-use modelfs_layout::Layout;
 use modelfs_io::store::fnv1a64;
+use modelfs_layout::Layout;
 
 /// Longest name most file systems accept (NAME_MAX).
 pub(crate) const NAME_MAX: usize = 255;

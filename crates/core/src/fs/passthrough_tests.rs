@@ -8,9 +8,9 @@ use std::time::SystemTime;
 
 use super::tree::OpenMode;
 use super::{layout_ctx, FsError, Tree, TreeConfig};
-use modelfs_layout::Patient;
 use crate::options::Options;
 use modelfs_io::source::ReadExt;
+use modelfs_layout::Patient;
 use modelfs_tf::bundle::testutil::BundleBuilder;
 
 const DATA: &str = ".tf/model.data-00000-of-00001";

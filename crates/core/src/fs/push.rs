@@ -31,9 +31,9 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
 
-use modelfs_layout::{FileContent, Patient, Reading};
 use modelfs_io::source::cursor::Cursor;
 use modelfs_io::source::ReadCtx;
+use modelfs_layout::{FileContent, Patient, Reading};
 
 /// An inode number (as `tree` hands them out).
 type Ino = u64;

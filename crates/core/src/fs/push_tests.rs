@@ -6,9 +6,9 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 
 use super::push::{Follow, Pusher, Sink};
+use modelfs_io::source::cursor::Cursor;
 use modelfs_layout::held::Whole;
 use modelfs_layout::FileContent;
-use modelfs_io::source::cursor::Cursor;
 
 const MIB: u64 = 1 << 20;
 const INO: u64 = 7;

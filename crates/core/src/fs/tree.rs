@@ -24,10 +24,10 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
 use std::time::SystemTime;
 
+pub use crate::options::TextSize;
 use modelfs_layout::{FileContent, Layout, LayoutCtx};
 use modelfs_model::{Model, Tensor};
-pub use crate::options::TextSize;
-use modelfs_views::{ViewEntry};
+use modelfs_views::ViewEntry;
 
 use super::error::FsError;
 use super::listing::{self, Listing, ModelPath, NodeKind};
@@ -570,7 +570,9 @@ impl Tree {
         }
         // The hidden views of a model root: found by name, never listed.
         if let (Some(i), NodeKind::Dir { path }) = (
-            modelfs_views::NAMES.iter().position(|v| v.as_bytes() == name),
+            modelfs_views::NAMES
+                .iter()
+                .position(|v| v.as_bytes() == name),
             dir.kind(),
         ) {
             if self.model().model_roots().iter().any(|r| r[..] == path[..]) {

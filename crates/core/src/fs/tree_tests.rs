@@ -124,7 +124,9 @@ fn sizes_are_exact_and_reads_match() {
     assert_eq!((attr.uid, attr.gid), (1234, 55));
     assert_eq!(
         attr.mtime,
-        modelfs_model::testing::MemTensor::f32(&[], &[0.0]).meta.mtime
+        modelfs_model::testing::MemTensor::f32(&[], &[0.0])
+            .meta
+            .mtime
     );
     let full = read_all(&t, "layer1/W.bin");
     for off in 0..=24u64 {

@@ -4,9 +4,9 @@ use std::sync::Arc;
 
 mod specs;
 
+use modelfs_io::store::{DiskStore, Store};
 use modelfs_layout::Layout;
 use modelfs_model::ReaderOptions;
-use modelfs_io::store::{DiskStore, Store};
 pub use specs::Options;
 pub use specs::{help as options_help, keys};
 

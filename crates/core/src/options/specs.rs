@@ -1,7 +1,7 @@
 //! Every `-o` option, once: its field in `Options` and default, how it is written, what the
 //! help says, and how it applies — one entry of the `options!` table below. `Options`, its
 //! `Default`, `SPECS`, `KEYS` (shell completion), `--help`, the man page and the option
-//! parser all come from that table; a test checks README's options table against it.
+//! parser all come from that table; a test checks the guide's options table (`docs/options.md`) against it.
 
 use super::{parse_size, unescape_sep, usable_dir, OptionError, Refresh, TextSize, Verify};
 use modelfs_layout::Layout;
@@ -386,12 +386,13 @@ pub fn help() -> String {
 mod tests {
     use super::*;
 
-    /// README's options table names every option, and nothing else.
+    /// The guide's options table names every option, and nothing else (its `--help` and man
+    /// page come from `SPECS` itself).
     #[test]
-    fn the_readme_table_is_the_table() {
-        let readme =
-            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
-        let section = readme.split("\n## Options\n").nth(1).unwrap();
+    fn the_guides_table_is_the_table() {
+        let page = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/options.md");
+        let page = std::fs::read_to_string(page).unwrap();
+        let section = page.split("\n## Options\n").nth(1).unwrap();
         let table: Vec<&str> = section
             .lines()
             .skip_while(|l| !l.starts_with('|'))
@@ -410,13 +411,13 @@ mod tests {
         for s in SPECS {
             assert!(
                 named.iter().any(|n| n == s.key),
-                "README's table lacks {}",
+                "docs/options.md lacks {}",
                 s.key
             );
         }
         for n in &named {
             let known = SPECS.iter().any(|s| s.key == n) || n == "mount";
-            assert!(known, "README's table names '{n}', which is no option");
+            assert!(known, "docs/options.md names '{n}', which is no option");
         }
     }
 

@@ -19,9 +19,9 @@ use bytes::Bytes;
 use super::{Ino, OpenMode, Opened, Tree};
 use crate::fs::error::FsError;
 use crate::fs::push::Follow;
-use modelfs_layout::{Reading, Requester};
 use modelfs_io::source::cursor::Cursor;
 use modelfs_io::source::{ReadAt, ReadCtx};
+use modelfs_layout::{Reading, Requester};
 
 /// A file handle number, as the kernel passes it back on each read.
 pub(crate) type Fh = u64;
@@ -76,12 +76,7 @@ pub struct Opening {
 
 impl Tree {
     /// Opens file `ino` for reading (`write`: refused), for `req`.
-    pub fn open(
-        &self,
-        ino: Ino,
-        write: bool,
-        req: &dyn Requester,
-    ) -> Result<Opening, FsError> {
+    pub fn open(&self, ino: Ino, write: bool, req: &dyn Requester) -> Result<Opening, FsError> {
         let node = self.node(ino)?;
         if write {
             return Err(FsError::ReadOnly);

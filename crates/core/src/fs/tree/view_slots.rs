@@ -10,10 +10,10 @@ use std::sync::{Arc, Mutex};
 
 use super::ModelPath;
 use crate::fs::error::FsError;
+use modelfs_io::source::Memo;
 use modelfs_layout::LayoutCtx;
 use modelfs_model::Model;
-use modelfs_io::source::Memo;
-use modelfs_views::{View};
+use modelfs_views::View;
 
 type Slot = Arc<Memo<Result<Arc<View>, String>>>;
 
