@@ -96,6 +96,6 @@ mod tests {
         assert!(!at("fuser::mnt", log::Level::Warn));
         assert!(at("fuser::session", log::Level::Error));
         assert!(at("fuser", log::Level::Warn));
-        assert!(at("modelfs::fs", log::Level::Warn));
+        assert!(at("modelfs_core::fs", log::Level::Warn));
     }
 }
