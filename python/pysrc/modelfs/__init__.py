@@ -228,6 +228,9 @@ class Model(_abc.Mapping):
     read lazily), whose other names (a hash table's, a document's) answer too."""
 
     def __init__(self, source: "os.PathLike[str] | str", **options: Any) -> None:
+        """Opens SOURCE now (what `modelfs.open` does): its format is recognised and its index
+        read, no tensor's data. Raises `SourceNotFoundError` if nothing is there,
+        `SourceError` if it cannot be read, `UsageError` for an option modelfs refuses."""
         # Made absolute here, not only in the native open: a pickled model is opened again by
         # a worker whose working directory is not ours.
         self.source = _absolute(_os.fspath(source))
@@ -254,6 +257,7 @@ class Model(_abc.Mapping):
 
     @property
     def closed(self) -> bool:
+        """True once `close` has run (or the `with` block ended)."""
         return self._native_model is None
 
     def __enter__(self) -> "Model":

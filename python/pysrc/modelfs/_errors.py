@@ -17,6 +17,8 @@ class ModelfsError(Exception):
     """Any error of modelfs. `message` is what the `modelfs` command prints for it."""
 
     def __init__(self, message: str = "", **fields: Any) -> None:
+        """`message` as `str(e)`; each keyword in `fields` becomes an attribute (`tensor`,
+        `path`, …) and is kept when the error is pickled."""
         super().__init__(message)
         self.message = message
         self._fields = dict(fields)
@@ -47,6 +49,7 @@ class SourceNotFoundError(SourceError, FileNotFoundError):
     safetensors and torch raise for a missing file."""
 
     def __init__(self, message: str = "", **fields: Any) -> None:
+        """As `ModelfsError`'s; `filename` (`FileNotFoundError`'s) is the `path` field."""
         ModelfsError.__init__(self, message, **fields)
         self.filename = fields.get("path")
 

@@ -59,6 +59,9 @@ class ModelFileSystem(_Base):
 
     def __init__(self, fo: str = "", target_protocol: Optional[str] = None,
                  target_options: Optional[Dict[str, Any]] = None, **options: Any) -> None:
+        """Opens the model `fo` names (with `target_protocol`, as in a chained
+        `modelfs::s3://…` URL), or the nearest parent of that path that is a model; `options`
+        are `modelfs.open`'s. Raises `ValueError` if `fo` is empty."""
         super().__init__(fo=fo, target_protocol=target_protocol, target_options=target_options,
                          **options)
         if not fo:
@@ -140,6 +143,8 @@ class ModelFileSystem(_Base):
 
     def cat_file(self, path: str, start: Optional[int] = None, end: Optional[int] = None,
                  **kwargs: Any) -> bytes:
+        """Bytes `start:end` of file `path` (negative: from the end, as Python slices), read
+        straight from the model; `FileNotFoundError` for a name the mount does not show."""
         rel = self._rel(path)
         try:
             size = self._native.file_size(rel)

@@ -41,6 +41,7 @@ class ModelfsDatasource(Datasource):
 
     def __init__(self, source: str, tensor: Optional[str] = None, columns: str = "vec",
                  piece_bytes: int = PIECE_BYTES, **options: Any) -> None:
+        """`read`'s arguments; nothing is opened until Ray asks for the read tasks."""
         self._source = _absolute(str(source))
         self._options = _options(options)
         self._tensor = tensor.strip("/") if tensor else None
@@ -51,12 +52,17 @@ class ModelfsDatasource(Datasource):
         return _reopen(self._source, self._options)
 
     def get_name(self) -> str:
+        """`"modelfs"`: the name Ray shows for the read stage."""
         return "modelfs"
 
     def estimate_inmemory_data_size(self) -> Optional[int]:
+        """None: not estimated (Ray then plans without a size)."""
         return None
 
     def get_read_tasks(self, parallelism: int, **_: Any) -> List[ReadTask]:
+        """One task per piece of the tensor (`piece_bytes` each; `parallelism` is not used),
+        or one for the catalog; each task opens the model in its worker and yields Arrow
+        tables."""
         from . import _arrow
         m = self._model()
         source, options, columns = self._source, self._options, self._columns

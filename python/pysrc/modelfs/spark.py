@@ -57,9 +57,13 @@ class ModelfsDataSource(DataSource):
 
     @classmethod
     def name(cls) -> str:
+        """`"modelfs"`: the name `spark.read.format` takes."""
         return "modelfs"
 
     def schema(self) -> Any:
+        """The DataFrame's schema: the catalog's, or that of option `tensor`'s rows (`id` or
+        `row`, then `vec` or, with `columns="wide"`, `v0 … vN-1`). Opens the model on the
+        driver to learn it."""
         from pyspark.sql.pandas.types import from_arrow_schema
 
         from . import _arrow
@@ -69,6 +73,7 @@ class ModelfsDataSource(DataSource):
         return from_arrow_schema(got)
 
     def reader(self, schema: Any) -> "DataSourceReader":
+        """The reader whose partitions are the tensor's pieces (one for the catalog)."""
         return _Reader(dict(self.options))
 
 
