@@ -125,7 +125,7 @@ pub(super) struct OptArgs {
 #[command(
     name = "modelfs",
     version = modelfs_core::VERSION,
-    about = "Mount model files (TensorFlow, Angel, hash tables, safetensors, numpy, PyTorch, GGUF) read-only as files in the layouts you pick"
+    about = "Mount model files (TensorFlow, Angel, hash tables, safetensors, PyTorch and DCP, numpy, GGUF, ONNX, Keras, Orbax) read-only as files in the layouts you pick"
 )]
 pub(super) struct Cli {
     #[command(subcommand)]
