@@ -143,7 +143,7 @@ public final class MiniHdfs {
     MiniHdfs hdfs;
     long started = System.nanoTime();
     try {
-      hdfs = start(base, datanodes, blockSize, ha, kerberos);
+      hdfs = startRetrying(base, datanodes, blockSize, ha, kerberos, logStream);
     } catch (Throwable e) {
       e.printStackTrace(logStream);
       origErr.println("minihdfs: cluster did not start: " + e + " (log: " + log + ")");
@@ -211,6 +211,27 @@ public final class MiniHdfs {
     t.setDaemon(true);
     t.start();
     return t;
+  }
+
+  /**
+   * {@code start}, again on other ports while an {@code --ha} start fails on a port taken:
+   * its NameNode ports are chosen free before the cluster binds them, and another process (a
+   * test beside this one) may take one in between.
+   */
+  private static MiniHdfs startRetrying(
+      File base, int datanodes, long blockSize, boolean ha, boolean kerberos, PrintStream log)
+      throws Exception {
+    for (int attempt = 1; ; attempt++) {
+      try {
+        return start(base, datanodes, blockSize, ha, kerberos);
+      } catch (Exception e) {
+        if (!ha || attempt >= START_ATTEMPTS || !causedBy(e, java.net.BindException.class)) {
+          throw e;
+        }
+        e.printStackTrace(log);
+        log.println("minihdfs: a chosen port was taken; starting again on other ports");
+      }
+    }
   }
 
   private static MiniHdfs start(
@@ -372,6 +393,19 @@ public final class MiniHdfs {
     extra.put("realm", jsonString(realm));
     extra.put("principal", jsonString(USER + "@" + realm));
     extra.put("keytab", jsonString(userKeytab.getPath()));
+  }
+
+  /** Starts of an {@code --ha} cluster tried before giving up on ports taken under it. */
+  private static final int START_ATTEMPTS = 4;
+
+  /** Whether {@code e} or one of its causes is a {@code kind}. */
+  private static boolean causedBy(Throwable e, Class<? extends Throwable> kind) {
+    for (Throwable t = e; t != null; t = t.getCause() == t ? null : t.getCause()) {
+      if (kind.isInstance(t)) {
+        return true;
+      }
+    }
+    return false;
   }
 
   private static int freePort() throws Exception {
